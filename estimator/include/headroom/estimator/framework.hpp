@@ -1,0 +1,30 @@
+// A training framework's defaults (data/frameworks/*.json): what `--framework megatron` means.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "headroom/estimator/layout.hpp"
+#include "headroom/estimator/residual.hpp"
+
+namespace headroom {
+
+struct FrameworkProfile {
+  std::string name;
+  bool sequence_parallel = true;
+  bool flash_attention = true;
+  Schedule schedule = Schedule::one_f_one_b;
+  Recompute recompute = Recompute::none;
+  Precision precision;
+  StateSharding sharding;
+  ResidualModel residual;
+};
+
+[[nodiscard]] FrameworkProfile framework_from_json(const nlohmann::json& j);
+[[nodiscard]] Recompute parse_recompute(std::string_view text);  // throws Error listing the valid names
+[[nodiscard]] Schedule parse_schedule(std::string_view text);
+[[nodiscard]] Shard parse_shard(std::string_view text);
+
+}  // namespace headroom

@@ -1,0 +1,76 @@
+// Per-GPU memory of a training job under 4D parallelism (DP × TP × PP × CP), per pipeline stage.
+// Formulas follow the 4D paper (shared/seeds/4d-parallelism-memory-estimator.txt), equation numbers cited
+// on each function; extensions beyond the paper (SP off, no FlashAttention, recompute, interleaving,
+// sharding, GPT-2 style models) say where their terms come from. All results are bytes unless named _gib.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "headroom/estimator/layout.hpp"
+#include "headroom/estimator/residual.hpp"
+#include "headroom/estimator/spec.hpp"
+
+namespace headroom {
+
+inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// ---- parameter counts (elements) ----
+[[nodiscard]] double attention_parameters_per_layer(const ModelSpec& m);
+[[nodiscard]] double ffn_parameters_per_layer(const ModelSpec& m);
+[[nodiscard]] double norm_parameters_per_layer(const ModelSpec& m);
+[[nodiscard]] double layer_parameters(const ModelSpec& m);
+[[nodiscard]] double embedding_parameters(const ModelSpec& m);
+[[nodiscard]] double parameter_count(const ModelSpec& m);
+// Parameters one GPU of pipeline stage `stage` holds after TP sharding (elements).
+[[nodiscard]] double stage_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage);
+
+// ---- model states (bytes) ----
+// Size of the group a state is sharded over, given how the DP×CP group is placed on nodes.
+[[nodiscard]] double shard_divisor(Shard shard, const Layout& l, std::int64_t gpus_per_node);
+
+// ---- activations (bytes) ----
+[[nodiscard]] double activation_bytes_per_layer(const ModelSpec& m, const Layout& l);
+[[nodiscard]] double layers_in_flight(const ModelSpec& m, const Layout& l, std::int64_t stage);       // layer-micro-batches held
+[[nodiscard]] double microbatches_in_flight(const Layout& l, std::int64_t stage);
+[[nodiscard]] double embedding_activation_bytes(const ModelSpec& m, const Layout& l);  // per micro-batch
+[[nodiscard]] double lm_head_activation_bytes(const ModelSpec& m, const Layout& l);    // per micro-batch
+[[nodiscard]] double stage_activation_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage);
+
+// ---- the paper's headline number ----
+// Eq. 18 for the first pipeline stage; with p = 1 the one stage holds the embedding and the LM head.
+[[nodiscard]] double paper_total_bytes(const ModelSpec& m, const Layout& l);
+
+struct StageMemory {
+  std::int64_t stage = 0;
+  double params = 0;
+  double grads = 0;
+  double optimizer = 0;
+  double activations = 0;
+  double residual = 0;
+  [[nodiscard]] double total() const { return params + grads + optimizer + activations + residual; }
+};
+
+[[nodiscard]] StageMemory stage_memory(const ModelSpec& m, const ClusterSpec& c, const Layout& l,
+                                       const ResidualModel& r, std::int64_t stage);
+
+struct MemoryEstimate {
+  std::vector<StageMemory> stages;
+  double paper_total_bytes = 0;
+  std::int64_t peak_stage = 0;
+  double peak_bytes = 0;
+  double capacity_bytes = 0;
+  double margin_bytes = 0;  // capacity - peak; negative when it does not fit
+  [[nodiscard]] bool fits() const { return margin_bytes >= 0; }
+};
+
+// Every stage, the paper's number, the peak and the verdict against the GPU's usable memory.
+[[nodiscard]] MemoryEstimate estimate_memory(const ModelSpec& m, const ClusterSpec& c, const Layout& l,
+                                             const ResidualModel& r);
+
+// The peak alone, without allocating: the first or the last stage always binds (middle stages hold
+// fewer micro-batches than the first and neither embedding nor head).
+[[nodiscard]] double peak_memory_bytes(const ModelSpec& m, const ClusterSpec& c, const Layout& l,
+                                       const ResidualModel& r);
+
+}  // namespace headroom

@@ -1,0 +1,96 @@
+// The three immutable inputs of every estimate: the model (application), the GPU and cluster (system).
+// Parsed and validated once from data/ JSON (units in key names), converted to SI units on load.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace headroom {
+
+enum class Norm { rmsnorm, layernorm };
+enum class Mlp { swiglu, gelu };
+
+// A decoder-only transformer. Variables as in the 4D paper, Table 1.
+struct ModelSpec {
+  std::string name;
+  std::int64_t hidden_size = 0;      // h
+  std::int64_t num_layers = 0;       // L
+  std::int64_t num_heads = 0;        // a
+  std::int64_t num_kv_heads = 0;     // k
+  std::int64_t ffn_hidden_size = 0;  // h_ffn
+  std::int64_t vocab_size = 0;       // v
+  std::int64_t max_context = 0;      // tokens
+  bool tied_embeddings = false;
+  Norm norm = Norm::rmsnorm;
+  Mlp mlp = Mlp::swiglu;
+  bool linear_biases = false;        // GPT-2 style biases on every linear layer
+  bool learned_positions = false;    // GPT-2 style position-embedding table of max_context × h
+};
+
+struct GpuSpec {
+  std::string name;
+  std::string vendor;
+  double memory_bytes = 0;         // nominal HBM, as marketed ("40GB" is 40 GiB on an A100)
+  double usable_memory_bytes = 0;  // what the runtime lets a process allocate
+  double bf16_flops = 0;           // dense peak, FLOP/s
+  double fp16_flops = 0;
+  double fp32_flops = 0;
+  double hbm_bytes_per_s = 0;
+};
+
+struct LinkSpec {
+  std::string kind;
+  double bytes_per_s = 0;  // unidirectional, per GPU
+  double latency_s = 0;
+};
+
+struct ClusterSpec {
+  std::string name;
+  GpuSpec gpu;
+  std::int64_t gpus_per_node = 0;
+  LinkSpec intra_node;
+  LinkSpec inter_node;  // NIC bandwidth available to one GPU
+  std::string topology;
+};
+
+// Finds and parses specs. Names are case-insensitive; an argument that names an existing file is read
+// as a headroom spec or (models only) a Hugging Face config.json.
+class SpecLibrary {
+ public:
+  explicit SpecLibrary(std::filesystem::path data_dir);
+
+  [[nodiscard]] ModelSpec model(std::string_view name_or_path) const;
+  [[nodiscard]] GpuSpec gpu(std::string_view name_or_path) const;
+  [[nodiscard]] ClusterSpec cluster(std::string_view name_or_path) const;
+  // A shipped cluster whose GPU is `gpu`, else a one-node cluster of 8 such GPUs with no links named.
+  [[nodiscard]] ClusterSpec cluster_for_gpu(const GpuSpec& gpu) const;
+  // Framework profiles (data/frameworks) are parsed by framework.hpp; this finds and validates the JSON.
+  [[nodiscard]] nlohmann::json framework_json(std::string_view name_or_path) const;
+
+  [[nodiscard]] std::vector<std::string> names(std::string_view kind) const;  // "models", "gpus", ...
+  [[nodiscard]] const std::filesystem::path& data_dir() const { return data_dir_; }
+
+ private:
+  [[nodiscard]] nlohmann::json load_validated(std::string_view kind, std::string_view name_or_path,
+                                              std::filesystem::path* resolved) const;
+  std::filesystem::path data_dir_;
+};
+
+// Parsing from already-loaded JSON; `where` names the source in error messages.
+[[nodiscard]] ModelSpec model_from_json(const nlohmann::json& j, std::string_view where);
+[[nodiscard]] ModelSpec model_from_hf_config(const nlohmann::json& j, std::string_view name,
+                                             std::string_view where);
+[[nodiscard]] GpuSpec gpu_from_json(const nlohmann::json& j, std::string_view where);
+
+// Reads a whole JSON file; malformed JSON or an unreadable file is an Error naming the file.
+[[nodiscard]] nlohmann::json read_json_file(const std::filesystem::path& path);
+
+// Default data directory: $HEADROOM_DATA_DIR, else the source tree's data/ compiled in.
+[[nodiscard]] std::filesystem::path default_data_dir();
+
+}  // namespace headroom

@@ -1,0 +1,53 @@
+#include "headroom/estimator/framework.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "headroom/estimator/error.hpp"
+#include "headroom/estimator/memory.hpp"
+
+namespace headroom {
+
+Recompute parse_recompute(std::string_view text) {
+  if (text == "none") return Recompute::none;
+  if (text == "selective") return Recompute::selective;
+  if (text == "full") return Recompute::full;
+  throw Error("unknown recompute mode '" + std::string(text) + "' (valid: none, selective, full)");
+}
+
+Schedule parse_schedule(std::string_view text) {
+  if (text == "1f1b") return Schedule::one_f_one_b;
+  if (text == "interleaved") return Schedule::interleaved;
+  if (text == "gpipe") return Schedule::gpipe;
+  throw Error("unknown pipeline schedule '" + std::string(text) + "' (valid: 1f1b, interleaved, gpipe)");
+}
+
+Shard parse_shard(std::string_view text) {
+  if (text == "N") return Shard::none;
+  if (text == "I") return Shard::intra;
+  if (text == "G") return Shard::global;
+  throw Error("unknown shard code '" + std::string(text) + "' (valid: N, I, G)");
+}
+
+FrameworkProfile framework_from_json(const nlohmann::json& j) {
+  FrameworkProfile f;
+  f.name = j.at("name").get<std::string>();
+  f.sequence_parallel = j.at("sequence_parallel").get<bool>();
+  f.flash_attention = j.at("flash_attention").get<bool>();
+  f.schedule = parse_schedule(j.at("schedule").get<std::string>());
+  f.recompute = parse_recompute(j.at("recompute").get<std::string>());
+  const auto& p = j.at("precision");
+  f.precision = {p.at("weight_bytes").get<double>(), p.at("grad_bytes").get<double>(),
+                 p.at("optimizer_bytes").get<double>()};
+  const auto& s = j.at("sharding");
+  f.sharding = {parse_shard(s.at("params").get<std::string>()), parse_shard(s.at("grads").get<std::string>()),
+                parse_shard(s.at("optimizer").get<std::string>())};
+  const auto& r = j.at("residual");
+  f.residual.name = f.name;
+  f.residual.fixed_bytes = r.at("fixed_GiB").get<double>() * kGiB;
+  f.residual.activation_fraction = r.at("activation_fraction").get<double>();
+  f.residual.logits_bytes_per_element = r.at("logits_bytes_per_element").get<double>();
+  f.residual.cp_bytes_per_token_hidden = r.at("cp_bytes_per_token_hidden").get<double>();
+  return f;
+}
+
+}  // namespace headroom

@@ -1,0 +1,203 @@
+#include "headroom/estimator/memory.hpp"
+
+#include <algorithm>
+
+namespace headroom {
+namespace {
+
+double d(std::int64_t v) { return static_cast<double>(v); }
+
+double kv_ratio(const ModelSpec& m) { return d(m.num_kv_heads) / d(m.num_heads); }  // k/a
+
+// s·b·h/(t·c): the unit of the 4D paper's activation terms (Eq. 17).
+double sbh_per_gpu(const ModelSpec& m, const Layout& l) {
+  return d(l.seq) * d(l.mbs) * d(m.hidden_size) / (d(l.tp) * d(l.cp));
+}
+
+}  // namespace
+
+// 4D paper Eq. 1: W_Q, W_O are h×h and W_K, W_V are h×(h·k/a), so 2h²(1 + k/a); GPT-2 adds biases.
+double attention_parameters_per_layer(const ModelSpec& m) {
+  const double h = d(m.hidden_size);
+  const double weights = 2.0 * h * h * (1.0 + kv_ratio(m));
+  const double biases = m.linear_biases ? h * (2.0 + 2.0 * kv_ratio(m)) : 0.0;  // q,k,v and o biases
+  return weights + biases;
+}
+
+// 4D paper Eq. 2: SwiGLU has gate, up and down projections, 3·h·h_ffn; a GELU MLP has up and down only.
+double ffn_parameters_per_layer(const ModelSpec& m) {
+  const double h = d(m.hidden_size), f = d(m.ffn_hidden_size);
+  if (m.mlp == Mlp::gelu) return 2.0 * h * f + (m.linear_biases ? f + h : 0.0);
+  return 3.0 * h * f;
+}
+
+// 4D paper Eq. 3, the 2h term: two RMSNorm weight vectors per layer; LayerNorm adds a bias vector each.
+double norm_parameters_per_layer(const ModelSpec& m) {
+  return (m.norm == Norm::layernorm ? 4.0 : 2.0) * d(m.hidden_size);
+}
+
+double layer_parameters(const ModelSpec& m) {
+  return attention_parameters_per_layer(m) + ffn_parameters_per_layer(m) + norm_parameters_per_layer(m);
+}
+
+// 4D paper Eq. 3, the 2hv term: input embedding and LM head (one matrix when tied), plus GPT-2's
+// learned position table.
+double embedding_parameters(const ModelSpec& m) {
+  const double hv = d(m.hidden_size) * d(m.vocab_size);
+  return (m.tied_embeddings ? hv : 2.0 * hv) + (m.learned_positions ? d(m.max_context) * d(m.hidden_size) : 0.0);
+}
+
+// 4D paper Eq. 3: 2hv + h + 2Lh²(1 + k/a + 3/2·h_ffn/h + 1/h), the final norm being the lone h.
+double parameter_count(const ModelSpec& m) {
+  const double final_norm = (m.norm == Norm::layernorm ? 2.0 : 1.0) * d(m.hidden_size);
+  return embedding_parameters(m) + final_norm + d(m.num_layers) * layer_parameters(m);
+}
+
+// 4D paper Eq. 6–9 per stage: TP splits attention, FFN, embedding and head by t, norms stay whole;
+// the first stage holds the embedding (hv/t), the last the head and final norm (hv/t + h), and with
+// p = 1 the one stage holds both (Eq. 6). Row-parallel biases (o, down) are replicated across TP.
+double stage_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  const double h = d(m.hidden_size), t = d(l.tp);
+  const double replicated_biases = m.linear_biases ? 2.0 * h : 0.0;
+  const double per_layer = (layer_parameters(m) - norm_parameters_per_layer(m) - replicated_biases) / t +
+                           norm_parameters_per_layer(m) + replicated_biases;
+  double params = d(m.num_layers / l.pp) * per_layer;
+  const double hv_t = h * d(m.vocab_size) / t;
+  const bool first = stage == 0, last = stage == l.pp - 1;
+  if (first) params += hv_t + (m.learned_positions ? d(m.max_context) * h : 0.0);
+  // Megatron keeps a copy of a tied embedding on the last stage when p > 1 (kept in sync by all-reduce).
+  if (last && !(first && m.tied_embeddings)) params += hv_t;
+  if (last) params += (m.norm == Norm::layernorm ? 2.0 : 1.0) * h;
+  return params;
+}
+
+// PaRO section 3 (N / I / G): the DP×CP group is laid out with TP innermost, so a node holds
+// gpus_per_node / t of its members; 'intra' shards over those, 'global' over all d·c of them.
+double shard_divisor(Shard shard, const Layout& l, std::int64_t gpus_per_node) {
+  const double group = d(l.dp) * d(l.cp);
+  switch (shard) {
+    case Shard::none: return 1.0;
+    case Shard::intra: return std::clamp(d(gpus_per_node) / d(l.tp), 1.0, group);
+    case Shard::global: return group;
+  }
+  return 1.0;
+}
+
+// 4D paper Eq. 11–12, 15, 17 (one layer, one micro-batch, per GPU). With FlashAttention and SP:
+// s·b·h/(t·c)·(12 + 4k/a + 8h_ffn/h): attention 6 + 4k/a (input, Q, K, V, output), FFN 2 + 8h_ffn/h
+// (input; gate, up, activation and product outputs), two norm inputs 4. A GELU MLP stores 2 + 4h_ffn/h.
+// Without SP (Korthikanti et al. 2023, Sec. 4.2.2) the norm inputs and the inputs of the QKV and FFN
+// projections (8 units) are replicated over TP. Without FlashAttention the softmax output 2·a·s²·b/(t·c)
+// is stored as well (no attention dropout in Llama); selective recompute (Korthikanti Sec. 5) drops it.
+// Full recompute stores the layer input only (2 units, SP-sharded).
+double activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
+  const double sbh = sbh_per_gpu(m, l);
+  if (l.recompute == Recompute::full) return 2.0 * sbh * (l.sequence_parallel ? 1.0 : d(l.tp));
+  const double ffn_ratio = d(m.ffn_hidden_size) / d(m.hidden_size);
+  const double mlp_units = 2.0 + (m.mlp == Mlp::swiglu ? 8.0 : 4.0) * ffn_ratio;
+  const double all_units = 6.0 + 4.0 * kv_ratio(m) + mlp_units + 4.0;
+  const double replicated_units = 8.0;
+  double bytes = l.sequence_parallel ? sbh * all_units
+                                     : sbh * ((all_units - replicated_units) + replicated_units * d(l.tp));
+  if (!l.flash_attention && l.recompute == Recompute::none) {
+    bytes += 2.0 * d(m.num_heads) * d(l.seq) * d(l.seq) * d(l.mbs) / (d(l.tp) * d(l.cp));
+  }
+  return bytes;
+}
+
+// Micro-batches whose activations stage `stage` holds at its peak. 1F1B: the first stage holds p
+// (4D paper Sec. 3.2.2, Narayanan et al. 2021 Fig. 4), stage i holds p − i; GPipe holds all m.
+double microbatches_in_flight(const Layout& l, std::int64_t stage) {
+  const double m = d(l.microbatches());
+  if (l.schedule == Schedule::gpipe) return m;
+  return std::min(m, d(l.pp - stage));
+}
+
+// Layer-micro-batches held by `stage`. 1F1B: (L/p)·min(p − i, m), hence L on the first stage whatever p
+// (4D paper Sec. 3.2.2). Interleaved with v chunks per GPU (Megatron's warm-up count): stage i holds
+// 2(p − i − 1) + (v − 1)p + 1 chunks of L/(p·v) layers, i.e. L(1 + (p − 1)/(p·v)) on the first stage
+// (Korthikanti et al. 2023, Sec. 4.2.3), at most all m·v chunks.
+double layers_in_flight(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  const double layers_per_stage = d(m.num_layers) / d(l.pp);
+  if (l.schedule != Schedule::interleaved || l.vpp == 1)
+    return layers_per_stage * microbatches_in_flight(l, stage);
+  const double chunks = std::min(d(l.microbatches()) * d(l.vpp),
+                                 2.0 * d(l.pp - stage - 1) + d(l.vpp - 1) * d(l.pp) + 1.0);
+  return chunks * layers_per_stage / d(l.vpp);
+}
+
+// 4D paper Eq. 13 as printed, 8·s·b·h per micro-batch (divided by t·c as in Eq. 17): the embedding
+// stage's input/output activations, held for every micro-batch in flight on the first stage.
+double embedding_activation_bytes(const ModelSpec& m, const Layout& l) { return 8.0 * sbh_per_gpu(m, l); }
+
+// 4D paper Eq. 14: FP32 logits for the loss 4·s·b·v plus the final norm and head inputs 2sbh + 2sbh,
+// divided by t·c (Eq. 17), one micro-batch on the last stage.
+double lm_head_activation_bytes(const ModelSpec& m, const Layout& l) {
+  return 4.0 * sbh_per_gpu(m, l) * (1.0 + d(m.vocab_size) / d(m.hidden_size));
+}
+
+double stage_activation_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  double bytes = layers_in_flight(m, l, stage) * activation_bytes_per_layer(m, l);
+  // Full recompute re-materialises one layer of one micro-batch at a time during backward.
+  if (l.recompute == Recompute::full) {
+    Layout stored = l;
+    stored.recompute = Recompute::none;
+    bytes += activation_bytes_per_layer(m, stored);
+  }
+  if (stage == 0) bytes += embedding_activation_bytes(m, l) * microbatches_in_flight(l, 0);
+  if (stage == l.pp - 1) bytes += lm_head_activation_bytes(m, l);
+  return bytes;
+}
+
+// 4D paper Eq. 18, first stage: (6 + 12/(d·c))·params + s·b·h/(t·c)·((12 + 4k/a + 8h_ffn/h)L + 8p +
+// δ_{p,1}·4(1 + v/h)); with p = 1 the parameter term holds embedding and head, 2hv/t + h (Eq. 6).
+double paper_total_bytes(const ModelSpec& m, const Layout& l) {
+  const double h = d(m.hidden_size), t = d(l.tp), p = d(l.pp);
+  const double states_per_param = 6.0 + 12.0 / (d(l.dp) * d(l.cp));
+  const double layer_part = 2.0 * (d(m.num_layers) / p) * h * h *
+                            ((1.0 + kv_ratio(m) + 1.5 * d(m.ffn_hidden_size) / h) / t + 1.0 / h);
+  const double embed_part = (l.pp == 1 ? 2.0 : 1.0) * h * d(m.vocab_size) / t + (l.pp == 1 ? h : 0.0);
+  const double per_layer_units = 12.0 + 4.0 * kv_ratio(m) + 8.0 * d(m.ffn_hidden_size) / h;
+  const double head_units = l.pp == 1 ? 4.0 * (1.0 + d(m.vocab_size) / h) : 0.0;
+  const double activations = sbh_per_gpu(m, l) * (per_layer_units * d(m.num_layers) + 8.0 * p + head_units);
+  return states_per_param * (embed_part + layer_part) + activations;
+}
+
+StageMemory stage_memory(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r,
+                         std::int64_t stage) {
+  const double params = stage_parameters_per_gpu(m, l, stage);
+  const Precision& prec = l.precision;
+  StageMemory s;
+  s.stage = stage;
+  // 4D paper Eq. 10: BF16 weights and FP32 gradients whole, 12 bytes of Adam state over d·c; PaRO
+  // section 3 generalises each of the three to N / I / G sharding.
+  s.params = prec.weight_bytes * params / shard_divisor(l.sharding.params, l, c.gpus_per_node);
+  s.grads = prec.grad_bytes * params / shard_divisor(l.sharding.grads, l, c.gpus_per_node);
+  s.optimizer = prec.optimizer_bytes * params / shard_divisor(l.sharding.optimizer, l, c.gpus_per_node);
+  s.activations = stage_activation_bytes(m, l, stage);
+  s.residual = residual_bytes(m, l, r, stage, s.activations);
+  return s;
+}
+
+MemoryEstimate estimate_memory(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r) {
+  MemoryEstimate e;
+  e.stages.reserve(static_cast<std::size_t>(l.pp));
+  for (std::int64_t i = 0; i < l.pp; ++i) {
+    e.stages.push_back(stage_memory(m, c, l, r, i));
+    if (e.stages.back().total() > e.peak_bytes) {
+      e.peak_bytes = e.stages.back().total();
+      e.peak_stage = i;
+    }
+  }
+  e.paper_total_bytes = paper_total_bytes(m, l);
+  e.capacity_bytes = c.gpu.usable_memory_bytes;
+  e.margin_bytes = e.capacity_bytes - e.peak_bytes;
+  return e;
+}
+
+double peak_memory_bytes(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r) {
+  const double first = stage_memory(m, c, l, r, 0).total();
+  return l.pp == 1 ? first : std::max(first, stage_memory(m, c, l, r, l.pp - 1).total());
+}
+
+}  // namespace headroom

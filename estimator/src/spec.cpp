@@ -1,0 +1,244 @@
+#include "headroom/estimator/spec.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "headroom/estimator/error.hpp"
+#include "headroom/estimator/json_schema.hpp"
+
+#ifndef HEADROOM_SOURCE_DATA_DIR
+#define HEADROOM_SOURCE_DATA_DIR "data"
+#endif  // HEADROOM_SOURCE_DATA_DIR
+
+namespace headroom {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
+std::string singular(std::string_view kind) {  // "models" -> "model"
+  return std::string(kind.substr(0, kind.size() - 1));
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+void check_model_shape(const ModelSpec& m, std::string_view where) {
+  const std::string w(where);
+  if (m.hidden_size % m.num_heads != 0)
+    throw Error(w + ": hidden_size " + std::to_string(m.hidden_size) + " is not a multiple of num_attention_heads " +
+                std::to_string(m.num_heads));
+  if (m.num_kv_heads > m.num_heads || m.num_heads % m.num_kv_heads != 0)
+    throw Error(w + ": num_kv_heads " + std::to_string(m.num_kv_heads) +
+                " must divide num_attention_heads " + std::to_string(m.num_heads));
+}
+
+// Reads an integer field of a Hugging Face config, trying the key names that model families use.
+std::int64_t hf_int(const json& j, std::initializer_list<const char*> keys, std::string_view where,
+                    std::int64_t fallback = -1) {
+  for (const char* key : keys) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_number_integer() || it->get<std::int64_t>() <= 0)
+      throw Error(std::string(where) + ": " + key + " must be a positive integer (got " + it->dump() + ")");
+    return it->get<std::int64_t>();
+  }
+  if (fallback >= 0) return fallback;
+  throw Error(std::string(where) + ": Hugging Face config is missing '" + *keys.begin() + "'");
+}
+
+}  // namespace
+
+json read_json_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read " + path.string() + ": no such file or not readable");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  try {
+    return json::parse(buf.str());
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    // nlohmann's message is "[json.exception.parse_error.101] parse error at line 1, column 2: ..."
+    if (auto pos = what.find("parse error"); pos != std::string::npos) what = what.substr(pos);
+    throw Error("malformed JSON in " + path.string() + ": " + what);
+  }
+}
+
+fs::path default_data_dir() {
+  if (const char* env = std::getenv("HEADROOM_DATA_DIR"); env != nullptr && *env != '\0') return env;
+  return HEADROOM_SOURCE_DATA_DIR;
+}
+
+ModelSpec model_from_json(const json& j, std::string_view where) {
+  ModelSpec m;
+  m.name = j.at("name").get<std::string>();
+  m.hidden_size = j.at("hidden_size").get<std::int64_t>();
+  m.num_layers = j.at("num_layers").get<std::int64_t>();
+  m.num_heads = j.at("num_attention_heads").get<std::int64_t>();
+  m.num_kv_heads = j.at("num_kv_heads").get<std::int64_t>();
+  m.ffn_hidden_size = j.at("ffn_hidden_size").get<std::int64_t>();
+  m.vocab_size = j.at("vocab_size").get<std::int64_t>();
+  m.max_context = j.at("max_context_tokens").get<std::int64_t>();
+  m.tied_embeddings = j.at("tie_word_embeddings").get<bool>();
+  m.norm = j.at("norm").get<std::string>() == "layernorm" ? Norm::layernorm : Norm::rmsnorm;
+  m.mlp = j.at("activation").get<std::string>() == "gelu" ? Mlp::gelu : Mlp::swiglu;
+  m.linear_biases = j.value("linear_biases", false);
+  m.learned_positions = j.value("learned_position_embeddings", false);
+  check_model_shape(m, where);
+  return m;
+}
+
+ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string_view where) {
+  if (!j.is_object()) throw Error(std::string(where) + ": a Hugging Face config must be a JSON object");
+  ModelSpec m;
+  m.name = std::string(name);
+  m.hidden_size = hf_int(j, {"hidden_size", "n_embd", "d_model"}, where);
+  m.num_layers = hf_int(j, {"num_hidden_layers", "n_layer", "num_layers"}, where);
+  m.num_heads = hf_int(j, {"num_attention_heads", "n_head"}, where);
+  m.num_kv_heads = hf_int(j, {"num_key_value_heads"}, where, m.num_heads);
+  m.vocab_size = hf_int(j, {"vocab_size"}, where);
+  m.max_context = hf_int(j, {"max_position_embeddings", "n_positions", "n_ctx"}, where, 2048);
+  const std::string type = lower(j.value("model_type", std::string()));
+  const std::string act = lower(j.value("hidden_act", j.value("activation_function", std::string("silu"))));
+  const bool gpt2_like = type == "gpt2" || type == "gpt_neo" || type == "gpt_bigcode";
+  m.mlp = (act.find("gelu") != std::string::npos || gpt2_like) ? Mlp::gelu : Mlp::swiglu;
+  m.norm = gpt2_like ? Norm::layernorm : Norm::rmsnorm;
+  m.linear_biases = gpt2_like;
+  m.learned_positions = gpt2_like;
+  m.ffn_hidden_size = hf_int(j, {"intermediate_size", "n_inner", "ffn_dim"}, where,
+                             m.mlp == Mlp::gelu ? 4 * m.hidden_size : -1);
+  m.tied_embeddings = j.value("tie_word_embeddings", gpt2_like);
+  check_model_shape(m, where);
+  return m;
+}
+
+GpuSpec gpu_from_json(const json& j, std::string_view /*where*/) {
+  GpuSpec g;
+  g.name = j.at("name").get<std::string>();
+  g.vendor = j.at("vendor").get<std::string>();
+  g.memory_bytes = j.at("memory_GiB").get<double>() * kGiB;
+  g.usable_memory_bytes = j.at("usable_memory_GiB").get<double>() * kGiB;
+  g.bf16_flops = j.at("bf16_dense_TFLOPs").get<double>() * 1e12;
+  g.fp16_flops = j.at("fp16_dense_TFLOPs").get<double>() * 1e12;
+  g.fp32_flops = j.at("fp32_TFLOPs").get<double>() * 1e12;
+  g.hbm_bytes_per_s = j.at("hbm_bandwidth_GBps").get<double>() * 1e9;
+  return g;
+}
+
+SpecLibrary::SpecLibrary(fs::path data_dir) : data_dir_(std::move(data_dir)) {}
+
+std::vector<std::string> SpecLibrary::names(std::string_view kind) const {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(data_dir_ / kind, ec)) {
+    if (entry.path().extension() == ".json") out.push_back(entry.path().stem().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+json SpecLibrary::load_validated(std::string_view kind, std::string_view name_or_path, fs::path* resolved) const {
+  const std::string what = singular(kind);
+  if (name_or_path.empty()) throw Error("empty " + what + " name (known: " + join(names(kind)) + ")");
+  fs::path path(name_or_path);
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    path = data_dir_ / kind / (lower(name_or_path) + ".json");
+    if (!fs::is_regular_file(path, ec)) {
+      throw Error("unknown " + what + " '" + std::string(name_or_path) + "' (known: " + join(names(kind)) +
+                  "; or a path to a JSON file)");
+    }
+  }
+  if (resolved != nullptr) *resolved = path;
+  return read_json_file(path);
+}
+
+ModelSpec SpecLibrary::model(std::string_view name_or_path) const {
+  fs::path path;
+  const json j = load_validated("models", name_or_path, &path);
+  const std::string where = "model " + path.string();
+  // A Hugging Face config.json has no "name" but has its own key names; a headroom spec follows the schema.
+  const bool is_hf = j.is_object() && !j.contains("num_layers") &&
+                     (j.contains("num_hidden_layers") || j.contains("n_layer") || j.contains("model_type"));
+  if (is_hf) {
+    std::string name = j.value("_name_or_path", std::string());
+    if (name.empty()) name = path.parent_path().filename().string();
+    if (name.empty() || name == ".") name = path.stem().string();
+    return model_from_hf_config(j, name, where);
+  }
+  validate_against_schema(j, read_json_file(data_dir_ / "schema" / "model.schema.json"), where);
+  return model_from_json(j, where);
+}
+
+GpuSpec SpecLibrary::gpu(std::string_view name_or_path) const {
+  fs::path path;
+  const json j = load_validated("gpus", name_or_path, &path);
+  const std::string where = "gpu " + path.string();
+  validate_against_schema(j, read_json_file(data_dir_ / "schema" / "gpu.schema.json"), where);
+  GpuSpec g = gpu_from_json(j, where);
+  if (g.usable_memory_bytes > g.memory_bytes)
+    throw Error(where + ": usable_memory_GiB must not exceed memory_GiB");
+  return g;
+}
+
+ClusterSpec SpecLibrary::cluster(std::string_view name_or_path) const {
+  fs::path path;
+  const json j = load_validated("clusters", name_or_path, &path);
+  const std::string where = "cluster " + path.string();
+  validate_against_schema(j, read_json_file(data_dir_ / "schema" / "cluster.schema.json"), where);
+  ClusterSpec c;
+  c.name = j.at("name").get<std::string>();
+  c.gpu = gpu(j.at("gpu").get<std::string>());
+  c.gpus_per_node = j.at("gpus_per_node").get<std::int64_t>();
+  c.topology = j.at("topology").get<std::string>();
+  const json& intra = j.at("intra_node");
+  c.intra_node = {intra.at("kind").get<std::string>(), intra.at("bandwidth_GBps").get<double>() * 1e9,
+                  intra.at("latency_us").get<double>() * 1e-6};
+  const json& inter = j.at("inter_node");
+  c.inter_node = {inter.at("kind").get<std::string>(), inter.at("bandwidth_GBps_per_gpu").get<double>() * 1e9,
+                  inter.at("latency_us").get<double>() * 1e-6};
+  return c;
+}
+
+ClusterSpec SpecLibrary::cluster_for_gpu(const GpuSpec& g) const {
+  for (const auto& name : names("clusters")) {
+    const json j = read_json_file(data_dir_ / "clusters" / (name + ".json"));
+    if (j.is_object() && j.value("gpu", std::string()) == g.name) {
+      ClusterSpec c = cluster(name);
+      c.gpu = g;
+      return c;
+    }
+  }
+  ClusterSpec c;
+  c.name = g.name + "-node";
+  c.gpu = g;
+  c.gpus_per_node = 8;
+  c.topology = "nvswitch";
+  return c;
+}
+
+json SpecLibrary::framework_json(std::string_view name_or_path) const {
+  fs::path path;
+  json j = load_validated("frameworks", name_or_path, &path);
+  validate_against_schema(j, read_json_file(data_dir_ / "schema" / "framework.schema.json"),
+                          "framework " + path.string());
+  return j;
+}
+
+}  // namespace headroom

@@ -1,0 +1,152 @@
+#include "cli_common.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+#include "headroom/estimator/error.hpp"
+#include "headroom/estimator/memory.hpp"
+
+namespace headroom::cli {
+
+std::int64_t parse_count(std::string_view flag, std::string_view text) {
+  const std::string shown = "'" + std::string(text) + "'";
+  const std::string expected = " (expected a positive integer up to 10^12)";
+  if (text.empty()) throw Error(std::string(flag) + " is empty" + expected);
+  double value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec == std::errc::result_out_of_range || (ec == std::errc() && ptr == end && !std::isfinite(value)))
+    throw Error(std::string(flag) + " " + shown + " is out of range" + expected);
+  if (ec != std::errc() || ptr != end) throw Error(std::string(flag) + " " + shown + " is not a number" + expected);
+  if (value <= 0) throw Error(std::string(flag) + " " + shown + " must be positive" + expected);
+  if (value > static_cast<double>(kMaxCount)) throw Error(std::string(flag) + " " + shown + " is too large" + expected);
+  if (std::floor(value) != value) throw Error(std::string(flag) + " " + shown + " is not an integer" + expected);
+  return static_cast<std::int64_t>(value);
+}
+
+void SpecOptions::add_to(CLI::App& app, bool need_model) {
+  auto* m = app.add_option("--model", model, "model name (data/models), HF config.json or headroom model JSON");
+  if (need_model) m->required();
+  app.add_option("--gpu", gpu, "GPU name (data/gpus); defaults to the cluster's GPU");
+  app.add_option("--cluster", cluster, "cluster name (data/clusters); defaults to one with --gpu");
+  app.add_option("--framework", framework, "framework profile (data/frameworks)")->capture_default_str();
+  app.add_option("--data-dir", data_dir, "directory of specs (default: $HEADROOM_DATA_DIR or the source tree)");
+}
+
+SpecLibrary SpecOptions::library() const {
+  return SpecLibrary(data_dir.empty() ? default_data_dir() : std::filesystem::path(data_dir));
+}
+
+ResolvedSpecs resolve(const SpecOptions& o) {
+  const SpecLibrary lib = o.library();
+  ResolvedSpecs r;
+  r.model = lib.model(o.model);
+  if (o.cluster.empty() && o.gpu.empty()) {
+    std::string known;
+    for (const auto& n : lib.names("gpus")) known += (known.empty() ? "" : ", ") + n;
+    throw Error("give --gpu or --cluster (known GPUs: " + known + ")");
+  }
+  if (!o.cluster.empty()) {
+    r.cluster = lib.cluster(o.cluster);
+    if (!o.gpu.empty()) r.cluster.gpu = lib.gpu(o.gpu);  // --gpu overrides the cluster's GPU
+  } else {
+    r.cluster = lib.cluster_for_gpu(lib.gpu(o.gpu));
+  }
+  r.framework = framework_from_json(lib.framework_json(o.framework));
+  return r;
+}
+
+void LayoutOptions::add_to(CLI::App& app) {
+  app.add_option("--tp,--tensor-model-parallel-size", tp, "tensor parallel size t")->capture_default_str();
+  app.add_option("--cp,--context-parallel-size", cp, "context parallel size c")->capture_default_str();
+  app.add_option("--pp,--pipeline-model-parallel-size", pp, "pipeline parallel size p")->capture_default_str();
+  app.add_option("--vpp,--virtual-pipeline-model-parallel-size", vpp, "virtual stages per GPU (interleaved 1F1B)")
+      ->capture_default_str();
+  app.add_option("--mbs,--micro-batch-size", mbs, "micro-batch size b")->capture_default_str();
+  app.add_option("--gpus,--num-gpus,--world-size", gpus, "number of GPUs N (DP = N / (t·c·p))");
+  app.add_option("--dp,--data-parallel-size", dp, "data parallel size d (instead of --gpus)");
+  app.add_option("--gbs,--global-batch-size", gbs, "global batch size in sequences (default: DP·mbs)");
+  app.add_option("--seq,--seq-length", seq, "sequence length s in tokens")->required();
+  app.add_option("--recompute,--recompute-granularity", recompute, "activation recompute: none|selective|full");
+  app.add_option("--schedule", schedule, "pipeline schedule: 1f1b|interleaved|gpipe");
+  app.add_flag("--no-sp", no_sp, "sequence parallelism off");
+  app.add_flag("--sp,--sequence-parallel", sp, "sequence parallelism on");
+  app.add_flag("--no-flash-attn", no_flash, "attention without FlashAttention (stores the s² softmax)");
+  app.add_flag("--flash-attn,--use-flash-attn", flash, "FlashAttention on");
+}
+
+Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) const {
+  Layout l;
+  l.sequence_parallel = f.sequence_parallel;
+  l.flash_attention = f.flash_attention;
+  l.schedule = f.schedule;
+  l.recompute = f.recompute;
+  l.precision = f.precision;
+  l.sharding = f.sharding;
+  if (no_sp && sp) throw Error("--no-sp and --sequence-parallel contradict each other");
+  if (no_flash && flash) throw Error("--no-flash-attn and --use-flash-attn contradict each other");
+  if (no_sp) l.sequence_parallel = false;
+  if (sp) l.sequence_parallel = true;
+  if (no_flash) l.flash_attention = false;
+  if (flash) l.flash_attention = true;
+  if (!recompute.empty()) l.recompute = parse_recompute(recompute);
+  l.tp = parse_count("--tp", tp);
+  l.cp = parse_count("--cp", cp);
+  l.pp = parse_count("--pp", pp);
+  l.vpp = parse_count("--vpp", vpp);
+  l.mbs = parse_count("--mbs", mbs);
+  l.seq = parse_count("--seq", seq);
+  if (!schedule.empty()) l.schedule = parse_schedule(schedule);
+  if (l.vpp > 1 && schedule.empty()) l.schedule = Schedule::interleaved;
+  if (l.schedule == Schedule::interleaved && l.vpp == 1)
+    throw Error("--schedule interleaved needs --vpp > 1 (virtual stages per GPU)");
+  if (gpus.empty() == dp.empty()) throw Error("give exactly one of --gpus (DP derived) or --dp");
+  const std::int64_t model_parallel = l.tp * l.cp;  // each ≤ 10^12 only if checked: keep products bounded
+  if (model_parallel / l.cp != l.tp || model_parallel > kMaxCount || model_parallel * l.pp > kMaxCount)
+    throw Error("t·c·p is too large (the product must stay at most 10^12)");
+  const std::int64_t tcp = model_parallel * l.pp;
+  if (!gpus.empty()) {
+    const std::int64_t n = parse_count("--gpus", gpus);
+    if (n % tcp != 0)
+      throw Error("t·c·p = " + std::to_string(l.tp) + "·" + std::to_string(l.cp) + "·" + std::to_string(l.pp) +
+                  " = " + std::to_string(tcp) + " does not divide --gpus " + std::to_string(n));
+    l.dp = n / tcp;
+  } else {
+    l.dp = parse_count("--dp", dp);
+    if (l.dp > kMaxCount / tcp) throw Error("--dp " + dp + " makes more than 10^12 GPUs");
+  }
+  if (l.mbs > kMaxCount / l.dp) throw Error("dp·mbs is larger than 10^12 sequences");
+  l.gbs = gbs.empty() ? l.dp * l.mbs : parse_count("--gbs", gbs);
+  validate_layout(model, l);
+  return l;
+}
+
+nlohmann::json layout_to_json(const Layout& l) {
+  return {{"tp", l.tp},
+          {"cp", l.cp},
+          {"pp", l.pp},
+          {"dp", l.dp},
+          {"vpp", l.vpp},
+          {"gpus", l.gpus()},
+          {"mbs", l.mbs},
+          {"gbs", l.gbs},
+          {"seq", l.seq},
+          {"microbatches", l.microbatches()},
+          {"recompute", to_string(l.recompute)},
+          {"schedule", to_string(l.schedule)},
+          {"sequence_parallel", l.sequence_parallel},
+          {"flash_attention", l.flash_attention},
+          {"sharding",
+           {{"params", to_string(l.sharding.params)},
+            {"grads", to_string(l.sharding.grads)},
+            {"optimizer", to_string(l.sharding.optimizer)}}}};
+}
+
+std::string format_gib(double bytes, int precision) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", precision, bytes / kGiB);
+  return buf;
+}
+
+}  // namespace headroom::cli

@@ -1,0 +1,69 @@
+// Pieces shared by the subcommands: strict number parsing, spec options, layout options, printing.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "headroom/estimator/framework.hpp"
+#include "headroom/estimator/layout.hpp"
+#include "headroom/estimator/spec.hpp"
+
+namespace headroom::cli {
+
+// Largest count accepted on the command line: keeps every product of two counts inside int64.
+inline constexpr std::int64_t kMaxCount = 1'000'000'000'000;  // 10^12
+
+// Parses a positive integer such as "8192" (also "8e3" when it is an integer); rejects zero,
+// negatives, fractions, garbage and values above kMaxCount with an Error naming `flag`.
+std::int64_t parse_count(std::string_view flag, std::string_view text);
+
+struct Output {
+  std::ostream& out;
+  bool json = false;
+};
+
+// --model/--gpu/--cluster/--framework/--data-dir, shared by every subcommand that needs specs.
+struct SpecOptions {
+  std::string model;
+  std::string gpu;
+  std::string cluster;
+  std::string framework = "megatron";
+  std::string data_dir;
+
+  void add_to(CLI::App& app, bool need_model);
+  [[nodiscard]] SpecLibrary library() const;
+};
+
+struct ResolvedSpecs {
+  ModelSpec model;
+  ClusterSpec cluster;
+  FrameworkProfile framework;
+};
+
+[[nodiscard]] ResolvedSpecs resolve(const SpecOptions& o);
+
+// Layout flags with Megatron-LM aliases; numbers kept as text so that errors can name the flag.
+struct LayoutOptions {
+  std::string tp = "1", cp = "1", pp = "1", mbs = "1", vpp = "1";
+  std::string gpus, dp, gbs, seq;
+  std::string recompute;
+  std::string schedule;
+  bool no_sp = false;
+  bool sp = false;
+  bool no_flash = false;
+  bool flash = false;
+
+  void add_to(CLI::App& app);
+  // Framework defaults, then the flags; DP from --gpus / (t·c·p) unless --dp is given. Validated.
+  [[nodiscard]] Layout build(const ModelSpec& model, const FrameworkProfile& framework) const;
+};
+
+nlohmann::json layout_to_json(const Layout& l);
+std::string format_gib(double bytes, int precision = 2);
+
+}  // namespace headroom::cli

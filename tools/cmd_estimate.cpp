@@ -1,0 +1,87 @@
+// `headroom estimate`: memory per pipeline stage, the paper's Eq. 18, the predicted peak and the verdict.
+#include <cstdio>
+#include <memory>
+
+#include "cli_common.hpp"
+#include "commands.hpp"
+#include "headroom/estimator/memory.hpp"
+
+namespace headroom::cli {
+namespace {
+
+struct EstimateOptions {
+  SpecOptions specs;
+  LayoutOptions layout;
+  bool json = false;
+};
+
+nlohmann::json stage_to_json(const StageMemory& s) {
+  return {{"stage", s.stage},         {"params", s.params},           {"grads", s.grads},
+          {"optimizer", s.optimizer}, {"activations", s.activations}, {"residual", s.residual},
+          {"total", s.total()}};
+}
+
+void print_table(std::ostream& out, const ResolvedSpecs& r, const Layout& l, const MemoryEstimate& e) {
+  char line[256];
+  out << "headroom estimate: " << r.model.name << " on " << r.cluster.gpu.name << " (" << r.cluster.name << "), "
+      << l.gpus() << " GPUs = tp " << l.tp << " x cp " << l.cp << " x pp " << l.pp << " x dp " << l.dp << "\n";
+  out << "seq " << l.seq << ", mbs " << l.mbs << ", gbs " << l.gbs << " (" << l.microbatches()
+      << " micro-batches per pipeline), " << r.framework.name << ": SP " << (l.sequence_parallel ? "on" : "off")
+      << ", " << (l.flash_attention ? "FlashAttention" : "no FlashAttention") << ", " << to_string(l.schedule)
+      << (l.vpp > 1 ? " x" + std::to_string(l.vpp) : "") << ", recompute " << to_string(l.recompute) << "\n\n";
+  std::snprintf(line, sizeof line, "%6s %9s %9s %10s %12s %9s %9s\n", "stage", "params", "grads", "optimizer",
+                "activations", "residual", "total");
+  out << line;
+  for (const auto& s : e.stages) {
+    std::snprintf(line, sizeof line, "%6lld %9.2f %9.2f %10.2f %12.2f %9.2f %9.2f\n",
+                  static_cast<long long>(s.stage), s.params / kGiB, s.grads / kGiB, s.optimizer / kGiB,
+                  s.activations / kGiB, s.residual / kGiB, s.total() / kGiB);
+    out << line;
+  }
+  out << "(GiB per GPU)\n\n";
+  out << "4D paper Eq. 18 (first stage): " << format_gib(e.paper_total_bytes) << " GiB\n";
+  out << "predicted peak: " << format_gib(e.peak_bytes) << " GiB on stage " << e.peak_stage << " of "
+      << format_gib(e.capacity_bytes) << " GiB usable -> " << (e.fits() ? "fits" : "OOM") << ", margin "
+      << format_gib(e.margin_bytes) << " GiB\n";
+}
+
+void run_estimate(const EstimateOptions& o, std::ostream& out) {
+  const ResolvedSpecs r = resolve(o.specs);
+  const Layout l = o.layout.build(r.model, r.framework);
+  const MemoryEstimate e = estimate_memory(r.model, r.cluster, l, r.framework.residual);
+  if (!o.json) {
+    print_table(out, r, l, e);
+    return;
+  }
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& s : e.stages) stages.push_back(stage_to_json(s));
+  const nlohmann::json doc = {
+      {"model", {{"name", r.model.name}, {"parameters", parameter_count(r.model)}}},
+      {"gpu", r.cluster.gpu.name},
+      {"cluster", r.cluster.name},
+      {"framework", r.framework.name},
+      {"layout", layout_to_json(l)},
+      {"memory",
+       {{"paper_total_gib", e.paper_total_bytes / kGiB},
+        {"stages", stages},
+        {"peak_gib", e.peak_bytes / kGiB},
+        {"peak_stage", e.peak_stage},
+        {"capacity_gib", e.capacity_bytes / kGiB},
+        {"verdict", e.fits() ? "fits" : "oom"},
+        {"margin_gib", e.margin_bytes / kGiB},
+        {"units", "stages in bytes; *_gib in GiB (2^30 bytes)"}}}};
+  out << doc.dump(2) << "\n";
+}
+
+}  // namespace
+
+void register_estimate(CLI::App& app, std::ostream& out) {
+  auto opts = std::make_shared<EstimateOptions>();
+  CLI::App* sub = app.add_subcommand("estimate", "memory (per stage, peak, verdict) of one layout");
+  opts->specs.add_to(*sub, true);
+  opts->layout.add_to(*sub);
+  sub->add_flag("--json", opts->json, "print one JSON document");
+  sub->callback([opts, &out] { run_estimate(*opts, out); });
+}
+
+}  // namespace headroom::cli

@@ -1,0 +1,20 @@
+// One register function per subcommand; each adds its flags and a callback that does the work.
+#pragma once
+
+#include <ostream>
+#include <stdexcept>
+
+#include <CLI/CLI.hpp>
+
+namespace headroom::cli {
+
+// A check that ran and failed (e.g. `validate` found drift): exit code 1, the output is still printed.
+class CheckFailed : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+void register_estimate(CLI::App& app, std::ostream& out);
+void register_validate(CLI::App& app, std::ostream& out);
+
+}  // namespace headroom::cli

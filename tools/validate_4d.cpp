@@ -1,0 +1,145 @@
+#include "validate_4d.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "headroom/estimator/error.hpp"
+#include "headroom/estimator/memory.hpp"
+
+namespace headroom::validate {
+namespace {
+
+std::vector<std::vector<std::string>> read_csv(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read reference table " + path.string());
+  std::vector<std::vector<std::string>> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    std::vector<std::string> fields;
+    std::stringstream ss(line);
+    std::string field;
+    while (std::getline(ss, field, ',')) fields.push_back(field);
+    if (line.back() == ',') fields.emplace_back();
+    rows.push_back(std::move(fields));
+  }
+  if (rows.empty()) throw Error("reference table " + path.string() + " is empty");
+  return rows;
+}
+
+// Column lookup by header name, so the CSVs can gain columns without breaking the reader.
+struct Columns {
+  std::vector<std::string> header;
+  std::filesystem::path path;
+  [[nodiscard]] std::size_t at(const std::string& name) const {
+    for (std::size_t i = 0; i < header.size(); ++i)
+      if (header[i] == name) return i;
+    throw Error("reference table " + path.string() + " has no column '" + name + "'");
+  }
+};
+
+RunConfig parse_run(const Columns& c, const std::vector<std::string>& row) {
+  const auto num = [&](const char* name) { return std::stoll(row.at(c.at(name))); };
+  RunConfig r;
+  r.table = static_cast<int>(num("table"));
+  r.model = row.at(c.at("model"));
+  r.gpu = row.at(c.at("gpu"));
+  r.seq = num("seq_len");
+  r.tp = num("tp");
+  r.cp = num("cp");
+  r.pp = num("pp");
+  r.mbs = num("mbs");
+  r.gpus = num("num_gpus");
+  r.gbs = num("global_batch");
+  return r;
+}
+
+Layout megatron_layout(const RunConfig& r) {
+  Layout l;
+  l.tp = r.tp;
+  l.cp = r.cp;
+  l.pp = r.pp;
+  l.dp = r.gpus / (r.tp * r.cp * r.pp);
+  l.mbs = r.mbs;
+  l.gbs = r.gbs;
+  l.seq = r.seq;
+  return l;
+}
+
+}  // namespace
+
+std::vector<EstimateCell> read_estimates(const std::filesystem::path& csv) {
+  const auto rows = read_csv(csv);
+  const Columns c{rows.front(), csv};
+  std::vector<EstimateCell> cells;
+  for (std::size_t i = 1; i < rows.size(); ++i)
+    cells.push_back({parse_run(c, rows[i]), std::stod(rows[i].at(c.at("estimated_gib")))});
+  return cells;
+}
+
+std::vector<MeasuredRun> read_measured(const std::filesystem::path& csv) {
+  const auto rows = read_csv(csv);
+  const Columns c{rows.front(), csv};
+  std::vector<MeasuredRun> runs;
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    MeasuredRun m{parse_run(c, rows[i]), rows[i].at(c.at("outcome")) == "oom", 0.0};
+    if (!m.oom) m.tflops = std::stod(rows[i].at(c.at("tflops")));
+    runs.push_back(m);
+  }
+  return runs;
+}
+
+std::vector<Typo> read_typos(const std::filesystem::path& path) {
+  const nlohmann::json j = read_json_file(path);
+  std::vector<Typo> typos;
+  for (const auto& t : j.at("cells")) {
+    typos.push_back({t.at("table").get<int>(), t.at("tp").get<std::int64_t>(), t.at("cp").get<std::int64_t>(),
+                     t.at("pp").get<std::int64_t>(), t.at("mbs").get<std::int64_t>(),
+                     t.at("num_gpus").get<std::int64_t>(), t.at("printed_gib").get<double>(),
+                     t.at("evidence").get<std::string>()});
+  }
+  return typos;
+}
+
+int estimate_table_for(int measured_table) {
+  switch (measured_table) {
+    case 3: return 2;
+    case 4: return 7;
+    case 10: return 8;
+    default: throw Error("no estimate table is known for measured Table " + std::to_string(measured_table));
+  }
+}
+
+ClusterSpec cluster_for_run(const SpecLibrary& lib, const RunConfig& run) {
+  return lib.cluster_for_gpu(lib.gpu(run.gpu));
+}
+
+std::vector<CellCheck> check_estimates(const SpecLibrary& lib, const std::vector<EstimateCell>& cells,
+                                       const std::vector<Typo>& typos) {
+  std::vector<CellCheck> checks;
+  for (const auto& cell : cells) {
+    const ModelSpec model = lib.model(cell.run.model);
+    CellCheck check{cell, paper_total_bytes(model, megatron_layout(cell.run)) / kGiB, CellStatus::reproduced, ""};
+    const Typo* typo = nullptr;
+    for (const auto& t : typos) {
+      if (t.table == cell.run.table && t.tp == cell.run.tp && t.cp == cell.run.cp && t.pp == cell.run.pp &&
+          t.mbs == cell.run.mbs && t.gpus == cell.run.gpus && t.printed_gib == cell.printed_gib)
+        typo = &t;
+    }
+    const bool matches = std::abs(check.ours_gib - cell.printed_gib) <= kCellToleranceGiB;
+    if (typo != nullptr) {
+      check.status = matches ? CellStatus::typo_not_seen : CellStatus::documented_typo;
+      check.evidence = typo->evidence;
+    } else if (!matches) {
+      check.status = CellStatus::drift;
+    }
+    checks.push_back(std::move(check));
+  }
+  return checks;
+}
+
+}  // namespace headroom::validate

@@ -1,0 +1,65 @@
+// Reproduction of the 4D paper's published tables (data/reference/4d_*.csv): estimate cells and
+// measured OOM outcomes. Used by `headroom validate` and by the golden tests.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "headroom/estimator/framework.hpp"
+#include "headroom/estimator/spec.hpp"
+
+namespace headroom::validate {
+
+struct RunConfig {
+  int table = 0;
+  std::string model;
+  std::string gpu;
+  std::int64_t seq = 0, tp = 0, cp = 0, pp = 0, mbs = 0, gpus = 0, gbs = 0;
+};
+
+struct EstimateCell {
+  RunConfig run;
+  double printed_gib = 0;
+};
+
+struct MeasuredRun {
+  RunConfig run;
+  bool oom = false;
+  double tflops = 0;  // 0 when OOM
+};
+
+struct Typo {
+  int table = 0;
+  std::int64_t tp = 0, cp = 0, pp = 0, mbs = 0, gpus = 0;
+  double printed_gib = 0;
+  std::string evidence;
+};
+
+std::vector<EstimateCell> read_estimates(const std::filesystem::path& csv);
+std::vector<MeasuredRun> read_measured(const std::filesystem::path& csv);
+std::vector<Typo> read_typos(const std::filesystem::path& json);
+
+// The estimate table each measured table was predicted by (Table 3 ↔ 2, 4 ↔ 7, 10 ↔ 8).
+int estimate_table_for(int measured_table);
+
+enum class CellStatus { reproduced, documented_typo, drift, typo_not_seen };
+
+struct CellCheck {
+  EstimateCell cell;
+  double ours_gib = 0;
+  CellStatus status = CellStatus::reproduced;
+  std::string evidence;
+};
+
+inline constexpr double kCellToleranceGiB = 0.01;
+
+// Eq. 18 for every printed cell; a cell differing by more than 0.01 GiB must be a documented typo.
+std::vector<CellCheck> check_estimates(const SpecLibrary& lib, const std::vector<EstimateCell>& cells,
+                                       const std::vector<Typo>& typos);
+
+// The cluster a 4D-paper run used: A100 40GB → dgx-a100-40gb, H100 94GB → h100-94gb-x4.
+ClusterSpec cluster_for_run(const SpecLibrary& lib, const RunConfig& run);
+
+}  // namespace headroom::validate
