@@ -53,7 +53,7 @@ ResolvedSpecs resolve(const SpecOptions& o) {
   } else {
     r.cluster = lib.cluster_for_gpu(lib.gpu(o.gpu));
   }
-  r.framework = framework_from_json(lib.framework_json(o.framework));
+  r.framework = lib.framework(o.framework);
   return r;
 }
 
@@ -102,6 +102,7 @@ Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) c
   if (l.schedule == Schedule::interleaved && l.vpp == 1)
     throw Error("--schedule interleaved needs --vpp > 1 (virtual stages per GPU)");
   if (gpus.empty() == dp.empty()) throw Error("give exactly one of --gpus (DP derived) or --dp");
+  validate_model_split(model, l);
   const std::int64_t model_parallel = l.tp * l.cp;  // each ≤ 10^12 only if checked: keep products bounded
   if (model_parallel / l.cp != l.tp || model_parallel > kMaxCount || model_parallel * l.pp > kMaxCount)
     throw Error("t·c·p is too large (the product must stay at most 10^12)");

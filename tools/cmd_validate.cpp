@@ -64,7 +64,7 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
     }
   }
 
-  const FrameworkProfile fw = framework_from_json(lib.framework_json(o.framework));
+  const FrameworkProfile fw = lib.framework(o.framework);
   std::map<int, VerdictSummary> verdicts;
   nlohmann::json wrong_json = nlohmann::json::array();
   for (const auto& run : validate::read_measured(ref / "4d_measured.csv")) {

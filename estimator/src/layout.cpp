@@ -12,18 +12,16 @@ void require_positive(std::int64_t value, const char* name) {
   if (value <= 0) throw Error(std::string(name) + " must be a positive integer (got " + std::to_string(value) + ")");
 }
 
+std::string s(std::int64_t v) { return std::to_string(v); }
+
 }  // namespace
 
-void validate_layout(const ModelSpec& m, const Layout& l) {
+void validate_model_split(const ModelSpec& m, const Layout& l) {
   require_positive(l.tp, "tensor parallel size --tp");
   require_positive(l.cp, "context parallel size --cp");
   require_positive(l.pp, "pipeline parallel size --pp");
-  require_positive(l.dp, "data parallel size");
   require_positive(l.vpp, "virtual pipeline stages --vpp");
-  require_positive(l.mbs, "micro-batch size --mbs");
-  require_positive(l.gbs, "global batch size --gbs");
   require_positive(l.seq, "sequence length --seq");
-  const auto s = [](std::int64_t v) { return std::to_string(v); };
   if (m.num_heads % l.tp != 0)
     throw Error("--tp " + s(l.tp) + " does not divide the " + s(m.num_heads) + " attention heads of " + m.name);
   if (m.num_kv_heads % l.tp != 0)
@@ -39,6 +37,13 @@ void validate_layout(const ModelSpec& m, const Layout& l) {
   if (l.cp > 1 && l.seq % (2 * l.cp) != 0)
     throw Error("--seq " + s(l.seq) + " must be a multiple of 2·cp = " + s(2 * l.cp) +
                 " (load-balanced context parallelism splits it into 2·cp chunks)");
+}
+
+void validate_layout(const ModelSpec& m, const Layout& l) {
+  validate_model_split(m, l);
+  require_positive(l.dp, "data parallel size");
+  require_positive(l.mbs, "micro-batch size --mbs");
+  require_positive(l.gbs, "global batch size --gbs");
   if (l.gbs % (l.dp * l.mbs) != 0)
     throw Error("--gbs " + s(l.gbs) + " is not a multiple of dp·mbs = " + s(l.dp) + "·" + s(l.mbs) + " = " +
                 s(l.dp * l.mbs));

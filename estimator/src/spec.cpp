@@ -233,12 +233,12 @@ ClusterSpec SpecLibrary::cluster_for_gpu(const GpuSpec& g) const {
   return c;
 }
 
-json SpecLibrary::framework_json(std::string_view name_or_path) const {
+FrameworkProfile SpecLibrary::framework(std::string_view name_or_path) const {
   fs::path path;
-  json j = load_validated("frameworks", name_or_path, &path);
+  const json j = load_validated("frameworks", name_or_path, &path);
   validate_against_schema(j, read_json_file(data_dir_ / "schema" / "framework.schema.json"),
                           "framework " + path.string());
-  return j;
+  return framework_from_json(j);
 }
 
 }  // namespace headroom

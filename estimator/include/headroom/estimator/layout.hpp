@@ -49,8 +49,10 @@ struct Layout {
   [[nodiscard]] std::int64_t microbatches() const { return gbs / (dp * mbs); }  // m, per pipeline
 };
 
-// Throws Error naming the first violated constraint: t | a, t | k, p | L, vpp | L/p, b | per-replica batch,
-// all sizes positive, and (when `gpus` > 0) t·c·p·d = gpus.
+// Throws Error naming the first violated constraint of how the model is split: sizes positive, t | a,
+// t | k, p | L, vpp | L/p, 2c | s. Needs no DP size or batch.
+void validate_model_split(const ModelSpec& model, const Layout& layout);
+// validate_model_split, then the batch: d > 0, gbs a multiple of d·b.
 void validate_layout(const ModelSpec& model, const Layout& layout);
 
 [[nodiscard]] std::string_view to_string(Recompute r);

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "headroom/estimator/framework.hpp"
+
 namespace headroom {
 
 enum class Norm { rmsnorm, layernorm };
@@ -69,8 +71,7 @@ class SpecLibrary {
   [[nodiscard]] ClusterSpec cluster(std::string_view name_or_path) const;
   // A shipped cluster whose GPU is `gpu`, else a one-node cluster of 8 such GPUs with no links named.
   [[nodiscard]] ClusterSpec cluster_for_gpu(const GpuSpec& gpu) const;
-  // Framework profiles (data/frameworks) are parsed by framework.hpp; this finds and validates the JSON.
-  [[nodiscard]] nlohmann::json framework_json(std::string_view name_or_path) const;
+  [[nodiscard]] FrameworkProfile framework(std::string_view name_or_path) const;
 
   [[nodiscard]] std::vector<std::string> names(std::string_view kind) const;  // "models", "gpus", ...
   [[nodiscard]] const std::filesystem::path& data_dir() const { return data_dir_; }

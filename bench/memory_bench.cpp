@@ -1,0 +1,66 @@
+// Estimates per second of the memory model: the allocation-free peak (what a layout search calls) and the
+// full per-stage report (what `estimate` prints).
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "headroom/estimator/framework.hpp"
+#include "headroom/estimator/memory.hpp"
+
+namespace {
+
+using namespace headroom;
+
+struct Fixture {
+  SpecLibrary lib{HEADROOM_BENCH_DATA_DIR};
+  ModelSpec model = lib.model("llama3.1-70b");
+  ClusterSpec cluster = lib.cluster("dgx-h100");
+  FrameworkProfile framework = lib.framework("megatron");
+  std::vector<Layout> layouts;
+
+  Fixture() {
+    for (std::int64_t t : {1, 2, 4, 8})
+      for (std::int64_t c : {1, 2, 4})
+        for (std::int64_t p : {1, 2, 4, 8, 16})
+          for (std::int64_t b : {1, 2, 4}) {
+            Layout l;
+            l.tp = t; l.cp = c; l.pp = p; l.mbs = b; l.seq = 8192; l.gbs = 2048;
+            l.dp = 1024 / (t * c * p);
+            l.sharding = framework.sharding;
+            layouts.push_back(l);
+          }
+  }
+};
+
+const Fixture& fixture() {
+  static const Fixture f;
+  return f;
+}
+
+void BM_PeakMemory(benchmark::State& state) {
+  const Fixture& f = fixture();
+  std::size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(peak_memory_bytes(f.model, f.cluster, f.layouts[i], f.framework.residual));
+    i = (i + 1) % f.layouts.size();
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel("estimates");
+}
+BENCHMARK(BM_PeakMemory);
+
+void BM_EstimateAllStages(benchmark::State& state) {
+  const Fixture& f = fixture();
+  std::size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(estimate_memory(f.model, f.cluster, f.layouts[i], f.framework.residual));
+    i = (i + 1) % f.layouts.size();
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel("estimates");
+}
+BENCHMARK(BM_EstimateAllStages);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,135 @@
+// The command line in-process: exit codes, one-line errors, JSON shape.
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli.hpp"
+
+namespace headroom {
+namespace {
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+Result run(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  const int code = cli::run(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+const std::vector<std::string> kEstimate = {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb",
+                                            "--seq", "8192", "--tp", "4", "--pp", "2", "--gpus", "8",
+                                            "--gbs", "1024"};
+
+std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& extra) {
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+TEST(Cli, EstimateJsonHasTheDocumentedFields) {
+  const Result r = run(with(kEstimate, {"--json"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(j["memory"]["paper_total_gib"].get<double>(), 27.2, 0.01);
+  ASSERT_EQ(j["memory"]["stages"].size(), 2u);
+  for (const char* key : {"params", "grads", "optimizer", "activations", "residual", "total"})
+    EXPECT_TRUE(j["memory"]["stages"][0].contains(key)) << key;
+  for (const char* key : {"peak_gib", "capacity_gib", "verdict", "margin_gib"})
+    EXPECT_TRUE(j["memory"].contains(key)) << key;
+  EXPECT_EQ(j["layout"]["dp"], 1);
+}
+
+TEST(Cli, MegatronAliases) {
+  const Result a = run(with(kEstimate, {"--json"}));
+  const Result b = run({"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb", "--seq-length", "8192",
+                        "--tensor-model-parallel-size", "4", "--pipeline-model-parallel-size", "2",
+                        "--context-parallel-size", "1", "--micro-batch-size", "1", "--global-batch-size", "1024",
+                        "--gpus", "8", "--json"});
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(a.out, b.out);
+}
+
+TEST(Cli, TableByDefault) {
+  const Result r = run(kEstimate);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("4D paper Eq. 18 (first stage): 27.20 GiB"), std::string::npos) << r.out;
+}
+
+struct BadCase {
+  const char* name;
+  std::vector<std::string> args;
+  const char* expected;  // a fragment of the one-line message
+};
+
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.name; }
+
+class BadInput : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadInput, ExitTwoWithOneLine) {
+  const Result r = run(GetParam().args);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
+  EXPECT_NE(r.err.find(GetParam().expected), std::string::npos) << r.err;
+}
+
+std::vector<std::string> replace(const std::string& flag, const std::string& value) {
+  std::vector<std::string> args = kEstimate;
+  for (std::size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == flag) args[i + 1] = value;
+  return args;
+}
+
+const BadCase kBadCases[] = {
+    {"unknown_model", replace("--model", "llama9"), "unknown model 'llama9'"},
+    {"unknown_gpu", replace("--gpu", "v100"), "unknown gpu 'v100'"},
+    {"unknown_cluster", with(kEstimate, {"--cluster", "nowhere"}), "unknown cluster 'nowhere'"},
+    {"unknown_framework", with(kEstimate, {"--framework", "jax"}), "unknown framework 'jax'"},
+    {"tp_not_dividing_heads", replace("--tp", "3"), "--tp 3 does not divide the 32 attention heads"},
+    {"tp_not_dividing_kv_heads",
+     {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb", "--seq", "8192", "--tp", "16", "--gpus", "16"},
+     "does not divide the 8 KV heads"},
+    {"pp_not_dividing_layers", replace("--pp", "3"), "does not divide"},
+    {"tcp_not_dividing_gpus", replace("--gpus", "12"), "does not divide --gpus 12"},
+    {"gbs_not_multiple", with(replace("--gbs", "1001"), {"--mbs", "2"}), "--gbs 1001 is not a multiple of dp·mbs"},
+    {"zero_tp", replace("--tp", "0"), "--tp '0' must be positive"},
+    {"negative_seq", replace("--seq", "-8192"), "--seq '-8192' must be positive"},
+    {"non_numeric_seq", replace("--seq", "long"), "--seq 'long' is not a number"},
+    {"fractional_mbs", {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb", "--seq", "8192", "--mbs",
+                        "1.5", "--gpus", "8"}, "--mbs '1.5' is not an integer"},
+    {"overflowing_gpus", replace("--gpus", "99999999999999999999999"), "--gpus '99999999999999999999999' is too large"},
+    {"huge_exponent", replace("--gbs", "1e999"), "out of range"},
+    {"empty_number", replace("--seq", ""), "--seq is empty"},
+    {"missing_seq", {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb", "--gpus", "8"}, "--seq"},
+    {"missing_model", {"estimate", "--gpu", "a100-40gb", "--seq", "8", "--gpus", "8"}, "--model"},
+    {"missing_gpu", {"estimate", "--model", "llama3.1-8b", "--seq", "8", "--gpus", "8"}, "give --gpu or --cluster"},
+    {"gpus_and_dp", with(kEstimate, {"--dp", "2"}), "exactly one of --gpus"},
+    {"bad_recompute", with(kEstimate, {"--recompute", "most"}), "unknown recompute mode 'most'"},
+    {"vpp_without_pp",
+     {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb", "--seq", "8192", "--vpp", "2", "--gpus", "8"},
+     "--vpp 2 needs --pp > 1"},
+    {"cp_not_dividing_seq",
+     {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb", "--seq", "8191", "--cp", "2", "--gpus", "16"},
+     "--cp 2 does not divide --seq 8191"},
+    {"contradicting_flags", with(kEstimate, {"--no-sp", "--sequence-parallel"}), "contradict"},
+    {"unknown_flag", with(kEstimate, {"--tensor-parallel", "4"}), "--tensor-parallel"},
+    {"no_subcommand", {}, "subcommand"},
+    {"missing_model_file", replace("--model", "/nonexistent/config.json"), "unknown model '/nonexistent/config.json'"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Cli, BadInput, ::testing::ValuesIn(kBadCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Cli, ValidatePasses) {
+  const Result r = run({"validate", "--json"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["passed"].get<bool>());
+}
+
+}  // namespace
+}  // namespace headroom

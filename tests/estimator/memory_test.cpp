@@ -1,0 +1,174 @@
+#include "headroom/estimator/memory.hpp"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "../test_support.hpp"
+#include "headroom/estimator/error.hpp"
+
+namespace headroom {
+namespace {
+
+Layout layout(std::int64_t t, std::int64_t c, std::int64_t p, std::int64_t b, std::int64_t gpus,
+              std::int64_t s = 8192, std::int64_t gbs = 1024) {
+  Layout l;
+  l.tp = t;
+  l.cp = c;
+  l.pp = p;
+  l.mbs = b;
+  l.dp = gpus / (t * c * p);
+  l.seq = s;
+  l.gbs = gbs;
+  return l;
+}
+
+class MemoryTest : public ::testing::Test {
+ protected:
+  SpecLibrary lib = test::library();
+  ModelSpec llama8b = lib.model("llama3.1-8b");
+  ModelSpec llama70b = lib.model("llama3.1-70b");
+  ClusterSpec a100 = lib.cluster("dgx-a100-40gb");
+  ResidualModel none;
+};
+
+// Hand counts: Llama 3.1 8B has 8,030,261,248 parameters, 70B 70,553,706,496 (Meta's model cards).
+TEST_F(MemoryTest, ParameterCountMatchesPublishedLlamaSizes) {
+  EXPECT_DOUBLE_EQ(parameter_count(llama8b), 8'030'261'248.0);
+  EXPECT_DOUBLE_EQ(parameter_count(llama70b), 70'553'706'496.0);
+  EXPECT_DOUBLE_EQ(parameter_count(lib.model("llama2-7b")), 6'738'415'616.0);
+}
+
+TEST_F(MemoryTest, Eq1AttentionAndEq2FfnPerLayer) {
+  const double h = 4096;
+  EXPECT_DOUBLE_EQ(attention_parameters_per_layer(llama8b), 2 * h * h * (1 + 8.0 / 32));
+  EXPECT_DOUBLE_EQ(ffn_parameters_per_layer(llama8b), 3 * h * 14336);
+  EXPECT_DOUBLE_EQ(norm_parameters_per_layer(llama8b), 2 * h);
+}
+
+// Eq. 12: s·b·h·(12 + 4k/a + 8h_ffn/h) for one layer without parallelism.
+TEST_F(MemoryTest, Eq12ActivationPerLayer) {
+  const Layout l = layout(1, 1, 1, 1, 1);
+  const double sbh = 8192.0 * 4096;
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(llama8b, l), sbh * (12 + 4 * 0.25 + 8 * 3.5));
+}
+
+// With p = 1 the one stage holds both embedding and LM head (Eq. 6) and the head activations (δ term).
+TEST_F(MemoryTest, SingleStageHoldsEmbeddingAndHead) {
+  const Layout l = layout(4, 1, 1, 1, 8);
+  const double hv_t = 4096.0 * 128256 / 4;
+  const double layers = 32 * (layer_parameters(llama8b) - norm_parameters_per_layer(llama8b)) / 4 +
+                        32 * norm_parameters_per_layer(llama8b);
+  EXPECT_DOUBLE_EQ(stage_parameters_per_gpu(llama8b, l, 0), 2 * hv_t + 4096 + layers);
+  const StageMemory s = stage_memory(llama8b, a100, l, none, 0);
+  EXPECT_NEAR(s.total(), paper_total_bytes(llama8b, l), 1.0);
+}
+
+// The per-stage model reduces to Eq. 18 on the first stage under the paper's setup.
+TEST_F(MemoryTest, FirstStageEqualsEq18) {
+  for (std::int64_t p : {2, 4, 8}) {
+    const Layout l = layout(2, 2, p, 1, 64);
+    EXPECT_NEAR(stage_memory(llama8b, a100, l, none, 0).total(), paper_total_bytes(llama8b, l), 1.0) << p;
+  }
+}
+
+// Table 2, (4,1,2,1) at 8 GPUs = 27.2 GiB; worked by hand in the validation note.
+TEST_F(MemoryTest, Table2FirstCell) {
+  EXPECT_NEAR(paper_total_bytes(llama8b, layout(4, 1, 2, 1, 8)) / kGiB, 27.2, 0.01);
+}
+
+TEST_F(MemoryTest, OneFOneBFirstStageHoldsPMicrobatches) {
+  const Layout l = layout(1, 1, 4, 1, 4);
+  EXPECT_EQ(microbatches_in_flight(l, 0), 4);
+  EXPECT_EQ(microbatches_in_flight(l, 3), 1);
+  EXPECT_DOUBLE_EQ(layers_in_flight(llama8b, l, 0), 32);  // L whatever p
+  EXPECT_DOUBLE_EQ(layers_in_flight(llama8b, l, 3), 8);
+  Layout few = l;
+  few.gbs = 2;  // only 2 micro-batches: the first stage cannot hold 4
+  few.dp = 1;
+  EXPECT_EQ(microbatches_in_flight(few, 0), 2);
+}
+
+TEST_F(MemoryTest, InterleavedFirstStageFactor) {
+  Layout l = layout(1, 1, 4, 1, 4);
+  l.vpp = 2;
+  l.schedule = Schedule::interleaved;
+  // L·(1 + (p − 1)/(p·v)) = 32·(1 + 3/8) = 44 (Korthikanti et al. 2023, Sec. 4.2.3).
+  EXPECT_DOUBLE_EQ(layers_in_flight(llama8b, l, 0), 44);
+}
+
+TEST_F(MemoryTest, RecomputeAndSequenceParallelOrdering) {
+  Layout l = layout(4, 1, 1, 1, 8);
+  const double base = stage_activation_bytes(llama8b, l, 0);
+  l.recompute = Recompute::full;
+  EXPECT_LT(stage_activation_bytes(llama8b, l, 0), base / 4);
+  l.recompute = Recompute::selective;  // FlashAttention already drops the s² term
+  EXPECT_DOUBLE_EQ(stage_activation_bytes(llama8b, l, 0), base);
+  l.recompute = Recompute::none;
+  l.sequence_parallel = false;
+  EXPECT_GT(stage_activation_bytes(llama8b, l, 0), base);
+  l.sequence_parallel = true;
+  l.flash_attention = false;
+  const double no_fa = stage_activation_bytes(llama8b, l, 0);
+  EXPECT_NEAR(no_fa - base, 32 * 2.0 * 32 * 8192.0 * 8192 / 4, 1.0);
+  l.recompute = Recompute::selective;
+  EXPECT_DOUBLE_EQ(stage_activation_bytes(llama8b, l, 0), base);
+}
+
+TEST_F(MemoryTest, PeakWithoutAllocationEqualsWorstStage) {
+  ResidualModel r;
+  r.fixed_bytes = 1e9;
+  r.logits_bytes_per_element = 6;
+  r.activation_fraction = 0.05;
+  for (std::int64_t p : {1, 2, 4, 8, 16, 32}) {
+    for (std::int64_t b : {1, 4}) {
+      const Layout l = layout(2, 1, p, b, 256, 4096);
+      const MemoryEstimate e = estimate_memory(llama8b, a100, l, r);
+      EXPECT_DOUBLE_EQ(peak_memory_bytes(llama8b, a100, l, r), e.peak_bytes) << p << " " << b;
+    }
+  }
+}
+
+TEST_F(MemoryTest, MemoryMonotoneInSequenceBatchAndInverseTp) {
+  double previous = 0;
+  for (std::int64_t s : {1024, 2048, 4096, 8192, 16384}) {
+    const double peak = peak_memory_bytes(llama8b, a100, layout(2, 1, 1, 1, 8, s), none);
+    EXPECT_GT(peak, previous);
+    previous = peak;
+  }
+  EXPECT_GT(peak_memory_bytes(llama8b, a100, layout(2, 1, 1, 2, 8), none),
+            peak_memory_bytes(llama8b, a100, layout(2, 1, 1, 1, 8), none));
+  EXPECT_GT(peak_memory_bytes(llama8b, a100, layout(2, 1, 1, 1, 8), none),
+            peak_memory_bytes(llama8b, a100, layout(4, 1, 1, 1, 8), none));
+}
+
+TEST_F(MemoryTest, HugeSizesStayFinite) {
+  ModelSpec huge = llama8b;
+  huge.hidden_size = 131072;
+  huge.num_layers = 512;
+  huge.num_heads = 1024;
+  huge.num_kv_heads = 8;
+  huge.ffn_hidden_size = 4 * 131072;
+  EXPECT_GT(parameter_count(huge), 1e13);
+  const Layout l = layout(8, 1, 8, 1, 1'000'000 / 64 * 64, 10'000'000, 15'625 * 64);
+  const double peak = peak_memory_bytes(huge, a100, l, none);
+  EXPECT_TRUE(std::isfinite(peak));
+  EXPECT_GT(peak, 0);
+}
+
+TEST_F(MemoryTest, LayoutValidationNamesTheConstraint) {
+  Layout l = layout(3, 1, 1, 1, 3);
+  EXPECT_THROW(validate_layout(llama8b, l), Error);
+  l = layout(2, 1, 3, 1, 6);
+  try {
+    validate_layout(llama8b, l);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--pp 3"), std::string::npos) << e.what();
+  }
+  l = layout(16, 1, 1, 1, 16);  // 16 divides 32 heads but not 8 KV heads
+  EXPECT_THROW(validate_layout(llama8b, l), Error);
+}
+
+}  // namespace
+}  // namespace headroom

@@ -1,0 +1,147 @@
+#include "headroom/estimator/spec.hpp"
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "../test_support.hpp"
+#include "headroom/estimator/error.hpp"
+#include "headroom/estimator/framework.hpp"
+#include "headroom/estimator/json_schema.hpp"
+#include "headroom/estimator/memory.hpp"
+
+namespace headroom {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Kind {
+  const char* folder;
+  const char* schema;
+};
+
+// Every shipped spec validates against its kind's schema and parses.
+TEST(SpecFiles, EveryShippedFileValidates) {
+  const SpecLibrary lib = test::library();
+  const Kind kinds[] = {{"models", "model"}, {"gpus", "gpu"}, {"clusters", "cluster"}, {"frameworks", "framework"}};
+  int files = 0;
+  for (const auto& k : kinds) {
+    const auto schema = read_json_file(lib.data_dir() / "schema" / (std::string(k.schema) + ".schema.json"));
+    for (const auto& name : lib.names(k.folder)) {
+      const auto path = lib.data_dir() / k.folder / (name + ".json");
+      SCOPED_TRACE(path.string());
+      const auto doc = read_json_file(path);
+      EXPECT_NO_THROW(validate_against_schema(doc, schema, path.string()));
+      EXPECT_EQ(doc.at("name").get<std::string>(), name) << "file name and name field differ";
+      ++files;
+    }
+  }
+  EXPECT_GE(files, 12 + 7 + 5 + 1);
+  for (const auto& name : lib.names("models")) EXPECT_NO_THROW((void)lib.model(name)) << name;
+  for (const auto& name : lib.names("gpus")) EXPECT_NO_THROW((void)lib.gpu(name)) << name;
+  for (const auto& name : lib.names("clusters")) EXPECT_NO_THROW((void)lib.cluster(name)) << name;
+  for (const auto& name : lib.names("frameworks"))
+    EXPECT_NO_THROW((void)lib.framework(name)) << name;
+}
+
+TEST(SpecFiles, RequiredSpecsAreShipped) {
+  const SpecLibrary lib = test::library();
+  for (const char* m : {"llama-7b", "llama-65b", "llama2-7b", "llama2-70b", "llama3.1-8b", "llama3.1-70b",
+                        "llama3.1-405b", "gpt2", "gpt2-large", "gpt2-xl"})
+    EXPECT_NO_THROW((void)lib.model(m)) << m;
+  for (const char* g : {"a100-40gb", "a100-80gb", "h100-80gb", "h100-94gb", "h200", "mi250x-gcd", "mi300x"})
+    EXPECT_NO_THROW((void)lib.gpu(g)) << g;
+  for (const char* c : {"dgx-a100-40gb", "dgx-a100-80gb", "dgx-h100", "h100-94gb-x4", "lumi-mi250x"})
+    EXPECT_NO_THROW((void)lib.cluster(c)) << c;
+  EXPECT_EQ(lib.cluster("h100-94gb-x4").gpus_per_node, 4);
+  EXPECT_DOUBLE_EQ(lib.cluster("lumi-mi250x").gpu.memory_bytes, 64 * kGiB);
+}
+
+TEST(SpecLibrary, NamesAreCaseInsensitive) {
+  EXPECT_EQ(test::library().model("Llama3.1-8B").hidden_size, 4096);
+}
+
+TEST(SpecLibrary, UnknownNameListsKnownOnes) {
+  try {
+    (void)test::library().model("llama9");
+    FAIL();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("unknown model 'llama9'"), std::string::npos) << what;
+    EXPECT_NE(what.find("llama3.1-8b"), std::string::npos) << what;
+  }
+}
+
+class TempFile {
+ public:
+  explicit TempFile(const std::string& text, const std::string& name = "spec.json") {
+    dir_ = fs::temp_directory_path() / ("headroom-test-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+                                        "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+    path_ = dir_ / name;
+    std::ofstream(path_) << text;
+  }
+  ~TempFile() { fs::remove_all(dir_); }
+  [[nodiscard]] std::string path() const { return path_.string(); }
+
+ private:
+  fs::path dir_, path_;
+};
+
+// A Hugging Face config.json of Llama 3.1 8B (the keys that matter) gives the shipped spec's numbers.
+TEST(SpecLibrary, HuggingFaceConfig) {
+  const TempFile f(R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+    "intermediate_size": 14336, "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+    "vocab_size": 128256, "max_position_embeddings": 131072, "hidden_act": "silu", "tie_word_embeddings": false,
+    "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "torch_dtype": "bfloat16"})",
+                   "config.json");
+  const SpecLibrary lib = test::library();
+  const ModelSpec hf = lib.model(f.path());
+  EXPECT_DOUBLE_EQ(parameter_count(hf), parameter_count(lib.model("llama3.1-8b")));
+  EXPECT_EQ(hf.mlp, Mlp::swiglu);
+}
+
+TEST(SpecLibrary, Gpt2HuggingFaceConfig) {
+  const TempFile f(R"({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "n_positions": 1024,
+    "vocab_size": 50257, "activation_function": "gelu_new"})",
+                   "config.json");
+  const ModelSpec m = test::library().model(f.path());
+  EXPECT_EQ(m.mlp, Mlp::gelu);
+  EXPECT_TRUE(m.tied_embeddings);
+  EXPECT_NEAR(parameter_count(m), 124'439'808.0, 1.0);  // GPT-2 small as released
+}
+
+TEST(SpecLibrary, MalformedAndIncompleteModelsAreErrors) {
+  const SpecLibrary lib = test::library();
+  const TempFile bad("{\"name\": \"x\", \"hidden_size\": 4096,");
+  EXPECT_THROW((void)lib.model(bad.path()), Error);
+  const TempFile incomplete(R"({"name": "x", "hidden_size": 4096, "num_layers": 2})");
+  EXPECT_THROW((void)lib.model(incomplete.path()), Error);
+  const TempFile negative(R"({"name": "x", "hidden_size": -4096, "num_layers": 2, "num_attention_heads": 32,
+    "num_kv_heads": 8, "ffn_hidden_size": 100, "vocab_size": 10, "max_context_tokens": 10,
+    "tie_word_embeddings": false, "norm": "rmsnorm", "activation": "swiglu"})");
+  EXPECT_THROW((void)lib.model(negative.path()), Error);
+  const TempFile unknown_key(R"({"name": "x", "hidden_size": 4096, "num_layers": 2, "num_attention_heads": 32,
+    "num_kv_heads": 8, "ffn_hidden_size": 100, "vocab_size": 10, "max_context_tokens": 10,
+    "tie_word_embeddings": false, "norm": "rmsnorm", "activation": "swiglu", "hiden_size": 1})");
+  EXPECT_THROW((void)lib.model(unknown_key.path()), Error);
+}
+
+TEST(JsonSchema, ReportsPathAndBound) {
+  const auto schema = nlohmann::json::parse(R"({"type": "object", "additionalProperties": false,
+    "required": ["a"], "properties": {"a": {"type": "object", "properties": {"b": {"type": "integer",
+    "minimum": 1}}}}})");
+  try {
+    validate_against_schema(nlohmann::json::parse(R"({"a": {"b": 0}})"), schema, "where");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "where: a.b must be >= 1 (got 0)");
+  }
+  EXPECT_THROW(validate_against_schema(nlohmann::json::parse(R"({"a": {"b": 1e300}})"), schema, "w"), Error);
+  EXPECT_NO_THROW(validate_against_schema(nlohmann::json::parse(R"({"a": {"b": 7e9}})"), schema, "w"));
+}
+
+}  // namespace
+}  // namespace headroom
