@@ -6,6 +6,7 @@
 
 #include "headroom/estimator/error.hpp"
 #include "headroom/estimator/memory.hpp"
+#include "headroom/estimator/sharding.hpp"
 
 namespace headroom::cli {
 
@@ -74,6 +75,8 @@ void LayoutOptions::add_to(CLI::App& app) {
   app.add_flag("--sp,--sequence-parallel", sp, "sequence parallelism on");
   app.add_flag("--no-flash-attn", no_flash, "attention without FlashAttention (stores the s² softmax)");
   app.add_flag("--flash-attn,--use-flash-attn", flash, "FlashAttention on");
+  app.add_option("--sharding", sharding,
+                 "DP sharding of P/G/OS: ddp, zero1, zero2, zero3, fsdp, mics, hsdp, paro-XYZ or a code like NIG");
 }
 
 Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) const {
@@ -84,6 +87,13 @@ Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) c
   l.recompute = f.recompute;
   l.precision = f.precision;
   l.sharding = f.sharding;
+  if (!sharding.empty()) {
+    try {
+      l.sharding = parse_sharding(sharding);
+    } catch (const Error& e) {
+      throw Error(std::string("--sharding: ") + e.what());
+    }
+  }
   if (no_sp && sp) throw Error("--no-sp and --sequence-parallel contradict each other");
   if (no_flash && flash) throw Error("--no-flash-attn and --use-flash-attn contradict each other");
   if (no_sp) l.sequence_parallel = false;

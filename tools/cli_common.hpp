@@ -52,6 +52,7 @@ struct LayoutOptions {
   std::string tp = "1", cp = "1", pp = "1", mbs = "1", vpp = "1";
   std::string gpus, dp, gbs, seq;
   std::string recompute;
+  std::string sharding;  // strategy name (sharding.hpp parse_sharding); default: the framework's
   std::string schedule;
   bool no_sp = false;
   bool sp = false;
