@@ -209,8 +209,8 @@ void run_list(const CommOptions& o, std::ostream& out) {
   char line[160];
   if (!o.json) {
     out << "The 14 PaRO strategies (Principle 1: OS sharded at least as finely as P and G); Table 1 marks\n";
-    std::snprintf(line, sizeof line, "%-5s %-30s %6s %7s %7s %5s %4s %4s\n", "code", "aliases", "Ψ'=Ψ", "≥Ψ/6",
-                  "<Ψ/6", "PEFT", "P2", "P3");
+    std::snprintf(line, sizeof line, "%-5s %-40s %6s %7s %7s %5s %4s %4s\n", "code", "aliases", "full", ">=1/6",
+                  "<1/6", "PEFT", "P2", "P3");
     out << line;
   }
   for (const Table1Row& row : paro_table1()) {
@@ -237,7 +237,7 @@ void run_list(const CommOptions& o, std::ostream& out) {
                     {"principle3", satisfies_principle3(row.sharding)}});
     if (!o.json) {
       auto mark = [](bool b) { return b ? "yes" : "-"; };
-      std::snprintf(line, sizeof line, "%-5s %-30s %6s %7s %7s %5s %4s %4s\n", code.c_str(), shown.c_str(),
+      std::snprintf(line, sizeof line, "%-5s %-40s %6s %7s %7s %5s %4s %4s\n", code.c_str(), shown.c_str(),
                     mark(row.full), mark(row.at_least_sixth), mark(row.below_sixth), mark(row.peft),
                     mark(satisfies_principle2(row.sharding)), mark(satisfies_principle3(row.sharding)));
       out << line;
@@ -247,8 +247,8 @@ void run_list(const CommOptions& o, std::ostream& out) {
     out << nlohmann::json{{"strategies", list}}.dump(2) << "\n";
     return;
   }
-  out << "(Table 1 columns: yes = recommended; P2/P3: satisfies Principle 2 / 3; zero++ and rtp are variants\n"
-         " of GGG with a secondary parameter copy or weight rotation)\n";
+  out << "(Table 1 columns by trainable fraction Ψ'/Ψ, yes = recommended; P2/P3: satisfies Principle 2 / 3;\n"
+         " zero++ and rtp are variants of GGG with a secondary parameter copy or weight rotation)\n";
 }
 
 void run_compare(const CommOptions& o, std::ostream& out) {
