@@ -6,6 +6,7 @@
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "headroom/estimator/memory.hpp"
+#include "headroom/estimator/residual_fit.hpp"
 #include "validate_4d.hpp"
 
 namespace headroom::cli {
@@ -32,9 +33,33 @@ struct TableSummary {
   double max_abs_diff = 0;  // over reproduced cells
 };
 
-struct VerdictSummary {
-  int runs = 0, right = 0, false_fits = 0, false_ooms = 0;
-};
+nlohmann::json score_to_json(const VerdictScore& v) {
+  return {{"runs", v.runs}, {"right", v.right}, {"false_fits", v.false_fits}, {"false_ooms", v.false_ooms},
+          {"accuracy", v.accuracy()}};
+}
+
+nlohmann::json residual_to_json(const ResidualModel& r) {
+  return {{"fixed_GiB", r.fixed_bytes / kGiB},
+          {"logits_bytes_per_element", r.logits_bytes_per_element},
+          {"optimizer_shard_bytes_per_param", r.optimizer_shard_bytes_per_param},
+          {"cp_communicator_GiB", r.cp_communicator_bytes / kGiB}};
+}
+
+std::string describe(const ResidualModel& r) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "fixed %.3f GiB, logits %.3g B/elem, optimizer shard %.4g B/param, CP %.4g GiB/comm",
+                r.fixed_bytes / kGiB, r.logits_bytes_per_element, r.optimizer_shard_bytes_per_param,
+                r.cp_communicator_bytes / kGiB);
+  return buf;
+}
+
+// Shipped coefficients are written with 6 significant digits; the fit must agree to that.
+bool same_coefficients(const ResidualModel& a, const ResidualModel& b) {
+  const auto close = [](double x, double y) { return std::abs(x - y) <= 1e-5 * std::max(1.0, std::abs(y)); };
+  return close(a.fixed_bytes / kGiB, b.fixed_bytes / kGiB) && close(a.logits_bytes_per_element, b.logits_bytes_per_element) &&
+         close(a.optimizer_shard_bytes_per_param, b.optimizer_shard_bytes_per_param) &&
+         close(a.cp_communicator_bytes / kGiB, b.cp_communicator_bytes / kGiB);
+}
 
 void run_validate(const ValidateOptions& o, std::ostream& out) {
   const SpecLibrary lib(o.data_dir.empty() ? default_data_dir() : std::filesystem::path(o.data_dir));
@@ -65,49 +90,67 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
   }
 
   const FrameworkProfile fw = lib.framework(o.framework);
-  std::map<int, VerdictSummary> verdicts;
+  const auto measured = validate::read_measured(ref / "4d_measured.csv");
+  std::map<int, VerdictScore> verdicts;
+  for (const auto& m : measured) verdicts.emplace(m.run.table, VerdictScore{});
   nlohmann::json wrong_json = nlohmann::json::array();
-  for (const auto& run : validate::read_measured(ref / "4d_measured.csv")) {
-    const ModelSpec model = lib.model(run.run.model);
-    const ClusterSpec cluster = validate::cluster_for_run(lib, run.run);
-    Layout l;
-    l.tp = run.run.tp; l.cp = run.run.cp; l.pp = run.run.pp; l.mbs = run.run.mbs; l.gbs = run.run.gbs;
-    l.seq = run.run.seq; l.dp = run.run.gpus / (l.tp * l.cp * l.pp);
-    l.precision = fw.precision; l.sharding = fw.sharding;
-    const double peak = peak_memory_bytes(model, cluster, l, fw.residual);
-    const bool predicted_fit = peak <= cluster.gpu.usable_memory_bytes;
-    VerdictSummary& v = verdicts[run.run.table];
-    ++v.runs;
-    if (predicted_fit != run.oom) {
-      ++v.right;
-    } else {
-      (predicted_fit ? v.false_fits : v.false_ooms)++;
-      wrong_json.push_back({{"table", run.run.table}, {"tp", l.tp}, {"cp", l.cp}, {"pp", l.pp}, {"mbs", l.mbs},
-                            {"num_gpus", run.run.gpus}, {"measured", run.oom ? "oom" : "ok"},
-                            {"predicted_peak_gib", peak / kGiB},
-                            {"capacity_gib", cluster.gpu.usable_memory_bytes / kGiB}});
+  for (auto& [table, v] : verdicts) {
+    const auto obs = validate::observations(lib, measured, fw, table);
+    v = score_verdicts(obs, fw.residual);
+    for (const auto& ob : obs) {
+      const double peak = peak_memory_bytes(ob.model, ob.cluster, ob.layout, fw.residual);
+      if ((peak <= ob.cluster.gpu.usable_memory_bytes) == !ob.oom) continue;
+      wrong_json.push_back({{"table", table}, {"tp", ob.layout.tp}, {"cp", ob.layout.cp}, {"pp", ob.layout.pp},
+                            {"mbs", ob.layout.mbs}, {"num_gpus", ob.layout.gpus()}, {"seq", ob.layout.seq},
+                            {"measured", ob.oom ? "oom" : "ok"}, {"predicted_peak_gib", peak / kGiB},
+                            {"capacity_gib", ob.cluster.gpu.usable_memory_bytes / kGiB}});
     }
   }
-  VerdictSummary all;
+  VerdictScore all;
   for (const auto& [t, v] : verdicts) {
     all.runs += v.runs; all.right += v.right; all.false_fits += v.false_fits; all.false_ooms += v.false_ooms;
   }
-  const double accuracy = all.runs > 0 ? static_cast<double>(all.right) / all.runs : 0.0;
-  const bool verdict_ok = accuracy >= 0.98 && all.false_fits == 0;
+  const bool verdict_ok = all.accuracy() >= 0.98 && all.false_fits == 0;
+
+  // The shipped coefficients must be what the fit gives on all visible tables; then hold out one at a time.
+  const ResidualFit refit = fit_residual(validate::observations(lib, measured, fw));
+  const bool shipped_is_fit = refit.feasible && same_coefficients(refit.model, fw.residual);
+  std::map<int, std::pair<ResidualFit, VerdictScore>> loto;
+  VerdictScore pooled;
+  for (const auto& [table, unused] : verdicts) {
+    const ResidualFit f = fit_residual(validate::observations(lib, measured, fw, 0, table));
+    const VerdictScore v = score_verdicts(validate::observations(lib, measured, fw, table), f.model);
+    loto[table] = {f, v};
+    pooled.runs += v.runs; pooled.right += v.right; pooled.false_fits += v.false_fits; pooled.false_ooms += v.false_ooms;
+  }
+  const bool passed = failures == 0 && verdict_ok && shipped_is_fit;
 
   if (o.json) {
     nlohmann::json tj = nlohmann::json::array(), vj = nlohmann::json::array();
     for (const auto& [t, s] : tables)
       tj.push_back({{"table", t}, {"cells", s.cells}, {"reproduced", s.reproduced}, {"documented_typos", s.typos},
                     {"failures", s.failures}, {"max_abs_diff_gib", s.max_abs_diff}});
-    for (const auto& [t, v] : verdicts)
-      vj.push_back({{"table", t}, {"runs", v.runs}, {"right", v.right}, {"false_fits", v.false_fits},
-                    {"false_ooms", v.false_ooms}});
+    for (const auto& [t, v] : verdicts) {
+      nlohmann::json entry = score_to_json(v);
+      entry["table"] = t;
+      vj.push_back(entry);
+    }
+    nlohmann::json cv = nlohmann::json::array();
+    for (const auto& [t, fv] : loto)
+      cv.push_back({{"held_out_table", t}, {"fitted", residual_to_json(fv.first.model)},
+                    {"score", score_to_json(fv.second)}});
     const nlohmann::json doc = {
         {"estimates", {{"tolerance_gib", validate::kCellToleranceGiB}, {"tables", tj}, {"not_reproduced", cells_json}}},
-        {"verdicts", {{"framework", fw.name}, {"tables", vj}, {"accuracy", accuracy}, {"false_fits", all.false_fits},
-                      {"false_ooms", all.false_ooms}, {"wrong", wrong_json}}},
-        {"passed", failures == 0 && verdict_ok}};
+        {"verdicts",
+         {{"framework", fw.name},
+          {"residual", residual_to_json(fw.residual)},
+          {"tables", vj},
+          {"all", score_to_json(all)},
+          {"wrong", wrong_json},
+          {"refit", residual_to_json(refit.model)},
+          {"shipped_equals_fit", shipped_is_fit},
+          {"leave_one_table_out", {{"tables", cv}, {"pooled", score_to_json(pooled)}}}}},
+        {"passed", passed}};
     out << doc.dump(2) << "\n";
   } else {
     char line[256];
@@ -136,11 +179,33 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
       out << line;
     }
     std::snprintf(line, sizeof line, "%6s %6d %7d %11d %11d %8.1f%%\n", "all", all.runs, all.right, all.false_fits,
-                  all.false_ooms, 100.0 * accuracy);
+                  all.false_ooms, 100.0 * all.accuracy());
     out << line;
-    out << "\n" << (failures == 0 && verdict_ok ? "validation passed" : "VALIDATION FAILED") << "\n";
+    for (const auto& w : wrong_json) {
+      out << "  Table " << w["table"] << " (" << w["tp"] << "," << w["cp"] << "," << w["pp"] << "," << w["mbs"]
+          << ") at " << w["num_gpus"] << " GPUs: measured " << w["measured"].get<std::string>() << ", predicted peak "
+          << format_gib(w["predicted_peak_gib"].get<double>() * kGiB) << " of "
+          << format_gib(w["capacity_gib"].get<double>() * kGiB) << " GiB\n";
+    }
+    out << "residual " << describe(fw.residual) << "\n";
+    out << "refit on all visible tables: " << describe(refit.model)
+        << (shipped_is_fit ? " (= shipped)" : " (DIFFERS from shipped)") << "\n";
+    out << "\nLeave-one-table-out cross-validation (fit on the other tables, score the held-out one)\n";
+    std::snprintf(line, sizeof line, "%9s %6s %7s %11s %11s %9s  %s\n", "held out", "runs", "right", "false fits",
+                  "false OOMs", "accuracy", "fitted residual");
+    out << line;
+    for (const auto& [t, fv] : loto) {
+      const VerdictScore& v = fv.second;
+      std::snprintf(line, sizeof line, "%9d %6d %7d %11d %11d %8.1f%%  ", t, v.runs, v.right, v.false_fits,
+                    v.false_ooms, 100.0 * v.accuracy());
+      out << line << describe(fv.first.model) << "\n";
+    }
+    std::snprintf(line, sizeof line, "%9s %6d %7d %11d %11d %8.1f%%\n", "pooled", pooled.runs, pooled.right,
+                  pooled.false_fits, pooled.false_ooms, 100.0 * pooled.accuracy());
+    out << line;
+    out << "\n" << (passed ? "validation passed" : "VALIDATION FAILED") << "\n";
   }
-  if (failures != 0 || !verdict_ok) throw CheckFailed("validation failed: see the tables above");
+  if (!passed) throw CheckFailed("validation failed: see the tables above");
 }
 
 }  // namespace

@@ -58,18 +58,6 @@ RunConfig parse_run(const Columns& c, const std::vector<std::string>& row) {
   return r;
 }
 
-Layout megatron_layout(const RunConfig& r) {
-  Layout l;
-  l.tp = r.tp;
-  l.cp = r.cp;
-  l.pp = r.pp;
-  l.dp = r.gpus / (r.tp * r.cp * r.pp);
-  l.mbs = r.mbs;
-  l.gbs = r.gbs;
-  l.seq = r.seq;
-  return l;
-}
-
 }  // namespace
 
 std::vector<EstimateCell> read_estimates(const std::filesystem::path& csv) {
@@ -118,12 +106,40 @@ ClusterSpec cluster_for_run(const SpecLibrary& lib, const RunConfig& run) {
   return lib.cluster_for_gpu(lib.gpu(run.gpu));
 }
 
+Layout layout_for_run(const RunConfig& r, const FrameworkProfile& f) {
+  Layout l;
+  l.tp = r.tp;
+  l.cp = r.cp;
+  l.pp = r.pp;
+  l.dp = r.gpus / (r.tp * r.cp * r.pp);
+  l.mbs = r.mbs;
+  l.gbs = r.gbs;
+  l.seq = r.seq;
+  l.sequence_parallel = f.sequence_parallel;
+  l.flash_attention = f.flash_attention;
+  l.schedule = f.schedule;
+  l.recompute = f.recompute;
+  l.precision = f.precision;
+  l.sharding = f.sharding;
+  return l;
+}
+
+std::vector<ResidualObservation> observations(const SpecLibrary& lib, const std::vector<MeasuredRun>& runs,
+                                              const FrameworkProfile& framework, int only_table, int except_table) {
+  std::vector<ResidualObservation> out;
+  for (const auto& r : runs) {
+    if ((only_table != 0 && r.run.table != only_table) || (except_table != 0 && r.run.table == except_table)) continue;
+    out.push_back({lib.model(r.run.model), cluster_for_run(lib, r.run), layout_for_run(r.run, framework), r.oom});
+  }
+  return out;
+}
+
 std::vector<CellCheck> check_estimates(const SpecLibrary& lib, const std::vector<EstimateCell>& cells,
                                        const std::vector<Typo>& typos) {
   std::vector<CellCheck> checks;
   for (const auto& cell : cells) {
     const ModelSpec model = lib.model(cell.run.model);
-    CellCheck check{cell, paper_total_bytes(model, megatron_layout(cell.run)) / kGiB, CellStatus::reproduced, ""};
+    CellCheck check{cell, paper_total_bytes(model, layout_for_run(cell.run, FrameworkProfile{})) / kGiB, CellStatus::reproduced, ""};
     const Typo* typo = nullptr;
     for (const auto& t : typos) {
       if (t.table == cell.run.table && t.tp == cell.run.tp && t.cp == cell.run.cp && t.pp == cell.run.pp &&

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "headroom/estimator/framework.hpp"
+#include "headroom/estimator/residual_fit.hpp"
 #include "headroom/estimator/spec.hpp"
 
 namespace headroom::validate {
@@ -61,5 +62,13 @@ std::vector<CellCheck> check_estimates(const SpecLibrary& lib, const std::vector
 
 // The cluster a 4D-paper run used: A100 40GB → dgx-a100-40gb, H100 94GB → h100-94gb-x4.
 ClusterSpec cluster_for_run(const SpecLibrary& lib, const RunConfig& run);
+
+// The run's layout under a framework profile's defaults (the paper's runs: `megatron`).
+Layout layout_for_run(const RunConfig& run, const FrameworkProfile& framework);
+
+// Measured runs as observations for the residual fit, optionally only those of one table or all but one.
+std::vector<ResidualObservation> observations(const SpecLibrary& lib, const std::vector<MeasuredRun>& runs,
+                                              const FrameworkProfile& framework, int only_table = 0,
+                                              int except_table = 0);
 
 }  // namespace headroom::validate

@@ -44,9 +44,9 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
   const auto& r = j.at("residual");
   f.residual.name = f.name;
   f.residual.fixed_bytes = r.at("fixed_GiB").get<double>() * kGiB;
-  f.residual.activation_fraction = r.at("activation_fraction").get<double>();
   f.residual.logits_bytes_per_element = r.at("logits_bytes_per_element").get<double>();
-  f.residual.cp_bytes_per_token_hidden = r.at("cp_bytes_per_token_hidden").get<double>();
+  f.residual.optimizer_shard_bytes_per_param = r.at("optimizer_shard_bytes_per_param").get<double>();
+  f.residual.cp_communicator_bytes = r.at("cp_communicator_GiB").get<double>() * kGiB;
   return f;
 }
 

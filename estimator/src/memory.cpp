@@ -173,9 +173,10 @@ StageMemory stage_memory(const ModelSpec& m, const ClusterSpec& c, const Layout&
   // section 3 generalises each of the three to N / I / G sharding.
   s.params = prec.weight_bytes * params / shard_divisor(l.sharding.params, l, c.gpus_per_node);
   s.grads = prec.grad_bytes * params / shard_divisor(l.sharding.grads, l, c.gpus_per_node);
-  s.optimizer = prec.optimizer_bytes * params / shard_divisor(l.sharding.optimizer, l, c.gpus_per_node);
+  const double optimizer_shard_params = params / shard_divisor(l.sharding.optimizer, l, c.gpus_per_node);
+  s.optimizer = prec.optimizer_bytes * optimizer_shard_params;
   s.activations = stage_activation_bytes(m, l, stage);
-  s.residual = residual_bytes(m, l, r, stage, s.activations);
+  s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params);
   return s;
 }
 

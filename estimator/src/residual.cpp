@@ -5,14 +5,23 @@
 
 namespace headroom {
 
+// 4D paper Eq. 14 counts 4 bytes per logit; Megatron-LM's vocab-parallel cross-entropy keeps the BF16
+// logits alive next to their FP32 copy and casts the FP32 gradient back (≥ 6 bytes per element).
+double logits_elements(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  if (stage != l.pp - 1) return 0.0;
+  return static_cast<double>(l.seq) * static_cast<double>(l.mbs) * static_cast<double>(m.vocab_size) /
+         (static_cast<double>(l.tp) * static_cast<double>(l.cp));
+}
+
+double cp_extra_communicators(const Layout& l) {
+  return (l.cp > 1 ? 1.0 : 0.0) + (l.cp > 2 ? 2.0 : 0.0);
+}
+
 double residual_bytes(const ModelSpec& m, const Layout& l, const ResidualModel& r, std::int64_t stage,
-                      double stage_activations) {
-  const double tc = static_cast<double>(l.tp) * static_cast<double>(l.cp);
-  const double tokens = static_cast<double>(l.seq) * static_cast<double>(l.mbs);
-  double bytes = r.fixed_bytes + r.activation_fraction * stage_activations;
-  if (stage == l.pp - 1) bytes += r.logits_bytes_per_element * tokens * static_cast<double>(m.vocab_size) / tc;
-  if (l.cp > 1) bytes += r.cp_bytes_per_token_hidden * tokens * static_cast<double>(m.hidden_size) / tc;
-  return bytes;
+                      double optimizer_shard_params) {
+  return r.fixed_bytes + r.logits_bytes_per_element * logits_elements(m, l, stage) +
+         r.optimizer_shard_bytes_per_param * optimizer_shard_params +
+         r.cp_communicator_bytes * cp_extra_communicators(l);
 }
 
 }  // namespace headroom

@@ -119,7 +119,8 @@ TEST_F(MemoryTest, PeakWithoutAllocationEqualsWorstStage) {
   ResidualModel r;
   r.fixed_bytes = 1e9;
   r.logits_bytes_per_element = 6;
-  r.activation_fraction = 0.05;
+  r.optimizer_shard_bytes_per_param = 4;
+  r.cp_communicator_bytes = 1e9;
   for (std::int64_t p : {1, 2, 4, 8, 16, 32}) {
     for (std::int64_t b : {1, 4}) {
       const Layout l = layout(2, 1, p, b, 256, 4096);
@@ -168,6 +169,30 @@ TEST_F(MemoryTest, LayoutValidationNamesTheConstraint) {
   }
   l = layout(16, 1, 1, 1, 16);  // 16 divides 32 heads but not 8 KV heads
   EXPECT_THROW(validate_layout(llama8b, l), Error);
+}
+
+}  // namespace
+}  // namespace headroom
+
+namespace headroom {
+namespace {
+
+TEST(Residual, TermsFollowTheirCarriers) {
+  const SpecLibrary lib = test::library();
+  const ModelSpec m = lib.model("llama3.1-8b");
+  Layout l;
+  l.tp = 2; l.cp = 1; l.pp = 4; l.dp = 2; l.seq = 4096; l.mbs = 2; l.gbs = 64;
+  EXPECT_EQ(logits_elements(m, l, 0), 0.0);
+  EXPECT_DOUBLE_EQ(logits_elements(m, l, 3), 4096.0 * 2 * 128256 / 2);
+  EXPECT_EQ(cp_extra_communicators(l), 0.0);
+  l.cp = 2;
+  EXPECT_EQ(cp_extra_communicators(l), 1.0);
+  l.cp = 4;
+  EXPECT_EQ(cp_extra_communicators(l), 3.0);
+  ResidualModel r;
+  r.fixed_bytes = 1.5 * kGiB;
+  r.optimizer_shard_bytes_per_param = 2;
+  EXPECT_DOUBLE_EQ(residual_bytes(m, l, r, 1, 1e9), 1.5 * kGiB + 2e9);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// The residual model: memory the 4D paper's Eq. 18 leaves out (runtime context, communication buffers,
-// temporaries, allocator fragmentation), fitted to measured OOM outcomes. See residual.cpp for each term.
+// The residual model: memory the 4D paper's Eq. 18 leaves out (runtime context, communicators,
+// temporaries, allocator fragmentation). Four terms, each with a physical carrier; the coefficients are
+// fitted to measured OOM outcomes (residual_fit.hpp) and shipped in data/frameworks/*.json.
 #pragma once
 
 #include <cstdint>
@@ -12,14 +13,23 @@ struct Layout;
 
 struct ResidualModel {
   std::string name = "none";
-  double fixed_bytes = 0;                // per GPU: CUDA/HIP context, NCCL/RCCL communicators, workspaces
-  double activation_fraction = 0;        // allocator fragmentation, as a fraction of stored activations
-  double logits_bytes_per_element = 0;   // temporaries of the LM head and loss, per s·b·v/(t·c) element
-  double cp_bytes_per_token_hidden = 0;  // context-parallel attention buffers, per s·b·h/(t·c), when c > 1
+  double fixed_bytes = 0;                      // per GPU: CUDA/HIP context, NCCL/RCCL, cuBLAS/TE workspaces
+  double logits_bytes_per_element = 0;         // LM-head stage: loss temporaries per s·b·v/(t·c) logit
+  double optimizer_shard_bytes_per_param = 0;  // beyond Eq. 10's 12 B, per parameter of this GPU's shard
+  double cp_communicator_bytes = 0;            // per extra communicator that context parallelism creates
 };
 
-// Residual bytes of one pipeline stage; `stage_activations` is that stage's stored activation bytes.
+// Logit elements one GPU of `stage` materialises per micro-batch: s·b·v/(t·c) on the stage holding the
+// LM head (the last; with p = 1 the only one), else 0.
+[[nodiscard]] double logits_elements(const ModelSpec& m, const Layout& l, std::int64_t stage);
+
+// Extra communicators of context parallelism (TransformerEngine 1.9 ring attention): c = 2 sends over the
+// CP group's own communicator with batched P2P (1); c > 2 uses unbatched isend/irecv, for which PyTorch
+// builds a 2-rank communicator per ring neighbour (3).
+[[nodiscard]] double cp_extra_communicators(const Layout& l);
+
+// Residual bytes of one pipeline stage, given how many parameters this GPU's optimizer shard holds.
 [[nodiscard]] double residual_bytes(const ModelSpec& m, const Layout& l, const ResidualModel& r,
-                                    std::int64_t stage, double stage_activations);
+                                    std::int64_t stage, double optimizer_shard_params);
 
 }  // namespace headroom
