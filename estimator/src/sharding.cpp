@@ -146,7 +146,16 @@ Strategy parse_strategy(std::string_view name) {
   return st;
 }
 
-StateSharding parse_sharding(std::string_view name) { return parse_strategy(name).sharding; }
+StateSharding parse_sharding(std::string_view name) {
+  const Strategy strategy = parse_strategy(name);
+  // The per-stage memory model knows N/I/G sharding only; refusing beats silently dropping ZeRO++'s
+  // secondary copy or RTP's rotation buffer.
+  if (strategy.secondary_param_copy || strategy.rotation != Rotation::none)
+    throw Error("'" + std::string(name) + "' (" + strategy.name +
+                ") is modelled by `headroom comm` only, not per pipeline stage (valid here: ddp, zero1, zero2, "
+                "zero3, fsdp, mics, hsdp, paro-XYZ or a code like NIG)");
+  return strategy.sharding;
+}
 
 std::string sharding_code(const StateSharding& s) {
   return {letter(s.params), letter(s.grads), letter(s.optimizer)};

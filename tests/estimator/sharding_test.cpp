@@ -34,7 +34,10 @@ TEST(ShardingNames, AliasesMapToTheirTriples) {
       {"ddp", "NNN"},  {"zero1", "NNG"},  {"ZeRO-2", "NGG"},   {"zero_3", "GGG"},    {"FSDP", "GGG"},
       {"mics", "III"}, {"HSDP", "III"},   {"fsdp-hs", "III"},  {"zero++", "GGG"},    {"paro-igg", "IGG"},
       {"PaRO-IIG", "IIG"}, {"paro-nig", "NIG"}, {"nig", "NIG"}, {"GNI", "GNI"}, {"rtp", "GGG"}, {"rtp-inplace", "GGG"}};
-  for (const auto& [name, code] : cases) EXPECT_EQ(sharding_code(parse_sharding(name)), code) << name;
+  for (const auto& [name, code] : cases) EXPECT_EQ(sharding_code(parse_strategy(name).sharding), code) << name;
+  // The per-stage memory model has no place for ZeRO++'s secondary copy or RTP's buffer: refused there.
+  for (const char* name : {"zero++", "rtp", "rtp-inplace"}) EXPECT_THROW((void)parse_sharding(name), Error) << name;
+  EXPECT_EQ(sharding_code(parse_sharding("paro-igg")), "IGG");
   EXPECT_TRUE(parse_strategy("zero++").secondary_param_copy);
   EXPECT_FALSE(parse_strategy("zero3").secondary_param_copy);
   EXPECT_EQ(parse_strategy("rtp").rotation, Rotation::out_of_place);

@@ -61,7 +61,8 @@ void validate_comm_setup(const CommSetup& setup);
 // the 27 codes XYZ over {N, I, G}. ZeRO/DDP/MiCS/HSDP/ZeRO++/RTP use flat rings as in Table 3's rows; PaRO
 // codes use hierarchical collectives. Throws Error listing the valid names.
 [[nodiscard]] Strategy parse_strategy(std::string_view name);
-// The sharding part alone, for the memory model's DP dimension (`estimate --sharding`).
+// The sharding part alone, for the memory model's DP dimension (`estimate --sharding`). ZeRO++ and RTP
+// are refused: their extra copy and buffer are not in the per-stage model.
 [[nodiscard]] StateSharding parse_sharding(std::string_view name);
 // "IIG": the P, G, OS letters.
 [[nodiscard]] std::string sharding_code(const StateSharding& s);
