@@ -80,13 +80,7 @@ void LayoutOptions::add_to(CLI::App& app) {
 }
 
 Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) const {
-  Layout l;
-  l.sequence_parallel = f.sequence_parallel;
-  l.flash_attention = f.flash_attention;
-  l.schedule = f.schedule;
-  l.recompute = f.recompute;
-  l.precision = f.precision;
-  l.sharding = f.sharding;
+  Layout l = default_layout(f);
   if (!sharding.empty()) {
     try {
       l.sharding = parse_sharding(sharding);

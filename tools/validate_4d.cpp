@@ -107,7 +107,7 @@ ClusterSpec cluster_for_run(const SpecLibrary& lib, const RunConfig& run) {
 }
 
 Layout layout_for_run(const RunConfig& r, const FrameworkProfile& f) {
-  Layout l;
+  Layout l = default_layout(f);
   l.tp = r.tp;
   l.cp = r.cp;
   l.pp = r.pp;
@@ -115,12 +115,6 @@ Layout layout_for_run(const RunConfig& r, const FrameworkProfile& f) {
   l.mbs = r.mbs;
   l.gbs = r.gbs;
   l.seq = r.seq;
-  l.sequence_parallel = f.sequence_parallel;
-  l.flash_attention = f.flash_attention;
-  l.schedule = f.schedule;
-  l.recompute = f.recompute;
-  l.precision = f.precision;
-  l.sharding = f.sharding;
   return l;
 }
 

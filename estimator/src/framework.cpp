@@ -28,6 +28,17 @@ Shard parse_shard(std::string_view text) {
   throw Error("unknown shard code '" + std::string(text) + "' (valid: N, I, G)");
 }
 
+Layout default_layout(const FrameworkProfile& f) {
+  Layout l;
+  l.sequence_parallel = f.sequence_parallel;
+  l.flash_attention = f.flash_attention;
+  l.schedule = f.schedule;
+  l.recompute = f.recompute;
+  l.precision = f.precision;
+  l.sharding = f.sharding;
+  return l;
+}
+
 FrameworkProfile framework_from_json(const nlohmann::json& j) {
   FrameworkProfile f;
   f.name = j.at("name").get<std::string>();

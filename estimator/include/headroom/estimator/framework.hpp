@@ -23,6 +23,10 @@ struct FrameworkProfile {
 };
 
 [[nodiscard]] FrameworkProfile framework_from_json(const nlohmann::json& j);
+
+// A layout carrying the framework's defaults (SP, attention, schedule, recompute, precision, sharding);
+// the parallel sizes, batch and sequence are left at 1 for the caller to set.
+[[nodiscard]] Layout default_layout(const FrameworkProfile& f);
 [[nodiscard]] Recompute parse_recompute(std::string_view text);  // throws Error listing the valid names
 [[nodiscard]] Schedule parse_schedule(std::string_view text);
 [[nodiscard]] Shard parse_shard(std::string_view text);
