@@ -5,6 +5,7 @@
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "headroom/estimator/memory.hpp"
+#include "headroom/estimator/throughput.hpp"
 
 namespace headroom::cli {
 namespace {
@@ -12,6 +13,7 @@ namespace {
 struct EstimateOptions {
   SpecOptions specs;
   LayoutOptions layout;
+  std::string profile;  // performance coefficients JSON (data/perf format); default: data/perf/<framework>.json
   bool json = false;
 };
 
@@ -45,12 +47,53 @@ void print_table(std::ostream& out, const ResolvedSpecs& r, const Layout& l, con
       << format_gib(e.margin_bytes) << " GiB\n";
 }
 
+// Performance part: step time, throughput and where the time goes (throughput.hpp).
+nlohmann::json perf_to_json(const PerfEstimate& p, const PerfCoefficients& k) {
+  const StepBreakdown& b = p.breakdown;
+  return {{"step_time_s", p.step_time_s},
+          {"tokens_per_s", p.tokens_per_s},
+          {"tflops_per_gpu", p.tflops_per_gpu},
+          {"mfu", p.mfu},
+          {"pts_s", p.pts_s},
+          {"model_flops_per_step", p.model_flops},
+          {"coefficients", k.name},
+          {"breakdown",
+           {{"gemm_s", b.gemm_s}, {"attention_s", b.attention_s}, {"elementwise_s", b.elementwise_s},
+            {"compute_s", b.compute_s()}, {"overhead_s", b.overhead_s}, {"tp_comm_s", b.tp_comm_s},
+            {"cp_comm_s", b.cp_comm_s}, {"pp_comm_s", b.pp_comm_s}, {"dp_comm_s", b.dp_comm_s},
+            {"bubble_s", b.bubble_s}, {"optimizer_s", b.optimizer_s}, {"slowest_stage", b.slowest_stage}}}};
+}
+
+void print_perf(std::ostream& out, const PerfEstimate& p, const PerfCoefficients& k) {
+  const StepBreakdown& b = p.breakdown;
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "\npredicted step %.3f s: %.0f tokens/s, %.1f TFLOP/s per GPU (MFU %.1f%%), %.3f s per sample "
+                "(coefficients: %s)\n",
+                p.step_time_s, p.tokens_per_s, p.tflops_per_gpu, 100.0 * p.mfu, p.pts_s, k.name.c_str());
+  out << line;
+  std::snprintf(line, sizeof line,
+                "  compute %.3f s (GEMM %.3f, attention %.3f, elementwise %.3f), overhead %.3f, exposed comm: "
+                "TP %.3f, CP %.3f, PP %.3f, DP %.3f; bubble %.3f; optimizer %.3f (slowest stage %lld)\n",
+                b.compute_s(), b.gemm_s, b.attention_s, b.elementwise_s, b.overhead_s, b.tp_comm_s, b.cp_comm_s,
+                b.pp_comm_s, b.dp_comm_s, b.bubble_s, b.optimizer_s, static_cast<long long>(b.slowest_stage));
+  out << line;
+}
+
+PerfCoefficients perf_coefficients(const EstimateOptions& o, const ResolvedSpecs& r) {
+  if (o.profile.empty()) return default_perf_coefficients(o.specs.library(), r.framework.name);
+  return perf_coefficients_from_json(read_json_file(o.profile), o.profile);
+}
+
 void run_estimate(const EstimateOptions& o, std::ostream& out) {
   const ResolvedSpecs r = resolve(o.specs);
   const Layout l = o.layout.build(r.model, r.framework);
   const MemoryEstimate e = estimate_memory(r.model, r.cluster, l, r.framework.residual);
+  const PerfCoefficients coefficients = perf_coefficients(o, r);
+  const PerfEstimate perf = estimate_perf(r.model, r.cluster, l, coefficients);
   if (!o.json) {
     print_table(out, r, l, e);
+    print_perf(out, perf, coefficients);
     return;
   }
   nlohmann::json stages = nlohmann::json::array();
@@ -69,7 +112,8 @@ void run_estimate(const EstimateOptions& o, std::ostream& out) {
         {"capacity_gib", e.capacity_bytes / kGiB},
         {"verdict", e.fits() ? "fits" : "oom"},
         {"margin_gib", e.margin_bytes / kGiB},
-        {"units", "stages in bytes; *_gib in GiB (2^30 bytes)"}}}};
+        {"units", "stages in bytes; *_gib in GiB (2^30 bytes)"}}},
+      {"perf", perf_to_json(perf, coefficients)}};
   out << doc.dump(2) << "\n";
 }
 
@@ -77,9 +121,11 @@ void run_estimate(const EstimateOptions& o, std::ostream& out) {
 
 void register_estimate(CLI::App& app, std::ostream& out) {
   auto opts = std::make_shared<EstimateOptions>();
-  CLI::App* sub = app.add_subcommand("estimate", "memory (per stage, peak, verdict) of one layout");
+  CLI::App* sub = app.add_subcommand("estimate", "memory (per stage, peak, verdict) and predicted speed of one layout");
   opts->specs.add_to(*sub, true);
   opts->layout.add_to(*sub);
+  sub->add_option("--profile", opts->profile,
+                  "performance coefficients JSON (data/perf format; default data/perf/<framework>.json)");
   sub->add_flag("--json", opts->json, "print one JSON document");
   sub->callback([opts, &out] { run_estimate(*opts, out); });
 }

@@ -1,0 +1,64 @@
+// Floating-point operations of one training step: the reported "model FLOPs" (the convention the 4D paper's
+// measured TFLOP/s use) and the FLOPs one GPU actually executes per micro-batch, split by kernel kind so that
+// each kind can be timed with its own efficiency (throughput.hpp). Closed forms; nothing here allocates.
+#pragma once
+
+#include <cstdint>
+
+#include "headroom/estimator/layout.hpp"
+#include "headroom/estimator/spec.hpp"
+
+namespace headroom {
+
+// ---- model FLOPs (reporting convention) ----
+
+// Narayanan et al. 2021 (Megatron-LM, "Efficient Large-Scale Language Model Training...", Appendix: FLOPs
+// 72·B·s·l·h²(1 + s/6h + V/12lh) without recompute), adapted to Llama as Megatron-LM's
+// num_floating_point_operations does (GQA, SwiGLU, untied LM head):
+//   F = 12·B·s·L·h²·[(1 + k/a + s/h) + g·h_ffn/h + v/(2·L·h)],  g = 3/2 for SwiGLU, 1 for a GELU MLP.
+// Forward + backward (×3) of every GEMM, non-causal attention (s/h term: QKᵀ and AV over the full s×s), the
+// LM head (v term); no recompute, no embedding lookup, no norms. `sequences` = B, the global batch.
+[[nodiscard]] double model_flops_per_step(const ModelSpec& m, std::int64_t seq, double sequences);
+// The same per token of a sequence of length `seq`: F / (B·s).
+[[nodiscard]] double model_flops_per_token(const ModelSpec& m, std::int64_t seq);
+
+// ---- executed FLOPs per GPU and micro-batch (forward pass) ----
+
+// One GEMM of a layer as one GPU sees it: C[m×n] = A[m×k]·B[k×n], FLOPs 2·m·n·k.
+struct GemmShape {
+  double m = 0, n = 0, k = 0;
+  [[nodiscard]] double flops() const { return 2.0 * m * n * k; }
+};
+
+// The four weight GEMMs of a Llama layer under TP (Megatron column/row parallel, Shoeybi et al. 2019 Sec. 3):
+// QKV (n = h(1 + 2k/a)/t), output projection (k = h/t), gate+up fused (n = 2h_ffn/t; up only for GELU), down
+// (k = h_ffn/t); m = s·b/c tokens (SP gathers the sequence before each GEMM). Biases ignored.
+struct LayerGemms {
+  GemmShape qkv, proj, fc1, fc2;
+  [[nodiscard]] double flops() const { return qkv.flops() + proj.flops() + fc1.flops() + fc2.flops(); }
+};
+[[nodiscard]] LayerGemms layer_gemms(const ModelSpec& m, const Layout& l);
+
+// Dao 2023 (FlashAttention-2) Sec. 4 FLOP count with a causal mask: QKᵀ and AV are 4·s²·h non-causal, half
+// of it causal; per GPU the heads split over t and (load-balanced ring attention) the work over c:
+// 2·s²·b·h/(t·c). Without causal masking it would be twice this.
+[[nodiscard]] double attention_flops_forward(const ModelSpec& m, const Layout& l);
+
+// LM head GEMM on the last stage: 2·s·b·h·v/(t·c) (vocabulary-parallel over t, tokens over c).
+[[nodiscard]] double lm_head_flops_forward(const ModelSpec& m, const Layout& l);
+
+// Backward/forward FLOP ratios: a GEMM's backward computes the input and the weight gradient (2×,
+// Narayanan et al. 2021 Sec. 3.1); FlashAttention-2's backward recomputes QKᵀ and runs 4 more matmuls
+// against the forward's 2 (Dao 2023 Sec. 3.1.2), 2.5×.
+inline constexpr double kGemmBackwardRatio = 2.0;
+inline constexpr double kAttentionBackwardRatio = 2.5;
+
+// Extra forward passes that activation recompute adds during backward, as a fraction of the layer's GEMM
+// and attention forward FLOPs (Korthikanti et al. 2023, Sec. 5): full recomputes the whole layer (1, 1);
+// selective recomputes the core attention only (0, 1); none (0, 0).
+struct RecomputeFactors {
+  double gemm = 0, attention = 0;
+};
+[[nodiscard]] RecomputeFactors recompute_factors(Recompute r);
+
+}  // namespace headroom

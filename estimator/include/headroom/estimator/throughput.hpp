@@ -1,0 +1,127 @@
+// Step time of one layout: compute + exposed communication + pipeline bubble, per pipeline stage, the slowest
+// stage setting the pace (DESIGN.md, "Throughput model"). Compute is FLOPs (flops.hpp) over peak × an
+// efficiency that depends on the GEMM shape or attention length; communication is volume over an alpha-beta
+// link chosen from where the group's ranks sit (Megatron-LM rank order: TP innermost, then CP, DP, PP);
+// DP/FSDP traffic uses the sharding volumes of sharding.hpp (PaRO). Coefficients the physics does not fix
+// (efficiencies, overlap fractions) live in PerfCoefficients: datasheet defaults, or fitted values from a
+// JSON file (data/perf/*.json; a calibration profile later).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "headroom/estimator/flops.hpp"
+#include "headroom/estimator/layout.hpp"
+#include "headroom/estimator/spec.hpp"
+
+namespace headroom {
+
+// Efficiencies of one GPU model (a name of data/gpus), overriding the generic ones.
+struct GpuEfficiency {
+  std::string gpu;
+  double gemm = 0;       // fraction of dense BF16 peak a large GEMM reaches
+  double attention = 0;  // fraction of dense BF16 peak FlashAttention reaches at long sequences
+};
+
+// Every coefficient of the model that the datasheets do not give. Defaults are datasheet-level guesses.
+struct PerfCoefficients {
+  std::string name = "datasheet";
+  std::string source = "built-in datasheet defaults (no fit)";
+  // compute
+  double gemm_efficiency = 0.75;       // large-GEMM fraction of peak, unless a GpuEfficiency names the GPU
+  double gemm_half_dim = 64;           // a GEMM dimension d scales efficiency by d/(d + half)
+  double attention_efficiency = 0.5;   // FlashAttention-2 fwd+bwd fraction of peak at long sequences
+  double attention_half_tokens = 512;  // query tokens per GPU (s/c) at which attention efficiency halves
+  double elementwise_passes = 6;       // HBM passes over a layer's s·b·h/(t·c) activations (norms, SwiGLU, RoPE, residual)
+  double loss_passes = 3;              // HBM passes over the FP32 logits (softmax, loss, gradient)
+  double layer_overhead_s = 0;         // fixed cost per layer and micro-batch pass (launches, synchronisation)
+  double step_overhead_s = 0;          // fixed cost per step (optimizer launch, logging)
+  // communication: achieved fraction of the link's datasheet bandwidth per level
+  double intra_efficiency = 0.7;
+  double inter_efficiency = 0.7;
+  double cp_inter_efficiency = 0.7;    // CP ring P2P across nodes (many small isend/irecv)
+  // overlap: fraction of a collective hidden behind compute
+  double tp_overlap = 0;     // TP/SP collectives behind the layer's GEMMs
+  double cp_overlap = 1;     // CP ring P2P behind the attention compute it pipelines with
+  double pp_overlap = 0;     // PP send/recv behind compute
+  double dp_overlap = 0;     // DP reduce-scatter / all-gather behind one micro-batch's backward / forward
+  std::vector<GpuEfficiency> gpus;
+};
+
+// Coefficients from JSON (data/perf/*.json); unknown keys are errors naming the key and the valid ones.
+[[nodiscard]] PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::string_view where);
+[[nodiscard]] nlohmann::json perf_coefficients_to_json(const PerfCoefficients& c);
+// data_dir/perf/<framework>.json when present, else the datasheet defaults.
+[[nodiscard]] PerfCoefficients default_perf_coefficients(const SpecLibrary& lib, std::string_view framework);
+
+// Alpha-beta link: time(bytes) = latency + bytes / bandwidth.
+struct Link {
+  double bytes_per_s = 0;
+  double latency_s = 0;
+  [[nodiscard]] double seconds(double bytes) const { return latency_s + bytes / bytes_per_s; }
+};
+
+// Coefficients resolved against one cluster, once: everything per layout is then closed-form and allocation-free.
+struct PerfContext {
+  PerfContext(const PerfCoefficients& coefficients, const ClusterSpec& cluster);
+  PerfCoefficients coef;
+  double peak_flops = 0;  // BF16 dense
+  double hbm_bytes_per_s = 0;
+  double gemm_efficiency = 0;
+  double attention_efficiency = 0;
+  std::int64_t gpus_per_node = 1;
+  Link intra, inter, cp_inter;
+};
+
+// Ranks per node of a group whose members are `stride` ranks apart (TP stride 1, CP stride t, DP stride t·c,
+// PP stride t·c·d) and which has `size` members: how many of them share a node.
+[[nodiscard]] std::int64_t members_per_node(std::int64_t stride, std::int64_t size, std::int64_t gpus_per_node);
+
+// GEMM efficiency for a shape: the large-GEMM efficiency times d/(d + half) per dimension (tile occupancy).
+[[nodiscard]] double gemm_efficiency(const PerfContext& p, const GemmShape& g);
+// Attention efficiency at q query tokens per GPU: e·q/(q + half).
+[[nodiscard]] double attention_efficiency(const PerfContext& p, double query_tokens);
+
+// Ring all-gather or reduce-scatter of a `bytes` tensor over n ranks (Patarasuk & Yuan 2009; the nccl-tests
+// bus-bandwidth factor (n − 1)/n): (n − 1)·α + bytes·(n − 1)/n / bandwidth.
+[[nodiscard]] double ring_gather_seconds(double bytes, std::int64_t n, const Link& link);
+
+// One step, broken down. Times in seconds over the whole step, as seen by the slowest stage.
+struct StepBreakdown {
+  double gemm_s = 0;         // weight GEMMs, recompute included
+  double attention_s = 0;    // core attention, recompute included
+  double elementwise_s = 0;  // norms, activation, residual adds, embedding, loss
+  double overhead_s = 0;     // fixed per-layer and per-step costs
+  double tp_comm_s = 0;      // exposed TP/SP collectives
+  double cp_comm_s = 0;      // exposed CP ring P2P
+  double pp_comm_s = 0;      // exposed PP send/recv
+  double dp_comm_s = 0;      // exposed DP/FSDP collectives
+  double bubble_s = 0;       // pipeline fill and drain
+  double optimizer_s = 0;    // optimizer step (HBM-bound)
+  std::int64_t slowest_stage = 0;
+  [[nodiscard]] double compute_s() const { return gemm_s + attention_s + elementwise_s; }
+  [[nodiscard]] double total_s() const {
+    return compute_s() + overhead_s + tp_comm_s + cp_comm_s + pp_comm_s + dp_comm_s + bubble_s + optimizer_s;
+  }
+};
+
+struct PerfEstimate {
+  StepBreakdown breakdown;
+  double step_time_s = 0;
+  double model_flops = 0;     // per step, flops.hpp's convention
+  double tokens_per_s = 0;    // whole job
+  double tflops_per_gpu = 0;  // model FLOPs / step time / GPUs, in 10^12
+  double mfu = 0;             // model FLOPs utilisation against the BF16 dense peak
+  double pts_s = 0;           // processing time per sample: step time / sequences per step (thesis Sec. 4.2.3)
+};
+
+// The layout must be valid (validate_layout). Allocation-free.
+[[nodiscard]] PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layout& l);
+[[nodiscard]] PerfEstimate estimate_perf(const ModelSpec& m, const ClusterSpec& c, const Layout& l,
+                                         const PerfCoefficients& coefficients);
+
+}  // namespace headroom

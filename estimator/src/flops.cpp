@@ -1,0 +1,59 @@
+#include "headroom/estimator/flops.hpp"
+
+namespace headroom {
+namespace {
+
+double d(std::int64_t v) { return static_cast<double>(v); }
+
+double gated_multiplier(const ModelSpec& m) { return m.mlp == Mlp::swiglu ? 1.5 : 1.0; }
+
+}  // namespace
+
+// Narayanan et al. 2021 Appendix, in Megatron-LM's Llama form (see the header): 12·B·s·L·h²·[...].
+double model_flops_per_step(const ModelSpec& m, std::int64_t seq, double sequences) {
+  const double h = d(m.hidden_size), s = d(seq), L = d(m.num_layers);
+  const double attention = 1.0 + d(m.num_kv_heads) / d(m.num_heads) + s / h;  // QKV+O GEMMs and s² terms
+  const double mlp = gated_multiplier(m) * d(m.ffn_hidden_size) / h;
+  const double logits = d(m.vocab_size) / (2.0 * L * h);
+  return 12.0 * sequences * s * L * h * h * (attention + mlp + logits);
+}
+
+double model_flops_per_token(const ModelSpec& m, std::int64_t seq) {
+  return model_flops_per_step(m, seq, 1.0) / d(seq);
+}
+
+// Shoeybi et al. 2019 Sec. 3 (column-parallel QKV and fc1, row-parallel proj and fc2).
+LayerGemms layer_gemms(const ModelSpec& m, const Layout& l) {
+  const double h = d(m.hidden_size), f = d(m.ffn_hidden_size), t = d(l.tp);
+  const double tokens = d(l.seq) * d(l.mbs) / d(l.cp);
+  const double kv = d(m.num_kv_heads) / d(m.num_heads);
+  const double fc1_out = (m.mlp == Mlp::swiglu ? 2.0 : 1.0) * f;  // gate and up fused
+  LayerGemms g;
+  g.qkv = {tokens, h * (1.0 + 2.0 * kv) / t, h};
+  g.proj = {tokens, h, h / t};
+  g.fc1 = {tokens, fc1_out / t, h};
+  g.fc2 = {tokens, h, f / t};
+  return g;
+}
+
+// Dao 2023 Sec. 4: 4·s²·h per sequence and layer non-causal, halved by the causal mask.
+double attention_flops_forward(const ModelSpec& m, const Layout& l) {
+  const double s = d(l.seq);
+  return 2.0 * s * s * d(l.mbs) * d(m.hidden_size) / (d(l.tp) * d(l.cp));
+}
+
+double lm_head_flops_forward(const ModelSpec& m, const Layout& l) {
+  return 2.0 * d(l.seq) * d(l.mbs) * d(m.hidden_size) * d(m.vocab_size) / (d(l.tp) * d(l.cp));
+}
+
+// Korthikanti et al. 2023 Sec. 5.
+RecomputeFactors recompute_factors(Recompute r) {
+  switch (r) {
+    case Recompute::none: return {0.0, 0.0};
+    case Recompute::selective: return {0.0, 1.0};
+    case Recompute::full: return {1.0, 1.0};
+  }
+  return {0.0, 0.0};
+}
+
+}  // namespace headroom

@@ -1,0 +1,330 @@
+#include "headroom/estimator/throughput.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "headroom/estimator/error.hpp"
+#include "headroom/estimator/json_schema.hpp"
+#include "headroom/estimator/memory.hpp"
+#include "headroom/estimator/sharding.hpp"
+
+namespace headroom {
+namespace {
+
+double d(std::int64_t v) { return static_cast<double>(v); }
+
+bool same_name(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](unsigned char x, unsigned char y) {
+           return std::tolower(x) == std::tolower(y);
+         });
+}
+
+// The scalar coefficients by JSON key, so that parsing, printing and fitting share one list.
+struct Field {
+  const char* key;
+  double PerfCoefficients::*member;
+};
+constexpr Field kFields[] = {
+    {"gemm_efficiency", &PerfCoefficients::gemm_efficiency},
+    {"gemm_half_dim", &PerfCoefficients::gemm_half_dim},
+    {"attention_efficiency", &PerfCoefficients::attention_efficiency},
+    {"attention_half_tokens", &PerfCoefficients::attention_half_tokens},
+    {"elementwise_passes", &PerfCoefficients::elementwise_passes},
+    {"loss_passes", &PerfCoefficients::loss_passes},
+    {"layer_overhead_us", nullptr},  // stored in seconds, written in µs
+    {"step_overhead_ms", nullptr},
+    {"intra_efficiency", &PerfCoefficients::intra_efficiency},
+    {"inter_efficiency", &PerfCoefficients::inter_efficiency},
+    {"cp_inter_efficiency", &PerfCoefficients::cp_inter_efficiency},
+    {"tp_overlap", &PerfCoefficients::tp_overlap},
+    {"cp_overlap", &PerfCoefficients::cp_overlap},
+    {"pp_overlap", &PerfCoefficients::pp_overlap},
+    {"dp_overlap", &PerfCoefficients::dp_overlap},
+};
+
+// Bytes of a DP volume (elements summed over all N GPUs, sharding.hpp) as seconds on one GPU's links.
+double volume_seconds(const Volume& v, double bytes_per_element, const CommSetup& s, const PerfContext& p) {
+  const double n = d(s.gpus);
+  double t = v.intra / n * bytes_per_element / p.intra.bytes_per_s;
+  if (v.inter > 0) t += v.inter / n * bytes_per_element / p.inter.bytes_per_s;
+  if (v.total() > 0) t += d(s.gpus - 1) * (v.inter > 0 ? p.inter.latency_s : p.intra.latency_s);
+  return t;
+}
+
+}  // namespace
+
+PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::string_view where) {
+  const std::string w(where);
+  if (!j.is_object()) throw Error(w + ": performance coefficients must be a JSON object");
+  PerfCoefficients c;
+  for (const auto& [key, value] : j.items()) {
+    if (key == "name") { c.name = value.get<std::string>(); continue; }
+    if (key == "source") { c.source = value.get<std::string>(); continue; }
+    if (key == "$schema" || key == "description" || key == "fit") continue;
+    if (key == "gpus") {
+      for (const auto& g : value)
+        c.gpus.push_back({g.at("gpu").get<std::string>(), g.at("gemm_efficiency").get<double>(),
+                          g.at("attention_efficiency").get<double>()});
+      continue;
+    }
+    const Field* f = std::find_if(std::begin(kFields), std::end(kFields), [&](const Field& x) { return key == x.key; });
+    if (f == std::end(kFields)) {
+      std::string valid = "name, source, description, fit, gpus";
+      for (const auto& x : kFields) valid += std::string(", ") + x.key;
+      throw Error(w + ": unknown key '" + key + "' (valid: " + valid + ")");
+    }
+    if (!value.is_number() || value.get<double>() < 0)
+      throw Error(w + ": " + key + " must be a non-negative number (got " + value.dump() + ")");
+    const double x = value.get<double>();
+    if (key == "layer_overhead_us") c.layer_overhead_s = x * 1e-6;
+    else if (key == "step_overhead_ms") c.step_overhead_s = x * 1e-3;
+    else c.*(f->member) = x;
+  }
+  return c;
+}
+
+nlohmann::json perf_coefficients_to_json(const PerfCoefficients& c) {
+  nlohmann::json j = {{"name", c.name}, {"source", c.source}};
+  for (const auto& f : kFields)
+    if (f.member != nullptr) j[f.key] = c.*(f.member);
+  j["layer_overhead_us"] = c.layer_overhead_s * 1e6;
+  j["step_overhead_ms"] = c.step_overhead_s * 1e3;
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const auto& g : c.gpus) gpus.push_back({{"gpu", g.gpu}, {"gemm_efficiency", g.gemm}, {"attention_efficiency", g.attention}});
+  j["gpus"] = gpus;
+  return j;
+}
+
+PerfCoefficients default_perf_coefficients(const SpecLibrary& lib, std::string_view framework) {
+  std::string name(framework);
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  const auto path = lib.data_dir() / "perf" / (name + ".json");
+  if (!std::filesystem::exists(path)) return PerfCoefficients{};
+  const nlohmann::json doc = read_json_file(path);
+  const auto schema = lib.data_dir() / "schema" / "perf.schema.json";
+  if (std::filesystem::exists(schema)) validate_against_schema(doc, read_json_file(schema), path.string());
+  return perf_coefficients_from_json(doc, path.string());
+}
+
+PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
+    : coef(c),
+      peak_flops(cluster.gpu.bf16_flops),
+      hbm_bytes_per_s(cluster.gpu.hbm_bytes_per_s),
+      gemm_efficiency(c.gemm_efficiency),
+      attention_efficiency(c.attention_efficiency),
+      gpus_per_node(std::max<std::int64_t>(1, cluster.gpus_per_node)) {
+  for (const auto& g : c.gpus) {
+    if (!same_name(g.gpu, cluster.gpu.name)) continue;
+    gemm_efficiency = g.gemm;
+    attention_efficiency = g.attention;
+  }
+  if (peak_flops <= 0) throw Error("GPU " + cluster.gpu.name + " has no BF16 peak (bf16_dense_TFLOPs)");
+  if (hbm_bytes_per_s <= 0) throw Error("GPU " + cluster.gpu.name + " has no HBM bandwidth (hbm_bandwidth_GBps)");
+  // A cluster made up for a bare GPU names no links: NVLink-class inside, a 25 GB/s NIC outside.
+  const double intra_bw = cluster.intra_node.bytes_per_s > 0 ? cluster.intra_node.bytes_per_s : 150e9;
+  const double inter_bw = cluster.inter_node.bytes_per_s > 0 ? cluster.inter_node.bytes_per_s : 25e9;
+  intra = {intra_bw * c.intra_efficiency, cluster.intra_node.latency_s};
+  inter = {inter_bw * c.inter_efficiency, cluster.inter_node.latency_s};
+  cp_inter = {inter_bw * c.cp_inter_efficiency, cluster.inter_node.latency_s};
+  if (intra.bytes_per_s <= 0 || inter.bytes_per_s <= 0 || cp_inter.bytes_per_s <= 0)
+    throw Error("performance coefficients " + c.name + ": link efficiencies must be positive");
+}
+
+std::int64_t members_per_node(std::int64_t stride, std::int64_t size, std::int64_t gpus_per_node) {
+  if (stride >= gpus_per_node) return 1;
+  return std::min(size, gpus_per_node / stride);
+}
+
+// Tile occupancy: each of m, n, k below a few tiles leaves the tensor cores idle (a saturating stand-in for
+// wave quantization until calibration measures the surface).
+double gemm_efficiency(const PerfContext& p, const GemmShape& g) {
+  const double h = p.coef.gemm_half_dim;
+  return p.gemm_efficiency * (g.m / (g.m + h)) * (g.n / (g.n + h)) * (g.k / (g.k + h));
+}
+
+double attention_efficiency(const PerfContext& p, double query_tokens) {
+  return p.attention_efficiency * query_tokens / (query_tokens + p.coef.attention_half_tokens);
+}
+
+// Patarasuk & Yuan 2009 ring; nccl-tests bus-bandwidth factor (n − 1)/n for all-gather / reduce-scatter.
+double ring_gather_seconds(double bytes, std::int64_t n, const Link& link) {
+  if (n <= 1) return 0.0;
+  const double steps = d(n - 1);
+  return steps * link.latency_s + bytes * steps / d(n) / link.bytes_per_s;
+}
+
+namespace {
+
+// Per micro-batch, one pipeline stage: forward and backward seconds by kind.
+struct PassTimes {
+  double gemm = 0, attention = 0, elementwise = 0, overhead = 0, tp = 0, cp = 0, pp = 0;
+  [[nodiscard]] double total() const { return gemm + attention + elementwise + overhead + tp + cp + pp; }
+  PassTimes& operator+=(const PassTimes& o) {
+    gemm += o.gemm; attention += o.attention; elementwise += o.elementwise; overhead += o.overhead;
+    tp += o.tp; cp += o.cp; pp += o.pp;
+    return *this;
+  }
+};
+
+PassTimes scaled(PassTimes x, double k) {
+  x.gemm *= k; x.attention *= k; x.elementwise *= k; x.overhead *= k; x.tp *= k; x.cp *= k; x.pp *= k;
+  return x;
+}
+
+double gemm_seconds(const PerfContext& p, const GemmShape& g) { return g.flops() / (p.peak_flops * gemm_efficiency(p, g)); }
+
+}  // namespace
+
+PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layout& l) {
+  const PerfCoefficients& c = p.coef;
+  const double t = d(l.tp), cp = d(l.cp), pp = d(l.pp), v = d(std::max<std::int64_t>(1, l.vpp));
+  const double micro = d(l.microbatches());
+  const double s = d(l.seq), b = d(l.mbs), h = d(m.hidden_size);
+  const double layers = d(m.num_layers) / pp;
+  const std::int64_t gpn = p.gpus_per_node;
+
+  // ---- one layer, one micro-batch ----
+  const LayerGemms g = layer_gemms(m, l);
+  const double gemm_f = gemm_seconds(p, g.qkv) + gemm_seconds(p, g.proj) + gemm_seconds(p, g.fc1) + gemm_seconds(p, g.fc2);
+  const double attn_f = attention_flops_forward(m, l) / (p.peak_flops * attention_efficiency(p, s / cp));
+  const double act_bytes = 2.0 * s * b * h / (t * cp);  // one BF16 s·b·h tensor, SP- and CP-sharded
+  const double elem_f = c.elementwise_passes * act_bytes / p.hbm_bytes_per_s;
+  const RecomputeFactors rc = recompute_factors(l.recompute);
+
+  PassTimes fwd, bwd;
+  fwd.gemm = gemm_f;
+  fwd.attention = attn_f;
+  fwd.elementwise = elem_f;
+  fwd.overhead = c.layer_overhead_s;
+  bwd.gemm = (kGemmBackwardRatio + rc.gemm) * gemm_f;
+  bwd.attention = (kAttentionBackwardRatio + rc.attention) * attn_f;
+  bwd.elementwise = (2.0 + rc.gemm) * elem_f;
+  bwd.overhead = (1.0 + rc.gemm) * c.layer_overhead_s;
+
+  // TP/SP (Korthikanti et al. 2023 Sec. 4.2.2): 2 all-gathers + 2 reduce-scatters of s·b·h/c per pass (the same
+  // bytes as 2 all-reduces without SP); full recompute repeats the forward ones.
+  if (l.tp > 1) {
+    const Link& link = members_per_node(1, l.tp, gpn) >= l.tp ? p.intra : p.inter;
+    const double one = 4.0 * ring_gather_seconds(2.0 * s * b * h / cp, l.tp, link) * (1.0 - c.tp_overlap);
+    fwd.tp = one;
+    bwd.tp = (1.0 + rc.gemm) * one;
+  }
+  // CP (Liu et al. 2023 ring attention; TransformerEngine's load-balanced variant): c − 1 ring steps pass the
+  // local K and V (2·(s/c)·b·h·k/a BF16, heads split over t) forward; backward passes K, V and dK, dV.
+  // Each step overlaps with the attention block it feeds.
+  if (l.cp > 1) {
+    const bool inside = members_per_node(l.tp, l.cp, gpn) >= l.cp;
+    const Link& link = inside ? p.intra : p.cp_inter;
+    const double kv = 2.0 * (s / cp) * b * h * (d(m.num_kv_heads) / d(m.num_heads)) * 2.0 / t;
+    const double steps = cp - 1.0;
+    const double comm_f = steps * link.seconds(kv), comm_b = steps * link.seconds(2.0 * kv);
+    fwd.cp = std::max(0.0, comm_f - c.cp_overlap * attn_f);
+    bwd.cp = std::max(0.0, comm_b - c.cp_overlap * kAttentionBackwardRatio * attn_f) +
+             rc.attention * fwd.cp;
+  }
+  PassTimes body_f = scaled(fwd, layers), body_b = scaled(bwd, layers);
+
+  // PP (Narayanan et al. 2021 Sec. 4.1, scatter/gather): each micro-batch sends s·b·h/(t·c) BF16 activations
+  // forward and their gradient backward across every stage boundary, v times with interleaving.
+  if (l.pp > 1) {
+    const bool inside = members_per_node(l.tp * l.cp * l.dp, l.pp, gpn) >= 2;
+    const Link& link = inside ? p.intra : p.inter;
+    const double one = v * link.seconds(act_bytes) * (1.0 - c.pp_overlap);
+    body_f.pp = one;
+    body_b.pp = one;
+  }
+
+  // First stage: embedding lookup (elementwise). Last stage: LM head GEMM and the FP32 loss over s·b·v/(t·c).
+  PassTimes first_f = body_f, first_b = body_b, last_f = body_f, last_b = body_b;
+  first_f.elementwise += 2.0 * act_bytes / p.hbm_bytes_per_s;
+  first_b.elementwise += 2.0 * act_bytes / p.hbm_bytes_per_s;
+  const GemmShape head{s * b / cp, d(m.vocab_size) / t, h};
+  const double head_f = gemm_seconds(p, head);
+  const double logits_bytes = 4.0 * s * b * d(m.vocab_size) / (t * cp);
+  last_f.gemm += head_f;
+  last_b.gemm += kGemmBackwardRatio * head_f;
+  last_f.elementwise += c.loss_passes * logits_bytes / p.hbm_bytes_per_s * 0.5;
+  last_b.elementwise += c.loss_passes * logits_bytes / p.hbm_bytes_per_s * 0.5;
+  if (l.pp == 1) {
+    last_f += first_f;
+    last_f += scaled(body_f, -1.0);
+    last_b += first_b;
+    last_b += scaled(body_b, -1.0);
+  }
+
+  // The slowest stage sets the 1F1B steady state; fill and drain cost (p − 1)/v stage-times (Narayanan et al.
+  // 2021 Sec. 2.2: bubble (p − 1)/m of the ideal time, (p − 1)/(v·m) interleaved; GPipe's is the same as 1F1B).
+  const double first = first_f.total() + first_b.total();
+  const double last = last_f.total() + last_b.total();
+  const double middle = body_f.total() + body_b.total();
+  const bool last_slowest = last >= first;
+  const PassTimes& sf = l.pp == 1 || last_slowest ? last_f : first_f;
+  const PassTimes& sb = l.pp == 1 || last_slowest ? last_b : first_b;
+  const double mean = l.pp == 1 ? last : (first + last + (pp - 2.0) * middle) / pp;
+
+  PerfEstimate e;
+  StepBreakdown& br = e.breakdown;
+  br.slowest_stage = l.pp == 1 || last_slowest ? l.pp - 1 : 0;
+  const PassTimes all = scaled(sf, micro) += scaled(sb, micro);
+  br.gemm_s = all.gemm;
+  br.attention_s = all.attention;
+  br.elementwise_s = all.elementwise;
+  br.overhead_s = all.overhead + c.step_overhead_s;
+  br.tp_comm_s = all.tp;
+  br.cp_comm_s = all.cp;
+  br.pp_comm_s = all.pp;
+  br.bubble_s = (pp - 1.0) / v * mean;
+
+  // DP over the DP×CP group (Megatron's distributed optimizer shards over both): PaRO volumes for the
+  // layout's sharding, flat NCCL rings. Per-micro-batch gathers hide behind that micro-batch's pass; the
+  // once-per-step gradient sync behind the last backward and the parameter gather behind the first forward.
+  const std::int64_t group = l.dp * l.cp;
+  const double stage_params = stage_parameters_per_gpu(m, l, br.slowest_stage);
+  if (group > 1) {
+    CommSetup cs;
+    cs.params = stage_params;
+    cs.trainable = stage_params;
+    cs.gpus = group;
+    cs.group_size = members_per_node(l.tp, group, gpn);
+    while (group % cs.group_size != 0) --cs.group_size;
+    cs.weight_bytes = l.precision.weight_bytes;
+    cs.grad_bytes = l.precision.grad_bytes > 0 ? l.precision.grad_bytes : l.precision.weight_bytes;
+    cs.optimizer_bytes = l.precision.optimizer_bytes;
+    Strategy st;
+    st.sharding = l.sharding;
+    st.collectives = Collectives::ring;
+    const StageVolumes vol = communication_volume(st, cs);
+    const double f = c.dp_overlap;
+    const double tf = sf.total(), tb = sb.total();
+    const double mb_f = volume_seconds(vol.forward_gather_params, cs.weight_bytes, cs, p);
+    const double mb_b = volume_seconds(vol.backward_gather_params, cs.weight_bytes, cs, p) +
+                        volume_seconds(vol.backward_reduce_grads, cs.grad_bytes, cs, p);
+    const double sync = volume_seconds(vol.update_sync_grads, cs.grad_bytes, cs, p);
+    const double gather = volume_seconds(vol.update_gather_params, cs.weight_bytes, cs, p);
+    br.dp_comm_s = micro * (std::max(0.0, mb_f - f * tf) + std::max(0.0, mb_b - f * tb)) +
+                   std::max(0.0, sync - f * tb) + std::max(0.0, gather - f * tf);
+  }
+  // Adam step, HBM-bound: read FP32 gradient, master, m, v; write master, m, v and the BF16 weight.
+  const double shard_params = stage_params / shard_divisor(l.sharding.optimizer, l, gpn);
+  br.optimizer_s = shard_params * (2.0 * l.precision.optimizer_bytes + l.precision.grad_bytes + l.precision.weight_bytes) /
+                   p.hbm_bytes_per_s;
+
+  e.step_time_s = br.total_s();
+  const double sequences = d(l.gbs);
+  e.model_flops = model_flops_per_step(m, l.seq, sequences);
+  e.tokens_per_s = sequences * s / e.step_time_s;
+  const double gpus = d(l.gpus());
+  e.tflops_per_gpu = e.model_flops / (e.step_time_s * gpus) / 1e12;
+  e.mfu = e.model_flops / (e.step_time_s * gpus * p.peak_flops);
+  e.pts_s = e.step_time_s / sequences;
+  return e;
+}
+
+PerfEstimate estimate_perf(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const PerfCoefficients& k) {
+  return estimate_perf(m, PerfContext(k, c), l);
+}
+
+}  // namespace headroom

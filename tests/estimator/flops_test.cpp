@@ -1,0 +1,46 @@
+#include "headroom/estimator/flops.hpp"
+
+#include <gtest/gtest.h>
+
+#include "../test_support.hpp"
+#include "headroom/estimator/memory.hpp"
+
+namespace headroom {
+namespace {
+
+class FlopsTest : public ::testing::Test {
+ protected:
+  SpecLibrary lib = test::library();
+  ModelSpec llama8b = lib.model("llama3.1-8b");
+};
+
+// Megatron's Llama formula equals 6 FLOPs per non-embedding parameter and token (the input embedding is a
+// lookup, the untied LM head a GEMM) plus the non-causal attention term 12·s·h·L, up to the norm weights.
+TEST_F(FlopsTest, ModelFlopsAreSixPerParameterPlusAttention) {
+  const double s = 8192, h = 4096, L = 32;
+  const double gemm_params = parameter_count(llama8b) - h * 128256.0 - L * 2 * h - h;  // no embedding, no norms
+  const double expected = 6.0 * gemm_params + 12.0 * s * h * L;
+  EXPECT_NEAR(model_flops_per_token(llama8b, 8192), expected, 1e-9 * expected);
+  EXPECT_DOUBLE_EQ(model_flops_per_step(llama8b, 8192, 1024), 1024 * 8192 * model_flops_per_token(llama8b, 8192));
+}
+
+// The GEMMs of one layer carry 2·tokens·(layer weights)/t FLOPs forward.
+TEST_F(FlopsTest, LayerGemmsMatchParameters) {
+  Layout l;
+  l.tp = 4; l.cp = 2; l.seq = 8192; l.mbs = 2;
+  const double tokens = 8192.0 * 2 / 2;
+  const double weights = attention_parameters_per_layer(llama8b) + ffn_parameters_per_layer(llama8b);
+  EXPECT_NEAR(layer_gemms(llama8b, l).flops(), 2.0 * tokens * weights / 4, 1.0);
+  EXPECT_DOUBLE_EQ(attention_flops_forward(llama8b, l), 2.0 * 8192.0 * 8192.0 * 2 * 4096 / 8);
+  EXPECT_DOUBLE_EQ(lm_head_flops_forward(llama8b, l), 2.0 * tokens * 4096 * 128256 / 4);
+}
+
+TEST(Recompute, FactorsPerMode) {
+  EXPECT_EQ(recompute_factors(Recompute::none).gemm, 0.0);
+  EXPECT_EQ(recompute_factors(Recompute::selective).attention, 1.0);
+  EXPECT_EQ(recompute_factors(Recompute::selective).gemm, 0.0);
+  EXPECT_EQ(recompute_factors(Recompute::full).gemm, 1.0);
+}
+
+}  // namespace
+}  // namespace headroom
