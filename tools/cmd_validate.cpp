@@ -8,6 +8,7 @@
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/residual_fit.hpp"
 #include "validate_4d.hpp"
+#include "validate_perf.hpp"
 
 namespace headroom::cli {
 namespace {
@@ -59,6 +60,71 @@ bool same_coefficients(const ResidualModel& a, const ResidualModel& b) {
   return close(a.fixed_bytes / kGiB, b.fixed_bytes / kGiB) && close(a.logits_bytes_per_element, b.logits_bytes_per_element) &&
          close(a.optimizer_shard_bytes_per_param, b.optimizer_shard_bytes_per_param) &&
          close(a.cp_communicator_bytes / kGiB, b.cp_communicator_bytes / kGiB);
+}
+
+nlohmann::json perf_score_to_json(const validate::PerfScore& s) {
+  nlohmann::json cols = nlohmann::json::array();
+  for (const auto& c : s.columns)
+    cols.push_back({{"table", c.table}, {"num_gpus", c.gpus}, {"layouts", c.layouts}, {"best", c.best},
+                    {"best_tflops", c.best_tflops}, {"ours", c.ours}, {"ours_tflops", c.ours_tflops},
+                    {"regret", c.regret}, {"top1", c.top1}, {"anchor", c.anchor}, {"anchor_tflops", c.anchor_tflops},
+                    {"anchor_regret", c.anchor_regret}, {"tflops_mean_abs_error", c.mean_abs_error},
+                    {"tflops_max_abs_error", c.max_abs_error}, {"spearman", c.rank_correlation}});
+  return {{"columns", cols}, {"mean_regret", s.mean_regret}, {"worst_regret", s.worst_regret},
+          {"top1", s.top1}, {"anchor_mean_regret", s.anchor_mean_regret},
+          {"anchor_worst_regret", s.anchor_worst_regret}, {"anchor_top1", s.anchor_top1},
+          {"tflops_mean_abs_error", s.mean_abs_error}};
+}
+
+void print_perf_score(std::ostream& out, const validate::PerfScore& s, bool per_column) {
+  char line[256];
+  if (per_column) {
+    std::snprintf(line, sizeof line, "%6s %5s %4s  %-11s %7s  %-11s %7s %7s  %-11s %7s  %6s %6s %6s\n", "table", "GPUs",
+                  "runs", "best", "TFLOP/s", "our pick", "TFLOP/s", "regret", "paper rule", "regret", "|err|",
+                  "max", "rho");
+    out << line;
+    for (const auto& c : s.columns) {
+      std::snprintf(line, sizeof line, "%6d %5lld %4d  %-11s %7.2f  %-11s %7.2f %6.2f%%  %-11s %6.2f%%  %5.1f%% %5.1f%% %6.2f\n",
+                    c.table, static_cast<long long>(c.gpus), c.layouts, c.best.c_str(), c.best_tflops,
+                    c.ours.c_str(), c.ours_tflops, 100 * c.regret, c.anchor.c_str(), 100 * c.anchor_regret,
+                    100 * c.mean_abs_error, 100 * c.max_abs_error, c.rank_correlation);
+      out << line;
+    }
+  }
+  std::snprintf(line, sizeof line,
+                "ours: mean regret %.2f%%, worst %.2f%%, top-1 %d/%zu, TFLOP/s mean |error| %.1f%%;  paper rule: mean "
+                "regret %.2f%%, worst %.2f%%, top-1 %.1f/%zu\n",
+                100 * s.mean_regret, 100 * s.worst_regret, s.top1, s.columns.size(), 100 * s.mean_abs_error,
+                100 * s.anchor_mean_regret, 100 * s.anchor_worst_regret, s.anchor_top1, s.columns.size());
+  out << line;
+}
+
+nlohmann::json perf_json(const validate::PerfValidation& v) {
+  nlohmann::json cv = nlohmann::json::array();
+  for (const auto& [t, s] : v.held_out) cv.push_back({{"held_out_table", t}, {"score", perf_score_to_json(s)}});
+  return {{"coefficients", perf_coefficients_to_json(v.shipped)},
+          {"score", perf_score_to_json(v.score)},
+          {"datasheet_score", perf_score_to_json(v.datasheet)},
+          {"refit", perf_coefficients_to_json(v.refit)},
+          {"shipped_equals_fit", v.shipped_is_fit},
+          {"leave_one_table_out", {{"tables", cv}, {"pooled", perf_score_to_json(v.pooled)}}},
+          {"goals", {{"mean_regret", validate::kPerfMeanRegretGoal}, {"worst_regret", validate::kPerfWorstRegretGoal}}}};
+}
+
+void print_perf_validation(std::ostream& out, const validate::PerfValidation& v) {
+  out << "\nThroughput: measured layouts of each (table, GPU count) column ranked by predicted TFLOP/s "
+         "(coefficients " << v.shipped.name << ")\n";
+  print_perf_score(out, v.score, true);
+  out << "datasheet defaults (no fit): ";
+  print_perf_score(out, v.datasheet, false);
+  out << "refit on all visible tables " << (v.shipped_is_fit ? "(= shipped)" : "(DIFFERS from shipped)") << "\n";
+  out << "\nLeave-one-table-out (fit on the other tables from the datasheet defaults, score the held-out one)\n";
+  for (const auto& [t, s] : v.held_out) {
+    out << "held-out Table " << t << ": ";
+    print_perf_score(out, s, false);
+  }
+  out << "pooled: ";
+  print_perf_score(out, v.pooled, false);
 }
 
 void run_validate(const ValidateOptions& o, std::ostream& out) {
@@ -123,7 +189,12 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
     loto[table] = {f, v};
     pooled.runs += v.runs; pooled.right += v.right; pooled.false_fits += v.false_fits; pooled.false_ooms += v.false_ooms;
   }
-  const bool passed = failures == 0 && verdict_ok && shipped_is_fit;
+  // Throughput: rank the measured layouts of every (table, GPU count) column by predicted speed.
+  const auto perf_runs = validate::perf_runs(lib, measured, fw);
+  const validate::PerfValidation perf = validate::validate_perf(perf_runs, default_perf_coefficients(lib, fw.name));
+  const bool perf_ok = perf.shipped_is_fit && perf.score.mean_regret <= validate::kPerfMeanRegretGoal &&
+                       perf.score.worst_regret <= validate::kPerfWorstRegretGoal;
+  const bool passed = failures == 0 && verdict_ok && shipped_is_fit && perf_ok;
 
   if (o.json) {
     nlohmann::json tj = nlohmann::json::array(), vj = nlohmann::json::array();
@@ -150,6 +221,7 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
           {"refit", residual_to_json(refit.model)},
           {"shipped_equals_fit", shipped_is_fit},
           {"leave_one_table_out", {{"tables", cv}, {"pooled", score_to_json(pooled)}}}}},
+        {"throughput", perf_json(perf)},
         {"passed", passed}};
     out << doc.dump(2) << "\n";
   } else {
@@ -203,6 +275,7 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
     std::snprintf(line, sizeof line, "%9s %6d %7d %11d %11d %8.1f%%\n", "pooled", pooled.runs, pooled.right,
                   pooled.false_fits, pooled.false_ooms, 100.0 * pooled.accuracy());
     out << line;
+    print_perf_validation(out, perf);
     out << "\n" << (passed ? "validation passed" : "VALIDATION FAILED") << "\n";
   }
   if (!passed) throw CheckFailed("validation failed: see the tables above");
