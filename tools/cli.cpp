@@ -15,6 +15,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   app.set_version_flag("--version", "headroom 0.1.0");
   register_comm(app, out);
   register_estimate(app, out);
+  register_rank(app, out);
   register_validate(app, out);
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them back to front
   try {

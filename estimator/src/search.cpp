@@ -1,0 +1,196 @@
+#include "headroom/estimator/search.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+#include "headroom/estimator/error.hpp"
+#include "headroom/estimator/memory.hpp"
+#include "headroom/estimator/sharding.hpp"
+
+namespace headroom {
+namespace {
+
+void divisors_of(std::int64_t n, std::vector<std::int64_t>& out) {
+  out.clear();
+  std::vector<std::int64_t>::size_type small_end = 0;
+  for (std::int64_t i = 1; i * i <= n; ++i) {
+    if (n % i != 0) continue;
+    out.insert(out.begin() + static_cast<std::ptrdiff_t>(small_end), i);
+    ++small_end;
+    if (i * i != n) out.insert(out.begin() + static_cast<std::ptrdiff_t>(small_end), n / i);
+  }
+}
+
+bool compare(std::int64_t a, Constraint::Op op, std::int64_t b) {
+  switch (op) {
+    case Constraint::Op::eq: return a == b;
+    case Constraint::Op::le: return a <= b;
+    case Constraint::Op::ge: return a >= b;
+    case Constraint::Op::lt: return a < b;
+    case Constraint::Op::gt: return a > b;
+  }
+  return true;
+}
+
+bool same(const StateSharding& a, const StateSharding& b) {
+  return a.params == b.params && a.grads == b.grads && a.optimizer == b.optimizer;
+}
+
+// Keeps `best` sorted by step time, at most `top` long, within its reserved capacity.
+void insert_top(std::vector<RankedLayout>& best, std::size_t top, const RankedLayout& r) {
+  if (top == 0 || (best.size() == top && r.step_time_s >= best.back().step_time_s)) return;
+  auto pos = std::upper_bound(best.begin(), best.end(), r.step_time_s,
+                              [](double t, const RankedLayout& x) { return t < x.step_time_s; });
+  if (best.size() == top) best.pop_back();
+  best.insert(pos, r);
+}
+
+// Front sorted by peak memory ascending with step time strictly decreasing.
+void insert_pareto(std::vector<RankedLayout>& front, const RankedLayout& r) {
+  auto pos = std::upper_bound(front.begin(), front.end(), r.peak_bytes,
+                              [](double p, const RankedLayout& x) { return p < x.peak_bytes; });
+  if (pos != front.begin() && std::prev(pos)->step_time_s <= r.step_time_s) return;  // dominated
+  auto end = pos;
+  while (end != front.end() && end->step_time_s >= r.step_time_s) ++end;
+  pos = front.erase(pos, end);
+  front.insert(pos, r);
+}
+
+}  // namespace
+
+Constraint parse_constraint(std::string_view text) {
+  static constexpr std::string_view kValid =
+      "(valid: tp, cp, pp, dp, vpp, mbs with =, <=, >=, <, >; recompute=none|selective|full; sharding=NAME; "
+      "schedule=1f1b|interleaved|gpipe)";
+  const std::string shown = "--constraint '" + std::string(text) + "'";
+  const auto op_at = text.find_first_of("<>=");
+  if (op_at == std::string_view::npos || op_at == 0) throw Error(shown + " has no field and operator " + std::string(kValid));
+  const std::string_view field = text.substr(0, op_at);
+  std::string_view rest = text.substr(op_at);
+  Constraint c;
+  if (rest.starts_with("<=")) { c.op = Constraint::Op::le; rest.remove_prefix(2); }
+  else if (rest.starts_with(">=")) { c.op = Constraint::Op::ge; rest.remove_prefix(2); }
+  else if (rest.starts_with("<")) { c.op = Constraint::Op::lt; rest.remove_prefix(1); }
+  else if (rest.starts_with(">")) { c.op = Constraint::Op::gt; rest.remove_prefix(1); }
+  else if (rest.starts_with("=")) { c.op = Constraint::Op::eq; rest.remove_prefix(rest.starts_with("==") ? 2 : 1); }
+  if (rest.empty()) throw Error(shown + " has no value " + std::string(kValid));
+  if (field == "recompute" || field == "sharding" || field == "schedule") {
+    if (c.op != Constraint::Op::eq) throw Error(shown + ": " + std::string(field) + " takes '=' only");
+    try {
+      if (field == "recompute") { c.field = Constraint::Field::recompute; c.recompute = parse_recompute(rest); }
+      if (field == "sharding") { c.field = Constraint::Field::sharding; c.sharding = parse_sharding(rest); }
+      if (field == "schedule") { c.field = Constraint::Field::schedule; c.schedule = parse_schedule(rest); }
+    } catch (const Error& e) {
+      throw Error(shown + ": " + e.what());
+    }
+    return c;
+  }
+  static constexpr std::pair<std::string_view, Constraint::Field> kNumeric[] = {
+      {"tp", Constraint::Field::tp}, {"cp", Constraint::Field::cp},   {"pp", Constraint::Field::pp},
+      {"dp", Constraint::Field::dp}, {"vpp", Constraint::Field::vpp}, {"mbs", Constraint::Field::mbs}};
+  const auto* it = std::find_if(std::begin(kNumeric), std::end(kNumeric), [&](const auto& x) { return x.first == field; });
+  if (it == std::end(kNumeric)) throw Error(shown + ": unknown field '" + std::string(field) + "' " + std::string(kValid));
+  c.field = it->second;
+  auto [ptr, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), c.value);
+  if (ec != std::errc() || ptr != rest.data() + rest.size() || c.value < 0)
+    throw Error(shown + ": '" + std::string(rest) + "' is not a non-negative integer");
+  return c;
+}
+
+bool satisfies(const Layout& l, const Constraint& c) {
+  switch (c.field) {
+    case Constraint::Field::tp: return compare(l.tp, c.op, c.value);
+    case Constraint::Field::cp: return compare(l.cp, c.op, c.value);
+    case Constraint::Field::pp: return compare(l.pp, c.op, c.value);
+    case Constraint::Field::dp: return compare(l.dp, c.op, c.value);
+    case Constraint::Field::vpp: return compare(l.vpp, c.op, c.value);
+    case Constraint::Field::mbs: return compare(l.mbs, c.op, c.value);
+    case Constraint::Field::recompute: return l.recompute == c.recompute;
+    case Constraint::Field::sharding: return same(l.sharding, c.sharding);
+    case Constraint::Field::schedule: return l.schedule == c.schedule;
+  }
+  return true;
+}
+
+SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const Layout& base,
+                          const ResidualModel& residual, const PerfCoefficients& coefficients,
+                          const SearchOptions& o) {
+  if (o.gpus <= 0) throw Error("--gpus must be a positive integer (got " + std::to_string(o.gpus) + ")");
+  if (o.seq <= 0) throw Error("--seq must be a positive integer (got " + std::to_string(o.seq) + ")");
+  if (o.gbs <= 0) throw Error("--gbs must be a positive integer (got " + std::to_string(o.gbs) + ")");
+  const PerfContext ctx(coefficients, cluster);
+  std::vector<StateSharding> shardings = o.shardings;
+  if (shardings.empty())
+    for (const auto& s : all_shardings())
+      if (satisfies_principle1(s)) shardings.push_back(s);
+
+  SearchResult result;
+  result.best.reserve(o.top + 1);
+  result.pareto.reserve(4096);
+  std::vector<std::int64_t> tps, cps, pps, vpps, mbss;
+  tps.reserve(4096); cps.reserve(4096); pps.reserve(4096); vpps.reserve(4096); mbss.reserve(8192);
+  const double capacity = cluster.gpu.usable_memory_bytes;
+  const auto ok = [&](const Layout& l) {
+    return std::all_of(o.constraints.begin(), o.constraints.end(), [&](const Constraint& c) { return satisfies(l, c); });
+  };
+
+  Layout l = base;
+  l.seq = o.seq;
+  l.gbs = o.gbs;
+  divisors_of(o.gpus, tps);
+  for (std::int64_t t : tps) {
+    if (m.num_heads % t != 0 || m.num_kv_heads % t != 0) continue;
+    divisors_of(o.gpus / t, cps);
+    for (std::int64_t c : cps) {
+      if (c > 1 && o.seq % (2 * c) != 0) continue;
+      divisors_of(o.gpus / (t * c), pps);
+      for (std::int64_t p : pps) {
+        if (m.num_layers % p != 0) continue;
+        const std::int64_t d = o.gpus / (t * c * p);
+        if (o.gbs % d != 0) continue;
+        divisors_of(o.gbs / d, mbss);
+        divisors_of(m.num_layers / p, vpps);
+        for (std::int64_t v : vpps) {
+          if ((o.max_vpp > 0 && v > o.max_vpp) || (p == 1 && v > 1)) continue;
+          for (int sched = 0; sched < 2; ++sched) {  // 1F1B/interleaved, then GPipe (v = 1, p > 1)
+            if (sched == 1 && (v > 1 || p == 1)) continue;
+            l.tp = t; l.cp = c; l.pp = p; l.dp = d; l.vpp = v;
+            l.schedule = sched == 1 ? Schedule::gpipe : v > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+            for (int sp = 0; sp < 2; ++sp) {  // the framework's default, then SP off
+              if (sp == 1 && (t == 1 || !o.try_without_sp || !base.sequence_parallel)) continue;
+              l.sequence_parallel = sp == 0 ? base.sequence_parallel : false;
+            for (const StateSharding& s : shardings) {
+              l.sharding = s;
+              for (Recompute r : o.recomputes) {
+                l.recompute = r;
+                // Memory grows with b (activations, logits): the first b that does not fit ends the row.
+                bool full = false;
+                for (std::int64_t b : mbss) {
+                  l.mbs = b;
+                  if (!ok(l)) continue;
+                  ++result.evaluated;
+                  if (full) continue;
+                  ++result.memory_checked;
+                  const double peak = peak_memory_bytes(m, cluster, l, residual);
+                  if (peak > capacity) {
+                    full = true;
+                    continue;
+                  }
+                  ++result.fitting;
+                  const PerfEstimate e = estimate_perf(m, ctx, l);
+                  const RankedLayout ranked{l, e.step_time_s, e.tokens_per_s, e.tflops_per_gpu, e.mfu, peak, capacity};
+                  insert_top(result.best, o.top, ranked);
+                  insert_pareto(result.pareto, ranked);
+                }
+              }
+            }
+            }
+          }
+        }
+      }
+    }
+  }
+  return result;
+}
+
+}  // namespace headroom

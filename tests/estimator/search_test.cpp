@@ -1,0 +1,134 @@
+#include "headroom/estimator/search.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "../test_support.hpp"
+#include "cli.hpp"
+#include "headroom/estimator/error.hpp"
+#include "headroom/estimator/memory.hpp"
+
+namespace headroom {
+namespace {
+
+class SearchTest : public ::testing::Test {
+ protected:
+  SpecLibrary lib = test::library();
+  ModelSpec llama8b = lib.model("llama3.1-8b");
+  ClusterSpec a100 = lib.cluster("dgx-a100-40gb");
+  FrameworkProfile megatron = lib.framework("megatron");
+  PerfCoefficients coef = default_perf_coefficients(lib, "megatron");
+
+  SearchResult rank(std::int64_t gpus, std::vector<Constraint> cs = {}) const {
+    SearchOptions o;
+    o.gpus = gpus; o.seq = 8192; o.gbs = 1024; o.top = 5; o.constraints = std::move(cs);
+    return rank_layouts(llama8b, a100, default_layout(megatron), megatron.residual, coef, o);
+  }
+};
+
+TEST_F(SearchTest, BestLayoutsFitAreSortedAndValid) {
+  const SearchResult r = rank(64);
+  ASSERT_EQ(r.best.size(), 5u);
+  EXPECT_GE(r.evaluated, r.memory_checked);
+  EXPECT_GE(r.memory_checked, r.fitting);
+  for (std::size_t i = 0; i < r.best.size(); ++i) {
+    const Layout& l = r.best[i].layout;
+    EXPECT_NO_THROW(validate_layout(llama8b, l));
+    EXPECT_EQ(l.gpus(), 64);
+    EXPECT_LE(r.best[i].peak_bytes, a100.gpu.usable_memory_bytes);
+    EXPECT_DOUBLE_EQ(r.best[i].peak_bytes, peak_memory_bytes(llama8b, a100, l, megatron.residual));
+    if (i > 0) {
+      EXPECT_LE(r.best[i - 1].step_time_s, r.best[i].step_time_s);
+    }
+  }
+}
+
+TEST_F(SearchTest, ParetoFrontTradesMemoryForSpeed) {
+  const SearchResult r = rank(64);
+  ASSERT_FALSE(r.pareto.empty());
+  for (std::size_t i = 1; i < r.pareto.size(); ++i) {
+    EXPECT_GT(r.pareto[i].peak_bytes, r.pareto[i - 1].peak_bytes);
+    EXPECT_LT(r.pareto[i].step_time_s, r.pareto[i - 1].step_time_s);
+  }
+  EXPECT_DOUBLE_EQ(r.pareto.back().step_time_s, r.best.front().step_time_s);
+}
+
+TEST_F(SearchTest, ConstraintsRestrictTheSearch) {
+  const SearchResult r = rank(64, {parse_constraint("tp<=2"), parse_constraint("pp=1"), parse_constraint("recompute=none"),
+                                   parse_constraint("sharding=zero1")});
+  ASSERT_FALSE(r.best.empty());
+  for (const auto& x : r.best) {
+    EXPECT_LE(x.layout.tp, 2);
+    EXPECT_EQ(x.layout.pp, 1);
+    EXPECT_EQ(x.layout.recompute, Recompute::none);
+    EXPECT_EQ(x.layout.sharding.optimizer, Shard::global);
+    EXPECT_EQ(x.layout.sharding.params, Shard::none);
+  }
+  EXPECT_LT(r.evaluated, rank(64).evaluated);
+}
+
+TEST_F(SearchTest, BadConstraintsThrow) {
+  EXPECT_THROW((void)parse_constraint("tq<=2"), Error);
+  EXPECT_THROW((void)parse_constraint("tp"), Error);
+  EXPECT_THROW((void)parse_constraint("tp<=x"), Error);
+  EXPECT_THROW((void)parse_constraint("recompute<=none"), Error);
+  EXPECT_THROW((void)parse_constraint("sharding=zero9"), Error);
+}
+
+// Issue 5: at least 100,000 layouts for llama3.1-405b on 16,384 GPUs (speed is in bench/rank_bench).
+TEST_F(SearchTest, EnumeratesOver100kLayoutsFor405bOn16384Gpus) {
+  SearchOptions o;
+  o.gpus = 16384; o.seq = 8192; o.gbs = 2048;
+  const SearchResult r = rank_layouts(lib.model("llama3.1-405b"), lib.cluster("dgx-h100"), default_layout(megatron),
+                                      megatron.residual, coef, o);
+  EXPECT_GE(r.evaluated, 100000);
+  EXPECT_FALSE(r.best.empty());
+}
+
+// The CLI: one JSON document with the fields issue 5 names; bad input is exit 2 with one line.
+TEST(RankCli, JsonHasEvaluatedLayoutsAndLaunchArguments) {
+  std::ostringstream out, err;
+  const int code = cli::run({"rank", "--model", "llama3.1-8b", "--cluster", "h100-94gb-x4", "--gpus", "16", "--seq",
+                             "16384", "--gbs", "1024", "--top", "3", "--json"},
+                            out, err);
+  ASSERT_EQ(code, 0) << err.str();
+  const auto j = nlohmann::json::parse(out.str());
+  EXPECT_GT(j.at("evaluated").get<long long>(), 100);
+  ASSERT_EQ(j.at("layouts").size(), 3u);
+  for (const char* key : {"tflops_per_gpu", "tokens_per_s", "peak_gib", "verdict", "layout"})
+    EXPECT_TRUE(j["layouts"][0].contains(key)) << key;
+  EXPECT_NE(j.at("launch").at("megatron").get<std::string>().find("--tensor-model-parallel-size"), std::string::npos);
+  EXPECT_FALSE(j.at("pareto").empty());
+}
+
+TEST(RankCli, BadInputExitsTwo) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"rank", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "0", "--seq", "8192", "--gbs", "8"},
+        std::vector<std::string>{"rank", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8", "--seq", "8192", "--gbs", "8",
+                                 "--constraint", "warp<=2"}}) {
+    std::ostringstream out, err;
+    EXPECT_EQ(cli::run(args, out, err), 2);
+    const std::string message = err.str();
+    EXPECT_EQ(std::count(message.begin(), message.end(), '\n'), 1) << message;
+  }
+}
+
+// estimate --json carries the perf block.
+TEST(EstimateCli, JsonHasPerf) {
+  std::ostringstream out, err;
+  ASSERT_EQ(cli::run({"estimate", "--model", "llama3.1-8b", "--cluster", "dgx-a100-40gb", "--tp", "4", "--gpus", "8",
+                      "--seq", "8192", "--gbs", "1024", "--json"},
+                     out, err),
+            0)
+      << err.str();
+  const auto perf = nlohmann::json::parse(out.str()).at("perf");
+  for (const char* key : {"step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "pts_s", "breakdown"})
+    EXPECT_TRUE(perf.contains(key)) << key;
+  EXPECT_NEAR(perf["tflops_per_gpu"].get<double>(), 194.25, 0.1 * 194.25);  // Table 3, (4,1,1,1) at 8 GPUs
+}
+
+}  // namespace
+}  // namespace headroom
