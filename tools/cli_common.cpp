@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "headroom/estimator/error.hpp"
+#include "headroom/estimator/lora.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/sharding.hpp"
 
@@ -58,7 +59,7 @@ ResolvedSpecs resolve(const SpecOptions& o) {
   return r;
 }
 
-void LayoutOptions::add_to(CLI::App& app) {
+void LayoutOptions::add_to(CLI::App& app, bool need_seq) {
   app.add_option("--tp,--tensor-model-parallel-size", tp, "tensor parallel size t")->capture_default_str();
   app.add_option("--cp,--context-parallel-size", cp, "context parallel size c")->capture_default_str();
   app.add_option("--pp,--pipeline-model-parallel-size", pp, "pipeline parallel size p")->capture_default_str();
@@ -68,7 +69,11 @@ void LayoutOptions::add_to(CLI::App& app) {
   app.add_option("--gpus,--num-gpus,--world-size", gpus, "number of GPUs N (DP = N / (t·c·p))");
   app.add_option("--dp,--data-parallel-size", dp, "data parallel size d (instead of --gpus)");
   app.add_option("--gbs,--global-batch-size", gbs, "global batch size in sequences (default: DP·mbs)");
-  app.add_option("--seq,--seq-length", seq, "sequence length s in tokens")->required();
+  auto* seq_opt = app.add_option("--seq,--seq-length", seq, "sequence length s in tokens");
+  if (need_seq) seq_opt->required();
+  seq_optional = !need_seq;
+  app.add_option("--lora-rank", lora_rank, "LoRA adapters of rank r on frozen base weights (default: full training)");
+  app.add_option("--lora-targets", lora_targets, "LoRA target projections: q,k,v,o,gate,up,down (default all)");
   app.add_option("--recompute,--recompute-granularity", recompute, "activation recompute: none|selective|full");
   app.add_option("--schedule", schedule, "pipeline schedule: 1f1b|interleaved|gpipe");
   app.add_flag("--no-sp", no_sp, "sequence parallelism off");
@@ -81,6 +86,11 @@ void LayoutOptions::add_to(CLI::App& app) {
 
 Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) const {
   Layout l = default_layout(f);
+  if (!lora_rank.empty()) l.lora.rank = parse_count("--lora-rank", lora_rank);
+  if (!lora_targets.empty()) {
+    if (lora_rank.empty()) throw Error("--lora-targets needs --lora-rank");
+    l.lora.targets = parse_lora_targets(lora_targets);
+  }
   if (!sharding.empty()) {
     try {
       l.sharding = parse_sharding(sharding);
@@ -100,7 +110,7 @@ Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) c
   l.pp = parse_count("--pp", pp);
   l.vpp = parse_count("--vpp", vpp);
   l.mbs = parse_count("--mbs", mbs);
-  l.seq = parse_count("--seq", seq);
+  l.seq = seq.empty() && seq_optional ? (l.cp > 1 ? 2 * l.cp : 1) : parse_count("--seq", seq);
   if (!schedule.empty()) l.schedule = parse_schedule(schedule);
   if (l.vpp > 1 && schedule.empty()) l.schedule = Schedule::interleaved;
   if (l.schedule == Schedule::interleaved && l.vpp == 1)
@@ -142,6 +152,9 @@ nlohmann::json layout_to_json(const Layout& l) {
           {"schedule", to_string(l.schedule)},
           {"sequence_parallel", l.sequence_parallel},
           {"flash_attention", l.flash_attention},
+          {"lora", l.lora.enabled() ? nlohmann::json{{"rank", l.lora.rank},
+                                                     {"targets", lora_targets_to_string(l.lora.targets)}}
+                                    : nlohmann::json(nullptr)},
           {"sharding",
            {{"params", to_string(l.sharding.params)},
             {"grads", to_string(l.sharding.grads)},

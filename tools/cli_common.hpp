@@ -58,8 +58,12 @@ struct LayoutOptions {
   bool sp = false;
   bool no_flash = false;
   bool flash = false;
+  std::string lora_rank;     // LoRA adapters of this rank (thesis Sec. 3.2); empty = full training
+  std::string lora_targets;  // comma-separated projections; default q,k,v,o,gate,up,down
+  bool seq_optional = false;  // set by add_to(app, false)
 
-  void add_to(CLI::App& app);
+  // need_seq = false: --seq is optional (`mtsl` searches it) and defaults to the shortest valid length.
+  void add_to(CLI::App& app, bool need_seq = true);
   // Framework defaults, then the flags; DP from --gpus / (t·c·p) unless --dp is given. Validated.
   [[nodiscard]] Layout build(const ModelSpec& model, const FrameworkProfile& framework) const;
 };

@@ -36,6 +36,7 @@ Layout default_layout(const FrameworkProfile& f) {
   l.recompute = f.recompute;
   l.precision = f.precision;
   l.sharding = f.sharding;
+  l.fsdp_unit_buffers = f.fsdp_unit_buffers;
   return l;
 }
 
@@ -52,6 +53,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
   const auto& s = j.at("sharding");
   f.sharding = {parse_shard(s.at("params").get<std::string>()), parse_shard(s.at("grads").get<std::string>()),
                 parse_shard(s.at("optimizer").get<std::string>())};
+  f.fsdp_unit_buffers = j.value("fsdp_unit_buffers", std::int64_t{0});
   const auto& r = j.at("residual");
   f.residual.name = f.name;
   f.residual.fixed_bytes = r.at("fixed_GiB").get<double>() * kGiB;

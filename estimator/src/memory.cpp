@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "headroom/estimator/lora.hpp"
+
 namespace headroom {
 namespace {
 
@@ -163,17 +165,31 @@ double paper_total_bytes(const ModelSpec& m, const Layout& l) {
   return states_per_param * (embed_part + layer_part) + activations;
 }
 
+// FSDP (fsdp-summary; thesis Sec. 3.1.3): a sharded unit is all-gathered to its TP-sharded size before it
+// computes; `fsdp_unit_buffers` units (the one computing and the one prefetched) are whole at a time, adapters
+// included. Nothing when parameters are not sharded (they are whole already).
+double fsdp_unit_buffer_bytes(const ModelSpec& m, const Layout& l) {
+  if (l.fsdp_unit_buffers <= 0 || l.sharding.params == Shard::none) return 0.0;
+  const double per_layer = (layer_parameters(m) - norm_parameters_per_layer(m)) / d(l.tp) +
+                           norm_parameters_per_layer(m) + lora_layer_split(m, l.lora, l.tp).per_rank();
+  return d(l.fsdp_unit_buffers) * per_layer * l.precision.weight_bytes;
+}
+
 StageMemory stage_memory(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r,
                          std::int64_t stage) {
   const double params = stage_parameters_per_gpu(m, l, stage);
+  // Thesis Sec. 3.1.2: with LoRA the base weights are frozen (weights only) and the adapters train.
+  const double trainable = l.lora.enabled() ? lora_stage_parameters_per_rank(m, l, stage).per_rank() : params;
+  const double stored = l.lora.enabled() ? params + trainable : params;
   const Precision& prec = l.precision;
   StageMemory s;
   s.stage = stage;
   // 4D paper Eq. 10: BF16 weights and FP32 gradients whole, 12 bytes of Adam state over d·c; PaRO
   // section 3 generalises each of the three to N / I / G sharding.
-  s.params = prec.weight_bytes * params / shard_divisor(l.sharding.params, l, c.gpus_per_node);
-  s.grads = prec.grad_bytes * params / shard_divisor(l.sharding.grads, l, c.gpus_per_node);
-  const double optimizer_shard_params = params / shard_divisor(l.sharding.optimizer, l, c.gpus_per_node);
+  s.params = prec.weight_bytes * stored / shard_divisor(l.sharding.params, l, c.gpus_per_node) +
+             fsdp_unit_buffer_bytes(m, l);
+  s.grads = prec.grad_bytes * trainable / shard_divisor(l.sharding.grads, l, c.gpus_per_node);
+  const double optimizer_shard_params = trainable / shard_divisor(l.sharding.optimizer, l, c.gpus_per_node);
   s.optimizer = prec.optimizer_bytes * optimizer_shard_params;
   s.activations = stage_activation_bytes(m, l, stage);
   s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params);

@@ -19,6 +19,7 @@ struct FrameworkProfile {
   Recompute recompute = Recompute::none;
   Precision precision;
   StateSharding sharding;
+  std::int64_t fsdp_unit_buffers = 0;  // PyTorch FSDP: decoder layers held unsharded at a time (optional key)
   ResidualModel residual;
 };
 

@@ -29,6 +29,18 @@ struct Precision {
   double optimizer_bytes = 12;  // Adam: FP32 master weight, momentum, variance
 };
 
+// LoRA (thesis Sec. 3.1.2, Eq. 3.3): adapters A (in × r) and B (r × out) on the target projections; the
+// base weights are frozen. rank 0 = full training.
+enum class LoraTarget : unsigned { q = 1, k = 2, v = 4, o = 8, gate = 16, up = 32, down = 64 };
+inline constexpr unsigned kAllLoraTargets = 127;  // q, k, v, o, gate, up, down (the thesis's default)
+
+struct Lora {
+  std::int64_t rank = 0;
+  unsigned targets = kAllLoraTargets;  // bit set of LoraTarget
+  [[nodiscard]] bool enabled() const { return rank > 0; }
+  [[nodiscard]] bool targets_module(LoraTarget t) const { return (targets & static_cast<unsigned>(t)) != 0; }
+};
+
 struct Layout {
   std::int64_t tp = 1;   // t
   std::int64_t cp = 1;   // c
@@ -44,6 +56,10 @@ struct Layout {
   bool flash_attention = true;
   StateSharding sharding;
   Precision precision;
+  Lora lora;
+  // PyTorch FSDP keeps this many decoder layers (FSDP units) unsharded at a time: the one computing and the
+  // one prefetched (FSDP paper Sec. 3.2 / fsdp-summary); 0 for frameworks without all-gathered parameters.
+  std::int64_t fsdp_unit_buffers = 0;
 
   [[nodiscard]] std::int64_t gpus() const { return tp * cp * pp * dp; }
   [[nodiscard]] std::int64_t microbatches() const { return gbs / (dp * mbs); }  // m, per pipeline

@@ -29,6 +29,9 @@ inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // Size of the group a state is sharded over, given how the DP×CP group is placed on nodes.
 [[nodiscard]] double shard_divisor(Shard shard, const Layout& l, std::int64_t gpus_per_node);
 
+// PyTorch FSDP's all-gathered units: Layout::fsdp_unit_buffers decoder layers whole (TP-sharded), bytes.
+[[nodiscard]] double fsdp_unit_buffer_bytes(const ModelSpec& m, const Layout& l);
+
 // ---- activations (bytes) ----
 [[nodiscard]] double activation_bytes_per_layer(const ModelSpec& m, const Layout& l);
 [[nodiscard]] double layers_in_flight(const ModelSpec& m, const Layout& l, std::int64_t stage);       // layer-micro-batches held
@@ -43,7 +46,7 @@ inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 struct StageMemory {
   std::int64_t stage = 0;
-  double params = 0;
+  double params = 0;  // with LoRA: frozen base + adapters; plus FSDP's unsharded-unit buffers
   double grads = 0;
   double optimizer = 0;
   double activations = 0;

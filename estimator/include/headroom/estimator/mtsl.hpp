@@ -1,0 +1,90 @@
+// Maximum trainable sequence length (MTSL): the largest s whose predicted peak memory (memory.hpp's
+// peak_memory_bytes, residual included) fits the GPU's usable memory, exact to one token, and the inverse
+// question (the smallest layouts that train a given s). Source of the question: the FSDP+TP+LoRA thesis
+// (shared/seeds/fsdp-tp-lora-thesis.txt) Sec. 4.2.1 and Table B.4; DESIGN.md "Maximum trainable sequence
+// length". Memory is monotone in s; the search needs no allocation.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "headroom/estimator/layout.hpp"
+#include "headroom/estimator/memory.hpp"
+#include "headroom/estimator/residual.hpp"
+#include "headroom/estimator/spec.hpp"
+
+namespace headroom {
+
+// Longest sequence the search considers; beyond it MTSL is reported as capped (memory barely grows with s).
+inline constexpr std::int64_t kMaxMtslTokens = std::int64_t{1} << 32;
+
+struct MtslResult {
+  std::int64_t tokens = 0;        // the MTSL; 0 when even the shortest valid sequence does not fit
+  std::int64_t granularity = 1;   // valid s are multiples of this: 2c when c > 1 (load-balanced CP), else 1
+  std::int64_t binding_stage = 0; // the stage whose peak crosses capacity first
+  std::string_view binding_term;  // what grows past capacity: "activations" or "residual"; when tokens = 0
+                                  // the largest term at the shortest s ("params", "grads", "optimizer", ...)
+  double peak_bytes = 0;          // predicted peak at s = tokens (at the shortest s when tokens = 0)
+  double next_peak_bytes = 0;     // at s = tokens + granularity: over capacity unless capped
+  double capacity_bytes = 0;
+  bool closed_form = false;       // linear in s (FlashAttention): solved in closed form; else bisection
+  bool capped = false;            // fits at kMaxMtslTokens
+};
+
+// Valid sequence lengths of a layout step by this many tokens (layout.cpp: c | s, and 2c | s when c > 1).
+[[nodiscard]] std::int64_t sequence_granularity(const Layout& l);
+
+// The MTSL of `layout` (its seq is ignored; its batch is kept). Linear in s → closed form, checked on both
+// sides; otherwise bisection over multiples of the granularity.
+[[nodiscard]] MtslResult max_trainable_seq(const ModelSpec& m, const ClusterSpec& c, const Layout& layout,
+                                           const ResidualModel& r);
+
+struct LayoutFit {
+  Layout layout;       // seq = the target
+  double peak_bytes = 0;
+};
+
+// The inverse question: the layouts with the fewest GPUs (at most max_gpus) that train `seq` tokens, every
+// split t | gcd(a, k), p | L, c with 2c | s, d = N/(t·c·p), each fitting at s; ordered by peak memory.
+// `base` supplies the framework settings, micro-batch size, LoRA and sharding; it keeps its micro-batches
+// per pipeline (gbs = m·d·b). Empty when no layout up to max_gpus fits.
+[[nodiscard]] std::vector<LayoutFit> smallest_layouts_for_seq(const ModelSpec& m, const ClusterSpec& c,
+                                                              const Layout& base, const ResidualModel& r,
+                                                              std::int64_t seq, std::int64_t max_gpus);
+
+// ---- fitting the pytorch-fsdp residual to the thesis's Table B.4 ----
+
+// One measured MTSL (thesis Table B.4): the layout (seq ignored) and the printed value (0 = OOM at once).
+struct MtslObservation {
+  Layout layout;
+  std::int64_t measured_tokens = 0;
+};
+
+struct MtslFitOptions {
+  double fixed_min_gib = 0.5, fixed_max_gib = 4.0, fixed_step_gib = 0.125;
+  double logits_min = 0.0, logits_max = 16.0, logits_step = 0.5;       // B per s·b·v/(t·c) logit
+  // B per trainable shard param: up to one BF16 foreach-Adam temporary per state (2 B)
+  double optimizer_min = 0.0, optimizer_max = 2.0, optimizer_step = 0.25;
+};
+
+struct MtslFit {
+  ResidualModel model;
+  int zero_misses = 0;        // printed 0 cells predicted > 0
+  double max_rel_error = 0;   // over the nonzero cells
+  double mean_rel_error = 0;
+};
+
+// Relative error of a predicted MTSL against a printed nonzero one: |pred − meas| / meas.
+[[nodiscard]] double mtsl_relative_error(std::int64_t predicted, std::int64_t measured);
+
+// Deterministic grid search; objective, lexicographic: the smallest mean relative error over the nonzero
+// cells, then the fewest zero cells predicted nonzero, then the smallest maximum error, then smaller
+// coefficients (the grid's order). The mean rather than the maximum: one small printed cell (4000 tokens)
+// would otherwise decide everything. `base` supplies the name and the CP term (kept).
+[[nodiscard]] MtslFit fit_residual_to_mtsl(const ModelSpec& m, const ClusterSpec& c,
+                                           std::span<const MtslObservation> cells, const ResidualModel& base,
+                                           const MtslFitOptions& options = {});
+
+}  // namespace headroom

@@ -1,0 +1,112 @@
+#include "headroom/estimator/lora.hpp"
+
+#include <array>
+
+#include "headroom/estimator/error.hpp"
+
+namespace headroom {
+namespace {
+
+double d(std::int64_t v) { return static_cast<double>(v); }
+
+struct TargetName {
+  LoraTarget target;
+  std::string_view name;
+};
+constexpr std::array<TargetName, 7> kTargets{{{LoraTarget::q, "q"},
+                                              {LoraTarget::k, "k"},
+                                              {LoraTarget::v, "v"},
+                                              {LoraTarget::o, "o"},
+                                              {LoraTarget::gate, "gate"},
+                                              {LoraTarget::up, "up"},
+                                              {LoraTarget::down, "down"}}};
+
+}  // namespace
+
+// Thesis Sec. 3.1.1: Q, K, V and the first MLP projections are column-parallel, the output projections
+// row-parallel; K and V project to the k KV heads (GQA), h·k/a wide.
+ProjectionShape projection_shape(const ModelSpec& m, LoraTarget target) {
+  const double h = d(m.hidden_size), f = d(m.ffn_hidden_size), kv = h * d(m.num_kv_heads) / d(m.num_heads);
+  switch (target) {
+    case LoraTarget::q: return {h, h, true};
+    case LoraTarget::k: return {h, kv, true};
+    case LoraTarget::v: return {h, kv, true};
+    case LoraTarget::o: return {h, h, false};
+    case LoraTarget::gate: return {h, f, true};
+    case LoraTarget::up: return {h, f, true};
+    case LoraTarget::down: return {f, h, false};
+  }
+  return {};
+}
+
+// Thesis Eq. 3.3: A is in × r, B is r × out, so r·(in + out) per adapted projection.
+double lora_parameters_per_layer(const ModelSpec& m, const Lora& lora) {
+  return lora_layer_split(m, lora, 1).per_rank();
+}
+
+double lora_trainable_parameters(const ModelSpec& m, const Lora& lora) {
+  return d(m.num_layers) * lora_parameters_per_layer(m, lora);
+}
+
+// Thesis Sec. 3.2, Eq. 3.4–3.5: column-parallel W → B sharded (r × out/t), A replicated (in × r);
+// row-parallel W → A sharded (in/t × r), B replicated (r × out).
+LoraSplit lora_layer_split(const ModelSpec& m, const Lora& lora, std::int64_t tp) {
+  LoraSplit s;
+  if (!lora.enabled()) return s;
+  const double r = d(lora.rank), t = d(tp);
+  for (const auto& [target, name] : kTargets) {
+    if (!lora.targets_module(target)) continue;
+    const ProjectionShape p = projection_shape(m, target);
+    s.replicated += r * (p.column_parallel ? p.in : p.out);
+    s.sharded += r * (p.column_parallel ? p.out : p.in) / t;
+  }
+  return s;
+}
+
+LoraSplit lora_stage_parameters_per_rank(const ModelSpec& m, const Layout& l, std::int64_t /*stage*/) {
+  const LoraSplit layer = lora_layer_split(m, l.lora, l.tp);
+  const double layers = d(m.num_layers / l.pp);  // adapters live in the decoder layers only
+  return {layer.replicated * layers, layer.sharded * layers};
+}
+
+unsigned parse_lora_targets(std::string_view text) {
+  unsigned bits = 0;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = text.find(',', start);
+    const std::string_view item = text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
+    if (item == "all") {
+      bits |= kAllLoraTargets;
+    } else if (item == "attn") {
+      bits |= 1u | 2u | 4u | 8u;
+    } else if (item == "mlp") {
+      bits |= 16u | 32u | 64u;
+    } else {
+      bool found = false;
+      for (const auto& [target, name] : kTargets) {
+        if (item == name) {
+          bits |= static_cast<unsigned>(target);
+          found = true;
+        }
+      }
+      if (!found)
+        throw Error("unknown LoRA target '" + std::string(item) +
+                    "' in --lora-targets (valid: q, k, v, o, gate, up, down, attn, mlp, all; comma separated)");
+    }
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return bits;
+}
+
+std::string lora_targets_to_string(unsigned targets) {
+  std::string out;
+  for (const auto& [target, name] : kTargets) {
+    if ((targets & static_cast<unsigned>(target)) == 0) continue;
+    if (!out.empty()) out += ",";
+    out += name;
+  }
+  return out;
+}
+
+}  // namespace headroom

@@ -1,0 +1,173 @@
+#include "headroom/estimator/mtsl.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <tuple>
+
+namespace headroom {
+namespace {
+
+struct Peak {
+  double bytes = 0;
+  std::int64_t stage = 0;
+};
+
+// The first or the last stage binds (memory.hpp peak_memory_bytes); no allocation.
+Peak peak_at(const ModelSpec& m, const ClusterSpec& c, Layout& l, const ResidualModel& r, std::int64_t seq) {
+  l.seq = seq;
+  const double first = stage_memory(m, c, l, r, 0).total();
+  if (l.pp == 1) return {first, 0};
+  const double last = stage_memory(m, c, l, r, l.pp - 1).total();
+  return last > first ? Peak{last, l.pp - 1} : Peak{first, 0};
+}
+
+std::string_view largest_term(const StageMemory& s) {
+  std::string_view name = "params";
+  double best = s.params;
+  const auto consider = [&](double v, std::string_view n) {
+    if (v > best) best = v, name = n;
+  };
+  consider(s.grads, "grads");
+  consider(s.optimizer, "optimizer");
+  consider(s.activations, "activations");
+  consider(s.residual, "residual");
+  return name;
+}
+
+}  // namespace
+
+std::int64_t sequence_granularity(const Layout& l) { return l.cp > 1 ? 2 * l.cp : 1; }
+
+// Memory is a + b·s when attention is FlashAttention (4D paper Eq. 17; the residual's logits term is linear
+// too); without it the stored softmax adds s² (Korthikanti et al. 2023, Sec. 4.1), so bisect.
+MtslResult max_trainable_seq(const ModelSpec& m, const ClusterSpec& c, const Layout& layout, const ResidualModel& r) {
+  Layout l = layout;
+  MtslResult res;
+  res.granularity = sequence_granularity(l);
+  res.capacity_bytes = c.gpu.usable_memory_bytes;
+  const std::int64_t g = res.granularity, k_max = kMaxMtslTokens / g;
+  const double cap = res.capacity_bytes;
+  const auto at = [&](std::int64_t k) { return peak_at(m, c, l, r, k * g); };
+
+  std::int64_t k = 0;  // largest multiple of g that fits
+  const Peak p1 = at(1);
+  if (p1.bytes <= cap) {
+    const Peak p2 = at(2);
+    const double slope = p2.bytes - p1.bytes;
+    res.closed_form = l.flash_attention;
+    if (res.closed_form && slope > 0) {
+      const double guess = std::floor((cap - p1.bytes) / slope) + 1.0;
+      k = static_cast<std::int64_t>(std::min(guess, static_cast<double>(k_max)));
+      // Floating-point rounding can put the closed form one step off: confirm both sides.
+      while (k > 1 && at(k).bytes > cap) --k;
+      while (k < k_max && at(k + 1).bytes <= cap) ++k;
+    } else {
+      std::int64_t lo = 1, hi = 2;  // at(lo) fits; find hi that does not
+      while (hi < k_max && at(hi).bytes <= cap) lo = hi, hi = std::min(k_max, hi * 2);
+      if (hi == k_max && at(hi).bytes <= cap) lo = hi;
+      while (hi - lo > 1) {
+        const std::int64_t mid = lo + (hi - lo) / 2;
+        (at(mid).bytes <= cap ? lo : hi) = mid;
+      }
+      k = lo;
+    }
+  }
+  res.tokens = k * g;
+  res.capped = k >= k_max;
+  if (k == 0) {
+    res.binding_stage = p1.stage;
+    res.peak_bytes = p1.bytes;
+    res.next_peak_bytes = p1.bytes;
+    l.seq = g;
+    res.binding_term = largest_term(stage_memory(m, c, l, r, p1.stage));
+    return res;
+  }
+  res.peak_bytes = at(k).bytes;
+  const Peak over = at(k + 1);
+  res.next_peak_bytes = over.bytes;
+  res.binding_stage = over.stage;
+  // The term that grew most between the shortest sequence and the first one that does not fit.
+  l.seq = g;
+  const StageMemory short_seq = stage_memory(m, c, l, r, over.stage);
+  l.seq = (k + 1) * g;
+  const StageMemory long_seq = stage_memory(m, c, l, r, over.stage);
+  const double act = long_seq.activations - short_seq.activations, resid = long_seq.residual - short_seq.residual;
+  res.binding_term = resid > act ? "residual" : "activations";
+  return res;
+}
+
+std::vector<LayoutFit> smallest_layouts_for_seq(const ModelSpec& m, const ClusterSpec& c, const Layout& base,
+                                                const ResidualModel& r, std::int64_t seq, std::int64_t max_gpus) {
+  std::vector<LayoutFit> found;
+  const std::int64_t heads = std::gcd(m.num_heads, m.num_kv_heads);
+  const std::int64_t per_pipeline = std::max<std::int64_t>(1, base.microbatches());
+  for (std::int64_t n = 1; n <= max_gpus && found.empty(); ++n) {
+    for (std::int64_t t = 1; t <= n; ++t) {
+      if (n % t != 0 || heads % t != 0) continue;
+      for (std::int64_t cp = 1; cp <= n / t; ++cp) {
+        if ((n / t) % cp != 0 || seq % (cp > 1 ? 2 * cp : 1) != 0) continue;
+        for (std::int64_t p = 1; p <= n / (t * cp); ++p) {
+          if ((n / (t * cp)) % p != 0 || m.num_layers % p != 0) continue;
+          Layout l = base;
+          l.tp = t, l.cp = cp, l.pp = p, l.dp = n / (t * cp * p), l.seq = seq;
+          l.vpp = 1;
+          if (l.schedule == Schedule::interleaved) l.schedule = Schedule::one_f_one_b;
+          l.gbs = per_pipeline * l.dp * l.mbs;
+          const double peak = peak_memory_bytes(m, c, l, r);
+          if (peak <= c.gpu.usable_memory_bytes) found.push_back({l, peak});
+        }
+      }
+    }
+  }
+  std::stable_sort(found.begin(), found.end(),
+                   [](const LayoutFit& a, const LayoutFit& b) { return a.peak_bytes < b.peak_bytes; });
+  return found;
+}
+
+double mtsl_relative_error(std::int64_t predicted, std::int64_t measured) {
+  return std::abs(static_cast<double>(predicted - measured)) / static_cast<double>(measured);
+}
+
+MtslFit fit_residual_to_mtsl(const ModelSpec& m, const ClusterSpec& c, std::span<const MtslObservation> cells,
+                             const ResidualModel& base, const MtslFitOptions& o) {
+  MtslFit best;
+  bool have = false;
+  const auto steps = [](double lo, double hi, double step) {
+    return static_cast<int>(std::floor((hi - lo) / step + 1e-9)) + 1;
+  };
+  const int nf = steps(o.fixed_min_gib, o.fixed_max_gib, o.fixed_step_gib);
+  const int nl = steps(o.logits_min, o.logits_max, o.logits_step);
+  const int no = steps(o.optimizer_min, o.optimizer_max, o.optimizer_step);
+  for (int io = 0; io < no; ++io) {
+    for (int il = 0; il < nl; ++il) {
+      for (int jf = 0; jf < nf; ++jf) {
+        ResidualModel cand = base;
+        cand.fixed_bytes = (o.fixed_min_gib + jf * o.fixed_step_gib) * kGiB;
+        cand.logits_bytes_per_element = o.logits_min + il * o.logits_step;
+        cand.optimizer_shard_bytes_per_param = o.optimizer_min + io * o.optimizer_step;
+        MtslFit f{cand, 0, 0.0, 0.0};
+        int nonzero = 0;
+        for (const auto& cell : cells) {
+          const std::int64_t pred = max_trainable_seq(m, c, cell.layout, cand).tokens;
+          if (cell.measured_tokens == 0) {
+            f.zero_misses += pred > 0;
+            continue;
+          }
+          const double e = mtsl_relative_error(pred, cell.measured_tokens);
+          f.max_rel_error = std::max(f.max_rel_error, e);
+          f.mean_rel_error += e;
+          ++nonzero;
+        }
+        if (nonzero > 0) f.mean_rel_error /= nonzero;
+        const auto key = [](const MtslFit& x) {
+          return std::tuple(std::round(x.mean_rel_error * 1e9), x.zero_misses, std::round(x.max_rel_error * 1e9));
+        };
+        if (!have || key(f) < key(best)) best = f, have = true;
+      }
+    }
+  }
+  return best;
+}
+
+}  // namespace headroom

@@ -1,0 +1,82 @@
+#include "headroom/estimator/lora.hpp"
+
+#include <gtest/gtest.h>
+
+#include "../test_support.hpp"
+#include "headroom/estimator/error.hpp"
+#include "headroom/estimator/memory.hpp"
+
+namespace headroom {
+namespace {
+
+class LoraTest : public ::testing::Test {
+ protected:
+  SpecLibrary lib = test::library();
+  ModelSpec m = lib.model("llama3.1-70b");  // h 8192, h_ffn 28672, a 64, k 8 → K/V 1024 wide, L 80
+  ClusterSpec lumi = lib.cluster("lumi-mi250x");
+  FrameworkProfile fsdp = lib.framework("pytorch-fsdp");
+  Lora lora(std::int64_t r) { Lora l; l.rank = r; return l; }
+};
+
+// Hand count per layer, r·(in + out): q 16384, k 9216, v 9216, o 16384, gate 36864, up 36864, down 36864.
+TEST_F(LoraTest, HandCountLlama31_70B) {
+  EXPECT_DOUBLE_EQ(lora_parameters_per_layer(m, lora(1)), 161792.0);
+  EXPECT_DOUBLE_EQ(lora_trainable_parameters(m, lora(128)), 161792.0 * 128 * 80);  // 1,656,750,080
+  Lora attn = lora(16);
+  attn.targets = parse_lora_targets("q,v");
+  EXPECT_DOUBLE_EQ(lora_parameters_per_layer(m, attn), 16.0 * (16384 + 9216));
+}
+
+// Thesis Sec. 3.2: replicated = A of q,k,v,gate,up (5·8192·r) + B of o,down (2·8192·r) = 57344·r per rank;
+// sharded = B of q,k,v,gate,up (8192+1024+1024+28672+28672) + A of o,down (8192+28672) = 104448·r, over t.
+TEST_F(LoraTest, TensorParallelSplitFollowsTheBaseWeight) {
+  for (std::int64_t t : {1, 2, 4, 8}) {
+    const LoraSplit s = lora_layer_split(m, lora(1), t);
+    EXPECT_DOUBLE_EQ(s.replicated, 57344.0);
+    EXPECT_DOUBLE_EQ(s.sharded, 104448.0 / t);
+  }
+}
+
+// Frozen base: weights only; adapters carry weights, gradients and optimizer states; FSDP shards all of it
+// over d after TP. (1,8) at rank 128: 80·(57344 + 13056)·128 = 720,896,000 trainable elements per GPU.
+TEST_F(LoraTest, StageMemoryFreezesTheBase) {
+  Layout l = default_layout(fsdp);
+  l.tp = 8, l.dp = 1, l.mbs = 1, l.gbs = 1, l.seq = 1024;
+  l.lora = lora(128);
+  const StageMemory s = stage_memory(m, lumi, l, ResidualModel{}, 0);
+  const double trainable = 720'896'000.0;
+  EXPECT_DOUBLE_EQ(s.grads, fsdp.precision.grad_bytes * trainable);
+  EXPECT_DOUBLE_EQ(s.optimizer, fsdp.precision.optimizer_bytes * trainable);
+  const double base = stage_parameters_per_gpu(m, l, 0);
+  EXPECT_DOUBLE_EQ(s.params, fsdp.precision.weight_bytes * (base + trainable) + fsdp_unit_buffer_bytes(m, l));
+  // (8,1): everything sharded over 8, no replication.
+  l.tp = 1, l.dp = 8, l.gbs = 8;
+  EXPECT_DOUBLE_EQ(stage_memory(m, lumi, l, ResidualModel{}, 0).grads,
+                   fsdp.precision.grad_bytes * 161792.0 * 128 * 80 / 8);
+}
+
+// The replicated halves make the adapters per GPU grow with t at a fixed GPU count (8): why TP-only runs out
+// of memory first at large ranks.
+TEST_F(LoraTest, ReplicatedHalvesGrowWithTp) {
+  double previous = 0;
+  for (std::int64_t t : {1, 2, 4, 8}) {
+    const double per_gpu = lora_layer_split(m, lora(1024), t).per_rank() / static_cast<double>(8 / t);
+    EXPECT_GT(per_gpu, previous);
+    previous = per_gpu;
+  }
+}
+
+TEST_F(LoraTest, BadTargetNamesTheValidOnes) {
+  EXPECT_EQ(parse_lora_targets("all"), kAllLoraTargets);
+  EXPECT_EQ(lora_targets_to_string(parse_lora_targets("attn,mlp")), "q,k,v,o,gate,up,down");
+  try {
+    (void)parse_lora_targets("q,wq");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'wq'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("gate"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace headroom

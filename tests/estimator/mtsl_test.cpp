@@ -1,0 +1,111 @@
+#include "headroom/estimator/mtsl.hpp"
+
+#include <gtest/gtest.h>
+
+#include "../test_support.hpp"
+#include "headroom/estimator/framework.hpp"
+#include "validate_4d.hpp"
+
+namespace headroom {
+namespace {
+
+class MtslTest : public ::testing::Test {
+ protected:
+  SpecLibrary lib = test::library();
+  ModelSpec m70 = lib.model("llama3.1-70b");
+  ModelSpec m8 = lib.model("llama3.1-8b");
+  ClusterSpec lumi = lib.cluster("lumi-mi250x");
+  ClusterSpec h100 = lib.cluster("h100-94gb-x4");
+  FrameworkProfile megatron = lib.framework("megatron");
+  FrameworkProfile fsdp = lib.framework("pytorch-fsdp");
+
+  // Exact to one valid step: the MTSL fits and the next valid length does not.
+  void expect_exact(const ModelSpec& m, const ClusterSpec& c, Layout l, const ResidualModel& r) {
+    const MtslResult res = max_trainable_seq(m, c, l, r);
+    ASSERT_GT(res.tokens, 0);
+    ASSERT_FALSE(res.capped);
+    EXPECT_EQ(res.tokens % res.granularity, 0);
+    l.seq = res.tokens;
+    EXPECT_LE(peak_memory_bytes(m, c, l, r), c.gpu.usable_memory_bytes);
+    l.seq = res.tokens + res.granularity;
+    EXPECT_GT(peak_memory_bytes(m, c, l, r), c.gpu.usable_memory_bytes);
+  }
+};
+
+TEST_F(MtslTest, ExactToOneTokenClosedForm) {
+  Layout l = default_layout(fsdp);
+  l.tp = 2, l.dp = 4, l.gbs = 4, l.lora.rank = 128;
+  expect_exact(m70, lumi, l, fsdp.residual);
+  EXPECT_TRUE(max_trainable_seq(m70, lumi, l, fsdp.residual).closed_form);
+}
+
+TEST_F(MtslTest, ContextParallelStepsByTwoC) {
+  Layout l = default_layout(megatron);
+  l.tp = 4, l.cp = 4, l.pp = 1, l.dp = 1, l.gbs = 1;
+  const MtslResult r = max_trainable_seq(m8, h100, l, megatron.residual);
+  EXPECT_EQ(r.granularity, 8);
+  expect_exact(m8, h100, l, megatron.residual);
+}
+
+TEST_F(MtslTest, WithoutFlashAttentionBisects) {
+  Layout l = default_layout(megatron);
+  l.tp = 8, l.pp = 2, l.dp = 1, l.gbs = 8, l.flash_attention = false;
+  const MtslResult r = max_trainable_seq(m8, h100, l, megatron.residual);
+  EXPECT_FALSE(r.closed_form);
+  expect_exact(m8, h100, l, megatron.residual);
+  l.flash_attention = true;
+  EXPECT_GT(max_trainable_seq(m8, h100, l, megatron.residual).tokens, r.tokens);
+}
+
+TEST_F(MtslTest, ZeroWhenStatesAloneOverflow) {
+  Layout l = default_layout(megatron);  // 70B on one GPU
+  const MtslResult r = max_trainable_seq(m70, lumi, l, megatron.residual);
+  EXPECT_EQ(r.tokens, 0);
+  EXPECT_EQ(r.binding_term, "optimizer");  // 12 B of Adam per parameter
+}
+
+TEST_F(MtslTest, InverseFindsTheSmallestGpuCount) {
+  Layout base = default_layout(fsdp);
+  base.lora.rank = 128;
+  const auto fits = smallest_layouts_for_seq(m70, lumi, base, fsdp.residual, 32768, 64);
+  ASSERT_FALSE(fits.empty());
+  const std::int64_t n = fits.front().layout.gpus();
+  for (const auto& f : fits) {
+    EXPECT_EQ(f.layout.gpus(), n);
+    EXPECT_GE(max_trainable_seq(m70, lumi, f.layout, fsdp.residual).tokens, 32768);
+  }
+  // Nothing with one GPU fewer trains it.
+  EXPECT_TRUE(smallest_layouts_for_seq(m70, lumi, base, fsdp.residual, 32768, n - 1).empty());
+}
+
+// 4D paper (Tables 2, 7, 8): the printed Eq. 18 estimate at s is below capacity exactly when the MTSL of
+// Eq. 18 alone (no residual, the paper's capacity "40GB"/"94GB" read as GiB) is at least s. Cells within
+// 0.02 GiB of capacity or listed as typos are skipped (print rounding).
+TEST_F(MtslTest, Paper4DEstimateTablesCrossCapacityAtMtsl) {
+  const auto ref = lib.data_dir() / "reference";
+  const auto typos = validate::read_typos(ref / "4d_estimates_typos.json");
+  int checked = 0, below = 0;
+  for (const auto& cell : validate::read_estimates(ref / "4d_estimates.csv")) {
+    bool typo = false;
+    for (const auto& t : typos)
+      typo |= t.table == cell.run.table && t.tp == cell.run.tp && t.cp == cell.run.cp && t.pp == cell.run.pp &&
+              t.mbs == cell.run.mbs && t.gpus == cell.run.gpus;
+    ClusterSpec c = validate::cluster_for_run(lib, cell.run);
+    c.gpu.usable_memory_bytes = c.gpu.memory_bytes;
+    const double cap_gib = c.gpu.memory_bytes / kGiB;
+    if (typo || std::abs(cell.printed_gib - cap_gib) < 0.02) continue;
+    const Layout l = validate::layout_for_run(cell.run, megatron);
+    const MtslResult r = max_trainable_seq(lib.model(cell.run.model), c, l, ResidualModel{});
+    SCOPED_TRACE("Table " + std::to_string(cell.run.table) + " (" + std::to_string(cell.run.tp) + "," +
+                 std::to_string(cell.run.cp) + "," + std::to_string(cell.run.pp) + "," + std::to_string(cell.run.mbs) +
+                 ") at " + std::to_string(cell.run.gpus) + " GPUs");
+    EXPECT_EQ(cell.printed_gib < cap_gib, r.tokens >= cell.run.seq);
+    ++checked;
+    below += cell.printed_gib < cap_gib;
+  }
+  EXPECT_GT(checked, 300);
+  EXPECT_GT(below, 100);
+}
+
+}  // namespace
+}  // namespace headroom

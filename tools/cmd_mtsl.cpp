@@ -1,0 +1,184 @@
+// `headroom mtsl`: the maximum trainable sequence length of a layout, curves over LoRA rank or GPU count
+// (--sweep), and the inverse question (--target-seq: the smallest layouts that train s tokens).
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "cli_common.hpp"
+#include "commands.hpp"
+#include "headroom/estimator/error.hpp"
+#include "headroom/estimator/lora.hpp"
+#include "headroom/estimator/mtsl.hpp"
+
+namespace headroom::cli {
+namespace {
+
+struct MtslOptions {
+  SpecOptions specs;
+  LayoutOptions layout;
+  std::string sweep;       // "lora-rank=128,256" or "gpus=8,16"
+  std::string target_seq;  // inverse question
+  std::string max_gpus = "4096";
+  bool json = false;
+};
+
+struct SweepPoint {
+  std::int64_t value = 0;
+  Layout layout;
+  MtslResult result;
+};
+
+nlohmann::json result_to_json(const MtslResult& r) {
+  return {{"mtsl_tokens", r.tokens},
+          {"granularity_tokens", r.granularity},
+          {"binding_stage", r.binding_stage},
+          {"binding_term", r.binding_term},
+          {"peak_gib", r.peak_bytes / kGiB},
+          {"next_peak_gib", r.next_peak_bytes / kGiB},
+          {"capacity_gib", r.capacity_bytes / kGiB},
+          {"method", r.closed_form ? "closed form" : "bisection"},
+          {"capped", r.capped}};
+}
+
+std::vector<SweepPoint> run_sweep(const MtslOptions& o, const ResolvedSpecs& r, const Layout& base) {
+  const auto eq = o.sweep.find('=');
+  const std::string what = o.sweep.substr(0, eq);
+  if (eq == std::string::npos || (what != "lora-rank" && what != "gpus"))
+    throw Error("--sweep '" + o.sweep + "' is not understood (valid: lora-rank=R1,R2,... or gpus=N1,N2,...)");
+  std::vector<SweepPoint> points;
+  std::string rest = o.sweep.substr(eq + 1);
+  std::size_t start = 0;
+  while (start <= rest.size()) {
+    const std::size_t comma = rest.find(',', start);
+    const std::string item = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    SweepPoint p;
+    p.value = parse_count("--sweep " + what, item);
+    p.layout = base;
+    if (what == "lora-rank") {
+      p.layout.lora.rank = p.value;
+    } else {
+      const std::int64_t tcp = base.tp * base.cp * base.pp;
+      if (p.value % tcp != 0)
+        throw Error("--sweep gpus=" + item + ": t·c·p = " + std::to_string(tcp) + " does not divide " + item);
+      const std::int64_t m = base.microbatches();
+      p.layout.dp = p.value / tcp;
+      p.layout.gbs = m * p.layout.dp * p.layout.mbs;
+    }
+    p.result = max_trainable_seq(r.model, r.cluster, p.layout, r.framework.residual);
+    points.push_back(p);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return points;
+}
+
+void print_header(std::ostream& out, const ResolvedSpecs& r, const Layout& l) {
+  out << "headroom mtsl: " << r.model.name << " on " << r.cluster.gpu.name << " (" << r.cluster.name << "), "
+      << r.framework.name << ", " << l.gpus() << " GPUs = tp " << l.tp << " x cp " << l.cp << " x pp " << l.pp
+      << " x dp " << l.dp << ", mbs " << l.mbs << ", sharding " << to_string(l.sharding.params)
+      << to_string(l.sharding.grads) << to_string(l.sharding.optimizer);
+  if (l.lora.enabled()) out << ", LoRA rank " << l.lora.rank << " on " << lora_targets_to_string(l.lora.targets);
+  out << "\n";
+}
+
+void run_mtsl(const MtslOptions& o, std::ostream& out) {
+  const ResolvedSpecs r = resolve(o.specs);
+  const Layout base = o.layout.build(r.model, r.framework);
+  if (!o.sweep.empty() && !o.target_seq.empty()) throw Error("give at most one of --sweep and --target-seq");
+
+  if (!o.target_seq.empty()) {
+    const std::int64_t s = parse_count("--target-seq", o.target_seq);
+    const std::int64_t n_max = parse_count("--max-gpus", o.max_gpus);
+    const auto fits = smallest_layouts_for_seq(r.model, r.cluster, base, r.framework.residual, s, n_max);
+    if (o.json) {
+      nlohmann::json arr = nlohmann::json::array();
+      for (const auto& f : fits) arr.push_back({{"layout", layout_to_json(f.layout)}, {"peak_gib", f.peak_bytes / kGiB}});
+      out << nlohmann::json{{"model", r.model.name}, {"gpu", r.cluster.gpu.name}, {"cluster", r.cluster.name},
+                            {"framework", r.framework.name}, {"target_seq", s}, {"max_gpus", n_max},
+                            {"gpus", fits.empty() ? 0 : fits.front().layout.gpus()}, {"layouts", arr}}
+                 .dump(2)
+          << "\n";
+      return;
+    }
+    out << "headroom mtsl --target-seq " << s << ": " << r.model.name << " on " << r.cluster.gpu.name << ", "
+        << r.framework.name << (base.lora.enabled() ? ", LoRA rank " + std::to_string(base.lora.rank) : "") << "\n";
+    if (fits.empty()) {
+      out << "no layout up to " << n_max << " GPUs trains " << s << " tokens\n";
+      return;
+    }
+    out << "smallest: " << fits.front().layout.gpus() << " GPUs, " << fits.size() << " layouts\n\n";
+    char line[160];
+    std::snprintf(line, sizeof line, "%4s %4s %4s %4s %10s %8s\n", "tp", "cp", "pp", "dp", "peak GiB", "of GiB");
+    out << line;
+    for (const auto& f : fits) {
+      std::snprintf(line, sizeof line, "%4lld %4lld %4lld %4lld %10.2f %8.2f\n", static_cast<long long>(f.layout.tp),
+                    static_cast<long long>(f.layout.cp), static_cast<long long>(f.layout.pp),
+                    static_cast<long long>(f.layout.dp), f.peak_bytes / kGiB, r.cluster.gpu.usable_memory_bytes / kGiB);
+      out << line;
+    }
+    return;
+  }
+
+  std::vector<SweepPoint> points;
+  if (o.sweep.empty()) {
+    points.push_back({0, base, max_trainable_seq(r.model, r.cluster, base, r.framework.residual)});
+  } else {
+    points = run_sweep(o, r, base);
+  }
+  const std::string what = o.sweep.substr(0, o.sweep.find('='));
+  if (o.json) {
+    nlohmann::json doc = {{"model", r.model.name}, {"gpu", r.cluster.gpu.name}, {"cluster", r.cluster.name},
+                          {"framework", r.framework.name}, {"layout", layout_to_json(base)}};
+    doc["layout"].erase("seq");
+    if (o.sweep.empty()) {
+      doc.update(result_to_json(points.front().result));
+    } else {
+      nlohmann::json arr = nlohmann::json::array();
+      for (const auto& p : points) {
+        nlohmann::json e = result_to_json(p.result);
+        e[what == "gpus" ? "gpus" : "lora_rank"] = p.value;
+        arr.push_back(e);
+      }
+      doc["sweep"] = {{"variable", what}, {"points", arr}};
+    }
+    out << doc.dump(2) << "\n";
+    return;
+  }
+  print_header(out, r, base);
+  char line[200];
+  if (o.sweep.empty()) {
+    const MtslResult& m = points.front().result;
+    out << "MTSL: " << m.tokens << " tokens" << (m.capped ? " (capped: memory barely grows with s)" : "")
+        << (m.granularity > 1 ? " (multiples of " + std::to_string(m.granularity) + ")" : "") << "\n";
+    out << "peak at MTSL: " << format_gib(m.peak_bytes) << " of " << format_gib(m.capacity_bytes)
+        << " GiB usable; at +" << m.granularity << " tokens: " << format_gib(m.next_peak_bytes) << " GiB\n";
+    out << "binding: stage " << m.binding_stage << ", " << m.binding_term << " ("
+        << (m.closed_form ? "closed form, linear in s" : "bisection") << ")\n";
+    return;
+  }
+  std::snprintf(line, sizeof line, "%10s %12s %6s %12s %14s\n", what.c_str(), "MTSL tokens", "stage", "binding",
+                "peak@MTSL GiB");
+  out << line;
+  for (const auto& p : points) {
+    std::snprintf(line, sizeof line, "%10lld %12lld %6lld %12s %14.2f\n", static_cast<long long>(p.value),
+                  static_cast<long long>(p.result.tokens), static_cast<long long>(p.result.binding_stage),
+                  std::string(p.result.binding_term).c_str(), p.result.peak_bytes / kGiB);
+    out << line;
+  }
+}
+
+}  // namespace
+
+void register_mtsl(CLI::App& app, std::ostream& out) {
+  auto opts = std::make_shared<MtslOptions>();
+  CLI::App* sub = app.add_subcommand("mtsl", "maximum trainable sequence length, sweeps and the inverse question");
+  opts->specs.add_to(*sub, true);
+  opts->layout.add_to(*sub, false);
+  sub->add_option("--sweep", opts->sweep, "curve over lora-rank=R1,R2,... or gpus=N1,N2,...");
+  sub->add_option("--target-seq", opts->target_seq, "inverse: the smallest layouts that train this many tokens");
+  sub->add_option("--max-gpus", opts->max_gpus, "largest GPU count --target-seq considers")->capture_default_str();
+  sub->add_flag("--json", opts->json, "print one JSON document");
+  sub->callback([opts, &out] { run_mtsl(*opts, out); });
+}
+
+}  // namespace headroom::cli
