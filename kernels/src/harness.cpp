@@ -1,0 +1,97 @@
+#include "headroom/kernels/harness.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "headroom/estimator/error.hpp"
+
+namespace headroom::kernels {
+
+KernelKind kind_of(const Case& c) {
+  return std::visit(
+      [](const auto& x) -> KernelKind {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, GemmCase>) return KernelKind::gemm;
+        else if constexpr (std::is_same_v<T, AttentionCase>) return KernelKind::attention;
+        else if constexpr (std::is_same_v<T, CollectiveCase>) return KernelKind::collective;
+        else return KernelKind::copy;
+      },
+      c);
+}
+
+std::string_view to_string(KernelKind k) {
+  switch (k) {
+    case KernelKind::gemm: return "gemm";
+    case KernelKind::attention: return "attention";
+    case KernelKind::collective: return "collective";
+    case KernelKind::copy: return "copy";
+  }
+  return "?";
+}
+
+std::string label(const Case& c) {
+  char buf[160];
+  if (const auto* g = std::get_if<GemmCase>(&c)) {
+    std::snprintf(buf, sizeof buf, "gemm m=%lld n=%lld k=%lld", static_cast<long long>(g->m),
+                  static_cast<long long>(g->n), static_cast<long long>(g->k));
+  } else if (const auto* a = std::get_if<AttentionCase>(&c)) {
+    std::snprintf(buf, sizeof buf, "attention %s s=%lld d=%lld heads=%lld %s", a->backward ? "bwd" : "fwd",
+                  static_cast<long long>(a->seq), static_cast<long long>(a->head_dim),
+                  static_cast<long long>(a->heads), a->causal ? "causal" : "full");
+  } else if (const auto* x = std::get_if<CollectiveCase>(&c)) {
+    std::snprintf(buf, sizeof buf, "%s ranks=%d bytes=%lld", std::string(to_string(x->op)).c_str(), x->ranks,
+                  static_cast<long long>(x->bytes));
+  } else {
+    std::snprintf(buf, sizeof buf, "copy bytes=%lld", static_cast<long long>(std::get<CopyCase>(c).bytes));
+  }
+  return buf;
+}
+
+BusBandwidth bus_bandwidth(Collective op, int ranks, double bytes, double seconds) {
+  const double algbw = bytes / seconds;
+  return {algbw, algbw * bus_bandwidth_factor(op, ranks)};
+}
+
+const KernelEntry& find_kernel(const Backend& b, KernelKind kind) {
+  for (const auto& e : b.kernels())
+    if (e.kind == kind) return e;
+  throw Error("backend " + std::string(b.name()) + " has no " + std::string(to_string(kind)) + " kernel");
+}
+
+Measurement measure(Backend& b, const Case& c, const TimingOptions& t) {
+  const KernelEntry& entry = find_kernel(b, kind_of(c));
+  const auto kernel = entry.make(b, c);
+  kernel->setup();
+  Measurement m;
+  m.c = c;
+  m.kernel = std::string(entry.name);
+  m.check = kernel->check();
+  if (!m.check.passed()) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, ": %s %.3g exceeds the tolerance %.3g", m.check.measure.c_str(), m.check.error,
+                  m.check.tolerance);
+    throw Error(std::string(entry.name) + " failed its check against the CPU reference on " + label(c) + buf);
+  }
+  for (int i = 0; i < t.warmup; ++i) kernel->run();
+  b.sync();
+  // One probe iteration sizes the batches.
+  b.timer_start();
+  kernel->run();
+  const double probe = std::max(b.timer_stop(), 1e-9);
+  const int iters = std::clamp(static_cast<int>(std::ceil(t.min_batch_s / probe)), 1, t.max_iterations);
+  std::vector<double> per_iter;
+  for (int r = 0; r < std::max(1, t.repeats); ++r) {
+    b.timer_start();
+    for (int i = 0; i < iters; ++i) kernel->run();
+    per_iter.push_back(b.timer_stop() / iters);
+  }
+  std::sort(per_iter.begin(), per_iter.end());
+  m.seconds = per_iter[per_iter.size() / 2];
+  m.flops = kernel->flops();
+  m.bytes = kernel->bytes();
+  return m;
+}
+
+}  // namespace headroom::kernels
