@@ -13,6 +13,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   CLI::App app("headroom: memory and throughput planning for LLM training", "headroom");
   app.require_subcommand(1);
   app.set_version_flag("--version", "headroom 0.1.0");
+  register_calibrate(app, out, err);
   register_comm(app, out);
   register_estimate(app, out);
   register_rank(app, out);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "headroom/calibrate/profile.hpp"
 #include "headroom/estimator/error.hpp"
 #include "headroom/estimator/lora.hpp"
 #include "headroom/estimator/memory.hpp"
@@ -165,6 +166,17 @@ std::string format_gib(double bytes, int precision) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", precision, bytes / kGiB);
   return buf;
+}
+
+PerfCoefficients perf_coefficients_for(const std::string& profile, const SpecOptions& specs, ResolvedSpecs& r) {
+  const SpecLibrary lib = specs.library();
+  if (profile.empty()) return default_perf_coefficients(lib, r.framework.name);
+  const nlohmann::json doc = read_json_file(profile);
+  if (!doc.is_object() || !doc.contains("format")) return perf_coefficients_from_json(doc, profile);
+  const calibrate::Profile p = calibrate::load_profile(profile, lib.data_dir());
+  PerfCoefficients k = default_perf_coefficients(lib, r.framework.name);
+  calibrate::apply_profile(p, r.model.hidden_size / std::max<std::int64_t>(1, r.model.num_heads), r.cluster, k);
+  return k;
 }
 
 }  // namespace headroom::cli

@@ -12,6 +12,7 @@
 #include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/layout.hpp"
 #include "headroom/estimator/spec.hpp"
+#include "headroom/estimator/throughput.hpp"
 
 namespace headroom::cli {
 
@@ -46,6 +47,11 @@ struct ResolvedSpecs {
 };
 
 [[nodiscard]] ResolvedSpecs resolve(const SpecOptions& o);
+
+// --profile FILE of estimate, rank and mtsl: a data/perf coefficients file, or a calibration profile (`headroom
+// calibrate`, data/schema/profile.schema.json), which also replaces the cluster's datasheet peak, HBM and link
+// numbers in `r`. Empty: data/perf/<framework>.json. A corrupt or incompatible profile is an Error.
+[[nodiscard]] PerfCoefficients perf_coefficients_for(const std::string& profile, const SpecOptions& specs, ResolvedSpecs& r);
 
 // Layout flags with Megatron-LM aliases; numbers kept as text so that errors can name the flag.
 struct LayoutOptions {

@@ -80,13 +80,12 @@ void print_perf(std::ostream& out, const PerfEstimate& p, const PerfCoefficients
   out << line;
 }
 
-PerfCoefficients perf_coefficients(const EstimateOptions& o, const ResolvedSpecs& r) {
-  if (o.profile.empty()) return default_perf_coefficients(o.specs.library(), r.framework.name);
-  return perf_coefficients_from_json(read_json_file(o.profile), o.profile);
+PerfCoefficients perf_coefficients(const EstimateOptions& o, ResolvedSpecs& r) {
+  return perf_coefficients_for(o.profile, o.specs, r);
 }
 
 void run_estimate(const EstimateOptions& o, std::ostream& out) {
-  const ResolvedSpecs r = resolve(o.specs);
+  ResolvedSpecs r = resolve(o.specs);  // a calibration profile replaces its datasheet numbers
   const Layout l = o.layout.build(r.model, r.framework);
   const MemoryEstimate e = estimate_memory(r.model, r.cluster, l, r.framework.residual);
   const PerfCoefficients coefficients = perf_coefficients(o, r);
@@ -125,7 +124,8 @@ void register_estimate(CLI::App& app, std::ostream& out) {
   opts->specs.add_to(*sub, true);
   opts->layout.add_to(*sub);
   sub->add_option("--profile", opts->profile,
-                  "performance coefficients JSON (data/perf format; default data/perf/<framework>.json)");
+                  "performance coefficients JSON (data/perf format) or a calibration profile (headroom calibrate); "
+                  "default data/perf/<framework>.json");
   sub->add_flag("--json", opts->json, "print one JSON document");
   sub->callback([opts, &out] { run_estimate(*opts, out); });
 }

@@ -9,6 +9,7 @@
 #include "headroom/estimator/error.hpp"
 #include "headroom/estimator/lora.hpp"
 #include "headroom/estimator/mtsl.hpp"
+#include "headroom/estimator/throughput.hpp"
 
 namespace headroom::cli {
 namespace {
@@ -19,6 +20,7 @@ struct MtslOptions {
   std::string sweep;       // "lora-rank=128,256" or "gpus=8,16"
   std::string target_seq;  // inverse question
   std::string max_gpus = "4096";
+  std::string profile;  // also predict the step time at the MTSL with these coefficients
   bool json = false;
 };
 
@@ -81,6 +83,13 @@ void print_header(std::ostream& out, const ResolvedSpecs& r, const Layout& l) {
   out << "\n";
 }
 
+// The predicted step at the MTSL with --profile's coefficients (throughput.hpp); the layout at s = MTSL.
+PerfEstimate perf_at(const MtslOptions& o, ResolvedSpecs r, Layout l, std::int64_t tokens, PerfCoefficients& k) {
+  k = perf_coefficients_for(o.profile, o.specs, r);
+  l.seq = tokens;
+  return estimate_perf(r.model, r.cluster, l, k);
+}
+
 void run_mtsl(const MtslOptions& o, std::ostream& out) {
   const ResolvedSpecs r = resolve(o.specs);
   const Layout base = o.layout.build(r.model, r.framework);
@@ -132,6 +141,12 @@ void run_mtsl(const MtslOptions& o, std::ostream& out) {
     doc["layout"].erase("seq");
     if (o.sweep.empty()) {
       doc.update(result_to_json(points.front().result));
+      if (!o.profile.empty() && points.front().result.tokens > 0) {
+        PerfCoefficients k;
+        const PerfEstimate p = perf_at(o, r, base, points.front().result.tokens, k);
+        doc["perf_at_mtsl"] = {{"step_time_s", p.step_time_s}, {"tokens_per_s", p.tokens_per_s},
+                               {"tflops_per_gpu", p.tflops_per_gpu}, {"coefficients", k.name}};
+      }
     } else {
       nlohmann::json arr = nlohmann::json::array();
       for (const auto& p : points) {
@@ -154,6 +169,13 @@ void run_mtsl(const MtslOptions& o, std::ostream& out) {
         << " GiB usable; at +" << m.granularity << " tokens: " << format_gib(m.next_peak_bytes) << " GiB\n";
     out << "binding: stage " << m.binding_stage << ", " << m.binding_term << " ("
         << (m.closed_form ? "closed form, linear in s" : "bisection") << ")\n";
+    if (!o.profile.empty() && m.tokens > 0) {
+      PerfCoefficients k;
+      const PerfEstimate p = perf_at(o, r, base, m.tokens, k);
+      std::snprintf(line, sizeof line, "predicted step at MTSL: %.3f s, %.0f tokens/s, %.1f TFLOP/s per GPU (coefficients: %s)\n",
+                    p.step_time_s, p.tokens_per_s, p.tflops_per_gpu, k.name.c_str());
+      out << line;
+    }
     return;
   }
   std::snprintf(line, sizeof line, "%10s %12s %6s %12s %14s\n", what.c_str(), "MTSL tokens", "stage", "binding",
@@ -176,6 +198,8 @@ void register_mtsl(CLI::App& app, std::ostream& out) {
   opts->layout.add_to(*sub, false);
   sub->add_option("--sweep", opts->sweep, "curve over lora-rank=R1,R2,... or gpus=N1,N2,...");
   sub->add_option("--target-seq", opts->target_seq, "inverse: the smallest layouts that train this many tokens");
+  sub->add_option("--profile", opts->profile,
+                  "also predict the step time at the MTSL: performance coefficients or a calibration profile");
   sub->add_option("--max-gpus", opts->max_gpus, "largest GPU count --target-seq considers")->capture_default_str();
   sub->add_flag("--json", opts->json, "print one JSON document");
   sub->callback([opts, &out] { run_mtsl(*opts, out); });

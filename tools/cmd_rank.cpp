@@ -101,16 +101,14 @@ void print_rows(std::ostream& out, const std::vector<RankedLayout>& rows) {
 }
 
 void run_rank(const RankOptions& o, std::ostream& out) {
-  const ResolvedSpecs r = resolve(o.specs);
+  ResolvedSpecs r = resolve(o.specs);  // a calibration profile replaces its datasheet numbers
   SearchOptions so;
   so.gpus = parse_count("--gpus", o.gpus);
   so.seq = parse_count("--seq", o.seq);
   so.gbs = parse_count("--gbs", o.gbs);
   so.top = static_cast<std::size_t>(parse_count("--top", o.top));
   for (const auto& c : o.constraints) so.constraints.push_back(parse_constraint(c));
-  const PerfCoefficients coefficients = o.profile.empty()
-                                            ? default_perf_coefficients(o.specs.library(), r.framework.name)
-                                            : perf_coefficients_from_json(read_json_file(o.profile), o.profile);
+  const PerfCoefficients coefficients = perf_coefficients_for(o.profile, o.specs, r);
   const Layout base = default_layout(r.framework);
   const SearchResult res = rank_layouts(r.model, r.cluster, base, r.framework.residual, coefficients, so);
   if (o.json) {
@@ -159,7 +157,7 @@ void register_rank(CLI::App& app, std::ostream& out) {
   sub->add_option("--top", opts->top, "how many of the fastest layouts to print")->capture_default_str();
   sub->add_option("--constraint", opts->constraints,
                   "restrict the search, repeatable: tp<=8, pp=1, mbs>=2, recompute=none, sharding=zero1, schedule=1f1b");
-  sub->add_option("--profile", opts->profile, "performance coefficients JSON (default data/perf/<framework>.json)");
+  sub->add_option("--profile", opts->profile, "performance coefficients JSON or a calibration profile (headroom calibrate); default data/perf/<framework>.json");
   sub->add_flag("--json", opts->json, "print one JSON document");
   sub->callback([opts, &out] { run_rank(*opts, out); });
 }

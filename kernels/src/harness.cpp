@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <vector>
+#include <limits>
 
 #include "headroom/estimator/error.hpp"
 
@@ -81,14 +81,12 @@ Measurement measure(Backend& b, const Case& c, const TimingOptions& t) {
   kernel->run();
   const double probe = std::max(b.timer_stop(), 1e-9);
   const int iters = std::clamp(static_cast<int>(std::ceil(t.min_batch_s / probe)), 1, t.max_iterations);
-  std::vector<double> per_iter;
+  m.seconds = std::numeric_limits<double>::infinity();
   for (int r = 0; r < std::max(1, t.repeats); ++r) {
     b.timer_start();
     for (int i = 0; i < iters; ++i) kernel->run();
-    per_iter.push_back(b.timer_stop() / iters);
+    m.seconds = std::min(m.seconds, b.timer_stop() / iters);
   }
-  std::sort(per_iter.begin(), per_iter.end());
-  m.seconds = per_iter[per_iter.size() / 2];
   m.flops = kernel->flops();
   m.bytes = kernel->bytes();
   return m;

@@ -11,7 +11,7 @@ namespace headroom::kernels {
 
 struct TimingOptions {
   int warmup = 2;
-  int repeats = 3;            // timed batches; the median batch is kept
+  int repeats = 3;            // timed batches; the fastest is kept (other processes only ever add time)
   double min_batch_s = 0.01;  // iterations per batch chosen so that one batch lasts at least this long
   int max_iterations = 1000;
 };
@@ -19,7 +19,7 @@ struct TimingOptions {
 struct Measurement {
   Case c;
   std::string kernel;  // KernelEntry::name
-  double seconds = 0;  // per iteration, median over the batches
+  double seconds = 0;  // per iteration, in the fastest batch
   double flops = 0;    // per iteration
   double bytes = 0;    // per iteration
   Check check;

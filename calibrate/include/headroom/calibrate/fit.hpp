@@ -1,0 +1,92 @@
+// Fits of the calibration sweep (DESIGN.md, "Kernels and calibration"): a GEMM efficiency surface over
+// (m, n, k) with wave quantization, attention efficiency against sequence length per head dim, and α/β per
+// collective with a small-message and a large-message regime. Least squares through Eigen. Each fit records
+// its R² and residuals; require_quality() refuses a poor one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "headroom/estimator/collectives.hpp"
+
+namespace headroom::calibrate {
+
+// Fits below this R² (of log time, see below) are refused unless the caller lowers it (--min-r2).
+inline constexpr double kDefaultMinR2 = 0.9;
+
+// ---- GEMM ----
+
+struct GemmPoint {
+  double m = 0, n = 0, k = 0;
+  double seconds = 0;
+};
+// efficiency(m, n, k) = e · m/(m + h) · n/(n + h) · k/(k + h) · wave(m, n): throughput.hpp's tile-occupancy
+// form, times wave quantization when `wave_units` > 0: the ⌈m/tile⌉·⌈n/tile⌉ output tiles run in waves of
+// `wave_units` (SMs or CUs); the last, partial wave idles the rest (tiles / (⌈tiles/units⌉·units)).
+struct GemmFit {
+  double efficiency = 0;  // e, of `peak_flops`
+  double half_dim = 0;    // h
+  int wave_units = 0;     // 0: no wave term (CPU)
+  int tile = 128;
+  double peak_flops = 0;
+  double r2 = 0;             // of log time (what the throughput model predicts)
+  double r2_efficiency = 0;  // of efficiency itself (small when the surface is flat)
+  std::vector<double> residuals;  // measured / predicted time − 1, per point
+  [[nodiscard]] double predict_efficiency(double m, double n, double k) const;
+};
+[[nodiscard]] double wave_efficiency(double m, double n, int units, int tile);
+[[nodiscard]] GemmFit fit_gemm(const std::vector<GemmPoint>& points, double peak_flops, int wave_units, int tile = 128);
+
+// ---- attention ----
+
+struct AttentionPoint {
+  double seq = 0;
+  double flops = 0;    // forward + backward
+  double seconds = 0;  // forward + backward
+};
+// efficiency(s) = e · s/(s + s½) (throughput.hpp's attention_efficiency), linear in 1/s: 1/eff = 1/e + (s½/e)/s.
+struct AttentionFit {
+  std::int64_t head_dim = 0;
+  bool causal = true;
+  double efficiency = 0;
+  double half_tokens = 0;
+  double r2 = 0;  // of log time
+  std::vector<double> residuals;
+};
+[[nodiscard]] AttentionFit fit_attention(const std::vector<AttentionPoint>& points, double peak_flops,
+                                         std::int64_t head_dim, bool causal);
+
+// ---- collectives ----
+
+struct CollectivePoint {
+  double bytes = 0;  // nccl-tests' size
+  double seconds = 0;
+};
+// time = α + β·bytes in each regime (β in s/byte); the breakpoint minimises the relative squared error.
+struct Regime {
+  double alpha_s = 0;
+  double beta_s_per_byte = 0;
+  double min_bytes = 0, max_bytes = 0;
+};
+struct CollectiveFit {
+  Collective op = Collective::all_reduce;
+  int ranks = 0;
+  std::string level;  // "intra" or "inter"
+  std::string source = "measured";  // or "nccl-tests"
+  Regime small, large;
+  double breakpoint_bytes = 0;  // first size of the large regime
+  double r2 = 0;                // of log time over both regimes
+  std::vector<double> residuals;
+  [[nodiscard]] double predict_seconds(double bytes) const;
+  // nccl-tests' busbw of the large regime: factor / β.
+  [[nodiscard]] double busbw_bytes_per_s() const;
+};
+[[nodiscard]] CollectiveFit fit_collective(std::vector<CollectivePoint> points, Collective op, int ranks,
+                                           std::string level);
+
+// Throws Error "<what>: R² 0.42 is below the threshold 0.90 (...)" when r2 < min_r2; min_r2 = 0 accepts all.
+void require_quality(std::string_view what, double r2, double min_r2);
+
+}  // namespace headroom::calibrate

@@ -1,0 +1,365 @@
+#include "headroom/calibrate/profile.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <map>
+
+#include "headroom/calibrate/sweep.hpp"
+#include "headroom/estimator/error.hpp"
+#include "headroom/estimator/json_schema.hpp"
+
+namespace headroom::calibrate {
+namespace {
+
+using kernels::AttentionCase;
+using kernels::CollectiveCase;
+using kernels::CopyCase;
+using kernels::GemmCase;
+using kernels::Measurement;
+using nlohmann::json;
+
+constexpr const char* kFormat = "headroom-profile";
+constexpr const char* kIngested = "nccl-tests";  // Measurement::kernel of rows read from nccl-tests logs
+
+json residuals_json(const std::vector<double>& r) {
+  json a = json::array();
+  for (double x : r) a.push_back(std::round(x * 1e5) / 1e5);
+  return a;
+}
+
+std::vector<double> doubles(const json& j) {
+  std::vector<double> v;
+  for (const auto& x : j) v.push_back(x.get<double>());
+  return v;
+}
+
+json regime_json(const Regime& r) {
+  return {{"alpha_us", r.alpha_s * 1e6}, {"beta_us_per_MiB", r.beta_s_per_byte * 1e6 * 1048576.0},
+          {"min_size_B", r.min_bytes}, {"max_size_B", r.max_bytes}};
+}
+
+Regime regime_from(const json& j) {
+  return {j.at("alpha_us").get<double>() * 1e-6, j.at("beta_us_per_MiB").get<double>() * 1e-6 / 1048576.0,
+          j.at("min_size_B").get<double>(), j.at("max_size_B").get<double>()};
+}
+
+Collective collective_named(const std::string& name, std::string_view where) {
+  const auto op = collective_from_name(name);
+  if (!op) throw Error(std::string(where) + ": unknown collective '" + name + "'");
+  return *op;
+}
+
+}  // namespace
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+json measurement_to_json(const Measurement& m) {
+  json j = {{"case", kernels::label(m.c)}, {"kernel", m.kernel}, {"time_us", m.seconds * 1e6},
+            {"check_error", m.check.error}, {"check_tolerance", m.check.tolerance}};
+  if (const auto* g = std::get_if<GemmCase>(&m.c)) {
+    j.update({{"kind", "gemm"}, {"m", g->m}, {"n", g->n}, {"k", g->k}, {"TFLOPs", m.flops_per_s() / 1e12}});
+  } else if (const auto* a = std::get_if<AttentionCase>(&m.c)) {
+    j.update({{"kind", "attention"}, {"seq", a->seq}, {"head_dim", a->head_dim}, {"heads", a->heads},
+              {"causal", a->causal}, {"pass", a->backward ? "bwd" : "fwd"}, {"TFLOPs", m.flops_per_s() / 1e12}});
+  } else if (const auto* c = std::get_if<CollectiveCase>(&m.c)) {
+    const auto bw = kernels::bus_bandwidth(c->op, c->ranks, m.bytes, m.seconds);
+    j.update({{"kind", "collective"}, {"op", std::string(to_string(c->op))}, {"ranks", c->ranks},
+              {"size_B", m.bytes}, {"algbw_GBps", bw.algbw / 1e9}, {"busbw_GBps", bw.busbw / 1e9}});
+  } else {
+    j.update({{"kind", "copy"}, {"size_B", std::get<CopyCase>(m.c).bytes}, {"GBps", m.bytes / m.seconds / 1e9}});
+  }
+  return j;
+}
+
+Measurement measurement_from_json(const json& j, std::string_view where) {
+  try {
+    Measurement m;
+    const std::string kind = j.at("kind").get<std::string>();
+    m.kernel = j.at("kernel").get<std::string>();
+    m.seconds = j.at("time_us").get<double>() * 1e-6;
+    if (!(m.seconds > 0)) throw Error(std::string(where) + ": time_us must be positive");
+    m.check = {j.at("check_error").get<double>(), j.at("check_tolerance").get<double>(), "recorded"};
+    if (kind == "gemm") {
+      const GemmCase g{j.at("m").get<std::int64_t>(), j.at("n").get<std::int64_t>(), j.at("k").get<std::int64_t>()};
+      m.c = g;
+      m.flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
+    } else if (kind == "attention") {
+      const AttentionCase a{j.at("seq").get<std::int64_t>(), j.at("head_dim").get<std::int64_t>(),
+                            j.at("heads").get<std::int64_t>(), j.at("causal").get<bool>(),
+                            j.at("pass").get<std::string>() == "bwd"};
+      m.c = a;
+      m.flops = j.at("TFLOPs").get<double>() * 1e12 * m.seconds;
+    } else if (kind == "collective") {
+      const CollectiveCase c{collective_named(j.at("op").get<std::string>(), where),
+                             static_cast<std::int64_t>(j.at("size_B").get<double>()), j.at("ranks").get<int>()};
+      m.c = c;
+      m.bytes = j.at("size_B").get<double>();
+    } else if (kind == "copy") {
+      m.c = CopyCase{static_cast<std::int64_t>(j.at("size_B").get<double>())};
+      m.bytes = 2.0 * j.at("size_B").get<double>();
+    } else {
+      throw Error(std::string(where) + ": unknown measurement kind '" + kind + "'");
+    }
+    return m;
+  } catch (const json::exception& e) {
+    throw Error(std::string(where) + ": malformed measurement: " + e.what());
+  }
+}
+
+json profile_to_json(const Profile& p) {
+  json j = {{"format", kFormat}, {"version", kProfileVersion}, {"date", p.date}, {"partial", p.partial},
+            {"machine",
+             {{"backend", p.machine.backend}, {"device", p.machine.device}, {"host", p.machine.host},
+              {"ranks", p.machine.ranks}, {"gpus_per_node", p.machine.gpus_per_node},
+              {"multiprocessors", p.machine.multiprocessors}, {"memory_GiB", p.machine.memory_bytes / 1073741824.0}}},
+            {"sweep", {{"quick", p.quick}, {"models", p.models}}},
+            {"min_r2", p.min_r2}};
+  if (p.peak_flops > 0) j["peak"] = {{"TFLOPs", p.peak_flops / 1e12}, {"source", p.peak_source}};
+  if (p.hbm_bytes_per_s > 0) j["memory"] = {{"copy_GBps", p.hbm_bytes_per_s / 1e9}};
+  if (p.gemm) {
+    const GemmFit& g = *p.gemm;
+    j["gemm"] = {{"model", "e * m/(m+h) * n/(n+h) * k/(k+h) * wave(m, n)"},
+                 {"efficiency", g.efficiency}, {"half_dim", g.half_dim}, {"wave_units", g.wave_units},
+                 {"tile", g.tile}, {"r2", g.r2}, {"r2_efficiency", g.r2_efficiency},
+                 {"residuals", residuals_json(g.residuals)}};
+  }
+  if (!p.attention.empty()) {
+    json fits = json::array();
+    for (const auto& a : p.attention)
+      fits.push_back({{"head_dim", a.head_dim}, {"causal", a.causal}, {"efficiency", a.efficiency},
+                      {"half_tokens", a.half_tokens}, {"r2", a.r2}, {"residuals", residuals_json(a.residuals)}});
+    j["attention"] = {{"model", "e * s/(s + s_half), forward + backward"}, {"fits", fits}};
+  }
+  if (!p.collectives.empty()) {
+    json fits = json::array();
+    for (const auto& c : p.collectives)
+      fits.push_back({{"op", std::string(to_string(c.op))}, {"ranks", c.ranks}, {"level", c.level}, {"source", c.source},
+                      {"small", regime_json(c.small)}, {"large", regime_json(c.large)},
+                      {"breakpoint_B", c.breakpoint_bytes}, {"busbw_GBps", c.busbw_bytes_per_s() / 1e9},
+                      {"r2", c.r2}, {"residuals", residuals_json(c.residuals)}});
+    j["collectives"] = {{"model", "time = alpha + beta * size per regime; busbw as nccl-tests"},
+                        {"source", p.collectives_source}, {"fits", fits}};
+  }
+  json raw = {{"gemm", json::array()}, {"attention", json::array()}, {"collectives", json::array()},
+              {"copy", json::array()}};
+  for (const auto& m : p.raw) {
+    const char* key = "copy";
+    switch (kernels::kind_of(m.c)) {
+      case kernels::KernelKind::gemm: key = "gemm"; break;
+      case kernels::KernelKind::attention: key = "attention"; break;
+      case kernels::KernelKind::collective: key = "collectives"; break;
+      case kernels::KernelKind::copy: key = "copy"; break;
+    }
+    raw[key].push_back(measurement_to_json(m));
+  }
+  j["raw"] = raw;
+  return j;
+}
+
+Profile profile_from_json(const json& j, std::string_view where) {
+  const std::string w(where);
+  try {
+    if (j.value("format", "") != kFormat) throw Error(w + ": not a headroom profile (format must be '" + kFormat + "')");
+    if (j.at("version").get<int>() != kProfileVersion)
+      throw Error(w + ": profile version " + j.at("version").dump() + " is not supported (this headroom reads " +
+                  std::to_string(kProfileVersion) + ")");
+    Profile p;
+    p.date = j.at("date").get<std::string>();
+    p.partial = j.value("partial", false);
+    const json& m = j.at("machine");
+    p.machine = {m.at("backend").get<std::string>(), m.at("device").get<std::string>(), m.value("host", ""),
+                 m.at("ranks").get<int>(), m.at("gpus_per_node").get<int>(), m.value("multiprocessors", 0),
+                 m.value("memory_GiB", 0.0) * 1073741824.0};
+    if (j.contains("sweep")) {
+      p.quick = j["sweep"].value("quick", false);
+      for (const auto& x : j["sweep"].value("models", json::array())) p.models.push_back(x.get<std::string>());
+    }
+    p.min_r2 = j.value("min_r2", kDefaultMinR2);
+    if (j.contains("peak")) {
+      p.peak_flops = j["peak"].at("TFLOPs").get<double>() * 1e12;
+      p.peak_source = j["peak"].value("source", "");
+    }
+    if (j.contains("memory")) p.hbm_bytes_per_s = j["memory"].at("copy_GBps").get<double>() * 1e9;
+    if (j.contains("gemm")) {
+      const json& g = j["gemm"];
+      GemmFit f;
+      f.efficiency = g.at("efficiency").get<double>();
+      f.half_dim = g.at("half_dim").get<double>();
+      f.wave_units = g.at("wave_units").get<int>();
+      f.tile = g.at("tile").get<int>();
+      f.peak_flops = p.peak_flops;
+      f.r2 = g.at("r2").get<double>();
+      f.r2_efficiency = g.value("r2_efficiency", 0.0);
+      f.residuals = doubles(g.at("residuals"));
+      p.gemm = f;
+    }
+    if (j.contains("attention"))
+      for (const auto& a : j["attention"].at("fits"))
+        p.attention.push_back({a.at("head_dim").get<std::int64_t>(), a.at("causal").get<bool>(),
+                               a.at("efficiency").get<double>(), a.at("half_tokens").get<double>(),
+                               a.at("r2").get<double>(), doubles(a.at("residuals"))});
+    if (j.contains("collectives")) {
+      p.collectives_source = j["collectives"].value("source", "");
+      for (const auto& c : j["collectives"].at("fits")) {
+        CollectiveFit f;
+        f.op = collective_named(c.at("op").get<std::string>(), where);
+        f.ranks = c.at("ranks").get<int>();
+        f.level = c.at("level").get<std::string>();
+        f.source = c.value("source", "measured");
+        f.small = regime_from(c.at("small"));
+        f.large = regime_from(c.at("large"));
+        f.breakpoint_bytes = c.at("breakpoint_B").get<double>();
+        f.r2 = c.at("r2").get<double>();
+        f.residuals = doubles(c.at("residuals"));
+        p.collectives.push_back(f);
+      }
+    }
+    for (const char* key : {"gemm", "attention", "collectives", "copy"})
+      for (const auto& r : j.at("raw").at(key)) p.raw.push_back(measurement_from_json(r, w + " raw." + key));
+    if ((p.gemm || !p.attention.empty()) && p.peak_flops <= 0) throw Error(w + ": fits present but no peak.TFLOPs");
+    return p;
+  } catch (const json::exception& e) {
+    throw Error(w + ": malformed profile: " + e.what());
+  }
+}
+
+Profile load_profile(const std::filesystem::path& path, const std::filesystem::path& data_dir, bool allow_partial) {
+  const json doc = read_json_file(path);
+  const auto schema = data_dir / "schema" / "profile.schema.json";
+  if (doc.is_object() && doc.value("format", "") == kFormat && doc.value("version", 0) != kProfileVersion)
+    throw Error(path.string() + ": profile version " + doc["version"].dump() + " is not supported (this headroom reads " +
+                std::to_string(kProfileVersion) + ")");
+  validate_against_schema(doc, read_json_file(schema), path.string());
+  Profile p = profile_from_json(doc, path.string());
+  if (p.partial && !allow_partial)
+    throw Error(path.string() + ": a partial profile (calibration was interrupted): rerun headroom calibrate with the "
+                "same --out to finish it");
+  return p;
+}
+
+void write_json_atomically(const std::filesystem::path& path, const json& doc) {
+  const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) throw Error("cannot write " + tmp.string());
+    out << doc.dump(2) << "\n";
+    out.flush();
+    if (!out) throw Error("cannot write " + tmp.string());
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp);
+    throw Error("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
+  }
+}
+
+void fit_profile(Profile& p, int gpus_per_node) {
+  std::vector<GemmPoint> gemm;
+  std::map<std::tuple<std::int64_t, bool, std::int64_t>, std::pair<AttentionPoint, int>> attn;  // (d, causal, s)
+  std::map<std::pair<Collective, int>, std::vector<CollectivePoint>> coll;
+  double best_gemm = 0, copy_bw = 0;
+  for (const auto& m : p.raw) {
+    if (const auto* g = std::get_if<GemmCase>(&m.c)) {
+      gemm.push_back({static_cast<double>(g->m), static_cast<double>(g->n), static_cast<double>(g->k), m.seconds});
+      best_gemm = std::max(best_gemm, m.flops_per_s());
+    } else if (const auto* a = std::get_if<AttentionCase>(&m.c)) {
+      auto& [pt, passes] = attn[{a->head_dim, a->causal, a->seq}];
+      pt.seq = static_cast<double>(a->seq);
+      pt.flops += m.flops;
+      pt.seconds += m.seconds;
+      passes |= a->backward ? 2 : 1;
+    } else if (const auto* c = std::get_if<CollectiveCase>(&m.c)) {
+      if (m.kernel != kIngested) coll[{c->op, c->ranks}].push_back({m.bytes, m.seconds});
+    } else {
+      copy_bw = std::max(copy_bw, m.bytes / m.seconds);
+    }
+  }
+  if (p.peak_flops <= 0 && best_gemm > 0) {
+    p.peak_flops = best_gemm;
+    p.peak_source = "measured: the fastest GEMM of the sweep";
+  }
+  if (copy_bw > 0) p.hbm_bytes_per_s = copy_bw;
+  if (!gemm.empty()) {
+    const int units = p.machine.backend == "cpu" ? 0 : p.machine.multiprocessors;
+    p.gemm = fit_gemm(gemm, p.peak_flops, units);
+    require_quality("GEMM efficiency fit", p.gemm->r2, p.min_r2);
+  }
+  p.attention.clear();
+  std::map<std::pair<std::int64_t, bool>, std::vector<AttentionPoint>> by_shape;
+  for (const auto& [key, v] : attn)
+    if (v.second == 3) by_shape[{std::get<0>(key), std::get<1>(key)}].push_back(v.first);  // forward and backward
+  for (const auto& [key, pts] : by_shape) {
+    p.attention.push_back(fit_attention(pts, p.peak_flops, key.first, key.second));
+    require_quality("attention fit (head dim " + std::to_string(key.first) + (key.second ? ", causal)" : ", full)"),
+                    p.attention.back().r2, p.min_r2);
+  }
+  if (!coll.empty()) {
+    std::erase_if(p.collectives, [](const CollectiveFit& f) { return f.source != kIngested; });
+    for (const auto& [key, pts] : coll) {
+      p.collectives.push_back(fit_collective(pts, key.first, key.second, link_level(key.second, gpus_per_node)));
+      require_quality(std::string(to_string(key.first)) + " fit over " + std::to_string(key.second) + " ranks",
+                      p.collectives.back().r2, p.min_r2);
+    }
+    p.collectives_source = p.collectives_source.find(kIngested) != std::string::npos ? p.collectives_source + " + measured" : "measured";
+  }
+}
+
+void apply_profile(const Profile& p, std::int64_t head_dim, ClusterSpec& cluster, PerfCoefficients& k) {
+  if (p.partial) throw Error("a partial profile cannot be applied: finish the calibration first");
+  if (p.peak_flops > 0) cluster.gpu.bf16_flops = p.peak_flops;
+  if (p.hbm_bytes_per_s > 0) cluster.gpu.hbm_bytes_per_s = p.hbm_bytes_per_s;
+  if (p.gemm) {
+    k.gemm_efficiency = p.gemm->efficiency;
+    k.gemm_half_dim = p.gemm->half_dim;
+    k.gpus.clear();  // per-GPU datasheet efficiencies would override the measured ones
+  }
+  if (!p.attention.empty()) {
+    const AttentionFit* best = nullptr;
+    const auto score = [&](const AttentionFit& a) { return std::abs(a.head_dim - head_dim) * 2 + (a.causal ? 0 : 1); };
+    for (const auto& a : p.attention)
+      if (best == nullptr || score(a) < score(*best)) best = &a;
+    k.attention_efficiency = best->efficiency;
+    k.attention_half_tokens = best->half_tokens;
+    k.gpus.clear();
+  }
+  // Links: the largest measured group of each level; all-gather first (the ring the model times), then
+  // reduce-scatter, all-reduce. The model's link bandwidth is nccl-tests' busbw; its per-step latency is the
+  // small-message α spread over the ring's n − 1 steps.
+  for (const char* level : {"intra", "inter"}) {
+    const CollectiveFit* best = nullptr;
+    for (const Collective op : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce}) {
+      for (const auto& c : p.collectives)
+        if (c.op == op && c.level == level && c.ranks >= 2 && (best == nullptr || (best->op == op && c.ranks > best->ranks)))
+          best = &c;
+      if (best != nullptr) break;
+    }
+    if (best == nullptr || best->busbw_bytes_per_s() <= 0) continue;
+    const double per_step = best->small.alpha_s / (best->op == Collective::all_reduce ? 2.0 * (best->ranks - 1) : best->ranks - 1.0);
+    LinkSpec& link = std::string(level) == "intra" ? cluster.intra_node : cluster.inter_node;
+    link.bytes_per_s = best->busbw_bytes_per_s();
+    link.latency_s = per_step;
+    link.kind = "measured (" + std::string(to_string(best->op)) + ", " + std::to_string(best->ranks) + " ranks)";
+    if (std::string(level) == "intra") {
+      k.intra_efficiency = 1.0;
+    } else {
+      k.inter_efficiency = 1.0;
+      k.cp_inter_efficiency = 1.0;
+    }
+  }
+  k.name = "profile " + p.machine.backend + " " + p.machine.device;
+  k.source = "calibration profile of " + p.date;
+}
+
+}  // namespace headroom::calibrate

@@ -1,0 +1,244 @@
+// Fits recover known coefficients, poor fits are refused, profiles round-trip and validate against the
+// schema, nccl-tests logs parse with nccl-tests' own busbw, sweeps resume.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "headroom/calibrate/fit.hpp"
+#include "headroom/calibrate/ingest_nccl_tests.hpp"
+#include "headroom/calibrate/profile.hpp"
+#include "headroom/calibrate/sweep.hpp"
+#include "headroom/estimator/error.hpp"
+#include "headroom/estimator/json_schema.hpp"
+#include "test_support.hpp"
+
+namespace headroom::calibrate {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(Fit, GemmRecoversEfficiencyAndHalfDim) {
+  GemmFit truth;
+  truth.efficiency = 0.8;
+  truth.half_dim = 96;
+  truth.wave_units = 132;
+  std::vector<GemmPoint> pts;
+  for (double m : {128.0, 1000.0, 4096.0})
+    for (double n : {256.0, 3000.0, 8192.0})
+      for (double k : {64.0, 1024.0, 8192.0})
+        pts.push_back({m, n, k, 2 * m * n * k / (1e15 * truth.predict_efficiency(m, n, k))});
+  const GemmFit f = fit_gemm(pts, 1e15, 132);
+  EXPECT_NEAR(f.efficiency, 0.8, 1e-3);
+  EXPECT_NEAR(f.half_dim, 96, 0.5);
+  EXPECT_GT(f.r2, 0.9999);
+  EXPECT_EQ(f.residuals.size(), pts.size());
+}
+
+TEST(Fit, WaveQuantizationIdlesThePartialWave) {
+  EXPECT_DOUBLE_EQ(wave_efficiency(128 * 132, 128, 132, 128), 1.0);
+  EXPECT_DOUBLE_EQ(wave_efficiency(128 * 133, 128, 132, 128), 133.0 / 264.0);
+  EXPECT_DOUBLE_EQ(wave_efficiency(100, 100, 0, 128), 1.0);
+}
+
+TEST(Fit, AttentionRecoversSaturation) {
+  std::vector<AttentionPoint> pts;
+  for (double s : {512.0, 1024.0, 2048.0, 4096.0, 8192.0}) {
+    const double flops = 3.5 * 4 * s * s * 128 * 16 / 2;
+    pts.push_back({s, flops, flops / (1e15 * 0.6 * s / (s + 700))});
+  }
+  const AttentionFit f = fit_attention(pts, 1e15, 128, true);
+  EXPECT_NEAR(f.efficiency, 0.6, 1e-6);
+  EXPECT_NEAR(f.half_tokens, 700, 1e-3);
+}
+
+TEST(Fit, CollectiveFindsBothRegimesAndBusbw) {
+  std::vector<CollectivePoint> pts;
+  for (double b = 8; b <= (1 << 30); b *= 2) {
+    const double t = b < 65536 ? 20e-6 + b / 5e9 : 30e-6 + b / 200e9;
+    pts.push_back({b, t});
+  }
+  const CollectiveFit f = fit_collective(pts, Collective::all_reduce, 8, "intra");
+  EXPECT_NEAR(f.small.alpha_s, 20e-6, 1e-7);
+  EXPECT_NEAR(f.large.alpha_s, 30e-6, 1e-6);
+  EXPECT_NEAR(f.busbw_bytes_per_s(), 200e9 * 14 / 8, 1e8);
+  EXPECT_DOUBLE_EQ(f.breakpoint_bytes, 65536);
+  EXPECT_GT(f.r2, 0.999);
+}
+
+TEST(Fit, PoorFitIsRefusedWithAClearMessage) {
+  std::vector<CollectivePoint> pts;
+  for (int i = 0; i < 12; ++i) pts.push_back({8.0 * (i + 1), (i % 2 ? 1e-3 : 1e-6)});  // noise, no trend
+  const CollectiveFit f = fit_collective(pts, Collective::all_gather, 4, "intra");
+  EXPECT_LT(f.r2, 0.9);
+  try {
+    require_quality("all_gather fit over 4 ranks", f.r2, 0.9);
+    FAIL() << "not refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("below the threshold 0.90"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Ingest, NcclTestsLogParsesAndBusbwMatchesTheLog) {
+  const fs::path dir = fs::path(HEADROOM_TEST_SOURCE_DIR) / "data" / "nccl-tests";
+  const NcclTestsLog log = parse_nccl_tests(read(dir / "all_reduce_perf_1x8_h100.txt"), "all_reduce_perf_1x8_h100.txt");
+  EXPECT_EQ(log.op, Collective::all_reduce);
+  EXPECT_EQ(log.ranks, 8);
+  EXPECT_EQ(log.nodes, 1);
+  EXPECT_EQ(log.device, "NVIDIA H100 80GB HBM3");
+  ASSERT_EQ(log.rows.size(), 31u);  // 8 B .. 8 GiB
+  for (std::size_t i = 0; i < log.rows.size(); ++i) {
+    const auto bw = kernels::bus_bandwidth(log.op, 8, log.rows[i].bytes, log.rows[i].seconds);
+    EXPECT_NEAR(bw.busbw / 1e9, log.reported_busbw[i], 0.01 + 1e-3 * log.reported_busbw[i]) << i;
+  }
+  const NcclTestsLog two = parse_nccl_tests(read(dir / "all_gather_perf_2x8_h100.txt"), "all_gather_perf_2x8_h100.txt");
+  EXPECT_EQ(two.op, Collective::all_gather);
+  EXPECT_EQ(two.ranks, 16);
+  EXPECT_EQ(two.nodes, 2);
+}
+
+TEST(Ingest, MalformedLogsAreErrors) {
+  EXPECT_THROW((void)parse_nccl_tests("# nothing here\n", "x.txt"), Error);
+  EXPECT_THROW((void)parse_nccl_tests("#  Rank  0 Group 0 Pid 1 on h device 0 [0] G\n       8  2 float\n", "all_reduce_perf.txt"), Error);
+  EXPECT_THROW((void)parse_nccl_tests("x", "log.txt", "broadcast"), Error);
+}
+
+Profile sample_profile() {
+  Profile p;
+  p.machine = {"cpu", "test CPU", "host", 2, 2, 4, 0};
+  p.date = "2025-01-01T00:00:00Z";
+  p.quick = true;
+  auto b = kernels::make_cpu_backend(2);
+  kernels::TimingOptions t;
+  t.warmup = 0;
+  t.repeats = 1;
+  t.min_batch_s = 0;
+  SweepOptions so;
+  so.quick = true;
+  so.ranks = 2;
+  so.gpus_per_node = 2;
+  std::vector<kernels::Measurement> have;
+  std::vector<kernels::Case> plan;
+  for (const auto& c : plan_sweep(so))
+    if (kernels::kind_of(c) != kernels::KernelKind::attention || std::get<kernels::AttentionCase>(c).seq <= 256) plan.push_back(c);
+  run_sweep(*b, plan, t, have, nullptr, nullptr);
+  p.raw = have;
+  p.min_r2 = 0;  // a zero-repeat sweep on a busy machine: the numbers are for the format, not the fit
+  fit_profile(p, 2);
+  return p;
+}
+
+TEST(Profile, RoundTripsAndValidatesAgainstTheSchema) {
+  const Profile p = sample_profile();
+  const nlohmann::json j = profile_to_json(p);
+  const auto schema = read_json_file(test::library().data_dir() / "schema" / "profile.schema.json");
+  EXPECT_NO_THROW(validate_against_schema(j, schema, "sample"));
+  const Profile q = profile_from_json(j, "sample");
+  EXPECT_EQ(profile_to_json(q)["machine"], j["machine"]);
+  EXPECT_EQ(q.raw.size(), p.raw.size());
+  EXPECT_DOUBLE_EQ(q.gemm->efficiency, p.gemm->efficiency);
+  ASSERT_EQ(q.collectives.size(), p.collectives.size());
+  for (std::size_t i = 0; i < p.collectives.size(); ++i)  // stored in µs and µs/MiB: equal to rounding
+    EXPECT_NEAR(q.collectives[i].busbw_bytes_per_s(), p.collectives[i].busbw_bytes_per_s(), 1e-9 * p.collectives[i].busbw_bytes_per_s());
+  ASSERT_TRUE(q.gemm.has_value());
+  EXPECT_EQ(q.attention.size(), 2u);            // head dims 64 and 128, causal
+  EXPECT_EQ(q.collectives.size(), kCollectives.size());  // one group size (2)
+}
+
+TEST(Profile, EveryShippedProfileValidates) {
+  const auto dir = test::library().data_dir() / "profiles";
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".json") continue;
+    SCOPED_TRACE(e.path().string());
+    EXPECT_NO_THROW((void)load_profile(e.path(), test::library().data_dir()));
+    ++n;
+  }
+  EXPECT_GE(n, 1);
+}
+
+TEST(Profile, CorruptPartialAndIncompatibleProfilesAreErrors) {
+  const fs::path dir = fs::temp_directory_path() / "headroom_profile_test";
+  fs::create_directories(dir);
+  const auto data = test::library().data_dir();
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+    return dir / name;
+  };
+  EXPECT_THROW((void)load_profile(write("trunc.json", "{\"format\": \"headroom-profile\", "), data), Error);
+  nlohmann::json j = profile_to_json(sample_profile());
+  j["version"] = 99;
+  try {
+    (void)load_profile(write("v99.json", j.dump()), data);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("version 99 is not supported"), std::string::npos) << e.what();
+  }
+  j["version"] = 1;
+  j["partial"] = true;
+  EXPECT_THROW((void)load_profile(write("partial.json", j.dump()), data), Error);
+  EXPECT_NO_THROW((void)load_profile(dir / "partial.json", data, true));
+  j["partial"] = false;
+  j["gemm"]["efficency"] = 1;  // typo: unknown key
+  EXPECT_THROW((void)load_profile(write("typo.json", j.dump()), data), Error);
+  fs::remove_all(dir);
+}
+
+TEST(Profile, WrittenAtomically) {
+  const fs::path dir = fs::temp_directory_path() / "headroom_atomic_test";
+  fs::create_directories(dir);
+  write_json_atomically(dir / "p.json", {{"a", 1}});
+  write_json_atomically(dir / "p.json", {{"a", 2}});
+  EXPECT_EQ(read_json_file(dir / "p.json")["a"], 2);
+  int files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++files;
+  EXPECT_EQ(files, 1) << "no temporary file left behind";
+  fs::remove_all(dir);
+}
+
+TEST(Sweep, ResumesWithoutRemeasuring) {
+  auto b = kernels::make_cpu_backend(2);
+  kernels::TimingOptions t;
+  t.repeats = 1;
+  t.min_batch_s = 0;
+  const std::vector<kernels::Case> plan = {kernels::GemmCase{16, 16, 16}, kernels::CopyCase{1024},
+                                           kernels::CollectiveCase{Collective::all_gather, 64, 2}};
+  std::vector<kernels::Measurement> have;
+  run_sweep(*b, {plan[0]}, t, have, nullptr, nullptr);
+  const double first = have[0].seconds;
+  int measured = 0, resumed = 0, checkpoints = 0;
+  run_sweep(*b, plan, t, have,
+            [&](const Progress& p) { (p.resumed ? resumed : measured)++; },
+            [&](const std::vector<kernels::Measurement>&) { ++checkpoints; });
+  EXPECT_EQ(resumed, 1);
+  EXPECT_EQ(measured, 2);
+  EXPECT_EQ(checkpoints, 2);
+  EXPECT_EQ(have.size(), 3u);
+  EXPECT_EQ(have[0].seconds, first);
+}
+
+TEST(Apply, ProfileReplacesDatasheetNumbers) {
+  const Profile p = sample_profile();
+  ClusterSpec c = test::library().cluster("dgx-h100");
+  PerfCoefficients k;
+  const double datasheet = c.gpu.bf16_flops;
+  apply_profile(p, 128, c, k);
+  EXPECT_NE(c.gpu.bf16_flops, datasheet);
+  EXPECT_DOUBLE_EQ(c.gpu.bf16_flops, p.peak_flops);
+  EXPECT_DOUBLE_EQ(k.gemm_efficiency, p.gemm->efficiency);
+  EXPECT_DOUBLE_EQ(k.intra_efficiency, 1.0);
+  EXPECT_NE(c.intra_node.kind.find("measured"), std::string::npos);
+  EXPECT_TRUE(k.gpus.empty());
+}
+
+}  // namespace
+}  // namespace headroom::calibrate

@@ -1,0 +1,239 @@
+// `headroom calibrate`: sweep the microkernels on a backend, fit, and write a profile (calibrate/); or turn
+// nccl-tests logs into a profile's collectives section (--ingest).
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+#include "cli_common.hpp"
+#include "commands.hpp"
+#include "headroom/calibrate/ingest_nccl_tests.hpp"
+#include "headroom/calibrate/profile.hpp"
+#include "headroom/calibrate/sweep.hpp"
+#include "headroom/estimator/error.hpp"
+#include "headroom/kernels/backend.hpp"
+
+namespace headroom::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CalibrateOptions {
+  std::string backend = "cpu";
+  std::string ranks;
+  std::string gpus_per_node;
+  bool mpi = false;
+  std::vector<std::string> models;
+  std::string gpu;  // datasheet peak the efficiencies are fractions of (default: the fastest measured GEMM)
+  bool quick = false;
+  std::string out;
+  std::vector<std::string> ingest;
+  std::string ingest_op;
+  double min_r2 = calibrate::kDefaultMinR2;
+  bool progress = true;
+  std::string data_dir;
+};
+
+// nccl-tests' table: size, count, type, time, algbw, busbw (GB/s = 10^9 B/s), for one op and group size.
+void print_collective_table(std::ostream& out, const std::vector<kernels::Measurement>& raw, Collective op, int ranks) {
+  char line[200];
+  std::snprintf(line, sizeof line, "# %s over %d ranks\n# %10s  %12s  %8s  %10s  %8s  %8s\n# %10s  %12s  %8s  %10s  %8s  %8s\n",
+                std::string(to_string(op)).c_str(), ranks, "size", "count", "type", "time", "algbw", "busbw", "(B)",
+                "(elements)", "", "(us)", "(GB/s)", "(GB/s)");
+  out << line;
+  for (const auto& m : raw) {
+    const auto* c = std::get_if<kernels::CollectiveCase>(&m.c);
+    if (c == nullptr || c->op != op || c->ranks != ranks) continue;
+    const auto bw = kernels::bus_bandwidth(op, ranks, m.bytes, m.seconds);
+    std::snprintf(line, sizeof line, "%12.0f  %12.0f  %8s  %10.2f  %8.2f  %8.2f\n", m.bytes, m.bytes / 4, "float",
+                  m.seconds * 1e6, bw.algbw / 1e9, bw.busbw / 1e9);
+    out << line;
+  }
+}
+
+void print_fits(std::ostream& out, const calibrate::Profile& p) {
+  char line[240];
+  std::snprintf(line, sizeof line, "peak %.3f TFLOP/s (%s)", p.peak_flops / 1e12, p.peak_source.c_str());
+  out << line;
+  if (p.hbm_bytes_per_s > 0) {
+    std::snprintf(line, sizeof line, ", copy %.1f GB/s", p.hbm_bytes_per_s / 1e9);
+    out << line;
+  }
+  out << "\n";
+  if (p.gemm) {
+    std::snprintf(line, sizeof line, "GEMM: efficiency %.3f, half dim %.1f, wave units %d (R² %.4f of log time, %.3f of efficiency, %zu points)\n",
+                  p.gemm->efficiency, p.gemm->half_dim, p.gemm->wave_units, p.gemm->r2, p.gemm->r2_efficiency,
+                  p.gemm->residuals.size());
+    out << line;
+  }
+  for (const auto& a : p.attention) {
+    std::snprintf(line, sizeof line, "attention d=%lld %s: efficiency %.3f, half tokens %.1f (R² %.4f)\n",
+                  static_cast<long long>(a.head_dim), a.causal ? "causal" : "full", a.efficiency, a.half_tokens, a.r2);
+    out << line;
+  }
+  for (const auto& c : p.collectives) {
+    std::snprintf(line, sizeof line,
+                  "%-14s %3d ranks %-5s (%s): small α %.2f us, large α %.2f us, busbw %.3f GB/s, break %.0f B (R² %.4f)\n",
+                  std::string(to_string(c.op)).c_str(), c.ranks, c.level.c_str(), c.source.c_str(), c.small.alpha_s * 1e6,
+                  c.large.alpha_s * 1e6, c.busbw_bytes_per_s() / 1e9, c.breakpoint_bytes, c.r2);
+    out << line;
+  }
+}
+
+std::string hostname() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
+
+void run_ingest(const CalibrateOptions& o, const SpecLibrary& lib, std::ostream& out) {
+  calibrate::Profile p;
+  const bool existing = fs::exists(o.out);
+  if (existing) p = calibrate::load_profile(o.out, lib.data_dir());
+  for (const auto& file : o.ingest) {
+    std::ifstream in(file);
+    if (!in) throw Error("--ingest " + file + ": cannot read the file");
+    std::stringstream text;
+    text << in.rdbuf();
+    const calibrate::NcclTestsLog log = calibrate::parse_nccl_tests(text.str(), file, o.ingest_op);
+    if (!existing && p.machine.backend.empty()) {
+      p.machine = {"nccl-tests", log.device, "", log.ranks, log.ranks / log.nodes, 0, 0};
+      p.date = calibrate::utc_now();
+    }
+    std::vector<calibrate::CollectivePoint> points;
+    for (const auto& m : log.rows) points.push_back({m.bytes, m.seconds});
+    calibrate::CollectiveFit f = calibrate::fit_collective(points, log.op, log.ranks, log.nodes > 1 ? "inter" : "intra");
+    f.source = "nccl-tests";
+    calibrate::require_quality(file + ": " + std::string(to_string(log.op)) + " fit", f.r2, o.min_r2);
+    std::erase_if(p.collectives, [&](const auto& c) { return c.op == f.op && c.ranks == f.ranks && c.level == f.level; });
+    std::erase_if(p.raw, [&](const kernels::Measurement& m) {
+      const auto* c = std::get_if<kernels::CollectiveCase>(&m.c);
+      return c != nullptr && m.kernel == "nccl-tests" && c->op == log.op && c->ranks == log.ranks;
+    });
+    p.collectives.push_back(f);
+    p.raw.insert(p.raw.end(), log.rows.begin(), log.rows.end());
+    const std::string src = "nccl-tests: " + fs::path(file).filename().string();
+    p.collectives_source = p.collectives_source.empty() ? src : p.collectives_source + ", " + fs::path(file).filename().string();
+    out << file << ": " << to_string(log.op) << " over " << log.ranks << " ranks on " << log.nodes << " node(s), "
+        << log.rows.size() << " sizes\n";
+    print_collective_table(out, log.rows, log.op, log.ranks);
+  }
+  p.partial = false;
+  calibrate::write_json_atomically(o.out, calibrate::profile_to_json(p));
+  print_fits(out, p);
+  out << "wrote " << o.out << "\n";
+}
+
+void run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& err) {
+  SpecOptions so;
+  so.data_dir = o.data_dir;
+  const SpecLibrary lib = so.library();
+  if (o.out.empty()) throw Error("--out FILE is required: where to write the profile");
+  if (!(o.min_r2 >= 0 && o.min_r2 <= 1)) throw Error("--min-r2 must be between 0 and 1");
+  if (!o.ingest.empty()) return run_ingest(o, lib, out);
+  if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "hip")
+    throw Error("--backend '" + o.backend + "' is not one of cpu, cuda, hip");
+  if (o.mpi)
+    throw Error("--mpi: this build has no MPI support; the CPU backend runs collectives between threads of one "
+                "process (--ranks), and nccl-tests logs from a cluster can be read with --ingest");
+  const int ranks = static_cast<int>(o.ranks.empty() ? (o.gpus_per_node.empty() ? (o.backend == "cpu" ? 2 : 1)
+                                                                                  : parse_count("--gpus-per-node", o.gpus_per_node))
+                                                     : parse_count("--ranks", o.ranks));
+  if (ranks > 1024) throw Error("--ranks " + std::to_string(ranks) + " is more than 1024");
+  const int gpn = o.gpus_per_node.empty() ? ranks : static_cast<int>(parse_count("--gpus-per-node", o.gpus_per_node));
+
+  calibrate::SweepOptions sw;
+  sw.quick = o.quick;
+  sw.ranks = ranks;
+  sw.gpus_per_node = gpn;
+  sw.cpu = o.backend == "cpu";
+  for (const auto& m : o.models) sw.models.push_back(lib.model(m));
+  const auto plan = calibrate::plan_sweep(sw);
+
+  auto backend = o.backend == "cpu" ? kernels::make_cpu_backend(ranks) : kernels::make_gpu_backend(o.backend, ranks);
+  calibrate::Profile p;
+  const std::string partial = o.out + ".partial";
+  if (fs::exists(partial)) {
+    p = calibrate::load_profile(partial, lib.data_dir(), true);
+    if (p.machine.backend != o.backend || p.machine.ranks != ranks)
+      throw Error(partial + ": a partial calibration of --backend " + p.machine.backend + " --ranks " +
+                  std::to_string(p.machine.ranks) + "; delete it or rerun with those options");
+    err << "resuming from " << partial << " (" << p.raw.size() << " measurements)\n";
+  }
+  const kernels::DeviceInfo dev = backend->device();
+  p.machine = {o.backend, dev.name, hostname(), ranks, gpn, dev.multiprocessors, dev.memory_bytes};
+  p.quick = o.quick;
+  p.models = o.models;
+  p.min_r2 = o.min_r2;
+  if (!o.gpu.empty()) {
+    const GpuSpec g = lib.gpu(o.gpu);
+    p.peak_flops = g.bf16_flops;
+    p.peak_source = "datasheet " + g.name + " BF16 dense";
+  }
+
+  kernels::TimingOptions timing;
+  if (o.quick) {
+    timing.warmup = 1;
+    timing.repeats = 5;
+    timing.min_batch_s = 0.001;
+  } else {
+    timing.warmup = 3;
+    timing.repeats = 5;
+    timing.min_batch_s = 0.02;
+  }
+  const auto progress = [&](const calibrate::Progress& pr) {
+    if (!o.progress) return;
+    constexpr std::size_t width = 30;
+    const std::size_t filled = pr.total == 0 ? width : pr.done * width / pr.total;
+    err << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << pr.done << "/" << pr.total
+        << (pr.resumed ? " (resumed) " : " ") << pr.label << "\033[K" << (pr.done == pr.total ? "\n" : "") << std::flush;
+  };
+  const auto checkpoint = [&](const std::vector<kernels::Measurement>& have) {
+    calibrate::Profile snapshot = p;
+    snapshot.partial = true;
+    snapshot.date = calibrate::utc_now();
+    snapshot.raw = have;
+    calibrate::write_json_atomically(partial, calibrate::profile_to_json(snapshot));
+  };
+  std::vector<kernels::Measurement> have = std::move(p.raw);
+  calibrate::run_sweep(*backend, plan, timing, have, progress, checkpoint);
+  p.raw = std::move(have);
+  p.date = calibrate::utc_now();
+  calibrate::fit_profile(p, gpn);
+  calibrate::write_json_atomically(o.out, calibrate::profile_to_json(p));
+  fs::remove(partial);
+
+  out << "headroom calibrate: " << o.backend << " backend, " << dev.name << ", " << ranks << " ranks (" << gpn
+      << " per node), " << plan.size() << " cases" << (o.quick ? " (quick)" : "") << "\n";
+  print_fits(out, p);
+  out << "\n";
+  print_collective_table(out, p.raw, Collective::all_reduce, ranks);
+  out << "wrote " << o.out << "\n";
+}
+
+}  // namespace
+
+void register_calibrate(CLI::App& app, std::ostream& out, std::ostream& err) {
+  auto opts = std::make_shared<CalibrateOptions>();
+  CLI::App* sub = app.add_subcommand("calibrate", "measure GEMM, attention and collectives; fit and write a profile");
+  sub->add_option("--backend", opts->backend, "cpu, cuda or hip")->capture_default_str();
+  sub->add_option("--ranks", opts->ranks, "devices (CPU: threads) the collectives span; default --gpus-per-node");
+  sub->add_option("--gpus-per-node", opts->gpus_per_node, "group sizes up to this are intra-node; default --ranks");
+  sub->add_flag("--mpi", opts->mpi, "collectives between MPI ranks across nodes (needs an MPI build)");
+  sub->add_option("--model", opts->models, "also sweep this model's layer GEMMs (repeatable)");
+  sub->add_option("--gpu", opts->gpu, "express efficiencies against this GPU's datasheet peak");
+  sub->add_flag("--quick", opts->quick, "a short sweep (CPU: under a minute)");
+  sub->add_option("--out", opts->out, "profile JSON to write (atomically; FILE.partial while running)");
+  sub->add_option("--ingest", opts->ingest, "nccl-tests output to turn into the collectives section (repeatable)");
+  sub->add_option("--ingest-op", opts->ingest_op, "the collective of --ingest logs that do not say");
+  sub->add_option("--min-r2", opts->min_r2, "refuse fits whose R² (of log time) is below this; 0 accepts every fit")->capture_default_str();
+  sub->add_flag("!--no-progress", opts->progress, "no progress bar on stderr");
+  sub->add_option("--data-dir", opts->data_dir, "specs directory (default $HEADROOM_DATA_DIR or the source tree's data/)");
+  sub->callback([opts, &out, &err] { run_calibrate(*opts, out, err); });
+}
+
+}  // namespace headroom::cli
