@@ -58,12 +58,17 @@ double parameter_count(const ModelSpec& m) {
 // 4D paper Eq. 6–9 per stage: TP splits attention, FFN, embedding and head by t, norms stay whole;
 // the first stage holds the embedding (hv/t), the last the head and final norm (hv/t + h), and with
 // p = 1 the one stage holds both (Eq. 6). Row-parallel biases (o, down) are replicated across TP.
+namespace {
+double layer_parameters_per_gpu(const ModelSpec& m, const Layout& l) {
+  const double replicated_biases = m.linear_biases ? 2.0 * d(m.hidden_size) : 0.0;
+  return (layer_parameters(m) - norm_parameters_per_layer(m) - replicated_biases) / d(l.tp) +
+         norm_parameters_per_layer(m) + replicated_biases;
+}
+}  // namespace
+
 double stage_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage) {
   const double h = d(m.hidden_size), t = d(l.tp);
-  const double replicated_biases = m.linear_biases ? 2.0 * h : 0.0;
-  const double per_layer = (layer_parameters(m) - norm_parameters_per_layer(m) - replicated_biases) / t +
-                           norm_parameters_per_layer(m) + replicated_biases;
-  double params = d(m.num_layers / l.pp) * per_layer;
+  double params = d(m.num_layers / l.pp) * layer_parameters_per_gpu(m, l);
   const double hv_t = h * d(m.vocab_size) / t;
   const bool first = stage == 0, last = stage == l.pp - 1;
   if (first) params += hv_t + (m.learned_positions ? d(m.max_context) * h : 0.0);
@@ -165,18 +170,36 @@ double paper_total_bytes(const ModelSpec& m, const Layout& l) {
   return states_per_param * (embed_part + layer_part) + activations;
 }
 
-// FSDP (fsdp-summary; thesis Sec. 3.1.3): a sharded unit is all-gathered to its TP-sharded size before it
-// computes; `fsdp_unit_buffers` units (the one computing and the one prefetched) are whole at a time, adapters
-// included. Nothing when parameters are not sharded (they are whole already).
-double fsdp_unit_buffer_bytes(const ModelSpec& m, const Layout& l) {
-  if (l.fsdp_unit_buffers <= 0 || l.sharding.params == Shard::none) return 0.0;
-  const double per_layer = (layer_parameters(m) - norm_parameters_per_layer(m)) / d(l.tp) +
-                           norm_parameters_per_layer(m) + lora_layer_split(m, l.lora, l.tp).per_rank();
-  return d(l.fsdp_unit_buffers) * per_layer * l.precision.weight_bytes;
+bool fsdp_step_model(const Layout& l) { return l.fsdp_unit_buffers > 0; }
+
+// FSDP1 switches FULL_SHARD to NO_SHARD when its process group has one rank: nothing is all-gathered then.
+bool fsdp_gathers(const Layout& l) {
+  return fsdp_step_model(l) && l.sharding.params != Shard::none && l.dp * l.cp > 1;
 }
 
-StageMemory stage_memory(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r,
-                         std::int64_t stage) {
+// FSDP (fsdp-summary; thesis Sec. 3.1.3): a sharded unit is all-gathered to its TP-sharded size, adapters included.
+double fsdp_unit_bytes(const ModelSpec& m, const Layout& l) {
+  return (layer_parameters_per_gpu(m, l) + lora_layer_split(m, l.lora, l.tp).per_rank()) * l.precision.weight_bytes;
+}
+
+double fsdp_unit_buffer_bytes(const ModelSpec& m, const Layout& l) {
+  return fsdp_gathers(l) ? d(l.fsdp_unit_buffers) * fsdp_unit_bytes(m, l) : 0.0;
+}
+
+// FSDP1 _post_forward_reshard: the root's flat parameter is not freed after forward (it is used first in
+// backward); with a frozen root (LoRA) nothing reshards it before the end of backward.
+double fsdp_root_unit_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  if (!fsdp_gathers(l)) return 0.0;
+  const double decoder = d(m.num_layers / l.pp) * layer_parameters_per_gpu(m, l);
+  return (stage_parameters_per_gpu(m, l, stage) - decoder) * l.precision.weight_bytes;
+}
+
+namespace {
+
+// 4D paper Eq. 10 / PaRO section 3 (Megatron and any framework without all-gathered units): weights, gradients
+// and optimizer states whole for the step, activations at their peak.
+StageMemory eq18_stage_memory(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r,
+                              std::int64_t stage) {
   const double params = stage_parameters_per_gpu(m, l, stage);
   // Thesis Sec. 3.1.2: with LoRA the base weights are frozen (weights only) and the adapters train.
   const double trainable = l.lora.enabled() ? lora_stage_parameters_per_rank(m, l, stage).per_rank() : params;
@@ -186,14 +209,74 @@ StageMemory stage_memory(const ModelSpec& m, const ClusterSpec& c, const Layout&
   s.stage = stage;
   // 4D paper Eq. 10: BF16 weights and FP32 gradients whole, 12 bytes of Adam state over d·c; PaRO
   // section 3 generalises each of the three to N / I / G sharding.
-  s.params = prec.weight_bytes * stored / shard_divisor(l.sharding.params, l, c.gpus_per_node) +
-             fsdp_unit_buffer_bytes(m, l);
+  s.params = prec.weight_bytes * stored / shard_divisor(l.sharding.params, l, c.gpus_per_node);
   s.grads = prec.grad_bytes * trainable / shard_divisor(l.sharding.grads, l, c.gpus_per_node);
   const double optimizer_shard_params = trainable / shard_divisor(l.sharding.optimizer, l, c.gpus_per_node);
   s.optimizer = prec.optimizer_bytes * optimizer_shard_params;
   s.activations = stage_activation_bytes(m, l, stage);
   s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params);
   return s;
+}
+
+// PyTorch FSDP1 (use_orig_params, PEFT LoRA, HF Llama), one moment of the step; see StepMoment.
+StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r,
+                              std::int64_t stage, StepMoment moment) {
+  const double params = stage_parameters_per_gpu(m, l, stage);
+  const double trainable = l.lora.enabled() ? lora_stage_parameters_per_rank(m, l, stage).per_rank() : params;
+  const double stored = l.lora.enabled() ? params + trainable : params;
+  const Precision& prec = l.precision;
+  const double optimizer_shard_params = trainable / shard_divisor(l.sharding.optimizer, l, c.gpus_per_node);
+  StageMemory s;
+  s.stage = stage;
+  s.moment = moment;
+  // Sharded weights (frozen base BF16 + adapters), the root unit whole, the adapters' AdamW m and v (torch keeps
+  // them in the parameter dtype: BF16 → optimizer_bytes 4).
+  s.params = prec.weight_bytes * stored / shard_divisor(l.sharding.params, l, c.gpus_per_node) +
+             fsdp_root_unit_bytes(m, l, stage);
+  s.optimizer = prec.optimizer_bytes * optimizer_shard_params;
+  const double logits = logits_elements(m, l, stage);
+  if (moment == StepMoment::activations) {
+    // At the loss: every layer's checkpoint (layer input; SP-sharded or not), the head's Eq. 14 terms and, under
+    // TP, loss_parallel's decomposed log_softmax (torch.distributed.tensor.parallel.loss._log_softmax keeps
+    // `shifted` and exp(shifted) in FP32 next to its result: 8 B per local logit). No gradient exists yet.
+    s.activations = layers_in_flight(m, l, stage) * activation_bytes_per_layer(m, l);
+    if (stage == l.pp - 1) s.activations += lm_head_activation_bytes(m, l) + (l.tp > 1 ? 8.0 * logits : 0.0);
+    s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params);
+    return s;
+  }
+  // Last decoder unit's backward. FSDP1 with use_orig_params gives a flat parameter mixing frozen and trainable
+  // weights one gradient of its full size (PyTorch FSDP docs: "equivalent to not freezing those parameters"):
+  // every decoder layer's gradient, sharded; the root (frozen under LoRA) has none. The unit buffers: 2 unsharded
+  // parameter sets, the rest unsharded gradients. Activations: the layer re-materialised and its stored input.
+  const double decoder = d(m.num_layers / l.pp) * layer_parameters_per_gpu(m, l);
+  const double grad_params = l.lora.enabled() ? decoder + trainable : params;
+  const double units = d(l.fsdp_unit_buffers), unit_param_share = std::min(units, 2.0) / std::max(units, 1.0);
+  s.params += unit_param_share * fsdp_unit_buffer_bytes(m, l);
+  s.grads = prec.grad_bytes * grad_params / shard_divisor(l.sharding.grads, l, c.gpus_per_node) +
+            (1.0 - unit_param_share) * fsdp_unit_buffer_bytes(m, l);
+  Layout whole = l;
+  whole.recompute = Recompute::none;
+  s.activations = activation_bytes_per_layer(m, l) +
+                  (l.recompute == Recompute::full ? activation_bytes_per_layer(m, whole) : 0.0);
+  s.residual = r.fixed_bytes + r.optimizer_shard_bytes_per_param * optimizer_shard_params +
+               r.cp_communicator_bytes * cp_extra_communicators(l);
+  return s;
+}
+
+}  // namespace
+
+StageMemory stage_memory_at(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r,
+                            std::int64_t stage, StepMoment moment) {
+  if (!fsdp_step_model(l)) return eq18_stage_memory(m, c, l, r, stage);
+  return fsdp_stage_memory(m, c, l, r, stage, moment);
+}
+
+StageMemory stage_memory(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r,
+                         std::int64_t stage) {
+  if (!fsdp_step_model(l)) return eq18_stage_memory(m, c, l, r, stage);
+  const StageMemory a = fsdp_stage_memory(m, c, l, r, stage, StepMoment::activations);
+  const StageMemory g = fsdp_stage_memory(m, c, l, r, stage, StepMoment::gradients);
+  return g.total() > a.total() ? g : a;
 }
 
 MemoryEstimate estimate_memory(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r) {

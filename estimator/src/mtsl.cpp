@@ -40,7 +40,8 @@ std::string_view largest_term(const StageMemory& s) {
 std::int64_t sequence_granularity(const Layout& l) { return l.cp > 1 ? 2 * l.cp : 1; }
 
 // Memory is a + b·s when attention is FlashAttention (4D paper Eq. 17; the residual's logits term is linear
-// too); without it the stored softmax adds s² (Korthikanti et al. 2023, Sec. 4.1), so bisect.
+// too) at each moment of the step (memory.hpp StepMoment): the closed form is taken per stage and moment and the
+// smallest wins. Without FlashAttention the stored softmax adds s² (Korthikanti et al. 2023, Sec. 4.1): bisect.
 MtslResult max_trainable_seq(const ModelSpec& m, const ClusterSpec& c, const Layout& layout, const ResidualModel& r) {
   Layout l = layout;
   MtslResult res;
@@ -53,12 +54,20 @@ MtslResult max_trainable_seq(const ModelSpec& m, const ClusterSpec& c, const Lay
   std::int64_t k = 0;  // largest multiple of g that fits
   const Peak p1 = at(1);
   if (p1.bytes <= cap) {
-    const Peak p2 = at(2);
-    const double slope = p2.bytes - p1.bytes;
     res.closed_form = l.flash_attention;
-    if (res.closed_form && slope > 0) {
-      const double guess = std::floor((cap - p1.bytes) / slope) + 1.0;
-      k = static_cast<std::int64_t>(std::min(guess, static_cast<double>(k_max)));
+    if (res.closed_form) {
+      double guess = static_cast<double>(k_max);
+      const auto moment_bytes = [&](std::int64_t kk, std::int64_t stage, StepMoment mo) {
+        l.seq = kk * g;
+        return stage_memory_at(m, c, l, r, stage, mo).total();
+      };
+      for (const std::int64_t stage : {std::int64_t{0}, l.pp - 1}) {
+        for (const StepMoment mo : {StepMoment::activations, StepMoment::gradients}) {
+          const double v1 = moment_bytes(1, stage, mo), slope = moment_bytes(2, stage, mo) - v1;
+          if (slope > 0) guess = std::min(guess, std::floor((cap - v1) / slope) + 1.0);
+        }
+      }
+      k = std::max<std::int64_t>(1, static_cast<std::int64_t>(guess));
       // Floating-point rounding can put the closed form one step off: confirm both sides.
       while (k > 1 && at(k).bytes > cap) --k;
       while (k < k_max && at(k + 1).bytes <= cap) ++k;
@@ -80,18 +89,22 @@ MtslResult max_trainable_seq(const ModelSpec& m, const ClusterSpec& c, const Lay
     res.peak_bytes = p1.bytes;
     res.next_peak_bytes = p1.bytes;
     l.seq = g;
-    res.binding_term = largest_term(stage_memory(m, c, l, r, p1.stage));
+    const StageMemory s = stage_memory(m, c, l, r, p1.stage);
+    res.binding_term = largest_term(s);
+    res.binding_moment = s.moment;
     return res;
   }
   res.peak_bytes = at(k).bytes;
   const Peak over = at(k + 1);
   res.next_peak_bytes = over.bytes;
   res.binding_stage = over.stage;
-  // The term that grew most between the shortest sequence and the first one that does not fit.
-  l.seq = g;
-  const StageMemory short_seq = stage_memory(m, c, l, r, over.stage);
+  // The term that grew most between the shortest sequence and the first one that does not fit, at the moment
+  // that crosses capacity.
   l.seq = (k + 1) * g;
   const StageMemory long_seq = stage_memory(m, c, l, r, over.stage);
+  res.binding_moment = long_seq.moment;
+  l.seq = g;
+  const StageMemory short_seq = stage_memory_at(m, c, l, r, over.stage, long_seq.moment);
   const double act = long_seq.activations - short_seq.activations, resid = long_seq.residual - short_seq.residual;
   res.binding_term = resid > act ? "residual" : "activations";
   return res;
@@ -136,19 +149,22 @@ MtslFit fit_residual_to_mtsl(const ModelSpec& m, const ClusterSpec& c, std::span
   const auto steps = [](double lo, double hi, double step) {
     return static_cast<int>(std::floor((hi - lo) / step + 1e-9)) + 1;
   };
+  const auto key = [](const MtslFit& x) {
+    return std::tuple(x.zero_misses, std::round(x.max_rel_error * 1e9), std::round(x.mean_rel_error * 1e9));
+  };
   const int nf = steps(o.fixed_min_gib, o.fixed_max_gib, o.fixed_step_gib);
   const int nl = steps(o.logits_min, o.logits_max, o.logits_step);
-  const int no = steps(o.optimizer_min, o.optimizer_max, o.optimizer_step);
-  for (int io = 0; io < no; ++io) {
-    for (int il = 0; il < nl; ++il) {
-      for (int jf = 0; jf < nf; ++jf) {
+  std::vector<MtslObservation> work(cells.begin(), cells.end());
+  for (std::int64_t units = o.unit_buffers_min; units <= o.unit_buffers_max; ++units) {
+    for (auto& cell : work) cell.layout.fsdp_unit_buffers = units;
+    for (int jf = 0; jf < nf; ++jf) {
+      for (int il = 0; il < nl; ++il) {
         ResidualModel cand = base;
         cand.fixed_bytes = (o.fixed_min_gib + jf * o.fixed_step_gib) * kGiB;
         cand.logits_bytes_per_element = o.logits_min + il * o.logits_step;
-        cand.optimizer_shard_bytes_per_param = o.optimizer_min + io * o.optimizer_step;
-        MtslFit f{cand, 0, 0.0, 0.0};
+        MtslFit f{cand, units, 0, 0.0, 0.0};
         int nonzero = 0;
-        for (const auto& cell : cells) {
+        for (const auto& cell : work) {
           const std::int64_t pred = max_trainable_seq(m, c, cell.layout, cand).tokens;
           if (cell.measured_tokens == 0) {
             f.zero_misses += pred > 0;
@@ -160,9 +176,6 @@ MtslFit fit_residual_to_mtsl(const ModelSpec& m, const ClusterSpec& c, std::span
           ++nonzero;
         }
         if (nonzero > 0) f.mean_rel_error /= nonzero;
-        const auto key = [](const MtslFit& x) {
-          return std::tuple(std::round(x.mean_rel_error * 1e9), x.zero_misses, std::round(x.max_rel_error * 1e9));
-        };
         if (!have || key(f) < key(best)) best = f, have = true;
       }
     }

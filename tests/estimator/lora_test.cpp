@@ -37,22 +37,32 @@ TEST_F(LoraTest, TensorParallelSplitFollowsTheBaseWeight) {
   }
 }
 
-// Frozen base: weights only; adapters carry weights, gradients and optimizer states; FSDP shards all of it
-// over d after TP. (1,8) at rank 128: 80·(57344 + 13056)·128 = 720,896,000 trainable elements per GPU.
+// Frozen base: weights only; adapters carry weights and optimizer states; FSDP shards all of it over d after TP.
+// (1,8) at rank 128: 80·(57344 + 13056)·128 = 720,896,000 trainable elements per GPU. FSDP1 frees gradients
+// between steps: none at the activations moment; at the gradients moment the flat parameters' gradient covers
+// the frozen decoder weights too (use_orig_params). TP-only is NO_SHARD: no unit buffers, no root copy.
 TEST_F(LoraTest, StageMemoryFreezesTheBase) {
   Layout l = default_layout(fsdp);
   l.tp = 8, l.dp = 1, l.mbs = 1, l.gbs = 1, l.seq = 1024;
   l.lora = lora(128);
-  const StageMemory s = stage_memory(m, lumi, l, ResidualModel{}, 0);
   const double trainable = 720'896'000.0;
-  EXPECT_DOUBLE_EQ(s.grads, fsdp.precision.grad_bytes * trainable);
-  EXPECT_DOUBLE_EQ(s.optimizer, fsdp.precision.optimizer_bytes * trainable);
+  const StageMemory a = stage_memory_at(m, lumi, l, ResidualModel{}, 0, StepMoment::activations);
+  EXPECT_DOUBLE_EQ(a.grads, 0.0);
+  EXPECT_DOUBLE_EQ(a.optimizer, fsdp.precision.optimizer_bytes * trainable);
   const double base = stage_parameters_per_gpu(m, l, 0);
-  EXPECT_DOUBLE_EQ(s.params, fsdp.precision.weight_bytes * (base + trainable) + fsdp_unit_buffer_bytes(m, l));
-  // (8,1): everything sharded over 8, no replication.
+  EXPECT_DOUBLE_EQ(a.params, fsdp.precision.weight_bytes * (base + trainable));
+  EXPECT_DOUBLE_EQ(fsdp_unit_buffer_bytes(m, l), 0.0);
+  // Decoder layer per TP rank: (h² (2 + 2/8) + 3·h·h_ffn)/8 + 2h = 106,971,136 elements, 80 of them.
+  const StageMemory g = stage_memory_at(m, lumi, l, ResidualModel{}, 0, StepMoment::gradients);
+  EXPECT_DOUBLE_EQ(g.grads, fsdp.precision.grad_bytes * (80.0 * 106'971'136.0 + trainable));
+  EXPECT_DOUBLE_EQ(g.params, a.params);
+  // (8,1): everything sharded over 8, no replication; the root (embedding, norm, head) whole; 4 unit buffers
+  // of one decoder layer with its adapters (855,654,400 + 161,792·128 elements).
   l.tp = 1, l.dp = 8, l.gbs = 8;
-  EXPECT_DOUBLE_EQ(stage_memory(m, lumi, l, ResidualModel{}, 0).grads,
-                   fsdp.precision.grad_bytes * 161792.0 * 128 * 80 / 8);
+  EXPECT_DOUBLE_EQ(stage_memory_at(m, lumi, l, ResidualModel{}, 0, StepMoment::activations).optimizer,
+                   fsdp.precision.optimizer_bytes * 161792.0 * 128 * 80 / 8);
+  EXPECT_DOUBLE_EQ(fsdp_root_unit_bytes(m, l, 0), 2.0 * (2.0 * 8192 * 128256 + 8192));
+  EXPECT_DOUBLE_EQ(fsdp_unit_buffer_bytes(m, l), 4.0 * 2.0 * (855'654'400.0 + 161792.0 * 128));
 }
 
 // The replicated halves make the adapters per GPU grow with t at a fixed GPU count (8): why TP-only runs out

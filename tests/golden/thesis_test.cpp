@@ -2,6 +2,7 @@
 // 70B with LoRA on 8 MI250X GCDs (lumi-mi250x), PyTorch FSDP(+TP), one sample per FSDP rank.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "../test_support.hpp"
@@ -11,9 +12,8 @@
 namespace headroom {
 namespace {
 
-// Tolerance on ranks 128 and 512: the largest per-cell error of the shipped fit is 17.5% ((8,1) at 512 and
-// (2,4) at 512); the goal is 15%. The rank-1024 row is not reproduced (see kKnownMisses).
-constexpr double kTolerance = 0.18;
+// Tolerance per nonzero cell: the goal (15%); the shipped fit's largest error is printed by the test.
+constexpr double kTolerance = 0.15;
 
 struct Cell {
   std::int64_t rank = 0, tp = 0, measured = 0;
@@ -39,9 +39,10 @@ struct ThesisData {
     l.lora.rank = rank;
     return l;
   }
-  [[nodiscard]] std::int64_t mtsl(std::int64_t rank, std::int64_t tp) const {
-    return max_trainable_seq(model, cluster, layout(rank, tp), fsdp.residual).tokens;
+  [[nodiscard]] MtslResult result(std::int64_t rank, std::int64_t tp) const {
+    return max_trainable_seq(model, cluster, layout(rank, tp), fsdp.residual);
   }
+  [[nodiscard]] std::int64_t mtsl(std::int64_t rank, std::int64_t tp) const { return result(rank, tp).tokens; }
 };
 
 const ThesisData& data() {
@@ -49,42 +50,33 @@ const ThesisData& data() {
   return d;
 }
 
-// Rank-1024 cells the model does not reproduce, with today's prediction: the printed drop to 0 between ranks
-// 512 and 1024 is steeper than adapter states linear in the rank allow (at rank 512 (8,1) still trains 10,000
-// tokens, and the extra adapters of rank 1024 cost about 1,700 of them in every linear fit). Recorded so that
-// a change shows up; the tolerance is relative to the recorded value.
-struct KnownMiss {
-  std::int64_t tp, printed, predicted;
-};
-constexpr KnownMiss kKnownMisses[] = {{1, 0, 6219}, {2, 4000, 10577}, {4, 0, 10986}};
-
 TEST(ThesisTableB4, VisibleCellsPerCellError) {
   const auto& d = data();
   ASSERT_EQ(d.cells.size(), 12u);
+  double worst = 0;
   for (const Cell& c : d.cells) {
     const std::int64_t pred = d.mtsl(c.rank, c.tp);
     SCOPED_TRACE("rank " + std::to_string(c.rank) + ", FSDP-TP (" + std::to_string(8 / c.tp) + "," +
                  std::to_string(c.tp) + "): printed " + std::to_string(c.measured) + ", predicted " +
                  std::to_string(pred));
-    if (c.rank < 1024) {
-      EXPECT_LE(mtsl_relative_error(pred, c.measured), kTolerance);
+    std::printf("rank %4lld (%lld,%lld): predicted %6lld printed %6lld\n", static_cast<long long>(c.rank),
+                static_cast<long long>(8 / c.tp), static_cast<long long>(c.tp), static_cast<long long>(pred),
+                static_cast<long long>(c.measured));
+    if (c.measured == 0) {
+      EXPECT_EQ(pred, 0);  // printed zeros (OOM at once) predicted as 0
       continue;
     }
-    bool known = false;
-    for (const auto& k : kKnownMisses) {
-      if (k.tp != c.tp) continue;
-      known = true;
-      EXPECT_EQ(k.printed, c.measured);
-      EXPECT_NEAR(static_cast<double>(pred), static_cast<double>(k.predicted), 0.02 * k.predicted);
-    }
-    if (!known) {
-      EXPECT_EQ(pred, c.measured);  // TP-only at rank 1024: 0
-    }
+    const double e = mtsl_relative_error(pred, c.measured);
+    worst = std::max(worst, e);
+    EXPECT_LE(e, kTolerance);
   }
+  std::printf("largest error over the nonzero cells: %.1f%%\n", 100.0 * worst);
 }
 
-// Thesis Sec. 4.2.1 and 5.1: TP-only trains the longest sequences at low rank, MTSL falls with the rank in
-// every configuration, and at rank 1024 TP-only's replicated adapter halves leave no room at all.
+// Thesis Sec. 4.2.1 and 5.1: TP-only trains the longest sequences at low rank and MTSL falls with the rank in
+// every configuration. At rank 1024 the states alone overflow in (8,1), (2,4) and (1,8) at the gradients moment
+// (the whole flat-parameter gradient plus the adapters, whose replicated halves grow with t), while (4,2) keeps
+// a few thousand tokens.
 TEST(ThesisTableB4, QualitativeFacts) {
   const auto& d = data();
   for (std::int64_t t : {1, 2, 4}) EXPECT_GT(d.mtsl(128, 8), d.mtsl(128, t));
@@ -92,24 +84,35 @@ TEST(ThesisTableB4, QualitativeFacts) {
     EXPECT_GT(d.mtsl(128, t), d.mtsl(512, t));
     EXPECT_GE(d.mtsl(512, t), d.mtsl(1024, t));
   }
-  const MtslResult tp_only = max_trainable_seq(d.model, d.cluster, d.layout(1024, 8), d.fsdp.residual);
-  EXPECT_EQ(tp_only.tokens, 0);
-  EXPECT_EQ(tp_only.binding_term, "params");
-  // The rank costs TP-only and (2,4) more tokens than (4,2) between 512 and 1024: the replicated halves.
-  EXPECT_GT(d.mtsl(512, 8) - d.mtsl(1024, 8), d.mtsl(512, 2) - d.mtsl(1024, 2));
-  EXPECT_GT(d.mtsl(512, 4) - d.mtsl(1024, 4), d.mtsl(512, 2) - d.mtsl(1024, 2));
+  for (std::int64_t t : {1, 4, 8}) {
+    const MtslResult r = d.result(1024, t);
+    EXPECT_EQ(r.tokens, 0);
+    EXPECT_EQ(r.binding_moment, StepMoment::gradients);
+  }
+  EXPECT_GT(d.mtsl(1024, 2), 0);
+  // Long sequences are bound at the loss (checkpoints and logits), not by the gradients.
+  EXPECT_EQ(d.result(128, 8).binding_moment, StepMoment::activations);
+  EXPECT_EQ(d.result(128, 1).binding_moment, StepMoment::activations);
+  // The adapters per GPU grow with t at rank 1024 (replicated halves): TP-only's are the largest.
+  Layout l8 = d.layout(1024, 8), l1 = d.layout(1024, 1);
+  l8.seq = l1.seq = 1;
+  EXPECT_GT(stage_memory_at(d.model, d.cluster, l8, d.fsdp.residual, 0, StepMoment::gradients).optimizer,
+            3.0 * stage_memory_at(d.model, d.cluster, l1, d.fsdp.residual, 0, StepMoment::gradients).optimizer);
 }
 
-// The shipped pytorch-fsdp residual is the output of fit_residual_to_mtsl on the 12 visible cells.
-TEST(ThesisTableB4, ShippedResidualIsTheFit) {
+// The shipped pytorch-fsdp coefficients are the output of fit_residual_to_mtsl on the 12 visible cells.
+TEST(ThesisTableB4, ShippedCoefficientsAreTheFit) {
   const auto& d = data();
   std::vector<MtslObservation> obs;
   for (const Cell& c : d.cells) obs.push_back({d.layout(c.rank, c.tp), c.measured});
   const MtslFit fit = fit_residual_to_mtsl(d.model, d.cluster, obs, d.fsdp.residual);
+  std::printf("fit: fixed %.3f GiB, logits %.2f B, unit buffers %lld; zero misses %d, max %.4f, mean %.4f\n",
+              fit.model.fixed_bytes / kGiB, fit.model.logits_bytes_per_element,
+              static_cast<long long>(fit.fsdp_unit_buffers), fit.zero_misses, fit.max_rel_error, fit.mean_rel_error);
   EXPECT_NEAR(fit.model.fixed_bytes / kGiB, d.fsdp.residual.fixed_bytes / kGiB, 1e-9);
   EXPECT_DOUBLE_EQ(fit.model.logits_bytes_per_element, d.fsdp.residual.logits_bytes_per_element);
-  EXPECT_DOUBLE_EQ(fit.model.optimizer_shard_bytes_per_param, d.fsdp.residual.optimizer_shard_bytes_per_param);
-  EXPECT_EQ(fit.zero_misses, 2);
+  EXPECT_EQ(fit.fsdp_unit_buffers, d.fsdp.fsdp_unit_buffers);
+  EXPECT_EQ(fit.zero_misses, 0);
 }
 
 }  // namespace

@@ -29,8 +29,24 @@ inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // Size of the group a state is sharded over, given how the DP×CP group is placed on nodes.
 [[nodiscard]] double shard_divisor(Shard shard, const Layout& l, std::int64_t gpus_per_node);
 
-// PyTorch FSDP's all-gathered units: Layout::fsdp_unit_buffers decoder layers whole (TP-sharded), bytes.
+// ---- PyTorch FSDP (FSDP1 flat parameters; Layout::fsdp_unit_buffers > 0) ----
+// The step of an FSDP run peaks at one of two moments (zero_grad(set_to_none) frees gradients between steps):
+// `activations`: the loss, every checkpoint stored, no gradient yet; `gradients`: the last decoder unit's
+// backward, every sharded gradient allocated, checkpoints freed, the unit buffers of fsdp_unit_buffers live.
+// Frameworks without all-gathered parameters (Megatron) have one moment: the 4D paper's Eq. 18.
+enum class StepMoment { activations, gradients };
+[[nodiscard]] bool fsdp_step_model(const Layout& l);  // fsdp_unit_buffers > 0
+// FSDP actually all-gathers: parameters sharded and a DP×CP group > 1 (FSDP1 runs NO_SHARD on one rank).
+[[nodiscard]] bool fsdp_gathers(const Layout& l);
+// One decoder layer as FSDP unshards it (TP-sharded, adapters included), bytes.
+[[nodiscard]] double fsdp_unit_bytes(const ModelSpec& m, const Layout& l);
+// The unit-sized buffers live at the gradients moment: Layout::fsdp_unit_buffers × fsdp_unit_bytes, or 0 when
+// FSDP does not all-gather. (FSDP1: the computing and prefetched units' parameters, the computing unit's
+// unsharded gradient and the per-weight gradients it is gathered from; fitted, see mtsl.hpp.)
 [[nodiscard]] double fsdp_unit_buffer_bytes(const ModelSpec& m, const Layout& l);
+// The root unit (the stage's parameters outside the decoder layers: embedding, final norm, LM head), whole:
+// FSDP1 does not reshard the root after forward, so it stays unsharded through backward. 0 when not gathering.
+[[nodiscard]] double fsdp_root_unit_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage);
 
 // ---- activations (bytes) ----
 [[nodiscard]] double activation_bytes_per_layer(const ModelSpec& m, const Layout& l);
@@ -46,6 +62,7 @@ inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 struct StageMemory {
   std::int64_t stage = 0;
+  StepMoment moment = StepMoment::activations;  // FSDP: the moment this breakdown is taken at
   double params = 0;  // with LoRA: frozen base + adapters; plus FSDP's unsharded-unit buffers
   double grads = 0;
   double optimizer = 0;
@@ -54,8 +71,12 @@ struct StageMemory {
   [[nodiscard]] double total() const { return params + grads + optimizer + activations + residual; }
 };
 
+// The larger of the moments (FSDP), else the one breakdown.
 [[nodiscard]] StageMemory stage_memory(const ModelSpec& m, const ClusterSpec& c, const Layout& l,
                                        const ResidualModel& r, std::int64_t stage);
+// One moment; for frameworks with one moment both give stage_memory's breakdown.
+[[nodiscard]] StageMemory stage_memory_at(const ModelSpec& m, const ClusterSpec& c, const Layout& l,
+                                          const ResidualModel& r, std::int64_t stage, StepMoment moment);
 
 struct MemoryEstimate {
   std::vector<StageMemory> stages;

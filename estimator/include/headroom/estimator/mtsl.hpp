@@ -29,6 +29,7 @@ struct MtslResult {
   double peak_bytes = 0;          // predicted peak at s = tokens (at the shortest s when tokens = 0)
   double next_peak_bytes = 0;     // at s = tokens + granularity: over capacity unless capped
   double capacity_bytes = 0;
+  StepMoment binding_moment = StepMoment::activations;  // FSDP: the moment of the step that crosses capacity
   bool closed_form = false;       // linear in s (FlashAttention): solved in closed form; else bisection
   bool capped = false;            // fits at kMaxMtslTokens
 };
@@ -36,8 +37,9 @@ struct MtslResult {
 // Valid sequence lengths of a layout step by this many tokens (layout.cpp: c | s, and 2c | s when c > 1).
 [[nodiscard]] std::int64_t sequence_granularity(const Layout& l);
 
-// The MTSL of `layout` (its seq is ignored; its batch is kept). Linear in s → closed form, checked on both
-// sides; otherwise bisection over multiples of the granularity.
+// The MTSL of `layout` (its seq is ignored; its batch is kept). Linear in s at every moment of the step →
+// closed form per stage and moment (the smallest wins), checked on both sides; otherwise bisection over
+// multiples of the granularity.
 [[nodiscard]] MtslResult max_trainable_seq(const ModelSpec& m, const ClusterSpec& c, const Layout& layout,
                                            const ResidualModel& r);
 
@@ -54,7 +56,7 @@ struct LayoutFit {
                                                               const Layout& base, const ResidualModel& r,
                                                               std::int64_t seq, std::int64_t max_gpus);
 
-// ---- fitting the pytorch-fsdp residual to the thesis's Table B.4 ----
+// ---- fitting the pytorch-fsdp profile to the thesis's Table B.4 ----
 
 // One measured MTSL (thesis Table B.4): the layout (seq ignored) and the printed value (0 = OOM at once).
 struct MtslObservation {
@@ -62,15 +64,21 @@ struct MtslObservation {
   std::int64_t measured_tokens = 0;
 };
 
+// The fitted coefficients: the residual's fixed term (context, communicators, allocator fragmentation), its
+// logits term (HF Llama's loss path beyond Eq. 14's 4 B per logit) and Layout::fsdp_unit_buffers (unit-sized
+// buffers live at the gradients moment). The residual's optimizer and CP terms are kept from `base`.
 struct MtslFitOptions {
-  double fixed_min_gib = 0.5, fixed_max_gib = 4.0, fixed_step_gib = 0.125;
-  double logits_min = 0.0, logits_max = 16.0, logits_step = 0.5;       // B per s·b·v/(t·c) logit
-  // B per trainable shard param: up to one BF16 foreach-Adam temporary per state (2 B)
-  double optimizer_min = 0.0, optimizer_max = 2.0, optimizer_step = 0.25;
+  double fixed_min_gib = 0.0, fixed_max_gib = 10.0, fixed_step_gib = 0.125;
+  double logits_min = 0.0, logits_max = 24.0, logits_step = 0.5;  // B per s·b·v/(t·c) logit
+  // FSDP1 at the last unit's backward: computing + prefetched parameters (2), the unsharded gradient and the
+  // per-weight gradients gathered into it (2), one gradient awaiting its reduce-scatter, one more all-gather the
+  // rate limiter allows (6)
+  std::int64_t unit_buffers_min = 2, unit_buffers_max = 6;
 };
 
 struct MtslFit {
   ResidualModel model;
+  std::int64_t fsdp_unit_buffers = 0;
   int zero_misses = 0;        // printed 0 cells predicted > 0
   double max_rel_error = 0;   // over the nonzero cells
   double mean_rel_error = 0;
@@ -79,10 +87,10 @@ struct MtslFit {
 // Relative error of a predicted MTSL against a printed nonzero one: |pred − meas| / meas.
 [[nodiscard]] double mtsl_relative_error(std::int64_t predicted, std::int64_t measured);
 
-// Deterministic grid search; objective, lexicographic: the smallest mean relative error over the nonzero
-// cells, then the fewest zero cells predicted nonzero, then the smallest maximum error, then smaller
-// coefficients (the grid's order). The mean rather than the maximum: one small printed cell (4000 tokens)
-// would otherwise decide everything. `base` supplies the name and the CP term (kept).
+// Deterministic grid search (unit buffers outermost, then fixed, then logits, each ascending); objective,
+// lexicographic: the fewest printed zeros predicted nonzero, then the smallest maximum relative error over the
+// nonzero cells (the goal is per cell), then the smallest mean; ties go to the first grid point.
+// `base` supplies the name and the optimizer and CP terms (kept); the cells' layouts supply everything else.
 [[nodiscard]] MtslFit fit_residual_to_mtsl(const ModelSpec& m, const ClusterSpec& c,
                                            std::span<const MtslObservation> cells, const ResidualModel& base,
                                            const MtslFitOptions& options = {});
