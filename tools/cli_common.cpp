@@ -116,21 +116,24 @@ Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) c
   if (l.vpp > 1 && schedule.empty()) l.schedule = Schedule::interleaved;
   if (l.schedule == Schedule::interleaved && l.vpp == 1)
     throw Error("--schedule interleaved needs --vpp > 1 (virtual stages per GPU)");
-  if (gpus.empty() == dp.empty()) throw Error("give exactly one of --gpus (DP derived) or --dp");
+  if (gpus.empty() && dp.empty()) throw Error("give --gpus (DP derived as N / (t·c·p)) or --dp");
   validate_model_split(model, l);
   const std::int64_t model_parallel = l.tp * l.cp;  // each ≤ 10^12 only if checked: keep products bounded
   if (model_parallel / l.cp != l.tp || model_parallel > kMaxCount || model_parallel * l.pp > kMaxCount)
     throw Error("t·c·p is too large (the product must stay at most 10^12)");
   const std::int64_t tcp = model_parallel * l.pp;
-  if (!gpus.empty()) {
-    const std::int64_t n = parse_count("--gpus", gpus);
-    if (n % tcp != 0)
-      throw Error("t·c·p = " + std::to_string(l.tp) + "·" + std::to_string(l.cp) + "·" + std::to_string(l.pp) +
-                  " = " + std::to_string(tcp) + " does not divide --gpus " + std::to_string(n));
-    l.dp = n / tcp;
-  } else {
+  if (!dp.empty()) {
     l.dp = parse_count("--dp", dp);
     if (l.dp > kMaxCount / tcp) throw Error("--dp " + dp + " makes more than 10^12 GPUs");
+  }
+  if (!gpus.empty()) {
+    const std::int64_t n = parse_count("--gpus", gpus);
+    const std::string tcp_text = "t·c·p = " + std::to_string(l.tp) + "·" + std::to_string(l.cp) + "·" +
+                                 std::to_string(l.pp) + " = " + std::to_string(tcp);
+    if (n % tcp != 0) throw Error(tcp_text + " does not divide --gpus " + std::to_string(n));
+    if (!dp.empty() && n != tcp * l.dp)
+      throw Error("--gpus " + std::to_string(n) + " is not " + tcp_text + " times --dp " + dp);
+    l.dp = n / tcp;
   }
   if (l.mbs > kMaxCount / l.dp) throw Error("dp·mbs is larger than 10^12 sequences");
   l.gbs = gbs.empty() ? l.dp * l.mbs : parse_count("--gbs", gbs);

@@ -1,0 +1,59 @@
+"""The Python module returns exactly the CLI's JSON and raises ValueError with the CLI's message."""
+import json
+import subprocess
+
+import pytest
+
+import headroom
+
+ESTIMATE = dict(model="llama3.1-8b", gpu="h100-94gb", seq=8192, tp=2, cp=1, pp=1, mbs=1, gpus=8, gbs=1024,
+                framework="megatron")
+
+
+def cli_json(*args):
+    return json.loads(headroom.run(*args, "--json"))
+
+
+def test_estimate_matches_the_cli_document():
+    r = headroom.estimate(**ESTIMATE)
+    assert r == cli_json("estimate", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--seq", "8192", "--tp", "2",
+                         "--cp", "1", "--pp", "1", "--mbs", "1", "--gpus", "8", "--gbs", "1024",
+                         "--framework", "megatron")
+    assert r["memory"]["verdict"] in ("fits", "oom")
+    assert r["memory"]["paper_total_gib"] == pytest.approx(56.30, abs=0.01)  # 4D paper Table 7
+
+
+def test_flags_from_keywords():
+    full = headroom.estimate(**ESTIMATE, recompute="full", no_sp=True)
+    assert full["layout"]["recompute"] == "full"
+    assert full["layout"]["sequence_parallel"] is False
+
+
+def test_bad_input_raises_value_error_with_the_cli_message():
+    with pytest.raises(ValueError, match=r"--tp 3 does not divide the 32 attention heads"):
+        headroom.estimate(**{**ESTIMATE, "tp": 3, "gpus": 6, "gbs": 6})
+    with pytest.raises(ValueError, match=r"unknown model 'llama9'"):
+        headroom.estimate(**{**ESTIMATE, "model": "llama9"})
+
+
+def test_comm_and_rank():
+    c = headroom.comm(strategy="zero3", params=7e9, gpus=64, group_size=8, accum=8)
+    assert c["memory_bytes"]["params"] == pytest.approx(2 * 7e9 / 64)
+    r = headroom.rank(model="llama3.1-8b", cluster="h100-94gb-x4", gpus=8, seq=8192, gbs=64, top=3)
+    assert r["evaluated"] > 0 and len(r["layouts"]) <= 3
+
+
+def test_mtsl():
+    m = headroom.mtsl(model="llama3.1-8b", gpu="h100-94gb", gpus=8, tp=2, dp=4)
+    assert m["mtsl_tokens"] > 0
+
+
+def test_the_command_line_program_agrees(tmp_path):
+    """The installed console program (when on PATH via the build tree) prints the same document."""
+    exe = headroom.__file__.replace("python/headroom/__init__.py", "bin/headroom")
+    try:
+        out = subprocess.run([exe, "estimate", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--seq", "8192",
+                              "--tp", "2", "--gpus", "8", "--gbs", "1024", "--json"], capture_output=True, text=True)
+    except FileNotFoundError:
+        pytest.skip("not a build tree")
+    assert json.loads(out.stdout) == headroom.estimate(**ESTIMATE)

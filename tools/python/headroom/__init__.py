@@ -1,0 +1,94 @@
+"""headroom: memory and throughput planning for large-language-model training.
+
+Every function takes the command line's flags as keyword arguments (``tp=2`` for ``--tp 2``, ``no_sp=True``
+for ``--no-sp``, lists for comma-separated values) and returns the plain ``dict`` that the same command
+prints with ``--json``. Bad input raises ``ValueError`` with the command line's one-line message.
+
+    >>> import headroom
+    >>> r = headroom.estimate(model="llama3.1-8b", gpu="h100-94gb", seq=8192, tp=2, cp=1, pp=1, mbs=1,
+    ...                       gpus=8, gbs=1024, framework="megatron")
+    >>> r["memory"]["verdict"]
+    'fits'
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+_PACKAGE_DATA = Path(__file__).resolve().parent / "data"
+if _PACKAGE_DATA.is_dir():  # an installed wheel carries its specs; a build tree uses the source tree's
+    os.environ.setdefault("HEADROOM_DATA_DIR", str(_PACKAGE_DATA))
+
+from . import _headroom  # noqa: E402
+
+__all__ = ["estimate", "mtsl", "rank", "comm", "simulate", "calibrate", "validate", "run"]
+__version__ = "0.1.0"
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _arguments(command: str, kwargs: dict[str, Any]) -> list[str]:
+    args = [command]
+    for name, value in kwargs.items():
+        if value is None or value is False:
+            continue
+        if value is True:
+            args.append(_flag(name))
+        elif isinstance(value, (list, tuple)):
+            args += [_flag(name), ",".join(str(v) for v in value)]
+        else:
+            args += [_flag(name), str(value)]
+    return args
+
+
+def run(*args: str) -> str:
+    """Runs ``headroom ARGS...`` and returns what it printed; raises ValueError on bad input."""
+    code, out, err = _headroom.run([str(a) for a in args])
+    if code == 2:
+        raise ValueError(err.strip().removeprefix("error: "))
+    if code != 0:
+        raise RuntimeError(err.strip() or f"headroom exited with code {code}")
+    return out
+
+
+def _json(command: str, kwargs: dict[str, Any]) -> dict:
+    return json.loads(run(*_arguments(command, {**kwargs, "json": True})))
+
+
+def estimate(**kwargs: Any) -> dict:
+    """``headroom estimate``: memory per stage, verdict and predicted speed of one layout."""
+    return _json("estimate", kwargs)
+
+
+def mtsl(**kwargs: Any) -> dict:
+    """``headroom mtsl``: the maximum trainable sequence length of a layout."""
+    return _json("mtsl", kwargs)
+
+
+def rank(**kwargs: Any) -> dict:
+    """``headroom rank``: every valid layout that fits, fastest first."""
+    return _json("rank", kwargs)
+
+
+def comm(**kwargs: Any) -> dict:
+    """``headroom comm``: memory and communication volume of a sharding strategy (PaRO)."""
+    return _json("comm", kwargs)
+
+
+def simulate(**kwargs: Any) -> dict:
+    """``headroom simulate``: a collective or a training step on the cluster's topology."""
+    return _json("simulate", kwargs)
+
+
+def calibrate(**kwargs: Any) -> dict:
+    """``headroom calibrate``: run the microkernels and fit a profile."""
+    return _json("calibrate", kwargs)
+
+
+def validate(**kwargs: Any) -> dict:
+    """``headroom validate``: the published tables reproduced; raises RuntimeError if a check fails."""
+    return _json("validate", kwargs)
