@@ -5,6 +5,8 @@
 
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "headroom/estimator/error.hpp"
+#include "headroom/estimator/lora.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/search.hpp"
 #include "headroom/estimator/sharding.hpp"
@@ -17,6 +19,7 @@ struct RankOptions {
   std::string gpus, seq, gbs, top = "10";
   std::vector<std::string> constraints;
   std::string profile;
+  std::string lora_rank, lora_targets;  // LoRA on frozen base weights (thesis Sec. 3.1.2); empty = full training
   bool json = false;
 };
 
@@ -108,8 +111,14 @@ void run_rank(const RankOptions& o, std::ostream& out) {
   so.gbs = parse_count("--gbs", o.gbs);
   so.top = static_cast<std::size_t>(parse_count("--top", o.top));
   for (const auto& c : o.constraints) so.constraints.push_back(parse_constraint(c));
+  restrict_to_framework(so, r.framework);
   const PerfCoefficients coefficients = perf_coefficients_for(o.profile, o.specs, r);
-  const Layout base = default_layout(r.framework);
+  Layout base = default_layout(r.framework);
+  if (!o.lora_rank.empty()) base.lora.rank = parse_count("--lora-rank", o.lora_rank);
+  if (!o.lora_targets.empty()) {
+    if (o.lora_rank.empty()) throw Error("--lora-targets needs --lora-rank");
+    base.lora.targets = parse_lora_targets(o.lora_targets);
+  }
   const SearchResult res = rank_layouts(r.model, r.cluster, base, r.framework.residual, coefficients, so);
   if (o.json) {
     nlohmann::json layouts = nlohmann::json::array(), pareto = nlohmann::json::array();
@@ -120,6 +129,9 @@ void run_rank(const RankOptions& o, std::ostream& out) {
                           {"coefficients", coefficients.name},
                           {"gpus", so.gpus},            {"seq", so.seq},
                           {"gbs", so.gbs},              {"evaluated", res.evaluated},
+                          {"lora", base.lora.enabled() ? nlohmann::json{{"rank", base.lora.rank},
+                                                                        {"targets", lora_targets_to_string(base.lora.targets)}}
+                                                       : nlohmann::json(nullptr)},
                           {"memory_checked", res.memory_checked}, {"fitting", res.fitting},
                           {"layouts", layouts},         {"pareto", pareto}};
     if (!res.best.empty())
@@ -130,7 +142,10 @@ void run_rank(const RankOptions& o, std::ostream& out) {
   }
   out << "headroom rank: " << r.model.name << " on " << so.gpus << " x " << r.cluster.gpu.name << " (" << r.cluster.name
       << "), seq " << so.seq << ", gbs " << so.gbs << ", " << r.framework.name << " (coefficients " << coefficients.name
-      << ")\n";
+      << ")";
+  if (base.lora.enabled())
+    out << ", LoRA rank " << base.lora.rank << " on " << lora_targets_to_string(base.lora.targets);
+  out << "\n";
   out << res.evaluated << " layouts evaluated, " << res.memory_checked << " memory-checked (larger micro-batches pruned), "
       << res.fitting << " fit in " << format_gib(r.cluster.gpu.usable_memory_bytes) << " GiB\n\n";
   if (res.best.empty()) {
@@ -156,7 +171,10 @@ void register_rank(CLI::App& app, std::ostream& out) {
   sub->add_option("--gbs,--global-batch-size", opts->gbs, "global batch size in sequences")->required();
   sub->add_option("--top", opts->top, "how many of the fastest layouts to print")->capture_default_str();
   sub->add_option("--constraint", opts->constraints,
-                  "restrict the search, repeatable: tp<=8, pp=1, mbs>=2, recompute=none, sharding=zero1, schedule=1f1b");
+                  "restrict the search, repeatable: tp<=8, pp=1, mbs>=2, recompute=none, sharding=zero1 (any PaRO "
+                  "strategy, also those the framework profile does not list), schedule=1f1b");
+  sub->add_option("--lora-rank", opts->lora_rank, "LoRA adapters of rank r on frozen base weights (default: full training)");
+  sub->add_option("--lora-targets", opts->lora_targets, "LoRA target projections: q,k,v,o,gate,up,down (default all)");
   sub->add_option("--profile", opts->profile, "performance coefficients JSON or a calibration profile (headroom calibrate); default data/perf/<framework>.json");
   sub->add_flag("--json", opts->json, "print one JSON document");
   sub->callback([opts, &out] { run_rank(*opts, out); });

@@ -1,5 +1,7 @@
 #include "headroom/estimator/flops.hpp"
 
+#include "headroom/estimator/lora.hpp"
+
 namespace headroom {
 namespace {
 
@@ -44,6 +46,11 @@ double attention_flops_forward(const ModelSpec& m, const Layout& l) {
 
 double lm_head_flops_forward(const ModelSpec& m, const Layout& l) {
   return 2.0 * d(l.seq) * d(l.mbs) * d(m.hidden_size) * d(m.vocab_size) / (d(l.tp) * d(l.cp));
+}
+
+// Thesis Eq. 3.3 per TP rank (Sec. 3.2 split): 2 FLOPs per token and adapter element.
+double lora_flops_forward(const ModelSpec& m, const Layout& l) {
+  return 2.0 * d(l.seq) * d(l.mbs) / d(l.cp) * lora_layer_split(m, l.lora, l.tp).per_rank();
 }
 
 // Korthikanti et al. 2023 Sec. 5.

@@ -28,6 +28,16 @@ Shard parse_shard(std::string_view text) {
   throw Error("unknown shard code '" + std::string(text) + "' (valid: N, I, G)");
 }
 
+StateSharding parse_sharding_code(std::string_view code) {
+  if (code.size() != 3)
+    throw Error("sharding code '" + std::string(code) + "' must be three letters of N, I, G (P, G, OS), e.g. NNG");
+  try {
+    return {parse_shard(code.substr(0, 1)), parse_shard(code.substr(1, 1)), parse_shard(code.substr(2, 1))};
+  } catch (const Error& e) {
+    throw Error("sharding code '" + std::string(code) + "': " + e.what());
+  }
+}
+
 Layout default_layout(const FrameworkProfile& f) {
   Layout l;
   l.sequence_parallel = f.sequence_parallel;
@@ -54,6 +64,12 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
   f.sharding = {parse_shard(s.at("params").get<std::string>()), parse_shard(s.at("grads").get<std::string>()),
                 parse_shard(s.at("optimizer").get<std::string>())};
   f.fsdp_unit_buffers = j.value("fsdp_unit_buffers", std::int64_t{0});
+  if (j.contains("supported_shardings"))
+    for (const auto& code : j.at("supported_shardings")) f.supported_shardings.push_back(parse_sharding_code(code.get<std::string>()));
+  if (j.contains("supported_recompute"))
+    for (const auto& r : j.at("supported_recompute")) f.supported_recompute.push_back(parse_recompute(r.get<std::string>()));
+  if (j.contains("supported_schedules"))
+    for (const auto& x : j.at("supported_schedules")) f.supported_schedules.push_back(parse_schedule(x.get<std::string>()));
   const auto& r = j.at("residual");
   f.residual.name = f.name;
   f.residual.fixed_bytes = r.at("fixed_GiB").get<double>() * kGiB;

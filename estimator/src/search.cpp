@@ -112,6 +112,14 @@ bool satisfies(const Layout& l, const Constraint& c) {
   return true;
 }
 
+void restrict_to_framework(SearchOptions& o, const FrameworkProfile& f) {
+  const bool sharding_asked = std::any_of(o.constraints.begin(), o.constraints.end(),
+                                          [](const Constraint& c) { return c.field == Constraint::Field::sharding; });
+  if (!sharding_asked && !f.supported_shardings.empty()) o.shardings = f.supported_shardings;
+  if (!f.supported_recompute.empty()) o.recomputes = f.supported_recompute;
+  if (!f.supported_schedules.empty()) o.schedules = f.supported_schedules;
+}
+
 SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const Layout& base,
                           const ResidualModel& residual, const PerfCoefficients& coefficients,
                           const SearchOptions& o) {
@@ -130,6 +138,9 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
   std::vector<std::int64_t> tps, cps, pps, vpps, mbss;
   tps.reserve(4096); cps.reserve(4096); pps.reserve(4096); vpps.reserve(4096); mbss.reserve(8192);
   const double capacity = cluster.gpu.usable_memory_bytes;
+  const auto schedule_ok = [&](Schedule x) {
+    return o.schedules.empty() || std::find(o.schedules.begin(), o.schedules.end(), x) != o.schedules.end();
+  };
   const auto ok = [&](const Layout& l) {
     return std::all_of(o.constraints.begin(), o.constraints.end(), [&](const Constraint& c) { return satisfies(l, c); });
   };
@@ -156,6 +167,8 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
             if (sched == 1 && (v > 1 || p == 1)) continue;
             l.tp = t; l.cp = c; l.pp = p; l.dp = d; l.vpp = v;
             l.schedule = sched == 1 ? Schedule::gpipe : v > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+            // p = 1 runs no pipeline: any framework launches it whatever schedules it lists.
+            if (p > 1 && !schedule_ok(l.schedule)) continue;
             for (int sp = 0; sp < 2; ++sp) {  // the framework's default, then SP off
               if (sp == 1 && (t == 1 || !o.try_without_sp || !base.sequence_parallel)) continue;
               l.sequence_parallel = sp == 0 ? base.sequence_parallel : false;

@@ -8,6 +8,7 @@
 
 #include "headroom/estimator/error.hpp"
 #include "headroom/estimator/json_schema.hpp"
+#include "headroom/estimator/lora.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/sharding.hpp"
 
@@ -156,6 +157,14 @@ double ring_gather_seconds(double bytes, std::int64_t n, const Link& link) {
   return steps * link.latency_s + bytes * steps / d(n) / link.bytes_per_s;
 }
 
+// Thesis Sec. 3.1.2: LoRA freezes the base weights; its adapters are stored (and gathered) next to them.
+DpParameters dp_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  const double base = stage_parameters_per_gpu(m, l, stage);
+  if (!l.lora.enabled()) return {base, base};
+  const double adapters = lora_stage_parameters_per_rank(m, l, stage).per_rank();
+  return {base + adapters, adapters};
+}
+
 namespace {
 
 // Per micro-batch, one pipeline stage: forward and backward seconds by kind.
@@ -193,13 +202,18 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   const double act_bytes = 2.0 * s * b * h / (t * cp);  // one BF16 s·b·h tensor, SP- and CP-sharded
   const double elem_f = c.elementwise_passes * act_bytes / p.hbm_bytes_per_s;
   const RecomputeFactors rc = recompute_factors(l.recompute);
+  const double base_bwd = gemm_backward_ratio(!l.lora.enabled());  // frozen base weights: input gradient only
+  // LoRA adapters: small GEMMs (k or n = r), timed at the efficiency of an s·b/c × r × h shape.
+  const double lora_f = l.lora.enabled() ? lora_flops_forward(m, l) /
+                                               (p.peak_flops * gemm_efficiency(p, {g.qkv.m, d(l.lora.rank), h}))
+                                         : 0.0;
 
   PassTimes fwd, bwd;
-  fwd.gemm = gemm_f;
+  fwd.gemm = gemm_f + lora_f;
   fwd.attention = attn_f;
   fwd.elementwise = elem_f;
   fwd.overhead = c.layer_overhead_s;
-  bwd.gemm = (kGemmBackwardRatio + rc.gemm) * gemm_f;
+  bwd.gemm = (base_bwd + rc.gemm) * gemm_f + (kGemmBackwardRatio + rc.gemm) * lora_f;
   bwd.attention = (kAttentionBackwardRatio + rc.attention) * attn_f;
   bwd.elementwise = (2.0 + rc.gemm) * elem_f;
   bwd.overhead = (1.0 + rc.gemm) * c.layer_overhead_s;
@@ -245,7 +259,7 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   const double head_f = gemm_seconds(p, head);
   const double logits_bytes = 4.0 * s * b * d(m.vocab_size) / (t * cp);
   last_f.gemm += head_f;
-  last_b.gemm += kGemmBackwardRatio * head_f;
+  last_b.gemm += base_bwd * head_f;  // the LM head is frozen under LoRA too
   last_f.elementwise += c.loss_passes * logits_bytes / p.hbm_bytes_per_s * 0.5;
   last_b.elementwise += c.loss_passes * logits_bytes / p.hbm_bytes_per_s * 0.5;
   if (l.pp == 1) {
@@ -282,11 +296,11 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   // layout's sharding, flat NCCL rings. Per-micro-batch gathers hide behind that micro-batch's pass; the
   // once-per-step gradient sync behind the last backward and the parameter gather behind the first forward.
   const std::int64_t group = l.dp * l.cp;
-  const double stage_params = stage_parameters_per_gpu(m, l, br.slowest_stage);
+  const DpParameters stage_params = dp_parameters_per_gpu(m, l, br.slowest_stage);
   if (group > 1) {
     CommSetup cs;
-    cs.params = stage_params;
-    cs.trainable = stage_params;
+    cs.params = stage_params.gathered;
+    cs.trainable = stage_params.trainable;
     cs.gpus = group;
     cs.group_size = members_per_node(l.tp, group, gpn);
     while (group % cs.group_size != 0) --cs.group_size;
@@ -308,7 +322,7 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
                    std::max(0.0, sync - f * tb) + std::max(0.0, gather - f * tf);
   }
   // Adam step, HBM-bound: read FP32 gradient, master, m, v; write master, m, v and the BF16 weight.
-  const double shard_params = stage_params / shard_divisor(l.sharding.optimizer, l, gpn);
+  const double shard_params = stage_params.trainable / shard_divisor(l.sharding.optimizer, l, gpn);
   br.optimizer_s = shard_params * (2.0 * l.precision.optimizer_bytes + l.precision.grad_bytes + l.precision.weight_bytes) /
                    p.hbm_bytes_per_s;
 

@@ -70,6 +70,34 @@ TEST_F(SearchTest, ConstraintsRestrictTheSearch) {
   EXPECT_LT(r.evaluated, rank(64).evaluated);
 }
 
+// Rank proposes only what the framework can launch: Megatron-LM shards at most the optimizer (NNN, NNG) and
+// has no GPipe; an explicit sharding constraint opens all 14 PaRO strategies again.
+TEST_F(SearchTest, FrameworkProfileLimitsShardingsAndSchedules) {
+  ASSERT_EQ(megatron.supported_shardings.size(), 2u);
+  SearchOptions o;
+  o.gpus = 64; o.seq = 8192; o.gbs = 1024; o.top = 50;
+  restrict_to_framework(o, megatron);
+  const SearchResult r = rank_layouts(llama8b, a100, default_layout(megatron), megatron.residual, coef, o);
+  ASSERT_FALSE(r.best.empty());
+  for (const auto& x : r.pareto) {
+    EXPECT_EQ(x.layout.sharding.params, Shard::none);
+    EXPECT_EQ(x.layout.sharding.grads, Shard::none);
+    EXPECT_NE(x.layout.schedule, Schedule::gpipe);
+  }
+  EXPECT_LT(r.evaluated, rank(64).evaluated);
+  SearchOptions asked;
+  asked.constraints = {parse_constraint("sharding=zero3")};
+  restrict_to_framework(asked, megatron);
+  EXPECT_TRUE(asked.shardings.empty());  // all 14, the constraint picks
+
+  const FrameworkProfile fsdp = lib.framework("pytorch-fsdp");
+  SearchOptions f;
+  restrict_to_framework(f, fsdp);
+  ASSERT_EQ(f.shardings.size(), 4u);
+  EXPECT_EQ(f.shardings[0].params, Shard::global);  // GGG FULL_SHARD first
+  EXPECT_EQ(std::count(f.recomputes.begin(), f.recomputes.end(), Recompute::selective), 0);
+}
+
 TEST_F(SearchTest, BadConstraintsThrow) {
   EXPECT_THROW((void)parse_constraint("tq<=2"), Error);
   EXPECT_THROW((void)parse_constraint("tp"), Error);
@@ -102,6 +130,28 @@ TEST(RankCli, JsonHasEvaluatedLayoutsAndLaunchArguments) {
     EXPECT_TRUE(j["layouts"][0].contains(key)) << key;
   EXPECT_NE(j.at("launch").at("megatron").get<std::string>().find("--tensor-model-parallel-size"), std::string::npos);
   EXPECT_FALSE(j.at("pareto").empty());
+}
+
+// --lora-rank reaches every ranked layout (frozen base, adapters on all projections by default).
+TEST(RankCli, LoraRankIsPassedToTheSearch) {
+  std::ostringstream out, err;
+  const int code = cli::run({"rank", "--model", "llama3.1-70b", "--cluster", "lumi-mi250x", "--framework", "pytorch-fsdp",
+                             "--gpus", "8", "--seq", "10000", "--gbs", "8", "--lora-rank", "128", "--top", "3", "--json"},
+                            out, err);
+  ASSERT_EQ(code, 0) << err.str();
+  const auto j = nlohmann::json::parse(out.str());
+  EXPECT_EQ(j.at("lora").at("rank").get<int>(), 128);
+  ASSERT_FALSE(j.at("layouts").empty());
+  for (const auto& x : j.at("layouts")) {
+    EXPECT_EQ(x.at("layout").at("lora").at("rank").get<int>(), 128);
+    const std::string code3 = x.at("layout").at("sharding_code").get<std::string>();
+    EXPECT_TRUE(code3 == "GGG" || code3 == "NGG" || code3 == "III" || code3 == "NNN") << code3;
+  }
+  std::ostringstream out2, err2;
+  EXPECT_EQ(cli::run({"rank", "--model", "llama3.1-70b", "--cluster", "lumi-mi250x", "--gpus", "8", "--seq", "10000",
+                      "--gbs", "8", "--lora-targets", "q,v"},
+                     out2, err2),
+            2);
 }
 
 TEST(RankCli, BadInputExitsTwo) {

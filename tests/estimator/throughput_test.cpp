@@ -6,6 +6,8 @@
 
 #include "../test_support.hpp"
 #include "headroom/estimator/error.hpp"
+#include "headroom/estimator/lora.hpp"
+#include "headroom/estimator/memory.hpp"
 
 namespace headroom {
 namespace {
@@ -83,6 +85,52 @@ TEST_F(ThroughputTest, FullyShardedDataParallelCostsMoreCommunication) {
   l.sharding = {Shard::global, Shard::global, Shard::global};
   const double zero3 = estimate_perf(llama8b, a100, l, datasheet).breakdown.dp_comm_s;
   EXPECT_GT(zero3, zero1);
+}
+
+// LoRA (thesis Sec. 3.1.2): a frozen linear's backward is one GEMM (input gradient), not two.
+TEST_F(ThroughputTest, FrozenBaseWeightsHalveTheBackwardGemms) {
+  EXPECT_DOUBLE_EQ(gemm_backward_ratio(true), kGemmBackwardRatio);
+  EXPECT_DOUBLE_EQ(gemm_backward_ratio(false), 1.0);
+  Layout full = layout(2, 1, 1, 1, 8);
+  full.gbs = 64;
+  Layout lora = full;
+  lora.lora.rank = 16;
+  const StepBreakdown f = estimate_perf(llama8b, a100, full, datasheet).breakdown;
+  const StepBreakdown r = estimate_perf(llama8b, a100, lora, datasheet).breakdown;
+  // fwd 1 + bwd 1 instead of 1 + 2, plus the adapter GEMMs (rank 16: thin, at low efficiency): just over 2/3.
+  EXPECT_GT(r.gemm_s, 2.0 / 3.0 * f.gemm_s);
+  EXPECT_LT(r.gemm_s, 0.75 * f.gemm_s);
+  EXPECT_DOUBLE_EQ(r.attention_s, f.attention_s);
+}
+
+// 2 FLOPs per token and adapter element on this TP rank.
+TEST_F(ThroughputTest, AdapterFlops) {
+  Layout l = layout(4, 1, 1, 2, 8);
+  EXPECT_DOUBLE_EQ(lora_flops_forward(llama8b, l), 0.0);
+  l.lora.rank = 64;
+  EXPECT_DOUBLE_EQ(lora_flops_forward(llama8b, l), 2.0 * 8192 * 2 * lora_layer_split(llama8b, l.lora, 4).per_rank());
+}
+
+// Gradient traffic covers the adapters only; FSDP's all-gathers still move the frozen base weights.
+TEST_F(ThroughputTest, LoraCommunicatesTrainableGradientsButGathersFrozenWeights) {
+  Layout l = layout(1, 1, 1, 1, 8);
+  l.gbs = 8;
+  const DpParameters full = dp_parameters_per_gpu(llama8b, l, 0);
+  EXPECT_DOUBLE_EQ(full.gathered, full.trainable);
+  l.lora.rank = 16;
+  const DpParameters lora = dp_parameters_per_gpu(llama8b, l, 0);
+  EXPECT_DOUBLE_EQ(lora.trainable, lora_trainable_parameters(llama8b, l.lora));
+  EXPECT_DOUBLE_EQ(lora.gathered, full.gathered + lora.trainable);
+  // DDP-like NNG: only gradients move, so LoRA's DP time collapses; GGG keeps the parameter gathers.
+  Layout ddp_full = layout(1, 1, 1, 1, 8), ddp_lora = ddp_full, fsdp_lora = ddp_full;
+  ddp_full.gbs = ddp_lora.gbs = fsdp_lora.gbs = 8;
+  ddp_lora.lora.rank = fsdp_lora.lora.rank = 16;
+  fsdp_lora.sharding = {Shard::global, Shard::global, Shard::global};
+  const double t_full = estimate_perf(llama8b, a100, ddp_full, datasheet).breakdown.dp_comm_s;
+  const double t_lora = estimate_perf(llama8b, a100, ddp_lora, datasheet).breakdown.dp_comm_s;
+  const double t_fsdp = estimate_perf(llama8b, a100, fsdp_lora, datasheet).breakdown.dp_comm_s;
+  EXPECT_LT(t_lora, 0.05 * t_full);
+  EXPECT_GT(t_fsdp, 10 * t_lora);
 }
 
 TEST_F(ThroughputTest, CoefficientsRoundTripAndRejectUnknownKeys) {

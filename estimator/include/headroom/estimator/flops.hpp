@@ -53,6 +53,17 @@ struct LayerGemms {
 inline constexpr double kGemmBackwardRatio = 2.0;
 inline constexpr double kAttentionBackwardRatio = 2.5;
 
+// ---- LoRA (thesis Sec. 3.1.2, Eq. 3.3: y = xW + xAB, W frozen) ----
+
+// Backward/forward FLOP ratio of a weight GEMM: 2 when the weight trains (input and weight gradient), 1 when
+// it is frozen (LoRA base weights: only the input gradient dL/dx = dL/dy·Wᵀ, no dL/dW).
+[[nodiscard]] constexpr double gemm_backward_ratio(bool weight_trains) { return weight_trains ? 2.0 : 1.0; }
+
+// Adapter forward FLOPs of one layer and micro-batch on one GPU: x·A then (xA)·B on (s·b/c) tokens, 2 FLOPs
+// per adapter element and token, over the elements this TP rank holds (lora.hpp's split: the TP-replicated
+// half is computed redundantly on every rank). 0 without LoRA. Backward: kGemmBackwardRatio (adapters train).
+[[nodiscard]] double lora_flops_forward(const ModelSpec& m, const Layout& l);
+
 // Extra forward passes that activation recompute adds during backward, as a fraction of the layer's GEMM
 // and attention forward FLOPs (Korthikanti et al. 2023, Sec. 5): full recomputes the whole layer (1, 1);
 // selective recomputes the core attention only (0, 1); none (0, 0).

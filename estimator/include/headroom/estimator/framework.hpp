@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -20,6 +21,12 @@ struct FrameworkProfile {
   Precision precision;
   StateSharding sharding;
   std::int64_t fsdp_unit_buffers = 0;  // PyTorch FSDP: decoder layers held unsharded at a time (optional key)
+  // What the framework can launch (optional keys; empty = not stated, anything goes): `rank` proposes only
+  // these. Sharding codes P,G,OS as in "NNG"; recompute and schedule names as in the "recompute"/"schedule" keys
+  // (no "interleaved" = no virtual pipeline stages).
+  std::vector<StateSharding> supported_shardings;
+  std::vector<Recompute> supported_recompute;
+  std::vector<Schedule> supported_schedules;
   ResidualModel residual;
 };
 
@@ -31,5 +38,7 @@ struct FrameworkProfile {
 [[nodiscard]] Recompute parse_recompute(std::string_view text);  // throws Error listing the valid names
 [[nodiscard]] Schedule parse_schedule(std::string_view text);
 [[nodiscard]] Shard parse_shard(std::string_view text);
+// "NNG" → {N, N, G} (P, G, OS); throws Error naming the code.
+[[nodiscard]] StateSharding parse_sharding_code(std::string_view code);
 
 }  // namespace headroom

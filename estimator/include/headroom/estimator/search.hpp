@@ -40,9 +40,15 @@ struct SearchOptions {
   // MiCS, ... all included).
   std::vector<StateSharding> shardings;
   std::vector<Recompute> recomputes{Recompute::none, Recompute::selective, Recompute::full};
+  std::vector<Schedule> schedules;  // pipeline schedules to try; empty = 1F1B, interleaved and GPipe
   bool try_without_sp = true;  // with t > 1, also sequence parallelism off (Megatron's --sequence-parallel)
   std::int64_t max_vpp = 0;  // virtual stages per GPU tried: divisors of L/p up to this; 0 = all
 };
+
+// Restricts `o` to what the framework can launch (FrameworkProfile's supported_* lists, where given):
+// its sharding strategies unless a `sharding=` constraint asks for one explicitly (then all 14 PaRO
+// strategies are enumerated and the constraint picks), its recompute modes and its pipeline schedules.
+void restrict_to_framework(SearchOptions& o, const FrameworkProfile& f);
 
 struct RankedLayout {
   Layout layout;

@@ -90,6 +90,15 @@ struct PerfContext {
 // bus-bandwidth factor (n − 1)/n): (n − 1)·α + bytes·(n − 1)/n / bandwidth.
 [[nodiscard]] double ring_gather_seconds(double bytes, std::int64_t n, const Link& link);
 
+// DP/FSDP traffic of one pipeline stage per GPU, after TP and before DP sharding: the parameter all-gathers
+// move every stored weight (frozen base and LoRA adapters alike), the gradient reductions only what trains
+// (the adapters under LoRA, everything otherwise). Thesis Sec. 3.1.2–3.3; PaRO Sec. 3.1 (Ψ and Ψ').
+struct DpParameters {
+  double gathered = 0;   // Ψ: all-gathered by P-sharding strategies (FSDP), before forward and backward
+  double trainable = 0;  // Ψ': reduce-scattered / all-reduced, and the optimizer's parameters
+};
+[[nodiscard]] DpParameters dp_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage);
+
 // One step, broken down. Times in seconds over the whole step, as seen by the slowest stage.
 struct StepBreakdown {
   double gemm_s = 0;         // weight GEMMs, recompute included
