@@ -9,6 +9,7 @@
 #include "headroom/estimator/residual_fit.hpp"
 #include "validate_4d.hpp"
 #include "validate_perf.hpp"
+#include "validate_thesis_perf.hpp"
 
 namespace headroom::cli {
 namespace {
@@ -127,6 +128,87 @@ void print_perf_validation(std::ostream& out, const validate::PerfValidation& v)
   print_perf_score(out, v.pooled, false);
 }
 
+nlohmann::json thesis_score_to_json(const validate::ThesisPerfScore& s, bool cells) {
+  nlohmann::json j = {{"mean_tokens_per_s_error", s.mean_tokens_error}, {"max_tokens_per_s_error", s.max_tokens_error},
+                      {"mean_pts_error", s.mean_pts_error},           {"max_pts_error", s.max_pts_error},
+                      {"mean_error", s.mean_error()},                 {"ordered_pairs", s.ordered_pairs},
+                      {"concordant_pairs", s.concordant_pairs},       {"columns", s.columns},
+                      {"top1", s.top1}};
+  if (!cells) return j;
+  nlohmann::json cj = nlohmann::json::array();
+  for (const auto& c : s.cells)
+    cj.push_back({{"table", c.cell->table}, {"config", c.cell->config}, {"nodes", c.cell->nodes},
+                  {"seq", c.cell->layout.seq}, {"samples_per_rank", c.cell->layout.mbs},
+                  {"measured_tokens_per_s", c.cell->tokens_per_s}, {"predicted_tokens_per_s", c.tokens_per_s},
+                  {"tokens_per_s_error", c.tokens_error}, {"measured_pts_s", c.cell->pts_s},
+                  {"predicted_pts_s", c.pts_s}, {"pts_error", c.pts_error}});
+  j["cells"] = cj;
+  return j;
+}
+
+nlohmann::json thesis_perf_json(const validate::ThesisPerfValidation& v) {
+  nlohmann::json by_config = nlohmann::json::array(), by_table = nlohmann::json::array();
+  for (const auto& [k, s] : v.by_config) by_config.push_back({{"held_out", k}, {"score", thesis_score_to_json(s, false)}});
+  for (const auto& [k, s] : v.by_table) by_table.push_back({{"held_out", k}, {"score", thesis_score_to_json(s, false)}});
+  return {{"coefficients", perf_coefficients_to_json(v.shipped)},
+          {"score", thesis_score_to_json(v.score, true)},
+          {"datasheet_score", thesis_score_to_json(v.datasheet, false)},
+          {"refit", perf_coefficients_to_json(v.refit)},
+          {"shipped_equals_fit", v.shipped_is_fit},
+          {"leave_one_configuration_out", {{"folds", by_config}, {"pooled", thesis_score_to_json(v.pooled_by_config, false)}}},
+          {"leave_one_table_out", {{"folds", by_table}, {"pooled", thesis_score_to_json(v.pooled_by_table, false)}}},
+          {"goals", {{"mean_error", validate::kThesisMeanErrorGoal}, {"tie_tolerance", validate::kThesisTieTolerance}}},
+          {"mean_error_goal_met", v.score.mean_error() <= validate::kThesisMeanErrorGoal},
+          {"order_right", v.score.order_right()}};
+}
+
+void print_thesis_summary(std::ostream& out, const validate::ThesisPerfScore& s) {
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "tokens/s mean |error| %.1f%% (max %.1f%%), PTS %.1f%% (max %.1f%%); order: %d/%d pairs, best %d/%d columns\n",
+                100 * s.mean_tokens_error, 100 * s.max_tokens_error, 100 * s.mean_pts_error, 100 * s.max_pts_error,
+                s.concordant_pairs, s.ordered_pairs, s.top1, s.columns);
+  out << line;
+}
+
+void print_thesis_perf(std::ostream& out, const validate::ThesisPerfValidation& v) {
+  out << "\nThesis throughput: Llama 3.1 70B LoRA r=" << validate::kThesisLoraRank
+      << ", PyTorch FSDP(+TP), lumi-mi250x; tokens/s and PTS vs context (Tables B.5/B.6, one node) and vs nodes at "
+         "seq 10,000 (Tables 4.1/4.3); coefficients "
+      << v.shipped.name << "\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%5s %-10s %5s %6s %4s %9s %9s %6s %7s %7s %6s\n", "table", "config", "nodes", "seq",
+                "b", "tokens/s", "predicted", "error", "PTS s", "pred.", "error");
+  out << line;
+  for (const auto& c : v.score.cells) {
+    std::snprintf(line, sizeof line, "%5s %-10s %5lld %6lld %4lld %9.1f %9.1f %5.1f%% %7.2f %7.2f %5.1f%%\n",
+                  c.cell->table.c_str(), c.cell->config.c_str(), static_cast<long long>(c.cell->nodes),
+                  static_cast<long long>(c.cell->layout.seq), static_cast<long long>(c.cell->layout.mbs),
+                  c.cell->tokens_per_s, c.tokens_per_s, 100 * c.tokens_error, c.cell->pts_s, c.pts_s, 100 * c.pts_error);
+    out << line;
+  }
+  out << "shipped (goal: mean error <= " << 100 * validate::kThesisMeanErrorGoal << "%, every pair apart by more than "
+      << 100 * validate::kThesisTieTolerance << "% in order): ";
+  print_thesis_summary(out, v.score);
+  out << "datasheet defaults (no fit): ";
+  print_thesis_summary(out, v.datasheet);
+  out << "refit on all cells " << (v.shipped_is_fit ? "(= shipped)" : "(DIFFERS from shipped)") << "\n";
+  out << "leave-one-configuration-out (fit without a configuration's cells, predict them):\n";
+  for (const auto& [k, s] : v.by_config) {
+    out << "  held-out " << k << ": ";
+    print_thesis_summary(out, s);
+  }
+  out << "  pooled: ";
+  print_thesis_summary(out, v.pooled_by_config);
+  out << "leave-one-table-out:\n";
+  for (const auto& [k, s] : v.by_table) {
+    out << "  held-out Table " << k << ": ";
+    print_thesis_summary(out, s);
+  }
+  out << "  pooled: ";
+  print_thesis_summary(out, v.pooled_by_table);
+}
+
 void run_validate(const ValidateOptions& o, std::ostream& out) {
   const SpecLibrary lib(o.data_dir.empty() ? default_data_dir() : std::filesystem::path(o.data_dir));
   const auto ref = lib.data_dir() / "reference";
@@ -194,7 +276,13 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
   const validate::PerfValidation perf = validate::validate_perf(perf_runs, default_perf_coefficients(lib, fw.name));
   const bool perf_ok = perf.shipped_is_fit && perf.score.mean_regret <= validate::kPerfMeanRegretGoal &&
                        perf.score.worst_regret <= validate::kPerfWorstRegretGoal;
-  const bool passed = failures == 0 && verdict_ok && shipped_is_fit && perf_ok;
+  // Thesis throughput (tokens/s, PTS) under pytorch-fsdp: its own coefficients, fitted to the thesis's cells.
+  const FrameworkProfile fsdp = lib.framework("pytorch-fsdp");
+  const validate::ThesisPerfData thesis_data = validate::thesis_perf_data(lib, fsdp);  // scores point into it
+  const validate::ThesisPerfValidation thesis =
+      validate::validate_thesis_perf(thesis_data, default_perf_coefficients(lib, fsdp.name));
+  const bool thesis_ok = thesis.shipped_is_fit && thesis.score.mean_error() <= validate::kThesisMeanErrorGoal;
+  const bool passed = failures == 0 && verdict_ok && shipped_is_fit && perf_ok && thesis_ok;
 
   if (o.json) {
     nlohmann::json tj = nlohmann::json::array(), vj = nlohmann::json::array();
@@ -222,6 +310,7 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
           {"shipped_equals_fit", shipped_is_fit},
           {"leave_one_table_out", {{"tables", cv}, {"pooled", score_to_json(pooled)}}}}},
         {"throughput", perf_json(perf)},
+        {"thesis_throughput", thesis_perf_json(thesis)},
         {"passed", passed}};
     out << doc.dump(2) << "\n";
   } else {
@@ -276,6 +365,7 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
                   pooled.false_fits, pooled.false_ooms, 100.0 * pooled.accuracy());
     out << line;
     print_perf_validation(out, perf);
+    print_thesis_perf(out, thesis);
     out << "\n" << (passed ? "validation passed" : "VALIDATION FAILED") << "\n";
   }
   if (!passed) throw CheckFailed("validation failed: see the tables above");
