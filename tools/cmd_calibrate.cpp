@@ -57,13 +57,15 @@ void print_collective_table(std::ostream& out, const std::vector<kernels::Measur
 
 void print_fits(std::ostream& out, const calibrate::Profile& p) {
   char line[240];
-  std::snprintf(line, sizeof line, "peak %.3f TFLOP/s (%s)", p.peak_flops / 1e12, p.peak_source.c_str());
-  out << line;
-  if (p.hbm_bytes_per_s > 0) {
-    std::snprintf(line, sizeof line, ", copy %.1f GB/s", p.hbm_bytes_per_s / 1e9);
+  if (p.peak_flops > 0) {
+    std::snprintf(line, sizeof line, "peak %.3f TFLOP/s (%s)", p.peak_flops / 1e12, p.peak_source.c_str());
     out << line;
+    if (p.hbm_bytes_per_s > 0) {
+      std::snprintf(line, sizeof line, ", copy %.1f GB/s", p.hbm_bytes_per_s / 1e9);
+      out << line;
+    }
+    out << "\n";
   }
-  out << "\n";
   if (p.gemm) {
     std::snprintf(line, sizeof line, "GEMM: efficiency %.3f, half dim %.1f, wave units %d (R² %.4f of log time, %.3f of efficiency, %zu points)\n",
                   p.gemm->efficiency, p.gemm->half_dim, p.gemm->wave_units, p.gemm->r2, p.gemm->r2_efficiency,

@@ -1,4 +1,4 @@
-// What the calibration harness records about the device it ran on.
+// What the calibration harness records about the device it ran on (Backend::device()).
 #pragma once
 
 #include <string>
@@ -8,10 +8,7 @@ namespace headroom::kernels {
 struct DeviceInfo {
   std::string name;
   double memory_bytes = 0;
-  int multiprocessors = 0;
+  int multiprocessors = 0;  // SMs (CUDA), CUs (HIP), hardware threads (CPU)
 };
-
-// Throws std::runtime_error with the runtime's message when no device is usable.
-DeviceInfo query_device(int index);
 
 }  // namespace headroom::kernels
