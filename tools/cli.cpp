@@ -16,6 +16,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   register_calibrate(app, out, err);
   register_comm(app, out);
   register_estimate(app, out);
+  register_launch(app, out);
   register_rank(app, out);
   register_mtsl(app, out);
   register_validate(app, out);

@@ -10,6 +10,7 @@
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/search.hpp"
 #include "headroom/estimator/sharding.hpp"
+#include "launch_args.hpp"
 
 namespace headroom::cli {
 namespace {
@@ -28,52 +29,6 @@ std::string layout_name(const Layout& l) {
          (l.vpp > 1 ? "x" + std::to_string(l.vpp) : "") + " dp" + std::to_string(l.dp) + " mbs" + std::to_string(l.mbs) +
          " " + sharding_code(l.sharding) + " rc:" + std::string(to_string(l.recompute)) +
          (l.schedule == Schedule::gpipe ? " gpipe" : "") + (l.sequence_parallel || l.tp == 1 ? "" : " no-sp");
-}
-
-// Megatron-LM (mcore) arguments. Megatron shards only the optimizer (distributed optimizer, ZeRO-1 over DP×CP):
-// other sharding strategies have no Megatron flag and are reported as such.
-std::string megatron_args(const ModelSpec& m, const Layout& l) {
-  std::string a = "--tensor-model-parallel-size " + std::to_string(l.tp) + " --context-parallel-size " +
-                  std::to_string(l.cp) + " --pipeline-model-parallel-size " + std::to_string(l.pp);
-  if (l.vpp > 1) a += " --num-layers-per-virtual-pipeline-stage " + std::to_string(m.num_layers / (l.pp * l.vpp));
-  a += " --micro-batch-size " + std::to_string(l.mbs) + " --global-batch-size " + std::to_string(l.gbs) +
-       " --seq-length " + std::to_string(l.seq);
-  if (l.sequence_parallel && l.tp > 1) a += " --sequence-parallel";
-  if (l.flash_attention) a += " --use-flash-attn";
-  if (l.recompute == Recompute::selective) a += " --recompute-granularity selective";
-  if (l.recompute == Recompute::full)
-    a += " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
-  const StateSharding& s = l.sharding;
-  if (s.optimizer == Shard::global && s.params == Shard::none && s.grads == Shard::none) a += " --use-distributed-optimizer";
-  else if (!(s.optimizer == Shard::none && s.params == Shard::none && s.grads == Shard::none))
-    a += "  # sharding " + sharding_code(s) + " has no Megatron-LM flag (use torchtitan/FSDP below)";
-  return a;
-}
-
-// torchtitan (FSDP2 + TP + CP + PP) job-config overrides. G-sharded parameters = FSDP over the DP group;
-// I = HSDP (shard inside a node, replicate across); N = plain replication (DDP).
-std::string torchtitan_args(const Layout& l, std::int64_t gpus_per_node) {
-  std::int64_t shard = 1, replicate = l.dp;
-  if (l.sharding.params == Shard::global) { shard = l.dp; replicate = 1; }
-  if (l.sharding.params == Shard::intra) {
-    shard = std::max<std::int64_t>(1, std::min(l.dp, gpus_per_node / std::max<std::int64_t>(1, l.tp * l.cp)));
-    while (l.dp % shard != 0) --shard;
-    replicate = l.dp / shard;
-  }
-  std::string a = "--parallelism.tensor_parallel_degree " + std::to_string(l.tp) +
-                  " --parallelism.context_parallel_degree " + std::to_string(l.cp) +
-                  " --parallelism.pipeline_parallel_degree " + std::to_string(l.pp) +
-                  " --parallelism.data_parallel_shard_degree " + std::to_string(shard) +
-                  " --parallelism.data_parallel_replicate_degree " + std::to_string(replicate);
-  if (l.pp > 1)
-    a += std::string(" --parallelism.pipeline_parallel_schedule ") +
-         (l.schedule == Schedule::interleaved ? "Interleaved1F1B" : l.schedule == Schedule::gpipe ? "GPipe" : "1F1B") +
-         " --parallelism.pipeline_parallel_microbatch_size " + std::to_string(l.mbs);
-  a += " --training.local_batch_size " + std::to_string(l.gbs / l.dp) + " --training.seq_len " + std::to_string(l.seq) +
-       " --activation_checkpoint.mode " + std::string(to_string(l.recompute));
-  if (l.sharding.grads != l.sharding.params || l.sharding.optimizer != l.sharding.params)
-    a += "  # FSDP shards P, G and OS alike; " + sharding_code(l.sharding) + " is approximated";
-  return a;
 }
 
 nlohmann::json ranked_to_json(const RankedLayout& r) {
@@ -134,9 +89,10 @@ void run_rank(const RankOptions& o, std::ostream& out) {
                                                        : nlohmann::json(nullptr)},
                           {"memory_checked", res.memory_checked}, {"fitting", res.fitting},
                           {"layouts", layouts},         {"pareto", pareto}};
-    if (!res.best.empty())
-      doc["launch"] = {{"megatron", megatron_args(r.model, res.best.front().layout)},
-                       {"torchtitan", torchtitan_args(res.best.front().layout, r.cluster.gpus_per_node)}};
+    if (!res.best.empty()) {
+      const LaunchExport e = launch_export(r.model, r.cluster, res.best.front().layout);
+      doc["launch"] = {{"megatron", megatron_line(e)}, {"torchtitan", torchtitan_line(e)}};
+    }
     out << doc.dump(2) << "\n";
     return;
   }
@@ -155,9 +111,9 @@ void run_rank(const RankOptions& o, std::ostream& out) {
   print_rows(out, res.best);
   out << "\nPareto front (less memory, or faster; memory ascending)\n";
   print_rows(out, res.pareto);
-  const Layout& top = res.best.front().layout;
-  out << "\nlaunch the fastest:\n  Megatron-LM: " << megatron_args(r.model, top)
-      << "\n  torchtitan:  " << torchtitan_args(top, r.cluster.gpus_per_node) << "\n";
+  const LaunchExport e = launch_export(r.model, r.cluster, res.best.front().layout);
+  out << "\nlaunch the fastest (headroom launch for TOML and FSDP):\n  Megatron-LM: " << megatron_line(e)
+      << "\n  torchtitan:  " << torchtitan_line(e) << "\n";
 }
 
 }  // namespace

@@ -17,6 +17,7 @@ class CheckFailed : public std::runtime_error {
 void register_calibrate(CLI::App& app, std::ostream& out, std::ostream& err);  // progress bar on err
 void register_comm(CLI::App& app, std::ostream& out);
 void register_estimate(CLI::App& app, std::ostream& out);
+void register_launch(CLI::App& app, std::ostream& out);
 void register_rank(CLI::App& app, std::ostream& out);
 void register_mtsl(CLI::App& app, std::ostream& out);
 void register_validate(CLI::App& app, std::ostream& out);

@@ -23,7 +23,7 @@ if _PACKAGE_DATA.is_dir():  # an installed wheel carries its specs; a build tree
 
 from . import _headroom  # noqa: E402
 
-__all__ = ["estimate", "mtsl", "rank", "comm", "simulate", "calibrate", "validate", "run"]
+__all__ = ["estimate", "mtsl", "rank", "launch", "comm", "simulate", "calibrate", "validate", "run"]
 __version__ = "0.1.0"
 
 
@@ -72,6 +72,11 @@ def mtsl(**kwargs: Any) -> dict:
 def rank(**kwargs: Any) -> dict:
     """``headroom rank``: every valid layout that fits, fastest first."""
     return _json("rank", kwargs)
+
+
+def launch(**kwargs: Any) -> dict:
+    """``headroom launch``: Megatron-LM arguments, torchtitan TOML and a PyTorch FSDP2 snippet of one layout."""
+    return _json("launch", kwargs)
 
 
 def comm(**kwargs: Any) -> dict:

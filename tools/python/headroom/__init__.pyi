@@ -16,6 +16,11 @@ def mtsl(*, model: str, gpu: str = ..., cluster: str = ..., gpus: int = ..., tp:
 def rank(*, model: str, gpus: int, seq: int, gbs: int, gpu: str = ..., cluster: str = ..., framework: str = ...,
          lora_rank: int = ..., top: int = ..., constraint: list[str] = ..., profile: str = ...,
          **flags: Any) -> dict[str, Any]: ...
+def launch(*, model: str, seq: int, gpu: str = ..., cluster: str = ..., framework: str = ..., tp: int = ...,
+           cp: int = ..., pp: int = ..., vpp: int = ..., mbs: int = ..., gpus: int = ..., dp: int = ...,
+           gbs: int = ..., recompute: str = ..., schedule: str = ..., sharding: str = ..., no_sp: bool = ...,
+           no_flash_attn: bool = ..., lora_rank: int = ..., lora_targets: list[str] = ..., export: str = ...,
+           data_dir: str = ..., **flags: Any) -> dict[str, Any]: ...
 def comm(*, strategy: str = ..., params: float = ..., trainable: float = ..., gpus: int = ..., group_size: int = ...,
          accum: int = ..., optimizer_bytes: float = ..., list: bool = ..., compare: bool = ...,
          **flags: Any) -> dict[str, Any]: ...

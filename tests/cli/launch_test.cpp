@@ -1,0 +1,163 @@
+// `headroom launch`: Megatron-LM arguments, torchtitan TOML and the PyTorch FSDP2 snippet of one layout, and the
+// sharding codes a framework cannot express flagged instead of approximated.
+#include <algorithm>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli.hpp"
+
+namespace headroom {
+namespace {
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+Result run(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  const int code = cli::run(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+// Llama 3.1 8B on 64 H100s of dgx-h100 (8 per node): tp 2, cp 2, pp 2 x 2 virtual stages, dp 8.
+const std::vector<std::string> kLayout = {"launch", "--model", "llama3.1-8b", "--cluster", "dgx-h100",
+                                          "--seq", "16384", "--tp", "2", "--cp", "2", "--pp", "2", "--vpp", "2",
+                                          "--gpus", "64", "--gbs", "256", "--mbs", "1"};
+
+std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& extra) {
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+nlohmann::json launch_json(const std::vector<std::string>& extra = {}) {
+  const Result r = run(with(with(kLayout, extra), {"--json"}));
+  EXPECT_EQ(r.code, 0) << r.err;
+  return nlohmann::json::parse(r.out);
+}
+
+// The value after `flag` in the Megatron-LM argument list, "" when the flag is absent, "on" for a switch.
+std::string megatron_value(const nlohmann::json& j, const std::string& flag) {
+  const auto args = j.at("megatron").get<std::vector<std::string>>();
+  const auto it = std::find(args.begin(), args.end(), flag);
+  if (it == args.end()) return "";
+  if (it + 1 == args.end() || (it + 1)->starts_with("--")) return "on";
+  return *(it + 1);
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST(Launch, MegatronArguments) {
+  const auto j = launch_json();
+  EXPECT_EQ(megatron_value(j, "--tensor-model-parallel-size"), "2");
+  EXPECT_EQ(megatron_value(j, "--pipeline-model-parallel-size"), "2");
+  EXPECT_EQ(megatron_value(j, "--context-parallel-size"), "2");
+  EXPECT_EQ(megatron_value(j, "--num-layers-per-virtual-pipeline-stage"), "8");  // 32 layers / (2 · 2)
+  EXPECT_EQ(megatron_value(j, "--sequence-parallel"), "on");
+  EXPECT_EQ(megatron_value(j, "--use-distributed-optimizer"), "on");  // megatron's default NNG
+  EXPECT_EQ(megatron_value(j, "--micro-batch-size"), "1");
+  EXPECT_EQ(megatron_value(j, "--global-batch-size"), "256");
+  EXPECT_EQ(megatron_value(j, "--seq-length"), "16384");
+  EXPECT_EQ(megatron_value(j, "--bf16"), "on");
+  EXPECT_EQ(megatron_value(j, "--recompute-granularity"), "");
+  EXPECT_TRUE(j.at("unsupported").at("megatron").empty());
+  EXPECT_EQ(j.at("torchrun").at("nnodes"), 8);
+  EXPECT_EQ(j.at("torchrun").at("nproc_per_node"), 8);
+  EXPECT_TRUE(contains(j.at("versions").at("megatron").get<std::string>(), "core_r0.8.0"));
+
+  const auto full = launch_json({"--recompute", "full", "--no-sp"});
+  EXPECT_EQ(megatron_value(full, "--recompute-granularity"), "full");
+  EXPECT_EQ(megatron_value(full, "--recompute-method"), "uniform");
+  EXPECT_EQ(megatron_value(full, "--recompute-num-layers"), "1");
+  EXPECT_EQ(megatron_value(full, "--sequence-parallel"), "");
+}
+
+TEST(Launch, TorchtitanToml) {
+  const auto j = launch_json({"--sharding", "fsdp"});
+  const std::string toml = j.at("torchtitan_toml");
+  for (const char* line : {"[parallelism]\n", "data_parallel_replicate_degree = 1\n", "data_parallel_shard_degree = 8\n",
+                           "fsdp_reshard_after_forward = \"always\"\n", "tensor_parallel_degree = 2\n",
+                           "context_parallel_degree = 2\n", "pipeline_parallel_degree = 2\n",
+                           "pipeline_parallel_schedule = \"Interleaved1F1B\"\n", "pipeline_parallel_microbatch_size = 1\n",
+                           "[training]\n", "local_batch_size = 32\n", "global_batch_size = 256\n", "seq_len = 16384\n",
+                           "[activation_checkpoint]\n", "mode = \"none\"\n"})
+    EXPECT_TRUE(contains(toml, line)) << line << "\n" << toml;
+  EXPECT_TRUE(j.at("unsupported").at("torchtitan").empty()) << j.at("unsupported");
+  EXPECT_FALSE(contains(toml, "UNSUPPORTED"));
+  // Megatron-LM cannot shard parameters with its distributed optimizer: flagged, not approximated.
+  ASSERT_EQ(j.at("unsupported").at("megatron").size(), 1u);
+  EXPECT_TRUE(contains(j.at("unsupported").at("megatron")[0], "sharding GGG"));
+  EXPECT_EQ(megatron_value(j, "--use-distributed-optimizer"), "");
+}
+
+TEST(Launch, HybridShardingSplitsTheDataParallelGroupByNode) {
+  // III: shard inside a node. A node holds 8 / t = 4 ranks of the DP×CP group, i.e. dp_shard 2 × cp 2.
+  const auto j = launch_json({"--sharding", "hsdp"});
+  const std::string toml = j.at("torchtitan_toml");
+  EXPECT_TRUE(contains(toml, "data_parallel_replicate_degree = 4\n")) << toml;
+  EXPECT_TRUE(contains(toml, "data_parallel_shard_degree = 2\n")) << toml;
+  const std::string py = j.at("fsdp_python");
+  EXPECT_TRUE(contains(py, "init_device_mesh(\"cuda\", (2, 4, 2, 2, 2)")) << py;
+  EXPECT_TRUE(contains(py, "ShardingStrategy.HYBRID_SHARD")) << py;
+  EXPECT_TRUE(contains(py, "dp_mesh = mesh[(\"dp_replicate\", \"dp_shard_cp\")]")) << py;
+}
+
+TEST(Launch, ZeroTwoIsReshardNever) {
+  const auto j = launch_json({"--sharding", "zero2"});
+  EXPECT_TRUE(contains(j.at("torchtitan_toml"), "fsdp_reshard_after_forward = \"never\"\n"));
+  EXPECT_TRUE(contains(j.at("fsdp_python"), "reshard_after_forward=False"));
+  EXPECT_TRUE(contains(j.at("fsdp_python"), "ShardingStrategy.SHARD_GRAD_OP"));
+}
+
+TEST(Launch, CodesWithoutAnEquivalentAreFlagged) {
+  const auto j = launch_json({"--sharding", "IIG"});
+  EXPECT_FALSE(j.at("unsupported").at("megatron").empty());
+  EXPECT_FALSE(j.at("unsupported").at("torchtitan").empty());
+  EXPECT_FALSE(j.at("unsupported").at("fsdp").empty());
+  const std::string toml = j.at("torchtitan_toml");
+  EXPECT_TRUE(contains(toml, "# UNSUPPORTED: sharding IIG")) << toml;
+  EXPECT_FALSE(contains(toml, "data_parallel_shard_degree")) << toml;  // no guessed degrees
+  EXPECT_TRUE(contains(j.at("fsdp_python"), "# UNSUPPORTED: sharding IIG"));
+  EXPECT_FALSE(contains(j.at("fsdp_python"), "fully_shard("));
+}
+
+TEST(Launch, ZeroOneInPytorchIsDdpWithZeroRedundancyOptimizer) {
+  const Result r = run({"launch", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "4096",
+                        "--gpus", "8", "--sharding", "zero1", "--export", "fsdp"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "ZeroRedundancyOptimizer(")) << r.out;
+  EXPECT_TRUE(contains(r.out, "DDP(model")) << r.out;
+  EXPECT_FALSE(contains(r.out, "UNSUPPORTED")) << r.out;
+}
+
+TEST(Launch, TextPrintsAllThreeOrOne) {
+  const Result all = run(kLayout);
+  ASSERT_EQ(all.code, 0) << all.err;
+  for (const char* part : {"torchrun --nnodes 8 --nproc-per-node 8 pretrain_gpt.py", "--tensor-model-parallel-size 2",
+                           "[parallelism]", "init_device_mesh", "core_r0.8.0", "torchtitan v0.1.0", "PyTorch 2.6+"})
+    EXPECT_TRUE(contains(all.out, part)) << part << "\n" << all.out;
+  const Result megatron = run(with(kLayout, {"--export", "megatron"}));
+  ASSERT_EQ(megatron.code, 0) << megatron.err;
+  EXPECT_FALSE(contains(megatron.out, "[parallelism]"));
+  const Result bad = run(with(kLayout, {"--export", "deepspeed"}));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(contains(bad.err, "--export 'deepspeed'")) << bad.err;
+}
+
+TEST(Launch, GpipeAndLoraAreFlaggedForMegatron) {
+  std::vector<std::string> args = kLayout;
+  args.erase(std::find(args.begin(), args.end(), "--vpp"), std::find(args.begin(), args.end(), "--vpp") + 2);
+  const Result r = run(with(args, {"--schedule", "gpipe", "--lora-rank", "16", "--json"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  std::string issues;
+  for (const auto& i : j.at("unsupported").at("megatron")) issues += i.get<std::string>() + "\n";
+  EXPECT_TRUE(contains(issues, "gpipe")) << issues;
+  EXPECT_TRUE(contains(issues, "LoRA")) << issues;
+  EXPECT_TRUE(contains(j.at("torchtitan_toml"), "pipeline_parallel_schedule = \"GPipe\""));
+}
+
+}  // namespace
+}  // namespace headroom

@@ -1,0 +1,74 @@
+// `headroom launch`: the launch arguments of one layout (the flags of `estimate`) for Megatron-LM, torchtitan and
+// PyTorch FSDP2 (launch_args.hpp: versions targeted, what each framework cannot express).
+#include <memory>
+
+#include "cli_common.hpp"
+#include "commands.hpp"
+#include "headroom/estimator/error.hpp"
+#include "headroom/estimator/sharding.hpp"
+#include "launch_args.hpp"
+
+namespace headroom::cli {
+namespace {
+
+struct LaunchOptions {
+  SpecOptions specs;
+  LayoutOptions layout;
+  std::string only;  // --export megatron|torchtitan|fsdp
+  bool json = false;
+};
+
+void print_megatron(std::ostream& out, const LaunchExport& e) {
+  out << "# " << kMegatronVersions << "\n";
+  for (const auto& i : e.megatron_issues) out << "# UNSUPPORTED: " << i << "\n";
+  out << "torchrun --nnodes " << e.nodes << " --nproc-per-node " << e.gpus_per_node << " pretrain_gpt.py";
+  for (std::size_t i = 0; i < e.megatron.size(); ++i) {
+    const bool flag = e.megatron[i].starts_with("--");
+    out << (flag ? " \\\n    " : " ") << e.megatron[i];
+  }
+  out << "\n";
+}
+
+void run_launch(const LaunchOptions& o, std::ostream& out) {
+  if (!o.only.empty() && o.only != "megatron" && o.only != "torchtitan" && o.only != "fsdp")
+    throw Error("--export '" + o.only + "' is not understood (valid: megatron, torchtitan, fsdp)");
+  const ResolvedSpecs r = resolve(o.specs);
+  const Layout l = o.layout.build(r.model, r.framework);
+  const LaunchExport e = launch_export(r.model, r.cluster, l);
+  if (o.json) {
+    nlohmann::json doc = launch_to_json(e);
+    nlohmann::json layout = layout_to_json(l);
+    layout["sharding_code"] = sharding_code(l.sharding);
+    doc["layout"] = layout;
+    doc["model"] = r.model.name;
+    doc["cluster"] = r.cluster.name;
+    doc["framework"] = r.framework.name;
+    out << doc.dump(2) << "\n";
+    return;
+  }
+  if (o.only.empty())
+    out << "# headroom launch: " << r.model.name << " on " << l.gpus() << " x " << r.cluster.gpu.name << " ("
+        << r.cluster.name << "), tp " << l.tp << " cp " << l.cp << " pp " << l.pp << (l.vpp > 1 ? "x" + std::to_string(l.vpp) : "")
+        << " dp " << l.dp << ", mbs " << l.mbs << ", gbs " << l.gbs << ", seq " << l.seq << ", sharding "
+        << sharding_code(l.sharding) << ", recompute " << to_string(l.recompute) << "\n\n";
+  if (o.only.empty() || o.only == "megatron") print_megatron(out, e);
+  if (o.only.empty()) out << "\n";
+  if (o.only.empty() || o.only == "torchtitan") out << e.torchtitan_toml;
+  if (o.only.empty()) out << "\n";
+  if (o.only.empty() || o.only == "fsdp") out << e.fsdp_python;
+}
+
+}  // namespace
+
+void register_launch(CLI::App& app, std::ostream& out) {
+  auto opts = std::make_shared<LaunchOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "launch", "launch arguments of one layout: Megatron-LM flags, torchtitan TOML, PyTorch FSDP2 snippet");
+  opts->specs.add_to(*sub, true);
+  opts->layout.add_to(*sub);
+  sub->add_option("--export", opts->only, "print only one: megatron, torchtitan or fsdp");
+  sub->add_flag("--json", opts->json, "print one JSON document");
+  sub->callback([opts, &out] { run_launch(*opts, out); });
+}
+
+}  // namespace headroom::cli

@@ -1,0 +1,296 @@
+#include "launch_args.hpp"
+
+#include <algorithm>
+#include <sstream>
+#include <tuple>
+
+#include "headroom/estimator/sharding.hpp"
+
+namespace headroom::cli {
+namespace {
+
+std::string num(std::int64_t v) { return std::to_string(v); }
+
+// How one state is split over the DP×CP group, as data_parallel_replicate × data_parallel_shard (× cp). As in
+// memory.cpp's shard_divisor, the group is laid out with TP innermost: a node holds gpus_per_node / t of its
+// members, and 'intra' shards over those.
+struct DpSplit {
+  std::int64_t replicate = 1, shard = 1;
+  std::string problem;  // non-empty: the split has no integral mesh
+};
+
+DpSplit dp_split(Shard s, const Layout& l, std::int64_t gpus_per_node) {
+  if (s == Shard::none) return {l.dp, 1, ""};
+  if (s == Shard::global) return {1, l.dp, ""};
+  const std::int64_t group = l.dp * l.cp;
+  if (gpus_per_node % l.tp != 0)
+    return {0, 0, "t = " + num(l.tp) + " does not divide the " + num(gpus_per_node) + " GPUs of a node"};
+  const std::int64_t ways = std::clamp<std::int64_t>(gpus_per_node / l.tp, 1, group);
+  if (ways % l.cp != 0 || l.dp % (ways / l.cp) != 0)
+    return {0, 0, "an intra-node shard of " + num(ways) + " ranks does not split dp " + num(l.dp) + " x cp " + num(l.cp)};
+  return {l.dp / (ways / l.cp), ways / l.cp, ""};
+}
+
+bool uniform(const StateSharding& s) { return s.params == s.grads && s.grads == s.optimizer; }
+
+// ---- Megatron-LM ----
+
+void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchExport& e) {
+  auto& a = e.megatron;
+  auto& issues = e.megatron_issues;
+  a = {"--tensor-model-parallel-size", num(l.tp), "--pipeline-model-parallel-size", num(l.pp),
+       "--context-parallel-size", num(l.cp)};
+  if (l.vpp > 1) a.insert(a.end(), {"--num-layers-per-virtual-pipeline-stage", num(m.num_layers / (l.pp * l.vpp))});
+  if (l.tp > 1 && l.sequence_parallel) a.emplace_back("--sequence-parallel");
+  a.insert(a.end(), {"--micro-batch-size", num(l.mbs), "--global-batch-size", num(l.gbs), "--seq-length", num(l.seq)});
+  if (l.precision.weight_bytes == 2) a.emplace_back("--bf16");
+  if (l.flash_attention) a.emplace_back("--use-flash-attn");
+  if (l.recompute == Recompute::selective) a.insert(a.end(), {"--recompute-granularity", "selective"});
+  if (l.recompute == Recompute::full)
+    a.insert(a.end(), {"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"});
+  const StateSharding& s = l.sharding;
+  const std::string code = sharding_code(s);
+  if (s.params == Shard::none && s.grads == Shard::none) {
+    if (s.optimizer == Shard::global) a.emplace_back("--use-distributed-optimizer");
+    if (s.optimizer == Shard::intra) {
+      const DpSplit d = dp_split(Shard::intra, l, c.gpus_per_node);
+      if (!d.problem.empty()) issues.push_back("sharding " + code + ": " + d.problem);
+      else {
+        a.emplace_back("--use-distributed-optimizer");
+        if (d.replicate > 1) a.insert(a.end(), {"--num-distributed-optimizer-instances", num(d.replicate)});
+      }
+    }
+  } else {
+    issues.push_back("sharding " + code +
+                     ": Megatron-LM's distributed optimizer shards only optimizer states (NNN, NNG, NNI); sharded "
+                     "parameters or gradients need Megatron-FSDP, which headroom does not model");
+  }
+  if (l.schedule == Schedule::gpipe) issues.emplace_back("schedule gpipe: Megatron-LM has only 1F1B and interleaved 1F1B");
+  if (l.lora.enabled()) issues.emplace_back("LoRA: pretrain_gpt.py has no LoRA arguments");
+}
+
+// ---- torchtitan ----
+
+using TomlEntry = std::tuple<std::string, std::string, std::string>;  // section, key, TOML value
+
+void torchtitan(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchExport& e) {
+  std::vector<TomlEntry> t;
+  auto& issues = e.torchtitan_issues;
+  const StateSharding& s = l.sharding;
+  const std::string code = sharding_code(s);
+  std::string dp_comment;
+  // FSDP2 shards P, G and OS over one mesh; reshard_after_forward = never keeps P unsharded from forward to the
+  // end of backward (the N of ZeRO-2's NGG at the peak); DDP (all N) only as 1-D parallelism.
+  std::int64_t replicate = 0, shard = 0;
+  std::string reshard;
+  if (uniform(s) && s.params == Shard::none) {
+    if (l.tp * l.cp * l.pp == 1) {
+      replicate = l.dp;
+      shard = 1;
+    } else {
+      issues.push_back("sharding NNN: torchtitan applies DDP only as 1-D parallelism and FSDP-shards over CP "
+                       "whenever cp > 1");
+    }
+  } else if (s.grads == s.optimizer && s.grads != Shard::none && (s.params == s.grads || s.params == Shard::none)) {
+    const DpSplit d = dp_split(s.grads, l, c.gpus_per_node);
+    if (!d.problem.empty()) {
+      issues.push_back("sharding " + code + ": " + d.problem);
+    } else {
+      replicate = d.replicate;
+      shard = d.shard;
+      reshard = s.params == Shard::none ? "never" : "always";
+    }
+  } else {
+    issues.push_back("sharding " + code + ": FSDP2 shards parameters, gradients and optimizer states over one mesh "
+                     "(GGG, III; NGG, NII with fsdp_reshard_after_forward = \"never\"); " + code + " has no setting");
+  }
+  const bool pp = l.pp > 1;
+  t.emplace_back("training", "local_batch_size", num(pp ? l.gbs / l.dp : l.mbs));
+  t.emplace_back("training", "global_batch_size", num(l.gbs));
+  t.emplace_back("training", "seq_len", num(l.seq));
+  if (l.precision.weight_bytes == 2) t.emplace_back("training", "mixed_precision_param", "\"bfloat16\"");
+  if (replicate > 0) {
+    t.emplace_back("parallelism", "data_parallel_replicate_degree", num(replicate));
+    t.emplace_back("parallelism", "data_parallel_shard_degree", num(shard));
+    if (!reshard.empty()) t.emplace_back("parallelism", "fsdp_reshard_after_forward", "\"" + reshard + "\"");
+  }
+  t.emplace_back("parallelism", "tensor_parallel_degree", num(l.tp));
+  t.emplace_back("parallelism", "context_parallel_degree", num(l.cp));
+  t.emplace_back("parallelism", "pipeline_parallel_degree", num(l.pp));
+  if (pp) {
+    t.emplace_back("parallelism", "pipeline_parallel_schedule",
+                   l.schedule == Schedule::interleaved ? "\"Interleaved1F1B\""
+                   : l.schedule == Schedule::gpipe     ? "\"GPipe\""
+                                                       : "\"1F1B\"");
+    t.emplace_back("parallelism", "pipeline_parallel_microbatch_size", num(l.mbs));
+    // Multi-stage schedules default to 2 stages per rank; other counts need the layers per stage.
+    if (l.vpp > 2)
+      t.emplace_back("parallelism", "pipeline_parallel_layers_per_stage", num(m.num_layers / (l.pp * l.vpp)));
+  }
+  t.emplace_back("activation_checkpoint", "mode", "\"" + std::string(to_string(l.recompute)) + "\"");
+  if (l.recompute == Recompute::selective) {
+    t.emplace_back("activation_checkpoint", "selective_ac_option", "\"op\"");
+    issues.emplace_back("recompute selective: torchtitan's per-op selective AC is not Megatron-LM's core-attention "
+                        "recompute that headroom models; memory differs");
+  }
+  if (l.tp > 1 && !l.sequence_parallel)
+    issues.emplace_back("no sequence parallelism: torchtitan's tensor parallelism always shards the norms over the "
+                        "sequence");
+  if (!l.flash_attention) issues.emplace_back("no FlashAttention: torchtitan uses SDPA's fused kernels; no setting");
+  if (l.lora.enabled()) issues.emplace_back("LoRA: torchtitan v0.2.x has no LoRA");
+  if (pp && l.vpp > 2)
+    issues.emplace_back("pipeline_parallel_layers_per_stage: torchtitan v0.2 counts the embedding and output as "
+                        "pipeline_parallel_first/last_stage_less_layers; check the stage count");
+
+  std::ostringstream toml;
+  toml << "# torchtitan job config fragment: " << kTorchtitanVersions << "\n";
+  for (const auto& i : issues) toml << "# UNSUPPORTED: " << i << "\n";
+  std::string section;
+  for (const auto& [sec, key, value] : t) {
+    if (sec != section) {
+      toml << (section.empty() ? "" : "\n") << "[" << sec << "]\n";
+      section = sec;
+    }
+    toml << key << " = " << value << "\n";
+    std::string v = value;
+    std::erase(v, '"');
+    e.torchtitan_overrides.insert(e.torchtitan_overrides.end(), {"--" + sec + "." + key, v});
+  }
+  e.torchtitan_toml = toml.str();
+}
+
+// ---- PyTorch FSDP2 / DeviceMesh ----
+
+void pytorch(const ClusterSpec& c, const Layout& l, LaunchExport& e) {
+  auto& issues = e.fsdp_issues;
+  const StateSharding& s = l.sharding;
+  const std::string code = sharding_code(s);
+  std::ostringstream py;
+  // Which DP machinery: FSDP2 (P, G, OS together), or DDP with ZeroRedundancyOptimizer (ZeRO-1 at G or I).
+  enum class Kind { fsdp, ddp, unsupported } kind = Kind::unsupported;
+  DpSplit split{l.dp, 1, ""};
+  std::string fsdp1, reshard = "True";
+  if (s.params == Shard::none && s.grads == Shard::none) {
+    kind = Kind::ddp;
+    if (s.optimizer == Shard::intra) split = dp_split(Shard::intra, l, c.gpus_per_node);
+    fsdp1 = s.optimizer == Shard::none ? "NO_SHARD" : "";
+    if (l.tp > 1)
+      issues.push_back("sharding " + code + " with tp " + num(l.tp) + ": PyTorch's public API composes DTensor "
+                       "tensor parallelism with FSDP2 only, not with DDP (torchtitan runs DDP only as 1-D parallelism)");
+  } else if (s.grads == s.optimizer && (s.params == s.grads || s.params == Shard::none)) {
+    kind = Kind::fsdp;
+    split = dp_split(s.grads, l, c.gpus_per_node);
+    if (s.params == Shard::none) reshard = "False";
+    fsdp1 = s.grads == Shard::global ? (s.params == Shard::none ? "SHARD_GRAD_OP" : "FULL_SHARD")
+                                     : (s.params == Shard::none ? "_HYBRID_SHARD_ZERO2" : "HYBRID_SHARD");
+  } else {
+    issues.push_back("sharding " + code + ": FSDP shards P, G and OS at one scope (FULL_SHARD GGG, HYBRID_SHARD III, "
+                     "SHARD_GRAD_OP NGG, _HYBRID_SHARD_ZERO2 NII) and DDP + ZeroRedundancyOptimizer covers NNG/NNI; " +
+                     code + " has no equivalent");
+  }
+  if (!split.problem.empty()) {
+    issues.push_back("sharding " + code + ": " + split.problem);
+    kind = Kind::unsupported;
+  }
+  py << "# PyTorch FSDP2 + DeviceMesh: " << kPytorchVersions
+     << "; on PyTorch 2.4/2.5 import fully_shard from torch.distributed._composable.fsdp.\n";
+  py << "# Launch: torchrun --nnodes " << e.nodes << " --nproc-per-node " << e.gpus_per_node << " train.py\n";
+  for (const auto& i : issues) py << "# UNSUPPORTED: " << i << "\n";
+  py << "import torch\n"
+        "from torch.distributed.device_mesh import init_device_mesh\n";
+  if (kind == Kind::fsdp) py << "from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard\n";
+  if (kind == Kind::ddp) {
+    py << "from torch.nn.parallel import DistributedDataParallel as DDP\n";
+    if (s.optimizer != Shard::none) py << "from torch.distributed.optim import ZeroRedundancyOptimizer\n";
+  }
+  py << "\n";
+  const std::int64_t rep = kind == Kind::unsupported ? l.dp : split.replicate;
+  const std::int64_t shd = kind == Kind::unsupported ? 1 : split.shard;
+  py << "mesh = init_device_mesh(\"cuda\", (" << l.pp << ", " << rep << ", " << shd << ", " << l.cp << ", " << l.tp
+     << "),\n                        mesh_dim_names=(\"pp\", \"dp_replicate\", \"dp_shard\", \"cp\", \"tp\"))\n";
+  if (l.tp > 1)
+    py << "# tp = " << l.tp << ": parallelize_module(block, mesh[\"tp\"], plan) for every decoder block"
+       << (l.sequence_parallel ? ", SequenceParallel() on the norms" : " (no sequence parallelism)") << "\n";
+  if (l.cp > 1)
+    py << "# cp = " << l.cp << ": torch.distributed.tensor.experimental.context_parallel(mesh[\"cp\"], ...) around "
+          "forward and backward\n";
+  if (l.pp > 1)
+    py << "# pp = " << l.pp << ": torch.distributed.pipelining stages on mesh[\"pp\"], "
+       << (l.schedule == Schedule::interleaved ? "ScheduleInterleaved1F1B (" + num(l.vpp) + " stages per rank)"
+           : l.schedule == Schedule::gpipe     ? std::string("ScheduleGPipe")
+                                               : std::string("Schedule1F1B"))
+       << ", n_microbatches=" << l.microbatches() << ", micro-batch " << l.mbs << "\n";
+  if (l.recompute != Recompute::none)
+    py << "# recompute " << to_string(l.recompute) << ": "
+       << (l.recompute == Recompute::full ? "checkpoint_wrapper(block) on every decoder block"
+                                          : "recompute core attention only (torch.utils.checkpoint around it)")
+       << "\n";
+  if (l.lora.enabled())
+    py << "# LoRA rank " << l.lora.rank << ": add the adapters (e.g. peft.get_peft_model) before fully_shard\n";
+  py << "# micro-batch " << l.mbs << " x seq " << l.seq << " per rank; global batch " << l.gbs << " sequences = "
+     << l.microbatches() << " micro-batches x dp " << l.dp << "\n";
+  if (kind == Kind::fsdp) {
+    const bool hsdp = split.replicate > 1;
+    if (l.cp > 1) {
+      py << "mesh[(\"dp_shard\", \"cp\")]._flatten(\"dp_shard_cp\")  # FSDP shards over DP x CP\n";
+      py << "dp_mesh = mesh[" << (hsdp ? "(\"dp_replicate\", \"dp_shard_cp\")" : "\"dp_shard_cp\"") << "]\n";
+    } else {
+      py << "dp_mesh = mesh[" << (hsdp ? "(\"dp_replicate\", \"dp_shard\")" : "\"dp_shard\"") << "]"
+         << (hsdp ? "  # HSDP: replicate x shard" : "") << "\n";
+    }
+    py << "mp = MixedPrecisionPolicy(param_dtype=torch."
+       << (l.precision.weight_bytes == 2 ? "bfloat16" : "float32") << ", reduce_dtype=torch."
+       << (l.precision.grad_bytes == 2 ? "bfloat16" : "float32") << ")\n";
+    py << "for block in model.layers:  # one FSDP unit per decoder layer\n"
+       << "    fully_shard(block, mesh=dp_mesh, reshard_after_forward=" << reshard << ", mp_policy=mp)\n"
+       << "fully_shard(model, mesh=dp_mesh, reshard_after_forward=" << reshard << ", mp_policy=mp)\n";
+    py << "# FSDP1 equivalent: FullyShardedDataParallel(model, device_mesh=dp_mesh, use_orig_params=True,\n"
+       << "#     sharding_strategy=ShardingStrategy." << fsdp1 << ")\n";
+  } else if (kind == Kind::ddp) {
+    py << "mesh[(\"dp_replicate\", \"dp_shard\", \"cp\")]._flatten(\"dp_cp\")  # gradients are averaged over DP x CP\n";
+    py << "model = DDP(model, process_group=mesh[\"dp_cp\"].get_group())\n";
+    if (s.optimizer != Shard::none) {
+      const bool in_node = s.optimizer == Shard::intra && split.replicate > 1;
+      if (in_node && l.cp > 1)
+        py << "mesh[(\"dp_shard\", \"cp\")]._flatten(\"dp_shard_cp\")  # optimizer states sharded inside a node\n";
+      const std::string group = in_node ? (l.cp > 1 ? "dp_shard_cp" : "dp_shard") : "dp_cp";
+      py << "optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW,\n"
+         << "                                    process_group=mesh[\"" << group << "\"].get_group())\n";
+    }
+    if (!fsdp1.empty()) py << "# FSDP1 equivalent: ShardingStrategy." << fsdp1 << "\n";
+  }
+  e.fsdp_python = py.str();
+}
+
+std::string joined(const std::vector<std::string>& tokens, const std::vector<std::string>& issues) {
+  std::string line;
+  for (const auto& t : tokens) line += (line.empty() ? "" : " ") + t;
+  for (const auto& i : issues) line += "  # UNSUPPORTED: " + i;
+  return line;
+}
+
+}  // namespace
+
+LaunchExport launch_export(const ModelSpec& model, const ClusterSpec& cluster, const Layout& layout) {
+  LaunchExport e;
+  e.gpus_per_node = std::max<std::int64_t>(1, std::min(cluster.gpus_per_node, layout.gpus()));
+  e.nodes = (layout.gpus() + e.gpus_per_node - 1) / e.gpus_per_node;
+  megatron(model, cluster, layout, e);
+  torchtitan(model, cluster, layout, e);
+  pytorch(cluster, layout, e);
+  return e;
+}
+
+std::string megatron_line(const LaunchExport& e) { return joined(e.megatron, e.megatron_issues); }
+std::string torchtitan_line(const LaunchExport& e) { return joined(e.torchtitan_overrides, e.torchtitan_issues); }
+
+nlohmann::json launch_to_json(const LaunchExport& e) {
+  return {{"megatron", e.megatron},
+          {"torchtitan_toml", e.torchtitan_toml},
+          {"fsdp_python", e.fsdp_python},
+          {"torchrun", {{"nnodes", e.nodes}, {"nproc_per_node", e.gpus_per_node}}},
+          {"unsupported", {{"megatron", e.megatron_issues}, {"torchtitan", e.torchtitan_issues}, {"fsdp", e.fsdp_issues}}},
+          {"versions", {{"megatron", kMegatronVersions}, {"torchtitan", kTorchtitanVersions}, {"fsdp", kPytorchVersions}}}};
+}
+
+}  // namespace headroom::cli

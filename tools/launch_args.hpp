@@ -1,0 +1,50 @@
+// Launch export: one layout as Megatron-LM arguments, a torchtitan TOML job-config fragment and a PyTorch
+// FSDP2/DeviceMesh snippet. Shared by `headroom launch` and `headroom rank` (launch of the fastest layout).
+//
+// Versions targeted (flag and field names checked against the sources):
+//   Megatron-LM  core_r0.8.0 .. main (megatron/training/arguments.py); --num-distributed-optimizer-instances
+//                needs core_r0.10.0+.
+//   torchtitan   v0.1.0 .. v0.2.2 TOML job config (torchtitan/config_manager.py in v0.1.0,
+//                torchtitan/config/job_config.py in v0.2.x); torchtitan main has moved to Python configs.
+//   PyTorch      2.6+ (torch.distributed.fsdp.fully_shard, init_device_mesh; FSDP1 ShardingStrategy named too).
+//
+// What a framework cannot express (a sharding code, GPipe on Megatron-LM, LoRA, TP without SP on torchtitan)
+// is listed in the `*_issues` vectors and printed as "UNSUPPORTED" comments; nothing is silently approximated.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "headroom/estimator/layout.hpp"
+#include "headroom/estimator/spec.hpp"
+
+namespace headroom::cli {
+
+inline constexpr const char* kMegatronVersions = "Megatron-LM core_r0.8.0 .. main (pretrain_gpt.py arguments)";
+inline constexpr const char* kTorchtitanVersions = "torchtitan v0.1.0 .. v0.2.2 (TOML job config)";
+inline constexpr const char* kPytorchVersions = "PyTorch 2.6+ (FSDP2 fully_shard, DeviceMesh)";
+
+struct LaunchExport {
+  std::vector<std::string> megatron;         // argv tokens for pretrain_gpt.py
+  std::vector<std::string> megatron_issues;  // what Megatron-LM cannot express; empty = exact
+  std::string torchtitan_toml;
+  std::vector<std::string> torchtitan_overrides;  // the same settings as --section.key value tokens
+  std::vector<std::string> torchtitan_issues;
+  std::string fsdp_python;
+  std::vector<std::string> fsdp_issues;
+  std::int64_t nodes = 1, gpus_per_node = 1;  // for the torchrun line
+};
+
+[[nodiscard]] LaunchExport launch_export(const ModelSpec& model, const ClusterSpec& cluster, const Layout& layout);
+
+// One line each, as `rank` prints them: the tokens joined by spaces, issues appended as "  # UNSUPPORTED: ...".
+[[nodiscard]] std::string megatron_line(const LaunchExport& e);
+[[nodiscard]] std::string torchtitan_line(const LaunchExport& e);
+
+// {"megatron": [...], "torchtitan_toml": "...", "fsdp_python": "...", "issues": {...}, "versions": {...}}
+[[nodiscard]] nlohmann::json launch_to_json(const LaunchExport& e);
+
+}  // namespace headroom::cli
