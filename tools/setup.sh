@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what building and testing headroom needs, from Debian's packages. Idempotent: does nothing
-# when everything is already there.
+# Installs what building and testing headroom needs, from Debian's packages (and matplotlib/pytest with pip).
+# Idempotent: does nothing when everything is already there.
 set -euo pipefail
 packages=(cmake g++ make libeigen3-dev nlohmann-json3-dev libcli11-dev libboost-graph-dev libgtest-dev
           libgmock-dev libbenchmark-dev pybind11-dev)
@@ -8,10 +8,22 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-echo "setup: installing ${missing[*]}" >&2
-sudo=""
-[ "$(id -u)" -ne 0 ] && sudo="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Python: pytest runs tests/python (ctest's python_bindings), matplotlib draws tools/plot.py's figures.
+python_missing=()
+for m in matplotlib pytest; do
+  python3 -c "import $m" 2>/dev/null || python_missing+=("$m")
+done
+if [ ${#python_missing[@]} -gt 0 ]; then
+  echo "setup: pip installing ${python_missing[*]}" >&2
+  python3 -m pip install --quiet "${python_missing[@]}" ||
+    python3 -m pip install --quiet --break-system-packages "${python_missing[@]}"  # Debian's PEP 668 guard
+fi
