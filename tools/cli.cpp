@@ -19,6 +19,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   register_launch(app, out);
   register_rank(app, out);
   register_mtsl(app, out);
+  register_simulate(app, out);
   register_validate(app, out);
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them back to front
   try {

@@ -274,6 +274,7 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
   // Throughput: rank the measured layouts of every (table, GPU count) column by predicted speed.
   const auto perf_runs = validate::perf_runs(lib, measured, fw);
   const validate::PerfValidation perf = validate::validate_perf(perf_runs, default_perf_coefficients(lib, fw.name));
+  const nlohmann::json simulator = simulator_agreement(lib);  // informative: not part of `passed`
   const bool perf_ok = perf.shipped_is_fit && perf.score.mean_regret <= validate::kPerfMeanRegretGoal &&
                        perf.score.worst_regret <= validate::kPerfWorstRegretGoal;
   // Thesis throughput (tokens/s, PTS) under pytorch-fsdp: its own coefficients, fitted to the thesis's cells.
@@ -310,6 +311,7 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
           {"shipped_equals_fit", shipped_is_fit},
           {"leave_one_table_out", {{"tables", cv}, {"pooled", score_to_json(pooled)}}}}},
         {"throughput", perf_json(perf)},
+        {"simulator", simulator},
         {"thesis_throughput", thesis_perf_json(thesis)},
         {"passed", passed}};
     out << doc.dump(2) << "\n";
@@ -365,6 +367,7 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
                   pooled.false_fits, pooled.false_ooms, 100.0 * pooled.accuracy());
     out << line;
     print_perf_validation(out, perf);
+    print_simulator_agreement(out, simulator);
     print_thesis_perf(out, thesis);
     out << "\n" << (passed ? "validation passed" : "VALIDATION FAILED") << "\n";
   }

@@ -5,6 +5,9 @@
 #include <stdexcept>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "headroom/estimator/spec.hpp"
 
 namespace headroom::cli {
 
@@ -20,6 +23,10 @@ void register_estimate(CLI::App& app, std::ostream& out);
 void register_launch(CLI::App& app, std::ostream& out);
 void register_rank(CLI::App& app, std::ostream& out);
 void register_mtsl(CLI::App& app, std::ostream& out);
+void register_simulate(CLI::App& app, std::ostream& out);
+// `validate`'s simulator section (cmd_simulate.cpp): simulated vs analytical step times, and printing them.
+nlohmann::json simulator_agreement(const SpecLibrary& lib);
+void print_simulator_agreement(std::ostream& out, const nlohmann::json& rows);
 void register_validate(CLI::App& app, std::ostream& out);
 
 }  // namespace headroom::cli

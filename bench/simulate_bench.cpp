@@ -1,0 +1,42 @@
+// Events per second of `headroom simulate`: a 1F1B step of llama3.1-70b on 1,024 A100s (dgx-a100-80gb),
+// t = 8, p = 8, d = 16, 64 micro-batches per pipeline, seq 8192.
+#include <benchmark/benchmark.h>
+
+#include "headroom/estimator/framework.hpp"
+#include "headroom/estimator/throughput.hpp"
+#include "headroom/simulator/step.hpp"
+
+namespace {
+
+using namespace headroom;
+
+void BM_Step70bOn1024(benchmark::State& state) {
+  const SpecLibrary lib{HEADROOM_BENCH_DATA_DIR};
+  const ModelSpec model = lib.model("llama3.1-70b");
+  const ClusterSpec cluster = lib.cluster("dgx-a100-80gb");
+  const FrameworkProfile framework = lib.framework("megatron");
+  const PerfCoefficients coefficients = default_perf_coefficients(lib, "megatron");
+  Layout l = default_layout(framework);
+  l.tp = 8;
+  l.pp = 8;
+  l.dp = 16;
+  l.mbs = 1;
+  l.gbs = 64 * 16;
+  l.seq = 8192;
+  l.recompute = Recompute::selective;
+  std::int64_t events = 0, tasks = 0;
+  for (auto _ : state) {
+    const sim::StepResult r = sim::simulate_step(model, cluster, l, coefficients);
+    events += r.run.events;
+    tasks = static_cast<std::int64_t>(boost::num_vertices(r.graph));
+    benchmark::DoNotOptimize(r.step_time_s);
+  }
+  state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+  state.counters["events"] = static_cast<double>(events) / static_cast<double>(state.iterations());
+  state.counters["tasks"] = static_cast<double>(tasks);
+}
+BENCHMARK(BM_Step70bOn1024)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

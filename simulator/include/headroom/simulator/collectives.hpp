@@ -1,0 +1,54 @@
+// Collectives decomposed into GPU-to-GPU transfers (tasks of engine.hpp), then run on the topology.
+//   ring   : one ring over all members (Patarasuk & Yuan 2009): n − 1 steps of bytes/n (all-reduce: a
+//            reduce-scatter then an all-gather, 2(n − 1) steps).
+//   hring  : hierarchical ring (PaRO Sec. 3.4; 2D-torus of Mikami et al. 2018 for all-reduce): all-gather =
+//            inter-group rings (one per local rank) then intra-group rings; reduce-scatter the reverse;
+//            all-reduce = intra reduce-scatter, inter all-reduce, intra all-gather.
+//   horing : PaRO's HO-Ring (Sec. 3.4, Fig. 4): the inter-group ring and an intra-group ring of the GPU's own
+//            shard run at once, then an intra-group ring gathers the remaining (g − 1) shards per member;
+//            reduce-scatter mirrors it; all-reduce = HO reduce-scatter then HO all-gather.
+//   tree   : all-reduce only, NCCL-style: a chain inside each group, a binary tree over the group leaders,
+//            reduce up then broadcast down, pipelined in chunks.
+// A reduction's arithmetic is not timed (it hides behind the transfers on GPUs).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "headroom/estimator/collectives.hpp"
+#include "headroom/simulator/engine.hpp"
+#include "headroom/simulator/topology.hpp"
+
+namespace headroom::sim {
+
+enum class Algorithm { ring, hring, horing, tree };
+[[nodiscard]] std::string_view to_string(Algorithm a);
+// "ring", "hring" (also "h-ring"), "horing" ("ho-ring"), "tree"; Error listing them otherwise.
+[[nodiscard]] Algorithm parse_algorithm(std::string_view s);
+// "all-gather" / "all_gather", "reduce-scatter", "all-reduce"; Error otherwise.
+[[nodiscard]] Collective parse_collective(std::string_view s);
+
+// A collective over `members` (GPU ids, in ring order, group by group: members[i] is in group
+// i / group_size). `bytes` is nccl-tests' size: all-gather's output, reduce-scatter's input, all-reduce's
+// buffer. Throws Error for an unsupported pair (tree is all-reduce only) or group_size not dividing the count.
+[[nodiscard]] TaskGraph collective_graph(Collective op, Algorithm a, double bytes, const std::vector<std::int64_t>& members,
+                                         std::int64_t group_size);
+
+struct CollectiveResult {
+  double time_s = 0;
+  double algbw_bytes_per_s = 0;  // nccl-tests: bytes / time
+  double busbw_bytes_per_s = 0;  // algbw × bus_bandwidth_factor (estimator/collectives.hpp)
+  std::int64_t transfers = 0;
+  std::int64_t events = 0;
+};
+
+[[nodiscard]] CollectiveResult simulate_collective(const Topology& topo, Collective op, Algorithm a, double bytes,
+                                                   const std::vector<std::int64_t>& members, std::int64_t group_size,
+                                                   const EngineOptions& options = {});
+
+// Every GPU of the topology, groups = nodes.
+[[nodiscard]] CollectiveResult simulate_collective(const Topology& topo, Collective op, Algorithm a, double bytes,
+                                                   const EngineOptions& options = {});
+
+}  // namespace headroom::sim

@@ -1,0 +1,84 @@
+#include "headroom/simulator/trace.hpp"
+
+#include <fstream>
+#include <string>
+#include <system_error>
+
+#include "headroom/estimator/error.hpp"
+
+namespace headroom::sim {
+namespace {
+
+const char* lane_name(int lane) {
+  switch (lane) {
+    case 0: return "compute";
+    case 1: return "TP/CP collectives";
+    case 2: return "PP send";
+    case 3: return "DP collectives";
+    default: return "optimizer";
+  }
+}
+
+std::string op_name(const Task& t) {
+  const std::string mb = t.microbatch >= 0 ? " mb" + std::to_string(t.microbatch) : "";
+  const std::string chunk = t.chunk > 0 ? " c" + std::to_string(t.chunk) : "";
+  switch (t.op) {
+    case OpKind::compute_fwd: return "F" + mb + chunk;
+    case OpKind::compute_bwd: return "B" + mb + chunk;
+    case OpKind::tp_comm: return "TP" + mb;
+    case OpKind::pp_send: return "send" + mb + chunk;
+    case OpKind::dp_comm: return "DP grad sync";
+    case OpKind::optimizer: return "optimizer";
+    default: return "transfer";
+  }
+}
+
+}  // namespace
+
+nlohmann::json chrome_trace(const StepResult& r) {
+  nlohmann::json events = nlohmann::json::array();
+  const auto us = [](double s) { return s * 1e6; };
+  for (const auto& st : r.stages) {
+    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", st.stage}, {"tid", 0},
+                      {"args", {{"name", "stage " + std::to_string(st.stage)}}}});
+    for (int lane = 0; lane < 5; ++lane)
+      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", st.stage}, {"tid", lane},
+                        {"args", {{"name", lane_name(lane)}}}});
+    for (const auto& m : st.memory)
+      events.push_back({{"name", "activations"}, {"ph", "C"}, {"pid", st.stage}, {"tid", 0}, {"ts", us(m.time_s)},
+                        {"args", {{"GiB", m.bytes / (1024.0 * 1024.0 * 1024.0)}, {"microbatches", m.microbatches}}}});
+  }
+  const TaskGraph& g = r.graph;
+  for (std::size_t i = 0; i < boost::num_vertices(g); ++i) {
+    const Task& t = g[i];
+    if (t.stage < 0 || t.op == OpKind::join) continue;
+    if (t.kind == TaskKind::flow && t.src_gpu % std::max<std::int64_t>(1, r.tp) != 0) continue;  // one flow per send
+    const TaskTiming& tm = r.run.timing[i];
+    const int lane = t.op == OpKind::optimizer ? 4 : t.lane;
+    // A PP send is a join of its flows: show it from the sender's end of compute to arrival.
+    events.push_back({{"name", op_name(t)}, {"cat", lane_name(lane)}, {"ph", "X"}, {"pid", t.stage}, {"tid", lane},
+                      {"ts", us(tm.start_s)}, {"dur", us(tm.end_s - tm.start_s)},
+                      {"args", {{"microbatch", t.microbatch}, {"chunk", t.chunk}}}});
+  }
+  return {{"traceEvents", events}, {"displayTimeUnit", "ms"},
+          {"otherData", {{"step_time_s", r.step_time_s}, {"gpus", r.gpus}, {"generator", "headroom simulate"}}}};
+}
+
+void write_chrome_trace(const StepResult& r, const std::filesystem::path& path) {
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw Error("cannot write trace " + tmp.string());
+    f << chrome_trace(r).dump();
+    f.flush();
+    if (!f) throw Error("cannot write trace " + tmp.string());
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw Error("cannot rename trace into place at " + path.string());
+  }
+}
+
+}  // namespace headroom::sim
