@@ -64,7 +64,7 @@ void LayoutOptions::add_to(CLI::App& app, bool need_seq) {
   app.add_option("--tp,--tensor-model-parallel-size", tp, "tensor parallel size t")->capture_default_str();
   app.add_option("--cp,--context-parallel-size", cp, "context parallel size c")->capture_default_str();
   app.add_option("--pp,--pipeline-model-parallel-size", pp, "pipeline parallel size p")->capture_default_str();
-  app.add_option("--vpp,--virtual-pipeline-model-parallel-size", vpp, "virtual stages per GPU (interleaved 1F1B)")
+  app.add_option("--vpp,--num-virtual-stages-per-pipeline-rank", vpp, "virtual stages per GPU (interleaved 1F1B)")
       ->capture_default_str();
   app.add_option("--mbs,--micro-batch-size", mbs, "micro-batch size b")->capture_default_str();
   app.add_option("--gpus,--num-gpus,--world-size", gpus, "number of GPUs N (DP = N / (t·c·p))");

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 _PACKAGE_DATA = Path(__file__).resolve().parent / "data"
-if _PACKAGE_DATA.is_dir():  # an installed wheel carries its specs; a build tree uses the source tree's
-    os.environ.setdefault("HEADROOM_DATA_DIR", str(_PACKAGE_DATA))
+if _PACKAGE_DATA.is_dir() and not os.environ.get("HEADROOM_DATA_DIR"):
+    # an installed wheel carries its specs; a build tree uses the source tree's
+    os.environ["HEADROOM_DATA_DIR"] = str(_PACKAGE_DATA)
 
 from . import _headroom  # noqa: E402
 
