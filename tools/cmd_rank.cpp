@@ -21,6 +21,7 @@ struct RankOptions {
   std::vector<std::string> constraints;
   std::string profile;
   std::string lora_rank, lora_targets;  // LoRA on frozen base weights (thesis Sec. 3.1.2); empty = full training
+  bool all_shardings = false;
   bool json = false;
 };
 
@@ -67,6 +68,7 @@ void run_rank(const RankOptions& o, std::ostream& out) {
   so.top = static_cast<std::size_t>(parse_count("--top", o.top));
   for (const auto& c : o.constraints) so.constraints.push_back(parse_constraint(c));
   restrict_to_framework(so, r.framework);
+  if (o.all_shardings) so.shardings.clear();  // every PaRO strategy, launchable by the framework or not
   const PerfCoefficients coefficients = perf_coefficients_for(o.profile, o.specs, r);
   Layout base = default_layout(r.framework);
   if (!o.lora_rank.empty()) base.lora.rank = parse_count("--lora-rank", o.lora_rank);
@@ -132,6 +134,8 @@ void register_rank(CLI::App& app, std::ostream& out) {
   sub->add_option("--lora-rank", opts->lora_rank, "LoRA adapters of rank r on frozen base weights (default: full training)");
   sub->add_option("--lora-targets", opts->lora_targets, "LoRA target projections: q,k,v,o,gate,up,down (default all)");
   sub->add_option("--profile", opts->profile, "performance coefficients JSON or a calibration profile (headroom calibrate); default data/perf/<framework>.json");
+  sub->add_flag("--all-shardings", opts->all_shardings,
+                "search all 14 PaRO strategies, not only those the framework can launch");
   sub->add_flag("--json", opts->json, "print one JSON document");
   sub->callback([opts, &out] { run_rank(*opts, out); });
 }
