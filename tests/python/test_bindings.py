@@ -57,3 +57,13 @@ def test_the_command_line_program_agrees(tmp_path):
     out = subprocess.run([str(exe), "estimate", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--seq", "8192",
                           "--tp", "2", "--gpus", "8", "--gbs", "1024", "--json"], capture_output=True, text=True)
     assert json.loads(out.stdout) == headroom.estimate(**ESTIMATE)
+
+
+def test_load_profile(tmp_path):
+    root = pathlib.Path(__file__).resolve().parents[2]
+    p = headroom.load_profile(root / "data" / "profiles" / "cpu-example-quick.json")
+    assert "gemm" in p and "collectives" in p
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"version": 1')
+    with pytest.raises(ValueError, match="bad.json"):
+        headroom.load_profile(bad)

@@ -9,6 +9,9 @@
 #include <pybind11/stl.h>
 
 #include "cli.hpp"
+#include "headroom/calibrate/profile.hpp"
+#include "headroom/estimator/error.hpp"
+#include "headroom/estimator/spec.hpp"
 
 namespace py = pybind11;
 
@@ -24,10 +27,21 @@ std::tuple<int, std::string, std::string> run(const std::vector<std::string>& ar
   return {code, out.str(), err.str()};
 }
 
+// A calibration profile, checked exactly as `--profile` checks it, back as JSON text; Error → ValueError.
+std::string load_profile(const std::string& path) {
+  try {
+    return headroom::calibrate::profile_to_json(headroom::calibrate::load_profile(path, headroom::default_data_dir()))
+        .dump();
+  } catch (const headroom::Error& e) {
+    throw py::value_error(e.what());
+  }
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_headroom, m) {
   m.doc() = "headroom's command line, callable in-process; use the `headroom` package instead";
   m.def("run", &run, py::arg("args"),
         "Run `headroom ARGS...`; returns (exit code, stdout, stderr).");
+  m.def("load_profile", &load_profile, py::arg("path"), "A validated calibration profile as JSON text.");
 }

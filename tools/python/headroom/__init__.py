@@ -24,7 +24,7 @@ if _PACKAGE_DATA.is_dir() and not os.environ.get("HEADROOM_DATA_DIR"):
 
 from . import _headroom  # noqa: E402
 
-__all__ = ["estimate", "mtsl", "rank", "launch", "comm", "simulate", "calibrate", "validate", "run"]
+__all__ = ["estimate", "mtsl", "rank", "launch", "comm", "simulate", "calibrate", "validate", "load_profile", "run"]
 __version__ = "0.1.0"
 
 
@@ -98,3 +98,8 @@ def calibrate(**kwargs: Any) -> dict:
 def validate(**kwargs: Any) -> dict:
     """``headroom validate``: the published tables reproduced; raises RuntimeError if a check fails."""
     return _json("validate", kwargs)
+
+
+def load_profile(path: str | os.PathLike) -> dict:
+    """A calibration profile (``headroom calibrate --out``), checked exactly as ``--profile`` checks it."""
+    return json.loads(_headroom.load_profile(os.fspath(path)))
