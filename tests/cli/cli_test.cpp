@@ -5,20 +5,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "../test_support.hpp"
 
 namespace headroom {
 namespace {
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result run(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  const int code = cli::run(args, out, err);
-  return {code, out.str(), err.str()};
-}
+using Result = test::CliResult;
+constexpr auto run = &test::run_cli;
 
 const std::vector<std::string> kEstimate = {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb",
                                             "--seq", "8192", "--tp", "4", "--pp", "2", "--gpus", "8",

@@ -7,20 +7,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "../test_support.hpp"
 
 namespace headroom {
 namespace {
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result run(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  const int code = cli::run(args, out, err);
-  return {code, out.str(), err.str()};
-}
+using Result = test::CliResult;
+constexpr auto run = &test::run_cli;
 
 // Llama 3.1 8B on 64 H100s of dgx-h100 (8 per node): tp 2, cp 2, pp 2 x 2 virtual stages, dp 8.
 const std::vector<std::string> kLayout = {"launch", "--model", "llama3.1-8b", "--cluster", "dgx-h100",

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "../test_support.hpp"
 #include "headroom/estimator/error.hpp"
 #include "headroom/estimator/sharding.hpp"
 
@@ -217,16 +218,8 @@ TEST(ShardingSetup, BadValuesThrow) {
 
 // ---- the command line ----
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result run(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  const int code = cli::run(args, out, err);
-  return {code, out.str(), err.str()};
-}
+using Result = test::CliResult;
+constexpr auto run = &test::run_cli;
 
 TEST(CommCli, JsonHasMemoryAndVolumes) {
   const Result r = run({"comm", "--strategy", "paro-iig", "--params", "7e9", "--gpus", "64", "--group-size", "8",
