@@ -242,9 +242,8 @@ PerfCoefficients fit_perf(const std::vector<PerfRun>& runs, const PerfCoefficien
 }  // namespace headroom::validate
 
 namespace headroom::validate {
-namespace {
 
-bool same_coefficients(const PerfCoefficients& a, const PerfCoefficients& b) {
+bool same_perf_coefficients(const PerfCoefficients& a, const PerfCoefficients& b) {
   const auto close = [](double x, double y) { return std::abs(x - y) <= 1e-4 * std::max(1e-9, std::abs(y)) + 1e-12; };
   const nlohmann::json ja = perf_coefficients_to_json(a), jb = perf_coefficients_to_json(b);
   for (const auto& [key, value] : ja.items()) {
@@ -259,8 +258,6 @@ bool same_coefficients(const PerfCoefficients& a, const PerfCoefficients& b) {
   return true;
 }
 
-}  // namespace
-
 PerfValidation validate_perf(const std::vector<PerfRun>& runs, const PerfCoefficients& shipped) {
   PerfValidation v;
   v.shipped = shipped;
@@ -269,7 +266,7 @@ PerfValidation validate_perf(const std::vector<PerfRun>& runs, const PerfCoeffic
   v.refit = fit_perf(runs, PerfCoefficients{});
   v.refit.name = shipped.name;
   v.refit.source = shipped.source;
-  v.shipped_is_fit = same_coefficients(v.refit, shipped);
+  v.shipped_is_fit = same_perf_coefficients(v.refit, shipped);
   std::vector<int> tables;
   for (const auto& r : runs)
     if (std::find(tables.begin(), tables.end(), r.run.table) == tables.end()) tables.push_back(r.run.table);

@@ -85,6 +85,9 @@ struct PerfValidation {
 
 [[nodiscard]] PerfValidation validate_perf(const std::vector<PerfRun>& runs, const PerfCoefficients& shipped);
 
+// Shipped and refitted coefficients agree to the 6 significant digits the shipped files keep.
+[[nodiscard]] bool same_perf_coefficients(const PerfCoefficients& a, const PerfCoefficients& b);
+
 // Goals of issue 5: mean regret ≤ 1.5%, worst ≤ 5% (shipped coefficients, visible columns).
 inline constexpr double kPerfMeanRegretGoal = 0.015;
 inline constexpr double kPerfWorstRegretGoal = 0.05;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "headroom/estimator/error.hpp"
+#include "validate_perf.hpp"
 
 namespace headroom::validate {
 namespace {
@@ -200,26 +201,6 @@ PerfCoefficients fit_thesis_perf(const ThesisPerfData& data, const PerfCoefficie
   return c;
 }
 
-namespace {
-
-// The shipped file rounds to 6 significant digits.
-bool same_coefficients(const PerfCoefficients& a, const PerfCoefficients& b) {
-  const auto close = [](double x, double y) { return std::abs(x - y) <= 1e-4 * std::max(1e-9, std::abs(y)) + 1e-12; };
-  const nlohmann::json ja = perf_coefficients_to_json(a), jb = perf_coefficients_to_json(b);
-  for (const auto& [key, value] : ja.items()) {
-    if (!value.is_number()) continue;
-    if (!jb.contains(key) || !close(value.get<double>(), jb.at(key).get<double>())) return false;
-  }
-  if (a.gpus.size() != b.gpus.size()) return false;
-  for (std::size_t i = 0; i < a.gpus.size(); ++i)
-    if (a.gpus[i].gpu != b.gpus[i].gpu || !close(a.gpus[i].gemm, b.gpus[i].gemm) ||
-        !close(a.gpus[i].attention, b.gpus[i].attention))
-      return false;
-  return true;
-}
-
-}  // namespace
-
 ThesisPerfValidation validate_thesis_perf(const ThesisPerfData& data, const PerfCoefficients& shipped) {
   ThesisPerfValidation v;
   v.shipped = shipped;
@@ -228,7 +209,7 @@ ThesisPerfValidation validate_thesis_perf(const ThesisPerfData& data, const Perf
   v.refit = fit_thesis_perf(data, PerfCoefficients{});
   v.refit.name = shipped.name;
   v.refit.source = shipped.source;
-  v.shipped_is_fit = same_coefficients(v.refit, shipped);
+  v.shipped_is_fit = same_perf_coefficients(v.refit, shipped);
   std::vector<std::string> configs, tables;
   for (const auto& c : data.cells) {
     if (std::find(configs.begin(), configs.end(), c.config) == configs.end()) configs.push_back(c.config);

@@ -1,5 +1,7 @@
 #include "headroom/estimator/throughput.hpp"
 
+#include "headroom/estimator/collectives.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -153,8 +155,7 @@ double attention_efficiency(const PerfContext& p, double query_tokens) {
 // Patarasuk & Yuan 2009 ring; nccl-tests bus-bandwidth factor (n − 1)/n for all-gather / reduce-scatter.
 double ring_gather_seconds(double bytes, std::int64_t n, const Link& link) {
   if (n <= 1) return 0.0;
-  const double steps = d(n - 1);
-  return steps * link.latency_s + bytes * steps / d(n) / link.bytes_per_s;
+  return d(n - 1) * link.latency_s + bytes * bus_bandwidth_factor(Collective::all_gather, n) / link.bytes_per_s;
 }
 
 // Thesis Sec. 3.1.2: LoRA freezes the base weights; its adapters are stored (and gathered) next to them.
