@@ -19,7 +19,7 @@ namespace {
 struct SimulateOptions {
   SpecOptions specs;
   LayoutOptions layout;
-  std::string collective, algorithm = "ring", bytes, nodes = "1", nics, profile, trace;
+  std::string collective, algorithm = "ring", bytes, nodes = "1", nics, channels = "1", profile, trace;
   bool no_contention = false;
   bool json = false;
 };
@@ -35,9 +35,11 @@ void run_collective(const SimulateOptions& o, std::ostream& out) {
   const Collective op = sim::parse_collective(o.collective);
   const sim::Algorithm a = sim::parse_algorithm(o.algorithm);
   const double bytes = static_cast<double>(parse_count("--bytes", o.bytes));
-  const sim::CollectiveResult r = sim::simulate_collective(topo, op, a, bytes, sim::EngineOptions{!o.no_contention});
+  const std::int64_t channels = parse_count("--channels", o.channels);
+  const sim::CollectiveResult r =
+      sim::simulate_collective(topo, op, a, bytes, sim::EngineOptions{!o.no_contention}, channels);
   if (o.json) {
-    out << nlohmann::json{{"collective", to_string(op)}, {"algorithm", sim::to_string(a)}, {"cluster", c.name},
+    out << nlohmann::json{{"collective", to_string(op)}, {"algorithm", sim::to_string(a)}, {"channels", channels}, {"cluster", c.name},
                           {"nodes", t.nodes}, {"gpus", topo.gpus()}, {"bytes", bytes}, {"time_s", r.time_s},
                           {"algbw_GBps", r.algbw_bytes_per_s / 1e9}, {"busbw_GBps", r.busbw_bytes_per_s / 1e9},
                           {"transfers", r.transfers}, {"events", r.events}}
@@ -122,28 +124,33 @@ nlohmann::json simulator_agreement(const SpecLibrary& lib) {
     const char* why;
     const char* model;
     const char* cluster;
-    std::int64_t tp, pp, dp, micro, seq, nics;
+    const char* framework;
+    std::int64_t tp, pp, dp, micro, seq, nics, lora_rank;
   };
   const Case cases[] = {
-      {"one node, no shared link", "llama3.1-8b", "dgx-a100-80gb", 2, 4, 1, 32, 4096, 0},
-      {"1,024 GPUs, one NIC per GPU", "llama3.1-70b", "dgx-a100-80gb", 8, 8, 16, 64, 8192, 0},
-      {"LUMI: 4 NICs for 8 GCDs (node source), PP sends of 2 GCDs share one", "llama3.1-8b", "lumi-mi250x", 8, 2, 4, 16, 4096, 4},
+      {"one node, no shared link", "llama3.1-8b", "dgx-a100-80gb", "megatron", 2, 4, 1, 32, 4096, 0, 0},
+      {"1,024 GPUs, one NIC per GPU", "llama3.1-70b", "dgx-a100-80gb", "megatron", 8, 8, 16, 64, 8192, 0, 0},
+      {"LUMI: 4 NICs for 8 GCDs (node source), PP sends of 2 GCDs share one", "llama3.1-8b", "lumi-mi250x",
+       "megatron", 8, 2, 4, 16, 4096, 4, 0},
+      {"thesis: LoRA r=128, FSDP over 4 nodes, per-micro-batch gathers mostly exposed", "llama3.1-70b",
+       "lumi-mi250x", "pytorch-fsdp", 1, 1, 32, 1, 10000, 0, 128},
   };
   nlohmann::json rows = nlohmann::json::array();
-  const FrameworkProfile fw = lib.framework("megatron");
-  const PerfCoefficients k = default_perf_coefficients(lib, "megatron");
   for (const Case& c : cases) {
     const ModelSpec m = lib.model(c.model);
     const ClusterSpec cl = lib.cluster(c.cluster);
-    Layout l = default_layout(fw);
+    const PerfCoefficients k = default_perf_coefficients(lib, c.framework);
+    Layout l = default_layout(lib.framework(c.framework));
     l.tp = c.tp, l.pp = c.pp, l.dp = c.dp, l.mbs = 1, l.gbs = c.micro * c.dp, l.seq = c.seq;
+    l.lora.rank = c.lora_rank;
     sim::StepOptions so;
     so.nics_per_node = c.nics;
     const double a = estimate_perf(m, cl, l, k).step_time_s;
     const double shared = sim::simulate_step(m, cl, l, k, so).step_time_s;
     so.engine.contention = false;
     const double alone = sim::simulate_step(m, cl, l, k, so).step_time_s;
-    rows.push_back({{"case", c.why}, {"model", c.model}, {"cluster", c.cluster}, {"tp", c.tp}, {"pp", c.pp},
+    rows.push_back({{"case", c.why}, {"model", c.model}, {"cluster", c.cluster}, {"framework", c.framework},
+                    {"lora_rank", c.lora_rank}, {"tp", c.tp}, {"pp", c.pp},
                     {"dp", c.dp}, {"microbatches", c.micro}, {"analytical_s", a}, {"simulated_no_contention_s", alone},
                     {"simulated_s", shared}, {"schedule_diff", alone / a - 1.0}, {"contention_diff", shared / alone - 1.0}});
   }
@@ -177,6 +184,10 @@ void register_simulate(CLI::App& app, std::ostream& out) {
   sub->add_option("--algorithm", opts->algorithm, "ring, hring, horing or tree")->capture_default_str();
   sub->add_option("--bytes", opts->bytes, "collective size as nccl-tests counts it");
   sub->add_option("--nodes", opts->nodes, "nodes of the cluster (collective mode)")->capture_default_str();
+  sub->add_option("--channels", opts->channels,
+                  "concurrent rings for --algorithm ring, each crossing nodes through a different GPU and NIC "
+                  "(NCCL's channels; 1 = PaRO's traditional Ring)")
+      ->capture_default_str();
   sub->add_option("--nics-per-node", opts->nics, "NICs per node (default: one per GPU)");
   sub->add_option("--profile", opts->profile, "performance coefficients JSON (default data/perf/<framework>.json)");
   sub->add_option("--trace", opts->trace, "write a Chrome trace (Perfetto) of the step to this file");

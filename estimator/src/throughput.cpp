@@ -184,9 +184,52 @@ PassTimes scaled(PassTimes x, double k) {
   return x;
 }
 
+PassTimes compute_only(const LayerCompute& c) {
+  PassTimes x;
+  x.gemm = c.gemm;
+  x.attention = c.attention;
+  x.elementwise = c.elementwise;
+  x.overhead = c.overhead;
+  return x;
+}
+
 double gemm_seconds(const PerfContext& p, const GemmShape& g) { return g.flops() / (p.peak_flops * gemm_efficiency(p, g)); }
 
 }  // namespace
+
+LayerPasses layer_compute_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
+  const double s = d(l.seq), b = d(l.mbs), h = d(m.hidden_size);
+  const LayerGemms g = layer_gemms(m, l);
+  const double gemm_f = gemm_seconds(p, g.qkv) + gemm_seconds(p, g.proj) + gemm_seconds(p, g.fc1) + gemm_seconds(p, g.fc2);
+  const double attn_f = attention_flops_forward(m, l) / (p.peak_flops * attention_efficiency(p, s / d(l.cp)));
+  const double act_bytes = 2.0 * s * b * h / d(l.tp * l.cp);  // one BF16 s·b·h tensor, SP- and CP-sharded
+  const double elem_f = p.coef.elementwise_passes * act_bytes / p.hbm_bytes_per_s;
+  const RecomputeFactors rc = recompute_factors(l.recompute);
+  const double base_bwd = gemm_backward_ratio(!l.lora.enabled());  // frozen base weights: input gradient only
+  // LoRA adapters: small GEMMs (k or n = r), timed at the efficiency of an s·b/c × r × h shape.
+  const double lora_f = l.lora.enabled() ? lora_flops_forward(m, l) /
+                                               (p.peak_flops * gemm_efficiency(p, {g.qkv.m, d(l.lora.rank), h}))
+                                         : 0.0;
+  LayerPasses out;
+  out.forward = {gemm_f + lora_f, attn_f, elem_f, p.coef.layer_overhead_s};
+  out.backward = {(base_bwd + rc.gemm) * gemm_f + (kGemmBackwardRatio + rc.gemm) * lora_f,
+                  (kAttentionBackwardRatio + rc.attention) * attn_f, (2.0 + rc.gemm) * elem_f,
+                  (1.0 + rc.gemm) * p.coef.layer_overhead_s};
+  return out;
+}
+
+PipelineEnds pipeline_end_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
+  const double s = d(l.seq), b = d(l.mbs), h = d(m.hidden_size), t = d(l.tp), cp = d(l.cp);
+  const double act_bytes = 2.0 * s * b * h / (t * cp);
+  const double head = gemm_seconds(p, GemmShape{s * b / cp, d(m.vocab_size) / t, h});
+  const double logits_bytes = 4.0 * s * b * d(m.vocab_size) / (t * cp);
+  PipelineEnds e;
+  e.embedding_s = 2.0 * act_bytes / p.hbm_bytes_per_s;
+  e.head_forward_s = head;
+  e.head_backward_s = gemm_backward_ratio(!l.lora.enabled()) * head;  // the LM head is frozen under LoRA too
+  e.loss_s = p.coef.loss_passes * logits_bytes / p.hbm_bytes_per_s * 0.5;
+  return e;
+}
 
 PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layout& l) {
   const PerfCoefficients& c = p.coef;
@@ -197,27 +240,11 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   const std::int64_t gpn = p.gpus_per_node;
 
   // ---- one layer, one micro-batch ----
-  const LayerGemms g = layer_gemms(m, l);
-  const double gemm_f = gemm_seconds(p, g.qkv) + gemm_seconds(p, g.proj) + gemm_seconds(p, g.fc1) + gemm_seconds(p, g.fc2);
-  const double attn_f = attention_flops_forward(m, l) / (p.peak_flops * attention_efficiency(p, s / cp));
+  const LayerPasses lc = layer_compute_seconds(m, p, l);
+  const double attn_f = lc.forward.attention;
   const double act_bytes = 2.0 * s * b * h / (t * cp);  // one BF16 s·b·h tensor, SP- and CP-sharded
-  const double elem_f = c.elementwise_passes * act_bytes / p.hbm_bytes_per_s;
   const RecomputeFactors rc = recompute_factors(l.recompute);
-  const double base_bwd = gemm_backward_ratio(!l.lora.enabled());  // frozen base weights: input gradient only
-  // LoRA adapters: small GEMMs (k or n = r), timed at the efficiency of an s·b/c × r × h shape.
-  const double lora_f = l.lora.enabled() ? lora_flops_forward(m, l) /
-                                               (p.peak_flops * gemm_efficiency(p, {g.qkv.m, d(l.lora.rank), h}))
-                                         : 0.0;
-
-  PassTimes fwd, bwd;
-  fwd.gemm = gemm_f + lora_f;
-  fwd.attention = attn_f;
-  fwd.elementwise = elem_f;
-  fwd.overhead = c.layer_overhead_s;
-  bwd.gemm = (base_bwd + rc.gemm) * gemm_f + (kGemmBackwardRatio + rc.gemm) * lora_f;
-  bwd.attention = (kAttentionBackwardRatio + rc.attention) * attn_f;
-  bwd.elementwise = (2.0 + rc.gemm) * elem_f;
-  bwd.overhead = (1.0 + rc.gemm) * c.layer_overhead_s;
+  PassTimes fwd = compute_only(lc.forward), bwd = compute_only(lc.backward);
 
   // TP/SP (Korthikanti et al. 2023 Sec. 4.2.2): 2 all-gathers + 2 reduce-scatters of s·b·h/c per pass (the same
   // bytes as 2 all-reduces without SP); full recompute repeats the forward ones.
@@ -252,17 +279,15 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
     body_b.pp = one;
   }
 
-  // First stage: embedding lookup (elementwise). Last stage: LM head GEMM and the FP32 loss over s·b·v/(t·c).
+  // First stage: embedding lookup (elementwise). Last stage: LM head GEMM and the FP32 loss.
   PassTimes first_f = body_f, first_b = body_b, last_f = body_f, last_b = body_b;
-  first_f.elementwise += 2.0 * act_bytes / p.hbm_bytes_per_s;
-  first_b.elementwise += 2.0 * act_bytes / p.hbm_bytes_per_s;
-  const GemmShape head{s * b / cp, d(m.vocab_size) / t, h};
-  const double head_f = gemm_seconds(p, head);
-  const double logits_bytes = 4.0 * s * b * d(m.vocab_size) / (t * cp);
-  last_f.gemm += head_f;
-  last_b.gemm += base_bwd * head_f;  // the LM head is frozen under LoRA too
-  last_f.elementwise += c.loss_passes * logits_bytes / p.hbm_bytes_per_s * 0.5;
-  last_b.elementwise += c.loss_passes * logits_bytes / p.hbm_bytes_per_s * 0.5;
+  const PipelineEnds ends = pipeline_end_seconds(m, p, l);
+  first_f.elementwise += ends.embedding_s;
+  first_b.elementwise += ends.embedding_s;
+  last_f.gemm += ends.head_forward_s;
+  last_b.gemm += ends.head_backward_s;
+  last_f.elementwise += ends.loss_s;
+  last_b.elementwise += ends.loss_s;
   if (l.pp == 1) {
     last_f += first_f;
     last_f += scaled(body_f, -1.0);

@@ -154,7 +154,7 @@ Collective parse_collective(std::string_view s) {
 }
 
 TaskGraph collective_graph(Collective op, Algorithm a, double bytes, const std::vector<std::int64_t>& members,
-                           std::int64_t group_size) {
+                           std::int64_t group_size, std::int64_t channels) {
   const auto n = members.size();
   if (n == 0) throw Error("collective: no members");
   if (!(bytes > 0)) throw Error("collective: --bytes must be positive");
@@ -163,6 +163,9 @@ TaskGraph collective_graph(Collective op, Algorithm a, double bytes, const std::
                 std::string(to_string(op)) + ")");
   if (group_size < 1 || n % static_cast<std::size_t>(group_size) != 0)
     throw Error("collective: group size " + std::to_string(group_size) + " must divide the " + std::to_string(n) + " members");
+  if (channels < 1 || channels > group_size)
+    throw Error("collective: --channels " + std::to_string(channels) + " must be between 1 and the group size " +
+                std::to_string(group_size));
   if (a == Algorithm::tree && op != Collective::all_reduce)
     throw Error("collective: the tree algorithm is for all-reduce only (got " + std::string(to_string(op)) + ")");
   const auto M = static_cast<std::size_t>(group_size), g = n / M;
@@ -171,9 +174,8 @@ TaskGraph collective_graph(Collective op, Algorithm a, double bytes, const std::
   TaskGraph graph;
   Builder b(members, graph);
   const Frontier start(n);
-  std::vector<std::vector<std::size_t>> flat(1), intra(g), inter(M);
+  std::vector<std::vector<std::size_t>> intra(g), inter(M);
   for (std::size_t i = 0; i < n; ++i) {
-    flat[0].push_back(i);
     intra[i / M].push_back(i);
     inter[i % M].push_back(i);
   }
@@ -183,7 +185,12 @@ TaskGraph collective_graph(Collective op, Algorithm a, double bytes, const std::
   switch (a) {
     case Algorithm::ring: {
       const std::int64_t s = op == Collective::all_reduce ? 2 * steps(n) : steps(n);
-      (void)b.rings(flat, shard, s, start);
+      const auto k = static_cast<std::size_t>(channels);
+      std::vector<std::vector<std::size_t>> rings(k);
+      for (std::size_t c = 0; c < k; ++c)
+        for (std::size_t gi = 0; gi < g; ++gi)
+          for (std::size_t l = 0; l < M; ++l) rings[c].push_back(gi * M + (l + c) % M);
+      (void)b.rings(rings, shard / static_cast<double>(k), s, start);
       break;
     }
     case Algorithm::hring: {
@@ -227,8 +234,8 @@ TaskGraph collective_graph(Collective op, Algorithm a, double bytes, const std::
 
 CollectiveResult simulate_collective(const Topology& topo, Collective op, Algorithm a, double bytes,
                                      const std::vector<std::int64_t>& members, std::int64_t group_size,
-                                     const EngineOptions& options) {
-  const TaskGraph g = collective_graph(op, a, bytes, members, group_size);
+                                     const EngineOptions& options, std::int64_t channels) {
+  const TaskGraph g = collective_graph(op, a, bytes, members, group_size, channels);
   const RunResult r = run(g, topo, options);
   CollectiveResult out;
   out.time_s = r.makespan_s;
@@ -242,10 +249,10 @@ CollectiveResult simulate_collective(const Topology& topo, Collective op, Algori
 }
 
 CollectiveResult simulate_collective(const Topology& topo, Collective op, Algorithm a, double bytes,
-                                     const EngineOptions& options) {
+                                     const EngineOptions& options, std::int64_t channels) {
   std::vector<std::int64_t> all(static_cast<std::size_t>(topo.gpus()));
   for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::int64_t>(i);
-  return simulate_collective(topo, op, a, bytes, all, topo.gpus_per_node(), options);
+  return simulate_collective(topo, op, a, bytes, all, topo.gpus_per_node(), options, channels);
 }
 
 }  // namespace headroom::sim

@@ -17,30 +17,6 @@ namespace {
 
 double d(std::int64_t v) { return static_cast<double>(v); }
 
-// Per layer and micro-batch, one pass: compute seconds (GEMMs, attention, HBM passes, fixed overhead) from
-// the throughput model's efficiencies (throughput.hpp); backward ratios from flops.hpp.
-struct LayerCost {
-  double fwd = 0, bwd = 0;
-  double attn_fwd = 0;  // attention part of fwd, which CP's ring exchange hides behind
-};
-
-double gemm_seconds(const PerfContext& p, const GemmShape& g) { return g.flops() / (p.peak_flops * gemm_efficiency(p, g)); }
-
-LayerCost layer_cost(const ModelSpec& m, const PerfContext& p, const Layout& l) {
-  const LayerGemms g = layer_gemms(m, l);
-  const double gemm = gemm_seconds(p, g.qkv) + gemm_seconds(p, g.proj) + gemm_seconds(p, g.fc1) + gemm_seconds(p, g.fc2);
-  const double attn = attention_flops_forward(m, l) / (p.peak_flops * attention_efficiency(p, d(l.seq) / d(l.cp)));
-  const double act = 2.0 * d(l.seq) * d(l.mbs) * d(m.hidden_size) / d(l.tp * l.cp);
-  const double elem = p.coef.elementwise_passes * act / p.hbm_bytes_per_s;
-  const RecomputeFactors rc = recompute_factors(l.recompute);
-  LayerCost c;
-  c.attn_fwd = attn;
-  c.fwd = gemm + attn + elem + p.coef.layer_overhead_s;
-  c.bwd = (kGemmBackwardRatio + rc.gemm) * gemm + (kAttentionBackwardRatio + rc.attention) * attn +
-          (2.0 + rc.gemm) * elem + (1.0 + rc.gemm) * p.coef.layer_overhead_s;
-  return c;
-}
-
 // Megatron-LM rank order: TP innermost, then CP, DP, PP.
 struct Ranks {
   std::int64_t t, c, dp, p;
@@ -60,7 +36,7 @@ class StepBuilder {
   StepResult build_and_run() {
     const std::int64_t p = l_.pp, v = std::max<std::int64_t>(1, l_.vpp), micro = l_.microbatches();
     const std::int64_t layers_per_chunk = m_.num_layers / (p * v);
-    const LayerCost lc = layer_cost(m_, perf_, l_);
+    const LayerPasses lc = layer_compute_seconds(m_, perf_, l_);  // the throughput model's, per layer and pass
     const RecomputeFactors rc = recompute_factors(l_.recompute);
     const double s = d(l_.seq), b = d(l_.mbs), h = d(m_.hidden_size);
     const double act_bytes = 2.0 * s * b * h / d(l_.tp * l_.cp);
@@ -81,13 +57,12 @@ class StepBuilder {
       const double kv = 2.0 * (s / d(l_.cp)) * b * h * (d(m_.num_kv_heads) / d(m_.num_heads)) * 2.0 / d(l_.tp);
       const double ring_f = collective(Collective::all_gather, kv * d(l_.cp), g);
       const double ring_b = collective(Collective::all_gather, 2.0 * kv * d(l_.cp), g);
-      cp_fwd = std::max(0.0, ring_f - perf_.coef.cp_overlap * lc.attn_fwd);
-      cp_bwd = std::max(0.0, ring_b - perf_.coef.cp_overlap * kAttentionBackwardRatio * lc.attn_fwd) + rc.attention * cp_fwd;
+      cp_fwd = std::max(0.0, ring_f - perf_.coef.cp_overlap * lc.forward.attention);
+      cp_bwd = std::max(0.0, ring_b - perf_.coef.cp_overlap * kAttentionBackwardRatio * lc.forward.attention) +
+               rc.attention * cp_fwd;
     }
     // First stage: embedding; last: LM head GEMM and the FP32 loss (throughput.hpp's terms).
-    const double embed = 2.0 * act_bytes / perf_.hbm_bytes_per_s;
-    const double head = gemm_seconds(perf_, GemmShape{s * b / d(l_.cp), d(m_.vocab_size) / d(l_.tp), h});
-    const double loss = perf_.coef.loss_passes * 4.0 * s * b * d(m_.vocab_size) / d(l_.tp * l_.cp) / perf_.hbm_bytes_per_s * 0.5;
+    const PipelineEnds ends = pipeline_end_seconds(m_, perf_, l_);
 
     // Activations one micro-batch leaves on a chunk (memory.hpp), freed by its backward.
     const double act_layer = activation_bytes_per_layer(m_, l_) * d(layers_per_chunk);
@@ -104,22 +79,38 @@ class StepBuilder {
 
     // Build each stage's chain first (without cross-stage edges), then link them.
     std::vector<std::vector<TaskId>> stage_tasks(static_cast<std::size_t>(p));
+    // Per micro-batch FSDP traffic starts with the pass; the layer after dp_overlap of the pass waits for it.
+    const double f = std::clamp(perf_.coef.dp_overlap, 0.0, 1.0);
+    const auto wait_layer = std::min(layers_per_chunk - 1, static_cast<std::int64_t>(f * d(layers_per_chunk)));
     for (std::int64_t st = 0; st < p; ++st) {
       std::vector<TaskId> prev;
+      const MicrobatchComm mbc = microbatch_dp_seconds(st);
       for (const PassOp& op : order[static_cast<std::size_t>(st)]) {
         const std::int64_t vs = op.chunk * p + st;
         TaskId first = 0, last = 0;
+        std::vector<TaskId> fsdp;
+        if (const double sec = op.forward ? mbc.forward_s : mbc.backward_s; sec > 0) {
+          Task c;
+          c.op = OpKind::dp_comm;
+          c.stage = static_cast<std::int32_t>(st);
+          c.microbatch = op.microbatch;
+          c.chunk = op.chunk;
+          c.lane = 3;
+          c.duration_s = sec;
+          fsdp.push_back(add_task(g, c, prev));
+        }
         for (std::int64_t layer = 0; layer < layers_per_chunk; ++layer) {
+          if (layer == wait_layer) prev.insert(prev.end(), fsdp.begin(), fsdp.end());
           Task t;
           t.kind = TaskKind::delay;
           t.op = op.forward ? OpKind::compute_fwd : OpKind::compute_bwd;
           t.stage = static_cast<std::int32_t>(st);
           t.microbatch = op.microbatch;
           t.chunk = op.chunk;
-          t.duration_s = op.forward ? lc.fwd + cp_fwd : lc.bwd + cp_bwd;
-          if (layer == 0 && vs == 0) t.duration_s += embed;
+          t.duration_s = op.forward ? lc.forward.total() + cp_fwd : lc.backward.total() + cp_bwd;
+          if (layer == 0 && vs == 0) t.duration_s += ends.embedding_s;
           if (layer == layers_per_chunk - 1 && vs == vs_count - 1)
-            t.duration_s += op.forward ? head + loss : kGemmBackwardRatio * head + loss;
+            t.duration_s += (op.forward ? ends.head_forward_s : ends.head_backward_s) + ends.loss_s;
           const TaskId id = add_task(g, t, prev);
           if (layer == 0) first = id;
           last = id;
@@ -153,26 +144,22 @@ class StepBuilder {
     }
     // DP: after each stage's last backward, the once-per-step gradient sync and parameter gather (PaRO
     // Sec. 3.1.1) over the DP×CP group, starting dp_overlap of the last backward early; then the optimizer.
-    const std::int64_t group = l_.dp * l_.cp;
     for (std::int64_t st = 0; st < p; ++st) {
       const auto& tasks = stage_tasks[static_cast<std::size_t>(st)];
       std::vector<TaskId> deps{tasks.back()};
       double dp_s = 0;
-      if (group > 1) {
-        std::vector<std::int64_t> members;
-        for (std::int64_t dd = 0; dd < l_.dp; ++dd)
-          for (std::int64_t cc = 0; cc < l_.cp; ++cc) members.push_back(ranks_.rank(0, cc, dd, st));
-        const double params = stage_parameters_per_gpu(m_, l_, st);
+      if (const std::vector<std::int64_t> members = dp_members(st); members.size() > 1) {
+        // The trainable parameters (Ψ'): all of them, or the LoRA adapters.
+        const double trainable = dp_parameters_per_gpu(m_, l_, st).trainable;
         const GradSync sync = update_grad_sync_kind(l_.sharding);
-        const double grads = params * l_.precision.grad_bytes;
+        const double grads = trainable * l_.precision.grad_bytes;
         if (sync == GradSync::all_reduce) dp_s += collective(Collective::all_reduce, grads, members);
         else if (sync != GradSync::none) dp_s += collective(Collective::reduce_scatter, grads, members);
         if (shard_level(l_.sharding.params) < shard_level(l_.sharding.optimizer))
-          dp_s += collective(Collective::all_gather, params * l_.precision.weight_bytes, members);
+          dp_s += collective(Collective::all_gather, trainable * l_.precision.weight_bytes, members);
       }
       if (dp_s > 0) {
         // Start it when (1 − dp_overlap) of the last backward pass of this stage has run.
-        const double f = std::clamp(perf_.coef.dp_overlap, 0.0, 1.0);
         std::vector<TaskId> last_bwd;
         for (auto it = tasks.rbegin(); it != tasks.rend() && g[*it].op != OpKind::compute_fwd; ++it)
           if (g[*it].microbatch == g[tasks.back()].microbatch && g[*it].chunk == g[tasks.back()].chunk) last_bwd.push_back(*it);
@@ -197,7 +184,7 @@ class StepBuilder {
       Task opt;
       opt.op = OpKind::optimizer;
       opt.stage = static_cast<std::int32_t>(st);
-      const double shard_params = stage_parameters_per_gpu(m_, l_, st) / shard_divisor(l_.sharding.optimizer, l_, perf_.gpus_per_node);
+      const double shard_params = dp_parameters_per_gpu(m_, l_, st).trainable / shard_divisor(l_.sharding.optimizer, l_, perf_.gpus_per_node);
       opt.duration_s = shard_params * (2.0 * l_.precision.optimizer_bytes + l_.precision.grad_bytes + l_.precision.weight_bytes) /
                            perf_.hbm_bytes_per_s + perf_.coef.step_overhead_s;
       (void)add_task(g, opt, deps);
@@ -210,6 +197,43 @@ class StepBuilder {
   }
 
  private:
+  struct MicrobatchComm {
+    double forward_s = 0, backward_s = 0;
+  };
+
+  // The stage's DP×CP group (TP rank 0), in rank order.
+  [[nodiscard]] std::vector<std::int64_t> dp_members(std::int64_t st) const {
+    std::vector<std::int64_t> members;
+    for (std::int64_t dd = 0; dd < l_.dp; ++dd)
+      for (std::int64_t cc = 0; cc < l_.cp; ++cc) members.push_back(ranks_.rank(0, cc, dd, st));
+    return members;
+  }
+
+  // PaRO Sec. 3.1.1 (Table 3's s-fold terms): sharded parameters are all-gathered over their scope before
+  // every forward and backward pass of a chunk, sharded gradients reduce-scattered over theirs after every
+  // backward. Scope I is the GPUs of the group on one node, G the whole DP×CP group.
+  MicrobatchComm microbatch_dp_seconds(std::int64_t st) {
+    MicrobatchComm out;
+    const std::vector<std::int64_t> all = dp_members(st);
+    if (all.size() <= 1) return out;
+    const std::int64_t per_node = members_per_node(l_.tp, l_.dp * l_.cp, perf_.gpus_per_node);
+    const auto scope = [&](Shard s) {
+      return s == Shard::global ? all : std::vector<std::int64_t>(all.begin(), all.begin() + per_node);
+    };
+    const DpParameters dpp = dp_parameters_per_gpu(m_, l_, st);
+    const double chunk = 1.0 / d(std::max<std::int64_t>(1, l_.vpp));
+    if (shard_level(l_.sharding.params) > 0) {
+      const double gather = collective(Collective::all_gather, dpp.gathered * chunk * l_.precision.weight_bytes,
+                                       scope(l_.sharding.params));
+      out.forward_s += gather;
+      out.backward_s += gather;
+    }
+    if (shard_level(l_.sharding.grads) > 0)
+      out.backward_s += collective(Collective::reduce_scatter, dpp.trainable * chunk * l_.precision.grad_bytes,
+                                   scope(l_.sharding.grads));
+    return out;
+  }
+
   double collective(Collective op, double bytes, const std::vector<std::int64_t>& members) {
     if (members.size() <= 1) return 0.0;
     auto key = std::make_tuple(static_cast<int>(op), bytes, members);
@@ -220,7 +244,11 @@ class StepBuilder {
            topo_.node_of(members[static_cast<std::size_t>(per_node)]) == topo_.node_of(members[0]))
       ++per_node;
     if (static_cast<std::int64_t>(members.size()) % per_node != 0) per_node = 1;
-    const double t = simulate_collective(topo_, op, Algorithm::ring, bytes, members, per_node, opt_.engine).time_s;
+    // NCCL's rings: one channel per member of a node, so that a ring spanning nodes uses all their NICs.
+    const bool spans_nodes = topo_.node_of(members.front()) != topo_.node_of(members.back());
+    const std::int64_t channels = spans_nodes ? per_node : 1;
+    const double t =
+        simulate_collective(topo_, op, Algorithm::ring, bytes, members, per_node, opt_.engine, channels).time_s;
     cache_.emplace(std::move(key), t);
     return t;
   }
@@ -332,7 +360,6 @@ class StepBuilder {
 StepResult simulate_step(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const PerfCoefficients& k,
                          const StepOptions& o) {
   validate_layout(m, l);
-  if (l.lora.enabled()) throw Error("simulate: LoRA layouts are not modelled by the simulator (drop --lora-rank)");
   if (l.microbatches() < 1) throw Error("simulate: the layout has no micro-batch per pipeline");
   return StepBuilder(m, c, l, k, o).build_and_run();
 }

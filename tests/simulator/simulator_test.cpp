@@ -86,6 +86,21 @@ TEST(Collectives, HoRingAgainstPaRO) {
   EXPECT_NEAR((ho2 / h2) / (162.0 / 183.0), 1.0, 0.15);
 }
 
+// NCCL's rings (one channel per GPU of a node, each crossing nodes through a different NIC) against PaRO's
+// single traditional Ring: the node's 8 NICs instead of one, so ~8x faster, and bound by 8 x 25 GB/s per node.
+TEST(Collectives, RingChannelsUseEveryNicOfTheNode) {
+  const sim::Topology topo(test::library().cluster("dgx-a100-80gb"), {16, 0, 1.0, 1.0});
+  const auto one = sim::simulate_collective(topo, Collective::all_gather, sim::Algorithm::ring, kGiBytes, sim::EngineOptions{}, 1);
+  const auto eight = sim::simulate_collective(topo, Collective::all_gather, sim::Algorithm::ring, kGiBytes, sim::EngineOptions{}, 8);
+  const double nic_bound = 127.0 * (kGiBytes / 128.0) / (8 * 25e9);
+  const double latency = 127.0 * 5e-6;  // one IB hop per step
+  EXPECT_NEAR(eight.time_s / (nic_bound + latency), 1.0, 0.02);
+  EXPECT_GT(one.time_s / eight.time_s, 6.0);
+  // On datasheet links NCCL's rings beat both hierarchical rings for an all-gather.
+  EXPECT_LT(eight.time_s, all_gather(topo, sim::Algorithm::horing).time_s);
+  EXPECT_THROW((void)sim::simulate_collective(topo, Collective::all_gather, sim::Algorithm::ring, kGiBytes, sim::EngineOptions{}, 9), Error);
+}
+
 TEST(Collectives, RefusesWhatItDoesNotModel) {
   const sim::Topology topo(test::library().cluster("dgx-a100-80gb"), {2, 0, 1.0, 1.0});
   EXPECT_THROW((void)sim::simulate_collective(topo, Collective::all_gather, sim::Algorithm::tree, 1e6), Error);
@@ -150,6 +165,30 @@ TEST(Step, AgreesWithTheAnalyticalModelWithoutContention) {
     const sim::StepResult r = simulate(c, false);
     const double a = estimate_perf(c.model, c.cluster, c.layout, c.coef).step_time_s;
     EXPECT_NEAR(r.step_time_s / a, 1.0, 0.05) << c.layout.tp << " " << c.layout.pp << " " << c.layout.dp;
+  }
+}
+
+// LoRA under FSDP with per-micro-batch parameter gathers and gradient reduce-scatters (the thesis's setting,
+// pytorch-fsdp coefficients, which leave most of that traffic exposed), across 1-4 nodes.
+TEST(Step, AgreesWithTheAnalyticalModelUnderFsdpAndLora) {
+  const SpecLibrary lib = test::library();
+  const ModelSpec m = lib.model("llama3.1-70b");
+  const ClusterSpec c = lib.cluster("lumi-mi250x");
+  const PerfCoefficients k = default_perf_coefficients(lib, "pytorch-fsdp");
+  for (const auto& [tp, gpus] : {std::pair<std::int64_t, std::int64_t>{8, 16}, {4, 16}, {2, 32}, {1, 32}, {1, 8}}) {
+    Layout l = default_layout(lib.framework("pytorch-fsdp"));
+    l.tp = tp;
+    l.dp = gpus / tp;
+    l.seq = 10000;
+    l.mbs = 1;
+    l.gbs = l.dp;
+    l.lora.rank = 128;
+    sim::StepOptions o;
+    o.engine.contention = false;
+    const sim::StepResult r = sim::simulate_step(m, c, l, k, o);
+    const double a = estimate_perf(m, c, l, k).step_time_s;
+    EXPECT_NEAR(r.step_time_s / a, 1.0, 0.05) << tp << " " << gpus;
+    EXPECT_GT(r.step_time_s, 0.0);
   }
 }
 

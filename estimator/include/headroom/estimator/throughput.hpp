@@ -90,6 +90,31 @@ struct PerfContext {
 // bus-bandwidth factor (n − 1)/n): (n − 1)·α + bytes·(n − 1)/n / bandwidth.
 [[nodiscard]] double ring_gather_seconds(double bytes, std::int64_t n, const Link& link);
 
+// One layer's compute for one micro-batch and one pass (communication is added by the caller, per level).
+struct LayerCompute {
+  double gemm = 0;         // weight GEMMs (LoRA adapters included), recompute included in the backward
+  double attention = 0;    // core attention
+  double elementwise = 0;  // HBM passes: norms, activation, RoPE, residual adds
+  double overhead = 0;     // fixed per-layer cost (launches, synchronisation)
+  [[nodiscard]] double total() const { return gemm + attention + elementwise + overhead; }
+};
+struct LayerPasses {
+  LayerCompute forward, backward;
+};
+// Narayanan et al. 2021 Sec. 3.2 (backward = 2× forward GEMM FLOPs; recompute repeats the forward), Dao 2023
+// (attention backward 2.5× forward), over the efficiencies above; frozen LoRA base weights skip dW (thesis Sec. 3.1.2).
+[[nodiscard]] LayerPasses layer_compute_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l);
+
+// The ends of the pipeline per micro-batch: embedding lookup on the first stage (each pass); LM head GEMM and
+// the FP32 loss over s·b·v/(t·c) logits on the last (loss split evenly between the passes).
+struct PipelineEnds {
+  double embedding_s = 0;      // per pass
+  double head_forward_s = 0;
+  double head_backward_s = 0;
+  double loss_s = 0;           // per pass
+};
+[[nodiscard]] PipelineEnds pipeline_end_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l);
+
 // DP/FSDP traffic of one pipeline stage per GPU, after TP and before DP sharding: the parameter all-gathers
 // move every stored weight (frozen base and LoRA adapters alike), the gradient reductions only what trains
 // (the adapters under LoRA, everything otherwise). Thesis Sec. 3.1.2–3.3; PaRO Sec. 3.1 (Ψ and Ψ').

@@ -1,6 +1,9 @@
 // Collectives decomposed into GPU-to-GPU transfers (tasks of engine.hpp), then run on the topology.
-//   ring   : one ring over all members (Patarasuk & Yuan 2009): n − 1 steps of bytes/n (all-reduce: a
-//            reduce-scatter then an all-gather, 2(n − 1) steps).
+//   ring   : rings over all members (Patarasuk & Yuan 2009): n − 1 steps of bytes/n (all-reduce: a
+//            reduce-scatter then an all-gather, 2(n − 1) steps). With k channels (NCCL's rings), k rings run
+//            at once on bytes/k each, ring c entering every group at its c-th member, so that a multi-node
+//            ring crosses node boundaries through k different GPUs and NICs; one channel is PaRO's
+//            "traditional Ring" (Sec. 3.4), where every byte crosses each boundary through one NIC.
 //   hring  : hierarchical ring (PaRO Sec. 3.4; 2D-torus of Mikami et al. 2018 for all-reduce): all-gather =
 //            inter-group rings (one per local rank) then intra-group rings; reduce-scatter the reverse;
 //            all-reduce = intra reduce-scatter, inter all-reduce, intra all-gather.
@@ -31,9 +34,10 @@ enum class Algorithm { ring, hring, horing, tree };
 
 // A collective over `members` (GPU ids, in ring order, group by group: members[i] is in group
 // i / group_size). `bytes` is nccl-tests' size: all-gather's output, reduce-scatter's input, all-reduce's
-// buffer. Throws Error for an unsupported pair (tree is all-reduce only) or group_size not dividing the count.
+// buffer. `channels` (≥ 1, at most group_size) applies to the ring. Throws Error for an unsupported pair (tree
+// is all-reduce only), group_size not dividing the count, or channels out of range.
 [[nodiscard]] TaskGraph collective_graph(Collective op, Algorithm a, double bytes, const std::vector<std::int64_t>& members,
-                                         std::int64_t group_size);
+                                         std::int64_t group_size, std::int64_t channels = 1);
 
 struct CollectiveResult {
   double time_s = 0;
@@ -45,10 +49,10 @@ struct CollectiveResult {
 
 [[nodiscard]] CollectiveResult simulate_collective(const Topology& topo, Collective op, Algorithm a, double bytes,
                                                    const std::vector<std::int64_t>& members, std::int64_t group_size,
-                                                   const EngineOptions& options = {});
+                                                   const EngineOptions& options = {}, std::int64_t channels = 1);
 
 // Every GPU of the topology, groups = nodes.
 [[nodiscard]] CollectiveResult simulate_collective(const Topology& topo, Collective op, Algorithm a, double bytes,
-                                                   const EngineOptions& options = {});
+                                                   const EngineOptions& options = {}, std::int64_t channels = 1);
 
 }  // namespace headroom::sim

@@ -56,7 +56,7 @@ struct StepResult {
   std::int64_t tp = 1;
 };
 
-// The layout must be valid for the model; LoRA is refused (not modelled here). Throws Error.
+// The layout must be valid for the model (LoRA included: frozen base, trainable adapters). Throws Error.
 [[nodiscard]] StepResult simulate_step(const ModelSpec& m, const ClusterSpec& c, const Layout& l,
                                        const PerfCoefficients& coefficients, const StepOptions& options = {});
 
