@@ -1,14 +1,12 @@
 #include "headroom/calibrate/profile.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <ctime>
-#include <fstream>
 #include <map>
 
 #include "headroom/calibrate/sweep.hpp"
+#include "headroom/estimator/atomic_file.hpp"
 #include "headroom/estimator/error.hpp"
 #include "headroom/estimator/json_schema.hpp"
 
@@ -249,20 +247,7 @@ Profile load_profile(const std::filesystem::path& path, const std::filesystem::p
 }
 
 void write_json_atomically(const std::filesystem::path& path, const json& doc) {
-  const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) throw Error("cannot write " + tmp.string());
-    out << doc.dump(2) << "\n";
-    out.flush();
-    if (!out) throw Error("cannot write " + tmp.string());
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw Error("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
-  }
+  write_file_atomically(path, doc.dump(2) + "\n");
 }
 
 void fit_profile(Profile& p, int gpus_per_node) {

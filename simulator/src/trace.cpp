@@ -1,10 +1,8 @@
 #include "headroom/simulator/trace.hpp"
 
-#include <fstream>
 #include <string>
-#include <system_error>
 
-#include "headroom/estimator/error.hpp"
+#include "headroom/estimator/atomic_file.hpp"
 
 namespace headroom::sim {
 namespace {
@@ -65,20 +63,7 @@ nlohmann::json chrome_trace(const StepResult& r) {
 }
 
 void write_chrome_trace(const StepResult& r, const std::filesystem::path& path) {
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw Error("cannot write trace " + tmp.string());
-    f << chrome_trace(r).dump();
-    f.flush();
-    if (!f) throw Error("cannot write trace " + tmp.string());
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw Error("cannot rename trace into place at " + path.string());
-  }
+  write_file_atomically(path, chrome_trace(r).dump());
 }
 
 }  // namespace headroom::sim

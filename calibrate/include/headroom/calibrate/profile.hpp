@@ -53,7 +53,7 @@ struct Profile {
 // incompatible (other version) profile is an Error.
 [[nodiscard]] Profile load_profile(const std::filesystem::path& path, const std::filesystem::path& data_dir,
                                    bool allow_partial = false);
-// Writes `path` atomically: a temporary file beside it, then rename.
+// Writes `path` atomically (write_file_atomically, estimator/atomic_file.hpp: a temporary file beside it, then rename).
 void write_json_atomically(const std::filesystem::path& path, const nlohmann::json& doc);
 
 // The same raw measurement as JSON (units in key names) and back; nccl-tests' algbw/busbw for collectives.
