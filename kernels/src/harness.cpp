@@ -76,10 +76,15 @@ Measurement measure(Backend& b, const Case& c, const TimingOptions& t) {
   }
   for (int i = 0; i < t.warmup; ++i) kernel->run();
   b.sync();
-  // One probe iteration sizes the batches.
-  b.timer_start();
-  kernel->run();
-  const double probe = std::max(b.timer_stop(), 1e-9);
+  // The fastest of three probe iterations sizes the batches: one probe preempted on a busy machine would leave
+  // batches of a single iteration, each as slow as that probe.
+  double probe = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < 3; ++i) {
+    b.timer_start();
+    kernel->run();
+    probe = std::min(probe, b.timer_stop());
+  }
+  probe = std::max(probe, 1e-9);
   const int iters = std::clamp(static_cast<int>(std::ceil(t.min_batch_s / probe)), 1, t.max_iterations);
   m.seconds = std::numeric_limits<double>::infinity();
   for (int r = 0; r < std::max(1, t.repeats); ++r) {
