@@ -14,6 +14,7 @@
 #include "headroom/calibrate/ingest_nccl_tests.hpp"
 #include "headroom/calibrate/profile.hpp"
 #include "headroom/calibrate/sweep.hpp"
+#include "headroom/estimator/atomic_file.hpp"
 #include "headroom/estimator/error.hpp"
 #include "headroom/kernels/backend.hpp"
 
@@ -159,6 +160,9 @@ void run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& e
   auto backend = o.backend == "cpu" ? kernels::make_cpu_backend(ranks) : kernels::make_gpu_backend(o.backend, ranks);
   calibrate::Profile p;
   const std::string partial = o.out + ".partial";
+  // What writers killed mid-write left (PATH.tmp.PID): nothing piles up however often a run is killed.
+  remove_stale_temporaries(o.out);
+  remove_stale_temporaries(partial);
   if (fs::exists(partial)) {
     p = calibrate::load_profile(partial, lib.data_dir(), true);
     if (p.machine.backend != o.backend || p.machine.ranks != ranks)
@@ -168,6 +172,7 @@ void run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& e
   }
   const kernels::DeviceInfo dev = backend->device();
   p.machine = {o.backend, dev.name, hostname(), ranks, gpn, dev.multiprocessors, dev.memory_bytes};
+  p.partial = false;  // what was resumed was a partial profile; the one written at the end is not
   p.quick = o.quick;
   p.models = o.models;
   p.min_r2 = o.min_r2;
