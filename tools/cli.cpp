@@ -36,6 +36,8 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   } catch (const CLI::ParseError& e) {
     err << "error: " << e.what() << "\n";
     return 2;
+  } catch (const QuietExit& e) {
+    return e.code();
   } catch (const CheckFailed& e) {
     err << e.what() << "\n";
     return 1;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -17,6 +18,7 @@
 #include "headroom/estimator/atomic_file.hpp"
 #include "headroom/estimator/error.hpp"
 #include "headroom/kernels/backend.hpp"
+#include "headroom/kernels/mpi.hpp"
 
 namespace headroom::cli {
 namespace {
@@ -131,47 +133,79 @@ void run_ingest(const CalibrateOptions& o, const SpecLibrary& lib, std::ostream&
   out << "wrote " << o.out << "\n";
 }
 
-void run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& err) {
-  SpecOptions so;
-  so.data_dir = o.data_dir;
-  const SpecLibrary lib = so.library();
-  if (o.out.empty()) throw Error("--out FILE is required: where to write the profile");
-  if (!(o.min_r2 >= 0 && o.min_r2 <= 1)) throw Error("--min-r2 must be between 0 and 1");
-  if (!o.ingest.empty()) return run_ingest(o, lib, out);
-  if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "hip")
-    throw Error("--backend '" + o.backend + "' is not one of cpu, cuda, hip");
-  if (o.mpi)
-    throw Error("--mpi: this build has no MPI support; the CPU backend runs collectives between threads of one "
-                "process (--ranks), and nccl-tests logs from a cluster can be read with --ingest");
-  const int ranks = static_cast<int>(o.ranks.empty() ? (o.gpus_per_node.empty() ? (o.backend == "cpu" ? 2 : 1)
-                                                                                  : parse_count("--gpus-per-node", o.gpus_per_node))
-                                                     : parse_count("--ranks", o.ranks));
-  if (ranks > 1024) throw Error("--ranks " + std::to_string(ranks) + " is more than 1024");
-  const int gpn = o.gpus_per_node.empty() ? ranks : static_cast<int>(parse_count("--gpus-per-node", o.gpus_per_node));
+// Who measures and who touches files. Without --mpi: this process, alone. Under --mpi: every rank runs the same
+// sweep in step, only rank 0 reads and writes files and prints, and what it does is broadcast: its failures
+// stop every rank at the same point, with the same message.
+struct Team {
+  const kernels::mpi::Session* mpi = nullptr;
+  [[nodiscard]] bool root() const { return mpi == nullptr || mpi->root(); }
+  void on_root(const std::function<void()>& f) const {
+    if (mpi != nullptr) mpi->on_root(f);
+    else f();
+  }
+  [[nodiscard]] std::string share(const std::string& s) const { return mpi != nullptr ? mpi->broadcast(s) : s; }
+  [[nodiscard]] bool everywhere(bool ok) const { return mpi != nullptr ? mpi->everywhere(ok) : ok; }
+};
 
+// Where the ranks ran, for the profile and the report.
+struct Ranks {
+  int count = 1;
+  int per_node = 1;  // groups up to this size are intra-node
+  int nodes = 1;
+  bool mpi = false;
+};
+
+std::string describe(const Ranks& r) {
+  if (!r.mpi) return std::to_string(r.count) + " ranks (" + std::to_string(r.per_node) + " per node)";
+  return std::to_string(r.count) + " MPI ranks on " + std::to_string(r.nodes) + (r.nodes == 1 ? " node" : " nodes") +
+         " (" + std::to_string(r.per_node) + " on the first; larger groups are inter-node)";
+}
+
+// Sweep (resuming from FILE.partial, checkpointing to it after every case), fit and write the profile.
+void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ranks& ranks, kernels::Backend& backend,
+                     const Team& team, std::ostream& out, std::ostream& err) {
   calibrate::SweepOptions sw;
   sw.quick = o.quick;
-  sw.ranks = ranks;
-  sw.gpus_per_node = gpn;
+  sw.ranks = ranks.count;
+  sw.gpus_per_node = ranks.per_node;
   sw.cpu = o.backend == "cpu";
   for (const auto& m : o.models) sw.models.push_back(lib.model(m));
   const auto plan = calibrate::plan_sweep(sw);
+  // Every rank must measure the same cases in the same order, or their collectives would not match.
+  std::string labels;
+  for (const auto& c : plan) labels += kernels::label(c) + "\n";
+  if (!team.everywhere(team.share(labels) == labels))
+    throw Error("--mpi: the ranks were started with different sweep options (--quick, --model): give every rank the "
+                "same command line");
 
-  auto backend = o.backend == "cpu" ? kernels::make_cpu_backend(ranks) : kernels::make_gpu_backend(o.backend, ranks);
   calibrate::Profile p;
   const std::string partial = o.out + ".partial";
-  // What writers killed mid-write left (PATH.tmp.PID): nothing piles up however often a run is killed.
-  remove_stale_temporaries(o.out);
-  remove_stale_temporaries(partial);
-  if (fs::exists(partial)) {
+  std::string resumed;  // rank 0's partial profile as JSON, for the other ranks
+  team.on_root([&] {
+    const fs::path dir = fs::absolute(o.out).parent_path();
+    if (!fs::is_directory(dir)) throw Error("--out " + o.out + ": the directory " + dir.string() + " does not exist");
+    // What writers killed mid-write left (PATH.tmp.PID): nothing piles up however often a run is killed.
+    remove_stale_temporaries(o.out);
+    remove_stale_temporaries(partial);
+    if (!fs::exists(partial)) return;
     p = calibrate::load_profile(partial, lib.data_dir(), true);
-    if (p.machine.backend != o.backend || p.machine.ranks != ranks)
-      throw Error(partial + ": a partial calibration of --backend " + p.machine.backend + " --ranks " +
-                  std::to_string(p.machine.ranks) + "; delete it or rerun with those options");
+    const auto options = [](const calibrate::Machine& m) {
+      return "--backend " + m.backend + (m.mpi ? " --mpi with " : " --ranks ") + std::to_string(m.ranks) +
+             (m.mpi ? " ranks" : "");
+    };
+    if (p.machine.backend != o.backend || p.machine.ranks != ranks.count || p.machine.mpi != ranks.mpi)
+      throw Error(partial + ": a partial calibration of " + options(p.machine) + ", not of " +
+                  options({o.backend, "", "", ranks.count, 0, 0, 0, 1, ranks.mpi}) +
+                  "; delete it or rerun with those options");
     err << "resuming from " << partial << " (" << p.raw.size() << " measurements)\n";
-  }
-  const kernels::DeviceInfo dev = backend->device();
-  p.machine = {o.backend, dev.name, hostname(), ranks, gpn, dev.multiprocessors, dev.memory_bytes};
+    resumed = calibrate::profile_to_json(p).dump();
+  });
+  resumed = team.share(resumed);
+  if (!team.root() && !resumed.empty()) p = calibrate::profile_from_json(nlohmann::json::parse(resumed), partial);
+
+  const kernels::DeviceInfo dev = backend.device();
+  p.machine = {o.backend, dev.name, hostname(), ranks.count, ranks.per_node, dev.multiprocessors, dev.memory_bytes,
+               ranks.nodes, ranks.mpi};
   p.partial = false;  // what was resumed was a partial profile; the one written at the end is not
   p.quick = o.quick;
   p.models = o.models;
@@ -193,33 +227,98 @@ void run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& e
     timing.min_batch_s = 0.02;
   }
   const auto progress = [&](const calibrate::Progress& pr) {
-    if (!o.progress) return;
+    if (!o.progress || !team.root()) return;
     constexpr std::size_t width = 30;
     const std::size_t filled = pr.total == 0 ? width : pr.done * width / pr.total;
     err << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << pr.done << "/" << pr.total
         << (pr.resumed ? " (resumed) " : " ") << pr.label << "\033[K" << (pr.done == pr.total ? "\n" : "") << std::flush;
   };
   const auto checkpoint = [&](const std::vector<kernels::Measurement>& have) {
-    calibrate::Profile snapshot = p;
-    snapshot.partial = true;
-    snapshot.date = calibrate::utc_now();
-    snapshot.raw = have;
-    calibrate::write_json_atomically(partial, calibrate::profile_to_json(snapshot));
+    team.on_root([&] {
+      calibrate::Profile snapshot = p;
+      snapshot.partial = true;
+      snapshot.date = calibrate::utc_now();
+      snapshot.raw = have;
+      calibrate::write_json_atomically(partial, calibrate::profile_to_json(snapshot));
+    });
   };
   std::vector<kernels::Measurement> have = std::move(p.raw);
-  calibrate::run_sweep(*backend, plan, timing, have, progress, checkpoint);
-  p.raw = std::move(have);
-  p.date = calibrate::utc_now();
-  calibrate::fit_profile(p, gpn);
-  calibrate::write_json_atomically(o.out, calibrate::profile_to_json(p));
-  fs::remove(partial);
+  calibrate::run_sweep(backend, plan, timing, have, progress, checkpoint);
+  team.on_root([&] {
+    p.raw = std::move(have);
+    p.date = calibrate::utc_now();
+    calibrate::fit_profile(p, ranks.per_node);
+    calibrate::write_json_atomically(o.out, calibrate::profile_to_json(p));
+    fs::remove(partial);
 
-  out << "headroom calibrate: " << o.backend << " backend, " << dev.name << ", " << ranks << " ranks (" << gpn
-      << " per node), " << plan.size() << " cases" << (o.quick ? " (quick)" : "") << "\n";
-  print_fits(out, p);
-  out << "\n";
-  print_collective_table(out, p.raw, Collective::all_reduce, ranks);
-  out << "wrote " << o.out << "\n";
+    out << "headroom calibrate: " << o.backend << " backend, " << dev.name << ", " << describe(ranks) << ", "
+        << plan.size() << " cases" << (o.quick ? " (quick)" : "") << "\n";
+    print_fits(out, p);
+    out << "\n";
+    print_collective_table(out, p.raw, Collective::all_reduce, ranks.count);
+    out << "wrote " << o.out << "\n";
+  });
+}
+
+// --mpi: this process is one rank of an mpirun job. Every rank runs the sweep; rank 0 alone prints and writes.
+// Errors: those raised on every rank at the same point (bad options, a failed check, rank 0's file or fit
+// errors, which on_root broadcasts) end every rank with exit code 2 and one line from rank 0; an error on one
+// rank alone is printed by that rank, which then aborts the job with code 2 (MPI_Abort) rather than leave the
+// others waiting in a collective.
+void run_calibrate_mpi(const CalibrateOptions& o, const SpecLibrary& lib, std::ostream& out, std::ostream& err) {
+  if (o.backend != "cpu")
+    throw Error("--mpi runs the CPU backend across MPI ranks (--backend cpu); GPU clusters: run nccl-tests under "
+                "mpirun and read its logs with --ingest");
+  const kernels::mpi::Session mpi;  // MPI_Init here, MPI_Finalize when this function returns or throws
+  const kernels::mpi::Placement& where = mpi.placement();
+  std::ostringstream silent;
+  std::ostream& my_out = mpi.root() ? out : silent;
+  std::ostream& my_err = mpi.root() ? err : silent;
+  try {
+    if (where.size < 2)
+      throw Error("--mpi: " + std::to_string(where.size) + " MPI rank; start headroom under mpirun with two or more "
+                  "(mpirun -np 2 headroom calibrate --mpi ...)");
+    if (!o.ranks.empty() && parse_count("--ranks", o.ranks) != where.size)
+      throw Error("--ranks " + o.ranks + " but mpirun started " + std::to_string(where.size) +
+                  " ranks: under --mpi the ranks are mpirun's (leave --ranks out)");
+    if (!o.gpus_per_node.empty() && parse_count("--gpus-per-node", o.gpus_per_node) != where.ranks_on_first_node)
+      throw Error("--gpus-per-node " + o.gpus_per_node + " but mpirun placed " +
+                  std::to_string(where.ranks_on_first_node) + " ranks on rank 0's node: under --mpi the placement "
+                  "decides what is intra-node (leave --gpus-per-node out)");
+    const auto backend = mpi.cpu_backend();
+    const Ranks ranks{where.size, where.ranks_on_first_node, where.nodes, true};
+    sweep_fit_write(o, lib, ranks, *backend, Team{&mpi}, my_out, my_err);
+  } catch (const Error& e) {
+    if (mpi.all_failed(5.0)) {
+      if (mpi.root()) throw;
+      throw QuietExit(2);
+    }
+    err << "error: rank " << where.rank << ": " << e.what() << "\n" << std::flush;
+    mpi.abort(2);
+  } catch (const std::exception& e) {
+    err << "internal error: rank " << where.rank << ": " << e.what() << "\n" << std::flush;
+    mpi.abort(1);
+  }
+}
+
+void run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& err) {
+  SpecOptions so;
+  so.data_dir = o.data_dir;
+  const SpecLibrary lib = so.library();
+  if (o.out.empty()) throw Error("--out FILE is required: where to write the profile");
+  if (!(o.min_r2 >= 0 && o.min_r2 <= 1)) throw Error("--min-r2 must be between 0 and 1");
+  if (!o.ingest.empty()) return run_ingest(o, lib, out);
+  if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "hip")
+    throw Error("--backend '" + o.backend + "' is not one of cpu, cuda, hip");
+  if (o.mpi) return run_calibrate_mpi(o, lib, out, err);
+  const int count = static_cast<int>(o.ranks.empty() ? (o.gpus_per_node.empty() ? (o.backend == "cpu" ? 2 : 1)
+                                                                                  : parse_count("--gpus-per-node", o.gpus_per_node))
+                                                     : parse_count("--ranks", o.ranks));
+  if (count > 1024) throw Error("--ranks " + std::to_string(count) + " is more than 1024");
+  const int gpn = o.gpus_per_node.empty() ? count : static_cast<int>(parse_count("--gpus-per-node", o.gpus_per_node));
+  auto backend = o.backend == "cpu" ? kernels::make_cpu_backend(count) : kernels::make_gpu_backend(o.backend, count);
+  const Ranks ranks{count, gpn, (count + gpn - 1) / gpn, false};
+  sweep_fit_write(o, lib, ranks, *backend, Team{}, out, err);
 }
 
 }  // namespace
@@ -230,7 +329,7 @@ void register_calibrate(CLI::App& app, std::ostream& out, std::ostream& err) {
   sub->add_option("--backend", opts->backend, "cpu, cuda or hip")->capture_default_str();
   sub->add_option("--ranks", opts->ranks, "devices (CPU: threads) the collectives span; default --gpus-per-node");
   sub->add_option("--gpus-per-node", opts->gpus_per_node, "group sizes up to this are intra-node; default --ranks");
-  sub->add_flag("--mpi", opts->mpi, "collectives between MPI ranks across nodes (needs an MPI build)");
+  sub->add_flag("--mpi", opts->mpi, "run as one rank of mpirun: collectives between MPI ranks, intra- and inter-node");
   sub->add_option("--model", opts->models, "also sweep this model's layer GEMMs (repeatable)");
   sub->add_option("--gpu", opts->gpu, "express efficiencies against this GPU's datasheet peak");
   sub->add_flag("--quick", opts->quick, "a short sweep (CPU: under a minute)");

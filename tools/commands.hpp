@@ -17,6 +17,17 @@ class CheckFailed : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Ends the command with `code` and prints nothing: a rank other than 0 of `calibrate --mpi`, whose error rank 0
+// reports.
+class QuietExit : public std::runtime_error {
+ public:
+  explicit QuietExit(int code) : std::runtime_error("quiet exit"), code_(code) {}
+  [[nodiscard]] int code() const { return code_; }
+
+ private:
+  int code_;
+};
+
 void register_calibrate(CLI::App& app, std::ostream& out, std::ostream& err);  // progress bar on err
 void register_comm(CLI::App& app, std::ostream& out);
 void register_estimate(CLI::App& app, std::ostream& out);

@@ -120,7 +120,8 @@ json profile_to_json(const Profile& p) {
             {"machine",
              {{"backend", p.machine.backend}, {"device", p.machine.device}, {"host", p.machine.host},
               {"ranks", p.machine.ranks}, {"gpus_per_node", p.machine.gpus_per_node},
-              {"multiprocessors", p.machine.multiprocessors}, {"memory_GiB", p.machine.memory_bytes / 1073741824.0}}},
+              {"multiprocessors", p.machine.multiprocessors}, {"memory_GiB", p.machine.memory_bytes / 1073741824.0},
+              {"nodes", p.machine.nodes}, {"mpi", p.machine.mpi}}},
             {"sweep", {{"quick", p.quick}, {"models", p.models}}},
             {"min_r2", p.min_r2}};
   if (p.peak_flops > 0) j["peak"] = {{"TFLOPs", p.peak_flops / 1e12}, {"source", p.peak_source}};
@@ -179,6 +180,8 @@ Profile profile_from_json(const json& j, std::string_view where) {
     p.machine = {m.at("backend").get<std::string>(), m.at("device").get<std::string>(), m.value("host", ""),
                  m.at("ranks").get<int>(), m.at("gpus_per_node").get<int>(), m.value("multiprocessors", 0),
                  m.value("memory_GiB", 0.0) * 1073741824.0};
+    p.machine.nodes = m.value("nodes", 1);
+    p.machine.mpi = m.value("mpi", false);
     if (j.contains("sweep")) {
       p.quick = j["sweep"].value("quick", false);
       for (const auto& x : j["sweep"].value("models", json::array())) p.models.push_back(x.get<std::string>());

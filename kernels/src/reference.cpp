@@ -100,6 +100,23 @@ void fill_uniform(std::span<float> x, std::uint64_t seed) {
 
 float collective_value(int rank, std::int64_t index) { return static_cast<float>(rank + 1 + index % 13); }
 
+float collective_expected(Collective op, int ranks, int rank, std::int64_t count, std::int64_t i) {
+  const std::int64_t chunk = count / ranks;
+  float sum = 0;
+  switch (op) {
+    case Collective::all_reduce:
+      for (int q = 0; q < ranks; ++q) sum += collective_value(q, i);
+      return sum;
+    case Collective::reduce_scatter:
+      for (int q = 0; q < ranks; ++q) sum += collective_value(q, rank * chunk + i);
+      return sum;
+    case Collective::all_gather: return collective_value(static_cast<int>(i / chunk), i % chunk);
+    case Collective::all_to_all: return collective_value(static_cast<int>(i / chunk), rank * chunk + i % chunk);
+    case Collective::send_recv: return collective_value((rank + ranks - 1) % ranks, i);
+  }
+  return 0;
+}
+
 double normalised_max_error(std::span<const float> x, std::span<const double> ref) {
   double err = 0, scale = 0;
   for (std::size_t i = 0; i < ref.size(); ++i) {

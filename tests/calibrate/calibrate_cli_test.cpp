@@ -13,6 +13,7 @@
 #include "cli.hpp"
 #include "headroom/calibrate/profile.hpp"
 #include "headroom/kernels/harness.hpp"
+#include "headroom/kernels/mpi.hpp"
 #include "test_support.hpp"
 
 // ASan: GCC defines __SANITIZE_ADDRESS__, clang (the asan preset) answers __has_feature(address_sanitizer).
@@ -156,9 +157,15 @@ TEST(CalibrateCli, IngestTurnsNcclTestsLogsIntoCollectives) {
 TEST(CalibrateCliErrors, BadOptionsExitTwo) {
   EXPECT_EQ(run({"calibrate", "--backend", "tpu", "--out", "/tmp/x.json"}).code, 2);
   EXPECT_EQ(run({"calibrate", "--backend", "cpu"}).code, 2);  // no --out
-  const Result mpi = run({"calibrate", "--mpi", "--out", "/tmp/x.json"});
-  EXPECT_EQ(mpi.code, 2);
-  EXPECT_NE(mpi.err.find("MPI"), std::string::npos);
+  // --mpi is the CPU backend across ranks; refused before MPI starts (so this in-process test starts no MPI).
+  const Result gpu_mpi = run({"calibrate", "--mpi", "--backend", "cuda", "--out", "/tmp/x.json"});
+  EXPECT_EQ(gpu_mpi.code, 2);
+  EXPECT_NE(gpu_mpi.err.find("--backend cpu"), std::string::npos) << gpu_mpi.err;
+  if (!kernels::mpi::built()) {  // a build without MPI says so; with MPI, tests/calibrate/mpi_calibrate_test.sh runs it
+    const Result mpi = run({"calibrate", "--mpi", "--out", "/tmp/x.json"});
+    EXPECT_EQ(mpi.code, 2);
+    EXPECT_NE(mpi.err.find("no MPI support"), std::string::npos) << mpi.err;
+  }
 }
 
 }  // namespace

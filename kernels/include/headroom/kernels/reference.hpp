@@ -5,6 +5,8 @@
 #include <span>
 #include <vector>
 
+#include "headroom/estimator/collectives.hpp"
+
 namespace headroom::kernels::reference {
 
 // One element of C = A·B (row-major A[m×k], B[k×n]) and the sum of |a||b| that bounds its rounding error.
@@ -26,6 +28,11 @@ void attention_backward(std::span<const float> q, std::span<const float> k, std:
 void fill_uniform(std::span<float> x, std::uint64_t seed);
 // Collective inputs: small integers, so that FP32 sums are exact whatever the reduction order.
 [[nodiscard]] float collective_value(int rank, std::int64_t index);
+// Element i of rank `rank`'s output of `op` over `ranks` ranks whose inputs are collective_value(q, ·), `count`
+// being the whole buffer in elements as nccl-tests counts it (a multiple of `ranks` except for all-reduce and
+// send/recv). All-gather and all-to-all: chunk q of the output comes from rank q; reduce-scatter: i indexes the
+// rank's own chunk; send/recv: the ring's left neighbour's input.
+[[nodiscard]] float collective_expected(Collective op, int ranks, int rank, std::int64_t count, std::int64_t i);
 
 // Max |x − ref| over max |ref| (0 when ref is all zero).
 [[nodiscard]] double normalised_max_error(std::span<const float> x, std::span<const double> ref);
