@@ -157,8 +157,9 @@ struct Ranks {
 
 std::string describe(const Ranks& r) {
   if (!r.mpi) return std::to_string(r.count) + " ranks (" + std::to_string(r.per_node) + " per node)";
-  return std::to_string(r.count) + " MPI ranks on " + std::to_string(r.nodes) + (r.nodes == 1 ? " node" : " nodes") +
-         " (" + std::to_string(r.per_node) + " on the first; larger groups are inter-node)";
+  if (r.nodes == 1) return std::to_string(r.count) + " MPI ranks on 1 node (every group intra-node)";
+  return std::to_string(r.count) + " MPI ranks on " + std::to_string(r.nodes) + " nodes (" +
+         std::to_string(r.per_node) + " on rank 0's: larger groups inter-node)";
 }
 
 // Sweep (resuming from FILE.partial, checkpointing to it after every case), fit and write the profile.
@@ -261,20 +262,25 @@ void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ra
 }
 
 // --mpi: this process is one rank of an mpirun job. Every rank runs the sweep; rank 0 alone prints and writes.
-// Errors: those raised on every rank at the same point (bad options, a failed check, rank 0's file or fit
-// errors, which on_root broadcasts) end every rank with exit code 2 and one line from rank 0; an error on one
-// rank alone is printed by that rank, which then aborts the job with code 2 (MPI_Abort) rather than leave the
-// others waiting in a collective.
-void run_calibrate_mpi(const CalibrateOptions& o, const SpecLibrary& lib, std::ostream& out, std::ostream& err) {
-  if (o.backend != "cpu")
-    throw Error("--mpi runs the CPU backend across MPI ranks (--backend cpu); GPU clusters: run nccl-tests under "
-                "mpirun and read its logs with --ingest");
+// MPI starts before the options are checked, so that an error in them is reported as every other one:
+// errors every rank meets at the same point (bad options, a failed check, rank 0's file or fit errors, which
+// on_root broadcasts) are printed once, by rank 0, before any rank exits (mpirun kills the rest of the job when
+// one rank exits with an error), and every rank exits with code 2; an error on one rank alone is printed by that
+// rank, which then aborts the job with code 2 (MPI_Abort) rather than leave the others waiting in a collective.
+void run_calibrate_mpi(const CalibrateOptions& o, std::ostream& out, std::ostream& err) {
   const kernels::mpi::Session mpi;  // MPI_Init here, MPI_Finalize when this function returns or throws
   const kernels::mpi::Placement& where = mpi.placement();
   std::ostringstream silent;
   std::ostream& my_out = mpi.root() ? out : silent;
   std::ostream& my_err = mpi.root() ? err : silent;
   try {
+    SpecOptions so;
+    so.data_dir = o.data_dir;
+    const SpecLibrary lib = so.library();
+    if (!(o.min_r2 >= 0 && o.min_r2 <= 1)) throw Error("--min-r2 must be between 0 and 1");
+    if (o.backend != "cpu")
+      throw Error("--mpi runs the CPU backend across MPI ranks (--backend cpu); GPU clusters: run nccl-tests under "
+                  "mpirun and read its logs with --ingest");
     if (where.size < 2)
       throw Error("--mpi: " + std::to_string(where.size) + " MPI rank; start headroom under mpirun with two or more "
                   "(mpirun -np 2 headroom calibrate --mpi ...)");
@@ -290,7 +296,7 @@ void run_calibrate_mpi(const CalibrateOptions& o, const SpecLibrary& lib, std::o
     sweep_fit_write(o, lib, ranks, *backend, Team{&mpi}, my_out, my_err);
   } catch (const Error& e) {
     if (mpi.all_failed(5.0)) {
-      if (mpi.root()) throw;
+      if (mpi.root()) err << "error: " << e.what() << "\n" << std::flush;
       throw QuietExit(2);
     }
     err << "error: rank " << where.rank << ": " << e.what() << "\n" << std::flush;
@@ -302,15 +308,17 @@ void run_calibrate_mpi(const CalibrateOptions& o, const SpecLibrary& lib, std::o
 }
 
 void run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& err) {
+  // Checked before --mpi starts MPI (so that the in-process fuzzer, which never passes --out, never starts it).
+  if (o.out.empty()) throw Error("--out FILE is required: where to write the profile");
+  if (o.mpi && !o.ingest.empty()) throw Error("--ingest reads nccl-tests logs: it takes no --mpi");
+  if (o.mpi) return run_calibrate_mpi(o, out, err);
   SpecOptions so;
   so.data_dir = o.data_dir;
   const SpecLibrary lib = so.library();
-  if (o.out.empty()) throw Error("--out FILE is required: where to write the profile");
   if (!(o.min_r2 >= 0 && o.min_r2 <= 1)) throw Error("--min-r2 must be between 0 and 1");
   if (!o.ingest.empty()) return run_ingest(o, lib, out);
   if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "hip")
     throw Error("--backend '" + o.backend + "' is not one of cpu, cuda, hip");
-  if (o.mpi) return run_calibrate_mpi(o, lib, out, err);
   const int count = static_cast<int>(o.ranks.empty() ? (o.gpus_per_node.empty() ? (o.backend == "cpu" ? 2 : 1)
                                                                                   : parse_count("--gpus-per-node", o.gpus_per_node))
                                                      : parse_count("--ranks", o.ranks));

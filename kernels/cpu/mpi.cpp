@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
-#include <numeric>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -166,7 +165,6 @@ struct Session::Impl {
   MPI_Comm world = MPI_COMM_NULL;   // the work: every collective and timer
   MPI_Comm errors = MPI_COMM_NULL;  // only all_failed(), so that it cannot match a collective of the work
   Placement placement;
-  int position = 0;
 };
 
 Session::Session() : impl_(std::make_unique<Impl>()) {
@@ -184,27 +182,19 @@ Session::Session() : impl_(std::make_unique<Impl>()) {
   MPI_Comm_rank(impl_->world, &p.rank);
   MPI_Comm_size(impl_->world, &p.size);
 
-  // Nodes: ranks that share memory. Each node is named by its lowest world rank (its leader).
+  // Nodes: ranks that share memory, each named by its lowest world rank.
   MPI_Comm node = MPI_COMM_NULL;
   MPI_Comm_split_type(impl_->world, MPI_COMM_TYPE_SHARED, p.rank, MPI_INFO_NULL, &node);
-  int local = 0, local_size = 1, leader = p.rank;
-  MPI_Comm_rank(node, &local);
-  MPI_Comm_size(node, &local_size);
-  MPI_Allreduce(&p.rank, &leader, 1, MPI_INT, MPI_MIN, node);
+  Slot mine;
+  MPI_Comm_rank(node, &mine.local);
+  MPI_Allreduce(&p.rank, &mine.node, 1, MPI_INT, MPI_MIN, node);
   MPI_Comm_free(&node);
-  const int mine[3] = {leader, local, local_size};
-  std::vector<int> all(static_cast<std::size_t>(3 * p.size));
-  MPI_Allgather(mine, 3, MPI_INT, all.data(), 3, MPI_INT, impl_->world);
-  std::vector<int> order(static_cast<std::size_t>(p.size));
-  std::iota(order.begin(), order.end(), 0);
-  const auto at = [&](int r, int field) { return all[static_cast<std::size_t>(3 * r + field)]; };
-  std::sort(order.begin(), order.end(), [&](int a, int b) {
-    return std::pair(at(a, 0), at(a, 1)) < std::pair(at(b, 0), at(b, 1));
-  });
-  impl_->position = static_cast<int>(std::find(order.begin(), order.end(), p.rank) - order.begin());
-  p.nodes = 0;
-  for (int r = 0; r < p.size; ++r) p.nodes += at(r, 1) == 0 ? 1 : 0;
-  p.ranks_on_first_node = at(0, 2);
+  std::vector<int> all(static_cast<std::size_t>(2 * p.size));
+  const int pair[2] = {mine.node, mine.local};
+  MPI_Allgather(pair, 2, MPI_INT, all.data(), 2, MPI_INT, impl_->world);
+  std::vector<Slot> slots;
+  for (std::size_t r = 0; r < static_cast<std::size_t>(p.size); ++r) slots.push_back({all[2 * r], all[2 * r + 1]});
+  p = place(slots, p.rank);
 }
 
 Session::~Session() {
@@ -261,7 +251,7 @@ void Session::abort(int code) const {
 }
 
 std::unique_ptr<Backend> Session::cpu_backend() const {
-  return std::make_unique<MpiCpuBackend>(impl_->world, impl_->position);
+  return std::make_unique<MpiCpuBackend>(impl_->world, impl_->placement.position);
 }
 
 }  // namespace headroom::kernels::mpi

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "headroom/kernels/backend.hpp"
@@ -21,7 +22,17 @@ struct Placement {
   int size = 1;
   int nodes = 1;
   int ranks_on_first_node = 1;
+  int position = 0;  // this rank's place in that order: a group of n ranks is positions 0 … n−1
 };
+
+// What MPI_Comm_split_type(SHARED) tells each rank: its node, named by the node's lowest world rank, and its
+// rank within the node.
+struct Slot {
+  int node = 0;
+  int local = 0;
+};
+// The placement of world rank `rank` from every rank's slot (indexed by world rank). Pure: unit-tested without MPI.
+[[nodiscard]] Placement place(std::span<const Slot> slots, int rank);
 
 // MPI_Init on construction and MPI_Finalize on destruction, once per process. Throws Error when the build has
 // no MPI or MPI was already finalized.
