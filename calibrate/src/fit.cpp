@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "headroom/estimator/error.hpp"
+#include "headroom/estimator/throughput.hpp"
 
 namespace headroom::calibrate {
 namespace {
@@ -43,8 +44,6 @@ Eigen::VectorXd solve(const Eigen::MatrixXd& x, const Eigen::VectorXd& y, const 
   return xw.colPivHouseholderQr().solve(yw);
 }
 
-double shape_factor(double m, double n, double k, double h) { return m / (m + h) * (n / (n + h)) * (k / (k + h)); }
-
 void need_points(std::string_view what, std::size_t have, std::size_t need) {
   if (have < need)
     throw Error(std::string(what) + ": " + std::to_string(have) + " measurements, the fit needs at least " +
@@ -53,14 +52,8 @@ void need_points(std::string_view what, std::size_t have, std::size_t need) {
 
 }  // namespace
 
-double wave_efficiency(double m, double n, int units, int tile) {
-  if (units <= 0) return 1.0;
-  const double tiles = std::ceil(m / tile) * std::ceil(n / tile);
-  return tiles / (std::ceil(tiles / units) * units);
-}
-
 double GemmFit::predict_efficiency(double m, double n, double k) const {
-  return efficiency * shape_factor(m, n, k, half_dim) * wave_efficiency(m, n, wave_units, tile);
+  return efficiency * gemm_shape_factor(m, n, k, half_dim) * gemm_wave_factor(m, n, wave_units, tile);
 }
 
 // For a fixed h the best log e is the mean of log(eff / shape); h itself by golden-section search on log h.
@@ -76,7 +69,7 @@ GemmFit fit_gemm(const std::vector<GemmPoint>& points, double peak_flops, int wa
     double s = 0;
     for (std::size_t i = 0; i < points.size(); ++i) {
       const auto& p = points[i];
-      s += std::log(eff[i] / (shape_factor(p.m, p.n, p.k, h) * wave_efficiency(p.m, p.n, wave_units, tile)));
+      s += std::log(eff[i] / (gemm_shape_factor(p.m, p.n, p.k, h) * gemm_wave_factor(p.m, p.n, wave_units, tile)));
     }
     return s / static_cast<double>(points.size());
   };
@@ -85,7 +78,7 @@ GemmFit fit_gemm(const std::vector<GemmPoint>& points, double peak_flops, int wa
     double s = 0;
     for (std::size_t i = 0; i < points.size(); ++i) {
       const auto& p = points[i];
-      const double r = std::log(eff[i]) - le - std::log(shape_factor(p.m, p.n, p.k, h) * wave_efficiency(p.m, p.n, wave_units, tile));
+      const double r = std::log(eff[i]) - le - std::log(gemm_shape_factor(p.m, p.n, p.k, h) * gemm_wave_factor(p.m, p.n, wave_units, tile));
       s += r * r;
     }
     return s;

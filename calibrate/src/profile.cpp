@@ -311,6 +311,8 @@ void apply_profile(const Profile& p, std::int64_t head_dim, ClusterSpec& cluster
   if (p.gemm) {
     k.gemm_efficiency = p.gemm->efficiency;
     k.gemm_half_dim = p.gemm->half_dim;
+    k.gemm_wave_units = p.gemm->wave_units;
+    k.gemm_tile = p.gemm->tile;
     k.gpus.clear();  // per-GPU datasheet efficiencies would override the measured ones
   }
   if (!p.attention.empty()) {

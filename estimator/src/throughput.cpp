@@ -3,6 +3,7 @@
 #include "headroom/estimator/collectives.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <filesystem>
 
@@ -33,6 +34,8 @@ struct Field {
 constexpr Field kFields[] = {
     {"gemm_efficiency", &PerfCoefficients::gemm_efficiency},
     {"gemm_half_dim", &PerfCoefficients::gemm_half_dim},
+    {"gemm_wave_units", &PerfCoefficients::gemm_wave_units},
+    {"gemm_tile", &PerfCoefficients::gemm_tile},
     {"attention_efficiency", &PerfCoefficients::attention_efficiency},
     {"attention_half_tokens", &PerfCoefficients::attention_half_tokens},
     {"elementwise_passes", &PerfCoefficients::elementwise_passes},
@@ -141,11 +144,19 @@ std::int64_t members_per_node(std::int64_t stride, std::int64_t size, std::int64
   return std::min(size, gpus_per_node / stride);
 }
 
-// Tile occupancy: each of m, n, k below a few tiles leaves the tensor cores idle (a saturating stand-in for
-// wave quantization until calibration measures the surface).
+double gemm_shape_factor(double m, double n, double k, double half_dim) {
+  return m / (m + half_dim) * (n / (n + half_dim)) * (k / (k + half_dim));
+}
+
+double gemm_wave_factor(double m, double n, double units, double tile) {
+  if (units <= 0 || tile <= 0) return 1.0;
+  const double tiles = std::ceil(m / tile) * std::ceil(n / tile);
+  return tiles / (std::ceil(tiles / units) * units);
+}
+
 double gemm_efficiency(const PerfContext& p, const GemmShape& g) {
-  const double h = p.coef.gemm_half_dim;
-  return p.gemm_efficiency * (g.m / (g.m + h)) * (g.n / (g.n + h)) * (g.k / (g.k + h));
+  return p.gemm_efficiency * gemm_shape_factor(g.m, g.n, g.k, p.coef.gemm_half_dim) *
+         gemm_wave_factor(g.m, g.n, p.coef.gemm_wave_units, p.coef.gemm_tile);
 }
 
 double attention_efficiency(const PerfContext& p, double query_tokens) {

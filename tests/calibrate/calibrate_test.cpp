@@ -12,7 +12,9 @@
 #include "headroom/calibrate/profile.hpp"
 #include "headroom/calibrate/sweep.hpp"
 #include "headroom/estimator/error.hpp"
+#include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/json_schema.hpp"
+#include "headroom/estimator/throughput.hpp"
 #include "test_support.hpp"
 
 namespace headroom::calibrate {
@@ -45,9 +47,9 @@ TEST(Fit, GemmRecoversEfficiencyAndHalfDim) {
 }
 
 TEST(Fit, WaveQuantizationIdlesThePartialWave) {
-  EXPECT_DOUBLE_EQ(wave_efficiency(128 * 132, 128, 132, 128), 1.0);
-  EXPECT_DOUBLE_EQ(wave_efficiency(128 * 133, 128, 132, 128), 133.0 / 264.0);
-  EXPECT_DOUBLE_EQ(wave_efficiency(100, 100, 0, 128), 1.0);
+  EXPECT_DOUBLE_EQ(gemm_wave_factor(128 * 132, 128, 132, 128), 1.0);
+  EXPECT_DOUBLE_EQ(gemm_wave_factor(128 * 133, 128, 132, 128), 133.0 / 264.0);
+  EXPECT_DOUBLE_EQ(gemm_wave_factor(100, 100, 0, 128), 1.0);
 }
 
 TEST(Fit, AttentionRecoversSaturation) {
@@ -238,6 +240,33 @@ TEST(Apply, ProfileReplacesDatasheetNumbers) {
   EXPECT_DOUBLE_EQ(k.intra_efficiency, 1.0);
   EXPECT_NE(c.intra_node.kind.find("measured"), std::string::npos);
   EXPECT_TRUE(k.gpus.empty());
+}
+
+// A GPU profile's wave term reaches the throughput model: a GEMM whose output tiles spill one tile into a
+// second wave of 132 SMs runs at about half the efficiency, and the step time of a layout moves with it.
+TEST(Apply, WaveUnitsReachTheThroughputModel) {
+  Profile p = sample_profile();
+  ClusterSpec c = test::library().cluster("dgx-h100");
+  PerfCoefficients k;
+  p.gemm->wave_units = 132;
+  p.gemm->tile = 128;
+  apply_profile(p, 128, c, k);
+  EXPECT_DOUBLE_EQ(k.gemm_wave_units, 132.0);
+  const PerfContext with(k, c);
+  PerfCoefficients off = k;
+  off.gemm_wave_units = 0;
+  const PerfContext without(off, c);
+  const GemmShape full{128.0 * 132, 128, 4096}, spill{128.0 * 133, 128, 4096};
+  EXPECT_DOUBLE_EQ(gemm_efficiency(with, full), gemm_efficiency(without, full));
+  EXPECT_NEAR(gemm_efficiency(with, spill) / gemm_efficiency(without, spill), 133.0 / 264.0, 1e-12);
+  const SpecLibrary lib = test::library();
+  Layout l = default_layout(lib.framework("megatron"));
+  l.tp = 8;
+  l.dp = 1;
+  l.seq = 4096;
+  l.gbs = 8;
+  const ModelSpec m = lib.model("llama3.1-8b");
+  EXPECT_NE(estimate_perf(m, with, l).step_time_s, estimate_perf(m, without, l).step_time_s);
 }
 
 }  // namespace

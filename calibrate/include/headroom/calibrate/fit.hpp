@@ -22,9 +22,9 @@ struct GemmPoint {
   double m = 0, n = 0, k = 0;
   double seconds = 0;
 };
-// efficiency(m, n, k) = e · m/(m + h) · n/(n + h) · k/(k + h) · wave(m, n): throughput.hpp's tile-occupancy
-// form, times wave quantization when `wave_units` > 0: the ⌈m/tile⌉·⌈n/tile⌉ output tiles run in waves of
-// `wave_units` (SMs or CUs); the last, partial wave idles the rest (tiles / (⌈tiles/units⌉·units)).
+// efficiency(m, n, k) = e · m/(m + h) · n/(n + h) · k/(k + h) · wave(m, n): the throughput model's own form
+// (throughput.hpp: gemm_shape_factor × gemm_wave_factor, the wave term on when `wave_units` > 0), so that
+// applying the profile (apply_profile) predicts exactly what was fitted.
 struct GemmFit {
   double efficiency = 0;  // e, of `peak_flops`
   double half_dim = 0;    // h
@@ -36,7 +36,6 @@ struct GemmFit {
   std::vector<double> residuals;  // measured / predicted time − 1, per point
   [[nodiscard]] double predict_efficiency(double m, double n, double k) const;
 };
-[[nodiscard]] double wave_efficiency(double m, double n, int units, int tile);
 [[nodiscard]] GemmFit fit_gemm(const std::vector<GemmPoint>& points, double peak_flops, int wave_units, int tile = 128);
 
 // ---- attention ----

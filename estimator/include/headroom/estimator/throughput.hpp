@@ -34,6 +34,8 @@ struct PerfCoefficients {
   // compute
   double gemm_efficiency = 0.75;       // large-GEMM fraction of peak, unless a GpuEfficiency names the GPU
   double gemm_half_dim = 64;           // a GEMM dimension d scales efficiency by d/(d + half)
+  double gemm_wave_units = 0;          // SMs/CUs a GEMM's output tiles run on in waves (0: no wave term)
+  double gemm_tile = 128;              // output tile edge for the wave term
   double attention_efficiency = 0.5;   // FlashAttention-2 fwd+bwd fraction of peak at long sequences
   double attention_half_tokens = 512;  // query tokens per GPU (s/c) at which attention efficiency halves
   double elementwise_passes = 6;       // HBM passes over a layer's s·b·h/(t·c) activations (norms, SwiGLU, RoPE, residual)
@@ -81,7 +83,14 @@ struct PerfContext {
 // PP stride t·c·d) and which has `size` members: how many of them share a node.
 [[nodiscard]] std::int64_t members_per_node(std::int64_t stride, std::int64_t size, std::int64_t gpus_per_node);
 
-// GEMM efficiency for a shape: the large-GEMM efficiency times d/(d + half) per dimension (tile occupancy).
+// Tile occupancy: each GEMM dimension d scales the efficiency by d/(d + half).
+[[nodiscard]] double gemm_shape_factor(double m, double n, double k, double half_dim);
+// Wave quantization (NVIDIA, "Matrix Multiplication Background", Sec. "Wave Quantization"): the
+// ⌈m/tile⌉·⌈n/tile⌉ output tiles run in waves of `units` SMs or CUs and the last, partial wave idles the
+// rest: tiles / (⌈tiles/units⌉·units). 1 when units ≤ 0.
+[[nodiscard]] double gemm_wave_factor(double m, double n, double units, double tile);
+// GEMM efficiency for a shape: the large-GEMM efficiency × shape factor × wave factor (a calibration
+// profile sets the wave units; the datasheet defaults leave the wave term off).
 [[nodiscard]] double gemm_efficiency(const PerfContext& p, const GemmShape& g);
 // Attention efficiency at q query tokens per GPU: e·q/(q + half).
 [[nodiscard]] double attention_efficiency(const PerfContext& p, double query_tokens);
