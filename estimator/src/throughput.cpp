@@ -76,7 +76,7 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
                           g.at("attention_efficiency").get<double>()});
       continue;
     }
-    const Field* f = std::find_if(std::begin(kFields), std::end(kFields), [&](const Field& x) { return key == x.key; });
+    const Field* f = std::find_if(std::begin(kFields), std::end(kFields), [&name = key](const Field& x) { return name == x.key; });
     if (f == std::end(kFields)) {
       std::string valid = "name, source, description, fit, gpus";
       for (const auto& x : kFields) valid += std::string(", ") + x.key;
