@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +23,10 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// Largest model dimension accepted, as the CLI's counts: products of two stay inside int64 (4·h of GPT-2's
+// default FFN width included).
+constexpr std::int64_t kMaxDimension = 1'000'000'000'000;
+constexpr int kMaxJsonDepth = 64;  // the deepest shipped file (the profile schema) nests 10 levels
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -41,6 +46,14 @@ std::string join(const std::vector<std::string>& items) {
 
 void check_model_shape(const ModelSpec& m, std::string_view where) {
   const std::string w(where);
+  const std::pair<const char*, std::int64_t> dimensions[] = {
+      {"hidden_size", m.hidden_size}, {"num_layers", m.num_layers}, {"num_attention_heads", m.num_heads},
+      {"num_kv_heads", m.num_kv_heads}, {"ffn_hidden_size", m.ffn_hidden_size}, {"vocab_size", m.vocab_size},
+      {"max_context_tokens", m.max_context}};
+  for (const auto& [key, value] : dimensions) {
+    if (value > kMaxDimension)
+      throw Error(w + ": " + key + " " + std::to_string(value) + " is larger than 10^12");
+  }
   if (m.hidden_size % m.num_heads != 0)
     throw Error(w + ": hidden_size " + std::to_string(m.hidden_size) + " is not a multiple of num_attention_heads " +
                 std::to_string(m.num_heads));
@@ -55,8 +68,8 @@ std::int64_t hf_int(const json& j, std::initializer_list<const char*> keys, std:
   for (const char* key : keys) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) continue;
-    if (!it->is_number_integer() || it->get<std::int64_t>() <= 0)
-      throw Error(std::string(where) + ": " + key + " must be a positive integer (got " + it->dump() + ")");
+    if (!it->is_number_integer() || it->get<std::int64_t>() <= 0 || it->get<std::int64_t>() > kMaxDimension)
+      throw Error(std::string(where) + ": " + key + " must be a positive integer up to 10^12 (got " + it->dump() + ")");
     return it->get<std::int64_t>();
   }
   if (fallback >= 0) return fallback;
@@ -70,12 +83,21 @@ json read_json_file(const fs::path& path) {
   if (!in) throw Error("cannot read " + path.string() + ": no such file or not readable");
   std::stringstream buf;
   buf << in.rdbuf();
+  // Deeper nesting than any spec has is refused while parsing: nlohmann's dump() and the schema checker recurse,
+  // and a file of nested brackets would overflow the stack.
+  const json::parser_callback_t depth_limit = [&path](int depth, json::parse_event_t /*event*/, json& /*parsed*/) {
+    if (depth > kMaxJsonDepth)
+      throw Error("malformed JSON in " + path.string() + ": nested deeper than " + std::to_string(kMaxJsonDepth) +
+                  " levels");
+    return true;
+  };
   try {
-    return json::parse(buf.str());
-  } catch (const json::parse_error& e) {
+    return json::parse(buf.str(), depth_limit);
+  } catch (const json::exception& e) {
+    // parse_error for bad syntax, out_of_range for a number beyond a double ("1e400"). nlohmann's message is
+    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..."
     std::string what = e.what();
-    // nlohmann's message is "[json.exception.parse_error.101] parse error at line 1, column 2: ..."
-    if (auto pos = what.find("parse error"); pos != std::string::npos) what = what.substr(pos);
+    if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
     throw Error("malformed JSON in " + path.string() + ": " + what);
   }
 }

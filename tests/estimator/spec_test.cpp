@@ -129,6 +129,35 @@ TEST(SpecLibrary, MalformedAndIncompleteModelsAreErrors) {
   EXPECT_THROW((void)lib.model(unknown_key.path()), Error);
 }
 
+// Inputs the spec fuzz targets (tests/fuzz) found or were built to reach: each must be an Error, not an exception
+// of another type, a stack overflow or undefined behaviour.
+TEST(SpecLibrary, FuzzFoundSpecsAreErrors) {
+  const SpecLibrary lib = test::library();
+  const auto refused = [](const auto& load, const std::string& fragment) {
+    try {
+      load();
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  // A number beyond a double: nlohmann throws out_of_range, which is not a parse_error.
+  const TempFile overflow(R"({"name": "x", "memory_GiB": -1e400})", "overflow.json");
+  refused([&] { (void)lib.gpu(overflow.path()); }, "number overflow parsing '-1e400'");
+  refused([&] { (void)lib.cluster(overflow.path()); }, "malformed JSON");
+  // Nested deep enough that dump() in the schema checker's message overflowed the stack.
+  const TempFile deep(std::string(200000, '[') + std::string(200000, ']'), "deep.json");
+  refused([&] { (void)lib.gpu(deep.path()); }, "nested deeper than 64 levels");
+  // A GPT-2 config whose default FFN width 4·h overflowed int64.
+  const TempFile huge(R"({"model_type": "gpt2", "n_embd": 4611686018427387904, "n_layer": 1, "n_head": 1,
+    "vocab_size": 1})", "config.json");
+  refused([&] { (void)lib.model(huge.path()); }, "n_embd must be a positive integer up to 10^12");
+  const TempFile wide(R"({"name": "x", "hidden_size": 8e18, "num_layers": 1, "num_attention_heads": 1,
+    "num_kv_heads": 1, "ffn_hidden_size": 1, "vocab_size": 1, "max_context_tokens": 1,
+    "tie_word_embeddings": false, "norm": "rmsnorm", "activation": "gelu"})", "wide.json");
+  refused([&] { (void)lib.model(wide.path()); }, "hidden_size 8000000000000000000 is larger than 10^12");
+}
+
 TEST(JsonSchema, ReportsPathAndBound) {
   const auto schema = nlohmann::json::parse(R"({"type": "object", "additionalProperties": false,
     "required": ["a"], "properties": {"a": {"type": "object", "properties": {"b": {"type": "integer",
