@@ -1,6 +1,7 @@
 #include "headroom/calibrate/ingest_nccl_tests.hpp"
 
 #include <charconv>
+#include <cmath>
 #include <set>
 #include <sstream>
 
@@ -61,11 +62,15 @@ NcclTestsLog parse_nccl_tests(std::string_view text, std::string_view where, std
       const auto t = split(line.substr(1));
       if (t.size() >= 2 && t[0] == "Rank") {
         ++log.ranks;
-        for (std::size_t i = 0; i + 1 < t.size(); ++i)
-          if (t[i] == "on") hosts.insert(t[i + 1]);
+        for (std::size_t i = 0; i + 1 < t.size(); ++i) {
+          if (t[i] != "on") continue;
+          hosts.insert(t[i + 1]);  // the first "on HOST" only: one host per rank
+          break;
+        }
         if (log.device.empty()) {
           const auto close = line.find(']');
-          if (close != std::string::npos) log.device = line.substr(line.find_first_not_of(' ', close + 1));
+          const auto name = close == std::string::npos ? close : line.find_first_not_of(' ', close + 1);
+          if (name != std::string::npos) log.device = line.substr(name);  // nothing after ']': no name
         }
       } else if (!t.empty() && (t[0] == "size" || t[0] == "bytes")) {
         for (std::size_t i = 0; i < t.size(); ++i) {
@@ -88,11 +93,14 @@ NcclTestsLog parse_nccl_tests(std::string_view text, std::string_view where, std
                   " columns, the header promised more");
     kernels::Measurement m;
     const double bytes = number(t[0], where, lineno);
+    if (bytes >= 9.2e18)  // the size is an int64 below
+      throw Error(std::string(where) + ":" + std::to_string(lineno) + ": size " + t[0] + " is out of range");
     m.c = kernels::CollectiveCase{log.op, static_cast<std::int64_t>(bytes), 0};
     m.kernel = "nccl-tests";
     m.bytes = bytes;
     m.seconds = number(t[static_cast<std::size_t>(time_col)], where, lineno) * 1e-6;
-    if (!(m.seconds > 0)) throw Error(std::string(where) + ":" + std::to_string(lineno) + ": time must be positive");
+    if (!(m.seconds > 0 && std::isfinite(m.seconds)))  // from_chars reads "inf" and "nan" too
+      throw Error(std::string(where) + ":" + std::to_string(lineno) + ": time must be a positive number");
     m.check = {0, 0, "nccl-tests #wrong"};
     if (wrong_count && t.size() > static_cast<std::size_t>(busbw_col) + 1) {
       const std::string& w = t[static_cast<std::size_t>(busbw_col) + 1];
@@ -104,6 +112,8 @@ NcclTestsLog parse_nccl_tests(std::string_view text, std::string_view where, std
   }
   if (log.rows.empty()) throw Error(std::string(where) + ": no nccl-tests result lines found");
   if (log.ranks == 0) throw Error(std::string(where) + ": no '#  Rank N ... on HOST' lines: cannot tell the rank count");
+  if (log.ranks == 1)  // a profile's collective fits are of groups that use a link
+    throw Error(std::string(where) + ": one rank: a collective over a single GPU measures no link (run nccl-tests over 2 or more)");
   log.nodes = static_cast<int>(std::max<std::size_t>(1, hosts.size()));
   for (auto& m : log.rows) std::get<kernels::CollectiveCase>(m.c).ranks = log.ranks;
   return log;

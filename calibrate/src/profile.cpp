@@ -250,7 +250,8 @@ Profile load_profile(const std::filesystem::path& path, const std::filesystem::p
 }
 
 void write_json_atomically(const std::filesystem::path& path, const json& doc) {
-  write_file_atomically(path, doc.dump(2) + "\n");
+  // Strings from outside (a device name from an nccl-tests log, a file name) may not be UTF-8: replaced, not thrown.
+  write_file_atomically(path, doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
 }
 
 void fit_profile(Profile& p, int gpus_per_node) {

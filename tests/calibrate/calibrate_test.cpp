@@ -1,6 +1,7 @@
 // Fits recover known coefficients, poor fits are refused, profiles round-trip and validate against the
 // schema, nccl-tests logs parse with nccl-tests' own busbw, sweeps resume.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -112,6 +113,52 @@ TEST(Ingest, MalformedLogsAreErrors) {
   EXPECT_THROW((void)parse_nccl_tests("# nothing here\n", "x.txt"), Error);
   EXPECT_THROW((void)parse_nccl_tests("#  Rank  0 Group 0 Pid 1 on h device 0 [0] G\n       8  2 float\n", "all_reduce_perf.txt"), Error);
   EXPECT_THROW((void)parse_nccl_tests("x", "log.txt", "broadcast"), Error);
+}
+
+// Inputs fuzz_nccl_tests_log (tests/fuzz) found: each must be an Error (or parse), never an exception of another
+// type, undefined behaviour, or a profile that --profile then refuses.
+TEST(Ingest, FuzzFoundLogs) {
+  const std::string ranks = "#  Rank  0 Group  0 Pid 1 on node1 device  0 [0000:18:00] GPU X\n"
+                            "#  Rank  1 Group  0 Pid 2 on node1 device  1 [0000:2a:00] GPU X\n";
+  const std::string header = "#  size  count  type  redop  root  time  algbw  busbw  #wrong\n";
+  const std::string rows = "8 2 float sum -1 24.07 0.00 0.00 0\n1024 256 float sum -1 24.34 0.04 0.07 0\n"
+                           "1048576 262144 float sum -1 29.29 35.80 62.65 0\n";
+  const auto parse = [](const std::string& text) { return parse_nccl_tests(text, "all_reduce_perf.txt"); };
+  EXPECT_EQ(parse(ranks + header + rows).ranks, 2);
+  // Nothing after the device's ']': substr(npos) threw std::out_of_range.
+  EXPECT_EQ(parse("#  Rank  0 Group 0 Pid 1 on node1 device 0 [0000:18:00]\n"
+                  "#  Rank  1 Group 0 Pid 2 on node1 device 1 [0000:2a:00]\n" + header + rows).device, "");
+  // A size past int64 (the cast was undefined behaviour); times of inf or nan (from_chars reads them; the fit
+  // then wrote an R² of NaN as null, which the profile schema refuses).
+  EXPECT_THROW((void)parse(ranks + header + rows + "99999999999999999999999 2 float sum -1 24.07 0 0 0\n"), Error);
+  EXPECT_THROW((void)parse(ranks + header + "8 2 float sum -1 inf 0 0 0\n" + rows), Error);
+  EXPECT_THROW((void)parse(ranks + header + "8 2 float sum -1 nan 0 0 0\n" + rows), Error);
+  // One rank measures no link: its profile would not load (collective fits are of 2 or more ranks).
+  EXPECT_THROW((void)parse(ranks.substr(0, ranks.find('\n') + 1) + header + rows), Error);
+  // Only the first "on HOST" of a Rank line names a host: 2 ranks on 3 "hosts" gave 0 GPUs per node.
+  EXPECT_EQ(parse("#  Rank  0 Group 0 Pid 1 on node1 device 0 [0] on x\n"
+                  "#  Rank  1 Group 0 Pid 2 on node1 device 1 [1] on y\n" + header + rows).nodes, 1);
+}
+
+// A device name that is not UTF-8 (from a log) is written replaced, and the profile loads back.
+TEST(Ingest, NonUtf8DeviceNameIsWrittenAndLoadsBack) {
+  const std::string header = "#  size  count  type  redop  root  time  algbw  busbw  #wrong\n";
+  const NcclTestsLog log = parse_nccl_tests("#  Rank  0 Group 0 Pid 1 on n device 0 [0] GPU \xff\n"
+                                            "#  Rank  1 Group 0 Pid 2 on n device 1 [1] GPU \xff\n" + header +
+                                                "8 2 float sum -1 24 0 0 0\n1024 256 float sum -1 25 0 0 0\n"
+                                                "1048576 262144 float sum -1 30 0 0 0\n",
+                                            "all_reduce_perf.txt");
+  Profile p;
+  p.machine = {"nccl-tests", log.device, "", log.ranks, log.ranks / log.nodes, 0, 0};
+  p.date = "2025-01-01T00:00:00Z";
+  std::vector<CollectivePoint> points;
+  for (const auto& m : log.rows) points.push_back({m.bytes, m.seconds});
+  p.collectives.push_back(fit_collective(points, log.op, log.ranks, "intra"));
+  p.raw = log.rows;
+  const fs::path path = fs::temp_directory_path() / ("headroom_utf8_test_" + std::to_string(::getpid()) + ".json");
+  ASSERT_NO_THROW(write_json_atomically(path, profile_to_json(p)));
+  EXPECT_EQ(load_profile(path, test::library().data_dir()).machine.device, "GPU \xef\xbf\xbd");  // U+FFFD
+  fs::remove(path);
 }
 
 Profile sample_profile() {
