@@ -6,6 +6,7 @@
 
 #include "headroom/calibrate/profile.hpp"
 #include "headroom/estimator/error.hpp"
+#include "headroom/estimator/json_schema.hpp"
 #include "headroom/estimator/lora.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/sharding.hpp"
@@ -171,11 +172,16 @@ std::string format_gib(double bytes, int precision) {
   return buf;
 }
 
+PerfCoefficients perf_coefficients_file(const std::string& path, const nlohmann::json& doc, const SpecLibrary& lib) {
+  validate_against_schema(doc, read_json_file(lib.data_dir() / "schema" / "perf.schema.json"), path);
+  return perf_coefficients_from_json(doc, path);
+}
+
 PerfCoefficients perf_coefficients_for(const std::string& profile, const SpecOptions& specs, ResolvedSpecs& r) {
   const SpecLibrary lib = specs.library();
   if (profile.empty()) return default_perf_coefficients(lib, r.framework.name);
   const nlohmann::json doc = read_json_file(profile);
-  if (!doc.is_object() || !doc.contains("format")) return perf_coefficients_from_json(doc, profile);
+  if (!doc.is_object() || !doc.contains("format")) return perf_coefficients_file(profile, doc, lib);
   const calibrate::Profile p = calibrate::load_profile(profile, lib.data_dir());
   PerfCoefficients k = default_perf_coefficients(lib, r.framework.name);
   calibrate::apply_profile(p, r.model.hidden_size / std::max<std::int64_t>(1, r.model.num_heads), r.cluster, k);

@@ -51,6 +51,10 @@ struct ResolvedSpecs {
 // --profile FILE of estimate, rank and mtsl: a data/perf coefficients file, or a calibration profile (`headroom
 // calibrate`, data/schema/profile.schema.json), which also replaces the cluster's datasheet peak, HBM and link
 // numbers in `r`. Empty: data/perf/<framework>.json. A corrupt or incompatible profile is an Error.
+// A performance coefficients file (data/perf format, `doc` read from `path`), checked against its schema as the
+// shipped ones are.
+[[nodiscard]] PerfCoefficients perf_coefficients_file(const std::string& path, const nlohmann::json& doc,
+                                                      const SpecLibrary& lib);
 [[nodiscard]] PerfCoefficients perf_coefficients_for(const std::string& profile, const SpecOptions& specs, ResolvedSpecs& r);
 
 // Layout flags with Megatron-LM aliases; numbers kept as text so that errors can name the flag.

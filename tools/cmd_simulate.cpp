@@ -24,6 +24,19 @@ struct SimulateOptions {
   bool json = false;
 };
 
+// What one simulation may build: every GPU and NIC is a vertex of the topology, a ring collective moves O(GPUs²)
+// transfers and a step has tasks per micro-batch and stage. Past these a run takes hours or exhausts memory.
+constexpr std::int64_t kMaxSimulatedGpus = 1024;
+constexpr std::int64_t kMaxSimulatedMicrobatchStages = 1'000'000;
+
+void check_simulated_size(const ClusterSpec& c, std::int64_t gpus, std::int64_t nics_per_node) {
+  const std::string most = " (the simulator takes at most " + std::to_string(kMaxSimulatedGpus) + ")";
+  if (c.gpus_per_node > kMaxSimulatedGpus)
+    throw Error("cluster " + c.name + " has " + std::to_string(c.gpus_per_node) + " GPUs per node" + most);
+  if (gpus > kMaxSimulatedGpus) throw Error(std::to_string(gpus) + " GPUs to simulate" + most);
+  if (nics_per_node > kMaxSimulatedGpus) throw Error("--nics-per-node " + std::to_string(nics_per_node) + most);
+}
+
 void run_collective(const SimulateOptions& o, std::ostream& out) {
   if (o.specs.cluster.empty()) throw Error("simulate --collective needs --cluster");
   if (o.bytes.empty()) throw Error("simulate --collective needs --bytes");
@@ -31,6 +44,7 @@ void run_collective(const SimulateOptions& o, std::ostream& out) {
   sim::TopologyOptions t;
   t.nodes = parse_count("--nodes", o.nodes);
   if (!o.nics.empty()) t.nics_per_node = parse_count("--nics-per-node", o.nics);
+  check_simulated_size(c, t.nodes > kMaxSimulatedGpus ? t.nodes : t.nodes * c.gpus_per_node, t.nics_per_node);
   const sim::Topology topo(c, t);
   const Collective op = sim::parse_collective(o.collective);
   const sim::Algorithm a = sim::parse_algorithm(o.algorithm);
@@ -63,11 +77,16 @@ void run_step(const SimulateOptions& o, std::ostream& out) {
   if (o.layout.seq.empty()) throw Error("simulate --model needs --seq");
   const ResolvedSpecs r = resolve(o.specs);
   const Layout l = o.layout.build(r.model, r.framework);
-  const PerfCoefficients k = o.profile.empty() ? default_perf_coefficients(o.specs.library(), r.framework.name)
-                                               : perf_coefficients_from_json(read_json_file(o.profile), o.profile);
+  const PerfCoefficients k =
+      o.profile.empty() ? default_perf_coefficients(o.specs.library(), r.framework.name)
+                        : perf_coefficients_file(o.profile, read_json_file(o.profile), o.specs.library());
   sim::StepOptions so;
   so.engine.contention = !o.no_contention;
   if (!o.nics.empty()) so.nics_per_node = parse_count("--nics-per-node", o.nics);
+  check_simulated_size(r.cluster, l.gpus(), so.nics_per_node);
+  if (l.microbatches() > kMaxSimulatedMicrobatchStages / (l.pp * l.vpp))
+    throw Error(std::to_string(l.microbatches()) + " micro-batches over " + std::to_string(l.pp * l.vpp) +
+                " pipeline stages to simulate (the simulator takes at most 10^6 micro-batch stages)");
   const sim::StepResult s = sim::simulate_step(r.model, r.cluster, l, k, so);
   const PerfEstimate a = estimate_perf(r.model, r.cluster, l, k);
   if (!o.trace.empty()) sim::write_chrome_trace(s, o.trace);

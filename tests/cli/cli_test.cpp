@@ -1,4 +1,8 @@
 // The command line in-process: exit codes, one-line errors, JSON shape.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -114,10 +118,37 @@ const BadCase kBadCases[] = {
     {"unknown_flag", with(kEstimate, {"--tensor-parallel", "4"}), "--tensor-parallel"},
     {"no_subcommand", {}, "subcommand"},
     {"missing_model_file", replace("--model", "/nonexistent/config.json"), "unknown model '/nonexistent/config.json'"},
+    // Found by fuzz_cli (tests/fuzz): the simulator built 8·10^12 GPUs or 10^9 micro-batches and never returned.
+    {"simulate_too_many_gpus",
+     {"simulate", "--collective", "all-reduce", "--cluster", "dgx-h100", "--bytes", "1", "--nodes", "1000000000000"},
+     "the simulator takes at most 1024"},
+    {"simulate_too_many_microbatches",
+     {"simulate", "--model", "gpt2", "--cluster", "dgx-h100", "--seq", "1024", "--gpus", "8", "--gbs", "1000000000"},
+     "at most 10^6 micro-batch stages"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cli, BadInput, ::testing::ValuesIn(kBadCases),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// Found by fuzz_profile (tests/fuzz): a --profile of performance coefficients was not checked against its schema,
+// so a wrong type escaped as an internal error (exit 1) and out-of-range values gave infinite step times.
+TEST(Cli, ProfileOfPerfCoefficientsIsCheckedAgainstTheSchema) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("headroom_cli_perf_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  for (const char* doc : {R"({"name": 5})", R"({"name": "x", "gpus": [{"gpu": "h100-80gb"}]})",
+                          R"({"name": "x", "gemm_efficiency": 2})"}) {
+    const auto path = dir / "perf.json";
+    std::ofstream(path) << doc;
+    for (const char* cmd : {"estimate", "simulate"}) {
+      const Result r = run(with({cmd, "--model", "gpt2", "--gpu", "a100-40gb", "--seq", "1024", "--gpus", "8"},
+                                {"--profile", path.string()}));
+      EXPECT_EQ(r.code, 2) << cmd << " " << doc << ": " << r.err;
+      EXPECT_EQ(r.err.rfind("error: " + path.string() + ": ", 0), 0u) << r.err;
+    }
+  }
+  fs::remove_all(dir);
+}
 
 TEST(Cli, ValidatePasses) {
   const Result r = run({"validate", "--json"});
