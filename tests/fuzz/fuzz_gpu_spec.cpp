@@ -1,0 +1,29 @@
+// `--gpu FILE`: a GPU spec, read as SpecLibrary::gpu reads it (JSON, schema, units converted).
+#include <cmath>
+#include <cstdint>
+
+#include "fuzz_support.hpp"
+#include "headroom/estimator/spec.hpp"
+
+namespace {
+
+bool positive(double x) { return std::isfinite(x) && x > 0; }
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace headroom;
+  static const SpecLibrary lib(fuzz::data_dir());
+  const auto path = fuzz::write_input("gpu.json", data, size);
+  fuzz::value_or_error([&] {
+    const GpuSpec g = lib.gpu(path.string());
+    fuzz::require(!g.name.empty() && !g.vendor.empty(), "a GPU has a name and a vendor");
+    fuzz::require(positive(g.memory_bytes) && positive(g.usable_memory_bytes) &&
+                      g.usable_memory_bytes <= g.memory_bytes,
+                  "finite positive memory, usable at most nominal");
+    fuzz::require(positive(g.bf16_flops) && positive(g.fp16_flops) && positive(g.fp32_flops) &&
+                      positive(g.hbm_bytes_per_s),
+                  "finite positive peaks and HBM bandwidth");
+  });
+  return 0;
+}

@@ -1,0 +1,29 @@
+// `--model FILE`: a headroom model spec or a Hugging Face config.json, read as SpecLibrary::model reads it
+// (JSON, then the HF key names or the model schema, then the shape checks).
+#include <cmath>
+#include <cstdint>
+
+#include "fuzz_support.hpp"
+#include "headroom/estimator/memory.hpp"
+#include "headroom/estimator/spec.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace headroom;
+  static const SpecLibrary lib(fuzz::data_dir());
+  const auto path = fuzz::write_input("config.json", data, size);
+  fuzz::value_or_error([&] {
+    const ModelSpec m = lib.model(path.string());
+    fuzz::require(!m.name.empty(), "a model has a name");
+    fuzz::require(m.hidden_size > 0 && m.num_layers > 0 && m.num_heads > 0 && m.num_kv_heads > 0 &&
+                      m.ffn_hidden_size > 0 && m.vocab_size > 0 && m.max_context > 0,
+                  "every dimension is positive");
+    for (const std::int64_t dim : {m.hidden_size, m.num_layers, m.num_heads, m.num_kv_heads, m.ffn_hidden_size,
+                                   m.vocab_size, m.max_context})
+      fuzz::require(dim <= 1'000'000'000'000, "every dimension is at most 10^12");
+    fuzz::require(m.hidden_size % m.num_heads == 0 && m.num_heads % m.num_kv_heads == 0,
+                  "heads divide the hidden size and KV heads divide the heads");
+    const double params = parameter_count(m);
+    fuzz::require(std::isfinite(params) && params > 0, "a finite, positive parameter count");
+  });
+  return 0;
+}

@@ -1,0 +1,54 @@
+// `--profile FILE` of estimate, rank and mtsl: performance coefficients (data/perf format) or a calibration
+// profile (data/schema/profile.schema.json), read by the CLI's own perf_coefficients_for, then used for one
+// estimate as the CLI would: what the file sets must give a finite, positive step time or an Error.
+#include <cmath>
+#include <cstdint>
+
+#include "cli_common.hpp"
+#include "fuzz_support.hpp"
+#include "headroom/estimator/throughput.hpp"
+
+namespace {
+
+using namespace headroom;
+
+const cli::SpecOptions& specs() {
+  static const cli::SpecOptions s = [] {
+    cli::SpecOptions o;
+    o.model = "llama3.1-8b";
+    o.cluster = "dgx-h100";
+    o.data_dir = fuzz::data_dir().string();
+    return o;
+  }();
+  return s;
+}
+
+const cli::ResolvedSpecs& resolved() {
+  static const cli::ResolvedSpecs r = cli::resolve(specs());
+  return r;
+}
+
+// Two nodes: TP inside a node, DP across both, so that intra- and inter-node links are both timed.
+const Layout& layout() {
+  static const Layout l = [] {
+    cli::LayoutOptions o;
+    o.tp = "2";
+    o.gpus = "16";
+    o.seq = "4096";
+    return o.build(resolved().model, resolved().framework);
+  }();
+  return l;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const auto path = fuzz::write_input("profile.json", data, size);
+  fuzz::value_or_error([&] {
+    cli::ResolvedSpecs r = resolved();
+    const PerfCoefficients k = cli::perf_coefficients_for(path.string(), specs(), r);
+    const PerfEstimate e = estimate_perf(r.model, r.cluster, layout(), k);
+    fuzz::require(std::isfinite(e.step_time_s) && e.step_time_s > 0, "a finite, positive step time");
+  });
+  return 0;
+}

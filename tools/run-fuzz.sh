@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Runs every libFuzzer target of a HEADROOM_FUZZ build (the asan preset) for a bounded time, with seed corpora
+# made from data/ and tests/data/, prints per target the executions run and the crashes found, and fails on
+# any crash, leak, timeout or out-of-memory.
+#
+#   tools/run-fuzz.sh [BUILD_DIR [TARGET...]]     BUILD_DIR defaults to build-asan, TARGET to all six
+#
+# FUZZ_SECONDS  time per target (default 30)       FUZZ_JOBS     targets run at once (default 2)
+# FUZZ_TIMEOUT  seconds one input may take (30)    FUZZ_WORK     corpora, logs, crash files (BUILD_DIR/fuzz)
+# A crash leaves its input in FUZZ_WORK/TARGET/; `BUILD_DIR/bin/TARGET FILE` replays it.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${1:-$root/build-asan}" && pwd)
+shift $(($# > 0 ? 1 : 0))
+targets=("$@")
+((${#targets[@]})) || targets=(fuzz_model_spec fuzz_gpu_spec fuzz_cluster_spec fuzz_profile fuzz_nccl_tests_log fuzz_cli)
+seconds=${FUZZ_SECONDS:-30}
+jobs=${FUZZ_JOBS:-2}
+timeout=${FUZZ_TIMEOUT:-30}
+work=${FUZZ_WORK:-$build/fuzz}
+data=$root/data
+
+# Seeds: the shipped specs, profiles and sample logs, copied fresh on every run (the corpus beside them grows).
+seed() {
+  local t=$1 dir=$work/$1/seeds
+  rm -rf "$dir" && mkdir -p "$dir"
+  case $t in
+    fuzz_model_spec)
+      cp "$data"/models/*.json "$dir"/
+      # Hugging Face config.json shapes (SpecLibrary::model's other branch): a Llama and a GPT-2.
+      printf '%s\n' '{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,' \
+        '"num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 131072,' \
+        '"hidden_act": "silu", "tie_word_embeddings": false, "_name_or_path": "meta-llama/Llama-3.1-8B"}' >"$dir"/hf-llama.json
+      printf '%s\n' '{"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257,' \
+        '"n_positions": 1024, "activation_function": "gelu_new"}' >"$dir"/hf-gpt2.json ;;
+    fuzz_gpu_spec) cp "$data"/gpus/*.json "$dir"/ ;;
+    fuzz_cluster_spec) cp "$data"/clusters/*.json "$dir"/ ;;
+    fuzz_profile) cp "$data"/profiles/*.json "$data"/perf/*.json "$dir"/ ;;
+    fuzz_nccl_tests_log)
+      # Each sample log whole, and cut to its header and first six sizes: short inputs mutate faster.
+      local f
+      for f in "$root"/tests/data/nccl-tests/*; do
+        cp "$f" "$dir"/
+        { grep '^#' "$f"; grep -v '^#' "$f" | head -6; } >"$dir/short-${f##*/}"
+      done ;;
+    fuzz_cli)
+      local n=0 line
+      while IFS= read -r line; do
+        [[ -z $line || $line == \#* ]] && continue
+        tr ' ' '\n' <<<"$line" >"$dir/cmd-$((n += 1))"
+      done <"$root"/tests/fuzz/cli_seeds.txt ;;
+    *) echo "run-fuzz: unknown target $t" >&2; return 1 ;;
+  esac
+}
+
+# Dictionaries: JSON tokens plus every quoted word of the schemas (keys and enum values); nccl-tests words;
+# the CLI's subcommands, flags and shipped spec names.
+dictionary() {
+  local t=$1 out=$work/$1/dict
+  case $t in
+    fuzz_nccl_tests_log) cp "$root"/tests/fuzz/nccl_tests.dict "$out" ;;
+    fuzz_cli)
+      {
+        printf '"%s"\n' calibrate comm estimate launch mtsl rank simulate --help model.json config.json profile.json perf.json
+        grep -ohE -- '--[a-z][a-z0-9-]+' "$root"/tools/cmd_*.cpp "$root"/tools/cli*.cpp | sort -u | sed 's/.*/"&"/'
+        for f in "$data"/{models,gpus,clusters,frameworks}/*.json; do f=${f##*/}; printf '"%s"\n' "${f%.json}"; done
+      } >"$out" ;;
+    *)
+      {
+        cat "$root"/tests/fuzz/json.dict
+        grep -ohE '"[A-Za-z_$][A-Za-z0-9_$.-]*"' "$data"/schema/*.json | sort -u | sed 's/"/\\"/g; s/.*/"&"/'
+      } >"$out" ;;
+  esac
+}
+
+run_one() {
+  local t=$1 dir=$work/$1
+  mkdir -p "$dir/corpus"
+  rm -f "$dir"/{crash,leak,timeout,oom,slow-unit}-*
+  local rc=0
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "$build/bin/$t" -max_total_time="$seconds" -timeout="$timeout" \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$dir/" -dict="$dir/dict" \
+    "$dir/corpus" "$dir/seeds" >"$dir/log" 2>&1 || rc=$?
+  echo "$rc" >"$dir/rc"
+}
+
+for t in "${targets[@]}"; do
+  [[ -x $build/bin/$t ]] || { echo "run-fuzz: $build/bin/$t is missing (configure with HEADROOM_FUZZ=ON: the asan preset)" >&2; exit 1; }
+  seed "$t"
+  dictionary "$t"
+done
+start=$SECONDS
+running=0
+for t in "${targets[@]}"; do
+  if ((running >= jobs)); then wait -n || true; running=$((running - 1)); fi
+  run_one "$t" &
+  running=$((running + 1))
+done
+wait
+
+failed=0
+printf '%-22s %12s %8s %8s  %s\n' target executions crashes corpus result
+for t in "${targets[@]}"; do
+  dir=$work/$t
+  rc=$(cat "$dir/rc")
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/log" | tail -1)
+  [[ -n $execs ]] || execs=$(grep -oE '^#[0-9]+' "$dir/log" | tail -1 | tr -d '#')
+  artifacts=$(find "$dir" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | sort)
+  crashes=$(grep -c . <<<"$artifacts" || true)
+  ((rc == 0 || crashes > 0)) || crashes=1  # died without leaving an input: still a failure
+  corpus=$(find "$dir/corpus" -type f | wc -l)
+  if ((rc == 0)); then result=ok; else result="FAILED (exit $rc)"; failed=1; fi
+  printf '%-22s %12s %8s %8s  %s\n' "$t" "${execs:-0}" "$crashes" "$corpus" "$result"
+done
+echo "run-fuzz: ${#targets[@]} targets x ${seconds}s, $jobs at a time, in $((SECONDS - start))s; logs in $work"
+if ((failed)); then
+  for t in "${targets[@]}"; do
+    dir=$work/$t
+    [[ $(cat "$dir/rc") == 0 ]] && continue
+    echo "---- $t: $dir/log (tail)"
+    grep -v '^#[0-9]' "$dir/log" | tail -40
+    find "$dir" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) \
+      -printf "input: %p (replay: $build/bin/$t %p)\n"
+  done
+  exit 1
+fi
