@@ -131,13 +131,16 @@ INSTANTIATE_TEST_SUITE_P(Cli, BadInput, ::testing::ValuesIn(kBadCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // Found by fuzz_profile (tests/fuzz): a --profile of performance coefficients was not checked against its schema,
-// so a wrong type escaped as an internal error (exit 1) and out-of-range values gave infinite step times.
+// so a wrong type escaped as an internal error (exit 1) and values beyond its bounds were used; a GEMM or attention
+// efficiency of 0, or a wave-quantization tile below one element, gave an infinite or NaN step time.
 TEST(Cli, ProfileOfPerfCoefficientsIsCheckedAgainstTheSchema) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("headroom_cli_perf_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   for (const char* doc : {R"({"name": 5})", R"({"name": "x", "gpus": [{"gpu": "h100-80gb"}]})",
-                          R"({"name": "x", "gemm_efficiency": 2})"}) {
+                          R"({"name": "x", "gemm_efficiency": 2})", R"({"name": "x", "gemm_efficiency": 0})",
+                          R"({"name": "x", "attention_efficiency": 0})",
+                          R"({"name": "x", "gemm_wave_units": 1, "gemm_tile": 1e-300})"}) {
     const auto path = dir / "perf.json";
     std::ofstream(path) << doc;
     for (const char* cmd : {"estimate", "simulate"}) {
