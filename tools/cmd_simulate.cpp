@@ -24,17 +24,22 @@ struct SimulateOptions {
   bool json = false;
 };
 
-// What one simulation may build: every GPU and NIC is a vertex of the topology, a ring collective moves O(GPUs²)
-// transfers and a step has tasks per micro-batch and stage. Past these a run takes hours or exhausts memory.
-constexpr std::int64_t kMaxSimulatedGpus = 1024;
+// What one simulation may build: every GPU and NIC is a vertex of the topology, a ring collective over n GPUs
+// moves O(n²) transfers and a step has tasks per micro-batch and stage. Past these a run takes hours or
+// exhausts memory. A step simulates only its groups' collectives, so it may span more GPUs than one ring.
+constexpr std::int64_t kMaxCollectiveGpus = 1024;
+constexpr std::int64_t kMaxTopologyGpus = 65'536;
 constexpr std::int64_t kMaxSimulatedMicrobatchStages = 1'000'000;
 
-void check_simulated_size(const ClusterSpec& c, std::int64_t gpus, std::int64_t nics_per_node) {
-  const std::string most = " (the simulator takes at most " + std::to_string(kMaxSimulatedGpus) + ")";
-  if (c.gpus_per_node > kMaxSimulatedGpus)
-    throw Error("cluster " + c.name + " has " + std::to_string(c.gpus_per_node) + " GPUs per node" + most);
-  if (gpus > kMaxSimulatedGpus) throw Error(std::to_string(gpus) + " GPUs to simulate" + most);
-  if (nics_per_node > kMaxSimulatedGpus) throw Error("--nics-per-node " + std::to_string(nics_per_node) + most);
+void check_simulated_size(const ClusterSpec& c, std::int64_t gpus, std::int64_t nics_per_node, std::int64_t max_gpus) {
+  const std::string most = " (the simulator takes at most " + std::to_string(max_gpus) + ")";
+  if (c.gpus_per_node > kMaxCollectiveGpus)
+    throw Error("cluster " + c.name + " has " + std::to_string(c.gpus_per_node) + " GPUs per node (the simulator takes at most " +
+                std::to_string(kMaxCollectiveGpus) + ")");
+  if (gpus > max_gpus) throw Error(std::to_string(gpus) + " GPUs to simulate" + most);
+  if (nics_per_node > kMaxCollectiveGpus)
+    throw Error("--nics-per-node " + std::to_string(nics_per_node) + " (the simulator takes at most " +
+                std::to_string(kMaxCollectiveGpus) + ")");
 }
 
 void run_collective(const SimulateOptions& o, std::ostream& out) {
@@ -44,7 +49,8 @@ void run_collective(const SimulateOptions& o, std::ostream& out) {
   sim::TopologyOptions t;
   t.nodes = parse_count("--nodes", o.nodes);
   if (!o.nics.empty()) t.nics_per_node = parse_count("--nics-per-node", o.nics);
-  check_simulated_size(c, t.nodes > kMaxSimulatedGpus ? t.nodes : t.nodes * c.gpus_per_node, t.nics_per_node);
+  check_simulated_size(c, t.nodes > kMaxCollectiveGpus ? t.nodes : t.nodes * c.gpus_per_node, t.nics_per_node,
+                       kMaxCollectiveGpus);
   const sim::Topology topo(c, t);
   const Collective op = sim::parse_collective(o.collective);
   const sim::Algorithm a = sim::parse_algorithm(o.algorithm);
@@ -83,7 +89,10 @@ void run_step(const SimulateOptions& o, std::ostream& out) {
   sim::StepOptions so;
   so.engine.contention = !o.no_contention;
   if (!o.nics.empty()) so.nics_per_node = parse_count("--nics-per-node", o.nics);
-  check_simulated_size(r.cluster, l.gpus(), so.nics_per_node);
+  check_simulated_size(r.cluster, l.gpus(), so.nics_per_node, kMaxTopologyGpus);
+  if (l.dp * l.cp > kMaxCollectiveGpus)
+    throw Error("a DP x CP group of " + std::to_string(l.dp * l.cp) + " GPUs to simulate (the simulator runs rings of at most " +
+                std::to_string(kMaxCollectiveGpus) + ")");
   if (l.microbatches() > kMaxSimulatedMicrobatchStages / (l.pp * l.vpp))
     throw Error(std::to_string(l.microbatches()) + " micro-batches over " + std::to_string(l.pp * l.vpp) +
                 " pipeline stages to simulate (the simulator takes at most 10^6 micro-batch stages)");
