@@ -238,7 +238,10 @@ Profile profile_from_json(const json& j, std::string_view where) {
 Profile load_profile(const std::filesystem::path& path, const std::filesystem::path& data_dir, bool allow_partial) {
   const json doc = read_json_file(path);
   const auto schema = data_dir / "schema" / "profile.schema.json";
-  if (doc.is_object() && doc.value("format", "") == kFormat && doc.value("version", 0) != kProfileVersion)
+  // Another version gets its own message before the schema's; both fields are compared as JSON, whatever their type
+  // (value() threw type_error for a non-string format, narrowed 8e18 to int, and [] read a missing version).
+  if (doc.is_object() && doc.contains("format") && doc["format"] == kFormat && doc.contains("version") &&
+      doc["version"] != kProfileVersion)
     throw Error(path.string() + ": profile version " + doc["version"].dump() + " is not supported (this headroom reads " +
                 std::to_string(kProfileVersion) + ")");
   validate_against_schema(doc, read_json_file(schema), path.string());

@@ -242,6 +242,29 @@ TEST(Profile, CorruptPartialAndIncompatibleProfilesAreErrors) {
   fs::remove_all(dir);
 }
 
+// Profiles that escaped as json::type_error, read integers out of int's range (undefined for 8e18, wrapped for
+// 2^32 + 2) or read a missing version through const operator[] (undefined); found replaying inputs through
+// fuzz_profile (tests/fuzz). Each is an Error.
+TEST(Profile, FuzzFoundProfilesAreErrors) {
+  const fs::path dir = fs::temp_directory_path() / ("headroom_profile_fuzz_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto data = test::library().data_dir();
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+    return dir / name;
+  };
+  EXPECT_THROW((void)load_profile(write("format.json", R"({"format": 5})"), data), Error);
+  EXPECT_THROW((void)load_profile(write("no_version.json", R"({"format": "headroom-profile"})"), data), Error);
+  EXPECT_THROW((void)load_profile(write("version.json", R"({"format": "headroom-profile", "version": 8e18})"), data),
+               Error);
+  nlohmann::json j = profile_to_json(sample_profile());
+  for (const nlohmann::json& ranks : {nlohmann::json(8e18), nlohmann::json(4294967298LL)}) {
+    j["machine"]["ranks"] = ranks;
+    EXPECT_THROW((void)load_profile(write("ranks.json", j.dump()), data), Error) << ranks;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Profile, WrittenAtomically) {
   const fs::path dir = fs::temp_directory_path() / "headroom_atomic_test";
   fs::create_directories(dir);
