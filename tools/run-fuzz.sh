@@ -35,7 +35,19 @@ seed() {
         '"n_positions": 1024, "activation_function": "gelu_new"}' >"$dir"/hf-gpt2.json ;;
     fuzz_gpu_spec) cp "$data"/gpus/*.json "$dir"/ ;;
     fuzz_cluster_spec) cp "$data"/clusters/*.json "$dir"/ ;;
-    fuzz_profile) cp "$data"/profiles/*.json "$data"/perf/*.json "$dir"/ ;;
+    fuzz_profile)
+      cp "$data"/profiles/*.json "$data"/perf/*.json "$dir"/
+      # Each profile also with two raw measurements of each kind: short inputs mutate faster.
+      python3 - "$dir" "$data"/profiles/*.json <<'EOF'
+import json, os, sys
+for path in sys.argv[2:]:
+    doc = json.load(open(path))
+    for kind in doc.get("raw", {}):
+        doc["raw"][kind] = doc["raw"][kind][:2]
+    with open(os.path.join(sys.argv[1], "short-" + os.path.basename(path)), "w") as out:
+        json.dump(doc, out, indent=1)
+EOF
+      ;;
     fuzz_nccl_tests_log)
       # Each sample log whole, and cut to its header and first six sizes: short inputs mutate faster.
       local f
