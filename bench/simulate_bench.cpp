@@ -21,7 +21,7 @@ void BM_Step70bOn1024(benchmark::State& state) {
   l.pp = 8;
   l.dp = 16;
   l.mbs = 1;
-  l.gbs = 64 * 16;
+  l.gbs = 64 * l.dp;
   l.seq = 8192;
   l.recompute = Recompute::selective;
   std::int64_t events = 0, tasks = 0;

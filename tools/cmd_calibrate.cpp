@@ -271,8 +271,6 @@ void run_calibrate_mpi(const CalibrateOptions& o, std::ostream& out, std::ostrea
   const kernels::mpi::Session mpi;  // MPI_Init here, MPI_Finalize when this function returns or throws
   const kernels::mpi::Placement& where = mpi.placement();
   std::ostringstream silent;
-  std::ostream& my_out = mpi.root() ? out : silent;
-  std::ostream& my_err = mpi.root() ? err : silent;
   try {
     SpecOptions so;
     so.data_dir = o.data_dir;
@@ -293,6 +291,8 @@ void run_calibrate_mpi(const CalibrateOptions& o, std::ostream& out, std::ostrea
                   "decides what is intra-node (leave --gpus-per-node out)");
     const auto backend = mpi.cpu_backend();
     const Ranks ranks{where.size, where.ranks_on_first_node, where.nodes, true};
+    std::ostream& my_out = mpi.root() ? out : silent;
+    std::ostream& my_err = mpi.root() ? err : silent;
     sweep_fit_write(o, lib, ranks, *backend, Team{&mpi}, my_out, my_err);
   } catch (const Error& e) {
     if (mpi.all_failed(5.0)) {

@@ -22,9 +22,9 @@ void print_megatron(std::ostream& out, const LaunchExport& e) {
   out << "# " << kMegatronVersions << "\n";
   for (const auto& i : e.megatron_issues) out << "# UNSUPPORTED: " << i << "\n";
   out << "torchrun --nnodes " << e.nodes << " --nproc-per-node " << e.gpus_per_node << " pretrain_gpt.py";
-  for (std::size_t i = 0; i < e.megatron.size(); ++i) {
-    const bool flag = e.megatron[i].starts_with("--");
-    out << (flag ? " \\\n    " : " ") << e.megatron[i];
+  for (const std::string& arg : e.megatron) {
+    const bool flag = arg.starts_with("--");
+    out << (flag ? " \\\n    " : " ") << arg;
   }
   out << "\n";
 }

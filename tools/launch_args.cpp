@@ -78,7 +78,6 @@ void torchtitan(const ModelSpec& m, const ClusterSpec& c, const Layout& l, Launc
   auto& issues = e.torchtitan_issues;
   const StateSharding& s = l.sharding;
   const std::string code = sharding_code(s);
-  std::string dp_comment;
   // FSDP2 shards P, G and OS over one mesh; reshard_after_forward = never keeps P unsharded from forward to the
   // end of backward (the N of ZeRO-2's NGG at the peak); DDP (all N) only as 1-D parallelism.
   std::int64_t replicate = 0, shard = 0;
@@ -88,8 +87,8 @@ void torchtitan(const ModelSpec& m, const ClusterSpec& c, const Layout& l, Launc
       replicate = l.dp;
       shard = 1;
     } else {
-      issues.push_back("sharding NNN: torchtitan applies DDP only as 1-D parallelism and FSDP-shards over CP "
-                       "whenever cp > 1");
+      issues.emplace_back("sharding NNN: torchtitan applies DDP only as 1-D parallelism and FSDP-shards over CP "
+                          "whenever cp > 1");
     }
   } else if (s.grads == s.optimizer && s.grads != Shard::none && (s.params == s.grads || s.params == Shard::none)) {
     const DpSplit d = dp_split(s.grads, l, c.gpus_per_node);
@@ -233,9 +232,9 @@ void pytorch(const ClusterSpec& c, const Layout& l, LaunchExport& e) {
     const bool hsdp = split.replicate > 1;
     if (l.cp > 1) {
       py << "mesh[(\"dp_shard\", \"cp\")]._flatten(\"dp_shard_cp\")  # FSDP shards over DP x CP\n";
-      py << "dp_mesh = mesh[" << (hsdp ? "(\"dp_replicate\", \"dp_shard_cp\")" : "\"dp_shard_cp\"") << "]\n";
+      py << "dp_mesh = mesh[" << (hsdp ? R"(("dp_replicate", "dp_shard_cp"))" : R"("dp_shard_cp")") << "]\n";
     } else {
-      py << "dp_mesh = mesh[" << (hsdp ? "(\"dp_replicate\", \"dp_shard\")" : "\"dp_shard\"") << "]"
+      py << "dp_mesh = mesh[" << (hsdp ? R"(("dp_replicate", "dp_shard"))" : R"("dp_shard")") << "]"
          << (hsdp ? "  # HSDP: replicate x shard" : "") << "\n";
     }
     py << "mp = MixedPrecisionPolicy(param_dtype=torch."

@@ -40,7 +40,7 @@ struct Typo {
 
 std::vector<EstimateCell> read_estimates(const std::filesystem::path& csv);
 std::vector<MeasuredRun> read_measured(const std::filesystem::path& csv);
-std::vector<Typo> read_typos(const std::filesystem::path& json);
+std::vector<Typo> read_typos(const std::filesystem::path& path);
 
 // The estimate table each measured table was predicted by (Table 3 ↔ 2, 4 ↔ 7, 10 ↔ 8).
 int estimate_table_for(int measured_table);

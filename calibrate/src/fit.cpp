@@ -64,6 +64,7 @@ GemmFit fit_gemm(const std::vector<GemmPoint>& points, double peak_flops, int wa
   f.wave_units = wave_units;
   f.tile = tile;
   std::vector<double> eff;
+  eff.reserve(points.size());
   for (const auto& p : points) eff.push_back(2.0 * p.m * p.n * p.k / (p.seconds * peak_flops));
   const auto best_log_e = [&](double h) {
     double s = 0;
@@ -93,8 +94,7 @@ GemmFit fit_gemm(const std::vector<GemmPoint>& points, double peak_flops, int wa
   f.half_dim = std::exp((lo + hi) / 2.0);
   f.efficiency = std::exp(best_log_e(f.half_dim));
   std::vector<double> measured, predicted, eff_fit;
-  for (std::size_t i = 0; i < points.size(); ++i) {
-    const auto& p = points[i];
+  for (const auto& p : points) {
     const double e = f.predict_efficiency(p.m, p.n, p.k);
     eff_fit.push_back(e);
     measured.push_back(p.seconds);

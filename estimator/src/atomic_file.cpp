@@ -1,7 +1,7 @@
 #include "headroom/estimator/atomic_file.hpp"
 
 #include <fcntl.h>
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX kill(), which <csignal> need not declare
 #include <unistd.h>
 
 #include <cerrno>

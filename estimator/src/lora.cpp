@@ -29,10 +29,10 @@ ProjectionShape projection_shape(const ModelSpec& m, LoraTarget target) {
   const double h = d(m.hidden_size), f = d(m.ffn_hidden_size), kv = h * d(m.num_kv_heads) / d(m.num_heads);
   switch (target) {
     case LoraTarget::q: return {h, h, true};
-    case LoraTarget::k: return {h, kv, true};
+    case LoraTarget::k:
     case LoraTarget::v: return {h, kv, true};
     case LoraTarget::o: return {h, h, false};
-    case LoraTarget::gate: return {h, f, true};
+    case LoraTarget::gate:
     case LoraTarget::up: return {h, f, true};
     case LoraTarget::down: return {f, h, false};
   }
@@ -74,7 +74,8 @@ unsigned parse_lora_targets(std::string_view text) {
   std::size_t start = 0;
   while (start <= text.size()) {
     const std::size_t comma = text.find(',', start);
-    const std::string_view item = text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
+    const std::string_view item =
+        text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     if (item == "all") {
       bits |= kAllLoraTargets;
     } else if (item == "attn") {

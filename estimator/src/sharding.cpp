@@ -186,10 +186,10 @@ bool satisfies_principle2(const StateSharding& s) {
 
 bool satisfies_principle3(const StateSharding& s) { return s.grads == N; }
 
-TrainableRegime trainable_regime(double f) {
-  if (f >= 1.0) return TrainableRegime::full;
-  if (f >= 1.0 / 6.0) return TrainableRegime::at_least_sixth;
-  if (f < kPeftMaxFraction) return TrainableRegime::peft;
+TrainableRegime trainable_regime(double trainable_fraction) {
+  if (trainable_fraction >= 1.0) return TrainableRegime::full;
+  if (trainable_fraction >= 1.0 / 6.0) return TrainableRegime::at_least_sixth;
+  if (trainable_fraction < kPeftMaxFraction) return TrainableRegime::peft;
   return TrainableRegime::below_sixth;
 }
 

@@ -319,7 +319,8 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   PerfEstimate e;
   StepBreakdown& br = e.breakdown;
   br.slowest_stage = l.pp == 1 || last_slowest ? l.pp - 1 : 0;
-  const PassTimes all = scaled(sf, micro) += scaled(sb, micro);
+  PassTimes all = scaled(sf, micro);
+  all += scaled(sb, micro);
   br.gemm_s = all.gemm;
   br.attention_s = all.attention;
   br.elementwise_s = all.elementwise;

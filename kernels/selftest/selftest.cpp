@@ -22,9 +22,9 @@ int main(int argc, char** argv) {
   std::vector<Case> cases = {GemmCase{128, 256, 64}, GemmCase{1000, 1000, 1000}, CopyCase{1 << 24}};
   for (std::int64_t d : {64, 128})
     for (bool causal : {true, false})
-      for (bool bwd : {false, true}) cases.push_back(AttentionCase{300, d, 2, causal, bwd});
+      for (bool bwd : {false, true}) cases.emplace_back(AttentionCase{300, d, 2, causal, bwd});
   for (const auto& info : headroom::kCollectives)
-    for (int n = 2; n <= b->ranks(); n *= 2) cases.push_back(CollectiveCase{info.op, 1 << 20, n});
+    for (int n = 2; n <= b->ranks(); n *= 2) cases.emplace_back(CollectiveCase{info.op, 1 << 20, n});
   TimingOptions t;
   t.repeats = 1;
   int failed = 0;

@@ -121,11 +121,11 @@ class Run {
       case EventKind::flow_tick: {
         if (static_cast<std::uint64_t>(ev.task) != version_) return false;
         std::size_t keep = 0;
-        for (std::size_t i = 0; i < flows_.size(); ++i) {
-          if (flows_[i].remaining <= flows_[i].tolerance) {
-            finish(flows_[i].task, now, finished);
+        for (const ActiveFlow& f : flows_) {  // finish() leaves flows_ alone
+          if (f.remaining <= f.tolerance) {
+            finish(f.task, now, finished);
           } else {
-            flows_[keep++] = flows_[i];
+            flows_[keep++] = f;
           }
         }
         flows_.resize(keep);

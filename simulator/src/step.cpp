@@ -293,9 +293,8 @@ class StepBuilder {
       const Task& t = g[i];
       const TaskTiming& tm = out.run.timing[i];
       if (t.kind != TaskKind::delay || t.stage < 0) continue;
-      StageReport& sr = out.stages[static_cast<std::size_t>(t.stage)];
       if (t.op == OpKind::compute_fwd || t.op == OpKind::compute_bwd || t.op == OpKind::tp_comm) {
-        sr.busy_s += tm.end_s - tm.start_s;
+        out.stages[static_cast<std::size_t>(t.stage)].busy_s += tm.end_s - tm.start_s;
         if (t.op != OpKind::compute_fwd) last_bwd_end[static_cast<std::size_t>(t.stage)] = std::max(last_bwd_end[static_cast<std::size_t>(t.stage)], tm.end_s);
       }
       if (t.op == OpKind::compute_fwd || t.op == OpKind::compute_bwd) {

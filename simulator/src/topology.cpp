@@ -28,7 +28,8 @@ Topology::Topology(const ClusterSpec& c, const TopologyOptions& o)
 
   const double intra_bw = c.intra_node.bytes_per_s * o.intra_scale;
   // The cluster files give the node's NIC bandwidth divided by its GPUs; a NIC carries its share of GPUs.
-  const double nic_bw = c.inter_node.bytes_per_s * o.inter_scale * static_cast<double>(gpus_per_node_ / nics_per_node_);
+  const std::int64_t gpus_per_nic = gpus_per_node_ / nics_per_node_;  // exact: checked above
+  const double nic_bw = c.inter_node.bytes_per_s * o.inter_scale * static_cast<double>(gpus_per_nic);
   const bool switched = c.topology == "nvswitch" || c.topology == "pcie";
   const LinkKind intra_kind = c.topology == "xgmi-mesh" ? LinkKind::xgmi
                               : c.topology == "pcie"    ? LinkKind::pcie

@@ -46,7 +46,7 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 
 fs::path scratch(const std::string& name) {
   // One directory per process: concurrent runs of the suite (two build trees) must not share files.
-  const fs::path d = fs::temp_directory_path() / ("headroom_calibrate_cli_" + name + "_" + std::to_string(::getpid()));
+  fs::path d = fs::temp_directory_path() / ("headroom_calibrate_cli_" + name + "_" + std::to_string(::getpid()));
   fs::create_directories(d);
   return d;
 }
@@ -129,7 +129,7 @@ TEST(CalibrateCli, InterruptedRunResumesFromThePartialFile) {
 
 TEST(CalibrateCli, CorruptOrPartialProfileExitsTwo) {
   const auto bad = (scratch("bad") / "bad.json").string();
-  std::ofstream(bad) << "{\"format\": \"headroom-profile\", \"version\": 1}";
+  std::ofstream(bad) << R"({"format": "headroom-profile", "version": 1})";
   const Result r = run(with(kEstimate, {"--profile", bad}));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("bad.json"), std::string::npos) << r.err;

@@ -10,7 +10,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX kill(), which <csignal> need not declare
 #include <sys/inotify.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -288,7 +288,6 @@ TEST_F(CalibrateKill, KilledAtAnyMomentThePreviousProfileSurvivesAndTheRunResume
   EXPECT_EQ(done.raw.size(), total_);
   EXPECT_FALSE(fs::exists(partial_));
   EXPECT_TRUE(temporaries(dir_).empty());
-  before = slurp(out_);
 
   // Around the final fit and write: a run whose sweep is complete (the partial holds every measurement, as a run
   // that measured everything leaves it) goes straight to fitting and writing the profile; kills at random delays

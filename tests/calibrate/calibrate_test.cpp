@@ -66,7 +66,8 @@ TEST(Fit, AttentionRecoversSaturation) {
 
 TEST(Fit, CollectiveFindsBothRegimesAndBusbw) {
   std::vector<CollectivePoint> pts;
-  for (double b = 8; b <= (1 << 30); b *= 2) {
+  for (int log2_b = 3; log2_b <= 30; ++log2_b) {
+    const double b = std::ldexp(1.0, log2_b);
     const double t = b < 65536 ? 20e-6 + b / 5e9 : 30e-6 + b / 200e9;
     pts.push_back({b, t});
   }
@@ -80,6 +81,7 @@ TEST(Fit, CollectiveFindsBothRegimesAndBusbw) {
 
 TEST(Fit, PoorFitIsRefusedWithAClearMessage) {
   std::vector<CollectivePoint> pts;
+  pts.reserve(12);
   for (int i = 0; i < 12; ++i) pts.push_back({8.0 * (i + 1), (i % 2 ? 1e-3 : 1e-6)});  // noise, no trend
   const CollectiveFit f = fit_collective(pts, Collective::all_gather, 4, "intra");
   EXPECT_LT(f.r2, 0.9);

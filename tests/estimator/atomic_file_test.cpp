@@ -24,7 +24,7 @@ std::string slurp(const fs::path& p) {
 }
 
 fs::path scratch() {
-  const fs::path d = fs::temp_directory_path() / ("headroom_atomic_file_" + std::to_string(::getpid()));
+  fs::path d = fs::temp_directory_path() / ("headroom_atomic_file_" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;

@@ -70,7 +70,8 @@ TEST_F(LoraTest, StageMemoryFreezesTheBase) {
 TEST_F(LoraTest, ReplicatedHalvesGrowWithTp) {
   double previous = 0;
   for (std::int64_t t : {1, 2, 4, 8}) {
-    const double per_gpu = lora_layer_split(m, lora(1024), t).per_rank() / static_cast<double>(8 / t);
+    const std::int64_t replicas = 8 / t;
+    const double per_gpu = lora_layer_split(m, lora(1024), t).per_rank() / static_cast<double>(replicas);
     EXPECT_GT(per_gpu, previous);
     previous = per_gpu;
   }

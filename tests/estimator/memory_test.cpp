@@ -149,9 +149,9 @@ TEST_F(MemoryTest, HugeSizesStayFinite) {
   huge.num_layers = 512;
   huge.num_heads = 1024;
   huge.num_kv_heads = 8;
-  huge.ffn_hidden_size = 4 * 131072;
+  huge.ffn_hidden_size = 4 * huge.hidden_size;
   EXPECT_GT(parameter_count(huge), 1e13);
-  const Layout l = layout(8, 1, 8, 1, 1'000'000 / 64 * 64, 10'000'000, 15'625 * 64);
+  const Layout l = layout(8, 1, 8, 1, 1'000'000, 10'000'000, 1'000'000);  // d = 15,625, 64 micro-batches
   const double peak = peak_memory_bytes(huge, a100, l, none);
   EXPECT_TRUE(std::isfinite(peak));
   EXPECT_GT(peak, 0);

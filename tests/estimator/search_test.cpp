@@ -22,7 +22,7 @@ class SearchTest : public ::testing::Test {
   FrameworkProfile megatron = lib.framework("megatron");
   PerfCoefficients coef = default_perf_coefficients(lib, "megatron");
 
-  SearchResult rank(std::int64_t gpus, std::vector<Constraint> cs = {}) const {
+  [[nodiscard]] SearchResult rank(std::int64_t gpus, std::vector<Constraint> cs = {}) const {
     SearchOptions o;
     o.gpus = gpus; o.seq = 8192; o.gbs = 1024; o.top = 5; o.constraints = std::move(cs);
     return rank_layouts(llama8b, a100, default_layout(megatron), megatron.residual, coef, o);

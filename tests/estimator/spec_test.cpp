@@ -76,11 +76,12 @@ TEST(SpecLibrary, UnknownNameListsKnownOnes) {
 
 class TempFile {
  public:
-  explicit TempFile(const std::string& text, const std::string& name = "spec.json") {
-    dir_ = fs::temp_directory_path() / ("headroom-test-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-                                        "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  explicit TempFile(const std::string& text, const std::string& name = "spec.json")
+      : dir_(fs::temp_directory_path() /
+             ("headroom-test-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "-" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name())),
+        path_(dir_ / name) {
     fs::create_directories(dir_);
-    path_ = dir_ / name;
     std::ofstream(path_) << text;
   }
   ~TempFile() { fs::remove_all(dir_); }
@@ -115,7 +116,7 @@ TEST(SpecLibrary, Gpt2HuggingFaceConfig) {
 
 TEST(SpecLibrary, MalformedAndIncompleteModelsAreErrors) {
   const SpecLibrary lib = test::library();
-  const TempFile bad("{\"name\": \"x\", \"hidden_size\": 4096,");
+  const TempFile bad(R"({"name": "x", "hidden_size": 4096,)");
   EXPECT_THROW((void)lib.model(bad.path()), Error);
   const TempFile incomplete(R"({"name": "x", "hidden_size": 4096, "num_layers": 2})");
   EXPECT_THROW((void)lib.model(incomplete.path()), Error);

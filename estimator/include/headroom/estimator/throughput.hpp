@@ -165,6 +165,6 @@ struct PerfEstimate {
 // The layout must be valid (validate_layout). Allocation-free.
 [[nodiscard]] PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layout& l);
 [[nodiscard]] PerfEstimate estimate_perf(const ModelSpec& m, const ClusterSpec& c, const Layout& l,
-                                         const PerfCoefficients& coefficients);
+                                         const PerfCoefficients& k);
 
 }  // namespace headroom

@@ -17,8 +17,9 @@ struct PassOp {
   std::int32_t chunk = 0;  // model chunk on this stage; virtual stage = chunk · p + stage
 };
 
-// Throws Error when interleaving is asked for with m not a multiple of p (Megatron-LM's requirement).
-[[nodiscard]] std::vector<PassOp> stage_schedule(Schedule s, std::int64_t stage, std::int64_t stages,
-                                                 std::int64_t microbatches, std::int64_t chunks);
+// The passes of `stage` out of p stages, for m micro-batches and v model chunks per stage. Throws Error when
+// interleaving is asked for with m not a multiple of p (Megatron-LM's requirement).
+[[nodiscard]] std::vector<PassOp> stage_schedule(Schedule s, std::int64_t stage, std::int64_t p, std::int64_t m,
+                                                 std::int64_t v);
 
 }  // namespace headroom::sim

@@ -58,6 +58,6 @@ struct StepResult {
 
 // The layout must be valid for the model (LoRA included: frozen base, trainable adapters). Throws Error.
 [[nodiscard]] StepResult simulate_step(const ModelSpec& m, const ClusterSpec& c, const Layout& l,
-                                       const PerfCoefficients& coefficients, const StepOptions& options = {});
+                                       const PerfCoefficients& k, const StepOptions& o = {});
 
 }  // namespace headroom::sim
