@@ -1,5 +1,9 @@
 #include "headroom/estimator/mtsl.hpp"
 
+#include <cmath>
+#include <set>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "../test_support.hpp"
@@ -76,6 +80,79 @@ TEST_F(MtslTest, InverseFindsTheSmallestGpuCount) {
   }
   // Nothing with one GPU fewer trains it.
   EXPECT_TRUE(smallest_layouts_for_seq(m70, lumi, base, fsdp.residual, 32768, n - 1).empty());
+}
+
+// MTSL is the longest valid s with peak(s) ≤ capacity, and peak memory does not fall as s grows
+// (MemoryTest.MemoryMonotoneInSequenceBatchAndInverseTp), so for every capacity C and valid s:
+// MTSL(C) ≥ s exactly when peak(s) ≤ C. Two consequences are checked on layouts that reach both searches
+// (closed form, and bisection without FlashAttention), both frameworks, PP, interleaving, CP, LoRA and
+// recompute: more memory never shortens the MTSL (a sweep of capacities), and at C = peak(s) the MTSL reaches
+// s while the next smaller double keeps it below s.
+TEST_F(MtslTest, MonotoneInCapacityAndExactAtEveryCapacity) {
+  struct Case {
+    const char* name;
+    const ModelSpec* model;
+    const ClusterSpec* cluster;
+    Layout layout;
+    ResidualModel residual;
+  };
+  const ModelSpec gpt2xl = lib.model("gpt2-xl");
+  const auto megatron_layout = [&](std::int64_t t, std::int64_t c, std::int64_t p, std::int64_t d, std::int64_t gbs) {
+    Layout l = default_layout(megatron);
+    l.tp = t, l.cp = c, l.pp = p, l.dp = d, l.gbs = gbs;
+    return l;
+  };
+  const auto fsdp_layout = [&](std::int64_t t, std::int64_t d, std::int64_t lora_rank) {
+    Layout l = default_layout(fsdp);
+    l.tp = t, l.dp = d, l.gbs = d, l.lora.rank = lora_rank;
+    return l;
+  };
+  std::vector<Case> cases = {
+      {"8B megatron t2 p2 d2", &m8, &h100, megatron_layout(2, 1, 2, 2, 16), megatron.residual},
+      {"8B megatron t4 c2 (steps of 4)", &m8, &h100, megatron_layout(4, 2, 1, 1, 1), megatron.residual},
+      {"8B megatron t8 p2 no flash (bisection)", &m8, &h100, megatron_layout(8, 1, 2, 1, 8), megatron.residual},
+      {"70B megatron t8 p4 interleaved v2 selective", &m70, &h100, megatron_layout(8, 1, 4, 1, 8),
+       megatron.residual},
+      {"GPT-2 XL megatron b2 full recompute", &gpt2xl, &h100, megatron_layout(1, 1, 1, 1, 2), megatron.residual},
+      {"70B fsdp t4 d2 LoRA 128", &m70, &lumi, fsdp_layout(4, 2, 128), fsdp.residual},
+      {"70B fsdp t2 d4 full training", &m70, &lumi, fsdp_layout(2, 4, 0), fsdp.residual},
+      {"8B fsdp d8 no flash (bisection)", &m8, &lumi, fsdp_layout(1, 8, 0), fsdp.residual},
+  };
+  cases[2].layout.flash_attention = false;
+  cases[3].layout.schedule = Schedule::interleaved, cases[3].layout.vpp = 2;
+  cases[3].layout.recompute = Recompute::selective;
+  cases[4].layout.mbs = 2, cases[4].layout.recompute = Recompute::full;
+  cases[7].layout.flash_attention = false;
+
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    ClusterSpec c = *k.cluster;
+    // More memory never shortens the MTSL: capacities from 0.25 to 192 GiB in quarter-GiB steps.
+    std::int64_t previous = 0;
+    std::set<std::int64_t> distinct;
+    for (int quarters = 1; quarters <= 4 * 192; ++quarters) {
+      c.gpu.usable_memory_bytes = quarters * kGiB / 4;
+      const MtslResult r = max_trainable_seq(*k.model, c, k.layout, k.residual);
+      ASSERT_GE(r.tokens, previous) << "at " << quarters / 4.0 << " GiB";
+      if (r.tokens > 0) {
+        EXPECT_EQ(r.closed_form, k.layout.flash_attention);  // both searches are exercised
+      }
+      previous = r.tokens;
+      distinct.insert(r.tokens);
+    }
+    EXPECT_GT(distinct.size(), 50u);  // the sweep crosses many MTSLs, not one plateau
+    // Exact at the capacity where s just fits, from the shortest valid s to long ones.
+    const std::int64_t g = sequence_granularity(k.layout);
+    for (const std::int64_t s : {g, 1024 * g, 4096 * g, 32768 * g}) {
+      Layout at_s = k.layout;
+      at_s.seq = s;
+      const double peak = peak_memory_bytes(*k.model, c, at_s, k.residual);
+      c.gpu.usable_memory_bytes = peak;
+      EXPECT_GE(max_trainable_seq(*k.model, c, k.layout, k.residual).tokens, s) << "s = " << s;
+      c.gpu.usable_memory_bytes = std::nextafter(peak, 0.0);
+      EXPECT_LT(max_trainable_seq(*k.model, c, k.layout, k.residual).tokens, s) << "s = " << s;
+    }
+  }
 }
 
 // 4D paper (Tables 2, 7, 8): the printed Eq. 18 estimate at s is below capacity exactly when the MTSL of
