@@ -1,7 +1,12 @@
 // The sharding model (sharding.hpp): names, principles, memory, collectives and stage rules; then the CLI
 // that exposes it (`headroom comm`, `estimate --sharding`).
+#include <algorithm>
+#include <cmath>
 #include <set>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -167,6 +172,157 @@ TEST(ShardingCollectives, RtpRotationVolumeIsEq2) {
   EXPECT_DOUBLE_EQ(v.backward_reduce_grads.total() / 8, 7 * 1e9 / 8);
 }
 
+// ---- properties over every triple and shape ----
+
+Strategy triple(const StateSharding& sh, Collectives c) {
+  Strategy st;
+  st.name = sharding_code(sh);
+  st.sharding = sh;
+  st.collectives = c;
+  return st;
+}
+
+// Volumes of different formulas that must agree: equal up to rounding (relative 1e-12, absolute for zero).
+void expect_same(double a, double b, const std::string& what) {
+  EXPECT_NEAR(a, b, 1e-12 * std::max(std::abs(a), std::abs(b))) << what;
+}
+void expect_same(const Volume& a, const Volume& b, const std::string& what) {
+  expect_same(a.intra, b.intra, what + " intra");
+  expect_same(a.inter, b.inter, what + " inter");
+}
+std::vector<std::pair<std::string, Volume>> stages_of(const StageVolumes& v) {
+  return {{"forward A-G(P)", v.forward_gather_params},   {"backward A-G(P)", v.backward_gather_params},
+          {"backward R-S(G)", v.backward_reduce_grads},  {"update sync G", v.update_sync_grads},
+          {"update A-G(P)", v.update_gather_params},     {"total", v.total()}};
+}
+
+struct Shape {
+  std::int64_t n, m, s;
+};
+constexpr Shape kShapes[] = {{64, 8, 8}, {32, 4, 3}, {16, 16, 2}, {16, 1, 4}, {12, 3, 1}, {2, 1, 5}};
+
+// Ring and PaRO's two-step ring are two ways of running the same collectives: every stage of every triple moves
+// the same number of elements under both; only the split differs, and the two-step ring never puts more on the
+// inter-group links (g(N − 1)/N ≥ g − 1 per element, equal when M = 1, when every link crosses groups).
+TEST(ShardingProperties, CollectiveAlgorithmChangesTheSplitNotTheTotal) {
+  for (const Shape& sh : kShapes) {
+    for (double trainable : {1e9, 3e8}) {
+      const CommSetup s = setup(sh.n, sh.m, sh.s, 1e9, trainable);
+      for (const StateSharding& code : all_shardings()) {
+        const std::string where = sharding_code(code) + " N=" + std::to_string(sh.n) + " M=" + std::to_string(sh.m);
+        const auto ring = stages_of(communication_volume(triple(code, Collectives::ring), s));
+        const auto hier = stages_of(communication_volume(triple(code, Collectives::hierarchical), s));
+        for (std::size_t i = 0; i < ring.size(); ++i) {
+          const std::string what = where + " " + ring[i].first;
+          expect_same(ring[i].second.total(), hier[i].second.total(), what);
+          EXPECT_LE(hier[i].second.inter, ring[i].second.inter * (1 + 1e-12)) << what;
+          if (sh.m == 1) expect_same(ring[i].second, hier[i].second, what);
+        }
+      }
+    }
+  }
+}
+
+// An all-gather and a reduce-scatter of the same data over the same group move the same volume. With S_P = S_G
+// the per-micro-batch reduce-scatter of Ψ' gradients is the parameter all-gather at Ψ'/Ψ of the size, and the
+// backward all-gather repeats the forward one; with S_OS = G as well, the update's reduce-scatter of Ψ' down to
+// OS's shards and its all-gather of the Ψ' updated parameters back to P's scope are the same collective reversed.
+TEST(ShardingProperties, ReduceScatterAndAllGatherOfTheSameDataAndGroupAgree) {
+  for (const Shape& sh : kShapes) {
+    const CommSetup s = setup(sh.n, sh.m, sh.s, 1e9, 2.5e8);
+    for (const StateSharding& code : all_shardings()) {
+      for (Collectives c : {Collectives::ring, Collectives::hierarchical}) {
+        const std::string where = sharding_code(code) + " " + std::string(to_string(c)) + " N=" +
+                                  std::to_string(sh.n) + " M=" + std::to_string(sh.m);
+        const StageVolumes v = communication_volume(triple(code, c), s);
+        expect_same(v.backward_gather_params, v.forward_gather_params, where + " backward vs forward A-G(P)");
+        if (code.params != code.grads) continue;
+        expect_same(v.backward_reduce_grads, (s.trainable / s.params) * v.forward_gather_params,
+                    where + " R-S(G) vs A-G(P)");
+        if (code.optimizer == G && code.grads != G) {
+          EXPECT_EQ(v.update_sync, GradSync::reduce_scatter) << where;
+          expect_same(v.update_sync_grads, v.update_gather_params, where + " update R-S(G) vs A-G(P)");
+          // Nothing left to reduce only when the scope the gradients still lack is one GPU (N) or one group (I).
+          EXPECT_EQ(v.update_sync_grads.total() > 0, (code.grads == N ? s.gpus : s.groups()) > 1) << where;
+        }
+      }
+    }
+  }
+}
+
+// The group only labels links when no state is split by group: for the triples without I (ZeRO-1/2/3, DDP and
+// the rest over {N, G}) memory and the total volume of every stage are the same for every group size M | N.
+TEST(ShardingProperties, StrategiesWithoutIntraGroupShardingDoNotDependOnTheGroupSize) {
+  const std::int64_t n = 24;
+  for (const StateSharding& code : all_shardings()) {
+    if (code.params == I || code.grads == I || code.optimizer == I) continue;
+    for (Collectives c : {Collectives::ring, Collectives::hierarchical}) {
+      const Strategy st = triple(code, c);
+      const CommSetup flat = setup(n, 1, 4, 1e9, 4e8);
+      const auto reference = stages_of(communication_volume(st, flat));
+      for (std::int64_t m : {2, 3, 4, 6, 8, 12, 24}) {
+        const CommSetup s = setup(n, m, 4, 1e9, 4e8);
+        const std::string where = sharding_code(code) + " " + std::string(to_string(c)) + " M=" + std::to_string(m);
+        EXPECT_DOUBLE_EQ(state_memory_per_gpu(st, s).total(), state_memory_per_gpu(st, flat).total()) << where;
+        const auto v = stages_of(communication_volume(st, s));
+        for (std::size_t i = 0; i < v.size(); ++i)
+          expect_same(v[i].second.total(), reference[i].second.total(), where + " " + v[i].first);
+      }
+    }
+  }
+}
+
+// Degenerate groups: with M = 1 a group is one GPU, so I shards like N; with M = N the group is everyone, so I
+// shards like G. Every triple then has the memory and the per-stage volumes (intra and inter) of the triple
+// with I replaced, under both collective algorithms.
+TEST(ShardingProperties, GroupsOfOneAreNoShardingAndOneGroupIsGlobal) {
+  const auto replace_intra = [](StateSharding sh, Shard by) {
+    for (Shard* x : {&sh.params, &sh.grads, &sh.optimizer})
+      if (*x == I) *x = by;
+    return sh;
+  };
+  for (const std::int64_t s_accum : {1, 4}) {
+    for (const auto& [m, by] : {std::pair{std::int64_t{1}, N}, std::pair{std::int64_t{16}, G}}) {
+      const CommSetup s = setup(16, m, s_accum, 1e9, 3e8);
+      for (const StateSharding& code : all_shardings()) {
+        for (Collectives c : {Collectives::ring, Collectives::hierarchical}) {
+          const Strategy with_i = triple(code, c), without_i = triple(replace_intra(code, by), c);
+          const std::string where = sharding_code(code) + " as " + without_i.name + " " +
+                                    std::string(to_string(c)) + " M=" + std::to_string(m);
+          const StateMemory a = state_memory_per_gpu(with_i, s), b = state_memory_per_gpu(without_i, s);
+          expect_same(a.params, b.params, where + " params");
+          expect_same(a.grads, b.grads, where + " grads");
+          expect_same(a.optimizer, b.optimizer, where + " optimizer");
+          const auto va = stages_of(communication_volume(with_i, s));
+          const auto vb = stages_of(communication_volume(without_i, s));
+          for (std::size_t i = 0; i < va.size(); ++i) expect_same(va[i].second, vb[i].second, where + " " + va[i].first);
+        }
+      }
+    }
+  }
+}
+
+// Volumes are element counts: the stages that run every micro-batch scale with s, the update stages do not, so
+// the total is affine in s; and every stage is linear in the data (Ψ and Ψ' together).
+TEST(ShardingProperties, PerMicroBatchStagesScaleWithAccumulationAndAllWithTheModel) {
+  for (const StateSharding& code : all_shardings()) {
+    for (Collectives c : {Collectives::ring, Collectives::hierarchical}) {
+      const Strategy st = triple(code, c);
+      const StageVolumes one = communication_volume(st, setup(32, 8, 1, 1e9, 2e8));
+      const StageVolumes five = communication_volume(st, setup(32, 8, 5, 1e9, 2e8));
+      const StageVolumes big = communication_volume(st, setup(32, 8, 5, 3e9, 6e8));
+      const std::string where = sharding_code(code) + " " + std::string(to_string(c));
+      expect_same(five.forward_gather_params, 5.0 * one.forward_gather_params, where + " forward");
+      expect_same(five.backward_gather_params, 5.0 * one.backward_gather_params, where + " backward A-G");
+      expect_same(five.backward_reduce_grads, 5.0 * one.backward_reduce_grads, where + " backward R-S");
+      expect_same(five.update_sync_grads, one.update_sync_grads, where + " update sync");
+      expect_same(five.update_gather_params, one.update_gather_params, where + " update A-G");
+      const auto a = stages_of(five), b = stages_of(big);
+      for (std::size_t i = 0; i < a.size(); ++i) expect_same(b[i].second, 3.0 * a[i].second, where + " " + a[i].first);
+    }
+  }
+}
+
 // ---- stage rules ----
 
 TEST(ShardingStages, UpdateSyncKindFollowsGradientAndOptimizerScopes) {
@@ -292,6 +448,51 @@ TEST(CommCli, BadInputExitsTwoWithOneLineNamingTheFlag) {
     EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
   }
   EXPECT_EQ(run({"comm", "--strategy", "zero3", "--gpus", "8", "--group-size", "8"}).code, 2);  // no --params
+}
+
+// The document's totals are the sums of its stages and of its memory parts, for every named scheme and every
+// code under both algorithms; --compare reports the same memory and volumes as --strategy for each scheme.
+TEST(CommCli, TotalsAreTheSumsOfTheStagesAndCompareAgrees) {
+  const std::vector<std::string> base = {"comm",         "--params", "7e9", "--trainable", "2e9", "--gpus", "64",
+                                         "--group-size", "8",        "--accum", "4",       "--json"};
+  const auto near = [](double a, double b) { return std::abs(a - b) <= 1e-12 * std::max(std::abs(a), std::abs(b)); };
+  std::vector<std::string> names(named_schemes().begin(), named_schemes().end());
+  for (const StateSharding& code : all_shardings()) names.push_back(sharding_code(code));
+  for (const std::string& name : names) {
+    for (const char* collectives : {"ring", "hierarchical"}) {
+      std::vector<std::string> args = base;
+      args.insert(args.end(), {"--strategy", name, "--collectives", collectives});
+      const Result r = run(args);
+      ASSERT_EQ(r.code, 0) << name << ": " << r.err;
+      const auto j = nlohmann::json::parse(r.out);
+      double intra = 0, inter = 0;
+      for (const auto& [stage, v] : j["volume"]["stages"].items()) {
+        intra += v["intra"].get<double>();
+        inter += v["inter"].get<double>();
+      }
+      const auto& vol = j["volume"];
+      EXPECT_TRUE(near(vol["intra"].get<double>(), intra)) << name << " " << collectives;
+      EXPECT_TRUE(near(vol["inter"].get<double>(), inter)) << name << " " << collectives;
+      EXPECT_TRUE(near(vol["total"].get<double>(), intra + inter)) << name << " " << collectives;
+      const auto& mem = j["memory_bytes"];
+      EXPECT_TRUE(near(mem["total"].get<double>(), mem["params"].get<double>() + mem["grads"].get<double>() +
+                                                       mem["optimizer"].get<double>() + mem["buffers"].get<double>()))
+          << name;
+    }
+  }
+  std::vector<std::string> compare = base;
+  compare.emplace_back("--compare");
+  const Result all = run(compare);
+  ASSERT_EQ(all.code, 0) << all.err;
+  for (const auto& scheme : nlohmann::json::parse(all.out)["schemes"]) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"--strategy", scheme["scheme"].get<std::string>()});
+    const Result one = run(args);
+    ASSERT_EQ(one.code, 0) << one.err;
+    const auto j = nlohmann::json::parse(one.out);
+    EXPECT_EQ(scheme["memory_bytes"], j["memory_bytes"]) << scheme["scheme"];
+    for (const char* k : {"intra", "inter", "total"}) EXPECT_EQ(scheme["volume"][k], j["volume"][k]) << scheme["scheme"];
+  }
 }
 
 // `estimate --sharding`: per-GPU model states follow the strategy over the DP group (d = 16 here, nodes of 8).
