@@ -39,7 +39,7 @@ const Fixture& fixture() {
 void BM_PeakMemory(benchmark::State& state) {
   const Fixture& f = fixture();
   std::size_t i = 0;
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     benchmark::DoNotOptimize(peak_memory_bytes(f.model, f.cluster, f.layouts[i], f.framework.residual));
     i = (i + 1) % f.layouts.size();
   }
@@ -51,7 +51,7 @@ BENCHMARK(BM_PeakMemory);
 void BM_EstimateAllStages(benchmark::State& state) {
   const Fixture& f = fixture();
   std::size_t i = 0;
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     benchmark::DoNotOptimize(estimate_memory(f.model, f.cluster, f.layouts[i], f.framework.residual));
     i = (i + 1) % f.layouts.size();
   }

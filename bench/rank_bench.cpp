@@ -20,7 +20,7 @@ void BM_Rank405bOn16384(benchmark::State& state) {
   o.seq = 8192;
   o.gbs = 2048;
   std::int64_t evaluated = 0;
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     const SearchResult r = rank_layouts(model, cluster, default_layout(framework), framework.residual, coefficients, o);
     evaluated += r.evaluated;
     benchmark::DoNotOptimize(r.best.data());

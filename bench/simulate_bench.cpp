@@ -25,7 +25,7 @@ void BM_Step70bOn1024(benchmark::State& state) {
   l.seq = 8192;
   l.recompute = Recompute::selective;
   std::int64_t events = 0, tasks = 0;
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     const sim::StepResult r = sim::simulate_step(model, cluster, l, coefficients);
     events += r.run.events;
     tasks = static_cast<std::int64_t>(boost::num_vertices(r.graph));

@@ -320,10 +320,10 @@ void apply_profile(const Profile& p, std::int64_t head_dim, ClusterSpec& cluster
     k.gpus.clear();  // per-GPU datasheet efficiencies would override the measured ones
   }
   if (!p.attention.empty()) {
-    const AttentionFit* best = nullptr;
     const auto score = [&](const AttentionFit& a) { return std::abs(a.head_dim - head_dim) * 2 + (a.causal ? 0 : 1); };
-    for (const auto& a : p.attention)
-      if (best == nullptr || score(a) < score(*best)) best = &a;
+    const auto best = std::min_element(p.attention.begin(), p.attention.end(), [&](const auto& a, const auto& b) {
+      return score(a) < score(b);  // ties: the first in the profile
+    });
     k.attention_efficiency = best->efficiency;
     k.attention_half_tokens = best->half_tokens;
     k.gpus.clear();
