@@ -146,12 +146,37 @@ PerfScore score_perf(const std::vector<PerfRun>& runs, const PerfCoefficients& c
   return score;
 }
 
-namespace {
+void coordinate_descent(const std::vector<Knob>& knobs, int rounds, const std::function<double()>& objective) {
+  const double factors[] = {0.25, 0.5, 0.7, 0.85, 0.93, 0.97, 1.03, 1.07, 1.15, 1.3, 1.5, 2.0, 4.0};
+  double best = objective();
+  for (int round = 0; round < rounds; ++round) {
+    bool improved = false;
+    for (const Knob& k : knobs) {
+      const double x0 = *k.value;
+      double best_x = x0;
+      std::vector<double> candidates;
+      for (double f : factors) candidates.push_back(x0 * f);
+      candidates.push_back(k.lo);
+      candidates.push_back(k.lo + 0.05 * (k.hi - k.lo));
+      candidates.push_back(k.hi);
+      for (double x : candidates) {
+        x = std::clamp(x, k.lo, k.hi);
+        if (x == best_x) continue;
+        *k.value = x;
+        const double o = objective();
+        if (o < best - 1e-9) {
+          best = o;
+          best_x = x;
+          improved = true;
+        }
+      }
+      *k.value = best_x;
+    }
+    if (!improved) break;
+  }
+}
 
-struct Knob {
-  double* value;
-  double lo, hi;
-};
+namespace {
 
 constexpr double kRegretWeight = 3.0;  // a wrong pick matters more than a uniform scale error
 
@@ -209,33 +234,7 @@ PerfCoefficients fit_perf(const std::vector<PerfRun>& runs, const PerfCoefficien
   knobs.push_back({&c.cp_overlap, 0, 1});
   knobs.push_back({&c.pp_overlap, 0, 1});
   knobs.push_back({&c.dp_overlap, 0, 1});
-  const double factors[] = {0.25, 0.5, 0.7, 0.85, 0.93, 0.97, 1.03, 1.07, 1.15, 1.3, 1.5, 2.0, 4.0};
-  double best = objective(runs, c, tables);
-  for (int round = 0; round < 12; ++round) {
-    bool improved = false;
-    for (Knob& k : knobs) {
-      const double x0 = *k.value;
-      double best_x = x0;
-      std::vector<double> candidates;
-      for (double f : factors) candidates.push_back(x0 * f);
-      candidates.push_back(k.lo);
-      candidates.push_back(k.lo + 0.05 * (k.hi - k.lo));
-      candidates.push_back(k.hi);
-      for (double x : candidates) {
-        x = std::clamp(x, k.lo, k.hi);
-        if (x == best_x) continue;
-        *k.value = x;
-        const double o = objective(runs, c, tables);
-        if (o < best - 1e-9) {
-          best = o;
-          best_x = x;
-          improved = true;
-        }
-      }
-      *k.value = best_x;
-    }
-    if (!improved) break;
-  }
+  coordinate_descent(knobs, 12, [&] { return objective(runs, c, tables); });
   return c;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -91,5 +92,15 @@ struct PerfValidation {
 // Goals of issue 5: mean regret ≤ 1.5%, worst ≤ 5% (shipped coefficients, visible columns).
 inline constexpr double kPerfMeanRegretGoal = 0.015;
 inline constexpr double kPerfWorstRegretGoal = 0.05;
+
+// A coefficient the fits may move, inside its physical box.
+struct Knob {
+  double* value;
+  double lo, hi;
+};
+// Deterministic coordinate descent over a multiplicative grid (and each box's ends): each round tries every
+// knob's candidates in turn and keeps one only if it lowers the objective; stops after `rounds` or a round
+// without improvement. Leaves each knob at its best value.
+void coordinate_descent(const std::vector<Knob>& knobs, int rounds, const std::function<double()>& objective);
 
 }  // namespace headroom::validate

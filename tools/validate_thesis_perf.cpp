@@ -123,11 +123,6 @@ ThesisPerfScore score_thesis_perf(const ThesisPerfData& data, const PerfCoeffici
 
 namespace {
 
-struct Knob {
-  double* value;
-  double lo, hi;
-};
-
 constexpr double kOrderWeight = 1.0;  // a fully discordant order costs as much as a factor e on every cell
 
 double objective(const ThesisPerfData& data, const PerfCoefficients& c, const std::string& excluded, bool by_table) {
@@ -171,33 +166,7 @@ PerfCoefficients fit_thesis_perf(const ThesisPerfData& data, const PerfCoefficie
       {&c.tp_overlap, 0, 0.95},
       {&c.dp_overlap, 0, 1},
   };
-  const double factors[] = {0.25, 0.5, 0.7, 0.85, 0.93, 0.97, 1.03, 1.07, 1.15, 1.3, 1.5, 2.0, 4.0};
-  double best = objective(data, c, excluded, by_table);
-  for (int round = 0; round < 20; ++round) {
-    bool improved = false;
-    for (const Knob& k : knobs) {
-      const double x0 = *k.value;
-      double best_x = x0;
-      std::vector<double> candidates;
-      for (double f : factors) candidates.push_back(x0 * f);
-      candidates.push_back(k.lo);
-      candidates.push_back(k.lo + 0.05 * (k.hi - k.lo));
-      candidates.push_back(k.hi);
-      for (double x : candidates) {
-        x = std::clamp(x, k.lo, k.hi);
-        if (x == best_x) continue;
-        *k.value = x;
-        const double o = objective(data, c, excluded, by_table);
-        if (o < best - 1e-9) {
-          best = o;
-          best_x = x;
-          improved = true;
-        }
-      }
-      *k.value = best_x;
-    }
-    if (!improved) break;
-  }
+  coordinate_descent(knobs, 20, [&] { return objective(data, c, excluded, by_table); });
   return c;
 }
 
