@@ -484,7 +484,8 @@ TEST(CommCli, TotalsAreTheSumsOfTheStagesAndCompareAgrees) {
   compare.emplace_back("--compare");
   const Result all = run(compare);
   ASSERT_EQ(all.code, 0) << all.err;
-  for (const auto& scheme : nlohmann::json::parse(all.out)["schemes"]) {
+  const auto schemes = nlohmann::json::parse(all.out)["schemes"];  // a named copy: the range-for must not borrow from a temporary
+  for (const auto& scheme : schemes) {
     std::vector<std::string> args = base;
     args.insert(args.end(), {"--strategy", scheme["scheme"].get<std::string>()});
     const Result one = run(args);
