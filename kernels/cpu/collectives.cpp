@@ -42,29 +42,10 @@ class Collectives final : public Microkernel {
     const std::int64_t chunk = count_ / n_;
     for (int r = 0; r < n_; ++r) {
       const auto& o = out_[sz(r)];
-      const auto expect = [&](std::int64_t i) -> float {
-        switch (c_.op) {
-          case Collective::all_reduce: {
-            float x = 0;
-            for (int q = 0; q < n_; ++q) x += reference::collective_value(q, i);
-            return x;
-          }
-          case Collective::reduce_scatter: {
-            float x = 0;
-            for (int q = 0; q < n_; ++q) x += reference::collective_value(q, r * chunk + i);
-            return x;
-          }
-          case Collective::all_gather: return reference::collective_value(static_cast<int>(i / chunk), i % chunk);
-          case Collective::all_to_all:
-            return reference::collective_value(static_cast<int>(i / chunk), r * chunk + i % chunk);
-          case Collective::send_recv: return reference::collective_value((r + n_ - 1) % n_, i);
-        }
-        return 0;
-      };
       const std::int64_t len = c_.op == Collective::reduce_scatter ? chunk : count_;
       const std::int64_t offset = c_.op == Collective::reduce_scatter ? r * chunk : 0;
       for (std::int64_t i = 0; i < len; ++i)
-        if (o[sz(offset + i)] != expect(i)) ch.error += 1;
+        if (o[sz(offset + i)] != reference::collective_expected(c_.op, n_, r, count_, i)) ch.error += 1;
     }
     return ch;
   }

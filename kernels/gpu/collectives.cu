@@ -59,15 +59,7 @@ class Collectives final : public Microkernel {
       const std::int64_t len = c_.op == Collective::reduce_scatter ? chunk : count_;
       GPU_CHECK(cudaMemcpy(h.data(), out_[static_cast<std::size_t>(r)].as<void>(), static_cast<std::size_t>(len) * sizeof(float), cudaMemcpyDeviceToHost));
       for (std::int64_t i = 0; i < len; ++i) {
-        float want = 0;
-        switch (c_.op) {
-          case Collective::all_reduce: for (int q = 0; q < n; ++q) want += reference::collective_value(q, i); break;
-          case Collective::reduce_scatter: for (int q = 0; q < n; ++q) want += reference::collective_value(q, r * chunk + i); break;
-          case Collective::all_gather: want = reference::collective_value(static_cast<int>(i / chunk), i % chunk); break;
-          case Collective::all_to_all: want = reference::collective_value(static_cast<int>(i / chunk), r * chunk + i % chunk); break;
-          case Collective::send_recv: want = reference::collective_value((r + n - 1) % n, i); break;
-        }
-        if (h[static_cast<std::size_t>(i)] != want) ch.error += 1;
+        if (h[static_cast<std::size_t>(i)] != reference::collective_expected(c_.op, n, r, count_, i)) ch.error += 1;
       }
     }
     GPU_CHECK(cudaSetDevice(0));
