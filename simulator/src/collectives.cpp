@@ -155,6 +155,13 @@ Collective parse_collective(std::string_view s) {
 
 TaskGraph collective_graph(Collective op, Algorithm a, double bytes, const std::vector<std::int64_t>& members,
                            std::int64_t group_size, std::int64_t channels) {
+  TaskGraph graph;
+  append_collective(graph, op, a, bytes, members, group_size, channels);
+  return graph;
+}
+
+void append_collective(TaskGraph& graph, Collective op, Algorithm a, double bytes, const std::vector<std::int64_t>& members,
+                       std::int64_t group_size, std::int64_t channels) {
   const auto n = members.size();
   if (n == 0) throw Error("collective: no members");
   if (!(bytes > 0)) throw Error("collective: --bytes must be positive");
@@ -171,7 +178,6 @@ TaskGraph collective_graph(Collective op, Algorithm a, double bytes, const std::
   const auto M = static_cast<std::size_t>(group_size), g = n / M;
   const double N = static_cast<double>(n), shard = bytes / N;
 
-  TaskGraph graph;
   Builder b(members, graph);
   const Frontier start(n);
   std::vector<std::vector<std::size_t>> intra(g), inter(M);
@@ -229,13 +235,15 @@ TaskGraph collective_graph(Collective op, Algorithm a, double bytes, const std::
       tree_all_reduce(b, n, M, bytes);
       break;
   }
-  return graph;
 }
 
-CollectiveResult simulate_collective(const Topology& topo, Collective op, Algorithm a, double bytes,
-                                     const std::vector<std::int64_t>& members, std::int64_t group_size,
-                                     const EngineOptions& options, std::int64_t channels) {
-  const TaskGraph g = collective_graph(op, a, bytes, members, group_size, channels);
+CollectiveResult simulate_concurrent_collectives(const Topology& topo, Collective op, Algorithm a, double bytes,
+                                                 const std::vector<std::vector<std::int64_t>>& groups,
+                                                 std::int64_t group_size, const EngineOptions& options,
+                                                 std::int64_t channels) {
+  if (groups.empty()) throw Error("collective: no group");
+  TaskGraph g;
+  for (const auto& members : groups) append_collective(g, op, a, bytes, members, group_size, channels);
   const RunResult r = run(g, topo, options);
   CollectiveResult out;
   out.time_s = r.makespan_s;
@@ -243,9 +251,15 @@ CollectiveResult simulate_collective(const Topology& topo, Collective op, Algori
   out.events = r.events;
   if (out.time_s > 0) {
     out.algbw_bytes_per_s = bytes / out.time_s;
-    out.busbw_bytes_per_s = out.algbw_bytes_per_s * bus_bandwidth_factor(op, static_cast<std::int64_t>(members.size()));
+    out.busbw_bytes_per_s = out.algbw_bytes_per_s * bus_bandwidth_factor(op, static_cast<std::int64_t>(groups.front().size()));
   }
   return out;
+}
+
+CollectiveResult simulate_collective(const Topology& topo, Collective op, Algorithm a, double bytes,
+                                     const std::vector<std::int64_t>& members, std::int64_t group_size,
+                                     const EngineOptions& options, std::int64_t channels) {
+  return simulate_concurrent_collectives(topo, op, a, bytes, {members}, group_size, options, channels);
 }
 
 CollectiveResult simulate_collective(const Topology& topo, Collective op, Algorithm a, double bytes,

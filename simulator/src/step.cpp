@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -46,7 +47,7 @@ class StepBuilder {
     if (l_.tp > 1) {
       std::vector<std::int64_t> g;
       for (std::int64_t i = 0; i < l_.tp; ++i) g.push_back(ranks_.rank(i, 0, 0, 0));
-      tp_fwd = 4.0 * collective(Collective::all_gather, 2.0 * s * b * h / d(l_.cp), g) * (1.0 - perf_.coef.tp_overlap);
+      tp_fwd = 4.0 * collective(Collective::all_gather, 2.0 * s * b * h / d(l_.cp), g, Group::tp) * (1.0 - perf_.coef.tp_overlap);
     }
     const double tp_bwd = (1.0 + rc.gemm) * tp_fwd;
     // CP ring attention: c − 1 exchanges of the local K, V (backward: K, V, dK, dV), behind attention.
@@ -55,8 +56,8 @@ class StepBuilder {
       std::vector<std::int64_t> g;
       for (std::int64_t i = 0; i < l_.cp; ++i) g.push_back(ranks_.rank(0, i, 0, 0));
       const double kv = 2.0 * (s / d(l_.cp)) * b * h * (d(m_.num_kv_heads) / d(m_.num_heads)) * 2.0 / d(l_.tp);
-      const double ring_f = collective(Collective::all_gather, kv * d(l_.cp), g);
-      const double ring_b = collective(Collective::all_gather, 2.0 * kv * d(l_.cp), g);
+      const double ring_f = collective(Collective::all_gather, kv * d(l_.cp), g, Group::cp);
+      const double ring_b = collective(Collective::all_gather, 2.0 * kv * d(l_.cp), g, Group::cp);
       cp_fwd = std::max(0.0, ring_f - perf_.coef.cp_overlap * lc.forward.attention);
       cp_bwd = std::max(0.0, ring_b - perf_.coef.cp_overlap * kAttentionBackwardRatio * lc.forward.attention) +
                rc.attention * cp_fwd;
@@ -153,10 +154,10 @@ class StepBuilder {
         const double trainable = dp_parameters_per_gpu(m_, l_, st).trainable;
         const GradSync sync = update_grad_sync_kind(l_.sharding);
         const double grads = trainable * l_.precision.grad_bytes;
-        if (sync == GradSync::all_reduce) dp_s += collective(Collective::all_reduce, grads, members);
-        else if (sync != GradSync::none) dp_s += collective(Collective::reduce_scatter, grads, members);
+        if (sync == GradSync::all_reduce) dp_s += collective(Collective::all_reduce, grads, members, Group::dp_cp);
+        else if (sync != GradSync::none) dp_s += collective(Collective::reduce_scatter, grads, members, Group::dp_cp);
         if (shard_level(l_.sharding.params) < shard_level(l_.sharding.optimizer))
-          dp_s += collective(Collective::all_gather, trainable * l_.precision.weight_bytes, members);
+          dp_s += collective(Collective::all_gather, trainable * l_.precision.weight_bytes, members, Group::dp_cp);
       }
       if (dp_s > 0) {
         // Start it when (1 − dp_overlap) of the last backward pass of this stage has run.
@@ -224,19 +225,36 @@ class StepBuilder {
     const double chunk = 1.0 / d(std::max<std::int64_t>(1, l_.vpp));
     if (shard_level(l_.sharding.params) > 0) {
       const double gather = collective(Collective::all_gather, dpp.gathered * chunk * l_.precision.weight_bytes,
-                                       scope(l_.sharding.params));
+                                       scope(l_.sharding.params), Group::dp_cp);
       out.forward_s += gather;
       out.backward_s += gather;
     }
     if (shard_level(l_.sharding.grads) > 0)
       out.backward_s += collective(Collective::reduce_scatter, dpp.trainable * chunk * l_.precision.grad_bytes,
-                                   scope(l_.sharding.grads));
+                                   scope(l_.sharding.grads), Group::dp_cp);
     return out;
   }
 
-  double collective(Collective op, double bytes, const std::vector<std::int64_t>& members) {
+  // The axes a group spans; the other axes index the groups of the same kind that run the same collective at once.
+  enum class Group { tp, cp, dp_cp };
+
+  // Rank offsets from the simulated GPU's group to every other group of its kind in the stage (Megatron order).
+  [[nodiscard]] std::vector<std::int64_t> sibling_offsets(Group k) const {
+    const std::int64_t nt = k == Group::tp ? 1 : l_.tp, nc = k == Group::tp ? l_.cp : 1, nd = k == Group::dp_cp ? 1 : l_.dp;
+    std::vector<std::int64_t> out;
+    for (std::int64_t dd = 0; dd < nd; ++dd)
+      for (std::int64_t cc = 0; cc < nc; ++cc)
+        for (std::int64_t tt = 0; tt < nt; ++tt)
+          if (tt + cc + dd > 0) out.push_back(ranks_.rank(tt, cc, dd, 0));
+    return out;
+  }
+
+  // A ring collective of `members` (the simulated GPU's group). Every group of its kind runs the same one at
+  // once; those sharing a NIC with it (nics_per_node < gpus_per_node) are simulated beside it, so that they
+  // share that NIC's bandwidth. With a NIC per GPU no two groups share one and the group runs alone.
+  double collective(Collective op, double bytes, const std::vector<std::int64_t>& members, Group kind) {
     if (members.size() <= 1) return 0.0;
-    auto key = std::make_tuple(static_cast<int>(op), bytes, members);
+    auto key = std::make_tuple(static_cast<int>(op), static_cast<int>(kind), bytes, members);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
     std::int64_t per_node = 1;
@@ -247,8 +265,19 @@ class StepBuilder {
     // NCCL's rings: one channel per member of a node, so that a ring spanning nodes uses all their NICs.
     const bool spans_nodes = topo_.node_of(members.front()) != topo_.node_of(members.back());
     const std::int64_t channels = spans_nodes ? per_node : 1;
-    const double t =
-        simulate_collective(topo_, op, Algorithm::ring, bytes, members, per_node, opt_.engine, channels).time_s;
+    std::vector<std::vector<std::int64_t>> groups{members};
+    if (spans_nodes && topo_.nics_per_node() < topo_.gpus_per_node()) {
+      std::set<std::int64_t> nics;
+      for (const std::int64_t m : members) nics.insert(topo_.nic_of(m));
+      for (const std::int64_t offset : sibling_offsets(kind)) {
+        std::vector<std::int64_t> sibling = members;
+        for (std::int64_t& m : sibling) m += offset;
+        if (std::any_of(sibling.begin(), sibling.end(), [&](std::int64_t m) { return nics.contains(topo_.nic_of(m)); }))
+          groups.push_back(std::move(sibling));
+      }
+    }
+    const double t = simulate_concurrent_collectives(topo_, op, Algorithm::ring, bytes, groups, per_node, opt_.engine,
+                                                     channels).time_s;
     cache_.emplace(std::move(key), t);
     return t;
   }
@@ -351,7 +380,7 @@ class StepBuilder {
   Topology topo_;
   StepOptions opt_;
   std::vector<TaskId> last_of_stage_;
-  std::map<std::tuple<int, double, std::vector<std::int64_t>>, double> cache_;
+  std::map<std::tuple<int, int, double, std::vector<std::int64_t>>, double> cache_;
 };
 
 }  // namespace

@@ -115,6 +115,25 @@ TEST(Collectives, HoRingSavesAtMostOneGthOfHRing) {
     }
 }
 
+// Groups whose GPUs reach the network through one NIC share it: two 2-GPU rings across 2 LUMI nodes on 4 NICs
+// of 25 GB/s (two GCDs each) take as long together as one alone on 8 NICs of 12.5 GB/s, twice one alone on 4.
+TEST(Collectives, GroupsSharingANicShareItsBandwidth) {
+  const ClusterSpec c = test::library().cluster("lumi-mi250x");
+  const sim::Topology four(c, {2, 4, 1.0, 1.0}), eight(c, {2, 8, 1.0, 1.0});
+  const std::vector<std::int64_t> a{0, 8}, b{1, 9};
+  EXPECT_EQ(four.nic_of(0), four.nic_of(1));
+  EXPECT_NE(eight.nic_of(0), eight.nic_of(1));
+  const double bytes = 1e9;
+  const double alone4 = sim::simulate_collective(four, Collective::all_gather, sim::Algorithm::ring, bytes, a, 1).time_s;
+  const double both4 = sim::simulate_concurrent_collectives(four, Collective::all_gather, sim::Algorithm::ring, bytes, {a, b}, 1).time_s;
+  const double both8 = sim::simulate_concurrent_collectives(eight, Collective::all_gather, sim::Algorithm::ring, bytes, {a, b}, 1).time_s;
+  const double alone8 = sim::simulate_collective(eight, Collective::all_gather, sim::Algorithm::ring, bytes, a, 1).time_s;
+  EXPECT_NEAR(both4 / alone4, 2.0, 0.02);
+  EXPECT_NEAR(both4 / both8, 1.0, 0.01);
+  EXPECT_NEAR(both8 / alone8, 1.0, 1e-9);
+  EXPECT_THROW((void)sim::simulate_concurrent_collectives(four, Collective::all_gather, sim::Algorithm::ring, bytes, {}, 1), Error);
+}
+
 TEST(Collectives, RefusesWhatItDoesNotModel) {
   const sim::Topology topo(test::library().cluster("dgx-a100-80gb"), {2, 0, 1.0, 1.0});
   EXPECT_THROW((void)sim::simulate_collective(topo, Collective::all_gather, sim::Algorithm::tree, 1e6), Error);
@@ -204,6 +223,31 @@ TEST(Step, AgreesWithTheAnalyticalModelUnderFsdpAndLora) {
     EXPECT_NEAR(r.step_time_s / a, 1.0, 0.05) << tp << " " << gpus;
     EXPECT_GT(r.step_time_s, 0.0);
   }
+}
+
+// The node's network bandwidth is the cluster file's per-GPU figure times its GPUs however many NICs carry it:
+// with the other TP rank's FSDP groups sharing the NICs, a step on 1, 2 or 4 NICs per node takes as long as on
+// 8. The step is bound by the per-micro-batch gathers (busy under half of it), so a NIC given to one group
+// alone shows: simulated that way, 1-4 NICs gave 14.2 s against 24.5 s.
+TEST(Step, FewerSharedNicsLeaveTheStepTimeUnchanged) {
+  const SpecLibrary lib = test::library();
+  const ModelSpec m = lib.model("llama3.1-8b");
+  const ClusterSpec c = lib.cluster("lumi-mi250x");
+  const PerfCoefficients k = default_perf_coefficients(lib, "pytorch-fsdp");
+  Layout l = default_layout(lib.framework("pytorch-fsdp"));
+  l.tp = 2;
+  l.dp = 16;  // 32 GCDs on 4 nodes: each DP group has 4 members per node
+  l.seq = 4096;
+  l.mbs = 1;
+  l.gbs = 2 * l.dp;
+  const auto step = [&](std::int64_t nics) {
+    sim::StepOptions o;
+    o.nics_per_node = nics;
+    return sim::simulate_step(m, c, l, k, o);
+  };
+  const sim::StepResult eight = step(8);
+  EXPECT_LT(eight.stages[0].busy_s, 0.5 * eight.step_time_s);
+  for (const std::int64_t nics : {1, 2, 4}) EXPECT_NEAR(step(nics).step_time_s / eight.step_time_s, 1.0, 0.02) << nics;
 }
 
 TEST(Step, ChromeTraceOf16GpusIsValid) {

@@ -38,6 +38,10 @@ enum class Algorithm { ring, hring, horing, tree };
 // is all-reduce only), group_size not dividing the count, or channels out of range.
 [[nodiscard]] TaskGraph collective_graph(Collective op, Algorithm a, double bytes, const std::vector<std::int64_t>& members,
                                          std::int64_t group_size, std::int64_t channels = 1);
+// The same, appended to `graph` (its tasks depend on nothing already there): several groups' collectives in one
+// graph run at once and share the links they have in common.
+void append_collective(TaskGraph& graph, Collective op, Algorithm a, double bytes, const std::vector<std::int64_t>& members,
+                       std::int64_t group_size, std::int64_t channels = 1);
 
 struct CollectiveResult {
   double time_s = 0;
@@ -50,6 +54,14 @@ struct CollectiveResult {
 [[nodiscard]] CollectiveResult simulate_collective(const Topology& topo, Collective op, Algorithm a, double bytes,
                                                    const std::vector<std::int64_t>& members, std::int64_t group_size,
                                                    const EngineOptions& options = {}, std::int64_t channels = 1);
+
+// Several disjoint groups run the same collective at once (the other TP ranks' DP groups, say), contending for
+// the links they share (a NIC of several GPUs). time_s is when the last group finishes, algbw and busbw are per
+// group (the first one's size), transfers and events count every group. Throws Error for no group.
+[[nodiscard]] CollectiveResult simulate_concurrent_collectives(const Topology& topo, Collective op, Algorithm a, double bytes,
+                                                               const std::vector<std::vector<std::int64_t>>& groups,
+                                                               std::int64_t group_size, const EngineOptions& options = {},
+                                                               std::int64_t channels = 1);
 
 // Every GPU of the topology, groups = nodes.
 [[nodiscard]] CollectiveResult simulate_collective(const Topology& topo, Collective op, Algorithm a, double bytes,

@@ -55,6 +55,10 @@ class Topology {
   [[nodiscard]] std::int64_t nodes() const { return nodes_; }
   [[nodiscard]] std::int64_t nics_per_node() const { return nics_per_node_; }
   [[nodiscard]] std::int64_t node_of(std::int64_t gpu) const { return gpu / gpus_per_node_; }
+  // The NIC a GPU reaches other nodes through (global index: node × nics_per_node + local NIC).
+  [[nodiscard]] std::int64_t nic_of(std::int64_t gpu) const {
+    return node_of(gpu) * nics_per_node_ + gpu % gpus_per_node_ / (gpus_per_node_ / nics_per_node_);
+  }
   [[nodiscard]] std::size_t link_count() const { return link_bytes_per_s_.size(); }
   [[nodiscard]] double link_bytes_per_s(std::int32_t id) const { return link_bytes_per_s_[static_cast<std::size_t>(id)]; }
   // Fewest-hop path between two GPUs (breadth-first search, ties broken by vertex order: deterministic).
