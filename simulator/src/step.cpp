@@ -50,14 +50,20 @@ class StepBuilder {
       tp_fwd = 4.0 * collective(Collective::all_gather, 2.0 * s * b * h / d(l_.cp), g, Group::tp) * (1.0 - perf_.coef.tp_overlap);
     }
     const double tp_bwd = (1.0 + rc.gemm) * tp_fwd;
-    // CP ring attention: c − 1 exchanges of the local K, V (backward: K, V, dK, dV), behind attention.
+    // CP ring attention: c − 1 exchanges of the local K, V (backward: K, V, dK, dV), behind attention. The
+    // exchanges are P2P sends to the ring neighbour (TransformerEngine's CP), so a ring across nodes crosses each
+    // boundary through one NIC (one channel, collective() below) at cp_inter_efficiency of it where collectives
+    // reach inter_efficiency (throughput.hpp); the topology has one rate per link, so such a ring moves its bytes
+    // scaled by inter_efficiency / cp_inter_efficiency.
     double cp_fwd = 0, cp_bwd = 0;
     if (l_.cp > 1) {
       std::vector<std::int64_t> g;
       for (std::int64_t i = 0; i < l_.cp; ++i) g.push_back(ranks_.rank(0, i, 0, 0));
+      const bool across_nodes = topo_.node_of(g.front()) != topo_.node_of(g.back());
+      const double p2p = across_nodes ? perf_.coef.inter_efficiency / perf_.coef.cp_inter_efficiency : 1.0;
       const double kv = 2.0 * (s / d(l_.cp)) * b * h * (d(m_.num_kv_heads) / d(m_.num_heads)) * 2.0 / d(l_.tp);
-      const double ring_f = collective(Collective::all_gather, kv * d(l_.cp), g, Group::cp);
-      const double ring_b = collective(Collective::all_gather, 2.0 * kv * d(l_.cp), g, Group::cp);
+      const double ring_f = collective(Collective::all_gather, p2p * kv * d(l_.cp), g, Group::cp);
+      const double ring_b = collective(Collective::all_gather, p2p * 2.0 * kv * d(l_.cp), g, Group::cp);
       cp_fwd = std::max(0.0, ring_f - perf_.coef.cp_overlap * lc.forward.attention);
       cp_bwd = std::max(0.0, ring_b - perf_.coef.cp_overlap * kAttentionBackwardRatio * lc.forward.attention) +
                rc.attention * cp_fwd;
@@ -262,9 +268,10 @@ class StepBuilder {
            topo_.node_of(members[static_cast<std::size_t>(per_node)]) == topo_.node_of(members[0]))
       ++per_node;
     if (static_cast<std::int64_t>(members.size()) % per_node != 0) per_node = 1;
-    // NCCL's rings: one channel per member of a node, so that a ring spanning nodes uses all their NICs.
+    // NCCL's rings: one channel per member of a node, so that a ring spanning nodes uses all their NICs; CP's
+    // P2P ring has one.
     const bool spans_nodes = topo_.node_of(members.front()) != topo_.node_of(members.back());
-    const std::int64_t channels = spans_nodes ? per_node : 1;
+    const std::int64_t channels = spans_nodes && kind != Group::cp ? per_node : 1;
     std::vector<std::vector<std::int64_t>> groups{members};
     if (spans_nodes && topo_.nics_per_node() < topo_.gpus_per_node()) {
       std::set<std::int64_t> nics;
