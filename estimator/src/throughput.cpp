@@ -169,6 +169,13 @@ double ring_gather_seconds(double bytes, std::int64_t n, const Link& link) {
   return d(n - 1) * link.latency_s + bytes * bus_bandwidth_factor(Collective::all_gather, n) / link.bytes_per_s;
 }
 
+// PaRO Table 3 (ZeRO-3 A-G row) ring volumes per GPU: g/n of the ring's (n − 1)/n·bytes inter-node, the rest intra.
+double ring_gather_across_nodes_seconds(double bytes, std::int64_t n, std::int64_t m, const Link& intra, const Link& inter) {
+  if (n <= 1) return 0.0;
+  const double per_gpu = bytes * bus_bandwidth_factor(Collective::all_gather, n), crossing = 1.0 / d(m);
+  return d(n - 1) * inter.latency_s + per_gpu * (1.0 - crossing) / intra.bytes_per_s + per_gpu * crossing / inter.bytes_per_s;
+}
+
 // Thesis Sec. 3.1.2: LoRA freezes the base weights; its adapters are stored (and gathered) next to them.
 DpParameters dp_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage) {
   const double base = stage_parameters_per_gpu(m, l, stage);
@@ -260,8 +267,11 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   // TP/SP (Korthikanti et al. 2023 Sec. 4.2.2): 2 all-gathers + 2 reduce-scatters of s·b·h/c per pass (the same
   // bytes as 2 all-reduces without SP); full recompute repeats the forward ones.
   if (l.tp > 1) {
-    const Link& link = members_per_node(1, l.tp, gpn) >= l.tp ? p.intra : p.inter;
-    const double one = 4.0 * ring_gather_seconds(2.0 * s * b * h / cp, l.tp, link) * (1.0 - c.tp_overlap);
+    const std::int64_t per_node = members_per_node(1, l.tp, gpn);
+    const double bytes = 2.0 * s * b * h / cp;
+    const double gather = per_node >= l.tp ? ring_gather_seconds(bytes, l.tp, p.intra)
+                                           : ring_gather_across_nodes_seconds(bytes, l.tp, per_node, p.intra, p.inter);
+    const double one = 4.0 * gather * (1.0 - c.tp_overlap);
     fwd.tp = one;
     bwd.tp = (1.0 + rc.gemm) * one;
   }

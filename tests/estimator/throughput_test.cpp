@@ -77,6 +77,18 @@ TEST_F(ThroughputTest, CommunicationLevelFollowsRankPlacement) {
   EXPECT_GT(across.breakdown.tp_comm_s, 3 * in_node.breakdown.tp_comm_s);
 }
 
+// A TP ring across nodes crosses them through every NIC of a node (NCCL's channels): with instant intra-node
+// links it moves (n − 1)/n of the bytes over m NICs, not over one; on one node it is the plain ring.
+TEST_F(ThroughputTest, TensorParallelRingAcrossNodesUsesEveryNicOfTheNode) {
+  const Link fast{1e30, 0.0}, nic{25e9, 5e-6}, nvlink{450e9, 3e-6};
+  const double bytes = 1e9;
+  EXPECT_DOUBLE_EQ(ring_gather_across_nodes_seconds(bytes, 8, 4, fast, nic), 7 * 5e-6 + 7.0 / 8.0 * bytes / (4 * 25e9));
+  EXPECT_DOUBLE_EQ(ring_gather_across_nodes_seconds(bytes, 8, 4, nvlink, nic),
+                   7 * 5e-6 + 7.0 / 8.0 * bytes * (0.75 / 450e9 + 0.25 / 25e9));
+  EXPECT_LT(ring_gather_across_nodes_seconds(bytes, 8, 4, nvlink, nic), ring_gather_seconds(bytes, 8, nic));
+  EXPECT_EQ(ring_gather_across_nodes_seconds(bytes, 1, 1, nvlink, nic), 0.0);
+}
+
 TEST_F(ThroughputTest, FullyShardedDataParallelCostsMoreCommunication) {
   Layout l = layout(1, 1, 1, 1, 64);
   l.seq = 2048;

@@ -98,6 +98,11 @@ struct PerfContext {
 // Ring all-gather or reduce-scatter of a `bytes` tensor over n ranks (Patarasuk & Yuan 2009; the nccl-tests
 // bus-bandwidth factor (n − 1)/n): (n − 1)·α + bytes·(n − 1)/n / bandwidth.
 [[nodiscard]] double ring_gather_seconds(double bytes, std::int64_t n, const Link& link);
+// The same flat ring over n ranks on nodes of m of them (m < n, m dividing n): of a step's n transfers n/m cross
+// nodes, spread over the m NICs of a node as NCCL's channels do (PaRO Table 3's ring volumes, ZeRO-3 A-G row:
+// g·(n − 1)/n inter-node and (n − g)·(n − 1)/n intra, g = n/m, per n GPUs); the two parts add, as for DP.
+[[nodiscard]] double ring_gather_across_nodes_seconds(double bytes, std::int64_t n, std::int64_t m, const Link& intra,
+                                                      const Link& inter);
 
 // One layer's compute for one micro-batch and one pass (communication is added by the caller, per level).
 struct LayerCompute {
