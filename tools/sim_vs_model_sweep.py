@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Simulator against the analytical model over random layouts, without contention.
+
+Runs `headroom simulate --no-contention --json` on a seeded random sample of layouts (two Llama models, the
+shipped clusters, Megatron with its default, ZeRO-3 and HSDP sharding, PyTorch FSDP; t, c, p, d in 1-8) and lists
+every layout whose simulated step differs from the analytical one by more than the tolerance.
+
+    tools/sim_vs_model_sweep.py [--headroom build/bin/headroom] [--count 400] [--seed 1] [--tolerance 0.05]
+"""
+import argparse
+import itertools
+import json
+import random
+import subprocess
+import sys
+
+
+def layouts():
+    for model, seq in [("llama3.1-8b", 8192), ("llama3.1-70b", 8192), ("llama3.1-8b", 65536)]:
+        for cluster in ["dgx-a100-80gb", "h100-94gb-x4", "lumi-mi250x"]:
+            for framework, sharding in [("megatron", None), ("megatron", "zero3"), ("megatron", "hsdp"),
+                                        ("pytorch-fsdp", None)]:
+                for t, c, p, d in itertools.product([1, 2, 4, 8], [1, 2, 4], [1, 2, 4], [1, 2, 4]):
+                    yield model, seq, cluster, framework, sharding, t, c, p, d
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--headroom", default="build/bin/headroom")
+    ap.add_argument("--count", type=int, default=400)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--tolerance", type=float, default=0.05)
+    a = ap.parse_args()
+    cases = list(layouts())
+    random.Random(a.seed).shuffle(cases)
+    ran, apart = 0, []
+    for model, seq, cluster, framework, sharding, t, c, p, d in cases[:a.count]:
+        cmd = [a.headroom, "simulate", "--model", model, "--cluster", cluster, "--framework", framework,
+               "--tp", str(t), "--cp", str(c), "--pp", str(p), "--dp", str(d), "--seq", str(seq), "--mbs", "1",
+               "--gbs", str(8 * d), "--no-contention", "--json"]
+        if sharding:
+            cmd += ["--sharding", sharding]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode == 2:  # a layout the model refuses (heads, layers, memory of the spec): skipped
+            continue
+        if r.returncode != 0:
+            sys.exit(f"{' '.join(cmd)}: exit {r.returncode}: {r.stderr.strip()}")
+        j = json.loads(r.stdout)
+        ran += 1
+        ratio = j["step_time_s"] / j["analytical_step_time_s"]
+        if abs(ratio - 1) > a.tolerance:
+            apart.append((ratio, model, seq, cluster, framework, sharding or "default", t, c, p, d))
+    print(f"{ran} layouts simulated, {len(apart)} apart by more than {100 * a.tolerance:g}%")
+    print(f"{'sim/model':>9}  {'model':<13} {'seq':>6}  {'cluster':<14} {'framework':<13} {'sharding':<8}  t  c  p  d")
+    for ratio, model, seq, cluster, framework, sharding, t, c, p, d in sorted(apart):
+        print(f"{ratio:9.3f}  {model:<13} {seq:>6}  {cluster:<14} {framework:<13} {sharding:<8} {t:2} {c:2} {p:2} {d:2}")
+
+
+if __name__ == "__main__":
+    main()
