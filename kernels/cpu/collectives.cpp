@@ -22,10 +22,8 @@ class Collectives final : public Microkernel {
   [[nodiscard]] std::string_view name() const override { return "collective/threads"; }
 
   void setup() override {
-    const std::int64_t count = std::max<std::int64_t>(1, c_.bytes / 4);
-    const bool chunked = c_.op != Collective::all_reduce && c_.op != Collective::send_recv;
-    count_ = chunked ? std::max<std::int64_t>(n_, count / n_ * n_) : count;
-    const std::int64_t in = c_.op == Collective::all_gather ? count_ / n_ : count_;
+    count_ = reference::collective_count(c_.op, n_, c_.bytes);
+    const std::int64_t in = reference::collective_input_count(c_.op, n_, count_);
     in_.assign(sz(n_), {});
     out_.assign(sz(n_), std::vector<float>(sz(count_)));
     for (int r = 0; r < n_; ++r) {

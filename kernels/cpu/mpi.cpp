@@ -75,16 +75,14 @@ class MpiCollective final : public Microkernel {
   [[nodiscard]] std::string_view name() const override { return "collective/mpi"; }
 
   void setup() override {
-    const std::int64_t count = std::max<std::int64_t>(1, c_.bytes / 4);
-    const bool chunked = c_.op != Collective::all_reduce && c_.op != Collective::send_recv;
-    count_ = chunked ? std::max<std::int64_t>(n_, count / n_ * n_) : count;
+    count_ = reference::collective_count(c_.op, n_, c_.bytes);
     if (count_ > std::numeric_limits<int>::max()) throw Error("collective of " + std::to_string(c_.bytes) + " B: more elements than MPI counts take");
     rank_ = backend_.position();
     member_ = rank_ < n_;
     // Collective over the world: every rank calls it, members get a communicator ranked by position.
     MPI_Comm_split(backend_.world(), member_ ? 0 : MPI_UNDEFINED, rank_, &comm_);
     if (!member_) return;
-    const std::int64_t in = c_.op == Collective::all_gather ? count_ / n_ : count_;
+    const std::int64_t in = reference::collective_input_count(c_.op, n_, count_);
     in_.resize(cpu::sz(in));
     for (std::int64_t i = 0; i < in; ++i) in_[cpu::sz(i)] = reference::collective_value(rank_, i);
     out_.assign(cpu::sz(count_), 0.0f);

@@ -28,14 +28,12 @@ class Collectives final : public Microkernel {
   [[nodiscard]] std::string_view name() const override { return "collective/nccl"; }
   void setup() override {
     const int n = c_.ranks;
-    const std::int64_t count = std::max<std::int64_t>(1, c_.bytes / 4);
-    const bool chunked = c_.op != Collective::all_reduce && c_.op != Collective::send_recv;
-    count_ = chunked ? std::max<std::int64_t>(n, count / n * n) : count;
+    count_ = reference::collective_count(c_.op, n, c_.bytes);
     comms_.resize(static_cast<std::size_t>(n));
     std::vector<int> devs(static_cast<std::size_t>(n));
     for (int r = 0; r < n; ++r) devs[static_cast<std::size_t>(r)] = r;
     nccl_check(ncclCommInitAll(comms_.data(), n, devs.data()), "ncclCommInitAll");
-    const std::int64_t in = c_.op == Collective::all_gather ? count_ / n : count_;
+    const std::int64_t in = reference::collective_input_count(c_.op, n, count_);
     for (int r = 0; r < n; ++r) {
       GPU_CHECK(cudaSetDevice(r));
       std::vector<float> h(static_cast<std::size_t>(in));

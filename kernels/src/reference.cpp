@@ -117,6 +117,16 @@ float collective_expected(Collective op, int ranks, int rank, std::int64_t count
   return 0;
 }
 
+std::int64_t collective_count(Collective op, int ranks, std::int64_t bytes) {
+  const std::int64_t count = std::max<std::int64_t>(1, bytes / 4);
+  const bool chunked = op != Collective::all_reduce && op != Collective::send_recv;
+  return chunked ? std::max<std::int64_t>(ranks, count / ranks * ranks) : count;
+}
+
+std::int64_t collective_input_count(Collective op, int ranks, std::int64_t count) {
+  return op == Collective::all_gather ? count / ranks : count;
+}
+
 double normalised_max_error(std::span<const float> x, std::span<const double> ref) {
   double err = 0, scale = 0;
   for (std::size_t i = 0; i < ref.size(); ++i) {

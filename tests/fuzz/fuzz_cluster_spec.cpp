@@ -1,17 +1,9 @@
 // `--cluster FILE`: a cluster spec, read as SpecLibrary::cluster reads it (JSON, schema, its GPU by name from
 // data/gpus or by path, links converted to SI units).
-#include <cmath>
 #include <cstdint>
 
 #include "fuzz_support.hpp"
 #include "headroom/estimator/spec.hpp"
-
-namespace {
-
-bool positive(double x) { return std::isfinite(x) && x > 0; }
-bool non_negative(double x) { return std::isfinite(x) && x >= 0; }
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace headroom;
@@ -21,11 +13,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const ClusterSpec c = lib.cluster(path.string());
     fuzz::require(!c.name.empty() && !c.gpu.name.empty() && !c.topology.empty(), "names are set");
     fuzz::require(c.gpus_per_node > 0, "at least one GPU per node");
-    fuzz::require(positive(c.intra_node.bytes_per_s) && positive(c.inter_node.bytes_per_s),
+    fuzz::require(fuzz::positive(c.intra_node.bytes_per_s) && fuzz::positive(c.inter_node.bytes_per_s),
                   "finite positive link bandwidths");
-    fuzz::require(non_negative(c.intra_node.latency_s) && non_negative(c.inter_node.latency_s),
+    fuzz::require(fuzz::non_negative(c.intra_node.latency_s) && fuzz::non_negative(c.inter_node.latency_s),
                   "finite non-negative link latencies");
-    fuzz::require(positive(c.gpu.bf16_flops) && positive(c.gpu.usable_memory_bytes), "a usable GPU");
+    fuzz::require(fuzz::positive(c.gpu.bf16_flops) && fuzz::positive(c.gpu.usable_memory_bytes), "a usable GPU");
   });
   return 0;
 }

@@ -1,15 +1,8 @@
 // `--gpu FILE`: a GPU spec, read as SpecLibrary::gpu reads it (JSON, schema, units converted).
-#include <cmath>
 #include <cstdint>
 
 #include "fuzz_support.hpp"
 #include "headroom/estimator/spec.hpp"
-
-namespace {
-
-bool positive(double x) { return std::isfinite(x) && x > 0; }
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace headroom;
@@ -18,11 +11,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fuzz::value_or_error([&] {
     const GpuSpec g = lib.gpu(path.string());
     fuzz::require(!g.name.empty() && !g.vendor.empty(), "a GPU has a name and a vendor");
-    fuzz::require(positive(g.memory_bytes) && positive(g.usable_memory_bytes) &&
+    fuzz::require(fuzz::positive(g.memory_bytes) && fuzz::positive(g.usable_memory_bytes) &&
                       g.usable_memory_bytes <= g.memory_bytes,
                   "finite positive memory, usable at most nominal");
-    fuzz::require(positive(g.bf16_flops) && positive(g.fp16_flops) && positive(g.fp32_flops) &&
-                      positive(g.hbm_bytes_per_s),
+    fuzz::require(fuzz::positive(g.bf16_flops) && fuzz::positive(g.fp16_flops) && fuzz::positive(g.fp32_flops) &&
+                      fuzz::positive(g.hbm_bytes_per_s),
                   "finite positive peaks and HBM bandwidth");
   });
   return 0;

@@ -1,6 +1,5 @@
 // `--model FILE`: a headroom model spec or a Hugging Face config.json, read as SpecLibrary::model reads it
 // (JSON, then the HF key names or the model schema, then the shape checks).
-#include <cmath>
 #include <cstdint>
 
 #include "fuzz_support.hpp"
@@ -23,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fuzz::require(m.hidden_size % m.num_heads == 0 && m.num_heads % m.num_kv_heads == 0,
                   "heads divide the hidden size and KV heads divide the heads");
     const double params = parameter_count(m);
-    fuzz::require(std::isfinite(params) && params > 0, "a finite, positive parameter count");
+    fuzz::require(fuzz::positive(params), "a finite, positive parameter count");
   });
   return 0;
 }

@@ -1,7 +1,6 @@
 // `--profile FILE` of estimate, rank and mtsl: performance coefficients (data/perf format) or a calibration
 // profile (data/schema/profile.schema.json), read by the CLI's own perf_coefficients_for, then used for one
 // estimate as the CLI would: what the file sets must give a finite, positive step time or an Error.
-#include <cmath>
 #include <cstdint>
 
 #include "cli_common.hpp"
@@ -48,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     cli::ResolvedSpecs r = resolved();
     const PerfCoefficients k = cli::perf_coefficients_for(path.string(), specs(), r);
     const PerfEstimate e = estimate_perf(r.model, r.cluster, layout(), k);
-    fuzz::require(std::isfinite(e.step_time_s) && e.step_time_s > 0, "a finite, positive step time");
+    fuzz::require(fuzz::positive(e.step_time_s), "a finite, positive step time");
   });
   return 0;
 }

@@ -4,6 +4,7 @@
 // promises (checked with `require`).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,9 @@ inline std::filesystem::path data_dir() { return HEADROOM_FUZZ_DATA_DIR; }
 inline void require(bool ok, const char* what) {
   if (!ok) fail(std::string("invariant: ") + what);
 }
+
+inline bool positive(double x) { return std::isfinite(x) && x > 0; }
+inline bool non_negative(double x) { return std::isfinite(x) && x >= 0; }
 
 // Runs `parse`; headroom::Error is the clean refusal of bad input, anything else escaping is a bug.
 template <class F>

@@ -33,6 +33,11 @@ void fill_uniform(std::span<float> x, std::uint64_t seed);
 // send/recv). All-gather and all-to-all: chunk q of the output comes from rank q; reduce-scatter: i indexes the
 // rank's own chunk; send/recv: the ring's left neighbour's input.
 [[nodiscard]] float collective_expected(Collective op, int ranks, int rank, std::int64_t count, std::int64_t i);
+// The buffer of a `bytes`-sized FP32 collective over `ranks` ranks, in elements as nccl-tests counts it: at least
+// one, a multiple of `ranks` (and at least `ranks`) for the collectives that split it into per-rank chunks.
+[[nodiscard]] std::int64_t collective_count(Collective op, int ranks, std::int64_t bytes);
+// Elements of each rank's input for that buffer: one chunk for all-gather, the whole buffer otherwise.
+[[nodiscard]] std::int64_t collective_input_count(Collective op, int ranks, std::int64_t count);
 
 // Max |x − ref| over max |ref| (0 when ref is all zero).
 [[nodiscard]] double normalised_max_error(std::span<const float> x, std::span<const double> ref);
