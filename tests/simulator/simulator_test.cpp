@@ -170,6 +170,25 @@ sim::StepResult simulate(const StepCase& c, bool contention = true) {
   return sim::simulate_step(c.model, c.cluster, c.layout, c.coef, o);
 }
 
+// `framework`'s default layout with t, c, d, sequence length `seq`, micro-batch 1 and global batch `gbs`.
+Layout framework_layout(const SpecLibrary& lib, const char* framework, std::int64_t tp, std::int64_t cp, std::int64_t dp,
+                        std::int64_t seq, std::int64_t gbs) {
+  Layout l = default_layout(lib.framework(framework));
+  l.tp = tp;
+  l.cp = cp;
+  l.dp = dp;
+  l.seq = seq;
+  l.mbs = 1;
+  l.gbs = gbs;
+  return l;
+}
+
+double simulated_without_contention(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const PerfCoefficients& k) {
+  sim::StepOptions o;
+  o.engine.contention = false;
+  return sim::simulate_step(m, c, l, k, o).step_time_s;
+}
+
 TEST(Step, OneFOneBBubbleIsPMinusOneOverM) {
   for (const std::int64_t m : {8, 32}) {
     const StepCase c = step_case(2, 4, 1, m);
@@ -211,16 +230,8 @@ TEST(Step, ContextParallelRingAcrossNodesAgreesWithTheAnalyticalModel) {
   for (const char* cluster : {"lumi-mi250x", "dgx-a100-80gb"})
     for (const std::int64_t tp : {1, 2}) {
       const ClusterSpec c = lib.cluster(cluster);
-      Layout l = default_layout(lib.framework("megatron"));
-      l.tp = tp;
-      l.cp = 16;  // 2 or 4 nodes
-      l.dp = 1;
-      l.seq = 131072;
-      l.mbs = 1;
-      l.gbs = 1;
-      sim::StepOptions o;
-      o.engine.contention = false;
-      const double r = sim::simulate_step(m, c, l, k, o).step_time_s;
+      const Layout l = framework_layout(lib, "megatron", tp, 16, 1, 131072, 1);  // c = 16: 2 or 4 nodes
+      const double r = simulated_without_contention(m, c, l, k);
       const PerfEstimate a = estimate_perf(m, c, l, k);
       EXPECT_GT(a.breakdown.cp_comm_s, 0.1 * a.step_time_s) << cluster << " " << tp;  // the CP ring is exposed
       EXPECT_NEAR(r / a.step_time_s, 1.0, 0.05) << cluster << " " << tp;
@@ -236,15 +247,8 @@ TEST(Step, TensorParallelAcrossNodesAgreesWithTheAnalyticalModel) {
   const ModelSpec m = lib.model("llama3.1-70b");
   const ClusterSpec c = lib.cluster("h100-94gb-x4");
   const PerfCoefficients k = default_perf_coefficients(lib, "megatron");
-  Layout l = default_layout(lib.framework("megatron"));
-  l.tp = 8;
-  l.dp = 1;
-  l.seq = 8192;
-  l.mbs = 1;
-  l.gbs = 1;
-  sim::StepOptions o;
-  o.engine.contention = false;
-  const double r = sim::simulate_step(m, c, l, k, o).step_time_s;
+  const Layout l = framework_layout(lib, "megatron", 8, 1, 1, 8192, 1);
+  const double r = simulated_without_contention(m, c, l, k);
   const PerfEstimate a = estimate_perf(m, c, l, k);
   EXPECT_GT(a.breakdown.tp_comm_s, 0.2 * a.step_time_s);
   EXPECT_LE(r, a.step_time_s);
@@ -259,19 +263,12 @@ TEST(Step, AgreesWithTheAnalyticalModelUnderFsdpAndLora) {
   const ClusterSpec c = lib.cluster("lumi-mi250x");
   const PerfCoefficients k = default_perf_coefficients(lib, "pytorch-fsdp");
   for (const auto& [tp, gpus] : {std::pair<std::int64_t, std::int64_t>{8, 16}, {4, 16}, {2, 32}, {1, 32}, {1, 8}}) {
-    Layout l = default_layout(lib.framework("pytorch-fsdp"));
-    l.tp = tp;
-    l.dp = gpus / tp;
-    l.seq = 10000;
-    l.mbs = 1;
-    l.gbs = l.dp;
+    Layout l = framework_layout(lib, "pytorch-fsdp", tp, 1, gpus / tp, 10000, gpus / tp);
     l.lora.rank = 128;
-    sim::StepOptions o;
-    o.engine.contention = false;
-    const sim::StepResult r = sim::simulate_step(m, c, l, k, o);
+    const double r = simulated_without_contention(m, c, l, k);
     const double a = estimate_perf(m, c, l, k).step_time_s;
-    EXPECT_NEAR(r.step_time_s / a, 1.0, 0.05) << tp << " " << gpus;
-    EXPECT_GT(r.step_time_s, 0.0);
+    EXPECT_NEAR(r / a, 1.0, 0.05) << tp << " " << gpus;
+    EXPECT_GT(r, 0.0);
   }
 }
 
@@ -284,12 +281,8 @@ TEST(Step, FewerSharedNicsLeaveTheStepTimeUnchanged) {
   const ModelSpec m = lib.model("llama3.1-8b");
   const ClusterSpec c = lib.cluster("lumi-mi250x");
   const PerfCoefficients k = default_perf_coefficients(lib, "pytorch-fsdp");
-  Layout l = default_layout(lib.framework("pytorch-fsdp"));
-  l.tp = 2;
-  l.dp = 16;  // 32 GCDs on 4 nodes: each DP group has 4 members per node
-  l.seq = 4096;
-  l.mbs = 1;
-  l.gbs = 2 * l.dp;
+  // t = 2, d = 16: 32 GCDs on 4 nodes, each DP group with 4 members per node.
+  const Layout l = framework_layout(lib, "pytorch-fsdp", 2, 1, 16, 4096, 32);
   const auto step = [&](std::int64_t nics) {
     sim::StepOptions o;
     o.nics_per_node = nics;
