@@ -3,7 +3,7 @@
 # made from data/ and tests/data/, prints per target the executions run and the crashes found, and fails on
 # any crash, leak, timeout or out-of-memory.
 #
-#   tools/run-fuzz.sh [BUILD_DIR [TARGET...]]     BUILD_DIR defaults to build-asan, TARGET to all six
+#   tools/run-fuzz.sh [BUILD_DIR [TARGET...]]     BUILD_DIR defaults to build-asan, TARGET to all seven
 #
 # FUZZ_SECONDS  time per target (default 30)       FUZZ_JOBS     targets run at once (default 2)
 # FUZZ_TIMEOUT  seconds one input may take (30)    FUZZ_WORK     corpora, logs, crash files (BUILD_DIR/fuzz)
@@ -13,7 +13,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$root/build-asan}" && pwd)
 shift $(($# > 0 ? 1 : 0))
 targets=("$@")
-((${#targets[@]})) || targets=(fuzz_model_spec fuzz_gpu_spec fuzz_cluster_spec fuzz_profile fuzz_nccl_tests_log fuzz_cli)
+((${#targets[@]})) || targets=(fuzz_model_spec fuzz_gpu_spec fuzz_cluster_spec fuzz_profile fuzz_nccl_tests_log fuzz_measured_runs fuzz_cli)
 seconds=${FUZZ_SECONDS:-30}
 jobs=${FUZZ_JOBS:-2}
 timeout=${FUZZ_TIMEOUT:-30}
@@ -54,6 +54,14 @@ EOF
       for f in "$root"/tests/data/nccl-tests/*; do
         cp "$f" "$dir"/
         { grep '^#' "$f"; grep -v '^#' "$f" | head -6; } >"$dir/short-${f##*/}"
+      done ;;
+    fuzz_measured_runs)
+      # The run fixtures (tables, logs, traces), logs and traces cut to their first 60 lines: short inputs
+      # mutate faster.
+      local f
+      for f in "$root"/tests/data/runs/*.{csv,jsonl,log,toml,json}; do
+        cp "$f" "$dir"/
+        head -60 "$f" >"$dir/short-${f##*/}"
       done ;;
     fuzz_cli)
       local n=0 line

@@ -1,0 +1,92 @@
+// What users can measure on their own cluster, read into one kind of row: a measured training run (the
+// input of `calibrate --from-runs`), from a CSV / JSON Lines table, a Megatron-LM training log or a
+// torchtitan log; and kernel timings from a PyTorch profiler (Kineto) Chrome trace.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "headroom/estimator/spec.hpp"
+
+namespace headroom::calibrate {
+
+enum class RunOutcome { ok, oom };
+
+// One run. Layout columns are named after `headroom estimate`'s long flags with '_' for '-' (model, gpu,
+// cluster, framework, gpus, dp, tp, cp, pp, vpp, mbs, gbs, seq, recompute, schedule, sharding, lora_rank,
+// lora_targets, sp, flash_attn); values stay text and are checked where they are used, like flags.
+struct MeasuredRun {
+  std::map<std::string, std::string> layout;
+  std::optional<ModelSpec> model;  // the model's shape when the source gave it (a log's arguments)
+  RunOutcome outcome = RunOutcome::ok;
+  std::optional<double> tflops_per_gpu;   // as the framework reports it (its own FLOP convention)
+  std::optional<double> tokens_per_s;     // whole job
+  std::optional<double> step_time_s;      // steady state: median over the logged iterations after warm-up
+  std::optional<double> peak_memory_gib;  // the framework's max reserved, GiB, largest over the ranks logged
+  std::string source;                     // "file:line" or "file"
+};
+
+// The layout columns a runs table may have (estimate's long flags) and the measured ones.
+[[nodiscard]] const std::vector<std::string_view>& run_layout_columns();
+[[nodiscard]] const std::vector<std::string_view>& run_measured_columns();
+
+// A CSV (a header row, RFC 4180 quoting) or JSON Lines (one object per line) table of runs; the format is
+// told by the first non-blank character ('{' is JSON Lines). Throws Error naming `where`, the line and the
+// column on an unknown column, a malformed number, an outcome other than ok/oom, or an `ok` run without a
+// measurement.
+[[nodiscard]] std::vector<MeasuredRun> parse_runs_table(std::string_view text, std::string_view where);
+
+// A Megatron-LM training log (stdout of pretrain_gpt.py): the arguments block printed by
+// megatron/training/arguments.py (_print_args: "  name ..... value"), the iteration lines of
+// megatron/training/training.py (training_log: "elapsed time per iteration (ms)", "throughput per GPU
+// (TFLOP/s/GPU)"), the "[Rank r] (after k iterations) memory (MB) | ... | max reserved: x" lines of
+// megatron/training/utils.py (report_memory, MiB), and a CUDA/HIP out-of-memory error. Throws Error naming
+// `where` when the text has no arguments block, or neither an iteration line nor an out-of-memory error.
+[[nodiscard]] MeasuredRun parse_megatron_log(std::string_view text, std::string_view where);
+
+// A torchtitan log (torchtitan/components/metrics.py: "step: n  loss: ...  memory: x GiB(p%)  tps: t
+// tflops: f  mfu: m%", tps per GPU, memory the max reserved since the last log) with the job's TOML config
+// (torchtitan/config/job_config.py sections [model], [training], [parallelism], [activation_checkpoint]).
+// `gpus` is the world size (torchtitan's log does not print it; 0 = from the TOML's degrees when they are
+// all given). Throws Error naming `where` as parse_megatron_log does.
+[[nodiscard]] MeasuredRun parse_torchtitan_log(std::string_view log, std::string_view toml, std::int64_t gpus,
+                                               std::string_view where);
+
+// Kernel timings read from a PyTorch profiler trace (torch.profiler's export_chrome_trace; Kineto JSON).
+struct GemmSample {
+  std::int64_t m = 0, n = 0, k = 0, batch = 1;
+  std::string dtype;  // as the trace names it: "c10::BFloat16", "float", ...
+  double seconds = 0;
+  [[nodiscard]] double flops() const { return 2.0 * static_cast<double>(batch * m) * static_cast<double>(n * k); }
+};
+struct AttentionSample {
+  std::int64_t batch = 0, heads = 0, seq_q = 0, seq_k = 0, head_dim = 0;
+  bool causal = false, backward = false;
+  double seconds = 0;
+};
+struct CollectiveSample {
+  std::string collective;  // "allreduce", "allgather", "reduce_scatter", "all_to_all", "send", "recv", ...
+  std::int64_t in_elements = 0, out_elements = 0, group_size = 0;
+  std::string dtype;
+  double seconds = 0;
+};
+struct TraceKernels {
+  std::vector<GemmSample> gemms;
+  std::vector<AttentionSample> attention;
+  std::vector<CollectiveSample> collectives;
+  std::string device;  // deviceProperties[0].name when present
+};
+
+// GEMMs: aten::mm / addmm / bmm / baddbmm / matmul CPU ops with "Input Dims" (record_shapes=True), timed by
+// the GPU kernels that carry the op's "External id". Attention: aten::_scaled_dot_product_flash_attention /
+// _efficient_attention / _cudnn_attention and their backward ops ([b, heads, s, d] inputs). Collectives:
+// NCCL/RCCL kernels with the "Collective name", "In msg nelems", "Group size" arguments PyTorch's
+// ProcessGroupNCCL records (torch >= 2.1). Throws Error naming `where` when the JSON has no traceEvents.
+[[nodiscard]] TraceKernels parse_profiler_trace(const nlohmann::json& trace, std::string_view where);
+
+}  // namespace headroom::calibrate

@@ -1,0 +1,236 @@
+// Readers of what users measure: runs tables, Megatron-LM and torchtitan logs, PyTorch profiler traces.
+// Fixtures in tests/data/runs (SOURCES.md names where each comes from: real logs and traces from public
+// repositories, and files written here in the frameworks' formats).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "headroom/calibrate/measured_runs.hpp"
+#include "headroom/estimator/error.hpp"
+
+namespace headroom::calibrate {
+namespace {
+
+const std::filesystem::path kRuns = std::filesystem::path(HEADROOM_TEST_SOURCE_DIR) / "data" / "runs";
+
+std::string slurp(const std::string& name) {
+  std::ifstream in(kRuns / name, std::ios::binary);
+  EXPECT_TRUE(in) << name;
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(RunsTable, CsvAndJsonLinesReadTheSameRuns) {
+  for (const char* file : {"runs_written.csv", "runs_written.jsonl"}) {
+    SCOPED_TRACE(file);
+    const auto runs = parse_runs_table(slurp(file), file);
+    ASSERT_EQ(runs.size(), 2u);
+    EXPECT_EQ(runs[0].layout.at("model"), "llama3.1-8b");
+    EXPECT_EQ(runs[0].layout.at("tp"), "2");
+    EXPECT_EQ(runs[0].layout.at("gpus"), "8");
+    EXPECT_EQ(runs[0].outcome, RunOutcome::ok);
+    EXPECT_DOUBLE_EQ(*runs[0].tflops_per_gpu, 181.5);
+    EXPECT_DOUBLE_EQ(*runs[0].peak_memory_gib, 70.25);
+    EXPECT_FALSE(runs[0].step_time_s);
+    EXPECT_EQ(runs[1].outcome, RunOutcome::oom);
+    EXPECT_EQ(runs[1].layout.at("tp"), "1");  // JSON 1.0 is the integer a flag would carry
+    EXPECT_EQ(runs[1].layout.count("recompute"), 0u);  // an empty cell is a missing value
+    EXPECT_NE(runs[1].source.find(":3"), std::string::npos) << runs[1].source;
+  }
+}
+
+TEST(RunsTable, RefusesWhatItCannotUseNamingLineAndColumn) {
+  const std::string head = "model,gpus,tp,outcome,tflops_per_gpu\n";
+  EXPECT_NE(error_of([&] { (void)parse_runs_table(head + "x,8,2,ok,abc\n", "r.csv"); }).find("r.csv:2: tflops_per_gpu 'abc'"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { (void)parse_runs_table(head + "x,8,2,fine,1\n", "r.csv"); }).find("outcome 'fine' (valid: ok, oom)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { (void)parse_runs_table(head + "x,8,2,ok,\n", "r.csv"); }).find("needs one of tflops_per_gpu"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { (void)parse_runs_table("model,speed\nx,1\n", "r.csv"); }).find("unknown column 'speed'"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { (void)parse_runs_table(head + "x,8\n", "r.csv"); }).find("2 fields where the header has 5"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { (void)parse_runs_table("model,model\n", "r.csv"); }).find("'model' appears twice"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { (void)parse_runs_table("{\"model\": \"x\", \"outcome\": \"oom\"}\n[1]\n", "r.jsonl"); })
+                .find("r.jsonl:2: a array"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { (void)parse_runs_table("{\"tp\": [2], \"outcome\": \"oom\"}\n", "r.jsonl"); }).find("tp is a array"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { (void)parse_runs_table("{\"step_time_s\": \"1\"}\n", "r.jsonl"); }).find("step_time_s is a string"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { (void)parse_runs_table(" \n", "r.csv"); }).find("empty"), std::string::npos);
+  EXPECT_NE(error_of([&] { (void)parse_runs_table("model,\"gpus\n", "r.csv"); }).find("not closed"), std::string::npos);
+}
+
+TEST(RunsTable, QuotedCsvFieldsKeepCommasAndQuotes) {
+  const auto runs = parse_runs_table("model,lora_targets,outcome\r\n\"my \"\"model\"\"\",\"q,k,v\",oom\r\n", "r.csv");
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].layout.at("model"), "my \"model\"");
+  EXPECT_EQ(runs[0].layout.at("lora_targets"), "q,k,v");
+}
+
+// A real log (ROCm Megatron-LM on 4 MI300A) whose run died before its first iteration: its arguments block
+// gives the layout and the model, but a run that neither trained nor ran out of memory is not a run.
+TEST(MegatronLog, RealArgumentsBlockOfARunThatCrashed) {
+  const auto text = slurp("megatron_mi300a_tp4_crashed.log");
+  EXPECT_NE(error_of([&] { (void)parse_megatron_log(text, "crashed.log"); }).find("neither trained nor ran out of memory"),
+            std::string::npos);
+  // The same arguments with an out-of-memory error appended: the layout and model read from the real block.
+  const auto run = parse_megatron_log(text + "\ntorch.OutOfMemoryError: HIP out of memory.\n", "crashed.log");
+  EXPECT_EQ(run.outcome, RunOutcome::oom);
+  const std::map<std::string, std::string> layout = {
+      {"framework", "megatron"}, {"gpus", "4"},        {"tp", "4"},       {"pp", "1"},         {"cp", "1"},
+      {"mbs", "1"},              {"gbs", "512"},       {"seq", "2048"},   {"recompute", "selective"},
+      {"sp", "true"},            {"sharding", "zero1"}};
+  EXPECT_EQ(run.layout, layout);
+  ASSERT_TRUE(run.model);
+  EXPECT_EQ(run.model->hidden_size, 3072);
+  EXPECT_EQ(run.model->num_layers, 28);
+  EXPECT_EQ(run.model->num_heads, 24);
+  EXPECT_EQ(run.model->num_kv_heads, 24);
+  EXPECT_EQ(run.model->ffn_hidden_size, 10752);
+  EXPECT_EQ(run.model->vocab_size, 50688);  // the tokenizer's padded size, from " > padded vocab ..."
+  EXPECT_EQ(run.model->max_context, 2048);
+  EXPECT_FALSE(run.model->tied_embeddings);
+  EXPECT_EQ(run.model->norm, Norm::rmsnorm);
+  EXPECT_EQ(run.model->mlp, Mlp::swiglu);
+  EXPECT_FALSE(run.model->linear_biases);
+  EXPECT_FALSE(run.model->learned_positions);
+  EXPECT_FALSE(run.step_time_s);
+}
+
+TEST(MegatronLog, SteadyStateDropsTheFirstIterationAndTakesTheMedian) {
+  const auto run = parse_megatron_log(slurp("megatron_llama_written.log"), "llama.log");
+  EXPECT_EQ(run.outcome, RunOutcome::ok);
+  EXPECT_EQ(run.layout.at("vpp"), "4");  // 32 layers / pp 2 / 4 layers per virtual stage
+  EXPECT_EQ(run.layout.at("recompute"), "none");
+  ASSERT_TRUE(run.model);
+  EXPECT_EQ(run.model->num_kv_heads, 8);
+  EXPECT_EQ(run.model->vocab_size, 128256);
+  EXPECT_DOUBLE_EQ(*run.step_time_s, (20010.0 + 20120.5) / 2 / 1e3);  // median of 20010, 20120.5, 19990.1, 25500
+  EXPECT_DOUBLE_EQ(*run.tflops_per_gpu, (467.7 + 470.3) / 2);
+  EXPECT_DOUBLE_EQ(*run.tokens_per_s, 128.0 * 8192 / *run.step_time_s);
+  EXPECT_DOUBLE_EQ(*run.peak_memory_gib, 66560.0 / 1024);  // the larger rank's max reserved, MiB -> GiB
+}
+
+TEST(MegatronLog, OutOfMemoryAndWhatCannotBePriced) {
+  const auto oom = parse_megatron_log(slurp("megatron_oom_written.log"), "oom.log");
+  EXPECT_EQ(oom.outcome, RunOutcome::oom);
+  EXPECT_EQ(oom.layout.at("seq"), "32768");
+  EXPECT_NE(error_of([&] { (void)parse_megatron_log(slurp("megatron_moe_written.log"), "moe.log"); })
+                .find("num_experts 8: a mixture-of-experts run cannot be priced"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { (void)parse_megatron_log("iteration 1/ 2 | elapsed time per iteration (ms): 5.0\n", "x.log"); })
+                .find("no Megatron-LM arguments block"),
+            std::string::npos);
+}
+
+TEST(TorchtitanLog, RealPresetWithItsLog) {
+  const auto run =
+      parse_torchtitan_log(slurp("torchtitan_llama3_8b_written.log"), slurp("torchtitan_llama3_8b.toml"), 64, "tt.log");
+  EXPECT_EQ(run.layout.at("model"), "llama3.1-8b");
+  EXPECT_EQ(run.layout.at("gpus"), "64");
+  EXPECT_EQ(run.layout.at("sharding"), "fsdp");  // data_parallel_shard_degree = -1: all 64 GPUs
+  EXPECT_EQ(run.layout.at("gbs"), "64");         // local_batch_size 1 × DP 64
+  EXPECT_EQ(run.layout.at("seq"), "8192");
+  EXPECT_EQ(run.layout.at("recompute"), "selective");
+  EXPECT_DOUBLE_EQ(*run.tokens_per_s, 3954.0 * 64);  // tps is per GPU: median of the steps after the first
+  EXPECT_DOUBLE_EQ(*run.step_time_s, 64.0 * 8192 / (3954.0 * 64));
+  EXPECT_DOUBLE_EQ(*run.tflops_per_gpu, 191.5);
+  EXPECT_DOUBLE_EQ(*run.peak_memory_gib, 63.90);
+}
+
+TEST(TorchtitanLog, RefusesWhatItCannotTell) {
+  const auto toml = slurp("torchtitan_llama3_8b.toml");
+  const auto log = slurp("torchtitan_llama3_8b_written.log");
+  EXPECT_NE(error_of([&] { (void)parse_torchtitan_log(log, toml, 0, "tt.log"); }).find("needs the number of GPUs"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { (void)parse_torchtitan_log(log, toml + "\n[model]\nconverters = [\"float8\"]\n", 64, "tt.log"); })
+                .find("float8/MX"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { (void)parse_torchtitan_log("nothing\n", toml, 64, "tt.log"); }).find("neither trained"),
+            std::string::npos);
+  const auto oom = parse_torchtitan_log("torch.OutOfMemoryError: CUDA out of memory.\n", toml, 64, "tt.log");
+  EXPECT_EQ(oom.outcome, RunOutcome::oom);
+  EXPECT_NE(error_of([&] {
+              (void)parse_torchtitan_log(log, "[parallelism]\ndata_parallel_shard_degree = 4\n", 64, "tt.log");
+            }).find("make 4 GPUs, not 64"),
+            std::string::npos);
+}
+
+TEST(ProfilerTrace, RealA100TraceCollectives) {
+  const auto trace = nlohmann::json::parse(slurp("hta_nccl_a100.json"));
+  const auto k = parse_profiler_trace(trace, "hta_nccl_a100.json");
+  EXPECT_EQ(k.device, "NVIDIA A100-PG509-200");
+  ASSERT_EQ(k.collectives.size(), 21u);
+  int allreduce = 0;
+  for (const auto& c : k.collectives) {
+    EXPECT_EQ(c.group_size, 2);
+    EXPECT_GT(c.seconds, 0);
+    if (c.collective == "allreduce") {
+      ++allreduce;
+      EXPECT_EQ(c.in_elements, c.out_elements);
+    }
+  }
+  EXPECT_GT(allreduce, 0);
+}
+
+TEST(ProfilerTrace, RealMi250TraceGemmShapesAndTimes) {
+  const auto trace = nlohmann::json::parse(slurp("hta_mi250_minitoy.json"));
+  const auto k = parse_profiler_trace(trace, "hta_mi250_minitoy.json");
+  ASSERT_EQ(k.gemms.size(), 2u);
+  // aten::addmm(bias [128], x [5, 128], W [128, 128]) then aten::mm([128, 5], [5, 128]), each timed by the
+  // kernels launched under its External id (addmm: the hipBLASLt GEMM and an elementwise kernel).
+  EXPECT_EQ(k.gemms[0].m, 5);
+  EXPECT_EQ(k.gemms[0].k, 128);
+  EXPECT_EQ(k.gemms[0].n, 128);
+  EXPECT_NEAR(k.gemms[0].seconds, (6.88 + 17.6) * 1e-6, 1e-12);
+  EXPECT_EQ(k.gemms[1].m, 128);
+  EXPECT_EQ(k.gemms[1].k, 5);
+  EXPECT_EQ(k.gemms[1].n, 128);
+  EXPECT_NEAR(k.gemms[1].seconds, 12.64e-6, 1e-12);
+  EXPECT_DOUBLE_EQ(k.gemms[1].flops(), 2.0 * 128 * 128 * 5);
+  EXPECT_EQ(k.gemms[0].dtype, "float");
+}
+
+TEST(ProfilerTrace, AttentionOpsAndMalformedTraces) {
+  const auto trace = nlohmann::json::parse(R"({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::_scaled_dot_product_flash_attention", "args": {"External id": 7,
+     "Input Dims": [[2, 32, 4096, 128], [2, 8, 4096, 128], [2, 8, 4096, 128]]}},
+    {"ph": "X", "cat": "kernel", "name": "flash_fwd_kernel", "dur": 1500.0, "args": {"External id": 7}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "args": {"External id": 8, "Input Dims": [[2, 3], [4, 5]]}},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "dur": 1.0, "args": {"External id": 8}},
+    {"ph": "X", "cat": "kernel", "name": "orphan", "dur": 1.0, "args": {"External id": 99}},
+    17, {"cat": "kernel"}]})");
+  const auto k = parse_profiler_trace(trace, "t.json");
+  ASSERT_EQ(k.attention.size(), 1u);
+  EXPECT_EQ(k.attention[0].batch, 2);
+  EXPECT_EQ(k.attention[0].heads, 32);
+  EXPECT_EQ(k.attention[0].seq_q, 4096);
+  EXPECT_EQ(k.attention[0].head_dim, 128);
+  EXPECT_FALSE(k.attention[0].backward);
+  EXPECT_DOUBLE_EQ(k.attention[0].seconds, 1.5e-3);
+  EXPECT_TRUE(k.gemms.empty());  // [2, 3] · [4, 5] do not multiply: no sample rather than a wrong one
+  EXPECT_NE(error_of([] { (void)parse_profiler_trace(nlohmann::json::object(), "t.json"); }).find("no traceEvents"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace headroom::calibrate
