@@ -42,21 +42,23 @@ SpecLibrary SpecOptions::library() const {
   return SpecLibrary(data_dir.empty() ? default_data_dir() : std::filesystem::path(data_dir));
 }
 
-ResolvedSpecs resolve(const SpecOptions& o) {
-  const SpecLibrary lib = o.library();
-  ResolvedSpecs r;
-  r.model = lib.model(o.model);
+ClusterSpec resolve_cluster(const SpecOptions& o, const SpecLibrary& lib) {
   if (o.cluster.empty() && o.gpu.empty()) {
     std::string known;
     for (const auto& n : lib.names("gpus")) known += (known.empty() ? "" : ", ") + n;
     throw Error("give --gpu or --cluster (known GPUs: " + known + ")");
   }
-  if (!o.cluster.empty()) {
-    r.cluster = lib.cluster(o.cluster);
-    if (!o.gpu.empty()) r.cluster.gpu = lib.gpu(o.gpu);  // --gpu overrides the cluster's GPU
-  } else {
-    r.cluster = lib.cluster_for_gpu(lib.gpu(o.gpu));
-  }
+  if (o.cluster.empty()) return lib.cluster_for_gpu(lib.gpu(o.gpu));
+  ClusterSpec c = lib.cluster(o.cluster);
+  if (!o.gpu.empty()) c.gpu = lib.gpu(o.gpu);  // --gpu overrides the cluster's GPU
+  return c;
+}
+
+ResolvedSpecs resolve(const SpecOptions& o) {
+  const SpecLibrary lib = o.library();
+  ResolvedSpecs r;
+  r.model = lib.model(o.model);
+  r.cluster = resolve_cluster(o, lib);
   r.framework = lib.framework(o.framework);
   return r;
 }

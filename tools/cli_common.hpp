@@ -47,6 +47,9 @@ struct ResolvedSpecs {
 };
 
 [[nodiscard]] ResolvedSpecs resolve(const SpecOptions& o);
+// The cluster of --cluster / --gpu (a --gpu alone: a shipped cluster of that GPU); an Error naming both flags
+// when neither is given.
+[[nodiscard]] ClusterSpec resolve_cluster(const SpecOptions& o, const SpecLibrary& lib);
 
 // --profile FILE of estimate, rank and mtsl: a data/perf coefficients file, or a calibration profile (`headroom
 // calibrate`, data/schema/profile.schema.json), which also replaces the cluster's datasheet peak, HBM and link

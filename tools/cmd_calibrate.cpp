@@ -35,6 +35,9 @@ struct CalibrateOptions {
   bool quick = false;
   std::string out;
   std::vector<std::string> ingest;
+  std::vector<std::string> from_runs;
+  std::string cluster;
+  std::string framework = "megatron";
   std::string ingest_op;
   double min_r2 = calibrate::kDefaultMinR2;
   bool progress = true;
@@ -311,12 +314,19 @@ void run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& e
   // Checked before --mpi starts MPI (so that the in-process fuzzer, which never passes --out, never starts it).
   if (o.out.empty()) throw Error("--out FILE is required: where to write the profile");
   if (o.mpi && !o.ingest.empty()) throw Error("--ingest reads nccl-tests logs: it takes no --mpi");
+  if (o.mpi && !o.from_runs.empty()) throw Error("--from-runs reads measured runs: it takes no --mpi");
+  if (!o.ingest.empty() && !o.from_runs.empty()) throw Error("--ingest and --from-runs write different profiles: give one");
   if (o.mpi) return run_calibrate_mpi(o, out, err);
   SpecOptions so;
   so.data_dir = o.data_dir;
   const SpecLibrary lib = so.library();
   if (!(o.min_r2 >= 0 && o.min_r2 <= 1)) throw Error("--min-r2 must be between 0 and 1");
   if (!o.ingest.empty()) return run_ingest(o, lib, out);
+  if (!o.from_runs.empty()) {
+    if (o.models.size() > 1) throw Error("--from-runs takes one --model: the model of rows that name none");
+    return run_from_runs(o.from_runs, {o.models.empty() ? "" : o.models[0], o.gpu, o.cluster, o.framework, o.data_dir},
+                         o.out, out);
+  }
   if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "hip")
     throw Error("--backend '" + o.backend + "' is not one of cpu, cuda, hip");
   const int count = static_cast<int>(o.ranks.empty() ? (o.gpus_per_node.empty() ? (o.backend == "cpu" ? 2 : 1)
@@ -344,6 +354,13 @@ void register_calibrate(CLI::App& app, std::ostream& out, std::ostream& err) {
   sub->add_option("--out", opts->out, "profile JSON to write (atomically; FILE.partial while running)");
   sub->add_option("--ingest", opts->ingest, "nccl-tests output to turn into the collectives section (repeatable)");
   sub->add_option("--ingest-op", opts->ingest_op, "the collective of --ingest logs that do not say");
+  sub->add_option("--from-runs", opts->from_runs,
+                  "measured runs (CSV or JSON Lines with estimate's flags as columns plus outcome, step_time_s, "
+                  "tokens_per_s, tflops_per_gpu, peak_memory_gib; or Megatron-LM logs): fit the compute efficiency "
+                  "they identify and write performance coefficients for --profile (repeatable)");
+  sub->add_option("--cluster", opts->cluster, "--from-runs: the cluster of rows that name none");
+  sub->add_option("--framework", opts->framework, "--from-runs: the framework whose coefficients are calibrated")
+      ->capture_default_str();
   sub->add_option("--min-r2", opts->min_r2, "refuse fits whose R² (of log time) is below this; 0 accepts every fit")->capture_default_str();
   sub->add_flag("!--no-progress", opts->progress, "no progress bar on stderr");
   sub->add_option("--data-dir", opts->data_dir, "specs directory (default $HEADROOM_DATA_DIR or the source tree's data/)");

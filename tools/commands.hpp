@@ -3,6 +3,8 @@
 
 #include <ostream>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -29,6 +31,12 @@ class QuietExit : public std::runtime_error {
 };
 
 void register_calibrate(CLI::App& app, std::ostream& out, std::ostream& err);  // progress bar on err
+// `calibrate --from-runs` (cmd_calibrate_runs.cpp): what a row leaves out comes from these flags.
+struct CalibrateRunsDefaults {
+  std::string model, gpu, cluster, framework = "megatron", data_dir;
+};
+void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDefaults& defaults,
+                   const std::string& out_path, std::ostream& out);
 void register_comm(CLI::App& app, std::ostream& out);
 void register_estimate(CLI::App& app, std::ostream& out);
 void register_launch(CLI::App& app, std::ostream& out);

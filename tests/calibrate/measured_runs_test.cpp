@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iomanip>
+#include <tuple>
+#include <unistd.h>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -230,6 +233,109 @@ TEST(ProfilerTrace, AttentionOpsAndMalformedTraces) {
   EXPECT_TRUE(k.gemms.empty());  // [2, 3] · [4, 5] do not multiply: no sample rather than a wrong one
   EXPECT_NE(error_of([] { (void)parse_profiler_trace(nlohmann::json::object(), "t.json"); }).find("no traceEvents"),
             std::string::npos);
+}
+
+}  // namespace
+}  // namespace headroom::calibrate
+
+// ---- calibrate --from-runs ------------------------------------------------------------------------------
+
+#include "headroom/calibrate/fit_runs.hpp"
+#include "test_support.hpp"
+
+namespace headroom::calibrate {
+namespace {
+
+// Runs whose "measured" step times are the model's own at a known compute scale: the fit must find it, and
+// its leave-one-out error must beat the shipped coefficients'.
+std::vector<PricedRun> runs_at_scale(const PerfCoefficients& shipped, double scale) {
+  const SpecLibrary lib = test::library();
+  const ModelSpec m = lib.model("llama3.1-8b");
+  const ClusterSpec c = lib.cluster("h100-94gb-x4");
+  std::vector<PricedRun> runs;
+  for (const auto& [tp, gpus, seq] : std::vector<std::tuple<int, int, int>>{{2, 8, 8192}, {4, 16, 16384}, {1, 8, 4096}, {2, 32, 8192}}) {
+    Layout l;
+    l.tp = tp;
+    l.dp = gpus / tp;
+    l.seq = seq;
+    l.gbs = 256;
+    runs.push_back({m, c, l, estimate_perf(m, c, l, with_compute_scale(shipped, scale)).step_time_s,
+                    "run-" + std::to_string(runs.size())});
+  }
+  return runs;
+}
+
+TEST(FitRuns, RecoversAKnownComputeScaleAndHeldOutBeatsShipped) {
+  const PerfCoefficients shipped = default_perf_coefficients(test::library(), "megatron");
+  const auto fit = fit_compute_scale(runs_at_scale(shipped, 0.8), shipped);
+  EXPECT_NEAR(fit.compute_scale, 0.8, 1e-4);
+  EXPECT_LT(RunsFit::mean(fit.held_out_errors), 1e-3);
+  EXPECT_GT(RunsFit::mean(fit.shipped_errors), 0.05);  // the shipped model is 25% fast on every GEMM
+  EXPECT_NEAR(fit.coefficients.gemm_efficiency, shipped.gemm_efficiency * 0.8, 1e-4);
+}
+
+TEST(FitRuns, EfficienciesStayPhysicalAndOneRunIsNotEnough) {
+  const PerfCoefficients shipped = default_perf_coefficients(test::library(), "megatron");
+  // Step times no efficiency ≤ 1 reaches: the scale stops where the fastest efficiency hits the peak.
+  auto runs = runs_at_scale(shipped, 1.0);
+  for (auto& r : runs) r.measured_step_s *= 0.2;
+  const auto fit = fit_compute_scale(runs, shipped);
+  EXPECT_LE(fit.coefficients.gemm_efficiency, 1.0);
+  EXPECT_LE(fit.coefficients.attention_efficiency, 1.0);
+  EXPECT_NEAR(fit.compute_scale, max_compute_scale(shipped), 1e-3 * max_compute_scale(shipped));
+  runs.resize(1);
+  try {
+    (void)fit_compute_scale(runs, shipped);
+    FAIL() << "one run fitted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("at least two runs"), std::string::npos) << e.what();
+  }
+}
+
+TEST(FromRunsCli, WritesCoefficientsThatProfileApplies) {
+  const PerfCoefficients shipped = default_perf_coefficients(test::library(), "megatron");
+  const auto runs = runs_at_scale(shipped, 0.8);
+  const auto dir = std::filesystem::temp_directory_path() / ("headroom_from_runs_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream csv(dir / "runs.csv");
+    csv << "model,cluster,gpus,tp,seq,gbs,outcome,step_time_s,peak_memory_gib\n";
+    for (const auto& r : runs)
+      csv << "llama3.1-8b,h100-94gb-x4," << r.layout.gpus() << "," << r.layout.tp << "," << r.layout.seq << ",256,ok,"
+          << std::setprecision(17) << r.measured_step_s << ",60\n";
+    csv << "llama3.1-8b,h100-94gb-x4,4,1,131072,256,oom,,\n";
+  }
+  const auto out = dir / "fitted.json";
+  auto res = test::run_cli({"calibrate", "--from-runs", (dir / "runs.csv").string(), "--out", out.string()});
+  ASSERT_EQ(res.code, 0) << res.err;
+  EXPECT_NE(res.out.find("compute efficiency x0.800"), std::string::npos) << res.out;
+  EXPECT_NE(res.out.find("verdicts 5 of 5 right"), std::string::npos) << res.out;
+  // The written coefficients predict the "measured" step time through --profile.
+  res = test::run_cli({"estimate", "--model", "llama3.1-8b", "--cluster", "h100-94gb-x4", "--gpus", "8", "--tp", "2",
+                       "--seq", "8192", "--gbs", "256", "--profile", out.string(), "--json"});
+  ASSERT_EQ(res.code, 0) << res.err;
+  EXPECT_NEAR(nlohmann::json::parse(res.out)["perf"]["step_time_s"].get<double>(), runs[0].measured_step_s,
+              1e-3 * runs[0].measured_step_s);
+  // Refusals: nothing to fit; a framework that is not the one calibrated; a bad cell names file, line and column.
+  {
+    std::ofstream csv(dir / "bad.csv");
+    csv << "model,cluster,gpus,seq,outcome\nllama3.1-8b,h100-94gb-x4,8,8192,oom\n";
+  }
+  std::filesystem::remove(out);
+  res = test::run_cli({"calibrate", "--from-runs", (dir / "bad.csv").string(), "--out", out.string()});
+  EXPECT_EQ(res.code, 2);
+  EXPECT_NE(res.err.find("at least two are needed"), std::string::npos) << res.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  {
+    std::ofstream csv(dir / "bad.csv");
+    csv << "model,cluster,gpus,seq,tp,framework,outcome\nllama3.1-8b,h100-94gb-x4,8,8192,3,megatron,oom\n"
+        << "llama3.1-8b,h100-94gb-x4,8,8192,1,pytorch-fsdp,oom\n";
+  }
+  res = test::run_cli({"calibrate", "--from-runs", (dir / "bad.csv").string(), "--out", out.string()});
+  EXPECT_EQ(res.code, 2);
+  EXPECT_NE(res.err.find("bad.csv:2: "), std::string::npos) << res.err;
+  EXPECT_NE(res.err.find("--tp"), std::string::npos) << res.err;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

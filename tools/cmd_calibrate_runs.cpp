@@ -1,0 +1,197 @@
+// `headroom calibrate --from-runs FILE`: a user's own measured runs (a CSV / JSON Lines table, or Megatron-LM
+// training logs) priced by the model; the compute efficiency their step times identify is fitted, checked by
+// leave-one-out against the shipped coefficients, and written as a performance coefficients file that
+// `--profile` applies. Memory rows (peak, OOM) are scored against the memory model but not fitted here.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cli_common.hpp"
+#include "commands.hpp"
+#include "headroom/calibrate/fit_runs.hpp"
+#include "headroom/calibrate/measured_runs.hpp"
+#include "headroom/calibrate/profile.hpp"
+#include "headroom/estimator/error.hpp"
+#include "headroom/estimator/memory.hpp"
+
+namespace headroom::cli {
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("--from-runs " + path + ": cannot read the file");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A file of runs: a Megatron-LM log (it has the arguments block) is one run; anything else is a table.
+std::vector<calibrate::MeasuredRun> read_runs(const std::string& path) {
+  const std::string text = read_text(path);
+  if (text.find(" arguments ---") != std::string::npos) return {calibrate::parse_megatron_log(text, path)};
+  return calibrate::parse_runs_table(text, path);
+}
+
+std::string cell(const calibrate::MeasuredRun& r, const std::string& column, const std::string& fallback = "") {
+  const auto it = r.layout.find(column);
+  return it == r.layout.end() ? fallback : it->second;
+}
+
+bool truth(const calibrate::MeasuredRun& r, const std::string& column) {
+  const auto v = cell(r, column);
+  if (v == "true" || v == "1") return true;
+  if (v == "false" || v == "0") return false;
+  throw Error(r.source + ": " + column + " '" + v + "' (valid: true, false)");
+}
+
+struct Resolved {
+  ResolvedSpecs specs;
+  Layout layout;
+};
+
+// The row's columns as the flags of `estimate`; the command line's --model/--gpu/--cluster fill columns a
+// row leaves empty, and a Megatron-LM log's arguments give the model itself.
+Resolved resolve_run(const calibrate::MeasuredRun& r, const CalibrateRunsDefaults& d) {
+  try {
+    SpecOptions so;
+    so.data_dir = d.data_dir;
+    so.framework = d.framework;
+    so.model = cell(r, "model", d.model);
+    so.gpu = cell(r, "gpu", d.gpu);
+    so.cluster = cell(r, "cluster", d.cluster);
+    const auto framework = cell(r, "framework", d.framework);
+    if (framework != d.framework)
+      throw Error("framework '" + framework + "' while calibrating --framework " + d.framework +
+                  " (coefficients are per framework: one framework per calibration)");
+    if (so.model.empty() && !r.model) throw Error("no model: give a model column or --model");
+    Resolved out;
+    const SpecLibrary lib = so.library();
+    out.specs.model = r.model ? *r.model : lib.model(so.model);
+    out.specs.cluster = resolve_cluster(so, lib);
+    out.specs.framework = lib.framework(so.framework);
+    LayoutOptions lo;
+    lo.tp = cell(r, "tp", "1");
+    lo.cp = cell(r, "cp", "1");
+    lo.pp = cell(r, "pp", "1");
+    lo.vpp = cell(r, "vpp", "1");
+    lo.mbs = cell(r, "mbs", "1");
+    lo.gpus = cell(r, "gpus");
+    lo.dp = cell(r, "dp");
+    lo.gbs = cell(r, "gbs");
+    lo.seq = cell(r, "seq");
+    lo.recompute = cell(r, "recompute");
+    lo.schedule = cell(r, "schedule");
+    lo.sharding = cell(r, "sharding");
+    lo.lora_rank = cell(r, "lora_rank");
+    lo.lora_targets = cell(r, "lora_targets");
+    if (r.layout.count("sp")) (truth(r, "sp") ? lo.sp : lo.no_sp) = true;
+    if (r.layout.count("flash_attn")) (truth(r, "flash_attn") ? lo.flash : lo.no_flash) = true;
+    if (lo.seq.empty()) throw Error("no seq column: the sequence length of the run");
+    out.layout = lo.build(out.specs.model, out.specs.framework);
+    return out;
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    throw Error(what.rfind(r.source, 0) == 0 ? what : r.source + ": " + what);
+  }
+}
+
+// The step time a row measured: its step time, else its tokens/s, else its TFLOP/s per GPU read in headroom's
+// FLOP convention (flops.hpp; a framework that counts differently biases this row).
+std::optional<double> measured_step_s(const calibrate::MeasuredRun& r, const Resolved& x, const PerfCoefficients& k) {
+  if (r.step_time_s) return *r.step_time_s;
+  const double tokens = static_cast<double>(x.layout.gbs * x.layout.seq);
+  if (r.tokens_per_s && *r.tokens_per_s > 0) return tokens / *r.tokens_per_s;
+  if (r.tflops_per_gpu && *r.tflops_per_gpu > 0) {
+    const double flops = estimate_perf(x.specs.model, x.specs.cluster, x.layout, k).model_flops;
+    return flops / (*r.tflops_per_gpu * 1e12 * static_cast<double>(x.layout.gpus()));
+  }
+  return std::nullopt;
+}
+
+struct MemoryScore {
+  int verdicts = 0, verdicts_right = 0, false_fits = 0, peaks = 0;
+  double peak_error_sum = 0;
+};
+
+void score_memory(const calibrate::MeasuredRun& r, const Resolved& x, MemoryScore& s) {
+  const MemoryEstimate e = estimate_memory(x.specs.model, x.specs.cluster, x.layout, x.specs.framework.residual);
+  const bool trained = r.outcome == calibrate::RunOutcome::ok;
+  ++s.verdicts;
+  s.verdicts_right += e.fits() == trained;
+  s.false_fits += e.fits() && !trained;
+  if (r.peak_memory_gib && trained) {
+    ++s.peaks;
+    s.peak_error_sum += std::fabs(e.peak_bytes / kGiB - *r.peak_memory_gib) / *r.peak_memory_gib;
+  }
+}
+
+}  // namespace
+
+void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDefaults& d, const std::string& out_path,
+                   std::ostream& out) {
+  const SpecLibrary lib = [&] {
+    SpecOptions so;
+    so.data_dir = d.data_dir;
+    return so.library();
+  }();
+  const PerfCoefficients shipped = default_perf_coefficients(lib, d.framework);
+  std::vector<calibrate::PricedRun> priced;
+  MemoryScore memory;
+  int rows = 0;
+  for (const auto& file : files) {
+    for (const auto& r : read_runs(file)) {
+      ++rows;
+      const Resolved x = resolve_run(r, d);
+      score_memory(r, x, memory);
+      if (r.outcome != calibrate::RunOutcome::ok) continue;
+      if (const auto step = measured_step_s(r, x, shipped))
+        priced.push_back({x.specs.model, x.specs.cluster, x.layout, *step, r.source});
+    }
+  }
+  if (priced.size() < 2)
+    throw Error("--from-runs: " + std::to_string(priced.size()) + " of " + std::to_string(rows) +
+                " runs trained with a measured step time, tokens/s or TFLOP/s: at least two are needed to fit the "
+                "compute efficiency and check it on a run it was not fitted on");
+  const calibrate::RunsFit fit = calibrate::fit_compute_scale(priced, shipped);
+  char line[400];
+  std::snprintf(line, sizeof line, "%-40s %10s %10s %7s %10s %7s %9s\n", "run", "measured s", "shipped s", "error",
+                "fitted s", "error", "held out");
+  out << line;
+  for (std::size_t i = 0; i < priced.size(); ++i) {
+    const auto& p = priced[i];
+    std::snprintf(line, sizeof line, "%-40.40s %10.3f %10.3f %6.1f%% %10.3f %6.1f%% %8.1f%%\n", p.source.c_str(),
+                  p.measured_step_s, estimate_perf(p.model, p.cluster, p.layout, shipped).step_time_s,
+                  100 * fit.shipped_errors[i], estimate_perf(p.model, p.cluster, p.layout, fit.coefficients).step_time_s,
+                  100 * fit.fitted_errors[i], 100 * fit.held_out_errors[i]);
+    out << line;
+  }
+  const double shipped_err = calibrate::RunsFit::mean(fit.shipped_errors);
+  const double held_out_err = calibrate::RunsFit::mean(fit.held_out_errors);
+  std::snprintf(line, sizeof line,
+                "compute efficiency x%.3f (GEMM %.3f, attention %.3f): mean step-time error %.1f%% shipped, %.1f%% "
+                "fitted, %.1f%% leave-one-out over %zu runs\n",
+                fit.compute_scale, fit.coefficients.gemm_efficiency, fit.coefficients.attention_efficiency,
+                100 * shipped_err, 100 * calibrate::RunsFit::mean(fit.fitted_errors), 100 * held_out_err, priced.size());
+  out << line;
+  std::snprintf(line, sizeof line,
+                "memory (not fitted): verdicts %d of %d right (%d predicted to fit that ran out of memory)%s\n",
+                memory.verdicts_right, memory.verdicts, memory.false_fits,
+                memory.peaks ? (", peak error " + std::to_string(static_cast<int>(100 * memory.peak_error_sum / memory.peaks + 0.5)) +
+                                "% over " + std::to_string(memory.peaks) + " runs").c_str()
+                             : "");
+  out << line;
+  if (!(held_out_err < shipped_err))
+    throw Error("--from-runs: the fit's leave-one-out error (" + std::to_string(100 * held_out_err).substr(0, 5) +
+                "%) is not below the shipped coefficients' (" + std::to_string(100 * shipped_err).substr(0, 5) +
+                "%): nothing written");
+  PerfCoefficients k = fit.coefficients;
+  k.name = d.framework + "-from-runs";
+  k.source = "calibrate --from-runs: " + shipped.name + " with compute efficiencies x" + std::to_string(fit.compute_scale) +
+             ", fitted on " + std::to_string(priced.size()) + " runs (leave-one-out step-time error " +
+             std::to_string(100 * held_out_err).substr(0, 4) + "%, shipped " + std::to_string(100 * shipped_err).substr(0, 4) + "%)";
+  calibrate::write_json_atomically(out_path, perf_coefficients_to_json(k));
+  out << "wrote " << out_path << " (use it with --profile)\n";
+}
+
+}  // namespace headroom::cli
