@@ -313,6 +313,10 @@ void run_calibrate_mpi(const CalibrateOptions& o, std::ostream& out, std::ostrea
 void run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& err) {
   // Checked before --mpi starts MPI (so that the in-process fuzzer, which never passes --out, never starts it).
   if (o.out.empty()) throw Error("--out FILE is required: where to write the profile");
+  // Before any measuring: a directory or a missing one fails now, not after the sweep. A sweep keeps
+  // FILE.partial beside its profile to resume from, which a device or pipe cannot have.
+  if (check_output_path(o.out, "--out") == OutputKind::stream && o.ingest.empty() && o.from_runs.empty())
+    throw Error("--out " + o.out + " is not a regular file: a calibration keeps FILE.partial beside its profile");
   if (o.mpi && !o.ingest.empty()) throw Error("--ingest reads nccl-tests logs: it takes no --mpi");
   if (o.mpi && !o.from_runs.empty()) throw Error("--from-runs reads measured runs: it takes no --mpi");
   if (!o.ingest.empty() && !o.from_runs.empty()) throw Error("--ingest and --from-runs write different profiles: give one");

@@ -11,6 +11,7 @@
 #include "headroom/estimator/throughput.hpp"
 #include "headroom/simulator/collectives.hpp"
 #include "headroom/simulator/step.hpp"
+#include "headroom/estimator/atomic_file.hpp"
 #include "headroom/simulator/trace.hpp"
 
 namespace headroom::cli {
@@ -86,6 +87,7 @@ void run_step(const SimulateOptions& o, std::ostream& out) {
   const PerfCoefficients k =
       o.profile.empty() ? default_perf_coefficients(o.specs.library(), r.framework.name)
                         : perf_coefficients_file(o.profile, read_json_file(o.profile), o.specs.library());
+  if (!o.trace.empty()) (void)check_output_path(o.trace, "--trace");  // before the simulation, not after it
   sim::StepOptions so;
   so.engine.contention = !o.no_contention;
   if (!o.nics.empty()) so.nics_per_node = parse_count("--nics-per-node", o.nics);

@@ -19,6 +19,7 @@ import argparse
 import json
 import math
 import os
+import stat
 import sys
 import tempfile
 from collections import defaultdict
@@ -51,22 +52,53 @@ def run_headroom(command: str, flags: list[str]) -> dict:
     return json.loads(headroom.run(command, *flags, "--json"))
 
 
-def save(fig, out: str, dpi: int = 130) -> None:
-    """Writes the figure to a temporary file next to `out`, then renames it over `out`."""
+def check_output(out: str) -> bool:
+    """The rule of headroom's C++ writers (atomic_file.hpp, check_output_path), checked before any work:
+    a regular file or a new name is replaced atomically; a character device, FIFO or socket is written into
+    (True), never replaced; a link is followed; a directory, a missing directory or a dangling link is an
+    error naming the path."""
+    if not out:
+        raise ValueError("-o is empty: give a file path")
+    if os.path.exists(out):  # follows links
+        mode = os.stat(out).st_mode
+        if stat.S_ISREG(mode):
+            return False
+        if stat.S_ISDIR(mode):
+            raise ValueError(f"-o {out} is a directory: give a file path")
+        if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+            return True
+        raise ValueError(f"-o {out} is neither a regular file nor a stream (device, pipe): not written")
+    if os.path.islink(out):
+        raise ValueError(f"-o {out} is a symbolic link to nothing: not followed")
     directory = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(directory):
+        raise ValueError(f"-o {out}: the directory {directory} does not exist")
+    return False
+
+
+def save(fig, out: str, dpi: int = 130) -> None:
+    """Writes the figure to a temporary file next to `out`, then renames it over `out`; a device or pipe is
+    written into instead (renaming over /dev/null would replace it)."""
     ext = os.path.splitext(out)[1] or ".png"
-    fd, tmp = tempfile.mkstemp(prefix=".plot-", suffix=ext, dir=directory)
-    umask = os.umask(0)
-    os.umask(umask)
     try:
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, dpi=dpi, format=ext.lstrip(".").lower())
-        os.replace(tmp, out)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        if check_output(out):
+            with open(out, "wb") as f:
+                fig.savefig(f, dpi=dpi, format=ext.lstrip(".").lower())
+            return
+        out = os.path.realpath(out)  # a link stays a link: the file it names is replaced
+        directory = os.path.dirname(out)
+        fd, tmp = tempfile.mkstemp(prefix=".plot-", suffix=ext, dir=directory)
+        umask = os.umask(0)
+        os.umask(umask)
+        try:
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600
+            with os.fdopen(fd, "wb") as f:
+                fig.savefig(f, dpi=dpi, format=ext.lstrip(".").lower())
+            os.replace(tmp, out)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
     finally:
         plt.close(fig)
 
@@ -393,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("-o", "--output", default=f"{kind}.png", help="image to write (PNG, SVG, PDF)")
     args = parser.parse_args(argv)
     try:
+        check_output(args.output)  # before reading or running anything
         if args.inputs:
             docs = [load(p) for p in args.inputs]
         elif flags and args.kind in COMMANDS:
@@ -407,6 +440,9 @@ def main(argv: list[str] | None = None) -> int:
             PLOTS[args.kind](docs[0], args.output)
     except (ValueError, KeyError, json.JSONDecodeError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # an input that cannot be read, an output that cannot be written
+        print(f"error: {e.filename or ''}: {e.strerror}", file=sys.stderr)
         return 2
     print(args.output)
     return 0

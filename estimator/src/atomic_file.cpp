@@ -1,6 +1,7 @@
 #include "headroom/estimator/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX kill(), which <csignal> need not declare
 #include <unistd.h>
 
@@ -15,7 +16,51 @@ namespace fs = std::filesystem;
 
 fs::path temporary_path(const fs::path& path, long pid) { return path.string() + ".tmp." + std::to_string(pid); }
 
-void write_file_atomically(const fs::path& path, std::string_view text) {
+OutputKind check_output_path(const fs::path& path, std::string_view flag) {
+  const std::string named = (flag.empty() ? std::string() : std::string(flag) + " ") + path.string();
+  if (path.empty()) throw Error(named + "is empty: give a file path");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {  // follows links: what a write would reach
+    if (S_ISREG(st.st_mode)) return OutputKind::file;
+    if (S_ISDIR(st.st_mode)) throw Error(named + " is a directory: give a file path");
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) return OutputKind::stream;
+    throw Error(named + " is neither a regular file nor a stream (device, pipe): not written");
+  }
+  if (errno != ENOENT) throw Error("cannot write " + named + ": " + std::strerror(errno));
+  struct stat link {};
+  if (::lstat(path.c_str(), &link) == 0) throw Error(named + " is a symbolic link to nothing: not followed");
+  const fs::path dir = fs::absolute(path).parent_path();
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw Error(named + ": the directory " + dir.string() + " does not exist");
+  return OutputKind::file;
+}
+
+namespace {
+
+// A stream is written into as it is: no temporary, no rename (renaming over /dev/null would replace it).
+void write_stream(const fs::path& path, std::string_view text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) throw Error("cannot write " + path.string() + ": " + std::strerror(errno));
+  for (std::size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      throw Error("cannot write " + path.string() + ": " + std::strerror(err));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+}
+
+}  // namespace
+
+void write_file_atomically(const fs::path& given, std::string_view text) {
+  if (check_output_path(given, "") == OutputKind::stream) return write_stream(given, text);
+  // A link is followed: the file it names is replaced, the link stays.
+  std::error_code ec;
+  const fs::path path = fs::is_symlink(given, ec) ? fs::canonical(given) : given;
   const fs::path tmp = temporary_path(path, static_cast<long>(::getpid()));
   // On failure: the temporary goes, the target stays as it was.
   const auto fail = [&](const std::string& what, int err) {

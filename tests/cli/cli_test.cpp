@@ -165,3 +165,28 @@ TEST(Cli, ValidatePasses) {
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+// Issue 17: an output path that is a directory fails before any work (calibrate measured its whole sweep
+// first and left DIR.partial), with one line naming the flag and the path.
+TEST(CliOutputs, DirectoryOutputsAreRefusedBeforeAnyWork) {
+  const auto dir = std::filesystem::temp_directory_path() / ("headroom_cli_outdir_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto r = test::run_cli({"calibrate", "--backend", "cpu", "--quick", "--out", dir.string()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "error: --out " + dir.string() + " is a directory: give a file path\n");
+  EXPECT_FALSE(std::filesystem::exists(dir.string() + ".partial"));
+  r = test::run_cli({"simulate", "--model", "llama3.1-8b", "--cluster", "dgx-a100-80gb", "--gpus", "8", "--tp", "8",
+                     "--seq", "4096", "--trace", dir.string()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "error: --trace " + dir.string() + " is a directory: give a file path\n");
+  r = test::run_cli({"calibrate", "--backend", "cpu", "--quick", "--out", (dir / "no" / "p.json").string()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace headroom

@@ -1,12 +1,15 @@
 // write_file_atomically: the target is replaced whole or not at all, and temporaries of killed writers go.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "headroom/estimator/atomic_file.hpp"
 #include "headroom/estimator/error.hpp"
@@ -73,6 +76,58 @@ TEST(AtomicFile, TemporariesOfDeadWritersAreRemovedLiveOnesKept) {
   std::ofstream(dead) << "torn";
   write_file_atomically(target, "new");  // every write cleans up after killed predecessors
   EXPECT_FALSE(fs::exists(dead));
+  fs::remove_all(dir);
+}
+
+
+// Issue 17: run as root with --out /dev/null, a rename replaced the system's /dev/null with a regular file.
+// A character device (made here, when root may) and a FIFO are written into and stay what they were.
+TEST(AtomicFile, DevicesAndPipesAreWrittenIntoNeverReplaced) {
+  const fs::path dir = scratch();
+  const fs::path fifo = dir / "pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(check_output_path(fifo, "--trace"), OutputKind::stream);
+  std::string read_back;
+  std::thread reader([&] { read_back = slurp(fifo); });
+  write_file_atomically(fifo, "through the pipe");
+  reader.join();
+  EXPECT_EQ(read_back, "through the pipe");
+  struct stat st {};
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_FALSE(fs::exists(temporary_path(fifo, ::getpid())));
+  const fs::path null = dir / "null";
+  if (::geteuid() != 0 || ::mknod(null.c_str(), S_IFCHR | 0666, ::makedev(1, 3)) != 0) {
+    fs::remove_all(dir);
+    GTEST_SKIP() << "not root, or mknod refused here: the character-device case needs a device node of its own";
+  }
+  write_file_atomically(null, "discarded");
+  ASSERT_EQ(::stat(null.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "the device node was replaced";
+  fs::remove_all(dir);
+}
+
+TEST(AtomicFile, DirectoriesMissingDirectoriesAndDanglingLinksAreRefusedUpFront) {
+  const fs::path dir = scratch();
+  auto message = [](const fs::path& p) {
+    try {
+      (void)check_output_path(p, "--out");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(message(dir), "--out " + dir.string() + " is a directory: give a file path");
+  EXPECT_NE(message(dir / "no" / "x.json").find("does not exist"), std::string::npos);
+  fs::create_symlink(dir / "nowhere", dir / "dangling");
+  EXPECT_NE(message(dir / "dangling").find("symbolic link to nothing"), std::string::npos);
+  EXPECT_EQ(message(dir / "new.json"), "(accepted)");
+  // A link to a regular file: the file is replaced, the link stays a link.
+  write_file_atomically(dir / "real.json", "old");
+  fs::create_symlink(dir / "real.json", dir / "link.json");
+  write_file_atomically(dir / "link.json", "new");
+  EXPECT_TRUE(fs::is_symlink(dir / "link.json"));
+  EXPECT_EQ(slurp(dir / "real.json"), "new");
   fs::remove_all(dir);
 }
 

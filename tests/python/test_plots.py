@@ -110,3 +110,34 @@ def test_launch_export():
                                         "--tp", "2", "--pp", "2", "--gpus", "16", "--gbs", "64", "--json"))
     with pytest.raises(ValueError, match="--export"):
         headroom.launch(model="llama3.1-8b", cluster="dgx-h100", seq=8192, gpus=8, export="deepspeed")
+
+
+def test_outputs_that_are_not_files_are_refused_or_written_into(tmp_path):
+    """Issue 17: -o /dev/null (as root) replaced the system's /dev/null; a directory or a missing input gave a
+    traceback. A FIFO is written into and stays a FIFO; a directory, a missing directory and a missing input
+    are one line and exit 2."""
+    import os
+    import stat
+    import threading
+
+    doc = tmp_path / "est.json"
+    doc.write_text(headroom.run("estimate", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--seq", "8192",
+                                "--tp", "2", "--gpus", "8", "--json"))
+    for out, expected in ((tmp_path, "is a directory"), (tmp_path / "no" / "m.png", "does not exist")):
+        r = subprocess.run([sys.executable, str(PLOT_PY), "memory", str(doc), "-o", str(out)],
+                           capture_output=True, text=True)
+        assert r.returncode == 2 and expected in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = subprocess.run([sys.executable, str(PLOT_PY), "memory", str(tmp_path / "missing.json"), "-o",
+                        str(tmp_path / "m.png")], capture_output=True, text=True)
+    assert r.returncode == 2 and "missing.json" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    fifo = tmp_path / "pipe.png"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    r = subprocess.run([sys.executable, str(PLOT_PY), "memory", str(doc), "-o", str(fifo)],
+                       capture_output=True, text=True)
+    reader.join()
+    assert r.returncode == 0, r.stderr
+    assert got and got[0].startswith(b"\x89PNG")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)

@@ -8,8 +8,16 @@
 
 namespace headroom {
 
+// What writing to `path` means, decided before any work (a calibration checks --out before it measures):
+// a regular file or a new name in an existing directory is replaced atomically; a character device, FIFO or
+// socket (/dev/stdout, /dev/null, a pipe) is written into, never replaced; a symbolic link is followed to its
+// target. A directory, a missing parent directory or a dangling link is an Error naming `flag` and the path.
+enum class OutputKind { file, stream };
+[[nodiscard]] OutputKind check_output_path(const std::filesystem::path& path, std::string_view flag);
+
 // Writes `text` to `path` atomically through PATH.tmp.PID, then removes temporaries of `path` that writers
-// killed on this host left behind (remove_stale_temporaries). Throws Error naming the path.
+// killed on this host left behind (remove_stale_temporaries); a stream (check_output_path) is written into.
+// Never replaces anything that is not a regular file. Throws Error naming the path.
 void write_file_atomically(const std::filesystem::path& path, std::string_view text);
 
 // The temporary file write_file_atomically uses for `path` in process `pid`: PATH.tmp.PID.
