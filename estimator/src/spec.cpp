@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -76,6 +78,62 @@ std::int64_t hf_int(const json& j, std::initializer_list<const char*> keys, std:
   throw Error(std::string(where) + ": Hugging Face config is missing '" + *keys.begin() + "'");
 }
 
+// A string or boolean field of a Hugging Face config; another type is an Error naming the key and the file.
+std::string hf_string(const json& j, const char* key, std::string_view where, const std::string& fallback) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_string()) throw Error(std::string(where) + ": " + key + " is a " + it->type_name() + " (expected a string)");
+  return it->get<std::string>();
+}
+
+bool hf_bool(const json& j, const char* key, std::string_view where, bool fallback) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) throw Error(std::string(where) + ": " + key + " is a " + it->type_name() + " (expected true or false)");
+  return it->get<bool>();
+}
+
+// Keys of current Hugging Face configs that change the arithmetic in ways headroom does not price yet: a config
+// carrying one is refused, naming it, rather than priced as a dense Llama (a Mixtral-8x7B config came out as
+// a 7.24B model). Sources: transformers' configuration_{mixtral,qwen2_moe,qwen3_moe,deepseek_v3,gemma2}.py.
+void refuse_unpriced_hf_keys(const json& j, std::string_view where, std::int64_t hidden, std::int64_t heads) {
+  for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size"}) {
+    const auto it = j.find(key);
+    if (it != j.end() && !it->is_null() && !(it->is_number() && it->get<double>() <= 1))
+      throw Error(std::string(where) + ": " + key + " = " + it->dump() +
+                  ": mixture-of-experts models cannot be priced by headroom yet (dense models only)");
+  }
+  for (const char* key : {"kv_lora_rank", "q_lora_rank"}) {
+    const auto it = j.find(key);
+    if (it != j.end() && !it->is_null())
+      throw Error(std::string(where) + ": " + key + " = " + it->dump() +
+                  ": multi-head latent attention cannot be priced by headroom yet");
+  }
+  if (const auto it = j.find("head_dim"); it != j.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<std::int64_t>() * heads != hidden)
+      throw Error(std::string(where) + ": head_dim = " + it->dump() + " is not hidden_size / num_attention_heads = " +
+                  std::to_string(hidden / std::max<std::int64_t>(1, heads)) +
+                  ": attention projections wider or narrower than the hidden size are not priced yet");
+  }
+  // Mistral-7B-v0.1 and Gemma 2 attend within a window; Qwen2 ships a window with use_sliding_window false.
+  if (const auto it = j.find("sliding_window"); it != j.end() && !it->is_null() && hf_bool(j, "use_sliding_window", where, true))
+    throw Error(std::string(where) + ": sliding_window = " + it->dump() +
+                ": sliding-window attention cannot be priced by headroom yet (set it to null for full attention)");
+}
+
+// Whether a model family's MLP is gated (gate, up and down projections: SwiGLU, GeGLU) or a plain two-matrix MLP,
+// by transformers' modeling_<type>.py; nullopt for a type not listed.
+std::optional<bool> hf_gated_mlp(const std::string& type) {
+  static const std::set<std::string, std::less<>> gated = {
+      "llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "gemma3_text", "phi3",
+      "olmo", "olmo2", "granite", "internlm2", "cohere", "deepseek_v2", "deepseek_v3", "qwen2_moe", "qwen3_moe"};
+  static const std::set<std::string, std::less<>> plain = {"gpt2", "gpt_neo", "gpt_bigcode", "gptj", "gpt_neox",
+                                                           "opt", "bloom", "falcon", "phi", "starcoder2"};
+  if (gated.contains(type)) return true;
+  if (plain.contains(type)) return false;
+  return std::nullopt;
+}
+
 }  // namespace
 
 json read_json_file(const fs::path& path) {
@@ -136,16 +194,21 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   m.num_kv_heads = hf_int(j, {"num_key_value_heads"}, where, m.num_heads);
   m.vocab_size = hf_int(j, {"vocab_size"}, where);
   m.max_context = hf_int(j, {"max_position_embeddings", "n_positions", "n_ctx"}, where, 2048);
-  const std::string type = lower(j.value("model_type", std::string()));
-  const std::string act = lower(j.value("hidden_act", j.value("activation_function", std::string("silu"))));
+  const std::string type = lower(hf_string(j, "model_type", where, ""));
+  const std::string act = lower(hf_string(j, "hidden_act", where, hf_string(j, "activation_function", where, "silu")));
+  refuse_unpriced_hf_keys(j, where, m.hidden_size, m.num_heads);
   const bool gpt2_like = type == "gpt2" || type == "gpt_neo" || type == "gpt_bigcode";
-  m.mlp = (act.find("gelu") != std::string::npos || gpt2_like) ? Mlp::gelu : Mlp::swiglu;
+  // A gated GELU (Gemma's GeGLU) has SwiGLU's three projections: priced as such. Unlisted types: by activation.
+  const bool gated = hf_gated_mlp(type).value_or(act.find("gelu") == std::string::npos && !gpt2_like);
+  m.mlp = gated ? Mlp::swiglu : Mlp::gelu;
   m.norm = gpt2_like ? Norm::layernorm : Norm::rmsnorm;
   m.linear_biases = gpt2_like;
   m.learned_positions = gpt2_like;
   m.ffn_hidden_size = hf_int(j, {"intermediate_size", "n_inner", "ffn_dim"}, where,
                              m.mlp == Mlp::gelu ? 4 * m.hidden_size : -1);
-  m.tied_embeddings = j.value("tie_word_embeddings", gpt2_like);
+  // The default of tie_word_embeddings where a config leaves it out: True in transformers' GPT-2 and Gemma
+  // configs (configuration_gemma.py), False in Llama's, Mistral's and Qwen's.
+  m.tied_embeddings = hf_bool(j, "tie_word_embeddings", where, gpt2_like || type.rfind("gemma", 0) == 0);
   check_model_shape(m, where);
   return m;
 }

@@ -175,3 +175,70 @@ TEST(JsonSchema, ReportsPathAndBound) {
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+std::string model_error(const std::string& config) {
+  const TempFile f(config, "config.json");
+  try {
+    (void)test::library().model(f.path());
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+const std::string kMixtral = R"({"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336,
+  "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "vocab_size": 32000,
+  "max_position_embeddings": 32768, "hidden_act": "silu", "num_local_experts": 8, "num_experts_per_tok": 2,
+  "sliding_window": null, "tie_word_embeddings": false})";
+
+// Issues 14 and 17: a config whose arithmetic headroom does not price is refused naming the key (a Mixtral-8x7B
+// config was priced as a dense 7.24B model); a wrong-typed key names key and file instead of a json type_error.
+TEST(HuggingFaceConfig, RefusesWhatItCannotPriceNamingTheKey) {
+  EXPECT_NE(model_error(kMixtral).find("num_local_experts = 8: mixture-of-experts"), std::string::npos);
+  EXPECT_NE(model_error(R"({"model_type": "qwen2_moe", "hidden_size": 2048, "num_attention_heads": 16,
+    "num_hidden_layers": 24, "vocab_size": 151936, "intermediate_size": 5632, "num_experts": 60})")
+                .find("num_experts = 60"),
+            std::string::npos);
+  EXPECT_NE(model_error(R"({"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128,
+    "num_hidden_layers": 61, "vocab_size": 129280, "intermediate_size": 18432, "kv_lora_rank": 512})")
+                .find("kv_lora_rank = 512: multi-head latent attention"),
+            std::string::npos);
+  EXPECT_NE(model_error(R"({"model_type": "gemma", "hidden_size": 3072, "num_attention_heads": 16,
+    "num_hidden_layers": 28, "vocab_size": 256000, "intermediate_size": 24576, "head_dim": 256})")
+                .find("head_dim = 256 is not hidden_size / num_attention_heads = 192"),
+            std::string::npos);
+  EXPECT_NE(model_error(R"({"model_type": "mistral", "hidden_size": 4096, "num_attention_heads": 32,
+    "num_hidden_layers": 32, "vocab_size": 32000, "intermediate_size": 14336, "sliding_window": 4096})")
+                .find("sliding_window = 4096"),
+            std::string::npos);
+  for (const char* key : {"tie_word_embeddings", "model_type", "hidden_act"}) {
+    const std::string bad = R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+      "num_hidden_layers": 2, "vocab_size": 100, "intermediate_size": 128, ")" + std::string(key) + R"(": [1]})";
+    const auto e = model_error(bad);
+    EXPECT_NE(e.find(std::string(key) + " is a array"), std::string::npos) << e;
+    EXPECT_NE(e.find("config.json"), std::string::npos) << e;
+  }
+}
+
+TEST(HuggingFaceConfig, GatedGeluAndPerFamilyDefaults) {
+  // Qwen2 ships a window it does not use (use_sliding_window false): full attention, accepted.
+  const TempFile qwen(R"({"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28,
+    "num_key_value_heads": 4, "num_hidden_layers": 28, "vocab_size": 152064, "intermediate_size": 18944,
+    "sliding_window": 131072, "use_sliding_window": false, "tie_word_embeddings": false})",
+                      "config.json");
+  EXPECT_EQ(test::library().model(qwen.path()).mlp, Mlp::swiglu);
+  // Gemma's GeGLU has SwiGLU's three projections, and Gemma ties its embeddings unless told otherwise.
+  const TempFile gemma(R"({"model_type": "gemma2", "hidden_size": 2304, "num_attention_heads": 8,
+    "num_key_value_heads": 4, "num_hidden_layers": 26, "vocab_size": 256000, "intermediate_size": 9216,
+    "head_dim": 288, "hidden_activation": "gelu_pytorch_tanh", "hidden_act": "gelu_pytorch_tanh"})",
+                       "config.json");
+  const ModelSpec g = test::library().model(gemma.path());
+  EXPECT_EQ(g.mlp, Mlp::swiglu);
+  EXPECT_TRUE(g.tied_embeddings);
+}
+
+}  // namespace
+}  // namespace headroom
