@@ -1,6 +1,10 @@
 #include "cli.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <exception>
+#include <new>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 
@@ -8,6 +12,78 @@
 #include "headroom/estimator/error.hpp"
 
 namespace headroom::cli {
+
+std::string one_line(std::string_view text) {
+  // Control characters (a newline or ESC in a value) are shown escaped, and a value of 100 KB is not echoed
+  // whole: an error is one readable line.
+  constexpr std::size_t kMaxChars = 600;
+  std::string out;
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c < 0x20 || c == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    } else {
+      out += ch;
+    }
+    if (out.size() > kMaxChars) {
+      out.resize(kMaxChars);
+      out += " ... (" + std::to_string(text.size()) + " characters in all)";
+      break;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Levenshtein distance, for "did you mean" on a mistyped subcommand.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The first argument when it is not a known subcommand (nor a flag): one line naming it, the nearest
+// subcommand when one is close, and the list.
+void check_subcommand(const CLI::App& app, const std::vector<std::string>& args) {
+  if (args.empty() || args[0].empty() || args[0][0] == '-') return;
+  std::string known, nearest;
+  std::size_t best = 3;  // at most two edits away, or a prefix
+  for (const auto* sub : app.get_subcommands({})) {
+    const std::string& name = sub->get_name();
+    if (name == args[0]) return;
+    known += (known.empty() ? "" : ", ") + name;
+    const std::size_t d = name.rfind(args[0], 0) == 0 ? 0 : edit_distance(args[0], name);
+    if (d < best) best = d, nearest = name;
+  }
+  throw Error("unknown command '" + args[0] + "'" + (nearest.empty() ? "" : " (did you mean '" + nearest + "'?)") +
+              "; commands: " + known);
+}
+
+// An empty value ("--profile ''", "--trace=") was silently taken as "not given": no flag takes an empty value.
+void check_empty_values(const std::vector<std::string>& args) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) == 0 && !a.empty() && a.back() == '=')
+      throw Error(a.substr(0, a.size() - 1) + " is empty: give a value");
+    if (a.empty()) throw Error(i > 0 ? args[i - 1] + " is empty: give a value" : "the command line starts with an empty word");
+  }
+}
+
+}  // namespace
 
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   CLI::App app("headroom: memory and throughput planning for LLM training", "headroom");
@@ -23,6 +99,8 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   register_validate(app, out);
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them back to front
   try {
+    check_subcommand(app, args);
+    check_empty_values(args);
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     out << (app.get_subcommands().empty() ? app.help() : app.get_subcommands().front()->help());
@@ -34,18 +112,21 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     out << e.what() << "\n";
     return 0;
   } catch (const CLI::ParseError& e) {
-    err << "error: " << e.what() << "\n";
+    err << "error: " << one_line(e.what()) << "\n";
     return 2;
   } catch (const QuietExit& e) {
     return e.code();
   } catch (const CheckFailed& e) {
-    err << e.what() << "\n";
+    err << one_line(e.what()) << "\n";
     return 1;
   } catch (const Error& e) {
-    err << "error: " << e.what() << "\n";
+    err << "error: " << one_line(e.what()) << "\n";
+    return 2;
+  } catch (const std::bad_alloc&) {
+    err << "error: out of memory: the request is too large for this machine\n";
     return 2;
   } catch (const std::exception& e) {
-    err << "internal error: " << e.what() << "\n";
+    err << "internal error: " << one_line(e.what()) << "\n";
     return 1;
   }
   return 0;

@@ -4,10 +4,14 @@
 
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace headroom::cli {
 
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+// An error message as one readable line: control characters escaped (\n, \x1b), capped at 600 characters.
+[[nodiscard]] std::string one_line(std::string_view text);
 
 }  // namespace headroom::cli

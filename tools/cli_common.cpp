@@ -116,6 +116,8 @@ Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) c
   l.mbs = parse_count("--mbs", mbs);
   l.seq = seq.empty() && seq_optional ? (l.cp > 1 ? 2 * l.cp : 1) : parse_count("--seq", seq);
   if (!schedule.empty()) l.schedule = parse_schedule(schedule);
+  if (l.vpp > 1 && !schedule.empty() && l.schedule != Schedule::interleaved)
+    throw Error("--vpp " + vpp + " (virtual stages) needs the interleaved schedule, not --schedule " + schedule);
   if (l.vpp > 1 && schedule.empty()) l.schedule = Schedule::interleaved;
   if (l.schedule == Schedule::interleaved && l.vpp == 1)
     throw Error("--schedule interleaved needs --vpp > 1 (virtual stages per GPU)");
@@ -142,6 +144,13 @@ Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) c
   l.gbs = gbs.empty() ? l.dp * l.mbs : parse_count("--gbs", gbs);
   validate_layout(model, l);
   return l;
+}
+
+void refuse_given(const CLI::App& app, std::initializer_list<const char*> flags, std::string_view why) {
+  for (const char* flag : flags) {
+    const CLI::Option* o = app.get_option_no_throw(flag);
+    if (o != nullptr && o->count() > 0) throw Error(std::string(flag) + " does nothing " + std::string(why));
+  }
 }
 
 nlohmann::json layout_to_json(const Layout& l) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -80,6 +81,10 @@ struct LayoutOptions {
   // Framework defaults, then the flags; DP from --gpus / (t·c·p) unless --dp is given. Validated.
   [[nodiscard]] Layout build(const ModelSpec& model, const FrameworkProfile& framework) const;
 };
+
+// Flags a mode does not use, given anyway: an Error naming the first one given and why it does nothing
+// (`simulate --collective ... --trace F` traced nothing; `mtsl --target-seq` ignored --gpus and --tp).
+void refuse_given(const CLI::App& app, std::initializer_list<const char*> flags, std::string_view why);
 
 nlohmann::json layout_to_json(const Layout& l);
 std::string format_gib(double bytes, int precision = 2);

@@ -311,8 +311,13 @@ void register_comm(CLI::App& app, std::ostream& out) {
   sub->add_flag("--json", o->json, "print one JSON document");
   list->excludes(compare)->excludes(strategy);
   compare->excludes(strategy);
-  sub->callback([o, &out] {
-    if (o->list) return run_list(*o, out);
+  sub->callback([o, sub, &out] {
+    if (o->list) {
+      refuse_given(*sub, {"--params", "--trainable", "--gpus", "--group-size", "--accum", "--weight-bytes",
+                          "--grad-bytes", "--optimizer-bytes", "--collectives"},
+                   "with --list (it lists the strategies; their volumes take --strategy)");
+      return run_list(*o, out);
+    }
     if (o->compare) return run_compare(*o, out);
     if (o->strategy.empty()) throw Error("give --strategy NAME, --list or --compare");
     run_one(*o, out);

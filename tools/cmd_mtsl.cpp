@@ -202,7 +202,17 @@ void register_mtsl(CLI::App& app, std::ostream& out) {
                   "also predict the step time at the MTSL: performance coefficients or a calibration profile");
   sub->add_option("--max-gpus", opts->max_gpus, "largest GPU count --target-seq considers")->capture_default_str();
   sub->add_flag("--json", opts->json, "print one JSON document");
-  sub->callback([opts, &out] { run_mtsl(*opts, out); });
+  sub->callback([opts, sub, &out] {
+    refuse_given(*sub, {"--seq"}, "in mtsl (it searches the sequence length; --target-seq asks the inverse)");
+    if (!opts->target_seq.empty()) {
+      refuse_given(*sub, {"--tp", "--cp", "--pp", "--vpp", "--dp", "--gpus", "--gbs", "--sweep"},
+                   "with --target-seq (it searches the layouts up to --max-gpus)");
+      opts->layout.gpus = "1";  // the search sets t, c, p and d
+    } else {
+      refuse_given(*sub, {"--max-gpus"}, "without --target-seq");
+    }
+    run_mtsl(*opts, out);
+  });
 }
 
 }  // namespace headroom::cli

@@ -66,6 +66,9 @@ void run_rank(const RankOptions& o, std::ostream& out) {
   so.seq = parse_count("--seq", o.seq);
   so.gbs = parse_count("--gbs", o.gbs);
   so.top = static_cast<std::size_t>(parse_count("--top", o.top));
+  // The kept layouts are a sorted list (insertion is linear in its length): a top of 10^9 asked for 10^9 slots.
+  constexpr std::size_t kMaxTop = 100'000;
+  if (so.top > kMaxTop) throw Error("--top " + o.top + " is more than " + std::to_string(kMaxTop) + " layouts");
   for (const auto& c : o.constraints) so.constraints.push_back(parse_constraint(c));
   restrict_to_framework(so, r.framework);
   if (o.all_shardings) so.shardings.clear();  // every PaRO strategy, launchable by the framework or not

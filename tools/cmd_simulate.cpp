@@ -82,11 +82,9 @@ void run_collective(const SimulateOptions& o, std::ostream& out) {
 
 void run_step(const SimulateOptions& o, std::ostream& out) {
   if (o.layout.seq.empty()) throw Error("simulate --model needs --seq");
-  const ResolvedSpecs r = resolve(o.specs);
+  ResolvedSpecs r = resolve(o.specs);  // a calibration profile replaces its datasheet numbers
   const Layout l = o.layout.build(r.model, r.framework);
-  const PerfCoefficients k =
-      o.profile.empty() ? default_perf_coefficients(o.specs.library(), r.framework.name)
-                        : perf_coefficients_file(o.profile, read_json_file(o.profile), o.specs.library());
+  const PerfCoefficients k = perf_coefficients_for(o.profile, o.specs, r);  // a calibration profile too
   if (!o.trace.empty()) (void)check_output_path(o.trace, "--trace");  // before the simulation, not after it
   sim::StepOptions so;
   so.engine.contention = !o.no_contention;
@@ -219,14 +217,25 @@ void register_simulate(CLI::App& app, std::ostream& out) {
                   "(NCCL's channels; 1 = PaRO's traditional Ring)")
       ->capture_default_str();
   sub->add_option("--nics-per-node", opts->nics, "NICs per node (default: one per GPU)");
-  sub->add_option("--profile", opts->profile, "performance coefficients JSON (default data/perf/<framework>.json)");
+  sub->add_option("--profile", opts->profile,
+                  "performance coefficients JSON or a calibration profile (default data/perf/<framework>.json)");
   sub->add_option("--trace", opts->trace, "write a Chrome trace (Perfetto) of the step to this file");
   sub->add_flag("--no-contention", opts->no_contention, "every flow gets its narrowest link alone");
   sub->add_flag("--json", opts->json, "print one JSON document");
-  sub->callback([opts, &out] {
-    if (!opts->collective.empty()) run_collective(*opts, out);
-    else if (!opts->specs.model.empty()) run_step(*opts, out);
-    else throw Error("simulate needs --collective (one collective) or --model (one training step)");
+  sub->callback([opts, sub, &out] {
+    if (!opts->collective.empty()) {
+      refuse_given(*sub, {"--model", "--trace", "--profile", "--gpu", "--framework", "--seq", "--tp", "--cp", "--pp",
+                          "--vpp", "--dp", "--gpus", "--mbs", "--gbs", "--recompute", "--sharding", "--schedule",
+                          "--lora-rank", "--lora-targets"},
+                   "with --collective (it simulates one collective; a training step takes --model)");
+      if (sim::parse_algorithm(opts->algorithm) != sim::Algorithm::ring)
+        refuse_given(*sub, {"--channels"}, "with --algorithm " + opts->algorithm + " (channels are rings of --algorithm ring)");
+      run_collective(*opts, out);
+    } else if (!opts->specs.model.empty()) {
+      refuse_given(*sub, {"--algorithm", "--bytes", "--nodes", "--channels"},
+                   "with --model (a step's collectives run NCCL's rings; those flags are for --collective)");
+      run_step(*opts, out);
+    } else throw Error("simulate needs --collective (one collective) or --model (one training step)");
   });
 }
 

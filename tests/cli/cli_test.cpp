@@ -67,6 +67,7 @@ class BadInput : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(BadInput, ExitTwoWithOneLine) {
   const Result r = run(GetParam().args);
+  EXPECT_LE(r.err.size(), 700u) << "a value echoed whole";
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_TRUE(r.out.empty()) << r.out;
   ASSERT_FALSE(r.err.empty());
@@ -125,10 +126,40 @@ const BadCase kBadCases[] = {
     {"simulate_dp_ring_too_large",
      {"simulate", "--model", "gpt2", "--cluster", "dgx-h100", "--seq", "1024", "--gpus", "2048"},
      "a DP x CP group of 2048 GPUs"},
+    // Issue 17: contract breaks and flags accepted without a word.
+    {"mistyped_subcommand", {"estimat", "--model", "llama3.1-8b"}, "unknown command 'estimat' (did you mean 'estimate'?)"},
+    {"huge_top", {"rank", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--seq", "8192", "--gbs", "64",
+                  "--top", "1000000000"}, "--top 1000000000 is more than 100000 layouts"},
+    {"vpp_with_1f1b", with(kEstimate, {"--vpp", "4", "--schedule", "1f1b"}), "needs the interleaved schedule"},
+    {"empty_profile", with(kEstimate, {"--profile", ""}), "--profile is empty"},
+    {"empty_profile_equals", with(kEstimate, {"--profile="}), "--profile is empty"},
+    {"newline_and_escape_in_value", replace("--model", "a\nb\x1b[31m"), "unknown model 'a\\nb\\x1b[31m'"},
+    {"trace_with_collective",
+     {"simulate", "--collective", "all-reduce", "--cluster", "dgx-h100", "--bytes", "1", "--trace", "t.json"},
+     "--trace does nothing with --collective"},
+    {"model_with_collective",
+     {"simulate", "--collective", "all-reduce", "--cluster", "dgx-h100", "--bytes", "1", "--model", "gpt2"},
+     "--model does nothing with --collective"},
+    {"channels_with_horing",
+     {"simulate", "--collective", "all-gather", "--cluster", "dgx-h100", "--bytes", "1", "--algorithm", "horing",
+      "--channels", "4"}, "--channels does nothing with --algorithm horing"},
+    {"params_with_list", {"comm", "--list", "--params", "7e9"}, "--params does nothing with --list"},
+    {"mtsl_seq", {"mtsl", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--seq", "4096"},
+     "--seq does nothing in mtsl"},
+    {"target_seq_with_gpus",
+     {"mtsl", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--tp", "2", "--target-seq", "65536"},
+     "does nothing with --target-seq"},
     {"simulate_too_many_microbatches",
      {"simulate", "--model", "gpt2", "--cluster", "dgx-h100", "--seq", "1024", "--gpus", "8", "--gbs", "1000000000"},
      "at most 10^6 micro-batch stages"},
 };
+
+TEST(Cli, AHugeValueIsNotEchoedWhole) {
+  const Result r = run(replace("--model", std::string(100'000, 'x')));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_LT(r.err.size(), 700u);
+  EXPECT_NE(r.err.find("characters in all"), std::string::npos) << r.err;
+}
 
 INSTANTIATE_TEST_SUITE_P(Cli, BadInput, ::testing::ValuesIn(kBadCases),
                          [](const auto& info) { return std::string(info.param.name); });
