@@ -17,9 +17,12 @@ std::int64_t parse_count(std::string_view flag, std::string_view text) {
   const std::string shown = "'" + std::string(text) + "'";
   const std::string expected = " (expected a positive integer up to 10^12)";
   if (text.empty()) throw Error(std::string(flag) + " is empty" + expected);
+  // One rule for every count: a decimal number equal to a positive integer, with an optional sign ("8192",
+  // "+8192", "8192.0" and "8.192e3" are one value).
+  const std::string_view digits = text.front() == '+' ? text.substr(1) : text;
   double value = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  const char* end = digits.data() + digits.size();
+  auto [ptr, ec] = std::from_chars(digits.data(), end, value);
   if (ec == std::errc::result_out_of_range || (ec == std::errc() && ptr == end && !std::isfinite(value)))
     throw Error(std::string(flag) + " " + shown + " is out of range" + expected);
   if (ec != std::errc() || ptr != end) throw Error(std::string(flag) + " " + shown + " is not a number" + expected);

@@ -1,5 +1,8 @@
 #include "headroom/estimator/framework.hpp"
 
+#include <cctype>
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "headroom/estimator/error.hpp"
@@ -7,18 +10,31 @@
 
 namespace headroom {
 
-Recompute parse_recompute(std::string_view text) {
+namespace {
+
+// Names are case-insensitive, as spec and sharding names are (DESIGN.md: "Names are case-insensitive").
+std::string lowered(std::string_view text) {
+  std::string s(text);
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+Recompute parse_recompute(std::string_view given) {
+  const std::string text = lowered(given);
   if (text == "none") return Recompute::none;
   if (text == "selective") return Recompute::selective;
   if (text == "full") return Recompute::full;
-  throw Error("unknown recompute mode '" + std::string(text) + "' (valid: none, selective, full)");
+  throw Error("unknown recompute mode '" + std::string(given) + "' (valid: none, selective, full)");
 }
 
-Schedule parse_schedule(std::string_view text) {
+Schedule parse_schedule(std::string_view given) {
+  const std::string text = lowered(given);
   if (text == "1f1b") return Schedule::one_f_one_b;
   if (text == "interleaved") return Schedule::interleaved;
   if (text == "gpipe") return Schedule::gpipe;
-  throw Error("unknown pipeline schedule '" + std::string(text) + "' (valid: 1f1b, interleaved, gpipe)");
+  throw Error("unknown pipeline schedule '" + std::string(given) + "' (valid: 1f1b, interleaved, gpipe)");
 }
 
 Shard parse_shard(std::string_view text) {

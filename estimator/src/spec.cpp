@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -134,6 +135,42 @@ std::optional<bool> hf_gated_mlp(const std::string& type) {
   return std::nullopt;
 }
 
+// nlohmann keeps the last of two equal keys in an object; a spec with "hidden_size" twice is ambiguous, so
+// read_json_file refuses it. The SAX pass tracks the keys of every open object.
+class DuplicateKeyFinder final : public nlohmann::json_sax<json> {
+ public:
+  std::string duplicate;
+  bool null() override { return true; }
+  bool boolean(bool /*val*/) override { return true; }
+  bool number_integer(number_integer_t /*val*/) override { return true; }
+  bool number_unsigned(number_unsigned_t /*val*/) override { return true; }
+  bool number_float(number_float_t /*val*/, const string_t& /*s*/) override { return true; }
+  bool string(string_t& /*val*/) override { return true; }
+  bool binary(binary_t& /*val*/) override { return true; }
+  bool start_object(std::size_t /*elements*/) override {
+    open_.emplace_back();
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (open_.back().insert(k).second) return true;
+    duplicate = k;
+    return false;
+  }
+  bool end_object() override {
+    open_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t /*elements*/) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& /*ex*/) override {
+    return false;
+  }
+
+ private:
+  std::vector<std::set<std::string, std::less<>>> open_;
+};
+
 }  // namespace
 
 json read_json_file(const fs::path& path) {
@@ -150,7 +187,12 @@ json read_json_file(const fs::path& path) {
     return true;
   };
   try {
-    return json::parse(buf.str(), depth_limit);
+    json doc = json::parse(buf.str(), depth_limit);
+    DuplicateKeyFinder finder;
+    if (!json::sax_parse(buf.str(), &finder) && !finder.duplicate.empty())
+      throw Error("malformed JSON in " + path.string() + ": the key \"" + finder.duplicate +
+                  "\" appears twice in one object");
+    return doc;
   } catch (const json::exception& e) {
     // parse_error for bad syntax, out_of_range for a number beyond a double ("1e400"). nlohmann's message is
     // "[json.exception.parse_error.101] parse error at line 1, column 2: ..."

@@ -215,8 +215,8 @@ TEST(HuggingFaceConfig, RefusesWhatItCannotPriceNamingTheKey) {
                 .find("sliding_window = 4096"),
             std::string::npos);
   for (const char* key : {"tie_word_embeddings", "model_type", "hidden_act"}) {
-    const std::string bad = R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
-      "num_hidden_layers": 2, "vocab_size": 100, "intermediate_size": 128, ")" + std::string(key) + R"(": [1]})";
+    const std::string bad = R"({"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+      "vocab_size": 100, "intermediate_size": 128, ")" + std::string(key) + R"(": [1]})";
     const auto e = model_error(bad);
     EXPECT_NE(e.find(std::string(key) + " is a array"), std::string::npos) << e;
     EXPECT_NE(e.find("config.json"), std::string::npos) << e;
@@ -238,6 +238,29 @@ TEST(HuggingFaceConfig, GatedGeluAndPerFamilyDefaults) {
   const ModelSpec g = test::library().model(gemma.path());
   EXPECT_EQ(g.mlp, Mlp::swiglu);
   EXPECT_TRUE(g.tied_embeddings);
+}
+
+}  // namespace
+}  // namespace headroom
+
+namespace headroom {
+namespace {
+
+TEST(SpecLibrary, DuplicateKeysAreRefusedNotResolvedByTheLastOne) {
+  const TempFile dup(R"({"name": "x", "hidden_size": 4096, "num_layers": 2, "num_attention_heads": 32,
+    "num_kv_heads": 8, "ffn_hidden_size": 100, "vocab_size": 10, "max_context_tokens": 10,
+    "tie_word_embeddings": false, "norm": "rmsnorm", "activation": "swiglu", "hidden_size": 8192})");
+  try {
+    (void)test::library().model(dup.path());
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the key \"hidden_size\" appears twice"), std::string::npos) << e.what();
+  }
+  // The same key in two different objects is fine.
+  const TempFile nested(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+    "vocab_size": 100, "intermediate_size": 128, "rope_scaling": {"factor": 8.0, "type": "llama3"},
+    "extra": {"factor": 1}})", "config.json");
+  EXPECT_EQ(test::library().model(nested.path()).hidden_size, 64);
 }
 
 }  // namespace
