@@ -53,7 +53,11 @@ ClusterSpec resolve_cluster(const SpecOptions& o, const SpecLibrary& lib) {
   }
   if (o.cluster.empty()) return lib.cluster_for_gpu(lib.gpu(o.gpu));
   ClusterSpec c = lib.cluster(o.cluster);
-  if (!o.gpu.empty()) c.gpu = lib.gpu(o.gpu);  // --gpu overrides the cluster's GPU
+  // A cluster file names its GPU; another GPU in its nodes would mix datasheets silently (H100s priced on an
+  // A100 cluster's NVLink and NICs).
+  if (!o.gpu.empty() && lib.gpu(o.gpu).name != c.gpu.name)
+    throw Error("--gpu " + o.gpu + " is not the GPU of --cluster " + o.cluster + " (" + c.gpu.name +
+                "): give one of them, or a cluster file with that GPU");
   return c;
 }
 

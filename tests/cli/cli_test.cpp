@@ -128,6 +128,9 @@ const BadCase kBadCases[] = {
      "a DP x CP group of 2048 GPUs"},
     // Issue 17: contract breaks and flags accepted without a word.
     {"mistyped_subcommand", {"estimat", "--model", "llama3.1-8b"}, "unknown command 'estimat' (did you mean 'estimate'?)"},
+    {"gpu_not_of_the_cluster", {"estimate", "--model", "llama3.1-8b", "--gpu", "h100-80gb", "--cluster",
+                                "dgx-a100-40gb", "--seq", "8192", "--gpus", "8"},
+     "--gpu h100-80gb is not the GPU of --cluster dgx-a100-40gb (a100-40gb)"},
     {"huge_top", {"rank", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--seq", "8192", "--gbs", "64",
                   "--top", "1000000000"}, "--top 1000000000 is more than 100000 layouts"},
     {"vpp_with_1f1b", with(kEstimate, {"--vpp", "4", "--schedule", "1f1b"}), "needs the interleaved schedule"},
