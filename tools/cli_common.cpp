@@ -160,6 +160,13 @@ void refuse_given(const CLI::App& app, std::initializer_list<const char*> flags,
   }
 }
 
+void print_json(std::ostream& out, nlohmann::json doc) {
+  doc["schema_version"] = kJsonSchemaVersion;
+  out << doc.dump(2) << "\n";
+}
+
+std::int64_t json_bytes(double bytes) { return std::llround(bytes); }
+
 nlohmann::json layout_to_json(const Layout& l) {
   return {{"tp", l.tp},
           {"cp", l.cp},

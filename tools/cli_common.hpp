@@ -86,6 +86,13 @@ struct LayoutOptions {
 // (`simulate --collective ... --trace F` traced nothing; `mtsl --target-seq` ignored --gpus and --tp).
 void refuse_given(const CLI::App& app, std::initializer_list<const char*> flags, std::string_view why);
 
+// Version of every JSON document the CLI prints (`schema_version`); raised when a field changes meaning or goes.
+inline constexpr int kJsonSchemaVersion = 2;
+// Prints one JSON document with its schema_version, indented.
+void print_json(std::ostream& out, nlohmann::json doc);
+// A byte count for JSON: an integer (byte counts were printed as 5543492704.010241).
+[[nodiscard]] std::int64_t json_bytes(double bytes);
+
 nlohmann::json layout_to_json(const Layout& l);
 std::string format_gib(double bytes, int precision = 2);
 

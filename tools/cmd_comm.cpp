@@ -77,11 +77,11 @@ nlohmann::json setup_to_json(const CommSetup& s) {
 }
 
 nlohmann::json memory_to_json(const StateMemory& m) {
-  return {{"params", m.params},
-          {"grads", m.grads},
-          {"optimizer", m.optimizer},
-          {"buffers", m.buffers},
-          {"total", m.total()}};
+  return {{"params", json_bytes(m.params)},
+          {"grads", json_bytes(m.grads)},
+          {"optimizer", json_bytes(m.optimizer)},
+          {"buffers", json_bytes(m.buffers)},
+          {"total", json_bytes(m.total())}};
 }
 
 nlohmann::json volume_to_json(const Volume& v) { return {{"intra", v.intra}, {"inter", v.inter}}; }
@@ -199,7 +199,7 @@ void run_one(const CommOptions& o, std::ostream& out) {
           {"backward_rs_g", volume_to_json(v.backward_reduce_grads)},
           {"update_rs_or_ar_g", sync},
           {"update_ag_p", volume_to_json(v.update_gather_params)}}}}}};
-  out << doc.dump(2) << "\n";
+  print_json(out, doc);
 }
 
 void run_list(const CommOptions& o, std::ostream& out) {
@@ -244,7 +244,7 @@ void run_list(const CommOptions& o, std::ostream& out) {
     }
   }
   if (o.json) {
-    out << nlohmann::json{{"strategies", list}}.dump(2) << "\n";
+    print_json(out, nlohmann::json{{"strategies", list}});
     return;
   }
   out << "(Table 1 columns by trainable fraction Ψ'/Ψ, yes = recommended; P2/P3: satisfies Principle 2 / 3;\n"
@@ -280,8 +280,7 @@ void run_compare(const CommOptions& o, std::ostream& out) {
     }
   }
   if (o.json) {
-    out << nlohmann::json{{"setup", setup_to_json(s)}, {"volume_unit", kVolumeUnit}, {"schemes", schemes}}.dump(2)
-        << "\n";
+    print_json(out, nlohmann::json{{"setup", setup_to_json(s)}, {"volume_unit", kVolumeUnit}, {"schemes", schemes}});
     return;
   }
   out << "(model states per GPU in GiB; volumes in " << kVolumeUnit << ")\n";

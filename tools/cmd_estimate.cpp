@@ -18,9 +18,13 @@ struct EstimateOptions {
 };
 
 nlohmann::json stage_to_json(const StageMemory& s) {
-  return {{"stage", s.stage},         {"params", s.params},           {"grads", s.grads},
-          {"optimizer", s.optimizer}, {"activations", s.activations}, {"residual", s.residual},
-          {"total", s.total()}};
+  return {{"stage", s.stage},
+          {"params", json_bytes(s.params)},
+          {"grads", json_bytes(s.grads)},
+          {"optimizer", json_bytes(s.optimizer)},
+          {"activations", json_bytes(s.activations)},
+          {"residual", json_bytes(s.residual)},
+          {"total", json_bytes(s.total())}};
 }
 
 void print_table(std::ostream& out, const ResolvedSpecs& r, const Layout& l, const MemoryEstimate& e) {
@@ -113,7 +117,7 @@ void run_estimate(const EstimateOptions& o, std::ostream& out) {
         {"margin_gib", e.margin_bytes / kGiB},
         {"units", "stages in bytes; *_gib in GiB (2^30 bytes)"}}},
       {"perf", perf_to_json(perf, coefficients)}};
-  out << doc.dump(2) << "\n";
+  print_json(out, doc);
 }
 
 }  // namespace

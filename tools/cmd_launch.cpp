@@ -43,7 +43,7 @@ void run_launch(const LaunchOptions& o, std::ostream& out) {
     doc["model"] = r.model.name;
     doc["cluster"] = r.cluster.name;
     doc["framework"] = r.framework.name;
-    out << doc.dump(2) << "\n";
+    print_json(out, doc);
     return;
   }
   if (o.only.empty())

@@ -102,11 +102,9 @@ void run_mtsl(const MtslOptions& o, std::ostream& out) {
     if (o.json) {
       nlohmann::json arr = nlohmann::json::array();
       for (const auto& f : fits) arr.push_back({{"layout", layout_to_json(f.layout)}, {"peak_gib", f.peak_bytes / kGiB}});
-      out << nlohmann::json{{"model", r.model.name}, {"gpu", r.cluster.gpu.name}, {"cluster", r.cluster.name},
+      print_json(out, nlohmann::json{{"model", r.model.name}, {"gpu", r.cluster.gpu.name}, {"cluster", r.cluster.name},
                             {"framework", r.framework.name}, {"target_seq", s}, {"max_gpus", n_max},
-                            {"gpus", fits.empty() ? 0 : fits.front().layout.gpus()}, {"layouts", arr}}
-                 .dump(2)
-          << "\n";
+                            {"gpus", fits.empty() ? 0 : fits.front().layout.gpus()}, {"layouts", arr}});
       return;
     }
     out << "headroom mtsl --target-seq " << s << ": " << r.model.name << " on " << r.cluster.gpu.name << ", "
@@ -156,7 +154,7 @@ void run_mtsl(const MtslOptions& o, std::ostream& out) {
       }
       doc["sweep"] = {{"variable", what}, {"points", arr}};
     }
-    out << doc.dump(2) << "\n";
+    print_json(out, doc);
     return;
   }
   print_header(out, r, base);

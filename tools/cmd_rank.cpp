@@ -98,7 +98,7 @@ void run_rank(const RankOptions& o, std::ostream& out) {
       const LaunchExport e = launch_export(r.model, r.cluster, res.best.front().layout);
       doc["launch"] = {{"megatron", megatron_line(e)}, {"torchtitan", torchtitan_line(e)}};
     }
-    out << doc.dump(2) << "\n";
+    print_json(out, doc);
     return;
   }
   out << "headroom rank: " << r.model.name << " on " << so.gpus << " x " << r.cluster.gpu.name << " (" << r.cluster.name

@@ -60,12 +60,10 @@ void run_collective(const SimulateOptions& o, std::ostream& out) {
   const sim::CollectiveResult r =
       sim::simulate_collective(topo, op, a, bytes, sim::EngineOptions{!o.no_contention}, channels);
   if (o.json) {
-    out << nlohmann::json{{"collective", to_string(op)}, {"algorithm", sim::to_string(a)}, {"channels", channels}, {"cluster", c.name},
-                          {"nodes", t.nodes}, {"gpus", topo.gpus()}, {"bytes", bytes}, {"time_s", r.time_s},
+    print_json(out, nlohmann::json{{"collective", to_string(op)}, {"algorithm", sim::to_string(a)}, {"channels", channels}, {"cluster", c.name},
+                          {"nodes", t.nodes}, {"gpus", topo.gpus()}, {"bytes", json_bytes(bytes)}, {"time_s", r.time_s},
                           {"algbw_GBps", r.algbw_bytes_per_s / 1e9}, {"busbw_GBps", r.busbw_bytes_per_s / 1e9},
-                          {"transfers", r.transfers}, {"events", r.events}}
-               .dump(2)
-        << "\n";
+                          {"transfers", r.transfers}, {"events", r.events}});
     return;
   }
   char line[256];
@@ -109,13 +107,11 @@ void run_step(const SimulateOptions& o, std::ostream& out) {
                         {"peak_microbatches", st.peak_microbatches},
                         {"memory", {{"columns", {"time_s", "activation_gib", "microbatches"}}, {"points", mem}}}});
     }
-    out << nlohmann::json{{"model", r.model.name}, {"cluster", r.cluster.name}, {"layout", layout_to_json(l)},
+    print_json(out, nlohmann::json{{"model", r.model.name}, {"cluster", r.cluster.name}, {"layout", layout_to_json(l)},
                           {"step_time_s", s.step_time_s}, {"bubble_s", s.bubble_s},
                           {"bubble_fraction", s.bubble_fraction}, {"analytical_step_time_s", a.step_time_s},
                           {"tasks", boost::num_vertices(s.graph)}, {"events", s.run.events},
-                          {"trace", o.trace}, {"stages", stages}}
-               .dump(2)
-        << "\n";
+                          {"trace", o.trace}, {"stages", stages}});
     return;
   }
   char line[256];

@@ -314,7 +314,7 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
         {"simulator", simulator},
         {"thesis_throughput", thesis_perf_json(thesis)},
         {"passed", passed}};
-    out << doc.dump(2) << "\n";
+    print_json(out, doc);
   } else {
     char line[256];
     out << "4D paper estimate tables (Eq. 18, first stage), tolerance " << validate::kCellToleranceGiB << " GiB\n";

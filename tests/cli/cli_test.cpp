@@ -224,3 +224,33 @@ TEST(CliOutputs, DirectoryOutputsAreRefusedBeforeAnyWork) {
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+// Issue 17: every JSON document carries schema_version, and byte counts are integers.
+TEST(CliJson, EveryDocumentHasASchemaVersionAndIntegerBytes) {
+  const std::vector<std::vector<std::string>> commands = {
+      {"estimate", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--seq", "8192", "--tp", "2", "--gpus", "8", "--json"},
+      {"rank", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--seq", "4096", "--gbs", "64", "--top", "2", "--json"},
+      {"mtsl", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--json"},
+      {"comm", "--strategy", "zero3", "--params", "7e9", "--gpus", "16", "--group-size", "8", "--json"},
+      {"comm", "--list", "--json"},
+      {"simulate", "--collective", "all-gather", "--cluster", "dgx-h100", "--bytes", "1048576", "--json"},
+      {"launch", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192", "--tp", "2", "--gpus", "16", "--json"}};
+  for (const auto& args : commands) {
+    const auto r = test::run_cli(args);
+    ASSERT_EQ(r.code, 0) << args[0] << ": " << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    EXPECT_EQ(doc.value("schema_version", 0), 2) << args[0];
+  }
+  const auto est = nlohmann::json::parse(test::run_cli(commands[0]).out);
+  for (const auto& stage : est["memory"]["stages"])
+    for (const char* k : {"params", "grads", "optimizer", "activations", "residual", "total"})
+      EXPECT_TRUE(stage[k].is_number_integer()) << k << " " << stage[k];
+  const auto comm = nlohmann::json::parse(test::run_cli(commands[3]).out);
+  EXPECT_TRUE(comm["memory_bytes"]["total"].is_number_integer()) << comm["memory_bytes"];
+}
+
+}  // namespace
+}  // namespace headroom
