@@ -1,6 +1,8 @@
 // `headroom calibrate`: sweep the microkernels on a backend, fit, and write a profile (calibrate/); or turn
 // nccl-tests logs into a profile's collectives section (--ingest).
+#include <chrono>
 #include <cmath>
+#include <iostream>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -40,7 +42,7 @@ struct CalibrateOptions {
   std::string framework = "megatron";
   std::string ingest_op;
   double min_r2 = calibrate::kDefaultMinR2;
-  bool progress = true;
+  bool no_progress = false;
   std::string data_dir;
 };
 
@@ -230,12 +232,34 @@ void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ra
     timing.repeats = 5;
     timing.min_batch_s = 0.02;
   }
+  // On a terminal: a bar redrawn in place, with the time left. In a log file (stderr not a terminal): a plain
+  // line at most every 10 s and at the end, no carriage returns or escape codes.
+  const bool terminal = &err == &std::cerr && ::isatty(STDERR_FILENO) == 1;
+  const auto started = std::chrono::steady_clock::now();
+  auto last_line = started - std::chrono::hours(1);
+  std::size_t resumed_cases = 0;  // cases a resumed run found measured: not part of this run's pace
   const auto progress = [&](const calibrate::Progress& pr) {
-    if (!o.progress || !team.root()) return;
-    constexpr std::size_t width = 30;
-    const std::size_t filled = pr.total == 0 ? width : pr.done * width / pr.total;
-    err << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << pr.done << "/" << pr.total
-        << (pr.resumed ? " (resumed) " : " ") << pr.label << "\033[K" << (pr.done == pr.total ? "\n" : "") << std::flush;
+    if (o.no_progress || !team.root()) return;
+    const auto now = std::chrono::steady_clock::now();
+    const double elapsed = std::chrono::duration<double>(now - started).count();
+    if (pr.resumed) resumed_cases = pr.done;
+    const std::size_t fresh = pr.done > resumed_cases ? pr.done - resumed_cases : 0;
+    const std::string eta = fresh == 0 || pr.done >= pr.total
+                                ? std::string()
+                                : ", about " + std::to_string(static_cast<long long>(
+                                                   elapsed * static_cast<double>(pr.total - pr.done) / static_cast<double>(fresh) + 0.5)) +
+                                      " s left";
+    const bool last = pr.done == pr.total;
+    if (terminal) {
+      constexpr std::size_t width = 30;
+      const std::size_t filled = pr.total == 0 ? width : pr.done * width / pr.total;
+      err << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << pr.done << "/" << pr.total
+          << (pr.resumed ? " (resumed) " : " ") << pr.label << eta << "\033[K" << (last ? "\n" : "") << std::flush;
+    } else if (last || now - last_line >= std::chrono::seconds(10)) {
+      last_line = now;
+      err << "calibrate: " << pr.done << "/" << pr.total << " cases" << (pr.resumed ? " (resumed)" : "") << ", "
+          << pr.label << eta << "\n" << std::flush;
+    }
   };
   const auto checkpoint = [&](const std::vector<kernels::Measurement>& have) {
     team.on_root([&] {
@@ -366,7 +390,7 @@ void register_calibrate(CLI::App& app, std::ostream& out, std::ostream& err) {
   sub->add_option("--framework", opts->framework, "--from-runs: the framework whose coefficients are calibrated")
       ->capture_default_str();
   sub->add_option("--min-r2", opts->min_r2, "refuse fits whose R² (of log time) is below this; 0 accepts every fit")->capture_default_str();
-  sub->add_flag("!--no-progress", opts->progress, "no progress bar on stderr");
+  sub->add_flag("--no-progress", opts->no_progress, "no progress on stderr (a bar on a terminal, a line every 10 s in a log)");
   sub->add_option("--data-dir", opts->data_dir, "specs directory (default $HEADROOM_DATA_DIR or the source tree's data/)");
   sub->callback([opts, &out, &err] { run_calibrate(*opts, out, err); });
 }
