@@ -254,3 +254,26 @@ TEST(CliJson, EveryDocumentHasASchemaVersionAndIntegerBytes) {
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+// Issue 17: numbers are not typed TEXT in --help, framework-profile defaults are said, and each command has
+// examples; no CLI11 artefact such as --no-progress{false}.
+TEST(CliHelp, TypedMetavarsDefaultsAndExamples) {
+  for (const char* command : {"estimate", "rank", "mtsl", "comm", "launch", "simulate", "calibrate", "validate"}) {
+    const auto r = test::run_cli({command, "--help"});
+    ASSERT_EQ(r.code, 0) << command;
+    EXPECT_NE(r.out.find("Examples:\n  headroom "), std::string::npos) << command;
+    EXPECT_EQ(r.out.find("{false}"), std::string::npos) << command;
+    for (const char* numeric : {"--tp,--tensor-model-parallel-size TEXT", "--seq,--seq-length TEXT", "--top TEXT",
+                                "--gpus,--num-gpus,--world-size TEXT", "--bytes TEXT"})
+      EXPECT_EQ(r.out.find(numeric), std::string::npos) << command << ": " << numeric;
+  }
+  const auto r = test::run_cli({"estimate", "--help"});
+  EXPECT_NE(r.out.find("--seq,--seq-length INT REQUIRED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(default: the --framework profile's)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace headroom
