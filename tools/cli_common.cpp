@@ -160,6 +160,20 @@ void refuse_given(const CLI::App& app, std::initializer_list<const char*> flags,
   }
 }
 
+nlohmann::json memory_verdict_json(const ResolvedSpecs& r, const Layout& l) {
+  const MemoryEstimate e = estimate_memory(r.model, r.cluster, l, r.framework.residual);
+  return {{"peak_gib", e.peak_bytes / kGiB}, {"capacity_gib", e.capacity_bytes / kGiB},
+          {"verdict", e.fits() ? "fits" : "oom"}};
+}
+
+std::string memory_warning(const ResolvedSpecs& r, const Layout& l) {
+  const MemoryEstimate e = estimate_memory(r.model, r.cluster, l, r.framework.residual);
+  if (e.fits()) return "";
+  return "WARNING: predicted peak " + format_gib(e.peak_bytes) + " GiB on stage " + std::to_string(e.peak_stage) +
+         " is over the " + format_gib(e.capacity_bytes) + " GiB usable (" + format_gib(-e.margin_bytes) +
+         " GiB short): this layout is predicted to run out of memory (headroom estimate shows where)";
+}
+
 void print_json(std::ostream& out, nlohmann::json doc) {
   doc["schema_version"] = kJsonSchemaVersion;
   out << doc.dump(2) << "\n";

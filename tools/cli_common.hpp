@@ -86,6 +86,12 @@ struct LayoutOptions {
 // (`simulate --collective ... --trace F` traced nothing; `mtsl --target-seq` ignored --gpus and --tp).
 void refuse_given(const CLI::App& app, std::initializer_list<const char*> flags, std::string_view why);
 
+// A layout predicted not to fit, said where a command runs it anyway (launch, simulate): the JSON fields
+// ("memory": peak, capacity, verdict) and, when it does not fit, one warning line ("# " prefixed for launch
+// output that is pasted as a script).
+nlohmann::json memory_verdict_json(const ResolvedSpecs& r, const Layout& l);
+[[nodiscard]] std::string memory_warning(const ResolvedSpecs& r, const Layout& l);
+
 // Version of every JSON document the CLI prints (`schema_version`); raised when a field changes meaning or goes.
 inline constexpr int kJsonSchemaVersion = 2;
 // Prints one JSON document with its schema_version, indented.

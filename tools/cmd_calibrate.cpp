@@ -43,6 +43,7 @@ struct CalibrateOptions {
   std::string ingest_op;
   double min_r2 = calibrate::kDefaultMinR2;
   bool no_progress = false;
+  double progress_interval_s = 10;  // log files: the least time between two progress lines (0: every case)
   std::string data_dir;
 };
 
@@ -233,7 +234,7 @@ void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ra
     timing.min_batch_s = 0.02;
   }
   // On a terminal: a bar redrawn in place, with the time left. In a log file (stderr not a terminal): a plain
-  // line at most every 10 s and at the end, no carriage returns or escape codes.
+  // line at most every --progress-interval seconds and at the end, no carriage returns or escape codes.
   const bool terminal = &err == &std::cerr && ::isatty(STDERR_FILENO) == 1;
   const auto started = std::chrono::steady_clock::now();
   auto last_line = started - std::chrono::hours(1);
@@ -255,9 +256,9 @@ void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ra
       const std::size_t filled = pr.total == 0 ? width : pr.done * width / pr.total;
       err << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << pr.done << "/" << pr.total
           << (pr.resumed ? " (resumed) " : " ") << pr.label << eta << "\033[K" << (last ? "\n" : "") << std::flush;
-    } else if (last || now - last_line >= std::chrono::seconds(10)) {
+    } else if (last || std::chrono::duration<double>(now - last_line).count() >= o.progress_interval_s) {
       last_line = now;
-      err << "calibrate: " << pr.done << "/" << pr.total << " cases" << (pr.resumed ? " (resumed)" : "") << ", "
+      err << "calibrate: " << pr.done << "/" << pr.total << " cases" << (pr.resumed ? " (resumed) " : ", ")
           << pr.label << eta << "\n" << std::flush;
     }
   };
@@ -390,7 +391,11 @@ void register_calibrate(CLI::App& app, std::ostream& out, std::ostream& err) {
   sub->add_option("--framework", opts->framework, "--from-runs: the framework whose coefficients are calibrated")
       ->capture_default_str();
   sub->add_option("--min-r2", opts->min_r2, "refuse fits whose R² (of log time) is below this; 0 accepts every fit")->capture_default_str();
-  sub->add_flag("--no-progress", opts->no_progress, "no progress on stderr (a bar on a terminal, a line every 10 s in a log)");
+  sub->add_flag("--no-progress", opts->no_progress, "no progress on stderr (a bar on a terminal, lines in a log)");
+  sub->add_option("--progress-interval", opts->progress_interval_s,
+                  "when stderr is not a terminal: seconds between two progress lines (0: a line per case)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--data-dir", opts->data_dir, "specs directory (default $HEADROOM_DATA_DIR or the source tree's data/)");
   sub->callback([opts, &out, &err] { run_calibrate(*opts, out, err); });
 }

@@ -20,6 +20,7 @@ struct LaunchOptions {
 
 void print_megatron(std::ostream& out, const LaunchExport& e) {
   out << "# " << kMegatronVersions << "\n";
+  out << "# add the tokenizer and data arguments (--tokenizer-type, --tokenizer-model, --data-path)\n";
   for (const auto& i : e.megatron_issues) out << "# UNSUPPORTED: " << i << "\n";
   out << "torchrun --nnodes " << e.nodes << " --nproc-per-node " << e.gpus_per_node << " pretrain_gpt.py";
   for (const std::string& arg : e.megatron) {
@@ -43,6 +44,7 @@ void run_launch(const LaunchOptions& o, std::ostream& out) {
     doc["model"] = r.model.name;
     doc["cluster"] = r.cluster.name;
     doc["framework"] = r.framework.name;
+    doc["memory"] = memory_verdict_json(r, l);
     print_json(out, doc);
     return;
   }
@@ -51,6 +53,7 @@ void run_launch(const LaunchOptions& o, std::ostream& out) {
         << r.cluster.name << "), tp " << l.tp << " cp " << l.cp << " pp " << l.pp << (l.vpp > 1 ? "x" + std::to_string(l.vpp) : "")
         << " dp " << l.dp << ", mbs " << l.mbs << ", gbs " << l.gbs << ", seq " << l.seq << ", sharding "
         << sharding_code(l.sharding) << ", recompute " << to_string(l.recompute) << "\n\n";
+  if (const std::string w = memory_warning(r, l); !w.empty()) out << "# " << w << "\n\n";
   if (o.only.empty() || o.only == "megatron") print_megatron(out, e);
   if (o.only.empty()) out << "\n";
   if (o.only.empty() || o.only == "torchtitan") out << e.torchtitan_toml;

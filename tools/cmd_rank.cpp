@@ -59,6 +59,36 @@ void print_rows(std::ostream& out, const std::vector<RankedLayout>& rows) {
   }
 }
 
+// Why nothing fits, and what would lift it: the layout that needs the least memory (the same search with
+// unbounded memory) says whether weights and optimizer states alone are too large (shard them, another
+// framework, more GPUs, LoRA) or activations are (shorter sequences, recompute, more CP or TP).
+std::string no_fit_advice(const ResolvedSpecs& r, const Layout& base, const PerfCoefficients& k, SearchOptions so,
+                          const SearchResult& res) {
+  if (res.memory_checked == 0)
+    return "no layout of " + std::to_string(so.gpus) + " GPUs passes the split rules (t divides the heads and KV "
+           "heads, p the layers, 2c the sequence, d·mbs the global batch) and the --constraint flags: nothing was "
+           "memory-checked; change --gpus, --gbs or the constraints";
+  ClusterSpec unbounded = r.cluster;
+  unbounded.gpu.usable_memory_bytes = 1e300;
+  so.top = 1;
+  so.pareto_slowdown = 1e300;
+  const SearchResult all = rank_layouts(r.model, unbounded, base, r.framework.residual, k, so);
+  if (all.pareto.empty()) return "no layout fits";
+  const Layout& least = all.pareto.front().layout;
+  const MemoryEstimate e = estimate_memory(r.model, r.cluster, least, r.framework.residual);
+  const StageMemory& s = e.stages[static_cast<std::size_t>(e.peak_stage)];
+  const double states = s.params + s.grads + s.optimizer;
+  std::string why = "no layout fits in " + format_gib(e.capacity_bytes) + " GiB: the one needing least memory (" +
+                    layout_name(least) + ") peaks at " + format_gib(e.peak_bytes) + " GiB, of which weights, "
+                    "gradients and optimizer states " + format_gib(states) + " GiB, activations " +
+                    format_gib(s.activations) + " GiB and runtime buffers " + format_gib(s.residual) + " GiB. ";
+  if (states >= e.capacity_bytes)
+    return why + "The model states alone do not fit: shard them (--all-shardings tries ZeRO-3/FSDP and the PaRO "
+                 "strategies, or --framework pytorch-fsdp), add GPUs, or train LoRA adapters (--lora-rank)";
+  return why + "Activations are what is left: a shorter --seq, more GPUs for context parallelism, or a framework "
+               "that recomputes (--framework, --all-shardings, fewer --constraint)";
+}
+
 void run_rank(const RankOptions& o, std::ostream& out) {
   ResolvedSpecs r = resolve(o.specs);  // a calibration profile replaces its datasheet numbers
   SearchOptions so;
@@ -110,11 +140,15 @@ void run_rank(const RankOptions& o, std::ostream& out) {
   out << res.evaluated << " layouts evaluated, " << res.memory_checked << " memory-checked (larger micro-batches pruned), "
       << res.fitting << " fit in " << format_gib(r.cluster.gpu.usable_memory_bytes) << " GiB\n\n";
   if (res.best.empty()) {
-    out << "no layout fits: try more GPUs, a shorter --seq or fewer --constraint\n";
+    out << no_fit_advice(r, base, coefficients, so, res) << "\n";
     return;
   }
   print_rows(out, res.best);
-  out << "\nPareto front (less memory, or faster; memory ascending)\n";
+  out << "(layout: tp/cp/pp/dp sizes, ppPxV = V virtual stages per GPU (interleaved 1F1B), mbs = micro-batch; "
+         "sharding of parameters/gradients/optimizer states: N none, I within a node, G over the DP group "
+         "(NNN DDP, NNG ZeRO-1, NGG ZeRO-2, GGG ZeRO-3/FSDP, III HSDP); rc: activation recompute)\n";
+  out << "\nPareto front (less memory, or faster; memory ascending; within " << so.pareto_slowdown
+      << "x of the fastest step)\n";
   print_rows(out, res.pareto);
   const LaunchExport e = launch_export(r.model, r.cluster, res.best.front().layout);
   out << "\nlaunch the fastest (headroom launch for TOML and FSDP):\n  Megatron-LM: " << megatron_line(e)

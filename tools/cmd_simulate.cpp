@@ -111,7 +111,7 @@ void run_step(const SimulateOptions& o, std::ostream& out) {
                           {"step_time_s", s.step_time_s}, {"bubble_s", s.bubble_s},
                           {"bubble_fraction", s.bubble_fraction}, {"analytical_step_time_s", a.step_time_s},
                           {"tasks", boost::num_vertices(s.graph)}, {"events", s.run.events},
-                          {"trace", o.trace}, {"stages", stages}});
+                          {"trace", o.trace}, {"stages", stages}, {"memory", memory_verdict_json(r, l)}});
     return;
   }
   char line[256];
@@ -119,6 +119,7 @@ void run_step(const SimulateOptions& o, std::ostream& out) {
       << r.cluster.name << "), tp " << l.tp << " x cp " << l.cp << " x pp " << l.pp << " x dp " << l.dp << ", "
       << to_string(l.schedule) << (l.vpp > 1 ? " x" + std::to_string(l.vpp) : "") << ", " << l.microbatches()
       << " micro-batches\n";
+  if (const std::string w = memory_warning(r, l); !w.empty()) out << w << "\n";
   std::snprintf(line, sizeof line,
                 "step %.4f s simulated (analytical %.4f s, %+.1f%%); bubble %.4f s = %.3f of the busiest stage's work "
                 "(1F1B theory (p-1)/m = %.3f)\n",

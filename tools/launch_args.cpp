@@ -38,8 +38,18 @@ bool uniform(const StateSharding& s) { return s.params == s.grads && s.grads == 
 void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchExport& e) {
   auto& a = e.megatron;
   auto& issues = e.megatron_issues;
-  a = {"--tensor-model-parallel-size", num(l.tp), "--pipeline-model-parallel-size", num(l.pp),
-       "--context-parallel-size", num(l.cp)};
+  // The model's shape (megatron/training/arguments.py names), so that the line can be pasted as it is.
+  a = {"--num-layers", num(m.num_layers), "--hidden-size", num(m.hidden_size), "--ffn-hidden-size", num(m.ffn_hidden_size),
+       "--num-attention-heads", num(m.num_heads)};
+  if (m.num_kv_heads != m.num_heads) a.insert(a.end(), {"--group-query-attention", "--num-query-groups", num(m.num_kv_heads)});
+  a.insert(a.end(), {"--max-position-embeddings", num(m.max_context)});
+  if (m.mlp == Mlp::swiglu) a.emplace_back("--swiglu");
+  a.insert(a.end(), {"--normalization", m.norm == Norm::rmsnorm ? "RMSNorm" : "LayerNorm"});
+  if (!m.linear_biases) a.emplace_back("--disable-bias-linear");
+  if (!m.learned_positions) a.insert(a.end(), {"--position-embedding-type", "rope"});
+  if (!m.tied_embeddings) a.emplace_back("--untie-embeddings-and-output-weights");
+  a.insert(a.end(), {"--tensor-model-parallel-size", num(l.tp), "--pipeline-model-parallel-size", num(l.pp),
+                     "--context-parallel-size", num(l.cp)});
   if (l.vpp > 1) a.insert(a.end(), {"--num-layers-per-virtual-pipeline-stage", num(m.num_layers / (l.pp * l.vpp))});
   if (l.tp > 1 && l.sequence_parallel) a.emplace_back("--sequence-parallel");
   a.insert(a.end(), {"--micro-batch-size", num(l.mbs), "--global-batch-size", num(l.gbs), "--seq-length", num(l.seq)});

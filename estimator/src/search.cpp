@@ -203,6 +203,12 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
       }
     }
   }
+  // Points that buy memory at more than pareto_slowdown × the fastest step (CP 1024 at 0.0% MFU) are no choice
+  // anyone makes: the front keeps the trade-offs within that factor.
+  if (!result.pareto.empty()) {
+    const double fastest = result.pareto.back().step_time_s;
+    std::erase_if(result.pareto, [&](const RankedLayout& x) { return x.step_time_s > o.pareto_slowdown * fastest; });
+  }
   return result;
 }
 

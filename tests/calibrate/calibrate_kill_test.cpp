@@ -64,8 +64,10 @@ struct Outcome {
 // The last "] k/N" of the progress bar: {k, N}.
 std::pair<std::size_t, std::size_t> progress_of(const std::string& err) {
   std::pair<std::size_t, std::size_t> last{0, 0};
-  for (std::size_t at = err.find("] "); at != std::string::npos; at = err.find("] ", at + 2)) {
-    std::size_t i = at + 2;
+  // "calibrate: K/N cases, LABEL" (a line per case with --progress-interval 0: stderr is a pipe here).
+  const std::string marker = "calibrate: ";
+  for (std::size_t at = err.find(marker); at != std::string::npos; at = err.find(marker, at + marker.size())) {
+    std::size_t i = at + marker.size();
     const auto number = [&] {
       std::size_t x = 0, start = i;
       for (; i < err.size() && err[i] >= '0' && err[i] <= '9'; ++i) x = x * 10 + static_cast<std::size_t>(err[i] - '0');
@@ -197,7 +199,8 @@ class CalibrateKill : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   [[nodiscard]] std::vector<std::string> args() const {
-    return {"calibrate", "--backend", "cpu", "--ranks", "2", "--quick", "--min-r2", "0", "--out", out_.string()};
+    return {"calibrate", "--backend", "cpu", "--ranks", "2", "--quick", "--min-r2", "0", "--progress-interval", "0",
+            "--out", out_.string()};
   }
 
   // The invariants after a kill: the previous profile unchanged (or a complete new one when the run got past its

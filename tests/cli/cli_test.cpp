@@ -277,3 +277,46 @@ TEST(CliHelp, TypedMetavarsDefaultsAndExamples) {
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+// Issue 17: when nothing fits, rank says what bound the layouts and what would lift it.
+TEST(CliRank, NothingFitsSaysWhatBoundAndWhatWouldLiftIt) {
+  auto r = test::run_cli({"rank", "--model", "llama3.1-405b", "--cluster", "dgx-a100-40gb", "--gpus", "8", "--seq",
+                          "8192", "--gbs", "64"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("The model states alone do not fit"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--all-shardings"), std::string::npos);
+  r = test::run_cli({"rank", "--model", "llama3.1-8b", "--cluster", "dgx-a100-40gb", "--gpus", "8", "--seq", "262144",
+                     "--gbs", "8"});
+  EXPECT_NE(r.out.find("Activations are what is left"), std::string::npos) << r.out;
+  r = test::run_cli({"rank", "--model", "llama3.1-8b", "--cluster", "dgx-a100-40gb", "--gpus", "8", "--seq", "8192",
+                     "--gbs", "8", "--constraint", "tp=3"});
+  EXPECT_NE(r.out.find("passes the split rules"), std::string::npos) << r.out;
+  // The table explains its notation.
+  r = test::run_cli({"rank", "--model", "llama3.1-8b", "--cluster", "dgx-a100-40gb", "--gpus", "8", "--seq", "8192",
+                     "--gbs", "64", "--top", "3"});
+  EXPECT_NE(r.out.find("GGG ZeRO-3/FSDP"), std::string::npos) << r.out;
+}
+
+// launch and simulate say when the layout they run is predicted not to fit; launch's line carries the model shape.
+TEST(CliLaunch, WarnsOverMemoryAndCarriesTheModelShape) {
+  auto r = test::run_cli({"launch", "--model", "llama3.1-70b", "--cluster", "dgx-a100-40gb", "--seq", "8192", "--gpus",
+                          "8", "--export", "megatron"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("# WARNING: predicted peak", 0), 0u) << r.out;
+  for (const char* flag : {"--num-layers 80", "--hidden-size 8192", "--ffn-hidden-size 28672", "--num-attention-heads 64",
+                           "--num-query-groups 8", "--swiglu", "--untie-embeddings-and-output-weights"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+  r = test::run_cli({"launch", "--model", "llama3.1-70b", "--cluster", "dgx-a100-40gb", "--seq", "8192", "--gpus", "8",
+                     "--json"});
+  EXPECT_EQ(nlohmann::json::parse(r.out)["memory"]["verdict"], "oom");
+  r = test::run_cli({"simulate", "--model", "llama3.1-70b", "--cluster", "dgx-a100-40gb", "--seq", "8192", "--gpus",
+                     "8", "--tp", "8"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("WARNING: predicted peak"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace headroom

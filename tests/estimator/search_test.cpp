@@ -54,6 +54,7 @@ TEST_F(SearchTest, ParetoFrontTradesMemoryForSpeed) {
     EXPECT_LT(r.pareto[i].step_time_s, r.pareto[i - 1].step_time_s);
   }
   EXPECT_DOUBLE_EQ(r.pareto.back().step_time_s, r.best.front().step_time_s);
+  EXPECT_LE(r.pareto.front().step_time_s, SearchOptions{}.pareto_slowdown * r.best.front().step_time_s);  // no degenerate points
 }
 
 TEST_F(SearchTest, ConstraintsRestrictTheSearch) {

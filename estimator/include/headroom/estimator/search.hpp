@@ -43,6 +43,7 @@ struct SearchOptions {
   std::vector<Schedule> schedules;  // pipeline schedules to try; empty = 1F1B, interleaved and GPipe
   bool try_without_sp = true;  // with t > 1, also sequence parallelism off (Megatron's --sequence-parallel)
   std::int64_t max_vpp = 0;  // virtual stages per GPU tried: divisors of L/p up to this; 0 = all
+  double pareto_slowdown = 2.0;  // the front keeps points at most this many times the fastest step
 };
 
 // Restricts `o` to what the framework can launch (FrameworkProfile's supported_* lists, where given):
@@ -66,7 +67,8 @@ struct SearchResult {
   std::int64_t memory_checked = 0;  // of those, peak memory computed (the rest pruned: memory grows with b)
   std::int64_t fitting = 0;    // predicted to fit; each had its step time computed
   std::vector<RankedLayout> best;    // fastest first, at most `top`
-  std::vector<RankedLayout> pareto;  // memory ascending, each faster than every layout using less memory
+  std::vector<RankedLayout> pareto;  // memory ascending, each faster than every layout using less memory, and at
+                                     // most SearchOptions::pareto_slowdown times the fastest step
 };
 
 // `base` carries the framework's defaults (precision, SP, FlashAttention); its parallel sizes are ignored.
