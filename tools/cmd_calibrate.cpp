@@ -95,6 +95,12 @@ void print_fits(std::ostream& out, const calibrate::Profile& p) {
   }
 }
 
+// --out of a calibration: a regular file (or a new one) in an existing directory, checked before measuring.
+void check_sweep_output(const CalibrateOptions& o) {
+  if (check_output_path(o.out, "--out") == OutputKind::stream && o.ingest.empty() && o.from_runs.empty())
+    throw Error("--out " + o.out + " is not a regular file: a calibration keeps FILE.partial beside its profile");
+}
+
 std::string hostname() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof buf - 1) != 0) return "";
@@ -189,8 +195,7 @@ void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ra
   const std::string partial = o.out + ".partial";
   std::string resumed;  // rank 0's partial profile as JSON, for the other ranks
   team.on_root([&] {
-    const fs::path dir = fs::absolute(o.out).parent_path();
-    if (!fs::is_directory(dir)) throw Error("--out " + o.out + ": the directory " + dir.string() + " does not exist");
+    check_sweep_output(o);
     // What writers killed mid-write left (PATH.tmp.PID): nothing piles up however often a run is killed.
     remove_stale_temporaries(o.out);
     remove_stale_temporaries(partial);
@@ -340,8 +345,8 @@ void run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& e
   if (o.out.empty()) throw Error("--out FILE is required: where to write the profile");
   // Before any measuring: a directory or a missing one fails now, not after the sweep. A sweep keeps
   // FILE.partial beside its profile to resume from, which a device or pipe cannot have.
-  if (check_output_path(o.out, "--out") == OutputKind::stream && o.ingest.empty() && o.from_runs.empty())
-    throw Error("--out " + o.out + " is not a regular file: a calibration keeps FILE.partial beside its profile");
+  // (Under --mpi rank 0 alone checks, in sweep_fit_write, so that one line reports it.)
+  if (!o.mpi) check_sweep_output(o);
   if (o.mpi && !o.ingest.empty()) throw Error("--ingest reads nccl-tests logs: it takes no --mpi");
   if (o.mpi && !o.from_runs.empty()) throw Error("--from-runs reads measured runs: it takes no --mpi");
   if (!o.ingest.empty() && !o.from_runs.empty()) throw Error("--ingest and --from-runs write different profiles: give one");
