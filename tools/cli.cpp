@@ -18,9 +18,22 @@ std::string one_line(std::string_view text) {
   // whole: an error is one readable line.
   constexpr std::size_t kMaxChars = 600;
   std::string out;
-  for (const char ch : text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
     const auto c = static_cast<unsigned char>(ch);
-    if (c == '\n') out += "\\n";
+    if (c >= 0x80) {  // well-formed UTF-8 is kept ("t·c·p"); other bytes (a binary file's) are escaped
+      const std::size_t n = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+      bool valid = n > 0 && i + n <= text.size();
+      for (std::size_t k = 1; valid && k < n; ++k) valid = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
+      if (valid) {
+        out.append(text.substr(i, n));
+        i += n - 1;
+      } else {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "\\x%02x", c);
+        out += hex;
+      }
+    } else if (c == '\n') out += "\\n";
     else if (c == '\t') out += "\\t";
     else if (c < 0x20 || c == 0x7f) {
       char hex[8];

@@ -5,6 +5,7 @@
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "headroom/estimator/memory.hpp"
+#include "headroom/estimator/sharding.hpp"
 #include "headroom/estimator/throughput.hpp"
 
 namespace headroom::cli {
@@ -34,7 +35,8 @@ void print_table(std::ostream& out, const ResolvedSpecs& r, const Layout& l, con
   out << "seq " << l.seq << ", mbs " << l.mbs << ", gbs " << l.gbs << " (" << l.microbatches()
       << " micro-batches per pipeline), " << r.framework.name << ": SP " << (l.sequence_parallel ? "on" : "off")
       << ", " << (l.flash_attention ? "FlashAttention" : "no FlashAttention") << ", " << to_string(l.schedule)
-      << (l.vpp > 1 ? " x" + std::to_string(l.vpp) : "") << ", recompute " << to_string(l.recompute) << "\n\n";
+      << (l.vpp > 1 ? " x" + std::to_string(l.vpp) : "") << ", recompute " << to_string(l.recompute) << ", sharding "
+      << sharding_code(l.sharding) << " (parameters/gradients/optimizer states: N none, I in a node, G over DP)\n\n";
   std::snprintf(line, sizeof line, "%6s %9s %9s %10s %12s %9s %9s\n", "stage", "params", "grads", "optimizer",
                 "activations", "residual", "total");
   out << line;

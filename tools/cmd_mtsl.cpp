@@ -30,6 +30,12 @@ struct SweepPoint {
   MtslResult result;
 };
 
+std::string format_mib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", bytes / (1024.0 * 1024.0));
+  return buf;
+}
+
 nlohmann::json result_to_json(const MtslResult& r) {
   return {{"mtsl_tokens", r.tokens},
           {"granularity_tokens", r.granularity},
@@ -163,8 +169,13 @@ void run_mtsl(const MtslOptions& o, std::ostream& out) {
     const MtslResult& m = points.front().result;
     out << "MTSL: " << m.tokens << " tokens" << (m.capped ? " (capped: memory barely grows with s)" : "")
         << (m.granularity > 1 ? " (multiples of " + std::to_string(m.granularity) + ")" : "") << "\n";
-    out << "peak at MTSL: " << format_gib(m.peak_bytes) << " of " << format_gib(m.capacity_bytes)
-        << " GiB usable; at +" << m.granularity << " tokens: " << format_gib(m.next_peak_bytes) << " GiB\n";
+    out << "peak at MTSL: " << format_gib(m.peak_bytes, 3) << " GiB of " << format_gib(m.capacity_bytes, 3)
+        << " GiB usable (" << format_mib(m.capacity_bytes - m.peak_bytes) << " MiB to spare); "
+        << m.granularity << " more token" << (m.granularity > 1 ? "s" : "") << " would need "
+        << format_mib(m.next_peak_bytes - m.capacity_bytes) << " MiB more than there is\n";
+    if (m.tokens > r.model.max_context)
+      out << "note: " << m.tokens << " tokens is beyond the " << r.model.max_context << " tokens " << r.model.name
+          << " was trained with (max_context): memory allows it, the model's position encoding may not\n";
     out << "binding: stage " << m.binding_stage << ", " << m.binding_term << " ("
         << (m.closed_form ? "closed form, linear in s" : "bisection") << ")\n";
     if (!o.profile.empty() && m.tokens > 0) {

@@ -67,3 +67,19 @@ def test_load_profile(tmp_path):
     bad.write_text('{"version": 1')
     with pytest.raises(ValueError, match="bad.json"):
         headroom.load_profile(bad)
+
+
+def test_first_hour_python_fixes(tmp_path):
+    """Issue 17: a list of constraints is repeated flags, a binary profile is a ValueError (not a
+    UnicodeDecodeError), help=True says where the help is (not a JSONDecodeError), and the help text is there."""
+    r = headroom.rank(model="llama3.1-8b", gpu="h100-94gb", gpus=8, seq=4096, gbs=64, top=3,
+                      constraint=["pp=1", "tp<=2"])
+    assert r["layouts"] and all(x["layout"]["pp"] == 1 and x["layout"]["tp"] <= 2 for x in r["layouts"])
+    binary = tmp_path / "profile.bin"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff\xfe" * 10)
+    with pytest.raises(ValueError):
+        headroom.load_profile(binary)
+    with pytest.raises(ValueError, match="headroom.help"):
+        headroom.estimate(help=True)
+    assert "Examples:" in headroom.help("estimate")
+    assert issubclass(headroom.InternalError, RuntimeError)

@@ -17,14 +17,16 @@ namespace py = pybind11;
 
 namespace {
 
-std::tuple<int, std::string, std::string> run(const std::vector<std::string>& args) {
+// Bytes, not str: a message may quote a file's bytes that are not UTF-8 (the package decodes with
+// backslashreplace instead of failing with UnicodeDecodeError).
+std::tuple<int, py::bytes, py::bytes> run(const std::vector<std::string>& args) {
   std::ostringstream out, err;
   int code = 0;
   {
     py::gil_scoped_release release;  // long searches must not hold the interpreter
     code = headroom::cli::run(args, out, err);
   }
-  return {code, out.str(), err.str()};
+  return {code, py::bytes(out.str()), py::bytes(err.str())};
 }
 
 // A calibration profile, checked exactly as `--profile` checks it, back as JSON text; Error → ValueError.
@@ -33,7 +35,7 @@ std::string load_profile(const std::string& path) {
     return headroom::calibrate::profile_to_json(headroom::calibrate::load_profile(path, headroom::default_data_dir()))
         .dump();
   } catch (const headroom::Error& e) {
-    throw py::value_error(e.what());
+    throw py::value_error(headroom::cli::one_line(e.what()));
   }
 }
 

@@ -1,8 +1,9 @@
 """headroom: memory and throughput planning for large-language-model training.
 
 Every function takes the command line's flags as keyword arguments (``tp=2`` for ``--tp 2``, ``no_sp=True``
-for ``--no-sp``, lists for comma-separated values) and returns the plain ``dict`` that the same command
-prints with ``--json``. Bad input raises ``ValueError`` with the command line's one-line message.
+for ``--no-sp``, lists for comma-separated values or repeated flags such as ``constraint=[...]``) and returns the
+plain ``dict`` that the same command prints with ``--json``. Bad input raises ``ValueError`` with the command
+line's one-line message; a failure of headroom itself raises ``InternalError``.
 
     >>> import headroom
     >>> r = headroom.estimate(model="llama3.1-8b", gpu="h100-94gb", seq=8192, tp=2, cp=1, pp=1, mbs=1,
@@ -24,7 +25,20 @@ if _PACKAGE_DATA.is_dir() and not os.environ.get("HEADROOM_DATA_DIR"):
 
 from . import _headroom  # noqa: E402
 
-__all__ = ["estimate", "mtsl", "rank", "launch", "comm", "simulate", "calibrate", "validate", "load_profile", "run"]
+__all__ = ["estimate", "mtsl", "rank", "launch", "comm", "simulate", "calibrate", "validate", "load_profile", "run",
+           "help", "InternalError"]
+
+
+class InternalError(RuntimeError):
+    """A failure of headroom itself (the command line's exit code 1), not of the input: please report it."""
+
+
+class CheckFailed(RuntimeError):
+    """``validate`` ran and a published table no longer reproduces."""
+
+
+# Flags a command takes several times (``--constraint A --constraint B``); other lists are comma-separated.
+_REPEATED = {"constraint", "ingest", "from_runs", "model"}
 __version__ = "0.1.0"
 
 
@@ -39,6 +53,9 @@ def _arguments(command: str, kwargs: dict[str, Any]) -> list[str]:
             continue
         if value is True:
             args.append(_flag(name))
+        elif isinstance(value, (list, tuple)) and name in _REPEATED:
+            for v in value:
+                args += [_flag(name), str(v)]
         elif isinstance(value, (list, tuple)):
             args += [_flag(name), ",".join(str(v) for v in value)]
         else:
@@ -49,14 +66,25 @@ def _arguments(command: str, kwargs: dict[str, Any]) -> list[str]:
 def run(*args: str) -> str:
     """Runs ``headroom ARGS...`` and returns what it printed; raises ValueError on bad input."""
     code, out, err = _headroom.run([str(a) for a in args])
+    out = out.decode("utf-8", "backslashreplace")
+    err = err.decode("utf-8", "backslashreplace").strip()
     if code == 2:
-        raise ValueError(err.strip().removeprefix("error: "))
+        raise ValueError(err.removeprefix("error: "))
+    if code == 1 and err.startswith("internal error: "):
+        raise InternalError(err.removeprefix("internal error: "))
     if code != 0:
-        raise RuntimeError(err.strip() or f"headroom exited with code {code}")
+        raise CheckFailed(err or f"headroom exited with code {code}")
     return out
 
 
+def help(command: str = "") -> str:  # noqa: A001 (the command line's --help)
+    """The command line's ``--help`` text of ``command`` (or of headroom)."""
+    return run(*([command] if command else []), "--help")
+
+
 def _json(command: str, kwargs: dict[str, Any]) -> dict:
+    if kwargs.get("help"):
+        raise ValueError(f"help=True: the help text is headroom.help({command!r})")
     return json.loads(run(*_arguments(command, {**kwargs, "json": True})))
 
 
@@ -96,7 +124,7 @@ def calibrate(**kwargs: Any) -> dict:
 
 
 def validate(**kwargs: Any) -> dict:
-    """``headroom validate``: the published tables reproduced; raises RuntimeError if a check fails."""
+    """``headroom validate``: the published tables reproduced; raises CheckFailed if a check fails."""
     return _json("validate", kwargs)
 
 
