@@ -83,3 +83,16 @@ def test_first_hour_python_fixes(tmp_path):
         headroom.estimate(help=True)
     assert "Examples:" in headroom.help("estimate")
     assert issubclass(headroom.InternalError, RuntimeError)
+
+
+def test_python_m_headroom_is_the_command_line():
+    """``python -m headroom`` (and the ``headroom`` script pip installs) run the command line: same output, same
+    exit codes."""
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "headroom", "estimate", "--model", "llama3.1-8b", "--gpu", "h100-94gb",
+                        "--seq", "8192", "--gpus", "8", "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["memory"]["verdict"] in ("fits", "oom")
+    r = subprocess.run([sys.executable, "-m", "headroom", "estimat"], capture_output=True, text=True)
+    assert r.returncode == 2 and "did you mean 'estimate'" in r.stderr
