@@ -320,3 +320,32 @@ TEST(CliLaunch, WarnsOverMemoryAndCarriesTheModelShape) {
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+// Issue 17: one rule for counts and for names; a calibration profile where simulate takes coefficients; the
+// table says the sharding; an MTSL past the trained context is noted.
+TEST(CliRules, CountsNamesProfilesAndNotes) {
+  const std::vector<std::string> base = {"estimate", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--json"};
+  const auto plain = test::run_cli(with(base, {"--seq", "8192", "--recompute", "full", "--schedule", "1f1b"}));
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  for (const auto& seq : {"+8192", "8192.0", "8.192e3"}) {
+    const auto r = test::run_cli(with(base, {"--seq", seq, "--recompute", "FULL", "--schedule", "1F1B"}));
+    ASSERT_EQ(r.code, 0) << seq << ": " << r.err;
+    EXPECT_EQ(r.out, plain.out) << seq;
+  }
+  const auto sim = test::run_cli({"simulate", "--model", "llama3.1-8b", "--cluster", "dgx-a100-80gb", "--gpus", "8",
+                                  "--tp", "8", "--seq", "4096", "--profile",
+                                  std::string(HEADROOM_TEST_DATA_DIR) + "/profiles/cpu-example-quick.json"});
+  EXPECT_EQ(sim.code, 0) << sim.err;
+  const auto table = test::run_cli({"estimate", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--seq", "8192"});
+  EXPECT_NE(table.out.find(", sharding NNG ("), std::string::npos) << table.out;
+  const auto m = test::run_cli({"mtsl", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--tp", "8", "--cp", "8", "--gpus", "64"});
+  ASSERT_EQ(m.code, 0) << m.err;
+  EXPECT_NE(m.out.find("is beyond the 131072 tokens llama3.1-8b was trained with"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("MiB to spare"), std::string::npos) << m.out;
+}
+
+}  // namespace
+}  // namespace headroom
