@@ -252,8 +252,8 @@ void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ra
     const std::size_t fresh = pr.done > resumed_cases ? pr.done - resumed_cases : 0;
     const std::string eta = fresh == 0 || pr.done >= pr.total
                                 ? std::string()
-                                : ", about " + std::to_string(static_cast<long long>(
-                                                   elapsed * static_cast<double>(pr.total - pr.done) / static_cast<double>(fresh) + 0.5)) +
+                                : ", about " + std::to_string(std::llround(
+                                                   elapsed * static_cast<double>(pr.total - pr.done) / static_cast<double>(fresh))) +
                                       " s left";
     const bool last = pr.done == pr.total;
     if (terminal) {

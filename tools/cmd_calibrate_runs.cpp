@@ -2,6 +2,7 @@
 // training logs) priced by the model; the compute efficiency their step times identify is fitted, checked by
 // leave-one-out against the shipped coefficients, and written as a performance coefficients file that
 // `--profile` applies. Memory rows (peak, OOM) are scored against the memory model but not fitted here.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -177,7 +178,7 @@ void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDef
   std::snprintf(line, sizeof line,
                 "memory (not fitted): verdicts %d of %d right (%d predicted to fit that ran out of memory)%s\n",
                 memory.verdicts_right, memory.verdicts, memory.false_fits,
-                memory.peaks ? (", peak error " + std::to_string(static_cast<int>(100 * memory.peak_error_sum / memory.peaks + 0.5)) +
+                memory.peaks ? (", peak error " + std::to_string(std::lround(100 * memory.peak_error_sum / memory.peaks)) +
                                 "% over " + std::to_string(memory.peaks) + " runs").c_str()
                              : "");
   out << line;

@@ -1,6 +1,6 @@
 // PyTorch profiler (Kineto) Chrome traces: GEMM, attention and collective kernel timings with their shapes.
 #include <algorithm>
-#include <set>
+#include <string_view>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -16,30 +16,36 @@ using nlohmann::json;
 // The CPU op a kernel was launched from: Kineto gives GPU kernels the "External id" of that op.
 struct LaunchingOp {
   std::string name;
-  json dims;   // "Input Dims" (record_shapes=True), else null
-  json types;  // "Input type"
+  const json* dims = nullptr;   // "Input Dims" (record_shapes=True), in the trace
+  const json* types = nullptr;  // "Input type"
 };
 
-const std::set<std::string, std::less<>> kGemmOps = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"};
+bool is_gemm_op(std::string_view name) {
+  return name == "aten::mm" || name == "aten::addmm" || name == "aten::bmm" || name == "aten::baddbmm";
+}
 // Attention ops of torch.nn.functional.scaled_dot_product_attention's backends (forward and backward);
 // inputs are [batch, heads, seq, head_dim] (aten/src/ATen/native/transformers/attention.cpp).
-const std::set<std::string, std::less<>> kAttentionOps = {
-    "aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
-    "aten::_scaled_dot_product_cudnn_attention", "aten::_scaled_dot_product_flash_attention_backward",
-    "aten::_scaled_dot_product_efficient_attention_backward", "aten::_scaled_dot_product_cudnn_attention_backward"};
+bool is_attention_op(std::string_view name) {
+  for (const std::string_view op : {"aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
+                                    "aten::_scaled_dot_product_cudnn_attention"})
+    if (name == op || (name.starts_with(op) && name.substr(op.size()) == "_backward")) return true;
+  return false;
+}
 
-std::vector<std::int64_t> shape(const json& dims, std::size_t i) {
-  if (!dims.is_array() || i >= dims.size() || !dims[i].is_array()) return {};
+std::vector<std::int64_t> shape(const json* dims, std::size_t i) {
+  if (dims == nullptr || !dims->is_array() || i >= dims->size() || !(*dims)[i].is_array()) return {};
   std::vector<std::int64_t> s;
-  for (const auto& d : dims[i]) {
+  for (const auto& d : (*dims)[i]) {
     if (!d.is_number_integer() || d.get<std::int64_t>() <= 0) return {};
     s.push_back(d.get<std::int64_t>());
   }
   return s;
 }
 
-std::string type_of(const json& types, std::size_t i) {
-  return types.is_array() && i < types.size() && types[i].is_string() ? types[i].get<std::string>() : std::string();
+std::string type_of(const json* types, std::size_t i) {
+  return types != nullptr && types->is_array() && i < types->size() && (*types)[i].is_string()
+             ? (*types)[i].get<std::string>()
+             : std::string();
 }
 
 // (m, n, k, batch) of a GEMM op from its input shapes: mm [m,k]·[k,n]; addmm (bias, [m,k], [k,n]); bmm and
@@ -111,10 +117,11 @@ TraceKernels parse_profiler_trace(const json& trace, std::string_view where) {
     if (!e.is_object() || string_arg(e, "cat") != "cpu_op" || !e.contains("args") || !e["args"].is_object()) continue;
     const auto& args = e["args"];
     const auto name = string_arg(e, "name");
-    if (!kGemmOps.contains(name) && !kAttentionOps.contains(name)) continue;
+    if (!is_gemm_op(name) && !is_attention_op(name)) continue;
     const auto id = integer_arg(args, "External id");
     if (id == 0) continue;
-    ops[id] = {name, args.value("Input Dims", json()), args.value("Input type", json())};
+    const auto dims = args.find("Input Dims"), types = args.find("Input type");
+    ops[id] = {name, dims == args.end() ? nullptr : &*dims, types == args.end() ? nullptr : &*types};
   }
 
   // Kernel time per launching op (an op may launch several kernels: sum them).
@@ -138,11 +145,12 @@ TraceKernels parse_profiler_trace(const json& trace, std::string_view where) {
     if (ops.contains(id)) op_seconds[id] += seconds_of(e);
   }
   std::vector<std::int64_t> ids;
+  ids.reserve(op_seconds.size());
   for (const auto& [id, s] : op_seconds) ids.push_back(id);
   std::sort(ids.begin(), ids.end());  // trace order, independent of the hash map's
   for (const auto id : ids) {
     const auto& op = ops.at(id);
-    if (kGemmOps.contains(op.name)) {
+    if (is_gemm_op(op.name)) {
       if (auto g = gemm_of(op)) g->seconds = op_seconds[id], out.gemms.push_back(*g);
     } else if (auto a = attention_of(op)) {
       a->seconds = op_seconds[id];

@@ -56,12 +56,12 @@ void write_stream(const fs::path& path, std::string_view text) {
 
 }  // namespace
 
-void write_file_atomically(const fs::path& given, std::string_view text) {
-  if (check_output_path(given, "") == OutputKind::stream) return write_stream(given, text);
+void write_file_atomically(const fs::path& path, std::string_view text) {
+  if (check_output_path(path, "") == OutputKind::stream) return write_stream(path, text);
   // A link is followed: the file it names is replaced, the link stays.
   std::error_code ec;
-  const fs::path path = fs::is_symlink(given, ec) ? fs::canonical(given) : given;
-  const fs::path tmp = temporary_path(path, static_cast<long>(::getpid()));
+  const fs::path target = fs::is_symlink(path, ec) ? fs::canonical(path) : path;
+  const fs::path tmp = temporary_path(target, static_cast<long>(::getpid()));
   // On failure: the temporary goes, the target stays as it was.
   const auto fail = [&](const std::string& what, int err) {
     std::error_code ec;
@@ -84,8 +84,8 @@ void write_file_atomically(const fs::path& given, std::string_view text) {
   // a file renamed over another before the rename. fsync would cost ~6 ms a write here, a quarter of a --quick
   // calibration's time, since every case is checkpointed.
   if (::close(fd) != 0) fail("write " + tmp.string(), errno);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("rename " + tmp.string() + " to " + path.string(), errno);
-  remove_stale_temporaries(path);
+  if (::rename(tmp.c_str(), target.c_str()) != 0) fail("rename " + tmp.string() + " to " + target.string(), errno);
+  remove_stale_temporaries(target);
 }
 
 int remove_stale_temporaries(const fs::path& path) {

@@ -21,20 +21,20 @@ std::string lowered(std::string_view text) {
 
 }  // namespace
 
-Recompute parse_recompute(std::string_view given) {
-  const std::string text = lowered(given);
-  if (text == "none") return Recompute::none;
-  if (text == "selective") return Recompute::selective;
-  if (text == "full") return Recompute::full;
-  throw Error("unknown recompute mode '" + std::string(given) + "' (valid: none, selective, full)");
+Recompute parse_recompute(std::string_view text) {
+  const std::string name = lowered(text);
+  if (name == "none") return Recompute::none;
+  if (name == "selective") return Recompute::selective;
+  if (name == "full") return Recompute::full;
+  throw Error("unknown recompute mode '" + std::string(text) + "' (valid: none, selective, full)");
 }
 
-Schedule parse_schedule(std::string_view given) {
-  const std::string text = lowered(given);
-  if (text == "1f1b") return Schedule::one_f_one_b;
-  if (text == "interleaved") return Schedule::interleaved;
-  if (text == "gpipe") return Schedule::gpipe;
-  throw Error("unknown pipeline schedule '" + std::string(given) + "' (valid: 1f1b, interleaved, gpipe)");
+Schedule parse_schedule(std::string_view text) {
+  const std::string name = lowered(text);
+  if (name == "1f1b") return Schedule::one_f_one_b;
+  if (name == "interleaved") return Schedule::interleaved;
+  if (name == "gpipe") return Schedule::gpipe;
+  throw Error("unknown pipeline schedule '" + std::string(text) + "' (valid: 1f1b, interleaved, gpipe)");
 }
 
 Shard parse_shard(std::string_view text) {

@@ -207,7 +207,7 @@ fs::path default_data_dir() {
   std::error_code ec;
   if (fs::is_directory(HEADROOM_SOURCE_DATA_DIR, ec)) return HEADROOM_SOURCE_DATA_DIR;
   // An installed binary (cmake --install): PREFIX/bin/headroom finds PREFIX/share/headroom/data.
-  const fs::path installed = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / "share" / "headroom" / "data";
+  fs::path installed = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / "share" / "headroom" / "data";
   if (!ec && fs::is_directory(installed, ec)) return installed;
   return HEADROOM_SOURCE_DATA_DIR;
 }
