@@ -47,6 +47,15 @@ void validate_layout(const ModelSpec& m, const Layout& l) {
   if (l.gbs % (l.dp * l.mbs) != 0)
     throw Error("--gbs " + s(l.gbs) + " is not a multiple of dp·mbs = " + s(l.dp) + "·" + s(l.mbs) + " = " +
                 s(l.dp * l.mbs));
+  if (!interleaving_runs(l))
+    throw Error("the interleaved schedule needs the micro-batches per pipeline (gbs/(dp·mbs) = " + s(l.microbatches()) +
+                ") to be a multiple of pp = " + s(l.pp) + " (Megatron-LM and PyTorch refuse it otherwise)");
+}
+
+bool interleaving_runs(const Layout& l) {
+  // megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving: "number of
+  // microbatches (m) is not divisible by pipeline-model-parallel-size (p) when using interleaved schedule".
+  return l.schedule != Schedule::interleaved || l.microbatches() % l.pp == 0;
 }
 
 std::string_view to_string(Recompute r) {

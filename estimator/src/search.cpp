@@ -180,7 +180,7 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
                 bool full = false;
                 for (std::int64_t b : mbss) {
                   l.mbs = b;
-                  if (!ok(l)) continue;
+                  if (!ok(l) || !interleaving_runs(l)) continue;
                   ++result.evaluated;
                   if (full) continue;
                   ++result.memory_checked;

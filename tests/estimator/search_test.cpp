@@ -183,3 +183,35 @@ TEST(EstimateCli, JsonHasPerf) {
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+// Issue 18 (item 1, in part): the interleaved schedule runs only with m a multiple of p (Megatron-LM's
+// schedules.py refuses the rest): estimate refuses such a layout and rank never proposes one.
+TEST(Search, InterleavedLayoutsHaveMicroBatchesAMultipleOfTheStages) {
+  const SpecLibrary lib = test::library();
+  const ModelSpec m = lib.model("llama3.1-8b");
+  Layout l;
+  l.pp = 4, l.vpp = 2, l.schedule = Schedule::interleaved, l.dp = 2, l.mbs = 1, l.seq = 4096;
+  l.gbs = 2 * 6;  // m = 6 micro-batches per pipeline, not a multiple of p = 4
+  EXPECT_THROW(validate_layout(m, l), Error);
+  l.gbs = 2 * 8;
+  EXPECT_NO_THROW(validate_layout(m, l));
+  const ClusterSpec c = lib.cluster("dgx-h100");
+  const FrameworkProfile f = lib.framework("megatron");
+  SearchOptions o;
+  o.gpus = 64, o.seq = 4096, o.gbs = 96, o.top = 100000;
+  restrict_to_framework(o, f);
+  const SearchResult r = rank_layouts(m, c, default_layout(f), f.residual, default_perf_coefficients(lib, "megatron"), o);
+  int interleaved = 0;
+  for (const auto& x : r.best) {
+    if (x.layout.schedule != Schedule::interleaved) continue;
+    ++interleaved;
+    EXPECT_EQ(x.layout.microbatches() % x.layout.pp, 0) << x.layout.pp << " " << x.layout.microbatches();
+  }
+  EXPECT_GT(interleaved, 0);
+}
+
+}  // namespace
+}  // namespace headroom

@@ -68,8 +68,11 @@ struct Layout {
 // Throws Error naming the first violated constraint of how the model is split: sizes positive, t | a,
 // t | k, p | L, vpp | L/p, 2c | s. Needs no DP size or batch.
 void validate_model_split(const ModelSpec& model, const Layout& layout);
-// validate_model_split, then the batch: d > 0, gbs a multiple of d·b.
+// validate_model_split, then the batch: d > 0, gbs a multiple of d·b, and interleaving_runs.
 void validate_layout(const ModelSpec& model, const Layout& layout);
+// Whether the framework runs the layout's pipeline schedule: the interleaved 1F1B needs m to be a multiple of p
+// (so m ≥ p, where the (p − 1)/(v·m) bubble holds).
+[[nodiscard]] bool interleaving_runs(const Layout& layout);
 
 [[nodiscard]] std::string_view to_string(Recompute r);
 [[nodiscard]] std::string_view to_string(Schedule s);
