@@ -1,16 +1,22 @@
 // `headroom calibrate`: sweep the microkernels on a backend, fit, and write a profile (calibrate/); or turn
 // nccl-tests logs into a profile's collectives section (--ingest).
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <iostream>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
+#include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <thread>
-#include <unistd.h>
 
 #include "cli_common.hpp"
 #include "commands.hpp"
@@ -43,6 +49,8 @@ struct CalibrateOptions {
   std::string ingest_op;
   double min_r2 = calibrate::kDefaultMinR2;
   bool no_progress = false;
+  bool fresh = false;  // ignore (and remove) FILE.partial: start the sweep over
+  bool json = false;
   double progress_interval_s = 10;  // log files: the least time between two progress lines (0: every case)
   std::string data_dir;
 };
@@ -95,6 +103,31 @@ void print_fits(std::ostream& out, const calibrate::Profile& p) {
   }
 }
 
+// One calibration writes an --out at a time: FILE.lock, flock()ed for the sweep (the kernel drops the lock of a
+// killed run, so a stale FILE.lock never blocks) and removed at the end.
+class OutputLock {
+ public:
+  explicit OutputLock(const std::string& out)
+      : path_(out + ".lock"), fd_(::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666)) {
+    if (fd_ < 0) throw Error("--out " + out + ": cannot create " + path_ + ": " + std::strerror(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd_);
+      throw Error("--out " + out + " is being written by another headroom calibrate (it holds " + path_ +
+                  "): wait for it, or give another --out");
+    }
+  }
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+  ~OutputLock() {
+    ::unlink(path_.c_str());
+    ::close(fd_);
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
 // --out of a calibration: a regular file (or a new one) in an existing directory, checked before measuring.
 void check_sweep_output(const CalibrateOptions& o) {
   if (check_output_path(o.out, "--out") == OutputKind::stream && o.ingest.empty() && o.from_runs.empty())
@@ -108,6 +141,7 @@ std::string hostname() {
 }
 
 void run_ingest(const CalibrateOptions& o, const SpecLibrary& lib, std::ostream& out) {
+  std::ostringstream table;  // the tables; --json prints the fits instead
   calibrate::Profile p;
   const bool existing = fs::exists(o.out);
   if (existing) p = calibrate::load_profile(o.out, lib.data_dir());
@@ -135,12 +169,20 @@ void run_ingest(const CalibrateOptions& o, const SpecLibrary& lib, std::ostream&
     p.raw.insert(p.raw.end(), log.rows.begin(), log.rows.end());
     const std::string src = "nccl-tests: " + fs::path(file).filename().string();
     p.collectives_source = p.collectives_source.empty() ? src : p.collectives_source + ", " + fs::path(file).filename().string();
-    out << file << ": " << to_string(log.op) << " over " << log.ranks << " ranks on " << log.nodes << " node(s), "
+    table << file << ": " << to_string(log.op) << " over " << log.ranks << " ranks on " << log.nodes << " node(s), "
         << log.rows.size() << " sizes\n";
-    print_collective_table(out, log.rows, log.op, log.ranks);
+    print_collective_table(table, log.rows, log.op, log.ranks);
   }
   p.partial = false;
   calibrate::write_json_atomically(o.out, calibrate::profile_to_json(p));
+  if (o.json) {
+    nlohmann::json doc = calibrate::profile_to_json(p);
+    doc.erase("raw");
+    doc["written"] = o.out;
+    print_json(out, doc);
+    return;
+  }
+  out << table.str();
   print_fits(out, p);
   out << "wrote " << o.out << "\n";
 }
@@ -194,11 +236,17 @@ void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ra
   calibrate::Profile p;
   const std::string partial = o.out + ".partial";
   std::string resumed;  // rank 0's partial profile as JSON, for the other ranks
+  std::optional<OutputLock> lock;
   team.on_root([&] {
     check_sweep_output(o);
+    lock.emplace(o.out);
     // What writers killed mid-write left (PATH.tmp.PID): nothing piles up however often a run is killed.
     remove_stale_temporaries(o.out);
     remove_stale_temporaries(partial);
+    if (o.fresh && fs::exists(partial)) {
+      fs::remove(partial);
+      err << "--fresh: " << partial << " removed, measuring every case again\n";
+    }
     if (!fs::exists(partial)) return;
     p = calibrate::load_profile(partial, lib.data_dir(), true);
     const auto options = [](const calibrate::Machine& m) {
@@ -208,7 +256,7 @@ void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ra
     if (p.machine.backend != o.backend || p.machine.ranks != ranks.count || p.machine.mpi != ranks.mpi)
       throw Error(partial + ": a partial calibration of " + options(p.machine) + ", not of " +
                   options({o.backend, "", "", ranks.count, 0, 0, 0, 1, ranks.mpi}) +
-                  "; delete it or rerun with those options");
+                  "; rerun with those options, or with --fresh to start over");
     err << "resuming from " << partial << " (" << p.raw.size() << " measurements)\n";
     resumed = calibrate::profile_to_json(p).dump();
   });
@@ -284,6 +332,13 @@ void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ra
     calibrate::fit_profile(p, ranks.per_node);
     calibrate::write_json_atomically(o.out, calibrate::profile_to_json(p));
     fs::remove(partial);
+    if (o.json) {
+      nlohmann::json doc = calibrate::profile_to_json(p);
+      doc.erase("raw");
+      doc["written"] = o.out;
+      print_json(out, doc);
+      return;
+    }
 
     out << "headroom calibrate: " << o.backend << " backend, " << dev.name << ", " << describe(ranks) << ", "
         << plan.size() << " cases" << (o.quick ? " (quick)" : "") << "\n";
@@ -359,7 +414,7 @@ void run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& e
   if (!o.from_runs.empty()) {
     if (o.models.size() > 1) throw Error("--from-runs takes one --model: the model of rows that name none");
     return run_from_runs(o.from_runs, {o.models.empty() ? "" : o.models[0], o.gpu, o.cluster, o.framework, o.data_dir},
-                         o.out, out);
+                         o.out, o.json, out);
   }
   if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "hip")
     throw Error("--backend '" + o.backend + "' is not one of cpu, cuda, hip");
@@ -396,6 +451,8 @@ void register_calibrate(CLI::App& app, std::ostream& out, std::ostream& err) {
   sub->add_option("--framework", opts->framework, "--from-runs: the framework whose coefficients are calibrated")
       ->capture_default_str();
   sub->add_option("--min-r2", opts->min_r2, "refuse fits whose R² (of log time) is below this; 0 accepts every fit")->capture_default_str();
+  sub->add_flag("--fresh", opts->fresh, "start over: remove FILE.partial instead of resuming from it");
+  sub->add_flag("--json", opts->json, "print the fits as one JSON document (the profile without its raw points)");
   sub->add_flag("--no-progress", opts->no_progress, "no progress on stderr (a bar on a terminal, lines in a log)");
   sub->add_option("--progress-interval", opts->progress_interval_s,
                   "when stderr is not a terminal: seconds between two progress lines (0: a line per case)")

@@ -130,7 +130,8 @@ void score_memory(const calibrate::MeasuredRun& r, const Resolved& x, MemoryScor
 }  // namespace
 
 void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDefaults& d, const std::string& out_path,
-                   std::ostream& out) {
+                   bool json, std::ostream& out_stream) {
+  std::ostringstream out;  // the table; --json prints a document instead
   const SpecLibrary lib = [&] {
     SpecOptions so;
     so.data_dir = d.data_dir;
@@ -192,7 +193,21 @@ void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDef
              ", fitted on " + std::to_string(priced.size()) + " runs (leave-one-out step-time error " +
              std::to_string(100 * held_out_err).substr(0, 4) + "%, shipped " + std::to_string(100 * shipped_err).substr(0, 4) + "%)";
   calibrate::write_json_atomically(out_path, perf_coefficients_to_json(k));
-  out << "wrote " << out_path << " (use it with --profile)\n";
+  if (json) {
+    nlohmann::json runs = nlohmann::json::array();
+    for (std::size_t i = 0; i < priced.size(); ++i)
+      runs.push_back({{"source", priced[i].source}, {"measured_step_s", priced[i].measured_step_s},
+                      {"shipped_error", fit.shipped_errors[i]}, {"fitted_error", fit.fitted_errors[i]},
+                      {"held_out_error", fit.held_out_errors[i]}});
+    print_json(out_stream, {{"compute_scale", fit.compute_scale}, {"coefficients", perf_coefficients_to_json(k)},
+                            {"mean_error", {{"shipped", shipped_err}, {"fitted", calibrate::RunsFit::mean(fit.fitted_errors)},
+                                            {"held_out", held_out_err}}},
+                            {"memory", {{"verdicts", memory.verdicts}, {"verdicts_right", memory.verdicts_right},
+                                        {"false_fits", memory.false_fits}}},
+                            {"runs", runs}, {"written", out_path}});
+    return;
+  }
+  out_stream << out.str() << "wrote " << out_path << " (use it with --profile)\n";
 }
 
 }  // namespace headroom::cli

@@ -36,7 +36,7 @@ struct CalibrateRunsDefaults {
   std::string model, gpu, cluster, framework = "megatron", data_dir;
 };
 void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDefaults& defaults,
-                   const std::string& out_path, std::ostream& out);
+                   const std::string& out_path, bool json, std::ostream& out);
 void register_comm(CLI::App& app, std::ostream& out);
 void register_estimate(CLI::App& app, std::ostream& out);
 void register_launch(CLI::App& app, std::ostream& out);

@@ -123,13 +123,22 @@ AttentionFit fit_attention(const std::vector<AttentionPoint>& points, double pea
     w(i) = eff;  // relative error in 1/eff
   }
   const Eigen::VectorXd c = solve(x, y, w);
-  if (c(0) > 0 && c(1) >= 0) {
+  double max_seq = 0;
+  for (const auto& p : points) max_seq = std::max(max_seq, p.seq);
+  // The saturating form only where the data support it: an asymptote above the peak, or a half-point far past
+  // the longest measured sequence, is an extrapolation (a quick run fitted e = 1.48, s½ = 2,467 from s ≤ 512,
+  // and 0.49, 0.23, 1.48 on three runs). There, and where efficiency does not saturate (or falls), a constant
+  // is all the data support.
+  if (c(0) > 0 && c(1) >= 0 && 1.0 / c(0) <= 1.0 && c(1) / c(0) <= kMaxAttentionHalfOverRange * max_seq) {
     f.efficiency = 1.0 / c(0);
     f.half_tokens = c(1) / c(0);
-  } else {  // efficiency does not saturate over the measured range (or falls): a constant is all the data support
+  } else {
     f.half_tokens = 0;
     f.efficiency = 1.0 / (y.cwiseProduct(w).sum() / w.sum());
   }
+  if (f.efficiency > 1.0)
+    throw Error("attention fit (head dim " + std::to_string(head_dim) + "): efficiency " + std::to_string(f.efficiency) +
+                " of the peak is above 1: the peak is too low (give --gpu, or widen the GEMM sweep)");
   std::vector<double> measured, predicted;
   for (const auto& p : points) {
     measured.push_back(p.seconds);
@@ -206,12 +215,20 @@ CollectiveFit fit_collective(std::vector<CollectivePoint> points, Collective op,
   return f;
 }
 
-void require_quality(std::string_view what, double r2, double min_r2) {
+void require_quality(std::string_view what, double r2, double min_r2, std::string_view noisiest) {
   if (min_r2 <= 0 || r2 >= min_r2) return;  // 0 turns the gate off
   char buf[160];
   std::snprintf(buf, sizeof buf, ": R² %.3f is below the threshold %.2f", r2, min_r2);
-  throw Error(std::string(what) + buf +
-              " (noisy or too few measurements: rerun on an idle machine, widen the sweep, or lower --min-r2)");
+  throw Error(std::string(what) + buf + (noisiest.empty() ? "" : ", the noisiest point " + std::string(noisiest)) +
+              " (noisy or too few measurements: rerun on an idle machine with --fresh, widen the sweep, or lower "
+              "--min-r2)");
+}
+
+std::size_t noisiest(const std::vector<double>& residuals) {
+  std::size_t worst = 0;
+  for (std::size_t i = 1; i < residuals.size(); ++i)
+    if (std::fabs(residuals[i]) > std::fabs(residuals[worst])) worst = i;
+  return worst;
 }
 
 }  // namespace headroom::calibrate

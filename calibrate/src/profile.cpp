@@ -257,6 +257,19 @@ void write_json_atomically(const std::filesystem::path& path, const json& doc) {
   write_file_atomically(path, doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
 }
 
+namespace {
+
+// "m=32 n=32 k=32 (measured +83% over the fit)": a point and its residual, for require_quality.
+template <class... Args>
+std::string point_text(const char* format, double residual, Args... args) {
+  char what[96], out[160];
+  std::snprintf(what, sizeof what, format, args...);
+  std::snprintf(out, sizeof out, "%s (measured %+.0f%% off the fit)", what, 100 * residual);
+  return out;
+}
+
+}  // namespace
+
 void fit_profile(Profile& p, int gpus_per_node) {
   std::vector<GemmPoint> gemm;
   std::map<std::tuple<std::int64_t, bool, std::int64_t>, std::pair<AttentionPoint, int>> attn;  // (d, causal, s)
@@ -286,7 +299,9 @@ void fit_profile(Profile& p, int gpus_per_node) {
   if (!gemm.empty()) {
     const int units = p.machine.backend == "cpu" ? 0 : p.machine.multiprocessors;
     p.gemm = fit_gemm(gemm, p.peak_flops, units);
-    require_quality("GEMM efficiency fit", p.gemm->r2, p.min_r2);
+    const GemmPoint& w = gemm[noisiest(p.gemm->residuals)];
+    require_quality("GEMM efficiency fit", p.gemm->r2, p.min_r2,
+                    point_text("m=%.0f n=%.0f k=%.0f", p.gemm->residuals[noisiest(p.gemm->residuals)], w.m, w.n, w.k));
   }
   p.attention.clear();
   std::map<std::pair<std::int64_t, bool>, std::vector<AttentionPoint>> by_shape;
@@ -294,15 +309,20 @@ void fit_profile(Profile& p, int gpus_per_node) {
     if (v.second == 3) by_shape[{std::get<0>(key), std::get<1>(key)}].push_back(v.first);  // forward and backward
   for (const auto& [key, pts] : by_shape) {
     p.attention.push_back(fit_attention(pts, p.peak_flops, key.first, key.second));
+    const auto& r = p.attention.back().residuals;
     require_quality("attention fit (head dim " + std::to_string(key.first) + (key.second ? ", causal)" : ", full)"),
-                    p.attention.back().r2, p.min_r2);
+                    p.attention.back().r2, p.min_r2, point_text("s=%.0f", r[noisiest(r)], pts[noisiest(r)].seq));
   }
   if (!coll.empty()) {
     std::erase_if(p.collectives, [](const CollectiveFit& f) { return f.source != kIngested; });
     for (const auto& [key, pts] : coll) {
       p.collectives.push_back(fit_collective(pts, key.first, key.second, link_level(key.second, gpus_per_node)));
+      // fit_collective sorts its points by size; the residuals follow that order.
+      std::vector<CollectivePoint> sorted = pts;
+      std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.bytes < b.bytes; });
+      const auto& r = p.collectives.back().residuals;
       require_quality(std::string(to_string(key.first)) + " fit over " + std::to_string(key.second) + " ranks",
-                      p.collectives.back().r2, p.min_r2);
+                      p.collectives.back().r2, p.min_r2, point_text("%.0f B", r[noisiest(r)], sorted[noisiest(r)].bytes));
     }
     p.collectives_source = p.collectives_source.find(kIngested) != std::string::npos ? p.collectives_source + " + measured" : "measured";
   }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 #include <filesystem>
 #include <fstream>
@@ -123,10 +125,28 @@ TEST(CalibrateCli, InterruptedRunResumesFromThePartialFile) {
   EXPECT_NE(r.err.find("resuming from"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("(resumed) gemm m=32 n=32 k=32"), std::string::npos);
   EXPECT_FALSE(fs::exists(out + ".partial"));
-  // A partial file of other options is refused rather than mixed in.
+  // A partial file of other options is refused rather than mixed in; --fresh starts over instead.
   part.machine.ranks = 3;
   calibrate::write_json_atomically(out + ".partial", calibrate::profile_to_json(part));
   EXPECT_EQ(run({"calibrate", "--backend", "cpu", "--ranks", "2", "--quick", "--out", out}).code, 2);
+  const Result fresh = run({"calibrate", "--backend", "cpu", "--ranks", "2", "--quick", "--out", out, "--min-r2", "0",
+                            "--fresh", "--json"});
+  ASSERT_EQ(fresh.code, 0) << fresh.err;
+  EXPECT_NE(fresh.err.find("--fresh: " + out + ".partial removed"), std::string::npos) << fresh.err;
+  const auto doc = nlohmann::json::parse(fresh.out);
+  EXPECT_EQ(doc["written"], out);
+  EXPECT_FALSE(doc.contains("raw"));
+  EXPECT_FALSE(fs::exists(out + ".lock"));
+  // A second calibration onto an --out another one is writing is refused at once.
+  {
+    const int fd = ::open((out + ".lock").c_str(), O_RDWR | O_CREAT, 0666);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+    const Result busy = run({"calibrate", "--backend", "cpu", "--ranks", "2", "--quick", "--out", out});
+    EXPECT_EQ(busy.code, 2);
+    EXPECT_NE(busy.err.find("is being written by another headroom calibrate"), std::string::npos) << busy.err;
+    ::close(fd);
+  }
   fs::remove_all(dir);
 }
 

@@ -229,7 +229,8 @@ class CalibrateKill : public ::testing::Test {
     }
     for (const auto& e : fs::directory_iterator(dir_)) {
       const std::string name = e.path().filename().string();
-      EXPECT_TRUE(name == "p.json" || name == "p.json.partial" || name.find(".tmp.") != std::string::npos)
+      EXPECT_TRUE(name == "p.json" || name == "p.json.partial" || name == "p.json.lock" ||
+                  name.find(".tmp.") != std::string::npos)
           << "unexpected file " << name;
     }
   }

@@ -64,6 +64,22 @@ TEST(Fit, AttentionRecoversSaturation) {
   EXPECT_NEAR(f.half_tokens, 700, 1e-3);
 }
 
+// Issue 15 (item 5): a quick run fitted e = 1.48, s½ = 2,467 from sequences up to 512. Points that keep rising
+// over the measured range do not pin an asymptote: the fit stays inside e ≤ 1 and s½ ≤ 2 × the longest sequence.
+TEST(Fit, AttentionDoesNotExtrapolatePastItsPoints) {
+  std::vector<AttentionPoint> pts;
+  for (double s : {64.0, 128.0, 256.0, 512.0}) {
+    const double flops = 3.5 * 4 * s * s * 64 * 8 / 2;
+    pts.push_back({s, flops, flops / (1e12 * 1.48 * s / (s + 2467))});
+  }
+  const AttentionFit f = fit_attention(pts, 1e12, 64, true);
+  EXPECT_LE(f.efficiency, 1.0);
+  EXPECT_LE(f.half_tokens, kMaxAttentionHalfOverRange * 512);
+  // An efficiency above the peak even as a constant is an error, not a profile.
+  for (auto& p : pts) p.seconds /= 10;
+  EXPECT_THROW((void)fit_attention(pts, 1e12, 64, true), Error);
+}
+
 TEST(Fit, CollectiveFindsBothRegimesAndBusbw) {
   std::vector<CollectivePoint> pts;
   for (int log2_b = 3; log2_b <= 30; ++log2_b) {
@@ -91,6 +107,15 @@ TEST(Fit, PoorFitIsRefusedWithAClearMessage) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("below the threshold 0.90"), std::string::npos) << e.what();
   }
+  // The refusal names the noisiest point, and says how to start over.
+  try {
+    require_quality("all_gather fit over 4 ranks", f.r2, 0.9, "64 B (measured +900% off the fit)");
+    FAIL() << "not refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the noisiest point 64 B"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--fresh"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(noisiest({0.1, -0.5, 0.3}), 1u);
 }
 
 TEST(Ingest, NcclTestsLogParsesAndBusbwMatchesTheLog) {

@@ -194,9 +194,9 @@ TEST(Search, InterleavedLayoutsHaveMicroBatchesAMultipleOfTheStages) {
   const ModelSpec m = lib.model("llama3.1-8b");
   Layout l;
   l.pp = 4, l.vpp = 2, l.schedule = Schedule::interleaved, l.dp = 2, l.mbs = 1, l.seq = 4096;
-  l.gbs = 2 * 6;  // m = 6 micro-batches per pipeline, not a multiple of p = 4
+  l.gbs = 12;  // dp 2 × m = 6 micro-batches per pipeline, not a multiple of p = 4
   EXPECT_THROW(validate_layout(m, l), Error);
-  l.gbs = 2 * 8;
+  l.gbs = 16;
   EXPECT_NO_THROW(validate_layout(m, l));
   const ClusterSpec c = lib.cluster("dgx-h100");
   const FrameworkProfile f = lib.framework("megatron");

@@ -46,6 +46,9 @@ struct AttentionPoint {
   double seconds = 0;  // forward + backward
 };
 // efficiency(s) = e · s/(s + s½) (throughput.hpp's attention_efficiency), linear in 1/s: 1/eff = 1/e + (s½/e)/s.
+// Bounded to what the points support: e ≤ 1 and s½ ≤ kMaxAttentionHalfOverRange × the longest sequence measured,
+// else a constant efficiency; a constant above 1 is an Error.
+inline constexpr double kMaxAttentionHalfOverRange = 2.0;
 struct AttentionFit {
   std::int64_t head_dim = 0;
   bool causal = true;
@@ -85,7 +88,10 @@ struct CollectiveFit {
 [[nodiscard]] CollectiveFit fit_collective(std::vector<CollectivePoint> points, Collective op, int ranks,
                                            std::string level);
 
-// Throws Error "<what>: R² 0.42 is below the threshold 0.90 (...)" when r2 < min_r2; min_r2 = 0 accepts all.
-void require_quality(std::string_view what, double r2, double min_r2);
+// Throws Error "<what>: R² 0.42 is below the threshold 0.90, the noisiest point <noisiest> (...)" when
+// r2 < min_r2; min_r2 = 0 accepts all.
+void require_quality(std::string_view what, double r2, double min_r2, std::string_view noisiest = "");
+// The index of the largest |residual| (the point a failed fit names).
+[[nodiscard]] std::size_t noisiest(const std::vector<double>& residuals);
 
 }  // namespace headroom::calibrate
