@@ -140,6 +140,14 @@ std::string hostname() {
   return buf;
 }
 
+// --json: the profile just written, without its raw points.
+void print_profile_json(std::ostream& out, const calibrate::Profile& p, const std::string& written) {
+  nlohmann::json doc = calibrate::profile_to_json(p);
+  doc.erase("raw");
+  doc["written"] = written;
+  print_json(out, doc);
+}
+
 void run_ingest(const CalibrateOptions& o, const SpecLibrary& lib, std::ostream& out) {
   std::ostringstream table;  // the tables; --json prints the fits instead
   calibrate::Profile p;
@@ -175,13 +183,7 @@ void run_ingest(const CalibrateOptions& o, const SpecLibrary& lib, std::ostream&
   }
   p.partial = false;
   calibrate::write_json_atomically(o.out, calibrate::profile_to_json(p));
-  if (o.json) {
-    nlohmann::json doc = calibrate::profile_to_json(p);
-    doc.erase("raw");
-    doc["written"] = o.out;
-    print_json(out, doc);
-    return;
-  }
+  if (o.json) return print_profile_json(out, p, o.out);
   out << table.str();
   print_fits(out, p);
   out << "wrote " << o.out << "\n";
@@ -332,13 +334,7 @@ void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ra
     calibrate::fit_profile(p, ranks.per_node);
     calibrate::write_json_atomically(o.out, calibrate::profile_to_json(p));
     fs::remove(partial);
-    if (o.json) {
-      nlohmann::json doc = calibrate::profile_to_json(p);
-      doc.erase("raw");
-      doc["written"] = o.out;
-      print_json(out, doc);
-      return;
-    }
+    if (o.json) return print_profile_json(out, p, o.out);
 
     out << "headroom calibrate: " << o.backend << " backend, " << dev.name << ", " << describe(ranks) << ", "
         << plan.size() << " cases" << (o.quick ? " (quick)" : "") << "\n";

@@ -1,6 +1,7 @@
 #include "headroom/calibrate/measured_runs.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <set>

@@ -16,33 +16,23 @@ using namespace headroom;
 
 void check(const calibrate::MeasuredRun& r) {
   for (const auto& x : {r.tflops_per_gpu, r.tokens_per_s, r.step_time_s, r.peak_memory_gib})
-    if (x) fuzz::require(std::isfinite(*x) && *x >= 0, "measurements are finite and non-negative");
+    if (x) fuzz::require(fuzz::non_negative(*x), "measurements are finite and non-negative");
   if (r.outcome == calibrate::RunOutcome::ok && r.source.find(':') != std::string::npos)
     fuzz::require(r.tflops_per_gpu || r.tokens_per_s || r.step_time_s || r.peak_memory_gib,
                   "an ok row of a table has a measurement");
   if (r.model) fuzz::require(r.model->hidden_size > 0 && r.model->num_layers > 0, "a model read has a shape");
 }
 
-template <class F>
-void guarded(F&& f) {
-  try {
-    f();
-  } catch (const Error&) {
-  } catch (const std::exception& e) {
-    fuzz::fail(std::string("exception ") + typeid(e).name() + " escaped: " + e.what());
-  }
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  guarded([&] {
+  fuzz::value_or_error([&] {
     for (const auto& r : calibrate::parse_runs_table(text, "runs.csv")) check(r);
   });
-  guarded([&] { check(calibrate::parse_megatron_log(text, "megatron.log")); });
-  guarded([&] { check(calibrate::parse_torchtitan_log(text, text, 8, "torchtitan.log")); });
-  guarded([&] {
+  fuzz::value_or_error([&] { check(calibrate::parse_megatron_log(text, "megatron.log")); });
+  fuzz::value_or_error([&] { check(calibrate::parse_torchtitan_log(text, text, 8, "torchtitan.log")); });
+  fuzz::value_or_error([&] {
     const auto j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded()) return;
     const auto k = calibrate::parse_profiler_trace(j, "trace.json");
