@@ -309,7 +309,7 @@ ModelSpec SpecLibrary::model(std::string_view name_or_path) const {
   const bool is_hf = j.is_object() && !j.contains("num_layers") &&
                      (j.contains("num_hidden_layers") || j.contains("n_layer") || j.contains("model_type"));
   if (is_hf) {
-    std::string name = j.value("_name_or_path", std::string());
+    std::string name = hf_string(j, "_name_or_path", where, "");
     if (name.empty()) name = path.parent_path().filename().string();
     if (name.empty() || name == ".") name = path.stem().string();
     return model_from_hf_config(j, name, where);

@@ -214,7 +214,7 @@ TEST(HuggingFaceConfig, RefusesWhatItCannotPriceNamingTheKey) {
     "num_hidden_layers": 32, "vocab_size": 32000, "intermediate_size": 14336, "sliding_window": 4096})")
                 .find("sliding_window = 4096"),
             std::string::npos);
-  for (const char* key : {"tie_word_embeddings", "model_type", "hidden_act"}) {
+  for (const char* key : {"tie_word_embeddings", "model_type", "hidden_act", "_name_or_path"}) {
     const std::string bad = R"({"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
       "vocab_size": 100, "intermediate_size": 128, ")" + std::string(key) + R"(": [1]})";
     const auto e = model_error(bad);
