@@ -76,6 +76,14 @@ void LayoutOptions::add_to(CLI::App& app, bool need_seq) {
   app.add_option("--pp,--pipeline-model-parallel-size", pp, "pipeline parallel size p")->capture_default_str();
   app.add_option("--vpp,--num-virtual-stages-per-pipeline-rank", vpp, "virtual stages per GPU (interleaved 1F1B)")
       ->capture_default_str();
+  app.add_option("--decoder-first-pipeline-num-layers", first_stage_layers,
+                 "decoder layers on the first pipeline stage (uneven stages; the middle ones share the rest)");
+  app.add_option("--decoder-last-pipeline-num-layers", last_stage_layers,
+                 "decoder layers on the last pipeline stage (uneven stages)");
+  app.add_flag("--account-for-embedding-in-pipeline-split", embedding_in_split,
+               "the embedding counts as a layer: (L+1)/p per stage, one decoder layer fewer on the first");
+  app.add_flag("--account-for-loss-in-pipeline-split", loss_in_split,
+               "the loss counts as a layer: one decoder layer fewer on the last stage");
   app.add_option("--mbs,--micro-batch-size", mbs, "micro-batch size b")->capture_default_str();
   app.add_option("--gpus,--num-gpus,--world-size", gpus, "number of GPUs N (DP = N / (t·c·p))");
   app.add_option("--dp,--data-parallel-size", dp, "data parallel size d (instead of --gpus)");
@@ -120,6 +128,15 @@ Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) c
   l.cp = parse_count("--cp", cp);
   l.pp = parse_count("--pp", pp);
   l.vpp = parse_count("--vpp", vpp);
+  if (!first_stage_layers.empty())
+    l.split.first_stage_layers = parse_count("--decoder-first-pipeline-num-layers", first_stage_layers);
+  if (!last_stage_layers.empty())
+    l.split.last_stage_layers = parse_count("--decoder-last-pipeline-num-layers", last_stage_layers);
+  l.split.embedding_in_split = embedding_in_split;
+  l.split.loss_in_split = loss_in_split;
+  if (!l.split.even() && !f.uneven_pipeline_stages)
+    throw Error("framework " + f.name + " does not split pipeline stages unevenly (--decoder-first/last-pipeline-" +
+                "num-layers, --account-for-*-in-pipeline-split are Megatron-LM's: --framework megatron)");
   l.mbs = parse_count("--mbs", mbs);
   l.seq = seq.empty() && seq_optional ? (l.cp > 1 ? 2 * l.cp : 1) : parse_count("--seq", seq);
   if (!schedule.empty()) l.schedule = parse_schedule(schedule);
@@ -181,10 +198,36 @@ void print_json(std::ostream& out, nlohmann::json doc) {
 
 std::int64_t json_bytes(double bytes) { return std::llround(bytes); }
 
-nlohmann::json layout_to_json(const Layout& l) {
+std::string stage_layers_text(const ModelSpec& m, const Layout& l) {
+  if (l.split.even()) return "";
+  std::string text;
+  for (std::int64_t st = 0; st < l.pp;) {
+    const std::int64_t n = stage_layers(m, l, st);
+    std::int64_t run = 1;
+    while (st + run < l.pp && stage_layers(m, l, st + run) == n) ++run;
+    text += (text.empty() ? "" : "+") + (run > 1 ? std::to_string(run) + "x" : "") + std::to_string(n);
+    st += run;
+  }
+  return text;
+}
+
+std::string stage_text(const ModelSpec& m, const Layout& l) {
+  const std::string t = stage_layers_text(m, l);
+  return t.empty() ? "" : " (layers " + t + ")";
+}
+
+nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (std::int64_t st = 0; st < l.pp; ++st) stages.push_back(stage_layers(m, l, st));
+  const auto optional_count = [](std::int64_t n) { return n > 0 ? nlohmann::json(n) : nlohmann::json(nullptr); };
   return {{"tp", l.tp},
           {"cp", l.cp},
           {"pp", l.pp},
+          {"stage_layers", stages},
+          {"decoder_first_pipeline_num_layers", optional_count(l.split.first_stage_layers)},
+          {"decoder_last_pipeline_num_layers", optional_count(l.split.last_stage_layers)},
+          {"account_for_embedding_in_pipeline_split", l.split.embedding_in_split},
+          {"account_for_loss_in_pipeline_split", l.split.loss_in_split},
           {"dp", l.dp},
           {"vpp", l.vpp},
           {"gpus", l.gpus()},

@@ -74,6 +74,8 @@ struct LayoutOptions {
   bool flash = false;
   std::string lora_rank;     // LoRA adapters of this rank (thesis Sec. 3.2); empty = full training
   std::string lora_targets;  // comma-separated projections; default q,k,v,o,gate,up,down
+  std::string first_stage_layers, last_stage_layers;  // Megatron-LM's --decoder-first/last-pipeline-num-layers
+  bool embedding_in_split = false, loss_in_split = false;  // --account-for-embedding/loss-in-pipeline-split
   bool seq_optional = false;  // set by add_to(app, false)
 
   // need_seq = false: --seq is optional (`mtsl` searches it) and defaults to the shortest valid length.
@@ -99,7 +101,11 @@ void print_json(std::ostream& out, nlohmann::json doc);
 // A byte count for JSON: an integer (byte counts were printed as 5543492704.010241).
 [[nodiscard]] std::int64_t json_bytes(double bytes);
 
-nlohmann::json layout_to_json(const Layout& l);
+nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l);
+// The decoder layers per pipeline stage, run-length: "7+14x8+7" (Llama 3 405B); "" for an even split.
+[[nodiscard]] std::string stage_layers_text(const ModelSpec& m, const Layout& l);
+// " (layers 7+14x8+7)" for the text headers; "" for an even split.
+[[nodiscard]] std::string stage_text(const ModelSpec& m, const Layout& l);
 std::string format_gib(double bytes, int precision = 2);
 
 }  // namespace headroom::cli

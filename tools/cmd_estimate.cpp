@@ -31,7 +31,7 @@ nlohmann::json stage_to_json(const StageMemory& s) {
 void print_table(std::ostream& out, const ResolvedSpecs& r, const Layout& l, const MemoryEstimate& e) {
   char line[256];
   out << "headroom estimate: " << r.model.name << " on " << r.cluster.gpu.name << " (" << r.cluster.name << "), "
-      << l.gpus() << " GPUs = tp " << l.tp << " x cp " << l.cp << " x pp " << l.pp << " x dp " << l.dp << "\n";
+      << l.gpus() << " GPUs = tp " << l.tp << " x cp " << l.cp << " x pp " << l.pp << stage_text(r.model, l) << " x dp " << l.dp << "\n";
   out << "seq " << l.seq << ", mbs " << l.mbs << ", gbs " << l.gbs << " (" << l.microbatches()
       << " micro-batches per pipeline), " << r.framework.name << ": SP " << (l.sequence_parallel ? "on" : "off")
       << ", " << (l.flash_attention ? "FlashAttention" : "no FlashAttention") << ", " << to_string(l.schedule)
@@ -108,7 +108,7 @@ void run_estimate(const EstimateOptions& o, std::ostream& out) {
       {"gpu", r.cluster.gpu.name},
       {"cluster", r.cluster.name},
       {"framework", r.framework.name},
-      {"layout", layout_to_json(l)},
+      {"layout", layout_to_json(r.model, l)},
       {"memory",
        {{"paper_total_gib", e.paper_total_bytes / kGiB},
         {"stages", stages},

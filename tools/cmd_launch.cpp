@@ -38,7 +38,7 @@ void run_launch(const LaunchOptions& o, std::ostream& out) {
   const LaunchExport e = launch_export(r.model, r.cluster, l);
   if (o.json) {
     nlohmann::json doc = launch_to_json(e);
-    nlohmann::json layout = layout_to_json(l);
+    nlohmann::json layout = layout_to_json(r.model, l);
     layout["sharding_code"] = sharding_code(l.sharding);
     doc["layout"] = layout;
     doc["model"] = r.model.name;
@@ -50,7 +50,7 @@ void run_launch(const LaunchOptions& o, std::ostream& out) {
   }
   if (o.only.empty())
     out << "# headroom launch: " << r.model.name << " on " << l.gpus() << " x " << r.cluster.gpu.name << " ("
-        << r.cluster.name << "), tp " << l.tp << " cp " << l.cp << " pp " << l.pp << (l.vpp > 1 ? "x" + std::to_string(l.vpp) : "")
+        << r.cluster.name << "), tp " << l.tp << " cp " << l.cp << " pp " << l.pp << (l.vpp > 1 ? "x" + std::to_string(l.vpp) : "") << stage_text(r.model, l)
         << " dp " << l.dp << ", mbs " << l.mbs << ", gbs " << l.gbs << ", seq " << l.seq << ", sharding "
         << sharding_code(l.sharding) << ", recompute " << to_string(l.recompute) << "\n\n";
   if (const std::string w = memory_warning(r, l); !w.empty()) out << "# " << w << "\n\n";

@@ -107,7 +107,7 @@ void run_mtsl(const MtslOptions& o, std::ostream& out) {
     const auto fits = smallest_layouts_for_seq(r.model, r.cluster, base, r.framework.residual, s, n_max);
     if (o.json) {
       nlohmann::json arr = nlohmann::json::array();
-      for (const auto& f : fits) arr.push_back({{"layout", layout_to_json(f.layout)}, {"peak_gib", f.peak_bytes / kGiB}});
+      for (const auto& f : fits) arr.push_back({{"layout", layout_to_json(r.model, f.layout)}, {"peak_gib", f.peak_bytes / kGiB}});
       print_json(out, nlohmann::json{{"model", r.model.name}, {"gpu", r.cluster.gpu.name}, {"cluster", r.cluster.name},
                             {"framework", r.framework.name}, {"target_seq", s}, {"max_gpus", n_max},
                             {"gpus", fits.empty() ? 0 : fits.front().layout.gpus()}, {"layouts", arr}});
@@ -141,7 +141,7 @@ void run_mtsl(const MtslOptions& o, std::ostream& out) {
   const std::string what = o.sweep.substr(0, o.sweep.find('='));
   if (o.json) {
     nlohmann::json doc = {{"model", r.model.name}, {"gpu", r.cluster.gpu.name}, {"cluster", r.cluster.name},
-                          {"framework", r.framework.name}, {"layout", layout_to_json(base)}};
+                          {"framework", r.framework.name}, {"layout", layout_to_json(r.model, base)}};
     doc["layout"].erase("seq");
     if (o.sweep.empty()) {
       doc.update(result_to_json(points.front().result));
@@ -214,7 +214,9 @@ void register_mtsl(CLI::App& app, std::ostream& out) {
   sub->callback([opts, sub, &out] {
     refuse_given(*sub, {"--seq"}, "in mtsl (it searches the sequence length; --target-seq asks the inverse)");
     if (!opts->target_seq.empty()) {
-      refuse_given(*sub, {"--tp", "--cp", "--pp", "--vpp", "--dp", "--gpus", "--gbs", "--sweep"},
+      refuse_given(*sub, {"--tp", "--cp", "--pp", "--vpp", "--dp", "--gpus", "--gbs", "--sweep",
+                          "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+                          "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"},
                    "with --target-seq (it searches the layouts up to --max-gpus)");
       opts->layout.gpus = "1";  // the search sets t, c, p and d
     } else {

@@ -25,15 +25,16 @@ struct RankOptions {
   bool json = false;
 };
 
-std::string layout_name(const Layout& l) {
+std::string layout_name(const ModelSpec& m, const Layout& l) {
+  const std::string stages = stage_layers_text(m, l);
   return "tp" + std::to_string(l.tp) + " cp" + std::to_string(l.cp) + " pp" + std::to_string(l.pp) +
-         (l.vpp > 1 ? "x" + std::to_string(l.vpp) : "") + " dp" + std::to_string(l.dp) + " mbs" + std::to_string(l.mbs) +
+         (l.vpp > 1 ? "x" + std::to_string(l.vpp) : "") + (stages.empty() ? "" : "[" + stages + "]") + " dp" + std::to_string(l.dp) + " mbs" + std::to_string(l.mbs) +
          " " + sharding_code(l.sharding) + " rc:" + std::string(to_string(l.recompute)) +
          (l.schedule == Schedule::gpipe ? " gpipe" : "") + (l.sequence_parallel || l.tp == 1 ? "" : " no-sp");
 }
 
-nlohmann::json ranked_to_json(const RankedLayout& r) {
-  nlohmann::json j = layout_to_json(r.layout);
+nlohmann::json ranked_to_json(const ModelSpec& m, const RankedLayout& r) {
+  nlohmann::json j = layout_to_json(m, r.layout);
   j["sharding_code"] = sharding_code(r.layout.sharding);
   return {{"layout", j},
           {"step_time_s", r.step_time_s},
@@ -45,7 +46,7 @@ nlohmann::json ranked_to_json(const RankedLayout& r) {
           {"verdict", r.margin_bytes() >= 0 ? "fits" : "oom"}};
 }
 
-void print_rows(std::ostream& out, const std::vector<RankedLayout>& rows) {
+void print_rows(std::ostream& out, const ModelSpec& m, const std::vector<RankedLayout>& rows) {
   char line[320];
   std::snprintf(line, sizeof line, "%4s  %-48s %9s %12s %8s %6s %9s %9s\n", "#", "layout", "step s", "tokens/s",
                 "TFLOP/s", "MFU", "peak GiB", "margin");
@@ -53,7 +54,7 @@ void print_rows(std::ostream& out, const std::vector<RankedLayout>& rows) {
   int i = 0;
   for (const auto& r : rows) {
     std::snprintf(line, sizeof line, "%4d  %-48s %9.3f %12.0f %8.1f %5.1f%% %9.2f %9.2f\n", ++i,
-                  layout_name(r.layout).c_str(), r.step_time_s, r.tokens_per_s, r.tflops_per_gpu, 100 * r.mfu,
+                  layout_name(m, r.layout).c_str(), r.step_time_s, r.tokens_per_s, r.tflops_per_gpu, 100 * r.mfu,
                   r.peak_bytes / kGiB, r.margin_bytes() / kGiB);
     out << line;
   }
@@ -66,7 +67,7 @@ std::string no_fit_advice(const ResolvedSpecs& r, const Layout& base, const Perf
                           const SearchResult& res) {
   if (res.memory_checked == 0)
     return "no layout of " + std::to_string(so.gpus) + " GPUs passes the split rules (t divides the heads and KV "
-           "heads, p the layers, 2c the sequence, d·mbs the global batch) and the --constraint flags: nothing was "
+           "heads, p the layers or the framework splits them unevenly, 2c the sequence, d·mbs the global batch) and the --constraint flags: nothing was "
            "memory-checked; change --gpus, --gbs or the constraints";
   ClusterSpec unbounded = r.cluster;
   unbounded.gpu.usable_memory_bytes = 1e300;
@@ -79,7 +80,7 @@ std::string no_fit_advice(const ResolvedSpecs& r, const Layout& base, const Perf
   const StageMemory& s = e.stages[static_cast<std::size_t>(e.peak_stage)];
   const double states = s.params + s.grads + s.optimizer;
   std::string why = "no layout fits in " + format_gib(e.capacity_bytes) + " GiB: the one needing least memory (" +
-                    layout_name(least) + ") peaks at " + format_gib(e.peak_bytes) + " GiB, of which weights, "
+                    layout_name(r.model, least) + ") peaks at " + format_gib(e.peak_bytes) + " GiB, of which weights, "
                     "gradients and optimizer states " + format_gib(states) + " GiB, activations " +
                     format_gib(s.activations) + " GiB and runtime buffers " + format_gib(s.residual) + " GiB. ";
   if (states >= e.capacity_bytes)
@@ -112,8 +113,8 @@ void run_rank(const RankOptions& o, std::ostream& out) {
   const SearchResult res = rank_layouts(r.model, r.cluster, base, r.framework.residual, coefficients, so);
   if (o.json) {
     nlohmann::json layouts = nlohmann::json::array(), pareto = nlohmann::json::array();
-    for (const auto& x : res.best) layouts.push_back(ranked_to_json(x));
-    for (const auto& x : res.pareto) pareto.push_back(ranked_to_json(x));
+    for (const auto& x : res.best) layouts.push_back(ranked_to_json(r.model, x));
+    for (const auto& x : res.pareto) pareto.push_back(ranked_to_json(r.model, x));
     nlohmann::json doc = {{"model", r.model.name},      {"gpu", r.cluster.gpu.name},
                           {"cluster", r.cluster.name},  {"framework", r.framework.name},
                           {"coefficients", coefficients.name},
@@ -143,13 +144,14 @@ void run_rank(const RankOptions& o, std::ostream& out) {
     out << no_fit_advice(r, base, coefficients, so, res) << "\n";
     return;
   }
-  print_rows(out, res.best);
-  out << "(layout: tp/cp/pp/dp sizes, ppPxV = V virtual stages per GPU (interleaved 1F1B), mbs = micro-batch; "
+  print_rows(out, r.model, res.best);
+  out << "(layout: tp/cp/pp/dp sizes, ppPxV = V virtual stages per GPU (interleaved 1F1B), [7+14x8+7] = decoder "
+         "layers per stage where uneven, mbs = micro-batch; "
          "sharding of parameters/gradients/optimizer states: N none, I within a node, G over the DP group "
          "(NNN DDP, NNG ZeRO-1, NGG ZeRO-2, GGG ZeRO-3/FSDP, III HSDP); rc: activation recompute)\n";
   out << "\nPareto front (less memory, or faster; memory ascending; within " << so.pareto_slowdown
       << "x of the fastest step)\n";
-  print_rows(out, res.pareto);
+  print_rows(out, r.model, res.pareto);
   const LaunchExport e = launch_export(r.model, r.cluster, res.best.front().layout);
   out << "\nlaunch the fastest (headroom launch for TOML and FSDP):\n  Megatron-LM: " << megatron_line(e)
       << "\n  torchtitan:  " << torchtitan_line(e) << "\n";

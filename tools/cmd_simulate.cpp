@@ -107,7 +107,7 @@ void run_step(const SimulateOptions& o, std::ostream& out) {
                         {"peak_microbatches", st.peak_microbatches},
                         {"memory", {{"columns", {"time_s", "activation_gib", "microbatches"}}, {"points", mem}}}});
     }
-    print_json(out, nlohmann::json{{"model", r.model.name}, {"cluster", r.cluster.name}, {"layout", layout_to_json(l)},
+    print_json(out, nlohmann::json{{"model", r.model.name}, {"cluster", r.cluster.name}, {"layout", layout_to_json(r.model, l)},
                           {"step_time_s", s.step_time_s}, {"bubble_s", s.bubble_s},
                           {"bubble_fraction", s.bubble_fraction}, {"analytical_step_time_s", a.step_time_s},
                           {"tasks", boost::num_vertices(s.graph)}, {"events", s.run.events},
@@ -116,7 +116,7 @@ void run_step(const SimulateOptions& o, std::ostream& out) {
   }
   char line[256];
   out << "headroom simulate: " << r.model.name << " on " << l.gpus() << " x " << r.cluster.gpu.name << " ("
-      << r.cluster.name << "), tp " << l.tp << " x cp " << l.cp << " x pp " << l.pp << " x dp " << l.dp << ", "
+      << r.cluster.name << "), tp " << l.tp << " x cp " << l.cp << " x pp " << l.pp << stage_text(r.model, l) << " x dp " << l.dp << ", "
       << to_string(l.schedule) << (l.vpp > 1 ? " x" + std::to_string(l.vpp) : "") << ", " << l.microbatches()
       << " micro-batches\n";
   if (const std::string w = memory_warning(r, l); !w.empty()) out << w << "\n";
@@ -223,7 +223,9 @@ void register_simulate(CLI::App& app, std::ostream& out) {
     if (!opts->collective.empty()) {
       refuse_given(*sub, {"--model", "--trace", "--profile", "--gpu", "--framework", "--seq", "--tp", "--cp", "--pp",
                           "--vpp", "--dp", "--gpus", "--mbs", "--gbs", "--recompute", "--sharding", "--schedule",
-                          "--lora-rank", "--lora-targets"},
+                          "--lora-rank", "--lora-targets", "--decoder-first-pipeline-num-layers",
+                          "--decoder-last-pipeline-num-layers", "--account-for-embedding-in-pipeline-split",
+                          "--account-for-loss-in-pipeline-split"},
                    "with --collective (it simulates one collective; a training step takes --model)");
       if (sim::parse_algorithm(opts->algorithm) != sim::Algorithm::ring)
         refuse_given(*sub, {"--channels"}, "with --algorithm " + opts->algorithm + " (channels are rings of --algorithm ring)");

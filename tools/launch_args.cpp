@@ -50,7 +50,17 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
   if (!m.tied_embeddings) a.emplace_back("--untie-embeddings-and-output-weights");
   a.insert(a.end(), {"--tensor-model-parallel-size", num(l.tp), "--pipeline-model-parallel-size", num(l.pp),
                      "--context-parallel-size", num(l.cp)});
-  if (l.vpp > 1) a.insert(a.end(), {"--num-layers-per-virtual-pipeline-stage", num(m.num_layers / (l.pp * l.vpp))});
+  // Uneven stages (megatron/training/arguments.py): the virtual stage count must then be given as
+  // --num-virtual-stages-per-pipeline-rank, not as layers per virtual stage.
+  const PipelineSplit& x = l.split;
+  if (x.first_stage_layers > 0) a.insert(a.end(), {"--decoder-first-pipeline-num-layers", num(x.first_stage_layers)});
+  if (x.last_stage_layers > 0) a.insert(a.end(), {"--decoder-last-pipeline-num-layers", num(x.last_stage_layers)});
+  if (x.embedding_in_split) a.emplace_back("--account-for-embedding-in-pipeline-split");
+  if (x.loss_in_split) a.emplace_back("--account-for-loss-in-pipeline-split");
+  if (l.vpp > 1 && x.even())
+    a.insert(a.end(), {"--num-layers-per-virtual-pipeline-stage", num(m.num_layers / (l.pp * l.vpp))});
+  else if (l.vpp > 1)
+    a.insert(a.end(), {"--num-virtual-stages-per-pipeline-rank", num(l.vpp)});
   if (l.tp > 1 && l.sequence_parallel) a.emplace_back("--sequence-parallel");
   a.insert(a.end(), {"--micro-batch-size", num(l.mbs), "--global-batch-size", num(l.gbs), "--seq-length", num(l.seq)});
   if (l.precision.weight_bytes == 2) a.emplace_back("--bf16");
@@ -147,6 +157,9 @@ void torchtitan(const ModelSpec& m, const ClusterSpec& c, const Layout& l, Launc
                         "sequence");
   if (!l.flash_attention) issues.emplace_back("no FlashAttention: torchtitan uses SDPA's fused kernels; no setting");
   if (l.lora.enabled()) issues.emplace_back("LoRA: torchtitan v0.2.x has no LoRA");
+  if (!l.split.even())
+    issues.emplace_back("uneven pipeline stages: headroom exports Megatron-LM's --decoder-first/last-pipeline-num-"
+                        "layers only; torchtitan's first/last_stage_less_layers are not mapped");
   if (pp && l.vpp > 2)
     issues.emplace_back("pipeline_parallel_layers_per_stage: torchtitan v0.2 counts the embedding and output as "
                         "pipeline_parallel_first/last_stage_less_layers; check the stage count");

@@ -86,6 +86,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
     for (const auto& r : j.at("supported_recompute")) f.supported_recompute.push_back(parse_recompute(r.get<std::string>()));
   if (j.contains("supported_schedules"))
     for (const auto& x : j.at("supported_schedules")) f.supported_schedules.push_back(parse_schedule(x.get<std::string>()));
+  f.uneven_pipeline_stages = j.value("uneven_pipeline_stages", false);
   const auto& r = j.at("residual");
   f.residual.name = f.name;
   f.residual.fixed_bytes = r.at("fixed_GiB").get<double>() * kGiB;

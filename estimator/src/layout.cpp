@@ -1,6 +1,9 @@
 #include "headroom/estimator/layout.hpp"
 
+#include <algorithm>
+#include <numeric>
 #include <string>
+#include <utility>
 
 #include "headroom/estimator/error.hpp"
 #include "headroom/estimator/spec.hpp"
@@ -14,6 +17,59 @@ void require_positive(std::int64_t value, const char* name) {
 
 std::string s(std::int64_t v) { return std::to_string(v); }
 
+// --decoder-first/last-pipeline-num-layers as megatron/core/transformer/transformer_config.py (__post_init__,
+// "Uneven PP") checks them: each > 0 and a multiple of v, the rest split evenly over the middle stages, which
+// exist exactly when layers remain, each holding a multiple of v.
+void validate_uneven_split(const ModelSpec& m, const Layout& l) {
+  const PipelineSplit& x = l.split;
+  if (x.embedding_in_split || x.loss_in_split)
+    throw Error("--decoder-first/last-pipeline-num-layers cannot be combined with --account-for-embedding/loss-in-"
+                "pipeline-split (Megatron-LM refuses it)");
+  if (l.pp < 2) throw Error("--decoder-first/last-pipeline-num-layers need --pp 2 or more");
+  std::int64_t rest = m.num_layers, middle = l.pp;
+  for (const auto& [n, flag] : {std::pair{x.first_stage_layers, "--decoder-first-pipeline-num-layers"},
+                                std::pair{x.last_stage_layers, "--decoder-last-pipeline-num-layers"}}) {
+    if (n == 0) continue;
+    if (l.vpp > 1 && n % l.vpp != 0)
+      throw Error(std::string(flag) + " " + s(n) + " is not a multiple of --vpp " + s(l.vpp));
+    rest -= n;
+    --middle;
+  }
+  if (rest < 0)
+    throw Error("the first and last pipeline stages hold " + s(m.num_layers - rest) + " layers, more than the " +
+                s(m.num_layers) + " of " + m.name);
+  if ((rest > 0) != (middle > 0))
+    throw Error(s(rest) + " layers remain for " + s(middle) + " middle pipeline stages (--pp " + s(l.pp) +
+                "): both must be zero or both positive");
+  if (middle == 0) return;
+  if (rest % middle != 0)
+    throw Error("the " + s(rest) + " layers left by the first and last stages do not split evenly over the " +
+                s(middle) + " middle stages");
+  if (l.vpp > 1 && (rest / middle) % l.vpp != 0)
+    throw Error("--vpp " + s(l.vpp) + " does not divide the " + s(rest / middle) + " layers of a middle stage");
+}
+
+// p | L, or with --account-for-embedding/loss-in-pipeline-split p | L + 1 (+ 1) (transformer_block.py), and v
+// dividing the layers per stage.
+void validate_even_split(const ModelSpec& m, const Layout& l) {
+  const PipelineSplit& x = l.split;
+  const std::int64_t counted = m.num_layers + (x.embedding_in_split ? 1 : 0) + (x.loss_in_split ? 1 : 0);
+  const std::string extra = counted == m.num_layers ? "" : " (+" + s(counted - m.num_layers) + " for the embedding/loss)";
+  if (counted % l.pp != 0)
+    throw Error("--pp " + s(l.pp) + " does not divide the " + s(m.num_layers) + " layers of " + m.name + extra +
+                "; uneven stages: --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers");
+  if (l.vpp > 1 && (counted / l.pp) % l.vpp != 0)
+    throw Error("--vpp " + s(l.vpp) + " does not divide the " + s(counted / l.pp) + " layers per stage" + extra);
+}
+
+void validate_pipeline_split(const ModelSpec& m, const Layout& l) {
+  if (l.split.first_stage_layers < 0 || l.split.last_stage_layers < 0)
+    throw Error("--decoder-first/last-pipeline-num-layers must be positive (got " +
+                s(std::min(l.split.first_stage_layers, l.split.last_stage_layers)) + ")");
+  if (l.split.first_stage_layers > 0 || l.split.last_stage_layers > 0) validate_uneven_split(m, l);
+  else validate_even_split(m, l);
+}
+
 }  // namespace
 
 void validate_model_split(const ModelSpec& m, const Layout& l) {
@@ -26,13 +82,9 @@ void validate_model_split(const ModelSpec& m, const Layout& l) {
     throw Error("--tp " + s(l.tp) + " does not divide the " + s(m.num_heads) + " attention heads of " + m.name);
   if (m.num_kv_heads % l.tp != 0)
     throw Error("--tp " + s(l.tp) + " does not divide the " + s(m.num_kv_heads) + " KV heads of " + m.name);
-  if (m.num_layers % l.pp != 0)
-    throw Error("--pp " + s(l.pp) + " does not divide the " + s(m.num_layers) + " layers of " + m.name);
-  if (l.vpp > 1) {
-    if (l.pp == 1) throw Error("--vpp " + s(l.vpp) + " needs --pp > 1 (interleaving splits pipeline stages)");
-    if ((m.num_layers / l.pp) % l.vpp != 0)
-      throw Error("--vpp " + s(l.vpp) + " does not divide the " + s(m.num_layers / l.pp) + " layers per stage");
-  }
+  if (l.vpp > 1 && l.pp == 1)
+    throw Error("--vpp " + s(l.vpp) + " needs --pp > 1 (interleaving splits pipeline stages)");
+  validate_pipeline_split(m, l);
   if (l.seq % l.cp != 0) throw Error("--cp " + s(l.cp) + " does not divide --seq " + s(l.seq));
   if (l.cp > 1 && l.seq % (2 * l.cp) != 0)
     throw Error("--seq " + s(l.seq) + " must be a multiple of 2·cp = " + s(2 * l.cp) +
@@ -50,6 +102,51 @@ void validate_layout(const ModelSpec& m, const Layout& l) {
   if (!interleaving_runs(l))
     throw Error("the interleaved schedule needs the micro-batches per pipeline (gbs/(dp·mbs) = " + s(l.microbatches()) +
                 ") to be a multiple of pp = " + s(l.pp) + " (Megatron-LM and PyTorch refuse it otherwise)");
+}
+
+// megatron/core/transformer/transformer_block.py, get_num_layers_to_build (times v chunks).
+std::int64_t stage_layers(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  const PipelineSplit& x = l.split;
+  const bool first = stage == 0, last = stage == l.pp - 1;
+  if (x.first_stage_layers > 0 || x.last_stage_layers > 0) {
+    if (first && x.first_stage_layers > 0) return x.first_stage_layers;
+    if (last && x.last_stage_layers > 0) return x.last_stage_layers;
+    const std::int64_t middle = l.pp - (x.first_stage_layers > 0 ? 1 : 0) - (x.last_stage_layers > 0 ? 1 : 0);
+    return (m.num_layers - x.first_stage_layers - x.last_stage_layers) / middle;
+  }
+  const std::int64_t per = (m.num_layers + (x.embedding_in_split ? 1 : 0) + (x.loss_in_split ? 1 : 0)) / l.pp;
+  return per - (first && x.embedding_in_split ? 1 : 0) - (last && x.loss_in_split ? 1 : 0);
+}
+
+std::int64_t chunk_layers(const ModelSpec& m, const Layout& l, std::int64_t stage, std::int64_t chunk) {
+  const std::int64_t v = std::max<std::int64_t>(1, l.vpp);
+  const PipelineSplit& x = l.split;
+  if (x.first_stage_layers > 0 || x.last_stage_layers > 0) return stage_layers(m, l, stage) / v;
+  const std::int64_t per_chunk = chunkable_layers(m, l) / v;
+  const bool embedding = x.embedding_in_split && stage == 0 && chunk == 0;
+  const bool loss = x.loss_in_split && stage == l.pp - 1 && chunk == v - 1;
+  return per_chunk - (embedding ? 1 : 0) - (loss ? 1 : 0);
+}
+
+std::int64_t chunkable_layers(const ModelSpec& m, const Layout& l) {
+  const PipelineSplit& x = l.split;
+  if (x.first_stage_layers == 0 && x.last_stage_layers == 0)
+    return (m.num_layers + (x.embedding_in_split ? 1 : 0) + (x.loss_in_split ? 1 : 0)) / l.pp;
+  std::int64_t g = std::gcd(x.first_stage_layers, x.last_stage_layers);
+  const std::int64_t middle = l.pp - (x.first_stage_layers > 0 ? 1 : 0) - (x.last_stage_layers > 0 ? 1 : 0);
+  if (middle > 0) g = std::gcd(g, (m.num_layers - x.first_stage_layers - x.last_stage_layers) / middle);
+  return g;
+}
+
+std::optional<PipelineSplit> balanced_uneven_split(std::int64_t layers, std::int64_t pp) {
+  if (pp < 2) return std::nullopt;
+  const std::int64_t middle = (layers + pp - 1) / pp;
+  const std::int64_t ends = layers - (pp - 2) * middle;  // ≤ 2·middle
+  if (ends < 2) return std::nullopt;
+  PipelineSplit x;
+  x.last_stage_layers = ends / 2;
+  x.first_stage_layers = ends - x.last_stage_layers;
+  return x;
 }
 
 bool interleaving_runs(const Layout& l) {

@@ -63,9 +63,9 @@ LoraSplit lora_layer_split(const ModelSpec& m, const Lora& lora, std::int64_t tp
   return s;
 }
 
-LoraSplit lora_stage_parameters_per_rank(const ModelSpec& m, const Layout& l, std::int64_t /*stage*/) {
+LoraSplit lora_stage_parameters_per_rank(const ModelSpec& m, const Layout& l, std::int64_t stage) {
   const LoraSplit layer = lora_layer_split(m, l.lora, l.tp);
-  const double layers = d(m.num_layers / l.pp);  // adapters live in the decoder layers only
+  const double layers = d(stage_layers(m, l, stage));  // adapters live in the decoder layers only
   return {layer.replicated * layers, layer.sharded * layers};
 }
 

@@ -68,7 +68,7 @@ double layer_parameters_per_gpu(const ModelSpec& m, const Layout& l) {
 
 double stage_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage) {
   const double h = d(m.hidden_size), t = d(l.tp);
-  double params = d(m.num_layers / l.pp) * layer_parameters_per_gpu(m, l);
+  double params = d(stage_layers(m, l, stage)) * layer_parameters_per_gpu(m, l);
   const double hv_t = h * d(m.vocab_size) / t;
   const bool first = stage == 0, last = stage == l.pp - 1;
   if (first) params += hv_t + (m.learned_positions ? d(m.max_context) * h : 0.0);
@@ -120,12 +120,13 @@ double microbatches_in_flight(const Layout& l, std::int64_t stage) {
   return std::min(m, d(l.pp - stage));
 }
 
-// Layer-micro-batches held by `stage`. 1F1B: (L/p)·min(p − i, m), hence L on the first stage whatever p
+// Layer-micro-batches held by `stage` (L_i of its layers, L/p when even). 1F1B: L_i·min(p − i, m), hence L on
+// the first stage of an even split whatever p
 // (4D paper Sec. 3.2.2). Interleaved with v chunks per GPU (Megatron's warm-up count): stage i holds
 // 2(p − i − 1) + (v − 1)p + 1 chunks of L/(p·v) layers, i.e. L(1 + (p − 1)/(p·v)) on the first stage
 // (Korthikanti et al. 2023, Sec. 4.2.3), at most all m·v chunks.
 double layers_in_flight(const ModelSpec& m, const Layout& l, std::int64_t stage) {
-  const double layers_per_stage = d(m.num_layers) / d(l.pp);
+  const double layers_per_stage = d(stage_layers(m, l, stage));
   if (l.schedule != Schedule::interleaved || l.vpp == 1)
     return layers_per_stage * microbatches_in_flight(l, stage);
   const double chunks = std::min(d(l.microbatches()) * d(l.vpp),
@@ -190,7 +191,7 @@ double fsdp_unit_buffer_bytes(const ModelSpec& m, const Layout& l) {
 // backward); with a frozen root (LoRA) nothing reshards it before the end of backward.
 double fsdp_root_unit_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage) {
   if (!fsdp_gathers(l)) return 0.0;
-  const double decoder = d(m.num_layers / l.pp) * layer_parameters_per_gpu(m, l);
+  const double decoder = d(stage_layers(m, l, stage)) * layer_parameters_per_gpu(m, l);
   return (stage_parameters_per_gpu(m, l, stage) - decoder) * l.precision.weight_bytes;
 }
 
@@ -248,7 +249,7 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
   // weights one gradient of its full size (PyTorch FSDP docs: "equivalent to not freezing those parameters"):
   // every decoder layer's gradient, sharded; the root (frozen under LoRA) has none. The unit buffers: 2 unsharded
   // parameter sets, the rest unsharded gradients. Activations: the layer re-materialised and its stored input.
-  const double decoder = d(m.num_layers / l.pp) * layer_parameters_per_gpu(m, l);
+  const double decoder = d(stage_layers(m, l, stage)) * layer_parameters_per_gpu(m, l);
   const double grad_params = l.lora.enabled() ? decoder + trainable : params;
   const double units = d(l.fsdp_unit_buffers), unit_param_share = std::min(units, 2.0) / std::max(units, 1.0);
   s.params += unit_param_share * fsdp_unit_buffer_bytes(m, l);
@@ -297,7 +298,12 @@ MemoryEstimate estimate_memory(const ModelSpec& m, const ClusterSpec& c, const L
 
 double peak_memory_bytes(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r) {
   const double first = stage_memory(m, c, l, r, 0).total();
-  return l.pp == 1 ? first : std::max(first, stage_memory(m, c, l, r, l.pp - 1).total());
+  if (l.pp == 1) return first;
+  const double ends = std::max(first, stage_memory(m, c, l, r, l.pp - 1).total());
+  // Even split: the middle stages hold the first stage's layers with fewer micro-batches in flight. Uneven: the
+  // second stage, with more layers than the first and one micro-batch fewer, can be the peak (Llama 3's 7 + 8).
+  if (l.split.even() || l.pp == 2) return ends;
+  return std::max(ends, stage_memory(m, c, l, r, 1).total());
 }
 
 }  // namespace headroom

@@ -125,6 +125,7 @@ std::vector<LayoutFit> smallest_layouts_for_seq(const ModelSpec& m, const Cluste
           Layout l = base;
           l.tp = t, l.cp = cp, l.pp = p, l.dp = n / (t * cp * p), l.seq = seq;
           l.vpp = 1;
+          l.split = {};  // the search keeps to p | L
           if (l.schedule == Schedule::interleaved) l.schedule = Schedule::one_f_one_b;
           l.gbs = per_pipeline * l.dp * l.mbs;
           const double peak = peak_memory_bytes(m, c, l, r);

@@ -118,6 +118,7 @@ void restrict_to_framework(SearchOptions& o, const FrameworkProfile& f) {
   if (!sharding_asked && !f.supported_shardings.empty()) o.shardings = f.supported_shardings;
   if (!f.supported_recompute.empty()) o.recomputes = f.supported_recompute;
   if (!f.supported_schedules.empty()) o.schedules = f.supported_schedules;
+  o.uneven_stages = f.uneven_pipeline_stages;
 }
 
 SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const Layout& base,
@@ -156,16 +157,24 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
       if (c > 1 && o.seq % (2 * c) != 0) continue;
       divisors_of(o.gpus / (t * c), pps);
       for (std::int64_t p : pps) {
-        if (m.num_layers % p != 0) continue;
+        // p | L: L/p layers a stage; otherwise Megatron-LM's uneven first/last stages, where the framework has them.
+        PipelineSplit split;
+        if (m.num_layers % p != 0) {
+          const auto uneven = o.uneven_stages ? balanced_uneven_split(m.num_layers, p) : std::nullopt;
+          if (!uneven) continue;
+          split = *uneven;
+        }
         const std::int64_t d = o.gpus / (t * c * p);
         if (o.gbs % d != 0) continue;
         divisors_of(o.gbs / d, mbss);
-        divisors_of(m.num_layers / p, vpps);
+        l.pp = p;
+        l.split = split;
+        divisors_of(chunkable_layers(m, l), vpps);
         for (std::int64_t v : vpps) {
           if ((o.max_vpp > 0 && v > o.max_vpp) || (p == 1 && v > 1)) continue;
           for (int sched = 0; sched < 2; ++sched) {  // 1F1B/interleaved, then GPipe (v = 1, p > 1)
             if (sched == 1 && (v > 1 || p == 1)) continue;
-            l.tp = t; l.cp = c; l.pp = p; l.dp = d; l.vpp = v;
+            l.tp = t; l.cp = c; l.dp = d; l.vpp = v;
             l.schedule = sched == 1 ? Schedule::gpipe : v > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
             // p = 1 runs no pipeline: any framework launches it whatever schedules it lists.
             if (p > 1 && !schedule_ok(l.schedule)) continue;

@@ -254,7 +254,6 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   const double t = d(l.tp), cp = d(l.cp), pp = d(l.pp), v = d(std::max<std::int64_t>(1, l.vpp));
   const double micro = d(l.microbatches());
   const double s = d(l.seq), b = d(l.mbs), h = d(m.hidden_size);
-  const double layers = d(m.num_layers) / pp;
   const std::int64_t gpn = p.gpus_per_node;
 
   // ---- one layer, one micro-batch ----
@@ -288,20 +287,27 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
     bwd.cp = std::max(0.0, comm_b - c.cp_overlap * kAttentionBackwardRatio * attn_f) +
              rc.attention * fwd.cp;
   }
-  PassTimes body_f = scaled(fwd, layers), body_b = scaled(bwd, layers);
-
   // PP (Narayanan et al. 2021 Sec. 4.1, scatter/gather): each micro-batch sends s·b·h/(t·c) BF16 activations
   // forward and their gradient backward across every stage boundary, v times with interleaving.
+  double pp_comm = 0.0;
   if (l.pp > 1) {
     const bool inside = members_per_node(l.tp * l.cp * l.dp, l.pp, gpn) >= 2;
     const Link& link = inside ? p.intra : p.inter;
-    const double one = v * link.seconds(act_bytes) * (1.0 - c.pp_overlap);
-    body_f.pp = one;
-    body_b.pp = one;
+    pp_comm = v * link.seconds(act_bytes) * (1.0 - c.pp_overlap);
   }
+  // One micro-batch through the decoder layers of a stage (layout.hpp's stage_layers: L/p, or Megatron-LM's
+  // uneven first/last stages), with its boundary traffic; the middle stages are all alike.
+  const auto stage_pass = [&](const PassTimes& one_layer, std::int64_t stage) {
+    PassTimes x = scaled(one_layer, d(stage_layers(m, l, stage)));
+    x.pp = pp_comm;
+    return x;
+  };
+  const std::int64_t middle_stage = std::min<std::int64_t>(1, l.pp - 1);
+  const PassTimes body_f = stage_pass(fwd, middle_stage), body_b = stage_pass(bwd, middle_stage);
 
   // First stage: embedding lookup (elementwise). Last stage: LM head GEMM and the FP32 loss.
-  PassTimes first_f = body_f, first_b = body_b, last_f = body_f, last_b = body_b;
+  PassTimes first_f = stage_pass(fwd, 0), first_b = stage_pass(bwd, 0);
+  PassTimes last_f = stage_pass(fwd, l.pp - 1), last_b = stage_pass(bwd, l.pp - 1);
   const PipelineEnds ends = pipeline_end_seconds(m, p, l);
   first_f.elementwise += ends.embedding_s;
   first_b.elementwise += ends.embedding_s;
@@ -318,17 +324,20 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
 
   // The slowest stage sets the 1F1B steady state; fill and drain cost (p − 1)/v stage-times (Narayanan et al.
   // 2021 Sec. 2.2: bubble (p − 1)/m of the ideal time, (p − 1)/(v·m) interleaved; GPipe's is the same as 1F1B).
+  // An even split's middle stages are never the slowest (the first has the same layers and the embedding); an
+  // uneven one's can be.
   const double first = first_f.total() + first_b.total();
   const double last = last_f.total() + last_b.total();
   const double middle = body_f.total() + body_b.total();
-  const bool last_slowest = last >= first;
-  const PassTimes& sf = l.pp == 1 || last_slowest ? last_f : first_f;
-  const PassTimes& sb = l.pp == 1 || last_slowest ? last_b : first_b;
+  std::int64_t slowest = l.pp == 1 || last >= first ? l.pp - 1 : 0;
+  if (l.pp > 2 && middle > std::max(first, last)) slowest = middle_stage;
+  const PassTimes& sf = slowest == l.pp - 1 ? last_f : slowest == 0 ? first_f : body_f;
+  const PassTimes& sb = slowest == l.pp - 1 ? last_b : slowest == 0 ? first_b : body_b;
   const double mean = l.pp == 1 ? last : (first + last + (pp - 2.0) * middle) / pp;
 
   PerfEstimate e;
   StepBreakdown& br = e.breakdown;
-  br.slowest_stage = l.pp == 1 || last_slowest ? l.pp - 1 : 0;
+  br.slowest_stage = slowest;
   PassTimes all = scaled(sf, micro);
   all += scaled(sb, micro);
   br.gemm_s = all.gemm;

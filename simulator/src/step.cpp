@@ -36,7 +36,6 @@ class StepBuilder {
 
   StepResult build_and_run() {
     const std::int64_t p = l_.pp, v = std::max<std::int64_t>(1, l_.vpp), micro = l_.microbatches();
-    const std::int64_t layers_per_chunk = m_.num_layers / (p * v);
     const LayerPasses lc = layer_compute_seconds(m_, perf_, l_);  // the throughput model's, per layer and pass
     const RecomputeFactors rc = recompute_factors(l_.recompute);
     const double s = d(l_.seq), b = d(l_.mbs), h = d(m_.hidden_size);
@@ -71,8 +70,8 @@ class StepBuilder {
     // First stage: embedding; last: LM head GEMM and the FP32 loss (throughput.hpp's terms).
     const PipelineEnds ends = pipeline_end_seconds(m_, perf_, l_);
 
-    // Activations one micro-batch leaves on a chunk (memory.hpp), freed by its backward.
-    const double act_layer = activation_bytes_per_layer(m_, l_) * d(layers_per_chunk);
+    // Activations one micro-batch leaves on a layer (memory.hpp), freed by its backward.
+    const double act_layer = activation_bytes_per_layer(m_, l_);
 
     StepResult out;
     out.gpus = l_.gpus();
@@ -88,12 +87,17 @@ class StepBuilder {
     std::vector<std::vector<TaskId>> stage_tasks(static_cast<std::size_t>(p));
     // Per micro-batch FSDP traffic starts with the pass; the layer after dp_overlap of the pass waits for it.
     const double f = std::clamp(perf_.coef.dp_overlap, 0.0, 1.0);
-    const auto wait_layer = std::min(layers_per_chunk - 1, static_cast<std::int64_t>(f * d(layers_per_chunk)));
     for (std::int64_t st = 0; st < p; ++st) {
       std::vector<TaskId> prev;
       const MicrobatchComm mbc = microbatch_dp_seconds(st);
       for (const PassOp& op : order[static_cast<std::size_t>(st)]) {
         const std::int64_t vs = op.chunk * p + st;
+        // The chunk's decoder layers (layout.hpp). A chunk with none (Megatron-LM's
+        // --account-for-embedding-in-pipeline-split at one layer per chunk) still runs its embedding or head: one task.
+        const std::int64_t layers = chunk_layers(m_, l_, st, op.chunk);
+        const std::int64_t tasks = std::max<std::int64_t>(1, layers);
+        const double layer_share = layers > 0 ? 1.0 : 0.0;
+        const auto wait_layer = std::min(tasks - 1, static_cast<std::int64_t>(f * d(layers)));
         TaskId first = 0, last = 0;
         std::vector<TaskId> fsdp;
         if (const double sec = op.forward ? mbc.forward_s : mbc.backward_s; sec > 0) {
@@ -106,7 +110,7 @@ class StepBuilder {
           c.duration_s = sec;
           fsdp.push_back(add_task(g, c, prev));
         }
-        for (std::int64_t layer = 0; layer < layers_per_chunk; ++layer) {
+        for (std::int64_t layer = 0; layer < tasks; ++layer) {
           if (layer == wait_layer) prev.insert(prev.end(), fsdp.begin(), fsdp.end());
           Task t;
           t.kind = TaskKind::delay;
@@ -114,16 +118,16 @@ class StepBuilder {
           t.stage = static_cast<std::int32_t>(st);
           t.microbatch = op.microbatch;
           t.chunk = op.chunk;
-          t.duration_s = op.forward ? lc.forward.total() + cp_fwd : lc.backward.total() + cp_bwd;
+          t.duration_s = layer_share * (op.forward ? lc.forward.total() + cp_fwd : lc.backward.total() + cp_bwd);
           if (layer == 0 && vs == 0) t.duration_s += ends.embedding_s;
-          if (layer == layers_per_chunk - 1 && vs == vs_count - 1)
+          if (layer == tasks - 1 && vs == vs_count - 1)
             t.duration_s += (op.forward ? ends.head_forward_s : ends.head_backward_s) + ends.loss_s;
           const TaskId id = add_task(g, t, prev);
           if (layer == 0) first = id;
           last = id;
           prev = {id};
           stage_tasks[static_cast<std::size_t>(st)].push_back(id);
-          if (tp_fwd > 0) {
+          if (tp_fwd > 0 && layers > 0) {
             Task c = t;
             c.op = OpKind::tp_comm;
             c.lane = 1;
@@ -317,7 +321,7 @@ class StepBuilder {
     boost::add_edge(j, to, g);
   }
 
-  void report(StepResult& out, double act_chunk) const {
+  void report(StepResult& out, double act_layer) const {
     const TaskGraph& g = out.graph;
     const std::int64_t p = l_.pp, v = std::max<std::int64_t>(1, l_.vpp);
     const double embed_act = embedding_activation_bytes(m_, l_), head_act = lm_head_activation_bytes(m_, l_);
@@ -345,7 +349,7 @@ class StepBuilder {
     for (const auto& [key, se] : span) {
       const auto [stage, mb, kind] = key;
       const std::int64_t vs = (kind / 2) * p + stage;
-      double bytes = act_chunk;
+      double bytes = act_layer * d(chunk_layers(m_, l_, stage, kind / 2));
       if (vs == 0) bytes += embed_act;
       if (vs == p * v - 1) bytes += head_act;
       auto& ch = changes[static_cast<std::size_t>(stage)];

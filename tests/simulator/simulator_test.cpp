@@ -220,6 +220,27 @@ TEST(Step, AgreesWithTheAnalyticalModelWithoutContention) {
   }
 }
 
+// Issue 18: uneven stages (Megatron-LM's --decoder-first/last-pipeline-num-layers) and the embedding/loss
+// counted as layers, where the first chunk of the first stage builds no decoder layer: the simulator runs each
+// stage's own layers and agrees with the analytical model as for even splits.
+TEST(Step, UnevenStagesAgreeWithTheAnalyticalModel) {
+  StepCase lighter_ends = step_case(2, 4, 1, 16);
+  lighter_ends.layout.split.first_stage_layers = lighter_ends.layout.split.last_stage_layers = 6;  // 6 + 2×10 + 6
+  StepCase heavier_last = step_case(2, 4, 1, 16);
+  heavier_last.layout.split.first_stage_layers = 5;  // 5 + 3×9
+  StepCase counted = step_case(2, 2, 1, 16, Schedule::interleaved, 17);  // (32 + 2)/2 = 17 a stage, 1 a chunk
+  counted.layout.split.embedding_in_split = counted.layout.split.loss_in_split = true;
+  for (const StepCase& c : {lighter_ends, heavier_last, counted}) {
+    validate_layout(c.model, c.layout);
+    const sim::StepResult r = simulate(c, false);
+    const double a = estimate_perf(c.model, c.cluster, c.layout, c.coef).step_time_s;
+    EXPECT_NEAR(r.step_time_s / a, 1.0, 0.05) << c.layout.split.first_stage_layers << " " << c.layout.vpp;
+  }
+  // The stage with more layers holds more activations at its peak.
+  const sim::StepResult r = simulate(lighter_ends);
+  EXPECT_GT(r.stages[1].peak_activation_bytes / 10.0, r.stages[0].peak_activation_bytes / 6.0 * 0.5);
+}
+
 // Context parallelism across nodes: ring attention's P2P steps cross each node boundary through one NIC at the
 // coefficients' cp_inter_efficiency, as the analytical model has them (an NCCL-style 8-channel all-gather at
 // inter_efficiency made the simulated step 34% faster on 16 LUMI nodes).

@@ -27,6 +27,9 @@ struct FrameworkProfile {
   std::vector<StateSharding> supported_shardings;
   std::vector<Recompute> supported_recompute;
   std::vector<Schedule> supported_schedules;
+  // Pipeline stages of unequal layer counts (Megatron-LM's --decoder-first/last-pipeline-num-layers); optional
+  // key, absent = no: `rank` then keeps to p | L.
+  bool uneven_pipeline_stages = false;
   ResidualModel residual;
 };
 

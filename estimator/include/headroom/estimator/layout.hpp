@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -41,6 +42,21 @@ struct Lora {
   [[nodiscard]] bool targets_module(LoraTarget t) const { return (targets & static_cast<unsigned>(t)) != 0; }
 };
 
+// How the decoder layers are split over the pipeline stages, with Megatron-LM's options
+// (megatron/core/transformer/transformer_block.py, get_num_layers_to_build): all zero/false = L/p per stage.
+// first/last_stage_layers: --decoder-first/last-pipeline-num-layers, the other stages share the rest evenly.
+// embedding/loss_in_split: --account-for-embedding/loss-in-pipeline-split, the embedding (loss) counts as a layer,
+// (L + 1 [+ 1])/p per stage, the first (last) stage building one decoder layer fewer.
+struct PipelineSplit {
+  std::int64_t first_stage_layers = 0;
+  std::int64_t last_stage_layers = 0;
+  bool embedding_in_split = false;
+  bool loss_in_split = false;
+  [[nodiscard]] bool even() const {
+    return first_stage_layers == 0 && last_stage_layers == 0 && !embedding_in_split && !loss_in_split;
+  }
+};
+
 struct Layout {
   std::int64_t tp = 1;   // t
   std::int64_t cp = 1;   // c
@@ -60,13 +76,31 @@ struct Layout {
   // PyTorch FSDP keeps this many decoder layers (FSDP units) unsharded at a time: the one computing and the
   // one prefetched (FSDP paper Sec. 3.2 / fsdp-summary); 0 for frameworks without all-gathered parameters.
   std::int64_t fsdp_unit_buffers = 0;
+  PipelineSplit split;  // last: positional initialisers of the fields above stay as they were
 
   [[nodiscard]] std::int64_t gpus() const { return tp * cp * pp * dp; }
   [[nodiscard]] std::int64_t microbatches() const { return gbs / (dp * mbs); }  // m, per pipeline
 };
 
+// Decoder layers on pipeline stage `stage` (0 ≤ stage < p), summed over its virtual chunks; the split is
+// assumed valid (validate_model_split).
+[[nodiscard]] std::int64_t stage_layers(const ModelSpec& model, const Layout& layout, std::int64_t stage);
+// Decoder layers of virtual chunk `chunk` (0 ≤ chunk < v) of stage `stage` (transformer_block.py,
+// get_num_layers_to_build): stage_layers / v, except that an accounted embedding (loss) takes one layer's place
+// in the first chunk of the first stage (the last chunk of the last), which may leave it none.
+[[nodiscard]] std::int64_t chunk_layers(const ModelSpec& model, const Layout& layout, std::int64_t stage,
+                                        std::int64_t chunk);
+// What v (virtual stages per GPU) must divide for the split to interleave: L/p for an even split (counting the
+// embedding/loss when accounted), the gcd of the first, last and middle stages' layers for an uneven one.
+[[nodiscard]] std::int64_t chunkable_layers(const ModelSpec& model, const Layout& layout);
+// The uneven split `rank` tries where p does not divide L: middle stages ceil(L/p) layers, the first and last
+// stages the rest (the last, which also holds the LM head, no more than the first), each ≥ 1 and no more than
+// a middle stage; nullopt where no such split exists or p < 2. Llama 3 405B: L = 126, p = 16 → 7 + 14×8 + 7.
+[[nodiscard]] std::optional<PipelineSplit> balanced_uneven_split(std::int64_t layers, std::int64_t pp);
+
 // Throws Error naming the first violated constraint of how the model is split: sizes positive, t | a,
-// t | k, p | L, vpp | L/p, 2c | s. Needs no DP size or batch.
+// t | k, the pipeline split as Megatron-LM checks it (p | L when even), v | the layers of every stage, 2c | s.
+// Needs no DP size or batch.
 void validate_model_split(const ModelSpec& model, const Layout& layout);
 // validate_model_split, then the batch: d > 0, gbs a multiple of d·b, and interleaving_runs.
 void validate_layout(const ModelSpec& model, const Layout& layout);

@@ -43,6 +43,9 @@ struct SearchOptions {
   std::vector<Schedule> schedules;  // pipeline schedules to try; empty = 1F1B, interleaved and GPipe
   bool try_without_sp = true;  // with t > 1, also sequence parallelism off (Megatron's --sequence-parallel)
   std::int64_t max_vpp = 0;  // virtual stages per GPU tried: divisors of L/p up to this; 0 = all
+  // Where p does not divide L, also try layout.hpp's balanced_uneven_split (Megatron-LM's
+  // --decoder-first/last-pipeline-num-layers); restrict_to_framework sets it from the framework profile.
+  bool uneven_stages = true;
   double pareto_slowdown = 2.0;  // the front keeps points at most this many times the fastest step
 };
 
