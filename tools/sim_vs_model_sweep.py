@@ -2,8 +2,10 @@
 """Simulator against the analytical model over random layouts, without contention.
 
 Runs `headroom simulate --no-contention --json` on a seeded random sample of layouts (two Llama models, the
-shipped clusters, Megatron with its default, ZeRO-3 and HSDP sharding, PyTorch FSDP; t, c, p, d in 1-8) and lists
-every layout whose simulated step differs from the analytical one by more than the tolerance.
+shipped clusters, Megatron with its default, ZeRO-3 and HSDP sharding, PyTorch FSDP; t, c, p, d in 1-8; 1F1B,
+interleaved with 2 or 4 virtual stages and GPipe; 1 to 32 micro-batches per pipeline; no, selective or full
+recompute) and lists every layout whose simulated step differs from the analytical one by more than the
+tolerance, with the share within it and the worst ratio.
 
     tools/sim_vs_model_sweep.py [--headroom build/bin/headroom] [--count 400] [--seed 1] [--tolerance 0.05]
 """
@@ -21,7 +23,8 @@ def layouts():
             for framework, sharding in [("megatron", None), ("megatron", "zero3"), ("megatron", "hsdp"),
                                         ("pytorch-fsdp", None)]:
                 for t, c, p, d in itertools.product([1, 2, 4, 8], [1, 2, 4], [1, 2, 4], [1, 2, 4]):
-                    yield model, seq, cluster, framework, sharding, t, c, p, d
+                    for v, m, rc in itertools.product([1, 2, 4, 0], [1, 2, 4, 8, 32], ["none", "selective", "full"]):
+                        yield model, seq, cluster, framework, sharding, t, c, p, d, v, m, rc
 
 
 def main():
@@ -33,13 +36,21 @@ def main():
     a = ap.parse_args()
     cases = list(layouts())
     random.Random(a.seed).shuffle(cases)
-    ran, apart = 0, []
-    for model, seq, cluster, framework, sharding, t, c, p, d in cases[:a.count]:
+    ran, apart, worst = 0, [], 1.0
+    for model, seq, cluster, framework, sharding, t, c, p, d, v, m, rc in cases:
+        if ran >= a.count:
+            break
+        if p == 1 and v != 1:
+            continue
         cmd = [a.headroom, "simulate", "--model", model, "--cluster", cluster, "--framework", framework,
                "--tp", str(t), "--cp", str(c), "--pp", str(p), "--dp", str(d), "--seq", str(seq), "--mbs", "1",
-               "--gbs", str(8 * d), "--no-contention", "--json"]
+               "--gbs", str(m * d), "--recompute", rc, "--no-contention", "--json"]
         if sharding:
             cmd += ["--sharding", sharding]
+        if v > 1:
+            cmd += ["--vpp", str(v)]
+        elif v == 0:
+            cmd += ["--schedule", "gpipe"]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode == 2:  # a layout the model refuses (heads, layers, memory of the spec): skipped
             continue
@@ -48,12 +59,17 @@ def main():
         j = json.loads(r.stdout)
         ran += 1
         ratio = j["step_time_s"] / j["analytical_step_time_s"]
+        worst = max(worst, ratio, 1 / ratio)
         if abs(ratio - 1) > a.tolerance:
-            apart.append((ratio, model, seq, cluster, framework, sharding or "default", t, c, p, d))
-    print(f"{ran} layouts simulated, {len(apart)} apart by more than {100 * a.tolerance:g}%")
-    print(f"{'sim/model':>9}  {'model':<13} {'seq':>6}  {'cluster':<14} {'framework':<13} {'sharding':<8}  t  c  p  d")
-    for ratio, model, seq, cluster, framework, sharding, t, c, p, d in sorted(apart):
-        print(f"{ratio:9.3f}  {model:<13} {seq:>6}  {cluster:<14} {framework:<13} {sharding:<8} {t:2} {c:2} {p:2} {d:2}")
+            apart.append((ratio, model, seq, cluster, framework, sharding or "default", t, c, p, d, v, m, rc))
+    within = 100.0 * (ran - len(apart)) / max(ran, 1)
+    print(f"{ran} layouts simulated, {len(apart)} apart by more than {100 * a.tolerance:g}% "
+          f"({within:.1f}% within); worst ratio {worst:.3f}")
+    print(f"{'sim/model':>9}  {'model':<13} {'seq':>6}  {'cluster':<14} {'framework':<13} {'sharding':<8}"
+          f"  t  c  p  d  v   m  recompute")
+    for ratio, model, seq, cluster, framework, sharding, t, c, p, d, v, m, rc in sorted(apart):
+        print(f"{ratio:9.3f}  {model:<13} {seq:>6}  {cluster:<14} {framework:<13} {sharding:<8} "
+              f"{t:2} {c:2} {p:2} {d:2} {v:2} {m:3}  {rc}")
 
 
 if __name__ == "__main__":
