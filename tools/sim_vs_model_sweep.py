@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Simulator against the analytical model over random layouts, without contention.
 
-Runs `headroom simulate --no-contention --json` on a seeded random sample of layouts (two Llama models, the
+Runs `headroom simulate --no-contention --json` (`--contention`: with link sharing) on a seeded random sample of layouts (two Llama models, the
 shipped clusters, Megatron with its default, ZeRO-3 and HSDP sharding, PyTorch FSDP; t, c, p, d in 1-8; 1F1B,
 interleaved with 2 or 4 virtual stages and GPipe; 1 to 32 micro-batches per pipeline; no, selective or full
 recompute) and lists every layout whose simulated step differs from the analytical one by more than the
@@ -33,6 +33,8 @@ def main():
     ap.add_argument("--count", type=int, default=400)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--tolerance", type=float, default=0.05)
+    ap.add_argument("--contention", action="store_true",
+                    help="simulate with link sharing (default: every flow alone, as the analytical model prices)")
     a = ap.parse_args()
     cases = list(layouts())
     random.Random(a.seed).shuffle(cases)
@@ -44,7 +46,9 @@ def main():
             continue
         cmd = [a.headroom, "simulate", "--model", model, "--cluster", cluster, "--framework", framework,
                "--tp", str(t), "--cp", str(c), "--pp", str(p), "--dp", str(d), "--seq", str(seq), "--mbs", "1",
-               "--gbs", str(m * d), "--recompute", rc, "--no-contention", "--json"]
+               "--gbs", str(m * d), "--recompute", rc, "--json"]
+        if not a.contention:
+            cmd.append("--no-contention")
         if sharding:
             cmd += ["--sharding", sharding]
         if v > 1:

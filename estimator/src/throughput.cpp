@@ -144,6 +144,13 @@ std::int64_t members_per_node(std::int64_t stride, std::int64_t size, std::int64
   return std::min(size, gpus_per_node / stride);
 }
 
+std::int64_t sharding_group_size(const Layout& l, std::int64_t gpus_per_node) {
+  const std::int64_t group = l.dp * l.cp;
+  std::int64_t m = members_per_node(l.tp, group, gpus_per_node);
+  while (group % m != 0) --m;
+  return m;
+}
+
 double gemm_shape_factor(double m, double n, double k, double half_dim) {
   return m / (m + half_dim) * (n / (n + half_dim)) * (k / (k + half_dim));
 }
@@ -249,6 +256,14 @@ PipelineEnds pipeline_end_seconds(const ModelSpec& m, const PerfContext& p, cons
   return e;
 }
 
+double pipeline_send_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
+  if (l.pp <= 1) return 0.0;
+  const double act_bytes = 2.0 * d(l.seq) * d(l.mbs) * d(m.hidden_size) / (d(l.tp) * d(l.cp));
+  // Every boundary inside a node, or the crossing one (on the slowest stage's path) sets it.
+  const bool inside = members_per_node(l.tp * l.cp * l.dp, l.pp, p.gpus_per_node) >= l.pp;
+  return (inside ? p.intra : p.inter).seconds(act_bytes) * (1.0 - p.coef.pp_overlap);
+}
+
 PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layout& l) {
   const PerfCoefficients& c = p.coef;
   const double t = d(l.tp), cp = d(l.cp), pp = d(l.pp), v = d(std::max<std::int64_t>(1, l.vpp));
@@ -259,7 +274,6 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   // ---- one layer, one micro-batch ----
   const LayerPasses lc = layer_compute_seconds(m, p, l);
   const double attn_f = lc.forward.attention;
-  const double act_bytes = 2.0 * s * b * h / (t * cp);  // one BF16 s·b·h tensor, SP- and CP-sharded
   const RecomputeFactors rc = recompute_factors(l.recompute);
   PassTimes fwd = compute_only(lc.forward), bwd = compute_only(lc.backward);
 
@@ -287,14 +301,9 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
     bwd.cp = std::max(0.0, comm_b - c.cp_overlap * kAttentionBackwardRatio * attn_f) +
              rc.attention * fwd.cp;
   }
-  // PP (Narayanan et al. 2021 Sec. 4.1, scatter/gather): each micro-batch sends s·b·h/(t·c) BF16 activations
-  // forward and their gradient backward across every stage boundary, v times with interleaving.
-  double pp_comm = 0.0;
-  if (l.pp > 1) {
-    const bool inside = members_per_node(l.tp * l.cp * l.dp, l.pp, gpn) >= 2;
-    const Link& link = inside ? p.intra : p.inter;
-    pp_comm = v * link.seconds(act_bytes) * (1.0 - c.pp_overlap);
-  }
+  // PP: each micro-batch sends its activations forward and their gradient backward across every stage boundary,
+  // v times with interleaving.
+  const double pp_comm = v * pipeline_send_seconds(m, p, l);
   // One micro-batch through the decoder layers of a stage (layout.hpp's stage_layers: L/p, or Megatron-LM's
   // uneven first/last stages), with its boundary traffic; the middle stages are all alike.
   const auto stage_pass = [&](const PassTimes& one_layer, std::int64_t stage) {
@@ -359,8 +368,7 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
     cs.params = stage_params.gathered;
     cs.trainable = stage_params.trainable;
     cs.gpus = group;
-    cs.group_size = members_per_node(l.tp, group, gpn);
-    while (group % cs.group_size != 0) --cs.group_size;
+    cs.group_size = sharding_group_size(l, gpn);
     cs.weight_bytes = l.precision.weight_bytes;
     cs.grad_bytes = l.precision.grad_bytes > 0 ? l.precision.grad_bytes : l.precision.weight_bytes;
     cs.optimizer_bytes = l.precision.optimizer_bytes;

@@ -20,35 +20,67 @@ std::string normalised(std::string_view s) {
 
 class Builder {
  public:
-  Builder(const std::vector<std::int64_t>& members, TaskGraph& graph) : graph_(graph), members_(members) {}
+  Builder(const std::vector<std::int64_t>& members, TaskGraph& graph, std::size_t group = 0)
+      : graph_(graph), members_(members), group_(group) {}
 
   // Rings over member indices, all at once, each `steps` steps of `chunk` bytes. Returns the frontier after.
-  Frontier rings(const std::vector<std::vector<std::size_t>>& rings, double chunk, std::int64_t steps, const Frontier& entry) {
+  // serial_sends: a member's sends go out one at a time (its send on ring r waits for its previous send, the
+  // last of the previous step for r = 0).
+  Frontier rings(const std::vector<std::vector<std::size_t>>& rings, double chunk, std::int64_t steps, const Frontier& entry,
+                 bool serial_sends = false) {
     Frontier out = entry;
-    for (const auto& ring : rings) {
-      const std::size_t n = ring.size();
-      if (n <= 1 || steps <= 0) continue;
-      std::vector<TaskId> sent(n), received(n);
-      for (std::int64_t k = 0; k < steps; ++k) {
-        std::vector<TaskId> now(n);
-        for (std::size_t i = 0; i < n; ++i) {
-          const std::size_t src = ring[i], dst = ring[(i + 1) % n];
-          std::vector<TaskId> deps;
-          if (k == 0) {
-            deps = entry[src];
-            deps.insert(deps.end(), entry[dst].begin(), entry[dst].end());
-          } else {
-            deps = {sent[i], received[i]};
+    if (steps <= 0) return out;
+    std::vector<std::vector<TaskId>> sent(rings.size()), received(rings.size());
+    for (std::size_t r = 0; r < rings.size(); ++r) {
+      sent[r].resize(rings[r].size());
+      received[r].resize(rings[r].size());
+    }
+    const bool serial = serial_sends && rings.size() > 1;
+    // Serial sends go out across groups (nodes) first, so that members sharing a NIC cross at the same time.
+    const auto crosses = [&](std::size_t src, std::size_t dst) { return group_ > 0 && src / group_ != dst / group_; };
+    std::vector<std::vector<TaskId>> previous_send(serial ? members_.size() : 0);  // a member's last send so far
+    for (std::int64_t k = 0; k < steps; ++k) {
+      std::vector<std::vector<TaskId>> now(rings.size());
+      std::vector<bool> sent_in_step(serial ? members_.size() : 0, false);
+      for (int pass = serial ? 0 : 1; pass < 2; ++pass) {
+        for (std::size_t r = 0; r < rings.size(); ++r) {
+          const auto& ring = rings[r];
+          const std::size_t n = ring.size();
+          if (n <= 1) continue;
+          now[r].resize(n);
+          for (std::size_t i = 0; i < n; ++i) {
+            const std::size_t src = ring[i], dst = ring[(i + 1) % n];
+            if (serial && crosses(src, dst) != (pass == 0)) continue;
+            std::vector<TaskId> deps;
+            if (k == 0) {
+              deps = entry[src];
+              deps.insert(deps.end(), entry[dst].begin(), entry[dst].end());
+            } else {
+              deps = {sent[r][i], received[r][i]};
+            }
+            // A member's later sends of the step stream behind its first: one start-up latency a step, as the
+            // analytical ring's (n − 1)·α has it.
+            if (serial) deps.insert(deps.end(), previous_send[src].begin(), previous_send[src].end());
+            now[r][i] = transfer(src, dst, chunk, deps);
+            if (serial) {
+              graph_[now[r][i]].pipelined = sent_in_step[src];
+              sent_in_step[src] = true;
+            }
+            if (serial) previous_send[src] = {now[r][i]};
           }
-          now[i] = transfer(src, dst, chunk, deps);
-        }
-        for (std::size_t i = 0; i < n; ++i) {
-          sent[i] = now[i];
-          received[(i + 1) % n] = now[i];
         }
       }
-      for (std::size_t i = 0; i < n; ++i) out[ring[i]] = {sent[i], received[i]};
+      for (std::size_t r = 0; r < rings.size(); ++r) {
+        const std::size_t n = rings[r].size();
+        if (n <= 1) continue;
+        for (std::size_t i = 0; i < n; ++i) {
+          sent[r][i] = now[r][i];
+          received[r][(i + 1) % n] = now[r][i];
+        }
+      }
     }
+    for (std::size_t r = 0; r < rings.size(); ++r)
+      for (std::size_t i = 0; i < rings[r].size() && rings[r].size() > 1; ++i) out[rings[r][i]] = {sent[r][i], received[r][i]};
     return out;
   }
 
@@ -68,6 +100,7 @@ class Builder {
 
  private:
   const std::vector<std::int64_t>& members_;
+  std::size_t group_ = 0;  // members per group (node), 0 = not known
 };
 
 Frontier merge(Frontier a, const Frontier& b) {
@@ -161,7 +194,7 @@ TaskGraph collective_graph(Collective op, Algorithm a, double bytes, const std::
 }
 
 void append_collective(TaskGraph& graph, Collective op, Algorithm a, double bytes, const std::vector<std::int64_t>& members,
-                       std::int64_t group_size, std::int64_t channels) {
+                       std::int64_t group_size, std::int64_t channels, bool serial_sends) {
   const auto n = members.size();
   if (n == 0) throw Error("collective: no members");
   if (!(bytes > 0)) throw Error("collective: --bytes must be positive");
@@ -178,7 +211,7 @@ void append_collective(TaskGraph& graph, Collective op, Algorithm a, double byte
   const auto M = static_cast<std::size_t>(group_size), g = n / M;
   const double N = static_cast<double>(n), shard = bytes / N;
 
-  Builder b(members, graph);
+  Builder b(members, graph, static_cast<std::size_t>(group_size));
   const Frontier start(n);
   std::vector<std::vector<std::size_t>> intra(g), inter(M);
   for (std::size_t i = 0; i < n; ++i) {
@@ -196,7 +229,7 @@ void append_collective(TaskGraph& graph, Collective op, Algorithm a, double byte
       for (std::size_t c = 0; c < k; ++c)
         for (std::size_t gi = 0; gi < g; ++gi)
           for (std::size_t l = 0; l < M; ++l) rings[c].push_back(gi * M + (l + c) % M);
-      (void)b.rings(rings, shard / static_cast<double>(k), s, start);
+      (void)b.rings(rings, shard / static_cast<double>(k), s, start, serial_sends);
       break;
     }
     case Algorithm::hring: {
@@ -240,10 +273,10 @@ void append_collective(TaskGraph& graph, Collective op, Algorithm a, double byte
 CollectiveResult simulate_concurrent_collectives(const Topology& topo, Collective op, Algorithm a, double bytes,
                                                  const std::vector<std::vector<std::int64_t>>& groups,
                                                  std::int64_t group_size, const EngineOptions& options,
-                                                 std::int64_t channels) {
+                                                 std::int64_t channels, bool serial_sends) {
   if (groups.empty()) throw Error("collective: no group");
   TaskGraph g;
-  for (const auto& members : groups) append_collective(g, op, a, bytes, members, group_size, channels);
+  for (const auto& members : groups) append_collective(g, op, a, bytes, members, group_size, channels, serial_sends);
   const RunResult r = run(g, topo, options);
   CollectiveResult out;
   out.time_s = r.makespan_s;

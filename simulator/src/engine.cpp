@@ -103,7 +103,7 @@ class Run {
           return false;
         }
         const Route& r = route(t.src_gpu, t.dst_gpu);
-        push(now + r.latency_s, EventKind::flow_active, ev.task);
+        push(now + (t.pipelined ? 0.0 : r.latency_s), EventKind::flow_active, ev.task);
         return false;
       }
       case EventKind::done:

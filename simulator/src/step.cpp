@@ -85,21 +85,51 @@ class StepBuilder {
 
     // Build each stage's chain first (without cross-stage edges), then link them.
     std::vector<std::vector<TaskId>> stage_tasks(static_cast<std::size_t>(p));
+    last_pass_.assign(static_cast<std::size_t>(p), {});
     // Per micro-batch FSDP traffic starts with the pass; the layer after dp_overlap of the pass waits for it.
     const double f = std::clamp(perf_.coef.dp_overlap, 0.0, 1.0);
+    const double pp_send_s = pipeline_send_seconds(m_, perf_, l_);
     for (std::int64_t st = 0; st < p; ++st) {
       std::vector<TaskId> prev;
       const MicrobatchComm mbc = microbatch_dp_seconds(st);
-      for (const PassOp& op : order[static_cast<std::size_t>(st)]) {
+      // The once-per-step parameter all-gather of sharded optimizer states (PaRO Sec. 3.1.1) belongs to the
+      // previous step's update; frameworks overlap it with the next forward (Megatron-LM's overlap-param-gather):
+      // it runs from the step's start and the first forward waits for it after dp_overlap of its layers, as
+      // the analytical model's max(0, gather − dp_overlap·forward) has it.
+      std::vector<TaskId> update_gather;
+      if (const double sec = update_dp_seconds(st).gather_s; sec > 0) {
+        Task c;
+        c.op = OpKind::dp_comm;
+        c.stage = static_cast<std::int32_t>(st);
+        c.lane = 3;
+        c.duration_s = sec;
+        update_gather.push_back(add_task(g, c, {}));
+      }
+      const std::vector<PassOp>& ops = order[static_cast<std::size_t>(st)];
+      for (std::size_t index = 0; index < ops.size(); ++index) {
+        const PassOp& op = ops[index];
         const std::int64_t vs = op.chunk * p + st;
         // The chunk's decoder layers (layout.hpp). A chunk with none (Megatron-LM's
         // --account-for-embedding-in-pipeline-split at one layer per chunk) still runs its embedding or head: one task.
         const std::int64_t layers = chunk_layers(m_, l_, st, op.chunk);
         const std::int64_t tasks = std::max<std::int64_t>(1, layers);
         const double layer_share = layers > 0 ? 1.0 : 0.0;
-        const auto wait_layer = std::min(tasks - 1, static_cast<std::int64_t>(f * d(layers)));
+        // Per-micro-batch gathers are waited for dp_overlap of the way through the chunk's layers: the layer at that
+        // point is split there, as the analytical model's max(0, gather − dp_overlap·pass) has it.
+        const std::int64_t wait_layer = std::min(tasks - 1, static_cast<std::int64_t>(f * d(layers)));
+        const double wait_fraction = std::clamp(f * d(layers) - d(wait_layer), 0.0, 1.0);
         TaskId first = 0, last = 0;
+        bool first_set = false;
+        const auto take_first = [&](TaskId id) {
+          if (!first_set) first = id;
+          first_set = true;
+        };
         std::vector<TaskId> fsdp;
+        // The stage's last v passes (backward, one per chunk with interleaving): one stage-backward of one micro-batch,
+        // over which the gradient sync overlaps (the analytical model's dp_overlap · backward).
+        const std::size_t tail = static_cast<std::size_t>(v);
+        std::vector<TaskId> ignored;
+        std::vector<TaskId>& pass_tasks = index + tail >= ops.size() ? last_pass_[static_cast<std::size_t>(st)] : ignored;
         if (const double sec = op.forward ? mbc.forward_s : mbc.backward_s; sec > 0) {
           Task c;
           c.op = OpKind::dp_comm;
@@ -110,8 +140,20 @@ class StepBuilder {
           c.duration_s = sec;
           fsdp.push_back(add_task(g, c, prev));
         }
+        // They start with a zero-length marker: the gradient sync may start with them (dp_overlap 1), not before
+        // while the stage idles in the pipeline's drain.
+        if (index + tail == ops.size()) {
+          Task mark;
+          mark.op = OpKind::join;
+          mark.stage = static_cast<std::int32_t>(st);
+          mark.microbatch = op.microbatch;
+          mark.chunk = op.chunk;
+          const TaskId id = add_task(g, mark, prev);
+          take_first(id);
+          prev = {id};
+          pass_tasks.push_back(id);
+        }
         for (std::int64_t layer = 0; layer < tasks; ++layer) {
-          if (layer == wait_layer) prev.insert(prev.end(), fsdp.begin(), fsdp.end());
           Task t;
           t.kind = TaskKind::delay;
           t.op = op.forward ? OpKind::compute_fwd : OpKind::compute_bwd;
@@ -122,11 +164,27 @@ class StepBuilder {
           if (layer == 0 && vs == 0) t.duration_s += ends.embedding_s;
           if (layer == tasks - 1 && vs == vs_count - 1)
             t.duration_s += (op.forward ? ends.head_forward_s : ends.head_backward_s) + ends.loss_s;
+          if (layer == wait_layer) {
+            if (wait_fraction > 0) {  // the part of the layer before the wait
+              Task before = t;
+              before.duration_s = wait_fraction * t.duration_s;
+              t.duration_s -= before.duration_s;
+              const TaskId id = add_task(g, before, prev);
+              take_first(id);
+              prev = {id};
+              stage_tasks[static_cast<std::size_t>(st)].push_back(id);
+              pass_tasks.push_back(id);
+            }
+            prev.insert(prev.end(), fsdp.begin(), fsdp.end());
+            prev.insert(prev.end(), update_gather.begin(), update_gather.end());
+            update_gather.clear();
+          }
           const TaskId id = add_task(g, t, prev);
-          if (layer == 0) first = id;
+          take_first(id);
           last = id;
           prev = {id};
           stage_tasks[static_cast<std::size_t>(st)].push_back(id);
+          pass_tasks.push_back(id);
           if (tp_fwd > 0 && layers > 0) {
             Task c = t;
             c.op = OpKind::tp_comm;
@@ -136,9 +194,23 @@ class StepBuilder {
             last = cid;
             prev = {cid};
             stage_tasks[static_cast<std::size_t>(st)].push_back(cid);
+            pass_tasks.push_back(cid);
           }
         }
         pass[{vs, op.microbatch, op.forward}] = {first, last};
+        // The stage is held while its pipeline send (or receive) of the pass runs, less what the framework
+        // overlaps (throughput.hpp's pipeline_send_seconds, as the analytical model charges every stage and pass).
+        if (pp_send_s > 0) {
+          Task w;
+          w.kind = TaskKind::delay;
+          w.op = OpKind::pp_send;
+          w.stage = static_cast<std::int32_t>(st);
+          w.microbatch = op.microbatch;
+          w.chunk = op.chunk;
+          w.lane = 2;
+          w.duration_s = pp_send_s;
+          prev = {add_task(g, w, prev)};
+        }
       }
       last_of_stage_.push_back(prev.empty() ? 0 : prev.front());
     }
@@ -158,39 +230,19 @@ class StepBuilder {
     for (std::int64_t st = 0; st < p; ++st) {
       const auto& tasks = stage_tasks[static_cast<std::size_t>(st)];
       std::vector<TaskId> deps{tasks.back()};
-      double dp_s = 0;
-      if (const std::vector<std::int64_t> members = dp_members(st); members.size() > 1) {
-        // The trainable parameters (Ψ'): all of them, or the LoRA adapters.
-        const double trainable = dp_parameters_per_gpu(m_, l_, st).trainable;
-        const GradSync sync = update_grad_sync_kind(l_.sharding);
-        const double grads = trainable * l_.precision.grad_bytes;
-        if (sync == GradSync::all_reduce) dp_s += collective(Collective::all_reduce, grads, members, Group::dp_cp);
-        else if (sync != GradSync::none) dp_s += collective(Collective::reduce_scatter, grads, members, Group::dp_cp);
-        if (shard_level(l_.sharding.params) < shard_level(l_.sharding.optimizer))
-          dp_s += collective(Collective::all_gather, trainable * l_.precision.weight_bytes, members, Group::dp_cp);
-      }
-      if (dp_s > 0) {
-        // Start it when (1 − dp_overlap) of the last backward pass of this stage has run.
-        std::vector<TaskId> last_bwd;
-        for (auto it = tasks.rbegin(); it != tasks.rend() && g[*it].op != OpKind::compute_fwd; ++it)
-          if (g[*it].microbatch == g[tasks.back()].microbatch && g[*it].chunk == g[tasks.back()].chunk) last_bwd.push_back(*it);
-        std::reverse(last_bwd.begin(), last_bwd.end());
-        const auto k = static_cast<std::size_t>(std::clamp((1.0 - f) * d(static_cast<std::int64_t>(last_bwd.size())), 0.0,
-                                                           d(static_cast<std::int64_t>(last_bwd.size()))));
+      if (const double dp_s = update_dp_seconds(st).sync_s; dp_s > 0) {
+        // The gradient sync: start it when (1 − dp_overlap) of the last backward pass of this stage has run (its
+        // compute and TP tasks; the stage's schedule ends with a backward pass).
+        const std::vector<TaskId>& last_bwd = last_pass_[static_cast<std::size_t>(st)];
+        const auto n = static_cast<std::int64_t>(last_bwd.size()) - 1;  // after the marker
+        const auto k = static_cast<std::size_t>(std::clamp((1.0 - f) * d(n), 0.0, d(n)));
         Task t;
         t.op = OpKind::dp_comm;
         t.stage = static_cast<std::int32_t>(st);
         t.lane = 3;
         t.duration_s = dp_s;
-        // k = 0 (fully overlapped): it waits only for what precedes the last backward on the stage.
-        std::vector<TaskId> after;
-        if (k > 0) {
-          after.push_back(last_bwd[k - 1]);
-        } else if (!last_bwd.empty()) {
-          const auto pos = std::find(tasks.begin(), tasks.end(), last_bwd.front());
-          if (pos != tasks.begin()) after.push_back(*(pos - 1));
-        }
-        deps.push_back(add_task(g, t, after));
+        // k = 0 (fully overlapped): it starts with the last backward pass (its marker).
+        deps.push_back(add_task(g, t, {last_bwd[k]}));
       }
       Task opt;
       opt.op = OpKind::optimizer;
@@ -223,25 +275,77 @@ class StepBuilder {
   // PaRO Sec. 3.1.1 (Table 3's s-fold terms): sharded parameters are all-gathered over their scope before
   // every forward and backward pass of a chunk, sharded gradients reduce-scattered over theirs after every
   // backward. Scope I is the GPUs of the group on one node, G the whole DP×CP group.
+  struct UpdateComm {
+    double sync_s = 0, gather_s = 0;
+  };
+
+  // Once per step over the stage's DP×CP group: the gradient sync of the trainable parameters (Ψ': all of them,
+  // or the LoRA adapters) and, where the optimizer is sharded wider than the parameters, the all-gather of the
+  // updated ones.
+  // PaRO's collectives by scope (sharding.cpp, update_grad_sync and scope_change): over the whole DP×CP group, over
+  // its node group of M members, or across the groups among the members of the same rank in each (bytes / M).
+  struct DpScopes {
+    std::vector<std::int64_t> all, intra, across;
+    double m = 1;
+  };
+  [[nodiscard]] DpScopes dp_scopes(std::int64_t st) const {
+    DpScopes s;
+    s.all = dp_members(st);
+    const std::int64_t m = sharding_group_size(l_, perf_.gpus_per_node);
+    s.m = d(m);
+    s.intra.assign(s.all.begin(), s.all.begin() + m);
+    for (std::size_t i = 0; i < s.all.size(); i += static_cast<std::size_t>(m)) s.across.push_back(s.all[i]);
+    return s;
+  }
+  // From `fine` to `coarse` sharding: G → N over all, G → I across groups, I → N inside the group.
+  double scope_change_seconds(Collective op, double bytes, Shard fine, Shard coarse, const DpScopes& s) {
+    if (shard_level(fine) <= shard_level(coarse)) return 0.0;
+    if (fine == Shard::global && coarse == Shard::none) return collective(op, bytes, s.all, Group::dp_cp);
+    if (fine == Shard::global) return collective(op, bytes / s.m, s.across, Group::dp_cp);
+    return collective(op, bytes, s.intra, Group::dp_cp);
+  }
+
+  UpdateComm update_dp_seconds(std::int64_t st) {
+    UpdateComm out;
+    const DpScopes s = dp_scopes(st);
+    if (s.all.size() <= 1) return out;
+    const double trainable = dp_parameters_per_gpu(m_, l_, st).trainable;
+    const double grads = trainable * l_.precision.grad_bytes;
+    const Shard gs = l_.sharding.grads, os = l_.sharding.optimizer;
+    const auto across = [&](Collective op) { return collective(op, grads / s.m, s.across, Group::dp_cp); };
+    switch (update_grad_sync_kind(l_.sharding)) {
+      case GradSync::none: break;
+      case GradSync::reduce_scatter:
+        if (gs == Shard::intra) out.sync_s = across(Collective::reduce_scatter);  // I → G
+        else if (os == Shard::global) out.sync_s = collective(Collective::reduce_scatter, grads, s.all, Group::dp_cp);
+        else out.sync_s = collective(Collective::reduce_scatter, grads, s.intra, Group::dp_cp) + across(Collective::all_reduce);
+        break;
+      case GradSync::all_reduce:
+        out.sync_s = gs == Shard::intra ? across(Collective::all_reduce)  // MiCS/HSDP: each replication group
+                                        : collective(Collective::all_reduce, grads, s.all, Group::dp_cp);
+        break;
+      case GradSync::all_gather: out.sync_s = scope_change_seconds(Collective::all_gather, grads, Shard::global, os, s); break;
+      case GradSync::reduce_then_all_gather:
+        out.sync_s = across(Collective::all_reduce) + collective(Collective::all_gather, grads, s.intra, Group::dp_cp);
+        break;
+    }
+    out.gather_s = scope_change_seconds(Collective::all_gather, trainable * l_.precision.weight_bytes, os,
+                                        l_.sharding.params, s);
+    return out;
+  }
+
   MicrobatchComm microbatch_dp_seconds(std::int64_t st) {
     MicrobatchComm out;
-    const std::vector<std::int64_t> all = dp_members(st);
-    if (all.size() <= 1) return out;
-    const std::int64_t per_node = members_per_node(l_.tp, l_.dp * l_.cp, perf_.gpus_per_node);
-    const auto scope = [&](Shard s) {
-      return s == Shard::global ? all : std::vector<std::int64_t>(all.begin(), all.begin() + per_node);
-    };
+    const DpScopes s = dp_scopes(st);
+    if (s.all.size() <= 1) return out;
     const DpParameters dpp = dp_parameters_per_gpu(m_, l_, st);
     const double chunk = 1.0 / d(std::max<std::int64_t>(1, l_.vpp));
-    if (shard_level(l_.sharding.params) > 0) {
-      const double gather = collective(Collective::all_gather, dpp.gathered * chunk * l_.precision.weight_bytes,
-                                       scope(l_.sharding.params), Group::dp_cp);
-      out.forward_s += gather;
-      out.backward_s += gather;
-    }
-    if (shard_level(l_.sharding.grads) > 0)
-      out.backward_s += collective(Collective::reduce_scatter, dpp.trainable * chunk * l_.precision.grad_bytes,
-                                   scope(l_.sharding.grads), Group::dp_cp);
+    const double gather = scope_change_seconds(Collective::all_gather, dpp.gathered * chunk * l_.precision.weight_bytes,
+                                               l_.sharding.params, Shard::none, s);
+    out.forward_s += gather;
+    out.backward_s += gather + scope_change_seconds(Collective::reduce_scatter,
+                                                    dpp.trainable * chunk * l_.precision.grad_bytes,
+                                                    l_.sharding.grads, Shard::none, s);
     return out;
   }
 
@@ -287,8 +391,11 @@ class StepBuilder {
           groups.push_back(std::move(sibling));
       }
     }
+    // A GPU's channel sends of a ring step one after the other: the analytical model's flat-ring pricing (intra-
+    // and inter-node parts add, throughput.cpp volume_seconds), which scores better on held-out data than the
+    // slower-of-the-two form (issue 18's closing note).
     const double t = simulate_concurrent_collectives(topo_, op, Algorithm::ring, bytes, groups, per_node, opt_.engine,
-                                                     channels).time_s;
+                                                     channels, true).time_s;
     cache_.emplace(std::move(key), t);
     return t;
   }
@@ -391,6 +498,7 @@ class StepBuilder {
   Topology topo_;
   StepOptions opt_;
   std::vector<TaskId> last_of_stage_;
+  std::vector<std::vector<TaskId>> last_pass_;  // per stage, the tasks of its last pass (a backward)
   std::map<std::tuple<int, int, double, std::vector<std::int64_t>>, double> cache_;
 };
 

@@ -1,6 +1,8 @@
 // The simulator: max-min sharing, determinism, HO-Ring against PaRO Sec. 4.4, the 1F1B bubble and the
 // activation memory over time, agreement with the analytical model, the Chrome trace.
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -11,6 +13,7 @@
 #include "cli.hpp"
 #include "headroom/estimator/error.hpp"
 #include "headroom/estimator/framework.hpp"
+#include "headroom/estimator/sharding.hpp"
 #include "headroom/estimator/throughput.hpp"
 #include "headroom/simulator/collectives.hpp"
 #include "headroom/simulator/step.hpp"
@@ -241,6 +244,61 @@ TEST(Step, UnevenStagesAgreeWithTheAnalyticalModel) {
   EXPECT_GT(r.stages[1].peak_activation_bytes / 10.0, r.stages[0].peak_activation_bytes / 6.0 * 0.5);
 }
 
+// Issue 18, item 2: on layouts drawn at random (seeded; both Llama models, the three cluster kinds, Megatron with
+// its own, ZeRO-3 and HSDP sharding, PyTorch FSDP; 1F1B, interleaved and GPipe; 1 to 32 micro-batches; every
+// recompute mode), the simulated step and the analytical one agree within 5% on at least 95% and within 15% on all.
+// tools/sim_vs_model_sweep.py runs the same on thousands of layouts through the CLI.
+TEST(Step, AgreesWithTheAnalyticalModelOnRandomLayouts) {
+  const SpecLibrary lib = test::library();
+  std::mt19937 rng(20261124);
+  const auto pick = [&rng](std::initializer_list<std::int64_t> xs) {
+    return *(xs.begin() + std::uniform_int_distribution<std::size_t>(0, xs.size() - 1)(rng));
+  };
+  int ran = 0, within = 0;
+  double worst = 1.0;
+  std::string worst_case;
+  while (ran < 60) {
+    const ModelSpec m = lib.model(pick({0, 1}) == 0 ? "llama3.1-8b" : "llama3.1-70b");
+    const char* clusters[] = {"dgx-a100-80gb", "h100-94gb-x4", "lumi-mi250x"};
+    const ClusterSpec c = lib.cluster(clusters[pick({0, 1, 2})]);
+    const bool fsdp = pick({0, 1, 2, 3}) == 0;
+    const FrameworkProfile f = lib.framework(fsdp ? "pytorch-fsdp" : "megatron");
+    Layout l = default_layout(f);
+    if (!fsdp) {
+      const std::int64_t sharding = pick({0, 1, 2});
+      if (sharding == 1) l.sharding = parse_sharding("zero3");
+      if (sharding == 2) l.sharding = parse_sharding("hsdp");
+    }
+    l.tp = pick({1, 2, 4, 8}), l.cp = pick({1, 2, 4}), l.pp = pick({1, 2, 4}), l.dp = pick({1, 2, 4});
+    l.seq = 8192, l.mbs = 1, l.gbs = pick({1, 2, 4, 8, 32}) * l.dp;
+    l.recompute = static_cast<Recompute>(pick({0, 1, 2}));
+    const std::int64_t v = pick({1, 2, 4, 0});
+    if (v == 0) l.schedule = Schedule::gpipe;
+    if (v > 1) l.vpp = v, l.schedule = Schedule::interleaved;
+    try {
+      validate_layout(m, l);
+    } catch (const Error&) {
+      continue;  // heads, layers, the interleaving rule
+    }
+    if (l.pp == 1 && l.schedule != Schedule::one_f_one_b) continue;
+    const PerfCoefficients k = default_perf_coefficients(lib, f.name);
+    sim::StepOptions o;
+    const double ratio = sim::simulate_step(m, c, l, k, o).step_time_s / estimate_perf(m, c, l, k).step_time_s;
+    ++ran;
+    within += std::abs(ratio - 1.0) <= 0.05 ? 1 : 0;
+    if (std::max(ratio, 1.0 / ratio) > worst) {
+      worst = std::max(ratio, 1.0 / ratio);
+      worst_case = m.name + " " + c.name + " " + f.name + " " + sharding_code(l.sharding) + " t" + std::to_string(l.tp) +
+                   " c" + std::to_string(l.cp) + " p" + std::to_string(l.pp) + " d" + std::to_string(l.dp) + " v" +
+                   std::to_string(l.vpp) + " " + std::string(to_string(l.schedule)) + " m" +
+                   std::to_string(l.microbatches()) + " " + std::string(to_string(l.recompute)) + ": " +
+                   std::to_string(ratio);
+    }
+  }
+  EXPECT_GE(within, 57) << "of 60";
+  EXPECT_LE(worst, 1.15) << worst_case;
+}
+
 // Context parallelism across nodes: ring attention's P2P steps cross each node boundary through one NIC at the
 // coefficients' cp_inter_efficiency, as the analytical model has them (an NCCL-style 8-channel all-gather at
 // inter_efficiency made the simulated step 34% faster on 16 LUMI nodes).
@@ -259,10 +317,10 @@ TEST(Step, ContextParallelRingAcrossNodesAgreesWithTheAnalyticalModel) {
     }
 }
 
-// TP across nodes (t = 8 on the 4-GPU H100 nodes): both models cross the nodes through all four NICs; the
-// simulated channels run the intra- and inter-node transfers at once where the analytical model adds them, so the
-// simulator is faster by at most the intra-node share (6.2% here). With one NIC's rate in the analytical
-// model it was 54% faster.
+// TP across nodes (t = 8 on the 4-GPU H100 nodes): both models cross the nodes through all four NICs, and both
+// add a ring step's intra- and inter-node parts (the simulated channels send one after the other; issue 18:
+// with the sends at once the simulator was 6.2% faster). With one NIC's rate in the analytical model it was
+// 54% faster.
 TEST(Step, TensorParallelAcrossNodesAgreesWithTheAnalyticalModel) {
   const SpecLibrary lib = test::library();
   const ModelSpec m = lib.model("llama3.1-70b");
@@ -272,8 +330,7 @@ TEST(Step, TensorParallelAcrossNodesAgreesWithTheAnalyticalModel) {
   const double r = simulated_without_contention(m, c, l, k);
   const PerfEstimate a = estimate_perf(m, c, l, k);
   EXPECT_GT(a.breakdown.tp_comm_s, 0.2 * a.step_time_s);
-  EXPECT_LE(r, a.step_time_s);
-  EXPECT_GT(r, 0.9 * a.step_time_s);
+  EXPECT_NEAR(r / a.step_time_s, 1.0, 0.05);
 }
 
 // LoRA under FSDP with per-micro-batch parameter gathers and gradient reduce-scatters (the thesis's setting,

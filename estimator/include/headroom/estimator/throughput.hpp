@@ -83,6 +83,10 @@ struct PerfContext {
 // PP stride t·c·d) and which has `size` members: how many of them share a node.
 [[nodiscard]] std::int64_t members_per_node(std::int64_t stride, std::int64_t size, std::int64_t gpus_per_node);
 
+// PaRO's group size M for the DP×CP group (its members on one node, TP innermost), lowered until it divides
+// the group: the scope of 'intra' (I) sharding and of the intra-group collective phases.
+[[nodiscard]] std::int64_t sharding_group_size(const Layout& l, std::int64_t gpus_per_node);
+
 // Tile occupancy: each GEMM dimension d scales the efficiency by d/(d + half).
 [[nodiscard]] double gemm_shape_factor(double m, double n, double k, double half_dim);
 // Wave quantization (NVIDIA, "Matrix Multiplication Background", Sec. "Wave Quantization"): the
@@ -128,6 +132,10 @@ struct PipelineEnds {
   double loss_s = 0;           // per pass
 };
 [[nodiscard]] PipelineEnds pipeline_end_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l);
+// Exposed seconds of one pipeline send of a chunk's s·b·h/(t·c) BF16 activations (or their gradient) per micro-batch
+// and pass (Narayanan et al. 2021 Sec. 4.1, scatter/gather), on NVLink when two adjacent stages share a node,
+// else the network, less the pp_overlap the framework hides; 0 with p = 1.
+[[nodiscard]] double pipeline_send_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l);
 
 // DP/FSDP traffic of one pipeline stage per GPU, after TP and before DP sharding: the parameter all-gathers
 // move every stored weight (frozen base and LoRA adapters alike), the gradient reductions only what trains

@@ -40,8 +40,11 @@ enum class Algorithm { ring, hring, horing, tree };
                                          std::int64_t group_size, std::int64_t channels = 1);
 // The same, appended to `graph` (its tasks depend on nothing already there): several groups' collectives in one
 // graph run at once and share the links they have in common.
+// serial_sends: a member's sends of one ring step go out one channel after the other, so that a step of a ring
+// spanning nodes costs its intra-node chunks plus its inter-node chunk (throughput.hpp's flat-ring pricing,
+// volume_seconds; the step simulator uses it so that both price a ring alike) instead of the slower of the two.
 void append_collective(TaskGraph& graph, Collective op, Algorithm a, double bytes, const std::vector<std::int64_t>& members,
-                       std::int64_t group_size, std::int64_t channels = 1);
+                       std::int64_t group_size, std::int64_t channels = 1, bool serial_sends = false);
 
 struct CollectiveResult {
   double time_s = 0;
@@ -61,7 +64,7 @@ struct CollectiveResult {
 [[nodiscard]] CollectiveResult simulate_concurrent_collectives(const Topology& topo, Collective op, Algorithm a, double bytes,
                                                                const std::vector<std::vector<std::int64_t>>& groups,
                                                                std::int64_t group_size, const EngineOptions& options = {},
-                                                               std::int64_t channels = 1);
+                                                               std::int64_t channels = 1, bool serial_sends = false);
 
 // Every GPU of the topology, groups = nodes.
 [[nodiscard]] CollectiveResult simulate_collective(const Topology& topo, Collective op, Algorithm a, double bytes,

@@ -29,6 +29,7 @@ struct Task {
   std::int64_t src_gpu = 0;   // flow
   std::int64_t dst_gpu = 0;   // flow
   double bytes = 0;           // flow
+  bool pipelined = false;     // flow: follows another send of the same member without a new start-up latency
   // labels
   OpKind op = OpKind::transfer;
   std::int32_t stage = -1;
