@@ -1,5 +1,7 @@
 // Events per second of `headroom simulate`: a 1F1B step of llama3.1-70b on 1,024 A100s (dgx-a100-80gb),
-// t = 8, p = 8, d = 16, 64 micro-batches per pipeline, seq 8192.
+// t = 8, p = 8, d = 16, 64 micro-batches per pipeline, seq 8192; and llama3.1-405b on 16,384 H100s (dgx-h100)
+// two ways: ZeRO-3 over a DP ring of 2,048 (t = 8, one micro-batch) and Llama 3's own layout, t = 8,
+// p = 16 with 7 + 14x8 + 7 layers, d = 128, 8 micro-batches per pipeline.
 #include <benchmark/benchmark.h>
 
 #include "headroom/estimator/framework.hpp"
@@ -36,6 +38,37 @@ void BM_Step70bOn1024(benchmark::State& state) {
   state.counters["tasks"] = static_cast<double>(tasks);
 }
 BENCHMARK(BM_Step70bOn1024)->Unit(benchmark::kMillisecond);
+
+void BM_Step405bOn16384(benchmark::State& state) {
+  const SpecLibrary lib{HEADROOM_BENCH_DATA_DIR};
+  const ModelSpec model = lib.model("llama3.1-405b");
+  const ClusterSpec cluster = lib.cluster("dgx-h100");
+  const FrameworkProfile framework = lib.framework("megatron");
+  const PerfCoefficients coefficients = default_perf_coefficients(lib, "megatron");
+  Layout l = default_layout(framework);
+  l.tp = 8;
+  l.seq = 8192;
+  l.mbs = 1;
+  l.recompute = Recompute::full;
+  if (state.range(0) == 0) {  // ZeRO-3 over 2,048
+    l.dp = 2048;
+    l.sharding = {Shard::global, Shard::global, Shard::global};
+  } else {  // Llama 3: PP 16, uneven ends
+    l.pp = 16;
+    l.dp = 128;
+    l.split.first_stage_layers = l.split.last_stage_layers = 7;
+  }
+  l.gbs = state.range(0) == 0 ? 2048 : 8 * l.dp;
+  std::int64_t tasks = 0;
+  for ([[maybe_unused]] auto _ : state) {
+    const sim::StepResult r = sim::simulate_step(model, cluster, l, coefficients);
+    tasks = static_cast<std::int64_t>(boost::num_vertices(r.graph));
+    benchmark::DoNotOptimize(r.step_time_s);
+  }
+  state.counters["gpus"] = static_cast<double>(l.gpus());
+  state.counters["tasks"] = static_cast<double>(tasks);
+}
+BENCHMARK(BM_Step405bOn16384)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

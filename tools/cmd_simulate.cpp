@@ -88,9 +88,6 @@ void run_step(const SimulateOptions& o, std::ostream& out) {
   so.engine.contention = !o.no_contention;
   if (!o.nics.empty()) so.nics_per_node = parse_count("--nics-per-node", o.nics);
   check_simulated_size(r.cluster, l.gpus(), so.nics_per_node, kMaxTopologyGpus);
-  if (l.dp * l.cp > kMaxCollectiveGpus)
-    throw Error("a DP x CP group of " + std::to_string(l.dp * l.cp) + " GPUs to simulate (the simulator runs rings of at most " +
-                std::to_string(kMaxCollectiveGpus) + ")");
   if (l.microbatches() > kMaxSimulatedMicrobatchStages / (l.pp * l.vpp))
     throw Error(std::to_string(l.microbatches()) + " micro-batches over " + std::to_string(l.pp * l.vpp) +
                 " pipeline stages to simulate (the simulator takes at most 10^6 micro-batch stages)");

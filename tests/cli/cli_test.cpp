@@ -123,9 +123,6 @@ const BadCase kBadCases[] = {
     {"simulate_too_many_gpus",
      {"simulate", "--collective", "all-reduce", "--cluster", "dgx-h100", "--bytes", "1", "--nodes", "1000000000000"},
      "the simulator takes at most 1024"},
-    {"simulate_dp_ring_too_large",
-     {"simulate", "--model", "gpt2", "--cluster", "dgx-h100", "--seq", "1024", "--gpus", "2048"},
-     "a DP x CP group of 2048 GPUs"},
     // Issue 17: contract breaks and flags accepted without a word.
     {"mistyped_subcommand", {"estimat", "--model", "llama3.1-8b"}, "unknown command 'estimat' (did you mean 'estimate'?)"},
     {"gpu_not_of_the_cluster", {"estimate", "--model", "llama3.1-8b", "--gpu", "h100-80gb", "--cluster",

@@ -299,6 +299,39 @@ TEST(Step, AgreesWithTheAnalyticalModelOnRandomLayouts) {
   EXPECT_LE(worst, 1.15) << worst_case;
 }
 
+// Issue 18: a ring is symmetric, so the step simulator runs one longer than 4 nodes as its first 4 nodes with the
+// whole ring's chunk and scales the time by the step counts. Against the whole ring, transfer by transfer:
+TEST(Collectives, ALongRingIsItsFirstNodesScaledByTheSteps) {
+  const ClusterSpec c = test::library().cluster("dgx-h100");
+  const sim::Topology topo(c, sim::TopologyOptions{16, 0, 0.95, 0.95});
+  std::vector<std::int64_t> all(128), first(32);
+  for (std::int64_t i = 0; i < 128; ++i) all[static_cast<std::size_t>(i)] = i;
+  for (std::int64_t i = 0; i < 32; ++i) first[static_cast<std::size_t>(i)] = i;
+  for (const Collective op : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce}) {
+    const double bytes = 4e9;
+    const double whole = sim::simulate_concurrent_collectives(topo, op, sim::Algorithm::ring, bytes, {all}, 8, {}, 8, true).time_s;
+    const double part = sim::simulate_concurrent_collectives(topo, op, sim::Algorithm::ring, bytes * 32 / 128, {first}, 8, {},
+                                                             8, true).time_s;
+    EXPECT_NEAR(part * 127.0 / 31.0 / whole, 1.0, 0.02) << to_string(op);
+  }
+}
+
+// 405B on 16,384 H100s with ZeRO-3 over a DP ring of 2,048 GPUs (refused before: rings of at most 1,024): under
+// a second, and the analytical step within 5%.
+TEST(Step, SimulatesLlama405bOn16384Gpus) {
+  const SpecLibrary lib = test::library();
+  const ModelSpec m = lib.model("llama3.1-405b");
+  const ClusterSpec c = lib.cluster("dgx-h100");
+  const PerfCoefficients k = default_perf_coefficients(lib, "megatron");
+  Layout l = framework_layout(lib, "megatron", 8, 1, 2048, 8192, 2048);
+  l.sharding = parse_sharding("zero3");
+  l.recompute = Recompute::full;
+  validate_layout(m, l);
+  ASSERT_EQ(l.gpus(), 16384);
+  const sim::StepResult r = sim::simulate_step(m, c, l, k, {});
+  EXPECT_NEAR(r.step_time_s / estimate_perf(m, c, l, k).step_time_s, 1.0, 0.05);
+}
+
 // Context parallelism across nodes: ring attention's P2P steps cross each node boundary through one NIC at the
 // coefficients' cp_inter_efficiency, as the analytical model has them (an NCCL-style 8-channel all-gather at
 // inter_efficiency made the simulated step 34% faster on 16 LUMI nodes).
