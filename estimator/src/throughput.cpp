@@ -223,12 +223,11 @@ double gemm_seconds(const PerfContext& p, const GemmShape& g) { return g.flops()
 }  // namespace
 
 LayerPasses layer_compute_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
-  const double s = d(l.seq), b = d(l.mbs), h = d(m.hidden_size);
+  const double s = d(l.seq), h = d(m.hidden_size);
   const LayerGemms g = layer_gemms(m, l);
   const double gemm_f = gemm_seconds(p, g.qkv) + gemm_seconds(p, g.proj) + gemm_seconds(p, g.fc1) + gemm_seconds(p, g.fc2);
   const double attn_f = attention_flops_forward(m, l) / (p.peak_flops * attention_efficiency(p, s / d(l.cp)));
-  const double act_bytes = 2.0 * s * b * h / d(l.tp * l.cp);  // one BF16 s·b·h tensor, SP- and CP-sharded
-  const double elem_f = p.coef.elementwise_passes * act_bytes / p.hbm_bytes_per_s;
+  const double elem_f = p.coef.elementwise_passes * activation_tensor_bytes(m, l) / p.hbm_bytes_per_s;
   const RecomputeFactors rc = recompute_factors(l.recompute);
   const double base_bwd = gemm_backward_ratio(!l.lora.enabled());  // frozen base weights: input gradient only
   // LoRA adapters: small GEMMs (k or n = r), timed at the efficiency of an s·b/c × r × h shape.
@@ -245,20 +244,32 @@ LayerPasses layer_compute_seconds(const ModelSpec& m, const PerfContext& p, cons
 
 PipelineEnds pipeline_end_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
   const double s = d(l.seq), b = d(l.mbs), h = d(m.hidden_size), t = d(l.tp), cp = d(l.cp);
-  const double act_bytes = 2.0 * s * b * h / (t * cp);
   const double head = gemm_seconds(p, GemmShape{s * b / cp, d(m.vocab_size) / t, h});
   const double logits_bytes = 4.0 * s * b * d(m.vocab_size) / (t * cp);
   PipelineEnds e;
-  e.embedding_s = 2.0 * act_bytes / p.hbm_bytes_per_s;
+  e.embedding_s = 2.0 * activation_tensor_bytes(m, l) / p.hbm_bytes_per_s;
   e.head_forward_s = head;
   e.head_backward_s = gemm_backward_ratio(!l.lora.enabled()) * head;  // the LM head is frozen under LoRA too
   e.loss_s = p.coef.loss_passes * logits_bytes / p.hbm_bytes_per_s * 0.5;
   return e;
 }
 
+double activation_tensor_bytes(const ModelSpec& m, const Layout& l) {
+  return 2.0 * d(l.seq) * d(l.mbs) * d(m.hidden_size) / (d(l.tp) * d(l.cp));
+}
+
+double cp_kv_bytes(const ModelSpec& m, const Layout& l) {
+  return 2.0 * (d(l.seq) / d(l.cp)) * d(l.mbs) * d(m.hidden_size) * (d(m.num_kv_heads) / d(m.num_heads)) * 2.0 / d(l.tp);
+}
+
+double optimizer_step_seconds(const PerfContext& p, const Layout& l, double shard_params) {
+  const Precision& x = l.precision;
+  return shard_params * (2.0 * x.optimizer_bytes + x.grad_bytes + x.weight_bytes) / p.hbm_bytes_per_s;
+}
+
 double pipeline_send_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
   if (l.pp <= 1) return 0.0;
-  const double act_bytes = 2.0 * d(l.seq) * d(l.mbs) * d(m.hidden_size) / (d(l.tp) * d(l.cp));
+  const double act_bytes = activation_tensor_bytes(m, l);
   // Every boundary inside a node, or the crossing one (on the slowest stage's path) sets it.
   const bool inside = members_per_node(l.tp * l.cp * l.dp, l.pp, p.gpus_per_node) >= l.pp;
   return (inside ? p.intra : p.inter).seconds(act_bytes) * (1.0 - p.coef.pp_overlap);
@@ -268,7 +279,7 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   const PerfCoefficients& c = p.coef;
   const double t = d(l.tp), cp = d(l.cp), pp = d(l.pp), v = d(std::max<std::int64_t>(1, l.vpp));
   const double micro = d(l.microbatches());
-  const double s = d(l.seq), b = d(l.mbs), h = d(m.hidden_size);
+  const double s = d(l.seq);
   const std::int64_t gpn = p.gpus_per_node;
 
   // ---- one layer, one micro-batch ----
@@ -281,7 +292,7 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   // bytes as 2 all-reduces without SP); full recompute repeats the forward ones.
   if (l.tp > 1) {
     const std::int64_t per_node = members_per_node(1, l.tp, gpn);
-    const double bytes = 2.0 * s * b * h / cp;
+    const double bytes = activation_tensor_bytes(m, l) * t;  // the whole s·b·h/c tensor the SP ring assembles
     const double gather = per_node >= l.tp ? ring_gather_seconds(bytes, l.tp, p.intra)
                                            : ring_gather_across_nodes_seconds(bytes, l.tp, per_node, p.intra, p.inter);
     const double one = 4.0 * gather * (1.0 - c.tp_overlap);
@@ -294,7 +305,7 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   if (l.cp > 1) {
     const bool inside = members_per_node(l.tp, l.cp, gpn) >= l.cp;
     const Link& link = inside ? p.intra : p.cp_inter;
-    const double kv = 2.0 * (s / cp) * b * h * (d(m.num_kv_heads) / d(m.num_heads)) * 2.0 / t;
+    const double kv = cp_kv_bytes(m, l);
     const double steps = cp - 1.0;
     const double comm_f = steps * link.seconds(kv), comm_b = steps * link.seconds(2.0 * kv);
     fwd.cp = std::max(0.0, comm_f - c.cp_overlap * attn_f);
@@ -386,10 +397,7 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
     br.dp_comm_s = micro * (std::max(0.0, mb_f - f * tf) + std::max(0.0, mb_b - f * tb)) +
                    std::max(0.0, sync - f * tb) + std::max(0.0, gather - f * tf);
   }
-  // Adam step, HBM-bound: read FP32 gradient, master, m, v; write master, m, v and the BF16 weight.
-  const double shard_params = stage_params.trainable / shard_divisor(l.sharding.optimizer, l, gpn);
-  br.optimizer_s = shard_params * (2.0 * l.precision.optimizer_bytes + l.precision.grad_bytes + l.precision.weight_bytes) /
-                   p.hbm_bytes_per_s;
+  br.optimizer_s = optimizer_step_seconds(p, l, stage_params.trainable / shard_divisor(l.sharding.optimizer, l, gpn));
 
   e.step_time_s = br.total_s();
   const double sequences = d(l.gbs);

@@ -41,15 +41,14 @@ class StepBuilder {
     const std::int64_t p = l_.pp, v = std::max<std::int64_t>(1, l_.vpp), micro = l_.microbatches();
     const LayerPasses lc = layer_compute_seconds(m_, perf_, l_);  // the throughput model's, per layer and pass
     const RecomputeFactors rc = recompute_factors(l_.recompute);
-    const double s = d(l_.seq), b = d(l_.mbs), h = d(m_.hidden_size);
-    const double act_bytes = 2.0 * s * b * h / d(l_.tp * l_.cp);
+    const double act_bytes = activation_tensor_bytes(m_, l_);
 
     // TP/SP (Korthikanti et al. 2023): 2 all-gathers + 2 reduce-scatters of s·b·h/c per layer and pass.
     double tp_fwd = 0;
     if (l_.tp > 1) {
       std::vector<std::int64_t> g;
       for (std::int64_t i = 0; i < l_.tp; ++i) g.push_back(ranks_.rank(i, 0, 0, 0));
-      tp_fwd = 4.0 * collective(Collective::all_gather, 2.0 * s * b * h / d(l_.cp), g, Group::tp) * (1.0 - perf_.coef.tp_overlap);
+      tp_fwd = 4.0 * collective(Collective::all_gather, act_bytes * d(l_.tp), g, Group::tp) * (1.0 - perf_.coef.tp_overlap);
     }
     const double tp_bwd = (1.0 + rc.gemm) * tp_fwd;
     // CP ring attention: c − 1 exchanges of the local K, V (backward: K, V, dK, dV), behind attention. The
@@ -63,7 +62,7 @@ class StepBuilder {
       for (std::int64_t i = 0; i < l_.cp; ++i) g.push_back(ranks_.rank(0, i, 0, 0));
       const bool across_nodes = topo_.node_of(g.front()) != topo_.node_of(g.back());
       const double p2p = across_nodes ? perf_.coef.inter_efficiency / perf_.coef.cp_inter_efficiency : 1.0;
-      const double kv = 2.0 * (s / d(l_.cp)) * b * h * (d(m_.num_kv_heads) / d(m_.num_heads)) * 2.0 / d(l_.tp);
+      const double kv = cp_kv_bytes(m_, l_);
       const double ring_f = collective(Collective::all_gather, p2p * kv * d(l_.cp), g, Group::cp);
       const double ring_b = collective(Collective::all_gather, p2p * 2.0 * kv * d(l_.cp), g, Group::cp);
       cp_fwd = std::max(0.0, ring_f - perf_.coef.cp_overlap * lc.forward.attention);
@@ -251,8 +250,7 @@ class StepBuilder {
       opt.op = OpKind::optimizer;
       opt.stage = static_cast<std::int32_t>(st);
       const double shard_params = dp_parameters_per_gpu(m_, l_, st).trainable / shard_divisor(l_.sharding.optimizer, l_, perf_.gpus_per_node);
-      opt.duration_s = shard_params * (2.0 * l_.precision.optimizer_bytes + l_.precision.grad_bytes + l_.precision.weight_bytes) /
-                           perf_.hbm_bytes_per_s + perf_.coef.step_overhead_s;
+      opt.duration_s = optimizer_step_seconds(perf_, l_, shard_params) + perf_.coef.step_overhead_s;
       (void)add_task(g, opt, deps);
     }
 
@@ -275,16 +273,6 @@ class StepBuilder {
     return members;
   }
 
-  // PaRO Sec. 3.1.1 (Table 3's s-fold terms): sharded parameters are all-gathered over their scope before
-  // every forward and backward pass of a chunk, sharded gradients reduce-scattered over theirs after every
-  // backward. Scope I is the GPUs of the group on one node, G the whole DP×CP group.
-  struct UpdateComm {
-    double sync_s = 0, gather_s = 0;
-  };
-
-  // Once per step over the stage's DP×CP group: the gradient sync of the trainable parameters (Ψ': all of them,
-  // or the LoRA adapters) and, where the optimizer is sharded wider than the parameters, the all-gather of the
-  // updated ones.
   // PaRO's collectives by scope (sharding.cpp, update_grad_sync and scope_change): over the whole DP×CP group, over
   // its node group of M members, or across the groups among the members of the same rank in each (bytes / M).
   struct DpScopes {
@@ -308,6 +296,13 @@ class StepBuilder {
     return collective(op, bytes, s.intra, Group::dp_cp);
   }
 
+  struct UpdateComm {
+    double sync_s = 0, gather_s = 0;
+  };
+
+  // Once per step over the stage's DP×CP group: the gradient sync of the trainable parameters (Ψ': all of them,
+  // or the LoRA adapters) and, where the optimizer is sharded wider than the parameters, the all-gather of the
+  // updated ones.
   UpdateComm update_dp_seconds(std::int64_t st) {
     UpdateComm out;
     const DpScopes s = dp_scopes(st);
@@ -337,6 +332,9 @@ class StepBuilder {
     return out;
   }
 
+  // PaRO Sec. 3.1.1 (Table 3's s-fold terms): sharded parameters are all-gathered over their scope before
+  // every forward and backward pass of a chunk, sharded gradients reduce-scattered over theirs after every
+  // backward. Scope I is the GPUs of the group on one node, G the whole DP×CP group.
   MicrobatchComm microbatch_dp_seconds(std::int64_t st) {
     MicrobatchComm out;
     const DpScopes s = dp_scopes(st);

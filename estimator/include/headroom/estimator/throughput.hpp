@@ -132,6 +132,15 @@ struct PipelineEnds {
   double loss_s = 0;           // per pass
 };
 [[nodiscard]] PipelineEnds pipeline_end_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l);
+// One BF16 s·b·h activation tensor per GPU, SP- and CP-sharded: 2·s·b·h/(t·c) bytes (Korthikanti et al. 2023,
+// Sec. 4.2.2); what crosses a pipeline boundary and what an elementwise pass reads.
+[[nodiscard]] double activation_tensor_bytes(const ModelSpec& m, const Layout& l);
+// The K and V one context-parallel ring step passes on (forward): 2·(s/c)·b·h·(k/a) BF16 values, heads split over
+// t (Liu et al. 2023 ring attention; backward passes K, V, dK and dV, twice this).
+[[nodiscard]] double cp_kv_bytes(const ModelSpec& m, const Layout& l);
+// Adam's step over `shard_params` parameters, HBM-bound: read the gradient, master weight, m and v, write the
+// master weight, m, v and the BF16 weight (Precision's byte counts).
+[[nodiscard]] double optimizer_step_seconds(const PerfContext& p, const Layout& l, double shard_params);
 // Exposed seconds of one pipeline send of a chunk's s·b·h/(t·c) BF16 activations (or their gradient) per micro-batch
 // and pass (Narayanan et al. 2021 Sec. 4.1, scatter/gather), on NVLink when two adjacent stages share a node,
 // else the network, less the pp_overlap the framework hides; 0 with p = 1.
