@@ -177,14 +177,32 @@ void refuse_given(const CLI::App& app, std::initializer_list<const char*> flags,
   }
 }
 
+nlohmann::json interval_json(const ErrorBand& band, double value, double unit) {
+  if (!band.known) return nullptr;
+  return nlohmann::json::array({band.lower(value) / unit, band.upper(value) / unit});
+}
+
+std::string band_source(const ErrorBand& band, std::string_view what) {
+  if (!band.known) return "none: no held-out data behind the " + std::string(what) + " (the verdict is the prediction's)";
+  return "held-out residuals of the " + std::string(what) + " (headroom validate)";
+}
+
 nlohmann::json memory_verdict_json(const ResolvedSpecs& r, const Layout& l) {
   const MemoryEstimate e = estimate_memory(r.model, r.cluster, l, r.framework.residual);
+  const ErrorBand& band = r.framework.memory_band;
   return {{"peak_gib", e.peak_bytes / kGiB}, {"capacity_gib", e.capacity_bytes / kGiB},
-          {"verdict", e.fits() ? "fits" : "oom"}};
+          {"peak_gib_interval", interval_json(band, e.peak_bytes, kGiB)},
+          {"verdict", to_string(memory_verdict(e.peak_bytes, e.capacity_bytes, band))}};
 }
 
 std::string memory_warning(const ResolvedSpecs& r, const Layout& l) {
   const MemoryEstimate e = estimate_memory(r.model, r.cluster, l, r.framework.residual);
+  if (memory_verdict(e.peak_bytes, e.capacity_bytes, r.framework.memory_band) == MemoryVerdict::uncertain)
+    return "WARNING: predicted peak " + format_gib(e.peak_bytes) + " GiB of " + format_gib(e.capacity_bytes) +
+           " GiB usable is within the model's held-out error band (" +
+           format_gib(r.framework.memory_band.lower(e.peak_bytes)) + "-" +
+           format_gib(r.framework.memory_band.upper(e.peak_bytes)) +
+           " GiB): this layout may run out of memory (headroom estimate shows where)";
   if (e.fits()) return "";
   return "WARNING: predicted peak " + format_gib(e.peak_bytes) + " GiB on stage " + std::to_string(e.peak_stage) +
          " is over the " + format_gib(e.capacity_bytes) + " GiB usable (" + format_gib(-e.margin_bytes) +

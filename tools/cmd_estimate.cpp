@@ -48,15 +48,22 @@ void print_table(std::ostream& out, const ResolvedSpecs& r, const Layout& l, con
   }
   out << "(GiB per GPU)\n\n";
   out << "4D paper Eq. 18 (first stage): " << format_gib(e.paper_total_bytes) << " GiB\n";
+  const ErrorBand& band = r.framework.memory_band;
   out << "predicted peak: " << format_gib(e.peak_bytes) << " GiB on stage " << e.peak_stage << " of "
-      << format_gib(e.capacity_bytes) << " GiB usable -> " << (e.fits() ? "fits" : "OOM") << ", margin "
-      << format_gib(e.margin_bytes) << " GiB\n";
+      << format_gib(e.capacity_bytes) << " GiB usable -> " << to_string(memory_verdict(e.peak_bytes, e.capacity_bytes, band))
+      << ", margin " << format_gib(e.margin_bytes) << " GiB";
+  if (band.known)
+    out << " (held-out band " << format_gib(band.lower(e.peak_bytes)) << "-" << format_gib(band.upper(e.peak_bytes))
+        << " GiB)";
+  out << "\n";
 }
 
 // Performance part: step time, throughput and where the time goes (throughput.hpp).
 nlohmann::json perf_to_json(const PerfEstimate& p, const PerfCoefficients& k) {
   const StepBreakdown& b = p.breakdown;
   return {{"step_time_s", p.step_time_s},
+          {"step_time_s_interval", interval_json(k.step_time_band, p.step_time_s)},
+          {"interval_source", band_source(k.step_time_band, "coefficients " + k.name)},
           {"tokens_per_s", p.tokens_per_s},
           {"tflops_per_gpu", p.tflops_per_gpu},
           {"mfu", p.mfu},
@@ -78,6 +85,11 @@ void print_perf(std::ostream& out, const PerfEstimate& p, const PerfCoefficients
                 "(coefficients: %s)\n",
                 p.step_time_s, p.tokens_per_s, p.tflops_per_gpu, 100.0 * p.mfu, p.pts_s, k.name.c_str());
   out << line;
+  if (k.step_time_band.known) {
+    std::snprintf(line, sizeof line, "  held-out band of the step time: %.3f-%.3f s\n", k.step_time_band.lower(p.step_time_s),
+                  k.step_time_band.upper(p.step_time_s));
+    out << line;
+  }
   std::snprintf(line, sizeof line,
                 "  compute %.3f s (GEMM %.3f, attention %.3f, elementwise %.3f), overhead %.3f, exposed comm: "
                 "TP %.3f, CP %.3f, PP %.3f, DP %.3f; bubble %.3f; optimizer %.3f (slowest stage %lld)\n",
@@ -115,7 +127,9 @@ void run_estimate(const EstimateOptions& o, std::ostream& out) {
         {"peak_gib", e.peak_bytes / kGiB},
         {"peak_stage", e.peak_stage},
         {"capacity_gib", e.capacity_bytes / kGiB},
-        {"verdict", e.fits() ? "fits" : "oom"},
+        {"peak_gib_interval", interval_json(r.framework.memory_band, e.peak_bytes, kGiB)},
+        {"interval_source", band_source(r.framework.memory_band, "framework " + r.framework.name + "'s memory model")},
+        {"verdict", to_string(memory_verdict(e.peak_bytes, e.capacity_bytes, r.framework.memory_band))},
         {"margin_gib", e.margin_bytes / kGiB},
         {"units", "stages in bytes; *_gib in GiB (2^30 bytes)"}}},
       {"perf", perf_to_json(perf, coefficients)}};

@@ -1,5 +1,7 @@
 // `headroom rank`: every valid layout of a job, those that fit ranked by predicted step time, the Pareto front
 // of memory vs speed, and the launch arguments of the fastest.
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <memory>
 
@@ -22,6 +24,7 @@ struct RankOptions {
   std::string profile;
   std::string lora_rank, lora_targets;  // LoRA on frozen base weights (thesis Sec. 3.1.2); empty = full training
   bool all_shardings = false;
+  std::string risk = "nominal";
   bool json = false;
 };
 
@@ -33,7 +36,8 @@ std::string layout_name(const ModelSpec& m, const Layout& l) {
          (l.schedule == Schedule::gpipe ? " gpipe" : "") + (l.sequence_parallel || l.tp == 1 ? "" : " no-sp");
 }
 
-nlohmann::json ranked_to_json(const ModelSpec& m, const RankedLayout& r) {
+nlohmann::json ranked_to_json(const ModelSpec& m, const RankedLayout& r, const ErrorBand& peak_band,
+                              const ErrorBand& step_band) {
   nlohmann::json j = layout_to_json(m, r.layout);
   j["sharding_code"] = sharding_code(r.layout.sharding);
   return {{"layout", j},
@@ -43,7 +47,9 @@ nlohmann::json ranked_to_json(const ModelSpec& m, const RankedLayout& r) {
           {"mfu", r.mfu},
           {"peak_gib", r.peak_bytes / kGiB},
           {"margin_gib", r.margin_bytes() / kGiB},
-          {"verdict", r.margin_bytes() >= 0 ? "fits" : "oom"}};
+          {"peak_gib_interval", interval_json(peak_band, r.peak_bytes, kGiB)},
+          {"step_time_s_interval", interval_json(step_band, r.step_time_s)},
+          {"verdict", to_string(memory_verdict(r.peak_bytes, r.capacity_bytes, peak_band))}};
 }
 
 void print_rows(std::ostream& out, const ModelSpec& m, const std::vector<RankedLayout>& rows) {
@@ -103,6 +109,16 @@ void run_rank(const RankOptions& o, std::ostream& out) {
   for (const auto& c : o.constraints) so.constraints.push_back(parse_constraint(c));
   restrict_to_framework(so, r.framework);
   if (o.all_shardings) so.shardings.clear();  // every PaRO strategy, launchable by the framework or not
+  std::string risk = o.risk;
+  std::transform(risk.begin(), risk.end(), risk.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  if (risk != "nominal" && risk != "pessimistic")
+    throw Error("--risk " + o.risk + " is not understood (valid: nominal, pessimistic)");
+  if (risk == "pessimistic") {
+    if (!r.framework.memory_band.known)
+      throw Error("--risk pessimistic needs a held-out band of the peak, which framework " + r.framework.name +
+                  " does not ship (residual.uncertainty)");
+    so.peak_band = r.framework.memory_band;
+  }
   const PerfCoefficients coefficients = perf_coefficients_for(o.profile, o.specs, r);
   Layout base = default_layout(r.framework);
   if (!o.lora_rank.empty()) base.lora.rank = parse_count("--lora-rank", o.lora_rank);
@@ -113,8 +129,8 @@ void run_rank(const RankOptions& o, std::ostream& out) {
   const SearchResult res = rank_layouts(r.model, r.cluster, base, r.framework.residual, coefficients, so);
   if (o.json) {
     nlohmann::json layouts = nlohmann::json::array(), pareto = nlohmann::json::array();
-    for (const auto& x : res.best) layouts.push_back(ranked_to_json(r.model, x));
-    for (const auto& x : res.pareto) pareto.push_back(ranked_to_json(r.model, x));
+    for (const auto& x : res.best) layouts.push_back(ranked_to_json(r.model, x, r.framework.memory_band, coefficients.step_time_band));
+    for (const auto& x : res.pareto) pareto.push_back(ranked_to_json(r.model, x, r.framework.memory_band, coefficients.step_time_band));
     nlohmann::json doc = {{"model", r.model.name},      {"gpu", r.cluster.gpu.name},
                           {"cluster", r.cluster.name},  {"framework", r.framework.name},
                           {"coefficients", coefficients.name},
@@ -137,6 +153,9 @@ void run_rank(const RankOptions& o, std::ostream& out) {
       << ")";
   if (base.lora.enabled())
     out << ", LoRA rank " << base.lora.rank << " on " << lora_targets_to_string(base.lora.targets);
+  if (so.peak_band.known)
+    out << ", risk pessimistic (a layout fits if its peak + " << format_gib(100.0 * so.peak_band.high * kGiB, 2)
+        << "% of held-out error does)";
   out << "\n";
   out << res.evaluated << " layouts evaluated, " << res.memory_checked << " memory-checked (larger micro-batches pruned), "
       << res.fitting << " fit in " << format_gib(r.cluster.gpu.usable_memory_bytes) << " GiB\n\n";
@@ -175,6 +194,10 @@ void register_rank(CLI::App& app, std::ostream& out) {
   sub->add_option("--profile", opts->profile, "performance coefficients JSON or a calibration profile (headroom calibrate); default data/perf/<framework>.json");
   sub->add_flag("--all-shardings", opts->all_shardings,
                 "search all 14 PaRO strategies, not only those the framework can launch");
+  sub->add_option("--risk", opts->risk,
+                  "nominal: a layout fits if its predicted peak does; pessimistic: if the upper end of the held-out "
+                  "band of its peak does (the step-time band is one factor for all layouts, so the order stays)")
+      ->capture_default_str();
   sub->add_flag("--json", opts->json, "print one JSON document");
   sub->callback([opts, &out] { run_rank(*opts, out); });
 }

@@ -100,6 +100,26 @@ void print_perf_score(std::ostream& out, const validate::PerfScore& s, bool per_
   out << line;
 }
 
+// A band as validate prints it: "-3.2% / +1.5%".
+std::string band_text(const ErrorBand& b) {
+  if (!b.known) return "(none)";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "-%.2f%% / +%.2f%%", 100.0 * b.low, 100.0 * b.high);
+  return buf;
+}
+
+nlohmann::json band_json(const ErrorBand& shipped, const ErrorBand& computed) {
+  return {{"low", computed.low}, {"high", computed.high}, {"shipped_low", shipped.low}, {"shipped_high", shipped.high},
+          {"shipped_equals_computed", validate::same_band(shipped, computed)}};
+}
+
+void print_band(std::ostream& out, const ErrorBand& shipped, const ErrorBand& computed) {
+  out << "held-out band of the step time (" << 100 * validate::kStepTimeBandCoverage << "% of held-out runs): "
+      << band_text(computed)
+      << (validate::same_band(shipped, computed) ? " (= shipped)" : " (DIFFERS from shipped " + band_text(shipped) + ")")
+      << "\n";
+}
+
 nlohmann::json perf_json(const validate::PerfValidation& v) {
   nlohmann::json cv = nlohmann::json::array();
   for (const auto& [t, s] : v.held_out) cv.push_back({{"held_out_table", t}, {"score", perf_score_to_json(s)}});
@@ -109,6 +129,7 @@ nlohmann::json perf_json(const validate::PerfValidation& v) {
           {"refit", perf_coefficients_to_json(v.refit)},
           {"shipped_equals_fit", v.shipped_is_fit},
           {"leave_one_table_out", {{"tables", cv}, {"pooled", perf_score_to_json(v.pooled)}}},
+          {"step_time_band", band_json(v.shipped.step_time_band, v.held_out_band)},
           {"goals", {{"mean_regret", validate::kPerfMeanRegretGoal}, {"worst_regret", validate::kPerfWorstRegretGoal}}}};
 }
 
@@ -126,6 +147,7 @@ void print_perf_validation(std::ostream& out, const validate::PerfValidation& v)
   }
   out << "pooled: ";
   print_perf_score(out, v.pooled, false);
+  print_band(out, v.shipped.step_time_band, v.held_out_band);
 }
 
 nlohmann::json thesis_score_to_json(const validate::ThesisPerfScore& s, bool cells) {
@@ -157,6 +179,7 @@ nlohmann::json thesis_perf_json(const validate::ThesisPerfValidation& v) {
           {"shipped_equals_fit", v.shipped_is_fit},
           {"leave_one_configuration_out", {{"folds", by_config}, {"pooled", thesis_score_to_json(v.pooled_by_config, false)}}},
           {"leave_one_table_out", {{"folds", by_table}, {"pooled", thesis_score_to_json(v.pooled_by_table, false)}}},
+          {"step_time_band", band_json(v.shipped.step_time_band, v.held_out_band)},
           {"goals", {{"mean_error", validate::kThesisMeanErrorGoal}, {"tie_tolerance", validate::kThesisTieTolerance}}},
           {"mean_error_goal_met", v.score.mean_error() <= validate::kThesisMeanErrorGoal},
           {"order_right", v.score.order_right()}};
@@ -207,6 +230,7 @@ void print_thesis_perf(std::ostream& out, const validate::ThesisPerfValidation& 
   }
   out << "  pooled: ";
   print_thesis_summary(out, v.pooled_by_table);
+  print_band(out, v.shipped.step_time_band, v.held_out_band);
 }
 
 void run_validate(const ValidateOptions& o, std::ostream& out) {
@@ -265,25 +289,33 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
   const bool shipped_is_fit = refit.feasible && same_coefficients(refit.model, fw.residual);
   std::map<int, std::pair<ResidualFit, VerdictScore>> loto;
   VerdictScore pooled;
+  std::vector<HeldOutVerdict> held_out_peaks;  // the predicted peaks of held-out runs → the shipped memory band
   for (const auto& [table, unused] : verdicts) {
     const ResidualFit f = fit_residual(validate::observations(lib, measured, fw, 0, table));
-    const VerdictScore v = score_verdicts(validate::observations(lib, measured, fw, table), f.model);
+    const auto held_out = validate::observations(lib, measured, fw, table);
+    const VerdictScore v = score_verdicts(held_out, f.model);
     loto[table] = {f, v};
     pooled.runs += v.runs; pooled.right += v.right; pooled.false_fits += v.false_fits; pooled.false_ooms += v.false_ooms;
+    for (const auto& r : held_out)
+      held_out_peaks.push_back({peak_memory_bytes(r.model, r.cluster, r.layout, f.model), r.cluster.gpu.usable_memory_bytes, r.oom});
   }
+  const ErrorBand memory_band = band_from_verdicts(held_out_peaks);
+  const bool memory_band_shipped = validate::same_band(fw.memory_band, memory_band);
   // Throughput: rank the measured layouts of every (table, GPU count) column by predicted speed.
   const auto perf_runs = validate::perf_runs(lib, measured, fw);
   const validate::PerfValidation perf = validate::validate_perf(perf_runs, default_perf_coefficients(lib, fw.name));
   const nlohmann::json simulator = simulator_agreement(lib);  // informative: not part of `passed`
   const bool perf_ok = perf.shipped_is_fit && perf.score.mean_regret <= validate::kPerfMeanRegretGoal &&
-                       perf.score.worst_regret <= validate::kPerfWorstRegretGoal;
+                       perf.score.worst_regret <= validate::kPerfWorstRegretGoal &&
+                       validate::same_band(perf.shipped.step_time_band, perf.held_out_band);
   // Thesis throughput (tokens/s, PTS) under pytorch-fsdp: its own coefficients, fitted to the thesis's cells.
   const FrameworkProfile fsdp = lib.framework("pytorch-fsdp");
   const validate::ThesisPerfData thesis_data = validate::thesis_perf_data(lib, fsdp);  // scores point into it
   const validate::ThesisPerfValidation thesis =
       validate::validate_thesis_perf(thesis_data, default_perf_coefficients(lib, fsdp.name));
-  const bool thesis_ok = thesis.shipped_is_fit && thesis.score.mean_error() <= validate::kThesisMeanErrorGoal;
-  const bool passed = failures == 0 && verdict_ok && shipped_is_fit && perf_ok && thesis_ok;
+  const bool thesis_ok = thesis.shipped_is_fit && thesis.score.mean_error() <= validate::kThesisMeanErrorGoal &&
+                         validate::same_band(thesis.shipped.step_time_band, thesis.held_out_band);
+  const bool passed = failures == 0 && verdict_ok && shipped_is_fit && memory_band_shipped && perf_ok && thesis_ok;
 
   if (o.json) {
     nlohmann::json tj = nlohmann::json::array(), vj = nlohmann::json::array();
@@ -309,7 +341,8 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
           {"wrong", wrong_json},
           {"refit", residual_to_json(refit.model)},
           {"shipped_equals_fit", shipped_is_fit},
-          {"leave_one_table_out", {{"tables", cv}, {"pooled", score_to_json(pooled)}}}}},
+          {"leave_one_table_out", {{"tables", cv}, {"pooled", score_to_json(pooled)}}},
+          {"peak_band", band_json(fw.memory_band, memory_band)}}},
         {"throughput", perf_json(perf)},
         {"simulator", simulator},
         {"thesis_throughput", thesis_perf_json(thesis)},
@@ -366,6 +399,8 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
     std::snprintf(line, sizeof line, "%9s %6d %7d %11d %11d %8.1f%%\n", "pooled", pooled.runs, pooled.right,
                   pooled.false_fits, pooled.false_ooms, 100.0 * pooled.accuracy());
     out << line;
+    out << "held-out band of the predicted peak " << band_text(memory_band)
+        << (memory_band_shipped ? " (= shipped)" : " (DIFFERS from shipped " + band_text(fw.memory_band) + ")") << "\n";
     print_perf_validation(out, perf);
     print_simulator_agreement(out, simulator);
     print_thesis_perf(out, thesis);

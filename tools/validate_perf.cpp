@@ -107,6 +107,7 @@ PerfScore score_perf(const std::vector<PerfRun>& runs, const PerfCoefficients& c
       if (meas[i] > meas[best]) best = i;
       if (pred[i] > pred[ours]) ours = i;
       const double err = std::abs(pred[i] - meas[i]) / meas[i];
+      cs.step_time_ratios.push_back(pred[i] / meas[i]);  // measured / predicted step time
       cs.mean_abs_error += err / static_cast<double>(col.size());
       cs.max_abs_error = std::max(cs.max_abs_error, err);
       abs_error_sum += err;
@@ -242,6 +243,11 @@ PerfCoefficients fit_perf(const std::vector<PerfRun>& runs, const PerfCoefficien
 
 namespace headroom::validate {
 
+bool same_band(const ErrorBand& shipped, const ErrorBand& computed) {
+  const auto close = [](double x, double y) { return std::abs(x - y) <= 1e-5 * std::max(1.0, std::abs(y)); };
+  return shipped.known == computed.known && close(shipped.low, computed.low) && close(shipped.high, computed.high);
+}
+
 bool same_perf_coefficients(const PerfCoefficients& a, const PerfCoefficients& b) {
   const auto close = [](double x, double y) { return std::abs(x - y) <= 1e-4 * std::max(1e-9, std::abs(y)) + 1e-12; };
   const nlohmann::json ja = perf_coefficients_to_json(a), jb = perf_coefficients_to_json(b);
@@ -277,6 +283,11 @@ PerfValidation validate_perf(const std::vector<PerfRun>& runs, const PerfCoeffic
     const PerfCoefficients fit = fit_perf(runs, PerfCoefficients{}, others);
     v.held_out.emplace_back(held, score_perf(runs, fit, {held}));
   }
+  // The held-out step times' band (estimator/uncertainty.hpp), over every held-out run.
+  std::vector<double> ratios;
+  for (const auto& [t, s] : v.held_out)
+    for (const auto& c : s.columns) ratios.insert(ratios.end(), c.step_time_ratios.begin(), c.step_time_ratios.end());
+  v.held_out_band = band_from_ratios(std::move(ratios), kStepTimeBandCoverage);
   // Pool the held-out columns.
   double abs_err = 0;
   int n_runs = 0;

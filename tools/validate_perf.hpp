@@ -47,6 +47,7 @@ struct ColumnScore {
   double mean_abs_error = 0;        // mean |pred − meas| / meas over the column's layouts
   double max_abs_error = 0;
   double rank_correlation = 0;      // Spearman's ρ between predicted and measured
+  std::vector<double> step_time_ratios;  // per layout, measured / predicted step time
 };
 
 struct PerfScore {
@@ -82,7 +83,13 @@ struct PerfValidation {
   PerfScore datasheet;                  // datasheet defaults, no fit
   std::vector<std::pair<int, PerfScore>> held_out;  // table → its score under the fit without it
   PerfScore pooled;                     // the held-out columns together
+  ErrorBand held_out_band;              // of the held-out runs' step times (kStepTimeBandCoverage of them)
 };
+
+// The share of held-out runs a shipped step-time band covers.
+inline constexpr double kStepTimeBandCoverage = 0.9;
+// A shipped band is the computed one to the 6 significant digits the data files keep.
+[[nodiscard]] bool same_band(const ErrorBand& shipped, const ErrorBand& computed);
 
 [[nodiscard]] PerfValidation validate_perf(const std::vector<PerfRun>& runs, const PerfCoefficients& shipped);
 

@@ -197,6 +197,9 @@ ThesisPerfValidation validate_thesis_perf(const ThesisPerfData& data, const Perf
   };
   cross_validate(configs, false, v.by_config, v.pooled_by_config);
   cross_validate(tables, true, v.by_table, v.pooled_by_table);
+  std::vector<double> ratios;  // measured / predicted step time = predicted / measured tokens per second
+  for (const auto& c : v.pooled_by_config.cells) ratios.push_back(c.tokens_per_s / c.cell->tokens_per_s);
+  v.held_out_band = band_from_ratios(std::move(ratios), kStepTimeBandCoverage);
   return v;
 }
 

@@ -87,6 +87,7 @@ struct ThesisPerfValidation {
   ThesisPerfScore pooled_by_config;
   std::vector<std::pair<std::string, ThesisPerfScore>> by_table;   // held-out table → its cells
   ThesisPerfScore pooled_by_table;
+  ErrorBand held_out_band;  // step time, over the leave-one-configuration-out cells (validate_perf.hpp coverage)
   [[nodiscard]] bool passed() const {
     return shipped_is_fit && score.mean_error() <= kThesisMeanErrorGoal && score.order_right();
   }

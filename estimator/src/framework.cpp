@@ -93,6 +93,9 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
   f.residual.logits_bytes_per_element = r.at("logits_bytes_per_element").get<double>();
   f.residual.optimizer_shard_bytes_per_param = r.at("optimizer_shard_bytes_per_param").get<double>();
   f.residual.cp_communicator_bytes = r.at("cp_communicator_GiB").get<double>() * kGiB;
+  if (r.contains("uncertainty"))
+    f.memory_band = {r.at("uncertainty").at("peak_low").get<double>(), r.at("uncertainty").at("peak_high").get<double>(),
+                     true};
   return f;
 }
 

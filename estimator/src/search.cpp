@@ -194,7 +194,7 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
                   if (full) continue;
                   ++result.memory_checked;
                   const double peak = peak_memory_bytes(m, cluster, l, residual);
-                  if (peak > capacity) {
+                  if (o.peak_band.known ? o.peak_band.upper(peak) > capacity : peak > capacity) {
                     full = true;
                     continue;
                   }

@@ -70,6 +70,13 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
     if (key == "name") { c.name = value.get<std::string>(); continue; }
     if (key == "source") { c.source = value.get<std::string>(); continue; }
     if (key == "$schema" || key == "description" || key == "fit") continue;
+    if (key == "uncertainty") {
+      if (!value.is_object() || !value.contains("step_time_low") || !value.contains("step_time_high") ||
+          !value.at("step_time_low").is_number() || !value.at("step_time_high").is_number())
+        throw Error(w + ": uncertainty must be an object with numbers step_time_low and step_time_high");
+      c.step_time_band = {value.at("step_time_low").get<double>(), value.at("step_time_high").get<double>(), true};
+      continue;
+    }
     if (key == "gpus") {
       for (const auto& g : value)
         c.gpus.push_back({g.at("gpu").get<std::string>(), g.at("gemm_efficiency").get<double>(),
@@ -78,7 +85,7 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
     }
     const Field* f = std::find_if(std::begin(kFields), std::end(kFields), [&name = key](const Field& x) { return name == x.key; });
     if (f == std::end(kFields)) {
-      std::string valid = "name, source, description, fit, gpus";
+      std::string valid = "name, source, description, fit, uncertainty, gpus";
       for (const auto& x : kFields) valid += std::string(", ") + x.key;
       throw Error(w + ": unknown key '" + key + "' (valid: " + valid + ")");
     }
@@ -101,6 +108,8 @@ nlohmann::json perf_coefficients_to_json(const PerfCoefficients& c) {
   nlohmann::json gpus = nlohmann::json::array();
   for (const auto& g : c.gpus) gpus.push_back({{"gpu", g.gpu}, {"gemm_efficiency", g.gemm}, {"attention_efficiency", g.attention}});
   j["gpus"] = gpus;
+  if (c.step_time_band.known)
+    j["uncertainty"] = {{"step_time_low", c.step_time_band.low}, {"step_time_high", c.step_time_band.high}};
   return j;
 }
 

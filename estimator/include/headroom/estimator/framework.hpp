@@ -9,6 +9,7 @@
 
 #include "headroom/estimator/layout.hpp"
 #include "headroom/estimator/residual.hpp"
+#include "headroom/estimator/uncertainty.hpp"
 
 namespace headroom {
 
@@ -31,6 +32,7 @@ struct FrameworkProfile {
   // key, absent = no: `rank` then keeps to p | L.
   bool uneven_pipeline_stages = false;
   ResidualModel residual;
+  ErrorBand memory_band;  // held-out band of the predicted peak ("residual.uncertainty"; unknown when absent)
 };
 
 [[nodiscard]] FrameworkProfile framework_from_json(const nlohmann::json& j);

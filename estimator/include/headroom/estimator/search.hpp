@@ -47,6 +47,9 @@ struct SearchOptions {
   // --decoder-first/last-pipeline-num-layers); restrict_to_framework sets it from the framework profile.
   bool uneven_stages = true;
   double pareto_slowdown = 2.0;  // the front keeps points at most this many times the fastest step
+  // `rank --risk pessimistic`: a layout fits only if the upper end of this held-out band of its peak does
+  // (FrameworkProfile::memory_band); unknown = the prediction alone.
+  ErrorBand peak_band;
 };
 
 // Restricts `o` to what the framework can launch (FrameworkProfile's supported_* lists, where given):

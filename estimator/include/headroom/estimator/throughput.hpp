@@ -17,6 +17,7 @@
 #include "headroom/estimator/flops.hpp"
 #include "headroom/estimator/layout.hpp"
 #include "headroom/estimator/spec.hpp"
+#include "headroom/estimator/uncertainty.hpp"
 
 namespace headroom {
 
@@ -52,6 +53,7 @@ struct PerfCoefficients {
   double pp_overlap = 0;     // PP send/recv behind compute
   double dp_overlap = 0;     // DP reduce-scatter / all-gather behind one micro-batch's backward / forward
   std::vector<GpuEfficiency> gpus;
+  ErrorBand step_time_band;  // held-out band of the step time ("uncertainty"; unknown for the datasheet defaults)
 };
 
 // Coefficients from JSON (data/perf/*.json); unknown keys are errors naming the key and the valid ones.

@@ -1,0 +1,41 @@
+// How far a prediction can be off, from the held-out residuals of the coefficients that made it (issue 15,
+// item 3): `headroom validate` computes the bands from its leave-one-out folds and the data files ship them
+// (framework "residual.uncertainty", performance "uncertainty"); estimate and rank apply them.
+#pragma once
+
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace headroom {
+
+// The measured value lies within predicted × [1 − low, 1 + high]. known = false: no held-out data behind it.
+struct ErrorBand {
+  double low = 0, high = 0;
+  bool known = false;
+  [[nodiscard]] double lower(double predicted) const { return predicted * (1.0 - low); }
+  [[nodiscard]] double upper(double predicted) const { return predicted * (1.0 + high); }
+};
+
+// From measured / predicted ratios of held-out runs: the central `coverage` of them (nearest-rank quantiles),
+// widened to include 1. Unknown when `ratios` is empty.
+[[nodiscard]] ErrorBand band_from_ratios(std::vector<double> ratios, double coverage);
+
+// A held-out run seen only as trained or out of memory, with the peak the fit without it predicted.
+struct HeldOutVerdict {
+  double predicted_bytes = 0;
+  double capacity_bytes = 0;
+  bool oom = false;
+};
+// The narrowest band that explains every held-out outcome: a run that trained though predicted over capacity
+// needs low ≥ 1 − capacity/predicted, one that ran out of memory though predicted under it needs
+// high ≥ capacity/predicted − 1. Unknown when `runs` is empty.
+[[nodiscard]] ErrorBand band_from_verdicts(std::span<const HeldOutVerdict> runs);
+
+enum class MemoryVerdict { fits, oom, uncertain };
+// fits: even the band's upper end is within capacity; oom: even its lower end is over; else uncertain. An unknown
+// band decides on the prediction alone.
+[[nodiscard]] MemoryVerdict memory_verdict(double predicted_bytes, double capacity_bytes, const ErrorBand& band);
+[[nodiscard]] std::string_view to_string(MemoryVerdict v);
+
+}  // namespace headroom

@@ -1,0 +1,101 @@
+// Issue 15, item 3: prediction intervals from held-out residuals, the `uncertain` verdict and rank --risk.
+#include "headroom/estimator/uncertainty.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "../test_support.hpp"
+#include "headroom/estimator/framework.hpp"
+#include "headroom/estimator/throughput.hpp"
+
+namespace headroom {
+namespace {
+
+TEST(Uncertainty, BandFromRatiosIsTheCentralShareWidenedToOne) {
+  std::vector<double> ratios;
+  for (int i = 1; i <= 100; ++i) ratios.push_back(0.8 + 0.004 * i);  // 0.804 .. 1.2
+  const ErrorBand b = band_from_ratios(ratios, 0.9);
+  ASSERT_TRUE(b.known);
+  EXPECT_NEAR(b.low, 1.0 - 0.820, 1e-12);   // nearest rank: the 5th of 100
+  EXPECT_NEAR(b.high, 1.180 - 1.0, 1e-12);  // the 95th
+  const ErrorBand above = band_from_ratios({1.1, 1.2, 1.3}, 1.0);  // all slower than predicted
+  EXPECT_DOUBLE_EQ(above.low, 0.0);
+  EXPECT_NEAR(above.high, 0.3, 1e-12);
+  EXPECT_FALSE(band_from_ratios({}, 0.9).known);
+}
+
+TEST(Uncertainty, BandFromVerdictsExplainsEveryHeldOutOutcome) {
+  const std::vector<HeldOutVerdict> runs = {
+      {90, 100, false},  // predicted 90, trained: nothing to explain
+      {110, 100, false}, // predicted over capacity but trained: over-predicted by at least 1 − 100/110
+      {95, 100, true},   // predicted to fit but ran out: under-predicted by at least 100/95 − 1
+      {120, 100, true}};
+  const ErrorBand b = band_from_verdicts(runs);
+  EXPECT_NEAR(b.low, 1.0 - 100.0 / 110.0, 1e-12);
+  EXPECT_NEAR(b.high, 100.0 / 95.0 - 1.0, 1e-12);
+  EXPECT_EQ(memory_verdict(90, 100, b), MemoryVerdict::fits);
+  EXPECT_EQ(memory_verdict(97, 100, b), MemoryVerdict::uncertain);
+  EXPECT_EQ(memory_verdict(105, 100, b), MemoryVerdict::uncertain);
+  EXPECT_EQ(memory_verdict(115, 100, b), MemoryVerdict::oom);
+  EXPECT_EQ(memory_verdict(97, 100, ErrorBand{}), MemoryVerdict::fits);  // no band: the prediction decides
+}
+
+TEST(Uncertainty, ShippedBandsAreLoaded) {
+  const SpecLibrary lib = test::library();
+  EXPECT_TRUE(lib.framework("megatron").memory_band.known);
+  EXPECT_FALSE(lib.framework("pytorch-fsdp").memory_band.known);  // no held-out memory verdicts for it
+  EXPECT_TRUE(default_perf_coefficients(lib, "megatron").step_time_band.known);
+  EXPECT_TRUE(default_perf_coefficients(lib, "pytorch-fsdp").step_time_band.known);
+  EXPECT_FALSE(PerfCoefficients{}.step_time_band.known);  // datasheet defaults: nothing held out
+}
+
+TEST(Uncertainty, EstimateReportsIntervalsAndAnUncertainVerdict) {
+  // llama3.1-8b on 8 A100 40GB, t 4, p 2, s 8192: 32.4 GiB of 39.6, inside its band → fits.
+  auto r = test::run_cli({"estimate", "--model", "llama3.1-8b", "--cluster", "dgx-a100-40gb", "--seq", "8192", "--tp",
+                          "4", "--pp", "2", "--gpus", "8", "--gbs", "1024", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j["memory"]["peak_gib_interval"].is_array());
+  EXPECT_LT(j["memory"]["peak_gib_interval"][0].get<double>(), j["memory"]["peak_gib"].get<double>());
+  EXPECT_GT(j["memory"]["peak_gib_interval"][1].get<double>(), j["memory"]["peak_gib"].get<double>());
+  EXPECT_EQ(j["memory"]["verdict"], "fits");
+  ASSERT_TRUE(j["perf"]["step_time_s_interval"].is_array());
+  EXPECT_GT(j["perf"]["step_time_s_interval"][1].get<double>(), j["perf"]["step_time_s"].get<double>());
+  // Longer sequences until the prediction is near capacity: some length is uncertain before any is OOM.
+  bool uncertain = false;
+  for (int seq = 8192; seq <= 16384 && !uncertain; seq += 128) {
+    r = test::run_cli({"estimate", "--model", "llama3.1-8b", "--cluster", "dgx-a100-40gb", "--seq", std::to_string(seq),
+                       "--tp", "4", "--pp", "2", "--gpus", "8", "--gbs", "1024", "--json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    j = nlohmann::json::parse(r.out);
+    const std::string v = j["memory"]["verdict"];
+    uncertain = v == "uncertain";
+    EXPECT_NE(v, "oom") << seq;  // the band is entered before the prediction crosses capacity
+  }
+  EXPECT_TRUE(uncertain);
+}
+
+TEST(Uncertainty, RankWithPessimisticRiskKeepsLayoutsWhoseBandFits) {
+  const std::vector<std::string> base = {"rank", "--model", "llama3.1-8b", "--cluster", "dgx-a100-40gb", "--gpus", "64",
+                                         "--seq", "8192", "--gbs", "1024", "--top", "1000", "--json"};
+  auto nominal = test::run_cli(base);
+  auto args = base;
+  args.insert(args.end(), {"--risk", "pessimistic"});
+  auto pessimistic = test::run_cli(args);
+  ASSERT_EQ(nominal.code, 0) << nominal.err;
+  ASSERT_EQ(pessimistic.code, 0) << pessimistic.err;
+  const auto n = nlohmann::json::parse(nominal.out), p = nlohmann::json::parse(pessimistic.out);
+  EXPECT_LT(p["fitting"].get<int>(), n["fitting"].get<int>());
+  for (const auto& x : p["layouts"]) EXPECT_EQ(x["verdict"], "fits");
+  args = {"rank", "--model", "llama3.1-8b", "--cluster", "dgx-a100-40gb", "--gpus", "64", "--seq", "8192", "--gbs",
+          "1024", "--framework", "pytorch-fsdp", "--risk", "pessimistic"};
+  const auto refused = test::run_cli(args);
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.err.find("does not ship"), std::string::npos) << refused.err;
+  args = {"rank", "--model", "llama3.1-8b", "--cluster", "dgx-a100-40gb", "--gpus", "64", "--seq", "8192", "--gbs",
+          "1024", "--risk", "reckless"};
+  EXPECT_EQ(test::run_cli(args).code, 2);
+}
+
+}  // namespace
+}  // namespace headroom
