@@ -65,8 +65,8 @@ class Builder {
             if (serial) {
               graph_[now[r][i]].pipelined = sent_in_step[src];
               sent_in_step[src] = true;
+              previous_send[src] = {now[r][i]};
             }
-            if (serial) previous_send[src] = {now[r][i]};
           }
         }
       }
