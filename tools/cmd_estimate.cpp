@@ -59,9 +59,18 @@ void print_table(std::ostream& out, const ResolvedSpecs& r, const Layout& l, con
 }
 
 // Performance part: step time, throughput and where the time goes (throughput.hpp).
-nlohmann::json perf_to_json(const PerfEstimate& p, const PerfCoefficients& k) {
+// Where the GPU's GEMM and attention efficiencies come from, in words (issue 13: said, not silent).
+std::string efficiency_text(const PerfContext& ctx, const std::string& gpu) {
+  if (ctx.efficiency_source == "fitted") return "GEMM/attention efficiencies fitted for " + gpu;
+  if (ctx.efficiency_source == "measured") return "GEMM/attention efficiencies measured (calibration profile)";
+  return "GEMM/attention efficiencies: datasheet defaults, nothing fitted or measured for " + gpu +
+         " (headroom calibrate, or calibrate --from-runs)";
+}
+
+nlohmann::json perf_to_json(const PerfEstimate& p, const PerfCoefficients& k, const PerfContext& ctx) {
   const StepBreakdown& b = p.breakdown;
   return {{"step_time_s", p.step_time_s},
+          {"coefficients_source", ctx.efficiency_source},
           {"step_time_s_interval", interval_json(k.step_time_band, p.step_time_s)},
           {"interval_source", band_source(k.step_time_band, "coefficients " + k.name)},
           {"tokens_per_s", p.tokens_per_s},
@@ -77,14 +86,15 @@ nlohmann::json perf_to_json(const PerfEstimate& p, const PerfCoefficients& k) {
             {"bubble_s", b.bubble_s}, {"optimizer_s", b.optimizer_s}, {"slowest_stage", b.slowest_stage}}}};
 }
 
-void print_perf(std::ostream& out, const PerfEstimate& p, const PerfCoefficients& k) {
+void print_perf(std::ostream& out, const PerfEstimate& p, const PerfCoefficients& k, const PerfContext& ctx,
+                const std::string& gpu) {
   const StepBreakdown& b = p.breakdown;
   char line[320];
   std::snprintf(line, sizeof line,
                 "\npredicted step %.3f s: %.0f tokens/s, %.1f TFLOP/s per GPU (MFU %.1f%%), %.3f s per sample "
                 "(coefficients: %s)\n",
                 p.step_time_s, p.tokens_per_s, p.tflops_per_gpu, 100.0 * p.mfu, p.pts_s, k.name.c_str());
-  out << line;
+  out << line << "  " << efficiency_text(ctx, gpu) << "\n";
   if (k.step_time_band.known) {
     std::snprintf(line, sizeof line, "  held-out band of the step time: %.3f-%.3f s\n", k.step_time_band.lower(p.step_time_s),
                   k.step_time_band.upper(p.step_time_s));
@@ -107,10 +117,11 @@ void run_estimate(const EstimateOptions& o, std::ostream& out) {
   const Layout l = o.layout.build(r.model, r.framework);
   const MemoryEstimate e = estimate_memory(r.model, r.cluster, l, r.framework.residual);
   const PerfCoefficients coefficients = perf_coefficients(o, r);
-  const PerfEstimate perf = estimate_perf(r.model, r.cluster, l, coefficients);
+  const PerfContext ctx(coefficients, r.cluster);
+  const PerfEstimate perf = estimate_perf(r.model, ctx, l);
   if (!o.json) {
     print_table(out, r, l, e);
-    print_perf(out, perf, coefficients);
+    print_perf(out, perf, coefficients, ctx, r.cluster.gpu.name);
     return;
   }
   nlohmann::json stages = nlohmann::json::array();
@@ -132,7 +143,7 @@ void run_estimate(const EstimateOptions& o, std::ostream& out) {
         {"verdict", to_string(memory_verdict(e.peak_bytes, e.capacity_bytes, r.framework.memory_band))},
         {"margin_gib", e.margin_bytes / kGiB},
         {"units", "stages in bytes; *_gib in GiB (2^30 bytes)"}}},
-      {"perf", perf_to_json(perf, coefficients)}};
+      {"perf", perf_to_json(perf, coefficients, ctx)}};
   print_json(out, doc);
 }
 

@@ -49,6 +49,7 @@ double argmin_scale(const std::vector<PricedRun>& runs, const PerfCoefficients& 
 
 PerfCoefficients with_compute_scale(const PerfCoefficients& k, double scale) {
   PerfCoefficients out = k;
+  out.generic_source = "fitted";
   out.gemm_efficiency = std::min(1.0, k.gemm_efficiency * scale);
   out.attention_efficiency = std::min(1.0, k.attention_efficiency * scale);
   for (auto& g : out.gpus) {

@@ -338,6 +338,7 @@ void apply_profile(const Profile& p, std::int64_t head_dim, ClusterSpec& cluster
     k.gemm_wave_units = p.gemm->wave_units;
     k.gemm_tile = p.gemm->tile;
     k.gpus.clear();  // per-GPU datasheet efficiencies would override the measured ones
+    k.generic_source = "measured";
   }
   if (!p.attention.empty()) {
     const auto score = [&](const AttentionFit& a) { return std::abs(a.head_dim - head_dim) * 2 + (a.causal ? 0 : 1); };
@@ -347,6 +348,7 @@ void apply_profile(const Profile& p, std::int64_t head_dim, ClusterSpec& cluster
     k.attention_efficiency = best->efficiency;
     k.attention_half_tokens = best->half_tokens;
     k.gpus.clear();
+    k.generic_source = "measured";
   }
   // Links: the largest measured group of each level; all-gather first (the ring the model times), then
   // reduce-scatter, all-reduce. The model's link bandwidth is nccl-tests' busbw; its per-step latency is the

@@ -70,6 +70,13 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
     if (key == "name") { c.name = value.get<std::string>(); continue; }
     if (key == "source") { c.source = value.get<std::string>(); continue; }
     if (key == "$schema" || key == "description" || key == "fit") continue;
+    if (key == "generic_source") {
+      const std::string v = value.is_string() ? value.get<std::string>() : "";
+      if (v != "datasheet" && v != "fitted" && v != "measured")
+        throw Error(w + ": generic_source must be datasheet, fitted or measured (got " + value.dump() + ")");
+      c.generic_source = v;
+      continue;
+    }
     if (key == "uncertainty") {
       if (!value.is_object() || !value.contains("step_time_low") || !value.contains("step_time_high") ||
           !value.at("step_time_low").is_number() || !value.at("step_time_high").is_number())
@@ -85,7 +92,7 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
     }
     const Field* f = std::find_if(std::begin(kFields), std::end(kFields), [&name = key](const Field& x) { return name == x.key; });
     if (f == std::end(kFields)) {
-      std::string valid = "name, source, description, fit, uncertainty, gpus";
+      std::string valid = "name, source, description, fit, uncertainty, generic_source, gpus";
       for (const auto& x : kFields) valid += std::string(", ") + x.key;
       throw Error(w + ": unknown key '" + key + "' (valid: " + valid + ")");
     }
@@ -100,7 +107,7 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
 }
 
 nlohmann::json perf_coefficients_to_json(const PerfCoefficients& c) {
-  nlohmann::json j = {{"name", c.name}, {"source", c.source}};
+  nlohmann::json j = {{"name", c.name}, {"source", c.source}, {"generic_source", c.generic_source}};
   for (const auto& f : kFields)
     if (f.member != nullptr) j[f.key] = c.*(f.member);
   j["layer_overhead_us"] = c.layer_overhead_s * 1e6;
@@ -130,11 +137,13 @@ PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
       hbm_bytes_per_s(cluster.gpu.hbm_bytes_per_s),
       gemm_efficiency(c.gemm_efficiency),
       attention_efficiency(c.attention_efficiency),
-      gpus_per_node(std::max<std::int64_t>(1, cluster.gpus_per_node)) {
+      gpus_per_node(std::max<std::int64_t>(1, cluster.gpus_per_node)),
+      efficiency_source(c.generic_source) {
   for (const auto& g : c.gpus) {
     if (!same_name(g.gpu, cluster.gpu.name)) continue;
     gemm_efficiency = g.gemm;
     attention_efficiency = g.attention;
+    efficiency_source = "fitted";
   }
   if (peak_flops <= 0) throw Error("GPU " + cluster.gpu.name + " has no BF16 peak (bf16_dense_TFLOPs)");
   if (hbm_bytes_per_s <= 0) throw Error("GPU " + cluster.gpu.name + " has no HBM bandwidth (hbm_bandwidth_GBps)");

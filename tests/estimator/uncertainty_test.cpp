@@ -99,3 +99,27 @@ TEST(Uncertainty, RankWithPessimisticRiskKeepsLayoutsWhoseBandFits) {
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+// Issue 13, item 1 in part: every estimate says where its GPU's GEMM and attention efficiencies come from.
+TEST(CoefficientsSource, EstimateSaysFittedDatasheetOrMeasured) {
+  const auto source = [](const char* gpu) {
+    const auto r = test::run_cli({"estimate", "--model", "llama3.1-8b", "--gpu", gpu, "--seq", "4096", "--tp", "8",
+                                  "--gpus", "8", "--json"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["perf"]["coefficients_source"].get<std::string>();
+  };
+  EXPECT_EQ(source("h100-94gb"), "fitted");    // a gpus entry of data/perf/megatron.json
+  EXPECT_EQ(source("h100-80gb"), "datasheet");  // none: said, not silent
+  const auto text = test::run_cli({"estimate", "--model", "llama3.1-8b", "--gpu", "h100-80gb", "--seq", "4096", "--tp",
+                                   "8", "--gpus", "8"});
+  EXPECT_NE(text.out.find("datasheet defaults, nothing fitted or measured for h100-80gb"), std::string::npos) << text.out;
+  PerfCoefficients measured;
+  measured.generic_source = "measured";
+  EXPECT_EQ(PerfContext(measured, test::library().cluster("dgx-h100")).efficiency_source, "measured");
+}
+
+}  // namespace
+}  // namespace headroom

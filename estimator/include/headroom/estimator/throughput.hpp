@@ -53,6 +53,9 @@ struct PerfCoefficients {
   double pp_overlap = 0;     // PP send/recv behind compute
   double dp_overlap = 0;     // DP reduce-scatter / all-gather behind one micro-batch's backward / forward
   std::vector<GpuEfficiency> gpus;
+  // Where the generic GEMM/attention efficiencies come from: "datasheet" (defaults), "fitted" (to measured runs:
+  // calibrate --from-runs) or "measured" (a calibration profile's microkernels). A `gpus` entry is fitted.
+  std::string generic_source = "datasheet";
   ErrorBand step_time_band;  // held-out band of the step time ("uncertainty"; unknown for the datasheet defaults)
 };
 
@@ -79,6 +82,9 @@ struct PerfContext {
   double attention_efficiency = 0;
   std::int64_t gpus_per_node = 1;
   Link intra, inter, cp_inter;
+  // Where this GPU's GEMM and attention efficiencies come from (issue 13: nothing falls back silently):
+  // "fitted" (a `gpus` entry names it), else the coefficients' generic_source.
+  std::string efficiency_source;
 };
 
 // Ranks per node of a group whose members are `stride` ranks apart (TP stride 1, CP stride t, DP stride t·c,
