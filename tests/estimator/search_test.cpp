@@ -107,7 +107,7 @@ TEST_F(SearchTest, BadConstraintsThrow) {
   EXPECT_THROW((void)parse_constraint("sharding=zero9"), Error);
 }
 
-// Issue 5: at least 100,000 layouts for llama3.1-405b on 16,384 GPUs (speed is in bench/rank_bench).
+// Issue 5: at least 100,000 layouts for llama3.1-405b on 16,384 GPUs (speed is in tools/bench/rank_bench).
 TEST_F(SearchTest, EnumeratesOver100kLayoutsFor405bOn16384Gpus) {
   SearchOptions o;
   o.gpus = 16384; o.seq = 8192; o.gbs = 2048;
