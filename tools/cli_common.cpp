@@ -1,5 +1,6 @@
 #include "cli_common.hpp"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -264,6 +265,11 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
            {{"params", to_string(l.sharding.params)},
             {"grads", to_string(l.sharding.grads)},
             {"optimizer", to_string(l.sharding.optimizer)}}}};
+}
+
+std::string lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
 }
 
 std::string format_gib(double bytes, int precision) {

@@ -111,5 +111,7 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l);
 // " (layers 7+14x8+7)" for the text headers; "" for an even split.
 [[nodiscard]] std::string stage_text(const ModelSpec& m, const Layout& l);
 std::string format_gib(double bytes, int precision = 2);
+// ASCII lower case, for names matched case-insensitively.
+[[nodiscard]] std::string lower(std::string text);
 
 }  // namespace headroom::cli

@@ -1,6 +1,5 @@
 // `headroom comm`: per-GPU model-state memory and per-stage communication volume of a sharding strategy
 // (PaRO Tables 1–3), the list of PaRO strategies, and the comparison of PaRO Figure 5.
-#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -111,11 +110,6 @@ nlohmann::json strategy_to_json(const Strategy& st, double trainable_fraction) {
           {"table1", row ? table1_to_json(*row) : nlohmann::json(nullptr)},
           {"regime", to_string(regime)},
           {"recommended", row ? nlohmann::json(row->recommended(regime)) : nlohmann::json(nullptr)}};
-}
-
-std::string lower(std::string text) {
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return text;
 }
 
 constexpr std::string_view kVolumeUnit = "elements, summed over all GPUs, one mini-batch of s micro-batches";

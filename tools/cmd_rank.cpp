@@ -1,7 +1,5 @@
 // `headroom rank`: every valid layout of a job, those that fit ranked by predicted step time, the Pareto front
 // of memory vs speed, and the launch arguments of the fastest.
-#include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <memory>
 
@@ -109,8 +107,7 @@ void run_rank(const RankOptions& o, std::ostream& out) {
   for (const auto& c : o.constraints) so.constraints.push_back(parse_constraint(c));
   restrict_to_framework(so, r.framework);
   if (o.all_shardings) so.shardings.clear();  // every PaRO strategy, launchable by the framework or not
-  std::string risk = o.risk;
-  std::transform(risk.begin(), risk.end(), risk.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  const std::string risk = lower(o.risk);
   if (risk != "nominal" && risk != "pessimistic")
     throw Error("--risk " + o.risk + " is not understood (valid: nominal, pessimistic)");
   if (risk == "pessimistic") {

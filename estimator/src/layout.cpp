@@ -52,8 +52,7 @@ void validate_uneven_split(const ModelSpec& m, const Layout& l) {
 // p | L, or with --account-for-embedding/loss-in-pipeline-split p | L + 1 (+ 1) (transformer_block.py), and v
 // dividing the layers per stage.
 void validate_even_split(const ModelSpec& m, const Layout& l) {
-  const PipelineSplit& x = l.split;
-  const std::int64_t counted = m.num_layers + (x.embedding_in_split ? 1 : 0) + (x.loss_in_split ? 1 : 0);
+  const std::int64_t counted = l.split.counted_layers(m.num_layers);
   const std::string extra = counted == m.num_layers ? "" : " (+" + s(counted - m.num_layers) + " for the embedding/loss)";
   if (counted % l.pp != 0)
     throw Error("--pp " + s(l.pp) + " does not divide the " + s(m.num_layers) + " layers of " + m.name + extra +
@@ -66,7 +65,7 @@ void validate_pipeline_split(const ModelSpec& m, const Layout& l) {
   if (l.split.first_stage_layers < 0 || l.split.last_stage_layers < 0)
     throw Error("--decoder-first/last-pipeline-num-layers must be positive (got " +
                 s(std::min(l.split.first_stage_layers, l.split.last_stage_layers)) + ")");
-  if (l.split.first_stage_layers > 0 || l.split.last_stage_layers > 0) validate_uneven_split(m, l);
+  if (l.split.uneven()) validate_uneven_split(m, l);
   else validate_even_split(m, l);
 }
 
@@ -108,20 +107,19 @@ void validate_layout(const ModelSpec& m, const Layout& l) {
 std::int64_t stage_layers(const ModelSpec& m, const Layout& l, std::int64_t stage) {
   const PipelineSplit& x = l.split;
   const bool first = stage == 0, last = stage == l.pp - 1;
-  if (x.first_stage_layers > 0 || x.last_stage_layers > 0) {
+  if (x.uneven()) {
     if (first && x.first_stage_layers > 0) return x.first_stage_layers;
     if (last && x.last_stage_layers > 0) return x.last_stage_layers;
-    const std::int64_t middle = l.pp - (x.first_stage_layers > 0 ? 1 : 0) - (x.last_stage_layers > 0 ? 1 : 0);
-    return (m.num_layers - x.first_stage_layers - x.last_stage_layers) / middle;
+    return (m.num_layers - x.first_stage_layers - x.last_stage_layers) / x.middle_stages(l.pp);
   }
-  const std::int64_t per = (m.num_layers + (x.embedding_in_split ? 1 : 0) + (x.loss_in_split ? 1 : 0)) / l.pp;
+  const std::int64_t per = x.counted_layers(m.num_layers) / l.pp;
   return per - (first && x.embedding_in_split ? 1 : 0) - (last && x.loss_in_split ? 1 : 0);
 }
 
 std::int64_t chunk_layers(const ModelSpec& m, const Layout& l, std::int64_t stage, std::int64_t chunk) {
   const std::int64_t v = std::max<std::int64_t>(1, l.vpp);
   const PipelineSplit& x = l.split;
-  if (x.first_stage_layers > 0 || x.last_stage_layers > 0) return stage_layers(m, l, stage) / v;
+  if (x.uneven()) return stage_layers(m, l, stage) / v;
   const std::int64_t per_chunk = chunkable_layers(m, l) / v;
   const bool embedding = x.embedding_in_split && stage == 0 && chunk == 0;
   const bool loss = x.loss_in_split && stage == l.pp - 1 && chunk == v - 1;
@@ -130,10 +128,9 @@ std::int64_t chunk_layers(const ModelSpec& m, const Layout& l, std::int64_t stag
 
 std::int64_t chunkable_layers(const ModelSpec& m, const Layout& l) {
   const PipelineSplit& x = l.split;
-  if (x.first_stage_layers == 0 && x.last_stage_layers == 0)
-    return (m.num_layers + (x.embedding_in_split ? 1 : 0) + (x.loss_in_split ? 1 : 0)) / l.pp;
+  if (!x.uneven()) return x.counted_layers(m.num_layers) / l.pp;
   std::int64_t g = std::gcd(x.first_stage_layers, x.last_stage_layers);
-  const std::int64_t middle = l.pp - (x.first_stage_layers > 0 ? 1 : 0) - (x.last_stage_layers > 0 ? 1 : 0);
+  const std::int64_t middle = x.middle_stages(l.pp);
   if (middle > 0) g = std::gcd(g, (m.num_layers - x.first_stage_layers - x.last_stage_layers) / middle);
   return g;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -86,28 +87,24 @@ class StepBuilder {
     for (std::int64_t st = 0; st < p; ++st) order[static_cast<std::size_t>(st)] = stage_schedule(l_.schedule, st, p, micro, v);
 
     // Build each stage's chain first (without cross-stage edges), then link them.
-    std::vector<std::vector<TaskId>> stage_tasks(static_cast<std::size_t>(p));
+    std::vector<TaskId> last_work(static_cast<std::size_t>(p));  // a stage's last compute or TP task
+    std::vector<UpdateComm> update(static_cast<std::size_t>(p));
     last_pass_.assign(static_cast<std::size_t>(p), {});
     // Per micro-batch FSDP traffic starts with the pass; the layer after dp_overlap of the pass waits for it.
     const double f = std::clamp(perf_.coef.dp_overlap, 0.0, 1.0);
     const double pp_send_s = pipeline_send_seconds(m_, perf_, l_);
     for (std::int64_t st = 0; st < p; ++st) {
+      const auto sti = static_cast<std::size_t>(st);
       std::vector<TaskId> prev;
       const MicrobatchComm mbc = microbatch_dp_seconds(st);
+      update[sti] = update_dp_seconds(st);
       // The once-per-step parameter all-gather of sharded optimizer states (PaRO Sec. 3.1.1) belongs to the
       // previous step's update; frameworks overlap it with the next forward (Megatron-LM's overlap-param-gather):
       // it runs from the step's start and the first forward waits for it after dp_overlap of its layers, as
       // the analytical model's max(0, gather − dp_overlap·forward) has it.
       std::vector<TaskId> update_gather;
-      if (const double sec = update_dp_seconds(st).gather_s; sec > 0) {
-        Task c;
-        c.op = OpKind::dp_comm;
-        c.stage = static_cast<std::int32_t>(st);
-        c.lane = 3;
-        c.duration_s = sec;
-        update_gather.push_back(add_task(g, c, {}));
-      }
-      const std::vector<PassOp>& ops = order[static_cast<std::size_t>(st)];
+      if (update[sti].gather_s > 0) update_gather.push_back(add_task(g, stage_task(OpKind::dp_comm, st, 3, update[sti].gather_s), {}));
+      const std::vector<PassOp>& ops = order[sti];
       for (std::size_t index = 0; index < ops.size(); ++index) {
         const PassOp& op = ops[index];
         const std::int64_t vs = op.chunk * p + st;
@@ -120,101 +117,46 @@ class StepBuilder {
         // point is split there, as the analytical model's max(0, gather − dp_overlap·pass) has it.
         const std::int64_t wait_layer = std::min(tasks - 1, static_cast<std::int64_t>(f * d(layers)));
         const double wait_fraction = std::clamp(f * d(layers) - d(wait_layer), 0.0, 1.0);
-        TaskId first = 0, last = 0;
-        bool first_set = false;
-        const auto take_first = [&](TaskId id) {
-          if (!first_set) first = id;
-          first_set = true;
-        };
-        std::vector<TaskId> fsdp;
         // The stage's last v passes (backward, one per chunk with interleaving): one stage-backward of one micro-batch,
         // over which the gradient sync overlaps (the analytical model's dp_overlap · backward).
-        const std::size_t tail = static_cast<std::size_t>(v);
+        const auto tail = static_cast<std::size_t>(v);
         std::vector<TaskId> ignored;
-        std::vector<TaskId>& pass_tasks = index + tail >= ops.size() ? last_pass_[static_cast<std::size_t>(st)] : ignored;
-        if (const double sec = op.forward ? mbc.forward_s : mbc.backward_s; sec > 0) {
-          Task c;
-          c.op = OpKind::dp_comm;
-          c.stage = static_cast<std::int32_t>(st);
-          c.microbatch = op.microbatch;
-          c.chunk = op.chunk;
-          c.lane = 3;
-          c.duration_s = sec;
-          fsdp.push_back(add_task(g, c, prev));
-        }
-        // They start with a zero-length marker: the gradient sync may start with them (dp_overlap 1), not before
-        // while the stage idles in the pipeline's drain.
-        if (index + tail == ops.size()) {
-          Task mark;
-          mark.op = OpKind::join;
-          mark.stage = static_cast<std::int32_t>(st);
-          mark.microbatch = op.microbatch;
-          mark.chunk = op.chunk;
-          const TaskId id = add_task(g, mark, prev);
-          take_first(id);
+        std::vector<TaskId>& pass_tasks = index + tail >= ops.size() ? last_pass_[sti] : ignored;
+        std::optional<TaskId> first;
+        const auto chain = [&](const Task& t) {  // next on the stage's chain, after what `prev` holds
+          const TaskId id = add_task(g, t, prev);
+          if (!first) first = id;
           prev = {id};
           pass_tasks.push_back(id);
-        }
+        };
+        std::vector<TaskId> fsdp;
+        if (const double sec = op.forward ? mbc.forward_s : mbc.backward_s; sec > 0)
+          fsdp.push_back(add_task(g, stage_task(OpKind::dp_comm, st, 3, sec, &op), prev));
+        // They start with a zero-length marker: the gradient sync may start with them (dp_overlap 1), not before
+        // while the stage idles in the pipeline's drain.
+        if (index + tail == ops.size()) chain(stage_task(OpKind::join, st, 0, 0.0, &op));
         for (std::int64_t layer = 0; layer < tasks; ++layer) {
-          Task t;
-          t.kind = TaskKind::delay;
-          t.op = op.forward ? OpKind::compute_fwd : OpKind::compute_bwd;
-          t.stage = static_cast<std::int32_t>(st);
-          t.microbatch = op.microbatch;
-          t.chunk = op.chunk;
-          t.duration_s = layer_share * (op.forward ? lc.forward.total() + cp_fwd : lc.backward.total() + cp_bwd);
-          if (layer == 0 && vs == 0) t.duration_s += ends.embedding_s;
+          double seconds = layer_share * (op.forward ? lc.forward.total() + cp_fwd : lc.backward.total() + cp_bwd);
+          if (layer == 0 && vs == 0) seconds += ends.embedding_s;
           if (layer == tasks - 1 && vs == vs_count - 1)
-            t.duration_s += (op.forward ? ends.head_forward_s : ends.head_backward_s) + ends.loss_s;
+            seconds += (op.forward ? ends.head_forward_s : ends.head_backward_s) + ends.loss_s;
+          const OpKind kind = op.forward ? OpKind::compute_fwd : OpKind::compute_bwd;
           if (layer == wait_layer) {
-            if (wait_fraction > 0) {  // the part of the layer before the wait
-              Task before = t;
-              before.duration_s = wait_fraction * t.duration_s;
-              t.duration_s -= before.duration_s;
-              const TaskId id = add_task(g, before, prev);
-              take_first(id);
-              prev = {id};
-              stage_tasks[static_cast<std::size_t>(st)].push_back(id);
-              pass_tasks.push_back(id);
-            }
+            if (wait_fraction > 0) chain(stage_task(kind, st, 0, wait_fraction * seconds, &op));  // before the wait
+            seconds -= wait_fraction * seconds;
             prev.insert(prev.end(), fsdp.begin(), fsdp.end());
             prev.insert(prev.end(), update_gather.begin(), update_gather.end());
             update_gather.clear();
           }
-          const TaskId id = add_task(g, t, prev);
-          take_first(id);
-          last = id;
-          prev = {id};
-          stage_tasks[static_cast<std::size_t>(st)].push_back(id);
-          pass_tasks.push_back(id);
-          if (tp_fwd > 0 && layers > 0) {
-            Task c = t;
-            c.op = OpKind::tp_comm;
-            c.lane = 1;
-            c.duration_s = op.forward ? tp_fwd : tp_bwd;
-            const TaskId cid = add_task(g, c, prev);
-            last = cid;
-            prev = {cid};
-            stage_tasks[static_cast<std::size_t>(st)].push_back(cid);
-            pass_tasks.push_back(cid);
-          }
+          chain(stage_task(kind, st, 0, seconds, &op));
+          if (tp_fwd > 0 && layers > 0) chain(stage_task(OpKind::tp_comm, st, 1, op.forward ? tp_fwd : tp_bwd, &op));
         }
-        pass[{vs, op.microbatch, op.forward}] = {first, last};
+        last_work[sti] = prev.front();
+        pass[{vs, op.microbatch, op.forward}] = {*first, prev.front()};
         // The stage is held while its pipeline send (or receive) of the pass runs, less what the framework
         // overlaps (throughput.hpp's pipeline_send_seconds, as the analytical model charges every stage and pass).
-        if (pp_send_s > 0) {
-          Task w;
-          w.kind = TaskKind::delay;
-          w.op = OpKind::pp_send;
-          w.stage = static_cast<std::int32_t>(st);
-          w.microbatch = op.microbatch;
-          w.chunk = op.chunk;
-          w.lane = 2;
-          w.duration_s = pp_send_s;
-          prev = {add_task(g, w, prev)};
-        }
+        if (pp_send_s > 0) prev = {add_task(g, stage_task(OpKind::pp_send, st, 2, pp_send_s, &op), prev)};
       }
-      last_of_stage_.push_back(prev.empty() ? 0 : prev.front());
     }
     // Pipeline edges: forward vs−1 → vs, backward vs+1 → vs, the last virtual stage's forward → its backward.
     // Crossing GPUs, the t·c GPUs of the replica each send s·b·h/(t·c) BF16 (Narayanan et al. 2021 Sec. 4.1).
@@ -227,31 +169,21 @@ class StepBuilder {
           boost::add_edge(pass.at({vs, mb, true}).second, pass.at({vs, mb, false}).first, g);
       }
     }
-    // DP: after each stage's last backward, the once-per-step gradient sync and parameter gather (PaRO
-    // Sec. 3.1.1) over the DP×CP group, starting dp_overlap of the last backward early; then the optimizer.
+    // DP: after each stage's last backward, the once-per-step gradient sync (PaRO Sec. 3.1.1) over the DP×CP
+    // group, starting dp_overlap of the last backward early; then the optimizer.
     for (std::int64_t st = 0; st < p; ++st) {
-      const auto& tasks = stage_tasks[static_cast<std::size_t>(st)];
-      std::vector<TaskId> deps{tasks.back()};
-      if (const double dp_s = update_dp_seconds(st).sync_s; dp_s > 0) {
-        // The gradient sync: start it when (1 − dp_overlap) of the last backward pass of this stage has run (its
-        // compute and TP tasks; the stage's schedule ends with a backward pass).
-        const std::vector<TaskId>& last_bwd = last_pass_[static_cast<std::size_t>(st)];
-        const auto n = static_cast<std::int64_t>(last_bwd.size()) - 1;  // after the marker
+      const auto sti = static_cast<std::size_t>(st);
+      std::vector<TaskId> deps{last_work[sti]};
+      if (update[sti].sync_s > 0) {
+        // Start it when (1 − dp_overlap) of the stage's last backward passes have run (their compute and TP tasks,
+        // after the marker); k = 0 (fully overlapped): with the marker.
+        const std::vector<TaskId>& last_bwd = last_pass_[sti];
+        const auto n = static_cast<std::int64_t>(last_bwd.size()) - 1;
         const auto k = static_cast<std::size_t>(std::clamp((1.0 - f) * d(n), 0.0, d(n)));
-        Task t;
-        t.op = OpKind::dp_comm;
-        t.stage = static_cast<std::int32_t>(st);
-        t.lane = 3;
-        t.duration_s = dp_s;
-        // k = 0 (fully overlapped): it starts with the last backward pass (its marker).
-        deps.push_back(add_task(g, t, {last_bwd[k]}));
+        deps.push_back(add_task(g, stage_task(OpKind::dp_comm, st, 3, update[sti].sync_s), {last_bwd[k]}));
       }
-      Task opt;
-      opt.op = OpKind::optimizer;
-      opt.stage = static_cast<std::int32_t>(st);
       const double shard_params = dp_parameters_per_gpu(m_, l_, st).trainable / shard_divisor(l_.sharding.optimizer, l_, perf_.gpus_per_node);
-      opt.duration_s = optimizer_step_seconds(perf_, l_, shard_params) + perf_.coef.step_overhead_s;
-      (void)add_task(g, opt, deps);
+      (void)add_task(g, stage_task(OpKind::optimizer, st, 0, optimizer_step_seconds(perf_, l_, shard_params) + perf_.coef.step_overhead_s), deps);
     }
 
     out.run = run(g, topo_, opt_.engine);
@@ -261,6 +193,21 @@ class StepBuilder {
   }
 
  private:
+  // A delay of `seconds` on stage `st` (the lane and the pass it belongs to label it for the trace and reports).
+  static Task stage_task(OpKind op, std::int64_t st, std::int32_t lane, double seconds, const PassOp* pass = nullptr) {
+    Task t;
+    t.kind = TaskKind::delay;
+    t.op = op;
+    t.stage = static_cast<std::int32_t>(st);
+    t.lane = lane;
+    t.duration_s = seconds;
+    if (pass != nullptr) {
+      t.microbatch = pass->microbatch;
+      t.chunk = pass->chunk;
+    }
+    return t;
+  }
+
   struct MicrobatchComm {
     double forward_s = 0, backward_s = 0;
   };
@@ -511,7 +458,6 @@ class StepBuilder {
   Ranks ranks_;
   Topology topo_;
   StepOptions opt_;
-  std::vector<TaskId> last_of_stage_;
   std::vector<std::vector<TaskId>> last_pass_;  // per stage, the tasks of its last pass (a backward)
   std::map<std::tuple<int, int, double, std::vector<std::int64_t>>, double> cache_;
 };

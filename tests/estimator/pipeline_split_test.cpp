@@ -153,13 +153,19 @@ TEST(PipelineSplit, MemoryAndTimeFollowTheStagesLayers) {
 TEST(PipelineSplit, RankFindsLlama405bOn16384GpusUnderMegatron) {
   const SpecLibrary lib = test::library();
   const ModelSpec m = lib.model("llama3.1-405b");
-  const FrameworkProfile f = lib.framework("megatron");
-  SearchOptions o;
-  o.gpus = 16384, o.seq = 8192, o.gbs = 2048, o.top = 1000;
-  restrict_to_framework(o, f);
-  EXPECT_TRUE(o.uneven_stages);
-  const SearchResult r = rank_layouts(m, lib.cluster("dgx-h100"), default_layout(f), f.residual,
-                                      default_perf_coefficients(lib, "megatron"), o);
+  // rank's search under `framework`: 16,384 H100s, seq 8192, gbs 2048; whether the framework has uneven stages.
+  const auto rank = [&](const char* framework, bool& uneven_stages) {
+    const FrameworkProfile f = lib.framework(framework);
+    SearchOptions o;
+    o.gpus = 16384, o.seq = 8192, o.gbs = 2048, o.top = 1000;
+    restrict_to_framework(o, f);
+    uneven_stages = o.uneven_stages;
+    return rank_layouts(m, lib.cluster("dgx-h100"), default_layout(f), f.residual,
+                        default_perf_coefficients(lib, framework), o);
+  };
+  bool searched = false;
+  const SearchResult r = rank("megatron", searched);
+  EXPECT_TRUE(searched);
   ASSERT_FALSE(r.best.empty());
   int uneven = 0;
   for (const auto& x : r.best) {
@@ -168,13 +174,8 @@ TEST(PipelineSplit, RankFindsLlama405bOn16384GpusUnderMegatron) {
   }
   EXPECT_GT(uneven, 0);
   // A framework without uneven stages (pytorch-fsdp) keeps to p | L.
-  const FrameworkProfile fsdp = lib.framework("pytorch-fsdp");
-  SearchOptions fo;
-  fo.gpus = 16384, fo.seq = 8192, fo.gbs = 2048, fo.top = 1000;
-  restrict_to_framework(fo, fsdp);
-  EXPECT_FALSE(fo.uneven_stages);
-  const SearchResult fr = rank_layouts(m, lib.cluster("dgx-h100"), default_layout(fsdp), fsdp.residual,
-                                       default_perf_coefficients(lib, "pytorch-fsdp"), fo);
+  const SearchResult fr = rank("pytorch-fsdp", searched);
+  EXPECT_FALSE(searched);
   for (const auto& x : fr.best) EXPECT_TRUE(x.layout.split.even());
 }
 

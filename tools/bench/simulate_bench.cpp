@@ -12,20 +12,12 @@ namespace {
 
 using namespace headroom;
 
-void BM_Step70bOn1024(benchmark::State& state) {
+// Simulates `l` of `model` on `cluster` (megatron coefficients) once per iteration; reports events and tasks.
+void simulate(benchmark::State& state, const char* model_name, const char* cluster_name, const Layout& l) {
   const SpecLibrary lib{HEADROOM_BENCH_DATA_DIR};
-  const ModelSpec model = lib.model("llama3.1-70b");
-  const ClusterSpec cluster = lib.cluster("dgx-a100-80gb");
-  const FrameworkProfile framework = lib.framework("megatron");
+  const ModelSpec model = lib.model(model_name);
+  const ClusterSpec cluster = lib.cluster(cluster_name);
   const PerfCoefficients coefficients = default_perf_coefficients(lib, "megatron");
-  Layout l = default_layout(framework);
-  l.tp = 8;
-  l.pp = 8;
-  l.dp = 16;
-  l.mbs = 1;
-  l.gbs = 64 * l.dp;
-  l.seq = 8192;
-  l.recompute = Recompute::selective;
   std::int64_t events = 0, tasks = 0;
   for ([[maybe_unused]] auto _ : state) {
     const sim::StepResult r = sim::simulate_step(model, cluster, l, coefficients);
@@ -36,16 +28,26 @@ void BM_Step70bOn1024(benchmark::State& state) {
   state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
   state.counters["events"] = static_cast<double>(events) / static_cast<double>(state.iterations());
   state.counters["tasks"] = static_cast<double>(tasks);
+  state.counters["gpus"] = static_cast<double>(l.gpus());
+}
+
+Layout megatron_layout() { return default_layout(SpecLibrary{HEADROOM_BENCH_DATA_DIR}.framework("megatron")); }
+
+void BM_Step70bOn1024(benchmark::State& state) {
+  Layout l = megatron_layout();
+  l.tp = 8;
+  l.pp = 8;
+  l.dp = 16;
+  l.mbs = 1;
+  l.gbs = 64 * l.dp;
+  l.seq = 8192;
+  l.recompute = Recompute::selective;
+  simulate(state, "llama3.1-70b", "dgx-a100-80gb", l);
 }
 BENCHMARK(BM_Step70bOn1024)->Unit(benchmark::kMillisecond);
 
 void BM_Step405bOn16384(benchmark::State& state) {
-  const SpecLibrary lib{HEADROOM_BENCH_DATA_DIR};
-  const ModelSpec model = lib.model("llama3.1-405b");
-  const ClusterSpec cluster = lib.cluster("dgx-h100");
-  const FrameworkProfile framework = lib.framework("megatron");
-  const PerfCoefficients coefficients = default_perf_coefficients(lib, "megatron");
-  Layout l = default_layout(framework);
+  Layout l = megatron_layout();
   l.tp = 8;
   l.seq = 8192;
   l.mbs = 1;
@@ -53,20 +55,14 @@ void BM_Step405bOn16384(benchmark::State& state) {
   if (state.range(0) == 0) {  // ZeRO-3 over 2,048
     l.dp = 2048;
     l.sharding = {Shard::global, Shard::global, Shard::global};
+    l.gbs = 2048;
   } else {  // Llama 3: PP 16, uneven ends
     l.pp = 16;
     l.dp = 128;
     l.split.first_stage_layers = l.split.last_stage_layers = 7;
+    l.gbs = 8 * l.dp;
   }
-  l.gbs = state.range(0) == 0 ? 2048 : 8 * l.dp;
-  std::int64_t tasks = 0;
-  for ([[maybe_unused]] auto _ : state) {
-    const sim::StepResult r = sim::simulate_step(model, cluster, l, coefficients);
-    tasks = static_cast<std::int64_t>(boost::num_vertices(r.graph));
-    benchmark::DoNotOptimize(r.step_time_s);
-  }
-  state.counters["gpus"] = static_cast<double>(l.gpus());
-  state.counters["tasks"] = static_cast<double>(tasks);
+  simulate(state, "llama3.1-405b", "dgx-h100", l);
 }
 BENCHMARK(BM_Step405bOn16384)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 

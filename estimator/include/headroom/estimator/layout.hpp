@@ -52,8 +52,16 @@ struct PipelineSplit {
   std::int64_t last_stage_layers = 0;
   bool embedding_in_split = false;
   bool loss_in_split = false;
-  [[nodiscard]] bool even() const {
-    return first_stage_layers == 0 && last_stage_layers == 0 && !embedding_in_split && !loss_in_split;
+  [[nodiscard]] bool even() const { return !uneven() && !embedding_in_split && !loss_in_split; }
+  // A first or last stage count is given.
+  [[nodiscard]] bool uneven() const { return first_stage_layers > 0 || last_stage_layers > 0; }
+  // What the stages share when no count is given: L, plus one each for an accounted embedding and loss.
+  [[nodiscard]] std::int64_t counted_layers(std::int64_t layers) const {
+    return layers + (embedding_in_split ? 1 : 0) + (loss_in_split ? 1 : 0);
+  }
+  // The stages between given first and last counts, which share the rest evenly.
+  [[nodiscard]] std::int64_t middle_stages(std::int64_t pp) const {
+    return pp - (first_stage_layers > 0 ? 1 : 0) - (last_stage_layers > 0 ? 1 : 0);
   }
 };
 
