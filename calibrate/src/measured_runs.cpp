@@ -232,6 +232,11 @@ std::vector<MeasuredRun> parse_jsonl(std::string_view text, std::string_view whe
 
 }  // namespace
 
+std::vector<std::vector<std::string>> read_csv_records(std::string_view text, std::string_view where) {
+  std::vector<int> lines;
+  return csv_records(text, where, &lines);
+}
+
 const std::vector<std::string_view>& run_layout_columns() {
   static const std::vector<std::string_view> columns = {
       "model", "gpu", "cluster", "framework", "gpus", "dp", "tp", "cp", "pp", "vpp", "mbs", "gbs", "seq",

@@ -20,6 +20,12 @@ double model_flops_per_step(const ModelSpec& m, std::int64_t seq, double sequenc
   return 12.0 * sequences * s * L * h * h * (attention + mlp + logits);
 }
 
+// Narayanan et al. 2021 Eq. 3.
+double narayanan_recompute_flops_per_step(const ModelSpec& m, std::int64_t seq, double sequences) {
+  const double h = d(m.hidden_size), s = d(seq), l = d(m.num_layers), V = d(m.vocab_size);
+  return 96.0 * sequences * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h));
+}
+
 double model_flops_per_token(const ModelSpec& m, std::int64_t seq) {
   return model_flops_per_step(m, seq, 1.0) / d(seq);
 }

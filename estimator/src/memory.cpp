@@ -95,7 +95,7 @@ double shard_divisor(Shard shard, const Layout& l, std::int64_t gpus_per_node) {
 // (input; gate, up, activation and product outputs), two norm inputs 4. A GELU MLP stores 2 + 4h_ffn/h.
 // Without SP (Korthikanti et al. 2023, Sec. 4.2.2) the norm inputs and the inputs of the QKV and FFN
 // projections (8 units) are replicated over TP. Without FlashAttention the softmax output 2·a·s²·b/(t·c)
-// is stored as well (no attention dropout in Llama); selective recompute (Korthikanti Sec. 5) drops it.
+// is stored as well (with attention dropout, GPT's, its mask and output too); selective recompute (Korthikanti Sec. 5) drops it.
 // Full recompute stores the layer input only (2 units, SP-sharded).
 double activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   const double sbh = sbh_per_gpu(m, l);
@@ -107,7 +107,9 @@ double activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   double bytes = l.sequence_parallel ? sbh * all_units
                                      : sbh * ((all_units - replicated_units) + replicated_units * d(l.tp));
   if (!l.flash_attention && l.recompute == Recompute::none) {
-    bytes += 2.0 * d(m.num_heads) * d(l.seq) * d(l.seq) * d(l.mbs) / (d(l.tp) * d(l.cp));
+    // Korthikanti et al. 2023 Eq. 1: softmax output 2·a·s²·b, with attention dropout also its mask (1) and output (2).
+    const double bytes_per_score = m.attention_dropout > 0 ? 5.0 : 2.0;
+    bytes += bytes_per_score * d(m.num_heads) * d(l.seq) * d(l.seq) * d(l.mbs) / (d(l.tp) * d(l.cp));
   }
   return bytes;
 }

@@ -87,6 +87,18 @@ std::string hf_string(const json& j, const char* key, std::string_view where, co
   return it->get<std::string>();
 }
 
+// A probability of a Hugging Face config (dropout rates), 0 where absent; not a number in [0, 1] is an Error naming the key.
+double hf_probability(const json& j, std::initializer_list<const char*> keys, std::string_view where) {
+  for (const char* key : keys) {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_number() || it->get<double>() < 0 || it->get<double>() > 1)
+      throw Error(std::string(where) + ": " + key + " must be a number in [0, 1] (got " + it->dump() + ")");
+    return it->get<double>();
+  }
+  return 0.0;
+}
+
 bool hf_bool(const json& j, const char* key, std::string_view where, bool fallback) {
   const auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
@@ -227,6 +239,7 @@ ModelSpec model_from_json(const json& j, std::string_view where) {
   m.mlp = j.at("activation").get<std::string>() == "gelu" ? Mlp::gelu : Mlp::swiglu;
   m.linear_biases = j.value("linear_biases", false);
   m.learned_positions = j.value("learned_position_embeddings", false);
+  m.attention_dropout = j.value("attention_dropout", 0.0);
   check_model_shape(m, where);
   return m;
 }
@@ -251,6 +264,7 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   m.norm = gpt2_like ? Norm::layernorm : Norm::rmsnorm;
   m.linear_biases = gpt2_like;
   m.learned_positions = gpt2_like;
+  m.attention_dropout = hf_probability(j, {"attention_dropout", "attn_pdrop"}, where);
   m.ffn_hidden_size = hf_int(j, {"intermediate_size", "n_inner", "ffn_dim"}, where,
                              m.mlp == Mlp::gelu ? 4 * m.hidden_size : -1);
   // The default of tie_word_embeddings where a config leaves it out: True in transformers' GPT-2 and Gemma

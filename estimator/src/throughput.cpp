@@ -240,11 +240,27 @@ double gemm_seconds(const PerfContext& p, const GemmShape& g) { return g.flops()
 
 }  // namespace
 
+AttentionSeconds unfused_attention_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
+  const double s = d(l.seq), head_dim = d(m.hidden_size) / d(m.num_heads);
+  const double scores = d(l.mbs) * d(m.num_heads) / d(l.tp) * (s / d(l.cp)) * s;
+  const GemmShape shape{s / d(l.cp), s, head_dim};  // per head; QKᵀ's k, and the other GEMMs' m or n, is d
+  const double gemm = std::max(2.0 * scores * head_dim / (p.peak_flops * gemm_efficiency(p, shape)),
+                               2.0 * scores / p.hbm_bytes_per_s);
+  const bool dropout = m.attention_dropout > 0;
+  const double forward_bytes = 4.0 + (dropout ? 5.0 : 0.0), backward_bytes = 6.0 + (dropout ? 5.0 : 0.0);
+  return {2.0 * gemm + forward_bytes * scores / p.hbm_bytes_per_s,
+          4.0 * gemm + backward_bytes * scores / p.hbm_bytes_per_s};
+}
+
 LayerPasses layer_compute_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
   const double s = d(l.seq), h = d(m.hidden_size);
   const LayerGemms g = layer_gemms(m, l);
   const double gemm_f = gemm_seconds(p, g.qkv) + gemm_seconds(p, g.proj) + gemm_seconds(p, g.fc1) + gemm_seconds(p, g.fc2);
-  const double attn_f = attention_flops_forward(m, l) / (p.peak_flops * attention_efficiency(p, s / d(l.cp)));
+  const AttentionSeconds unfused = l.flash_attention ? AttentionSeconds{} : unfused_attention_seconds(m, p, l);
+  const double attn_f = l.flash_attention
+                            ? attention_flops_forward(m, l) / (p.peak_flops * attention_efficiency(p, s / d(l.cp)))
+                            : unfused.forward;
+  const double attn_b = l.flash_attention ? kAttentionBackwardRatio * attn_f : unfused.backward;
   const double elem_f = p.coef.elementwise_passes * activation_tensor_bytes(m, l) / p.hbm_bytes_per_s;
   const RecomputeFactors rc = recompute_factors(l.recompute);
   const double base_bwd = gemm_backward_ratio(!l.lora.enabled());  // frozen base weights: input gradient only
@@ -255,7 +271,7 @@ LayerPasses layer_compute_seconds(const ModelSpec& m, const PerfContext& p, cons
   LayerPasses out;
   out.forward = {gemm_f + lora_f, attn_f, elem_f, p.coef.layer_overhead_s};
   out.backward = {(base_bwd + rc.gemm) * gemm_f + (kGemmBackwardRatio + rc.gemm) * lora_f,
-                  (kAttentionBackwardRatio + rc.attention) * attn_f, (2.0 + rc.gemm) * elem_f,
+                  attn_b + rc.attention * attn_f, (2.0 + rc.gemm) * elem_f,
                   (1.0 + rc.gemm) * p.coef.layer_overhead_s};
   return out;
 }

@@ -35,6 +35,16 @@ TEST_F(FlopsTest, LayerGemmsMatchParameters) {
   EXPECT_DOUBLE_EQ(lm_head_flops_forward(llama8b, l), 2.0 * tokens * 4096 * 128256 / 4);
 }
 
+// Narayanan et al. 2021 Eq. 3 counts full recompute's second forward of the layers (4/3 of their FLOPs), not of
+// the LM head: for GPT it is the model FLOPs plus a third of the layers' part.
+TEST_F(FlopsTest, NarayananEquationThreeAddsTheRecomputedForward) {
+  const ModelSpec gpt = lib.model("gpt3-175b");
+  const double s = 2048, h = 12288, L = 96, v = 51200;
+  const double layers = 72.0 * s * L * h * h * (1.0 + s / (6.0 * h));
+  EXPECT_NEAR(model_flops_per_step(gpt, 2048, 1.0), layers + 6.0 * s * h * v, 1e-9 * layers);
+  EXPECT_NEAR(narayanan_recompute_flops_per_step(gpt, 2048, 1.0), layers * 4.0 / 3.0 + 6.0 * s * h * v, 1e-9 * layers);
+}
+
 TEST(Recompute, FactorsPerMode) {
   EXPECT_EQ(recompute_factors(Recompute::none).gemm, 0.0);
   EXPECT_EQ(recompute_factors(Recompute::selective).attention, 1.0);

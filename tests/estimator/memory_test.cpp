@@ -113,6 +113,11 @@ TEST_F(MemoryTest, RecomputeAndSequenceParallelOrdering) {
   EXPECT_NEAR(no_fa - base, 32 * 2.0 * 32 * 8192.0 * 8192 / 4, 1.0);
   l.recompute = Recompute::selective;
   EXPECT_DOUBLE_EQ(stage_activation_bytes(llama8b, l, 0), base);
+  // With attention dropout (GPT) the mask and the dropped-out copy are stored too: 5·a·s²·b (Korthikanti Eq. 1).
+  l.recompute = Recompute::none;
+  ModelSpec dropout = llama8b;
+  dropout.attention_dropout = 0.1;
+  EXPECT_NEAR(stage_activation_bytes(dropout, l, 0) - base, 32 * 5.0 * 32 * 8192.0 * 8192 / 4, 1.0);
 }
 
 TEST_F(MemoryTest, PeakWithoutAllocationEqualsWorstStage) {

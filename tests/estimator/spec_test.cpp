@@ -112,6 +112,10 @@ TEST(SpecLibrary, Gpt2HuggingFaceConfig) {
   EXPECT_EQ(m.mlp, Mlp::gelu);
   EXPECT_TRUE(m.tied_embeddings);
   EXPECT_NEAR(parameter_count(m), 124'439'808.0, 1.0);  // GPT-2 small as released
+  EXPECT_EQ(m.attention_dropout, 0.0);                   // absent: none
+  const TempFile with_dropout(R"({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "attn_pdrop": 0.1,
+    "vocab_size": 50257})", "config.json");
+  EXPECT_EQ(test::library().model(with_dropout.path()).attention_dropout, 0.1);
 }
 
 TEST(SpecLibrary, MalformedAndIncompleteModelsAreErrors) {
@@ -221,6 +225,13 @@ TEST(HuggingFaceConfig, RefusesWhatItCannotPriceNamingTheKey) {
     EXPECT_NE(e.find(std::string(key) + " is a array"), std::string::npos) << e;
     EXPECT_NE(e.find("config.json"), std::string::npos) << e;
   }
+}
+
+TEST(HuggingFaceConfig, DropoutOutsideZeroToOneIsRefusedNamingTheKey) {
+  EXPECT_NE(model_error(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 128, "vocab_size": 100, "attention_dropout": 2})")
+                .find("attention_dropout must be a number in [0, 1] (got 2)"),
+            std::string::npos);
 }
 
 TEST(HuggingFaceConfig, GatedGeluAndPerFamilyDefaults) {

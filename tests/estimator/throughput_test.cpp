@@ -64,6 +64,33 @@ TEST_F(ThroughputTest, RecomputeAddsComputeTime) {
   EXPECT_NEAR(full / none, 4.0 / 3.0, 0.1);  // one more forward of three passes
 }
 
+// Without FlashAttention (Megatron-LM's unfused softmax) the s² scores go through HBM: slower than FlashAttention,
+// about 4× per doubled sequence, attention dropout adds 5 bytes a score each way, and selective recompute repeats it.
+TEST_F(ThroughputTest, UnfusedAttentionPaysForTheScoresInHbm) {
+  Layout l = layout(8, 1, 1, 1, 8);
+  l.seq = 2048;
+  const PerfContext p(datasheet, a100);
+  const double flash = layer_compute_seconds(llama8b, p, l).forward.attention;
+  l.flash_attention = false;
+  const AttentionSeconds plain = unfused_attention_seconds(llama8b, p, l);
+  EXPECT_GT(plain.forward, flash);
+  EXPECT_DOUBLE_EQ(layer_compute_seconds(llama8b, p, l).forward.attention, plain.forward);
+  EXPECT_DOUBLE_EQ(layer_compute_seconds(llama8b, p, l).backward.attention, plain.backward);
+  ModelSpec dropout = llama8b;
+  dropout.attention_dropout = 0.1;
+  const double scores = 1.0 * 32 / 8 * 2048.0 * 2048.0;  // b·(a/t)·s²
+  const AttentionSeconds with_dropout = unfused_attention_seconds(dropout, p, l);
+  EXPECT_NEAR(with_dropout.forward - plain.forward, 5.0 * scores / p.hbm_bytes_per_s, 1e-12);
+  EXPECT_NEAR(with_dropout.backward - plain.backward, 5.0 * scores / p.hbm_bytes_per_s, 1e-12);
+  l.recompute = Recompute::selective;
+  EXPECT_DOUBLE_EQ(layer_compute_seconds(llama8b, p, l).backward.attention, plain.backward + plain.forward);
+  Layout longer = l;
+  longer.seq = 4096;
+  const double ratio = unfused_attention_seconds(llama8b, p, longer).forward / plain.forward;
+  EXPECT_GT(ratio, 3.5);
+  EXPECT_LE(ratio, 4.0);
+}
+
 // TP beyond a node pays the NIC; CP across nodes likewise.
 TEST_F(ThroughputTest, CommunicationLevelFollowsRankPlacement) {
   EXPECT_EQ(members_per_node(1, 8, 8), 8);

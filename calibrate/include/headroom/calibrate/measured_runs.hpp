@@ -89,4 +89,8 @@ struct TraceKernels {
 // ProcessGroupNCCL records (torch >= 2.1). Throws Error naming `where` when the JSON has no traceEvents.
 [[nodiscard]] TraceKernels parse_profiler_trace(const nlohmann::json& trace, std::string_view where);
 
+// The records of an RFC 4180 CSV text (quoted fields may hold commas, "" and newlines); blank lines skipped.
+// Throws Error naming `where` and the line of an unclosed quote.
+[[nodiscard]] std::vector<std::vector<std::string>> read_csv_records(std::string_view text, std::string_view where);
+
 }  // namespace headroom::calibrate

@@ -19,6 +19,9 @@ namespace headroom {
 // Forward + backward (×3) of every GEMM, non-causal attention (s/h term: QKᵀ and AV over the full s×s), the
 // LM head (v term); no recompute, no embedding lookup, no norms. `sequences` = B, the global batch.
 [[nodiscard]] double model_flops_per_step(const ModelSpec& m, std::int64_t seq, double sequences);
+// Narayanan et al. 2021 Eq. 3, the FLOPs its Table 1 counts per step with full recompute (a second forward):
+// 96·B·s·l·h²·(1 + s/6h + V/16lh); GPT only (MHA, a 4h GELU MLP).
+[[nodiscard]] double narayanan_recompute_flops_per_step(const ModelSpec& m, std::int64_t seq, double sequences);
 // The same per token of a sequence of length `seq`: F / (B·s).
 [[nodiscard]] double model_flops_per_token(const ModelSpec& m, std::int64_t seq);
 

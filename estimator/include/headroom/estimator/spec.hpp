@@ -32,6 +32,7 @@ struct ModelSpec {
   Mlp mlp = Mlp::swiglu;
   bool linear_biases = false;        // GPT-2 style biases on every linear layer
   bool learned_positions = false;    // GPT-2 style position-embedding table of max_context × h
+  double attention_dropout = 0;      // dropout probability on the attention probabilities (GPT: 0.1, Llama: 0)
 };
 
 struct GpuSpec {

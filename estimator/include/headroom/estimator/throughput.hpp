@@ -116,6 +116,16 @@ struct PerfContext {
 [[nodiscard]] double ring_gather_across_nodes_seconds(double bytes, std::int64_t n, std::int64_t m, const Link& intra,
                                                       const Link& inter);
 
+// Core attention without FlashAttention as Megatron-LM's unfused CoreAttention runs it (megatron/core/transformer/
+// dot_product_attention.py: baddbmm QKᵀ, fused scale-mask-softmax, dropout, bmm with V), one micro-batch and layer,
+// over this GPU's E = b·(a/t)·(s/c)·s scores: each batched GEMM (2·E·d FLOPs, d = h/a, the whole s² matrix: the
+// causal mask saves nothing) at the roofline of its FLOPs and the 2·E bytes of scores it writes or reads; softmax
+// and dropout as HBM passes over the scores (forward read + write 4 B, dropout 5 with its mask; backward 6 and 5).
+struct AttentionSeconds {
+  double forward = 0, backward = 0;
+};
+[[nodiscard]] AttentionSeconds unfused_attention_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l);
+
 // One layer's compute for one micro-batch and one pass (communication is added by the caller, per level).
 struct LayerCompute {
   double gemm = 0;         // weight GEMMs (LoRA adapters included), recompute included in the backward

@@ -1,0 +1,169 @@
+#include "validate_published.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "headroom/calibrate/measured_runs.hpp"
+#include "headroom/estimator/error.hpp"
+#include "headroom/estimator/flops.hpp"
+
+namespace headroom::validate {
+namespace {
+
+using Record = std::vector<std::string>;
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read reference table " + path.string());
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A CSV's rows keyed by its header's column names.
+struct Table {
+  std::filesystem::path path;
+  Record header;
+  std::vector<Record> rows;
+  [[nodiscard]] const std::string& at(const Record& row, const std::string& column) const {
+    const auto it = std::find(header.begin(), header.end(), column);
+    if (it == header.end()) throw Error("reference table " + path.string() + " has no column '" + column + "'");
+    const auto i = static_cast<std::size_t>(it - header.begin());
+    if (i >= row.size()) throw Error("reference table " + path.string() + ": a row has no '" + column + "'");
+    return row[i];
+  }
+};
+
+Table read_table(const std::filesystem::path& path) {
+  auto records = calibrate::read_csv_records(read_text(path), path.string());
+  if (records.empty()) throw Error("reference table " + path.string() + " is empty");
+  Table t{path, records.front(), {}};
+  t.rows.assign(records.begin() + 1, records.end());
+  return t;
+}
+
+std::int64_t integer(const Table& t, const Record& row, const std::string& column) {
+  const std::string& text = t.at(row, column);
+  std::size_t used = 0;
+  const long long v = std::stoll(text, &used);
+  if (used != text.size() || v <= 0) throw Error(t.path.string() + ": " + column + " '" + text + "' is not a positive integer");
+  return v;
+}
+
+bool truth(const Table& t, const Record& row, const std::string& column) {
+  const std::string& text = t.at(row, column);
+  if (text == "True") return true;
+  if (text == "False") return false;
+  throw Error(t.path.string() + ": " + column + " '" + text + "' is not True or False");
+}
+
+// "Korthikanti et al. 2022 Tables 3 and 5 (also ...)" → "Korthikanti et al. 2022": up to the first " (", ";" or " Table".
+std::string short_source(const std::string& citation) {
+  return citation.substr(0, std::min({citation.find(" ("), citation.find(';'), citation.find(" Table")}));
+}
+
+// Megatron-LM as the row ran it: FP16 (or BF16) weights and gradients, FP32 master weights and Adam states, no
+// distributed optimizer (it came in 2022, after these runs).
+Layout row_layout(const Table& t, const Record& row, const FrameworkProfile& framework) {
+  Layout l = default_layout(framework);
+  l.tp = integer(t, row, "tp");
+  l.pp = integer(t, row, "pp");
+  l.vpp = integer(t, row, "vpp");
+  l.dp = integer(t, row, "dp");
+  l.mbs = integer(t, row, "mbs");
+  l.gbs = integer(t, row, "gbs");
+  l.seq = integer(t, row, "seq");
+  l.recompute = parse_recompute(t.at(row, "recompute"));
+  l.schedule = l.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+  l.sequence_parallel = truth(t, row, "sequence_parallel");
+  l.flash_attention = truth(t, row, "flash_attention");
+  l.precision = Precision{2, 2, 12};
+  l.sharding = StateSharding{Shard::none, Shard::none, Shard::none};
+  return l;
+}
+
+double measured_step_seconds(const Table& t, const Record& row, const ModelSpec& m, const Layout& l) {
+  const std::string& unit = t.at(row, "measured_unit");
+  const double value = std::stod(t.at(row, "measured"));
+  if (unit.rfind("TFLOP/s per GPU, Narayanan et al. 2021 Eq. 3", 0) == 0)
+    return narayanan_recompute_flops_per_step(m, l.seq, static_cast<double>(l.gbs)) /
+           (value * 1e12 * static_cast<double>(l.gpus()));
+  if (unit.rfind("iteration time, seconds", 0) == 0) return value;
+  throw Error(t.path.string() + ": measured_unit '" + unit + "' is not one headroom converts");
+}
+
+void add(PublishedSourceScore& s, const PublishedRunScore& r) {
+  s.runs += 1;
+  s.mean_abs_error += std::abs(r.error);
+  s.mean_error += r.error;
+  s.worst_abs_error = std::max(s.worst_abs_error, std::abs(r.error));
+  if (r.run->calculon_step_s > 0) {
+    s.calculon_runs += 1;
+    s.calculon_mean_abs_error += std::abs(r.run->calculon_step_s / r.run->measured_step_s - 1.0);
+  }
+}
+
+void finish(PublishedSourceScore& s) {
+  if (s.runs > 0) s.mean_abs_error /= s.runs, s.mean_error /= s.runs;
+  if (s.calculon_runs > 0) s.calculon_mean_abs_error /= s.calculon_runs;
+}
+
+}  // namespace
+
+std::vector<PublishedRun> published_runs(const SpecLibrary& lib, const FrameworkProfile& framework,
+                                         const std::filesystem::path& runs_csv,
+                                         const std::filesystem::path& calculon_csv) {
+  const Table t = read_table(runs_csv);
+  std::map<std::string, double> calculon;
+  if (std::filesystem::exists(calculon_csv)) {
+    const Table c = read_table(calculon_csv);
+    for (const auto& row : c.rows)
+      if (!c.at(row, "calculon_step_time_s").empty()) calculon[c.at(row, "id")] = std::stod(c.at(row, "calculon_step_time_s"));
+  }
+  std::vector<PublishedRun> runs;
+  for (const auto& row : t.rows) {
+    PublishedRun r;
+    r.source = short_source(t.at(row, "source"));
+    r.id = t.at(row, "id");
+    r.model = lib.model(t.at(row, "model"));
+    r.cluster = lib.cluster(t.at(row, "cluster"));
+    r.layout = row_layout(t, row, framework);
+    if (r.layout.gpus() != integer(t, row, "gpus"))
+      throw Error(runs_csv.string() + ": " + r.id + ": tp·pp·dp is not the row's GPU count");
+    validate_layout(r.model, r.layout);
+    r.grad_overlap = truth(t, row, "grad_overlap");
+    r.measured_step_s = measured_step_seconds(t, row, r.model, r.layout);
+    if (const auto it = calculon.find(r.id); it != calculon.end()) r.calculon_step_s = it->second;
+    runs.push_back(std::move(r));
+  }
+  return runs;
+}
+
+PerfCoefficients run_coefficients(const PublishedRun& run, const PerfCoefficients& framework) {
+  PerfCoefficients c = framework;
+  if (!run.grad_overlap) c.dp_overlap = 0.0;
+  return c;
+}
+
+PublishedValidation validate_published(const std::vector<PublishedRun>& runs, const PerfCoefficients& coefficients) {
+  PublishedValidation v;
+  for (const auto& run : runs) {
+    const double predicted = estimate_perf(run.model, run.cluster, run.layout, run_coefficients(run, coefficients)).step_time_s;
+    v.runs.push_back({&run, predicted, predicted / run.measured_step_s - 1.0});
+  }
+  for (const auto& r : v.runs) {
+    auto it = std::find_if(v.sources.begin(), v.sources.end(), [&](const auto& s) { return s.source == r.run->source; });
+    if (it == v.sources.end()) it = v.sources.insert(v.sources.end(), PublishedSourceScore{r.run->source});
+    add(*it, r);
+    add(v.all, r);
+  }
+  for (auto& s : v.sources) finish(s);
+  v.all.source = "all";
+  finish(v.all);
+  return v;
+}
+
+}  // namespace headroom::validate

@@ -1,0 +1,67 @@
+// Validation of the throughput model on published large-scale runs (data/reference/published_runs.csv:
+// Narayanan et al. 2021 Table 1, Korthikanti et al. 2022 Table 5; GPT 1.7B–1T on up to 3,072 A100 80GB) that
+// nothing is fitted on: every score here is held out. Each row is priced as Megatron-LM ran it then (FP16, no
+// FlashAttention, no distributed optimizer, the row's recompute, SP and gradient overlap) and compared as
+// step time; the paper's TFLOP/s (Narayanan et al. 2021 Eq. 3) is converted back to seconds. Calculon's
+// predictions for the same rows (data/reference/published_runs_calculon.csv, tools/scripts/
+// calculon_published_runs.py) are scored next to ours. Used by `headroom validate` and its golden test.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "headroom/estimator/framework.hpp"
+#include "headroom/estimator/throughput.hpp"
+
+namespace headroom::validate {
+
+struct PublishedRun {
+  std::string source;  // the citation up to its first " (", ";" or " Table": "Narayanan et al. 2021"
+  std::string id;      // "N21-1.7b"
+  ModelSpec model;
+  ClusterSpec cluster;
+  Layout layout;
+  bool grad_overlap = true;  // the gradient all-reduce overlaps the backward (torch DDP) or follows it (local DDP)
+  double measured_step_s = 0;
+  double calculon_step_s = 0;  // Calculon's prediction; 0 where it has none
+};
+
+// Reads the runs (`runs_csv`) and Calculon's predictions (`calculon_csv`, optional: absent = none), the
+// layouts from the `framework` profile's defaults overridden by each row's columns.
+[[nodiscard]] std::vector<PublishedRun> published_runs(const SpecLibrary& lib, const FrameworkProfile& framework,
+                                                       const std::filesystem::path& runs_csv,
+                                                       const std::filesystem::path& calculon_csv);
+
+// The coefficients a run is priced with: the framework's, without the gradient overlap where the run had none.
+[[nodiscard]] PerfCoefficients run_coefficients(const PublishedRun& run, const PerfCoefficients& framework);
+
+struct PublishedSourceScore {
+  std::string source;
+  int runs = 0;
+  double mean_abs_error = 0;  // mean |predicted − measured| / measured step time
+  double mean_error = 0;      // signed: > 0 predicts slower than measured
+  double worst_abs_error = 0;
+  int calculon_runs = 0;
+  double calculon_mean_abs_error = 0;
+};
+
+struct PublishedRunScore {
+  const PublishedRun* run = nullptr;
+  double predicted_step_s = 0;
+  double error = 0;  // predicted / measured − 1
+};
+
+struct PublishedValidation {
+  std::vector<PublishedRunScore> runs;
+  std::vector<PublishedSourceScore> sources;  // in the file's order of first appearance
+  PublishedSourceScore all;                   // every run together
+};
+
+// Goal of issue 13: at most 10% mean absolute error per source, held out.
+inline constexpr double kPublishedMeanErrorGoal = 0.10;
+
+[[nodiscard]] PublishedValidation validate_published(const std::vector<PublishedRun>& runs,
+                                                     const PerfCoefficients& coefficients);
+
+}  // namespace headroom::validate
