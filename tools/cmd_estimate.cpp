@@ -71,6 +71,7 @@ nlohmann::json perf_to_json(const PerfEstimate& p, const PerfCoefficients& k, co
   const StepBreakdown& b = p.breakdown;
   return {{"step_time_s", p.step_time_s},
           {"coefficients_source", ctx.efficiency_source},
+          {"link_coefficients_source", ctx.link_source},
           {"step_time_s_interval", interval_json(k.step_time_band, p.step_time_s)},
           {"interval_source", band_source(k.step_time_band, "coefficients " + k.name)},
           {"tokens_per_s", p.tokens_per_s},
@@ -94,7 +95,9 @@ void print_perf(std::ostream& out, const PerfEstimate& p, const PerfCoefficients
                 "\npredicted step %.3f s: %.0f tokens/s, %.1f TFLOP/s per GPU (MFU %.1f%%), %.3f s per sample "
                 "(coefficients: %s)\n",
                 p.step_time_s, p.tokens_per_s, p.tflops_per_gpu, 100.0 * p.mfu, p.pts_s, k.name.c_str());
-  out << line << "  " << efficiency_text(ctx, gpu) << "\n";
+  out << line << "  " << efficiency_text(ctx, gpu) << "; link efficiencies "
+      << (ctx.link_source == "generic" ? "the framework's generic ones (none fitted for this cluster)" : ctx.link_source)
+      << "\n";
   if (k.step_time_band.known) {
     std::snprintf(line, sizeof line, "  held-out band of the step time: %.3f-%.3f s\n", k.step_time_band.lower(p.step_time_s),
                   k.step_time_band.upper(p.step_time_s));

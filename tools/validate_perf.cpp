@@ -260,6 +260,11 @@ bool same_perf_coefficients(const PerfCoefficients& a, const PerfCoefficients& b
     if (a.gpus[i].gpu != b.gpus[i].gpu || !close(a.gpus[i].gemm, b.gpus[i].gemm) ||
         !close(a.gpus[i].attention, b.gpus[i].attention))
       return false;
+  if (a.clusters.size() != b.clusters.size()) return false;
+  for (std::size_t i = 0; i < a.clusters.size(); ++i)
+    if (a.clusters[i].cluster != b.clusters[i].cluster || !close(a.clusters[i].intra, b.clusters[i].intra) ||
+        !close(a.clusters[i].inter, b.clusters[i].inter))
+      return false;
   return true;
 }
 

@@ -150,6 +150,12 @@ PerfCoefficients fit_thesis_perf(const ThesisPerfData& data, const PerfCoefficie
   if (std::none_of(c.gpus.begin(), c.gpus.end(), [&](const GpuEfficiency& g) { return g.gpu == gpu; }))
     c.gpus.push_back({gpu, c.gemm_efficiency, c.attention_efficiency});
   GpuEfficiency& g = *std::find_if(c.gpus.begin(), c.gpus.end(), [&](const GpuEfficiency& x) { return x.gpu == gpu; });
+  // The links are LUMI's (its RCCL and Slingshot stack), fitted into an entry for that cluster only.
+  const std::string& cluster = data.cluster.name;
+  if (std::none_of(c.clusters.begin(), c.clusters.end(), [&](const ClusterEfficiency& x) { return x.cluster == cluster; }))
+    c.clusters.push_back({cluster, c.intra_efficiency, c.inter_efficiency});
+  ClusterEfficiency& links =
+      *std::find_if(c.clusters.begin(), c.clusters.end(), [&](const ClusterEfficiency& x) { return x.cluster == cluster; });
   // What one node of FSDP(+TP) LoRA runs exercises: GEMM and attention efficiency, GEMM shape, elementwise
   // and loss traffic, fixed costs, intra/inter-node links, TP and FSDP overlap. CP and PP do not occur.
   const std::vector<Knob> knobs = {
@@ -161,8 +167,8 @@ PerfCoefficients fit_thesis_perf(const ThesisPerfData& data, const PerfCoefficie
       {&c.loss_passes, 2, 20},
       {&c.layer_overhead_s, 0, 2e-3},
       {&c.step_overhead_s, 0, 10},
-      {&c.intra_efficiency, 0.1, 0.95},
-      {&c.inter_efficiency, 0.01, 0.95},
+      {&links.intra, 0.1, 0.95},
+      {&links.inter, 0.01, 0.95},
       {&c.tp_overlap, 0, 0.95},
       {&c.dp_overlap, 0, 1},
   };

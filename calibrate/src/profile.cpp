@@ -367,12 +367,12 @@ void apply_profile(const Profile& p, std::int64_t head_dim, ClusterSpec& cluster
     link.bytes_per_s = best->busbw_bytes_per_s();
     link.latency_s = per_step;
     link.kind = "measured (" + std::string(to_string(best->op)) + ", " + std::to_string(best->ranks) + " ranks)";
-    if (std::string(level) == "intra") {
-      k.intra_efficiency = 1.0;
-    } else {
-      k.inter_efficiency = 1.0;
-      k.cp_inter_efficiency = 1.0;
-    }
+    // A measured link needs no efficiency, generic or fitted for this cluster.
+    const bool intra = std::string(level) == "intra";
+    (intra ? k.intra_efficiency : k.inter_efficiency) = 1.0;
+    if (!intra) k.cp_inter_efficiency = 1.0;
+    for (auto& x : k.clusters)
+      if (x.cluster == cluster.name) (intra ? x.intra : x.inter) = 1.0;
   }
   k.name = "profile " + p.machine.backend + " " + p.machine.device;
   k.source = "calibration profile of " + p.date;

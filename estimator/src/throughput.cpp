@@ -84,6 +84,12 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
       c.step_time_band = {value.at("step_time_low").get<double>(), value.at("step_time_high").get<double>(), true};
       continue;
     }
+    if (key == "clusters") {
+      for (const auto& x : value)
+        c.clusters.push_back({x.at("cluster").get<std::string>(), x.at("intra_efficiency").get<double>(),
+                              x.at("inter_efficiency").get<double>()});
+      continue;
+    }
     if (key == "gpus") {
       for (const auto& g : value)
         c.gpus.push_back({g.at("gpu").get<std::string>(), g.at("gemm_efficiency").get<double>(),
@@ -92,7 +98,7 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
     }
     const Field* f = std::find_if(std::begin(kFields), std::end(kFields), [&name = key](const Field& x) { return name == x.key; });
     if (f == std::end(kFields)) {
-      std::string valid = "name, source, description, fit, uncertainty, generic_source, gpus";
+      std::string valid = "name, source, description, fit, uncertainty, generic_source, gpus, clusters";
       for (const auto& x : kFields) valid += std::string(", ") + x.key;
       throw Error(w + ": unknown key '" + key + "' (valid: " + valid + ")");
     }
@@ -115,6 +121,12 @@ nlohmann::json perf_coefficients_to_json(const PerfCoefficients& c) {
   nlohmann::json gpus = nlohmann::json::array();
   for (const auto& g : c.gpus) gpus.push_back({{"gpu", g.gpu}, {"gemm_efficiency", g.gemm}, {"attention_efficiency", g.attention}});
   j["gpus"] = gpus;
+  if (!c.clusters.empty()) {
+    nlohmann::json clusters = nlohmann::json::array();
+    for (const auto& x : c.clusters)
+      clusters.push_back({{"cluster", x.cluster}, {"intra_efficiency", x.intra}, {"inter_efficiency", x.inter}});
+    j["clusters"] = clusters;
+  }
   if (c.step_time_band.known)
     j["uncertainty"] = {{"step_time_low", c.step_time_band.low}, {"step_time_high", c.step_time_band.high}};
   return j;
@@ -150,8 +162,17 @@ PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
   // A cluster made up for a bare GPU names no links: NVLink-class inside, a 25 GB/s NIC outside.
   const double intra_bw = cluster.intra_node.bytes_per_s > 0 ? cluster.intra_node.bytes_per_s : 150e9;
   const double inter_bw = cluster.inter_node.bytes_per_s > 0 ? cluster.inter_node.bytes_per_s : 25e9;
-  intra = {intra_bw * c.intra_efficiency, cluster.intra_node.latency_s};
-  inter = {inter_bw * c.inter_efficiency, cluster.inter_node.latency_s};
+  intra_efficiency = c.intra_efficiency;
+  inter_efficiency = c.inter_efficiency;
+  link_source = "generic";
+  for (const auto& x : c.clusters) {
+    if (!same_name(x.cluster, cluster.name)) continue;
+    intra_efficiency = x.intra;
+    inter_efficiency = x.inter;
+    link_source = "fitted on " + x.cluster;
+  }
+  intra = {intra_bw * intra_efficiency, cluster.intra_node.latency_s};
+  inter = {inter_bw * inter_efficiency, cluster.inter_node.latency_s};
   cp_inter = {inter_bw * c.cp_inter_efficiency, cluster.inter_node.latency_s};
   if (intra.bytes_per_s <= 0 || inter.bytes_per_s <= 0 || cp_inter.bytes_per_s <= 0)
     throw Error("performance coefficients " + c.name + ": link efficiencies must be positive");

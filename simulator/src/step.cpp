@@ -35,7 +35,7 @@ class StepBuilder {
   StepBuilder(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const PerfCoefficients& k, const StepOptions& o)
       : m_(m), l_(l), perf_(k, c), ranks_{l.tp, l.cp, l.dp, l.pp},
         topo_(c, TopologyOptions{(l.gpus() + c.gpus_per_node - 1) / c.gpus_per_node, o.nics_per_node,
-                                 k.intra_efficiency, k.inter_efficiency}),
+                                 perf_.intra_efficiency, perf_.inter_efficiency}),
         opt_(o) {}
 
   StepResult build_and_run() {
@@ -62,7 +62,7 @@ class StepBuilder {
       std::vector<std::int64_t> g;
       for (std::int64_t i = 0; i < l_.cp; ++i) g.push_back(ranks_.rank(0, i, 0, 0));
       const bool across_nodes = topo_.node_of(g.front()) != topo_.node_of(g.back());
-      const double p2p = across_nodes ? perf_.coef.inter_efficiency / perf_.coef.cp_inter_efficiency : 1.0;
+      const double p2p = across_nodes ? perf_.inter_efficiency / perf_.coef.cp_inter_efficiency : 1.0;
       const double kv = cp_kv_bytes(m_, l_);
       const double ring_f = collective(Collective::all_gather, p2p * kv * d(l_.cp), g, Group::cp);
       const double ring_b = collective(Collective::all_gather, p2p * 2.0 * kv * d(l_.cp), g, Group::cp);

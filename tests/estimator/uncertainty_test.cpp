@@ -121,5 +121,27 @@ TEST(CoefficientsSource, EstimateSaysFittedDatasheetOrMeasured) {
   EXPECT_EQ(PerfContext(measured, test::library().cluster("dgx-h100")).efficiency_source, "measured");
 }
 
+// Issue 13: pytorch-fsdp's link efficiencies fitted on LUMI (its RCCL over Slingshot: 4.4% of the NIC) stay on
+// LUMI; an H100 cluster gets the generic ones, and the estimate says which.
+TEST(CoefficientsSource, LinkEfficienciesFittedOnOneClusterStayThere) {
+  const SpecLibrary lib = test::library();
+  const PerfCoefficients fsdp = default_perf_coefficients(lib, "pytorch-fsdp");
+  const ClusterSpec lumi = lib.cluster("lumi-mi250x"), h100 = lib.cluster("dgx-h100");
+  const PerfContext on_lumi(fsdp, lumi), on_h100(fsdp, h100);
+  ASSERT_EQ(fsdp.clusters.size(), 1u);
+  EXPECT_EQ(on_lumi.link_source, "fitted on lumi-mi250x");
+  EXPECT_DOUBLE_EQ(on_lumi.inter.bytes_per_s, lumi.inter_node.bytes_per_s * fsdp.clusters[0].inter);
+  EXPECT_EQ(on_h100.link_source, "generic");
+  EXPECT_DOUBLE_EQ(on_h100.inter.bytes_per_s, h100.inter_node.bytes_per_s * fsdp.inter_efficiency);
+  const auto r = test::run_cli({"estimate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16",
+                                "--framework", "pytorch-fsdp", "--seq", "8192", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["perf"]["link_coefficients_source"], "generic");
+  const PerfCoefficients back = perf_coefficients_from_json(perf_coefficients_to_json(fsdp), "round trip");
+  ASSERT_EQ(back.clusters.size(), 1u);
+  EXPECT_EQ(back.clusters[0].cluster, "lumi-mi250x");
+  EXPECT_DOUBLE_EQ(back.clusters[0].inter, fsdp.clusters[0].inter);
+}
+
 }  // namespace
 }  // namespace headroom

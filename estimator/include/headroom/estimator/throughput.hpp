@@ -28,6 +28,14 @@ struct GpuEfficiency {
   double attention = 0;  // fraction of dense BF16 peak FlashAttention reaches at long sequences
 };
 
+// Link efficiencies fitted on one cluster (a name of data/clusters), overriding the generic ones there only: what
+// a cluster's network stack achieves (LUMI's RCCL over Slingshot in the thesis) is not the framework's to carry.
+struct ClusterEfficiency {
+  std::string cluster;
+  double intra = 0;  // fraction of the intra-node link's datasheet bandwidth
+  double inter = 0;  // fraction of the inter-node link's
+};
+
 // Every coefficient of the model that the datasheets do not give. Defaults are datasheet-level guesses.
 struct PerfCoefficients {
   std::string name = "datasheet";
@@ -53,6 +61,7 @@ struct PerfCoefficients {
   double pp_overlap = 0;     // PP send/recv behind compute
   double dp_overlap = 0;     // DP reduce-scatter / all-gather behind one micro-batch's backward / forward
   std::vector<GpuEfficiency> gpus;
+  std::vector<ClusterEfficiency> clusters;
   // Where the generic GEMM/attention efficiencies come from: "datasheet" (defaults), "fitted" (to measured runs:
   // calibrate --from-runs) or "measured" (a calibration profile's microkernels). A `gpus` entry is fitted.
   std::string generic_source = "datasheet";
@@ -85,6 +94,10 @@ struct PerfContext {
   // Where this GPU's GEMM and attention efficiencies come from (issue 13: nothing falls back silently):
   // "fitted" (a `gpus` entry names it), else the coefficients' generic_source.
   std::string efficiency_source;
+  // The link efficiencies in force here (a `clusters` entry naming the cluster, else the generic ones) and where
+  // they come from: "fitted on <cluster>" or "generic".
+  double intra_efficiency = 0, inter_efficiency = 0;
+  std::string link_source;
 };
 
 // Ranks per node of a group whose members are `stride` ranks apart (TP stride 1, CP stride t, DP stride t·c,
