@@ -278,6 +278,22 @@ std::string format_gib(double bytes, int precision) {
   return buf;
 }
 
+ResolvedSpecs resolve(const SpecOptions& o, const std::string& profile) {
+  ResolvedSpecs r = resolve(o);
+  if (profile.empty()) return r;
+  const nlohmann::json doc = read_json_file(profile);
+  // A calibration profile ("format") has a memory block of its own: HBM bandwidth, not a residual.
+  if (!doc.is_object() || doc.contains("format") || !doc.contains("memory")) return r;
+  validate_against_schema(doc, read_json_file(o.library().data_dir() / "schema" / "perf.schema.json"), profile);
+  const auto& memory = doc.at("memory");
+  const std::string fitted_for = memory.at("framework").get<std::string>();
+  if (lower(fitted_for) != lower(r.framework.name))
+    throw Error("--profile " + profile + ": its memory fit is for framework " + fitted_for + ", not " + r.framework.name);
+  r.framework.residual.fixed_bytes = memory.at("fixed_GiB").get<double>() * kGiB;
+  r.framework.memory_band = ErrorBand{};
+  return r;
+}
+
 PerfCoefficients perf_coefficients_file(const std::string& path, const nlohmann::json& doc, const SpecLibrary& lib) {
   validate_against_schema(doc, read_json_file(lib.data_dir() / "schema" / "perf.schema.json"), path);
   return perf_coefficients_from_json(doc, path);

@@ -48,6 +48,10 @@ struct ResolvedSpecs {
 };
 
 [[nodiscard]] ResolvedSpecs resolve(const SpecOptions& o);
+// The same with --profile FILE's memory section (`calibrate --from-runs`): its fitted fixed term replaces the
+// framework's, whose held-out band was computed for the shipped residual and is dropped. An empty `profile`, or one
+// without a memory section, changes nothing; a section fitted for another framework is an Error naming both.
+[[nodiscard]] ResolvedSpecs resolve(const SpecOptions& o, const std::string& profile);
 // The cluster of --cluster / --gpu (a --gpu alone: a shipped cluster of that GPU); an Error naming both flags
 // when neither is given.
 [[nodiscard]] ClusterSpec resolve_cluster(const SpecOptions& o, const SpecLibrary& lib);

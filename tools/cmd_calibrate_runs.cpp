@@ -1,11 +1,13 @@
 // `headroom calibrate --from-runs FILE`: a user's own measured runs (a CSV / JSON Lines table, or Megatron-LM
 // training logs) priced by the model; the compute efficiency their step times identify is fitted, checked by
 // leave-one-out against the shipped coefficients, and written as a performance coefficients file that
-// `--profile` applies. Memory rows (peak, OOM) are scored against the memory model but not fitted here.
+// `--profile` applies; with the fixed term of the memory residual that their peaks identify (`memory`), where it
+// predicts the runs left out better than the shipped residual.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "cli_common.hpp"
@@ -110,21 +112,41 @@ std::optional<double> measured_step_s(const calibrate::MeasuredRun& r, const Res
   return std::nullopt;
 }
 
-struct MemoryScore {
-  int verdicts = 0, verdicts_right = 0, false_fits = 0, peaks = 0;
-  double peak_error_sum = 0;
-};
+calibrate::MemoryRun memory_run(const calibrate::MeasuredRun& r, const Resolved& x) {
+  return {x.specs.model, x.specs.cluster, x.layout, r.outcome != calibrate::RunOutcome::ok,
+          r.peak_memory_gib && r.outcome == calibrate::RunOutcome::ok ? *r.peak_memory_gib * kGiB : 0.0, r.source};
+}
 
-void score_memory(const calibrate::MeasuredRun& r, const Resolved& x, MemoryScore& s) {
-  const MemoryEstimate e = estimate_memory(x.specs.model, x.specs.cluster, x.layout, x.specs.framework.residual);
-  const bool trained = r.outcome == calibrate::RunOutcome::ok;
-  ++s.verdicts;
-  s.verdicts_right += e.fits() == trained;
-  s.false_fits += e.fits() && !trained;
-  if (r.peak_memory_gib && trained) {
-    ++s.peaks;
-    s.peak_error_sum += std::fabs(e.peak_bytes / kGiB - *r.peak_memory_gib) / *r.peak_memory_gib;
+// The memory part of the output file: the fitted fixed term, written only where it was identified, predicts the
+// runs left out better than the shipped residual and predicts no run that ran out of memory to fit.
+std::optional<nlohmann::json> memory_section(const calibrate::FixedMemoryFit& f, const std::string& framework,
+                                             std::string& why_not) {
+  const double shipped = calibrate::RunsFit::mean(f.shipped_errors), held_out = calibrate::RunsFit::mean(f.held_out_errors);
+  if (!f.identified) why_not = "fewer than two trained runs report peak_memory_gib";
+  else if (f.false_fits_fitted > 0) why_not = "it would predict a run that ran out of memory to fit";
+  else if (!(held_out < shipped)) why_not = "its leave-one-out peak error is not below the shipped residual's";
+  if (!why_not.empty()) return std::nullopt;
+  return nlohmann::json{{"framework", framework}, {"fixed_GiB", f.fixed_bytes / kGiB},
+                        {"peak_error", {{"shipped", shipped}, {"held_out", held_out}}},
+                        {"runs", f.shipped_errors.size()}};
+}
+
+std::string memory_text(const calibrate::FixedMemoryFit& f, const ResidualModel& shipped, const std::string& why_not) {
+  char line[400];
+  std::snprintf(line, sizeof line,
+                "memory: verdicts %d of %d right with the shipped residual, %d of %d with the fixed term fitted "
+                "(%d predicted to fit that ran out of memory)\n",
+                f.verdicts_right_shipped, f.verdicts, f.verdicts_right_fitted, f.verdicts, f.false_fits_fitted);
+  std::string out = line;
+  if (!f.shipped_errors.empty()) {
+    std::snprintf(line, sizeof line,
+                  "memory fixed term %.2f GiB (shipped %.2f): mean peak error %.1f%% shipped, %.1f%% leave-one-out "
+                  "over %zu runs\n",
+                  f.fixed_bytes / kGiB, shipped.fixed_bytes / kGiB, 100 * calibrate::RunsFit::mean(f.shipped_errors),
+                  100 * calibrate::RunsFit::mean(f.held_out_errors), f.shipped_errors.size());
+    out += line;
   }
+  return out + (why_not.empty() ? "memory fixed term written\n" : "memory not written: " + why_not + "\n");
 }
 
 }  // namespace
@@ -139,13 +161,15 @@ void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDef
   }();
   const PerfCoefficients shipped = default_perf_coefficients(lib, d.framework);
   std::vector<calibrate::PricedRun> priced;
-  MemoryScore memory;
+  std::vector<calibrate::MemoryRun> memory_runs;
+  ResidualModel residual;
   int rows = 0;
   for (const auto& file : files) {
     for (const auto& r : read_runs(file)) {
       ++rows;
       const Resolved x = resolve_run(r, d);
-      score_memory(r, x, memory);
+      memory_runs.push_back(memory_run(r, x));
+      residual = x.specs.framework.residual;
       if (r.outcome != calibrate::RunOutcome::ok) continue;
       if (const auto step = measured_step_s(r, x, shipped))
         priced.push_back({x.specs.model, x.specs.cluster, x.layout, *step, r.source});
@@ -176,13 +200,10 @@ void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDef
                 fit.compute_scale, fit.coefficients.gemm_efficiency, fit.coefficients.attention_efficiency,
                 100 * shipped_err, 100 * calibrate::RunsFit::mean(fit.fitted_errors), 100 * held_out_err, priced.size());
   out << line;
-  std::snprintf(line, sizeof line,
-                "memory (not fitted): verdicts %d of %d right (%d predicted to fit that ran out of memory)%s\n",
-                memory.verdicts_right, memory.verdicts, memory.false_fits,
-                memory.peaks ? (", peak error " + std::to_string(std::lround(100 * memory.peak_error_sum / memory.peaks)) +
-                                "% over " + std::to_string(memory.peaks) + " runs").c_str()
-                             : "");
-  out << line;
+  const calibrate::FixedMemoryFit memory = calibrate::fit_fixed_memory(memory_runs, residual);
+  std::string memory_not_written;
+  const auto memory_json = memory_section(memory, d.framework, memory_not_written);
+  out << memory_text(memory, residual, memory_not_written);
   if (!(held_out_err < shipped_err))
     throw Error("--from-runs: the fit's leave-one-out error (" + std::to_string(100 * held_out_err).substr(0, 5) +
                 "%) is not below the shipped coefficients' (" + std::to_string(100 * shipped_err).substr(0, 5) +
@@ -192,7 +213,9 @@ void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDef
   k.source = "calibrate --from-runs: " + shipped.name + " with compute efficiencies x" + std::to_string(fit.compute_scale) +
              ", fitted on " + std::to_string(priced.size()) + " runs (leave-one-out step-time error " +
              std::to_string(100 * held_out_err).substr(0, 4) + "%, shipped " + std::to_string(100 * shipped_err).substr(0, 4) + "%)";
-  calibrate::write_json_atomically(out_path, perf_coefficients_to_json(k));
+  nlohmann::json doc = perf_coefficients_to_json(k);
+  if (memory_json) doc["memory"] = *memory_json;
+  calibrate::write_json_atomically(out_path, doc);
   if (json) {
     nlohmann::json runs = nlohmann::json::array();
     for (std::size_t i = 0; i < priced.size(); ++i)
@@ -202,8 +225,13 @@ void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDef
     print_json(out_stream, {{"compute_scale", fit.compute_scale}, {"coefficients", perf_coefficients_to_json(k)},
                             {"mean_error", {{"shipped", shipped_err}, {"fitted", calibrate::RunsFit::mean(fit.fitted_errors)},
                                             {"held_out", held_out_err}}},
-                            {"memory", {{"verdicts", memory.verdicts}, {"verdicts_right", memory.verdicts_right},
-                                        {"false_fits", memory.false_fits}}},
+                            {"memory", {{"verdicts", memory.verdicts},
+                                        {"verdicts_right", memory.verdicts_right_shipped},
+                                        {"verdicts_right_fitted", memory.verdicts_right_fitted},
+                                        {"false_fits_fitted", memory.false_fits_fitted},
+                                        {"fixed_gib", memory.fixed_bytes / kGiB},
+                                        {"written", memory_json.has_value()},
+                                        {"not_written_because", memory_not_written}}},
                             {"runs", runs}, {"written", out_path}});
     return;
   }

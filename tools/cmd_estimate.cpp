@@ -116,7 +116,7 @@ PerfCoefficients perf_coefficients(const EstimateOptions& o, ResolvedSpecs& r) {
 }
 
 void run_estimate(const EstimateOptions& o, std::ostream& out) {
-  ResolvedSpecs r = resolve(o.specs);  // a calibration profile replaces its datasheet numbers
+  ResolvedSpecs r = resolve(o.specs, o.profile);  // a calibration profile replaces its datasheet numbers
   const Layout l = o.layout.build(r.model, r.framework);
   const MemoryEstimate e = estimate_memory(r.model, r.cluster, l, r.framework.residual);
   const PerfCoefficients coefficients = perf_coefficients(o, r);

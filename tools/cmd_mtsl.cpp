@@ -97,7 +97,7 @@ PerfEstimate perf_at(const MtslOptions& o, ResolvedSpecs r, Layout l, std::int64
 }
 
 void run_mtsl(const MtslOptions& o, std::ostream& out) {
-  const ResolvedSpecs r = resolve(o.specs);
+  const ResolvedSpecs r = resolve(o.specs, o.profile);
   const Layout base = o.layout.build(r.model, r.framework);
   if (!o.sweep.empty() && !o.target_seq.empty()) throw Error("give at most one of --sweep and --target-seq");
 

@@ -95,7 +95,7 @@ std::string no_fit_advice(const ResolvedSpecs& r, const Layout& base, const Perf
 }
 
 void run_rank(const RankOptions& o, std::ostream& out) {
-  ResolvedSpecs r = resolve(o.specs);  // a calibration profile replaces its datasheet numbers
+  ResolvedSpecs r = resolve(o.specs, o.profile);  // a calibration profile replaces its datasheet numbers
   SearchOptions so;
   so.gpus = parse_count("--gpus", o.gpus);
   so.seq = parse_count("--seq", o.seq);

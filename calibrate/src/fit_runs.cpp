@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
+#include <optional>
 
 #include "headroom/estimator/error.hpp"
+#include "headroom/estimator/memory.hpp"
 
 namespace headroom::calibrate {
 namespace {
@@ -90,6 +93,70 @@ RunsFit fit_compute_scale(const std::vector<PricedRun>& runs, const PerfCoeffici
     const double held_out_scale = argmin_scale(runs, shipped, i, hi);
     fit.held_out_errors.push_back(step_time_error(runs[i], with_compute_scale(shipped, held_out_scale)));
   }
+  return fit;
+}
+
+namespace {
+
+constexpr double kOomMarginBytes = 0.1 * kGiB;  // residual_fit.cpp's margin: an OOM run predicted this far over
+
+double peak_with_fixed(const MemoryRun& r, const ResidualModel& shipped, double fixed_bytes) {
+  ResidualModel k = shipped;
+  k.fixed_bytes = fixed_bytes;
+  return peak_memory_bytes(r.model, r.cluster, r.layout, k);
+}
+
+// The fixed term from the runs except `skip` (npos: none); nullopt when nothing identifies it.
+std::optional<double> fixed_from(const std::vector<MemoryRun>& runs, const ResidualModel& shipped, std::size_t skip) {
+  std::vector<double> offsets;
+  double lo = 0, hi = std::numeric_limits<double>::infinity();
+  bool bounded = false;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    if (i == skip) continue;
+    const MemoryRun& r = runs[i];
+    const double base = peak_with_fixed(r, shipped, 0.0), capacity = r.cluster.gpu.usable_memory_bytes;
+    hi = std::min(hi, capacity);
+    if (r.oom) {
+      lo = std::max(lo, capacity - base + kOomMarginBytes), bounded = true;
+    } else {
+      if (r.measured_peak_bytes > 0) offsets.push_back(r.measured_peak_bytes - base);
+      hi = std::min(hi, capacity - base);
+    }
+  }
+  if (offsets.empty() && !bounded) return std::nullopt;
+  double x = lo;
+  if (!offsets.empty()) {
+    std::sort(offsets.begin(), offsets.end());
+    const std::size_t n = offsets.size();
+    x = n % 2 == 1 ? offsets[n / 2] : 0.5 * (offsets[n / 2 - 1] + offsets[n / 2]);
+  }
+  x = std::max(x, lo);                    // no run that ran out of memory predicted to fit
+  if (x > hi && hi >= lo) x = hi;         // then no trained run predicted out of memory, where both hold
+  return std::max(0.0, x);
+}
+
+}  // namespace
+
+FixedMemoryFit fit_fixed_memory(const std::vector<MemoryRun>& runs, const ResidualModel& shipped) {
+  FixedMemoryFit fit;
+  const auto all = fixed_from(runs, shipped, runs.size());
+  fit.fixed_bytes = all.value_or(shipped.fixed_bytes);
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const MemoryRun& r = runs[i];
+    const double capacity = r.cluster.gpu.usable_memory_bytes;
+    const double shipped_peak = peak_memory_bytes(r.model, r.cluster, r.layout, shipped);
+    const double fitted_peak = peak_with_fixed(r, shipped, fit.fixed_bytes);
+    ++fit.verdicts;
+    fit.verdicts_right_shipped += (shipped_peak <= capacity) == !r.oom;
+    fit.verdicts_right_fitted += (fitted_peak <= capacity) == !r.oom;
+    fit.false_fits_fitted += r.oom && fitted_peak <= capacity;
+    if (r.oom || !(r.measured_peak_bytes > 0)) continue;
+    fit.shipped_errors.push_back(std::fabs(shipped_peak - r.measured_peak_bytes) / r.measured_peak_bytes);
+    if (const auto without = fixed_from(runs, shipped, i))
+      fit.held_out_errors.push_back(std::fabs(peak_with_fixed(r, shipped, *without) - r.measured_peak_bytes) /
+                                    r.measured_peak_bytes);
+  }
+  fit.identified = all.has_value() && fit.held_out_errors.size() >= 2;  // fitted, and checked on runs left out
   return fit;
 }
 

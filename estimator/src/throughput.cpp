@@ -69,7 +69,7 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
   for (const auto& [key, value] : j.items()) {
     if (key == "name") { c.name = value.get<std::string>(); continue; }
     if (key == "source") { c.source = value.get<std::string>(); continue; }
-    if (key == "$schema" || key == "description" || key == "fit") continue;
+    if (key == "$schema" || key == "description" || key == "fit" || key == "memory") continue;  // memory: cli_common
     if (key == "generic_source") {
       const std::string v = value.is_string() ? value.get<std::string>() : "";
       if (v != "datasheet" && v != "fitted" && v != "measured")
@@ -98,7 +98,7 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
     }
     const Field* f = std::find_if(std::begin(kFields), std::end(kFields), [&name = key](const Field& x) { return name == x.key; });
     if (f == std::end(kFields)) {
-      std::string valid = "name, source, description, fit, uncertainty, generic_source, gpus, clusters";
+      std::string valid = "name, source, description, fit, memory, uncertainty, generic_source, gpus, clusters";
       for (const auto& x : kFields) valid += std::string(", ") + x.key;
       throw Error(w + ": unknown key '" + key + "' (valid: " + valid + ")");
     }

@@ -241,6 +241,8 @@ TEST(ProfilerTrace, AttentionOpsAndMalformedTraces) {
 // ---- calibrate --from-runs ------------------------------------------------------------------------------
 
 #include "headroom/calibrate/fit_runs.hpp"
+#include "headroom/estimator/framework.hpp"
+#include "headroom/estimator/memory.hpp"
 #include "test_support.hpp"
 
 namespace headroom::calibrate {
@@ -292,6 +294,56 @@ TEST(FitRuns, EfficienciesStayPhysicalAndOneRunIsNotEnough) {
   }
 }
 
+// Issue 15: peaks measured on a cluster whose stack holds 5 GiB more than the shipped fixed term per GPU (say a
+// bigger NCCL buffer pool): the fit finds the fixed term from the runs, its leave-one-out error beats the shipped
+// residual's, and a run that ran out of memory bounds it from below.
+std::vector<MemoryRun> memory_runs(double fixed_bytes) {
+  const SpecLibrary lib = test::library();
+  const ModelSpec m = lib.model("llama3.1-8b");
+  const ClusterSpec c = lib.cluster("h100-94gb-x4");
+  ResidualModel truth = lib.framework("megatron").residual;
+  truth.fixed_bytes = fixed_bytes;
+  std::vector<MemoryRun> runs;
+  for (const auto& [tp, gpus, seq] : std::vector<std::tuple<int, int, int>>{{2, 8, 8192}, {4, 16, 16384}, {1, 8, 4096}, {2, 32, 8192}}) {
+    Layout l = default_layout(lib.framework("megatron"));
+    l.tp = tp;
+    l.dp = gpus / tp;
+    l.seq = seq;
+    l.gbs = 256;
+    runs.push_back({m, c, l, false, peak_memory_bytes(m, c, l, truth), "run-" + std::to_string(runs.size())});
+  }
+  return runs;
+}
+
+TEST(FitRuns, RecoversTheFixedMemoryTermFromMeasuredPeaks) {
+  const ResidualModel shipped = test::library().framework("megatron").residual;
+  const double truth = shipped.fixed_bytes + 5 * kGiB;
+  const FixedMemoryFit fit = fit_fixed_memory(memory_runs(truth), shipped);
+  EXPECT_TRUE(fit.identified);
+  EXPECT_NEAR(fit.fixed_bytes, truth, 1e-6 * truth);
+  ASSERT_EQ(fit.held_out_errors.size(), 4u);
+  EXPECT_LT(RunsFit::mean(fit.held_out_errors), 1e-6);
+  EXPECT_GT(RunsFit::mean(fit.shipped_errors), 0.05);
+  // A run that ran out of memory, which the median would predict to fit, moves the fixed term up to explain it.
+  auto runs = memory_runs(truth);
+  MemoryRun oom = runs.front();
+  oom.oom = true;
+  oom.measured_peak_bytes = 0;
+  oom.layout.mbs = 2;  // more activations than run-0, still under capacity at the true fixed term
+  const double base = peak_memory_bytes(oom.model, oom.cluster, oom.layout, [&] {
+    ResidualModel r = shipped;
+    r.fixed_bytes = 0;
+    return r;
+  }());
+  runs.push_back(oom);
+  const FixedMemoryFit bounded = fit_fixed_memory(runs, shipped);
+  EXPECT_GE(bounded.fixed_bytes + base, oom.cluster.gpu.usable_memory_bytes);
+  EXPECT_EQ(bounded.false_fits_fitted, 0);
+  // One peak is not enough to fit and check.
+  runs.resize(1);
+  EXPECT_FALSE(fit_fixed_memory(runs, shipped).identified);
+}
+
 TEST(FromRunsCli, WritesCoefficientsThatProfileApplies) {
   const PerfCoefficients shipped = default_perf_coefficients(test::library(), "megatron");
   const auto runs = runs_at_scale(shipped, 0.8);
@@ -335,6 +387,38 @@ TEST(FromRunsCli, WritesCoefficientsThatProfileApplies) {
   EXPECT_EQ(res.code, 2);
   EXPECT_NE(res.err.find("bad.csv:2: "), std::string::npos) << res.err;
   EXPECT_NE(res.err.find("--tp"), std::string::npos) << res.err;
+  std::filesystem::remove_all(dir);
+}
+
+// The memory section: written when the peaks identify the fixed term and it predicts the runs left out better;
+// `--profile` then prices memory with it (estimate's peak is the measured one), and refuses another framework.
+TEST(FromRunsCli, WritesTheFixedMemoryTermThatProfileApplies) {
+  const PerfCoefficients shipped = default_perf_coefficients(test::library(), "megatron");
+  const auto steps = runs_at_scale(shipped, 0.8);
+  const auto peaks = memory_runs(test::library().framework("megatron").residual.fixed_bytes + 5 * kGiB);
+  const auto dir = std::filesystem::temp_directory_path() / ("headroom_from_runs_memory_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream csv(dir / "runs.csv");
+    csv << "model,cluster,gpus,tp,seq,gbs,outcome,step_time_s,peak_memory_gib\n" << std::setprecision(17);
+    for (std::size_t i = 0; i < steps.size(); ++i)
+      csv << "llama3.1-8b,h100-94gb-x4," << steps[i].layout.gpus() << "," << steps[i].layout.tp << ","
+          << steps[i].layout.seq << ",256,ok," << steps[i].measured_step_s << "," << peaks[i].measured_peak_bytes / kGiB
+          << "\n";
+  }
+  const auto out = dir / "fitted.json";
+  auto res = test::run_cli({"calibrate", "--from-runs", (dir / "runs.csv").string(), "--out", out.string()});
+  ASSERT_EQ(res.code, 0) << res.err;
+  EXPECT_NE(res.out.find("memory fixed term written"), std::string::npos) << res.out;
+  res = test::run_cli({"estimate", "--model", "llama3.1-8b", "--cluster", "h100-94gb-x4", "--gpus", "16", "--tp", "4",
+                       "--seq", "16384", "--gbs", "256", "--profile", out.string(), "--json"});
+  ASSERT_EQ(res.code, 0) << res.err;
+  const double peak = nlohmann::json::parse(res.out)["memory"]["peak_gib"].get<double>();
+  EXPECT_NEAR(peak, peaks[1].measured_peak_bytes / kGiB, 1e-6 * peak);
+  res = test::run_cli({"estimate", "--model", "llama3.1-8b", "--cluster", "h100-94gb-x4", "--gpus", "16", "--tp", "4",
+                       "--seq", "16384", "--framework", "pytorch-fsdp", "--profile", out.string()});
+  EXPECT_EQ(res.code, 2);
+  EXPECT_NE(res.err.find("memory fit is for framework megatron, not pytorch-fsdp"), std::string::npos) << res.err;
   std::filesystem::remove_all(dir);
 }
 

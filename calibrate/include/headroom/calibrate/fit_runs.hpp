@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "headroom/estimator/layout.hpp"
+#include "headroom/estimator/residual.hpp"
 #include "headroom/estimator/spec.hpp"
 #include "headroom/estimator/throughput.hpp"
 
@@ -41,5 +42,31 @@ struct RunsFit {
 // Least squares in log step time over the scale, inside (0, max_compute_scale]; then leave-one-out. Needs at
 // least two runs (one to fit, one to hold out): fewer is an Error saying so.
 [[nodiscard]] RunsFit fit_compute_scale(const std::vector<PricedRun>& runs, const PerfCoefficients& shipped);
+
+// ---- memory ----
+
+// A run's memory outcome: trained (with the framework's max reserved when reported) or out of memory.
+struct MemoryRun {
+  ModelSpec model;
+  ClusterSpec cluster;
+  Layout layout;
+  bool oom = false;
+  double measured_peak_bytes = 0;  // 0: not reported
+  std::string source;
+};
+
+// The fixed term of the residual (per GPU: context, communicators, workspaces, what the allocator holds beyond
+// the tensors): the one memory coefficient a handful of a cluster's runs identify; the other terms stay the
+// framework's. Fitted as the median of measured − predicted-without-it over the runs that report a peak, then
+// moved into the range the verdicts allow (every out-of-memory run predicted at least 0.1 GiB over capacity,
+// then every trained run under it), inside [0, capacity].
+struct FixedMemoryFit {
+  bool identified = false;  // at least two runs report a peak: each is predicted by a fit on the others
+  double fixed_bytes = 0;
+  std::vector<double> shipped_errors;   // |predicted − measured| / measured peak, per run with a peak, shipped
+  std::vector<double> held_out_errors;  // the same, the fixed term fitted without that run
+  int verdicts = 0, verdicts_right_shipped = 0, verdicts_right_fitted = 0, false_fits_fitted = 0;
+};
+[[nodiscard]] FixedMemoryFit fit_fixed_memory(const std::vector<MemoryRun>& runs, const ResidualModel& shipped);
 
 }  // namespace headroom::calibrate
