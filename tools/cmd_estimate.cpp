@@ -61,6 +61,8 @@ void print_table(std::ostream& out, const ResolvedSpecs& r, const Layout& l, con
 // Performance part: step time, throughput and where the time goes (throughput.hpp).
 // Where the GPU's GEMM and attention efficiencies come from, in words (issue 13: said, not silent).
 std::string efficiency_text(const PerfContext& ctx, const std::string& gpu) {
+  if (ctx.efficiency_source == "fitted" && ctx.efficiency_gpu != gpu)
+    return "GEMM/attention efficiencies fitted for " + ctx.efficiency_gpu + " (same die and clocks as " + gpu + ")";
   if (ctx.efficiency_source == "fitted") return "GEMM/attention efficiencies fitted for " + gpu;
   if (ctx.efficiency_source == "measured") return "GEMM/attention efficiencies measured (calibration profile)";
   return "GEMM/attention efficiencies: datasheet defaults, nothing fitted or measured for " + gpu +
@@ -71,6 +73,7 @@ nlohmann::json perf_to_json(const PerfEstimate& p, const PerfCoefficients& k, co
   const StepBreakdown& b = p.breakdown;
   return {{"step_time_s", p.step_time_s},
           {"coefficients_source", ctx.efficiency_source},
+          {"coefficients_gpu", ctx.efficiency_gpu},
           {"link_coefficients_source", ctx.link_source},
           {"step_time_s_interval", interval_json(k.step_time_band, p.step_time_s)},
           {"interval_source", band_source(k.step_time_band, "coefficients " + k.name)},

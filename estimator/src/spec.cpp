@@ -284,6 +284,7 @@ GpuSpec gpu_from_json(const json& j, std::string_view /*where*/) {
   g.fp16_flops = j.at("fp16_dense_TFLOPs").get<double>() * 1e12;
   g.fp32_flops = j.at("fp32_TFLOPs").get<double>() * 1e12;
   g.hbm_bytes_per_s = j.at("hbm_bandwidth_GBps").get<double>() * 1e9;
+  g.kernels_as = j.value("kernels_as", std::string());
   return g;
 }
 

@@ -151,11 +151,16 @@ PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
       attention_efficiency(c.attention_efficiency),
       gpus_per_node(std::max<std::int64_t>(1, cluster.gpus_per_node)),
       efficiency_source(c.generic_source) {
-  for (const auto& g : c.gpus) {
-    if (!same_name(g.gpu, cluster.gpu.name)) continue;
-    gemm_efficiency = g.gemm;
-    attention_efficiency = g.attention;
-    efficiency_source = "fitted";
+  // The GPU's own entry, else one of the GPU its spec computes as (same die and clocks: kernels_as).
+  for (const std::string& name : {cluster.gpu.name, cluster.gpu.kernels_as}) {
+    if (name.empty() || !efficiency_gpu.empty()) continue;
+    for (const auto& g : c.gpus) {
+      if (!same_name(g.gpu, name)) continue;
+      gemm_efficiency = g.gemm;
+      attention_efficiency = g.attention;
+      efficiency_source = "fitted";
+      efficiency_gpu = g.gpu;
+    }
   }
   if (peak_flops <= 0) throw Error("GPU " + cluster.gpu.name + " has no BF16 peak (bf16_dense_TFLOPs)");
   if (hbm_bytes_per_s <= 0) throw Error("GPU " + cluster.gpu.name + " has no HBM bandwidth (hbm_bandwidth_GBps)");

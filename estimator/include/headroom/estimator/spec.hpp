@@ -44,6 +44,9 @@ struct GpuSpec {
   double fp16_flops = 0;
   double fp32_flops = 0;
   double hbm_bytes_per_s = 0;
+  // A GPU of the same die, clocks and power (a memory variant) whose fitted or measured GEMM and attention
+  // efficiencies apply to this one where none names it ("kernels_as"; empty: none).
+  std::string kernels_as;
 };
 
 struct LinkSpec {

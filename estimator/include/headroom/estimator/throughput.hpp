@@ -92,8 +92,10 @@ struct PerfContext {
   std::int64_t gpus_per_node = 1;
   Link intra, inter, cp_inter;
   // Where this GPU's GEMM and attention efficiencies come from (issue 13: nothing falls back silently):
-  // "fitted" (a `gpus` entry names it), else the coefficients' generic_source.
+  // "fitted" (a `gpus` entry names it, or the GPU its spec says it computes as), else the coefficients'
+  // generic_source; efficiency_gpu is the GPU the entry names.
   std::string efficiency_source;
+  std::string efficiency_gpu;
   // The link efficiencies in force here (a `clusters` entry naming the cluster, else the generic ones) and where
   // they come from: "fitted on <cluster>" or "generic".
   double intra_efficiency = 0, inter_efficiency = 0;
