@@ -45,12 +45,23 @@ Table read_table(const std::filesystem::path& path) {
   return t;
 }
 
-std::int64_t integer(const Table& t, const Record& row, const std::string& column) {
+// A positive number of the table (a whole one where `whole`); anything else is an Error naming file, column and text.
+double positive(const Table& t, const Record& row, const std::string& column, bool whole = false) {
   const std::string& text = t.at(row, column);
   std::size_t used = 0;
-  const long long v = std::stoll(text, &used);
-  if (used != text.size() || v <= 0) throw Error(t.path.string() + ": " + column + " '" + text + "' is not a positive integer");
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size() || !(v > 0) || !std::isfinite(v) || (whole && v != std::floor(v)))
+    throw Error(t.path.string() + ": " + column + " '" + text + "' is not a positive " + (whole ? "integer" : "number"));
   return v;
+}
+
+std::int64_t integer(const Table& t, const Record& row, const std::string& column) {
+  return static_cast<std::int64_t>(positive(t, row, column, true));
 }
 
 bool truth(const Table& t, const Record& row, const std::string& column) {
@@ -87,7 +98,7 @@ Layout row_layout(const Table& t, const Record& row, const FrameworkProfile& fra
 
 double measured_step_seconds(const Table& t, const Record& row, const ModelSpec& m, const Layout& l) {
   const std::string& unit = t.at(row, "measured_unit");
-  const double value = std::stod(t.at(row, "measured"));
+  const double value = positive(t, row, "measured");
   if (unit.rfind("TFLOP/s per GPU, Narayanan et al. 2021 Eq. 3", 0) == 0)
     return narayanan_recompute_flops_per_step(m, l.seq, static_cast<double>(l.gbs)) /
            (value * 1e12 * static_cast<double>(l.gpus()));
@@ -121,7 +132,7 @@ std::vector<PublishedRun> published_runs(const SpecLibrary& lib, const Framework
   if (std::filesystem::exists(calculon_csv)) {
     const Table c = read_table(calculon_csv);
     for (const auto& row : c.rows)
-      if (!c.at(row, "calculon_step_time_s").empty()) calculon[c.at(row, "id")] = std::stod(c.at(row, "calculon_step_time_s"));
+      if (!c.at(row, "calculon_step_time_s").empty()) calculon[c.at(row, "id")] = positive(c, row, "calculon_step_time_s");
   }
   std::vector<PublishedRun> runs;
   for (const auto& row : t.rows) {

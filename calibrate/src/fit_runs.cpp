@@ -130,8 +130,8 @@ std::optional<double> fixed_from(const std::vector<MemoryRun>& runs, const Resid
     const std::size_t n = offsets.size();
     x = n % 2 == 1 ? offsets[n / 2] : 0.5 * (offsets[n / 2 - 1] + offsets[n / 2]);
   }
-  x = std::max(x, lo);                    // no run that ran out of memory predicted to fit
-  if (x > hi && hi >= lo) x = hi;         // then no trained run predicted out of memory, where both hold
+  x = std::max(x, lo);             // no run that ran out of memory predicted to fit
+  if (x > hi && hi >= lo) x = hi;  // then no trained run predicted out of memory, where both can hold
   return std::max(0.0, x);
 }
 

@@ -95,7 +95,8 @@ double shard_divisor(Shard shard, const Layout& l, std::int64_t gpus_per_node) {
 // (input; gate, up, activation and product outputs), two norm inputs 4. A GELU MLP stores 2 + 4h_ffn/h.
 // Without SP (Korthikanti et al. 2023, Sec. 4.2.2) the norm inputs and the inputs of the QKV and FFN
 // projections (8 units) are replicated over TP. Without FlashAttention the softmax output 2·a·s²·b/(t·c)
-// is stored as well (with attention dropout, GPT's, its mask and output too); selective recompute (Korthikanti Sec. 5) drops it.
+// is stored as well (with attention dropout, GPT's, its mask and output too); selective recompute
+// (Korthikanti Sec. 5) drops it.
 // Full recompute stores the layer input only (2 units, SP-sharded).
 double activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   const double sbh = sbh_per_gpu(m, l);

@@ -19,7 +19,8 @@ class PublishedRuns : public ::testing::Test {
     const auto ref = lib.data_dir() / "reference";
     runs_ = new std::vector<validate::PublishedRun>(validate::published_runs(
         lib, lib.framework("megatron"), ref / "published_runs.csv", ref / "published_runs_calculon.csv"));
-    result_ = new validate::PublishedValidation(validate::validate_published(*runs_, default_perf_coefficients(lib, "megatron")));
+    result_ = new validate::PublishedValidation(
+        validate::validate_published(*runs_, default_perf_coefficients(lib, "megatron")));
   }
   static void TearDownTestSuite() {
     delete result_;
