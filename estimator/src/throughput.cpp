@@ -174,7 +174,7 @@ PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
     if (!same_name(x.cluster, cluster.name)) continue;
     intra_efficiency = x.intra;
     inter_efficiency = x.inter;
-    link_source = "fitted on " + x.cluster;
+    link_source = x.source + " on " + x.cluster;
   }
   intra = {intra_bw * intra_efficiency, cluster.intra_node.latency_s};
   inter = {inter_bw * inter_efficiency, cluster.inter_node.latency_s};

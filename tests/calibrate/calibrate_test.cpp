@@ -339,7 +339,10 @@ TEST(Apply, ProfileReplacesDatasheetNumbers) {
   EXPECT_NE(c.gpu.bf16_flops, datasheet);
   EXPECT_DOUBLE_EQ(c.gpu.bf16_flops, p.peak_flops);
   EXPECT_DOUBLE_EQ(k.gemm_efficiency, p.gemm->efficiency);
-  EXPECT_DOUBLE_EQ(k.intra_efficiency, 1.0);
+  const PerfContext ctx(k, c);
+  EXPECT_DOUBLE_EQ(ctx.intra_efficiency, 1.0);  // the measured link at its own bandwidth
+  EXPECT_DOUBLE_EQ(ctx.inter_efficiency, k.inter_efficiency);
+  EXPECT_EQ(ctx.link_source, "measured on dgx-h100");
   EXPECT_NE(c.intra_node.kind.find("measured"), std::string::npos);
   EXPECT_TRUE(k.gpus.empty());
 }

@@ -32,8 +32,9 @@ struct GpuEfficiency {
 // a cluster's network stack achieves (LUMI's RCCL over Slingshot in the thesis) is not the framework's to carry.
 struct ClusterEfficiency {
   std::string cluster;
-  double intra = 0;  // fraction of the intra-node link's datasheet bandwidth
-  double inter = 0;  // fraction of the inter-node link's
+  double intra = 0;                // fraction of the intra-node link's datasheet bandwidth
+  double inter = 0;                // fraction of the inter-node link's
+  std::string source = "fitted";   // or "measured": a calibration profile's link, at its own bandwidth (1)
 };
 
 // Every coefficient of the model that the datasheets do not give. Defaults are datasheet-level guesses.
@@ -97,7 +98,7 @@ struct PerfContext {
   std::string efficiency_source;
   std::string efficiency_gpu;
   // The link efficiencies in force here (a `clusters` entry naming the cluster, else the generic ones) and where
-  // they come from: "fitted on <cluster>" or "generic".
+  // they come from: "fitted on <cluster>", "measured on <cluster>" or "generic".
   double intra_efficiency = 0, inter_efficiency = 0;
   std::string link_source;
 };
