@@ -162,14 +162,13 @@ void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDef
   const PerfCoefficients shipped = default_perf_coefficients(lib, d.framework);
   std::vector<calibrate::PricedRun> priced;
   std::vector<calibrate::MemoryRun> memory_runs;
-  ResidualModel residual;
+  const ResidualModel residual = lib.framework(d.framework).residual;
   int rows = 0;
   for (const auto& file : files) {
     for (const auto& r : read_runs(file)) {
       ++rows;
       const Resolved x = resolve_run(r, d);
       memory_runs.push_back(memory_run(r, x));
-      residual = x.specs.framework.residual;
       if (r.outcome != calibrate::RunOutcome::ok) continue;
       if (const auto step = measured_step_s(r, x, shipped))
         priced.push_back({x.specs.model, x.specs.cluster, x.layout, *step, r.source});

@@ -1,53 +1,25 @@
 #include "validate_4d.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "headroom/calibrate/measured_runs.hpp"
 #include "headroom/estimator/error.hpp"
 #include "headroom/estimator/memory.hpp"
 
 namespace headroom::validate {
 namespace {
 
-std::vector<std::vector<std::string>> read_csv(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read reference table " + path.string());
-  std::vector<std::vector<std::string>> rows;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty()) continue;
-    std::vector<std::string> fields;
-    std::stringstream ss(line);
-    std::string field;
-    while (std::getline(ss, field, ',')) fields.push_back(field);
-    if (line.back() == ',') fields.emplace_back();
-    rows.push_back(std::move(fields));
-  }
-  if (rows.empty()) throw Error("reference table " + path.string() + " is empty");
-  return rows;
-}
-
-// Column lookup by header name, so the CSVs can gain columns without breaking the reader.
-struct Columns {
-  std::vector<std::string> header;
-  std::filesystem::path path;
-  [[nodiscard]] std::size_t at(const std::string& name) const {
-    for (std::size_t i = 0; i < header.size(); ++i)
-      if (header[i] == name) return i;
-    throw Error("reference table " + path.string() + " has no column '" + name + "'");
-  }
-};
-
-RunConfig parse_run(const Columns& c, const std::vector<std::string>& row) {
-  const auto num = [&](const char* name) { return std::stoll(row.at(c.at(name))); };
+RunConfig parse_run(const ReferenceTable& t, const std::vector<std::string>& row) {
+  const auto num = [&](const char* name) { return std::stoll(t.at(row, name)); };
   RunConfig r;
   r.table = static_cast<int>(num("table"));
-  r.model = row.at(c.at("model"));
-  r.gpu = row.at(c.at("gpu"));
+  r.model = t.at(row, "model");
+  r.gpu = t.at(row, "gpu");
   r.seq = num("seq_len");
   r.tp = num("tp");
   r.cp = num("cp");
@@ -60,22 +32,39 @@ RunConfig parse_run(const Columns& c, const std::vector<std::string>& row) {
 
 }  // namespace
 
+const std::string& ReferenceTable::at(const std::vector<std::string>& row, const std::string& column) const {
+  const auto it = std::find(header.begin(), header.end(), column);
+  if (it == header.end()) throw Error("reference table " + path.string() + " has no column '" + column + "'");
+  const auto i = static_cast<std::size_t>(it - header.begin());
+  if (i >= row.size()) throw Error("reference table " + path.string() + ": a row has no '" + column + "'");
+  return row[i];
+}
+
+ReferenceTable read_reference_table(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read reference table " + path.string());
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto records = calibrate::read_csv_records(text.str(), path.string());
+  if (records.empty()) throw Error("reference table " + path.string() + " is empty");
+  ReferenceTable t{path, records.front(), {}};
+  t.rows.assign(records.begin() + 1, records.end());
+  return t;
+}
+
 std::vector<EstimateCell> read_estimates(const std::filesystem::path& csv) {
-  const auto rows = read_csv(csv);
-  const Columns c{rows.front(), csv};
+  const ReferenceTable t = read_reference_table(csv);
   std::vector<EstimateCell> cells;
-  for (std::size_t i = 1; i < rows.size(); ++i)
-    cells.push_back({parse_run(c, rows[i]), std::stod(rows[i].at(c.at("estimated_gib")))});
+  for (const auto& row : t.rows) cells.push_back({parse_run(t, row), std::stod(t.at(row, "estimated_gib"))});
   return cells;
 }
 
 std::vector<MeasuredRun> read_measured(const std::filesystem::path& csv) {
-  const auto rows = read_csv(csv);
-  const Columns c{rows.front(), csv};
+  const ReferenceTable t = read_reference_table(csv);
   std::vector<MeasuredRun> runs;
-  for (std::size_t i = 1; i < rows.size(); ++i) {
-    MeasuredRun m{parse_run(c, rows[i]), rows[i].at(c.at("outcome")) == "oom", 0.0};
-    if (!m.oom) m.tflops = std::stod(rows[i].at(c.at("tflops")));
+  for (const auto& row : t.rows) {
+    MeasuredRun m{parse_run(t, row), t.at(row, "outcome") == "oom", 0.0};
+    if (!m.oom) m.tflops = std::stod(t.at(row, "tflops"));
     runs.push_back(m);
   }
   return runs;

@@ -38,6 +38,17 @@ struct Typo {
   std::string evidence;
 };
 
+// A reference table (RFC 4180 CSV: quoted fields may hold commas) with its columns looked up by header name, so
+// the files can gain columns without breaking their readers. Shared by the 4D and published-runs readers.
+struct ReferenceTable {
+  std::filesystem::path path;
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;  // without the header
+  // The cell of `row` under `column`; an Error naming the file when there is no such column or cell.
+  [[nodiscard]] const std::string& at(const std::vector<std::string>& row, const std::string& column) const;
+};
+[[nodiscard]] ReferenceTable read_reference_table(const std::filesystem::path& path);
+
 std::vector<EstimateCell> read_estimates(const std::filesystem::path& csv);
 std::vector<MeasuredRun> read_measured(const std::filesystem::path& csv);
 std::vector<Typo> read_typos(const std::filesystem::path& path);

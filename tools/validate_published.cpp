@@ -2,11 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
-#include <sstream>
 
-#include "headroom/calibrate/measured_runs.hpp"
 #include "headroom/estimator/error.hpp"
 #include "headroom/estimator/flops.hpp"
 
@@ -15,38 +12,8 @@ namespace {
 
 using Record = std::vector<std::string>;
 
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read reference table " + path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// A CSV's rows keyed by its header's column names.
-struct Table {
-  std::filesystem::path path;
-  Record header;
-  std::vector<Record> rows;
-  [[nodiscard]] const std::string& at(const Record& row, const std::string& column) const {
-    const auto it = std::find(header.begin(), header.end(), column);
-    if (it == header.end()) throw Error("reference table " + path.string() + " has no column '" + column + "'");
-    const auto i = static_cast<std::size_t>(it - header.begin());
-    if (i >= row.size()) throw Error("reference table " + path.string() + ": a row has no '" + column + "'");
-    return row[i];
-  }
-};
-
-Table read_table(const std::filesystem::path& path) {
-  auto records = calibrate::read_csv_records(read_text(path), path.string());
-  if (records.empty()) throw Error("reference table " + path.string() + " is empty");
-  Table t{path, records.front(), {}};
-  t.rows.assign(records.begin() + 1, records.end());
-  return t;
-}
-
 // A positive number of the table (a whole one where `whole`); anything else is an Error naming file, column and text.
-double positive(const Table& t, const Record& row, const std::string& column, bool whole = false) {
+double positive(const ReferenceTable& t, const Record& row, const std::string& column, bool whole = false) {
   const std::string& text = t.at(row, column);
   std::size_t used = 0;
   double v = 0;
@@ -60,11 +27,11 @@ double positive(const Table& t, const Record& row, const std::string& column, bo
   return v;
 }
 
-std::int64_t integer(const Table& t, const Record& row, const std::string& column) {
+std::int64_t integer(const ReferenceTable& t, const Record& row, const std::string& column) {
   return static_cast<std::int64_t>(positive(t, row, column, true));
 }
 
-bool truth(const Table& t, const Record& row, const std::string& column) {
+bool truth(const ReferenceTable& t, const Record& row, const std::string& column) {
   const std::string& text = t.at(row, column);
   if (text == "True") return true;
   if (text == "False") return false;
@@ -78,7 +45,7 @@ std::string short_source(const std::string& citation) {
 
 // Megatron-LM as the row ran it: FP16 (or BF16) weights and gradients, FP32 master weights and Adam states, no
 // distributed optimizer (it came in 2022, after these runs).
-Layout row_layout(const Table& t, const Record& row, const FrameworkProfile& framework) {
+Layout row_layout(const ReferenceTable& t, const Record& row, const FrameworkProfile& framework) {
   Layout l = default_layout(framework);
   l.tp = integer(t, row, "tp");
   l.pp = integer(t, row, "pp");
@@ -96,7 +63,7 @@ Layout row_layout(const Table& t, const Record& row, const FrameworkProfile& fra
   return l;
 }
 
-double measured_step_seconds(const Table& t, const Record& row, const ModelSpec& m, const Layout& l) {
+double measured_step_seconds(const ReferenceTable& t, const Record& row, const ModelSpec& m, const Layout& l) {
   const std::string& unit = t.at(row, "measured_unit");
   const double value = positive(t, row, "measured");
   if (unit.rfind("TFLOP/s per GPU, Narayanan et al. 2021 Eq. 3", 0) == 0)
@@ -127,10 +94,10 @@ void finish(PublishedSourceScore& s) {
 std::vector<PublishedRun> published_runs(const SpecLibrary& lib, const FrameworkProfile& framework,
                                          const std::filesystem::path& runs_csv,
                                          const std::filesystem::path& calculon_csv) {
-  const Table t = read_table(runs_csv);
+  const ReferenceTable t = read_reference_table(runs_csv);
   std::map<std::string, double> calculon;
   if (std::filesystem::exists(calculon_csv)) {
-    const Table c = read_table(calculon_csv);
+    const ReferenceTable c = read_reference_table(calculon_csv);
     for (const auto& row : c.rows)
       if (!c.at(row, "calculon_step_time_s").empty()) calculon[c.at(row, "id")] = positive(c, row, "calculon_step_time_s");
   }

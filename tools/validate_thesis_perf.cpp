@@ -151,11 +151,7 @@ PerfCoefficients fit_thesis_perf(const ThesisPerfData& data, const PerfCoefficie
     c.gpus.push_back({gpu, c.gemm_efficiency, c.attention_efficiency});
   GpuEfficiency& g = *std::find_if(c.gpus.begin(), c.gpus.end(), [&](const GpuEfficiency& x) { return x.gpu == gpu; });
   // The links are LUMI's (its RCCL and Slingshot stack), fitted into an entry for that cluster only.
-  const std::string& cluster = data.cluster.name;
-  if (std::none_of(c.clusters.begin(), c.clusters.end(), [&](const ClusterEfficiency& x) { return x.cluster == cluster; }))
-    c.clusters.push_back({cluster, c.intra_efficiency, c.inter_efficiency});
-  ClusterEfficiency& links =
-      *std::find_if(c.clusters.begin(), c.clusters.end(), [&](const ClusterEfficiency& x) { return x.cluster == cluster; });
+  ClusterEfficiency& links = cluster_links(c, data.cluster.name);
   // What one node of FSDP(+TP) LoRA runs exercises: GEMM and attention efficiency, GEMM shape, elementwise
   // and loss traffic, fixed costs, intra/inter-node links, TP and FSDP overlap. CP and PP do not occur.
   const std::vector<Knob> knobs = {

@@ -369,11 +369,9 @@ void apply_profile(const Profile& p, std::int64_t head_dim, ClusterSpec& cluster
     link.kind = "measured (" + std::string(to_string(best->op)) + ", " + std::to_string(best->ranks) + " ranks)";
     // A measured link needs no efficiency: this cluster's entry runs it at 1 (the other level keeps its own).
     const bool intra = std::string(level) == "intra";
-    auto entry = std::find_if(k.clusters.begin(), k.clusters.end(), [&](const auto& x) { return x.cluster == cluster.name; });
-    if (entry == k.clusters.end())
-      entry = k.clusters.insert(k.clusters.end(), {cluster.name, k.intra_efficiency, k.inter_efficiency, "measured"});
-    (intra ? entry->intra : entry->inter) = 1.0;
-    entry->source = "measured";
+    ClusterEfficiency& entry = cluster_links(k, cluster.name);
+    (intra ? entry.intra : entry.inter) = 1.0;
+    entry.source = "measured";
     if (!intra) k.cp_inter_efficiency = 1.0;
   }
   k.name = "profile " + p.machine.backend + " " + p.machine.device;

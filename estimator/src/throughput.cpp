@@ -132,6 +132,12 @@ nlohmann::json perf_coefficients_to_json(const PerfCoefficients& c) {
   return j;
 }
 
+ClusterEfficiency& cluster_links(PerfCoefficients& c, const std::string& cluster) {
+  const auto it = std::find_if(c.clusters.begin(), c.clusters.end(), [&](const auto& x) { return x.cluster == cluster; });
+  if (it != c.clusters.end()) return *it;
+  return c.clusters.emplace_back(ClusterEfficiency{cluster, c.intra_efficiency, c.inter_efficiency});
+}
+
 PerfCoefficients default_perf_coefficients(const SpecLibrary& lib, std::string_view framework) {
   std::string name(framework);
   std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
@@ -152,15 +158,16 @@ PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
       gpus_per_node(std::max<std::int64_t>(1, cluster.gpus_per_node)),
       efficiency_source(c.generic_source) {
   // The GPU's own entry, else one of the GPU its spec computes as (same die and clocks: kernels_as).
-  for (const std::string& name : {cluster.gpu.name, cluster.gpu.kernels_as}) {
-    if (name.empty() || !efficiency_gpu.empty()) continue;
-    for (const auto& g : c.gpus) {
-      if (!same_name(g.gpu, name)) continue;
-      gemm_efficiency = g.gemm;
-      attention_efficiency = g.attention;
-      efficiency_source = "fitted";
-      efficiency_gpu = g.gpu;
-    }
+  const auto entry_for = [&c](const std::string& name) {
+    return std::find_if(c.gpus.begin(), c.gpus.end(), [&](const GpuEfficiency& g) { return same_name(g.gpu, name); });
+  };
+  auto g = entry_for(cluster.gpu.name);
+  if (g == c.gpus.end() && !cluster.gpu.kernels_as.empty()) g = entry_for(cluster.gpu.kernels_as);
+  if (g != c.gpus.end()) {
+    gemm_efficiency = g->gemm;
+    attention_efficiency = g->attention;
+    efficiency_source = "fitted";
+    efficiency_gpu = g->gpu;
   }
   if (peak_flops <= 0) throw Error("GPU " + cluster.gpu.name + " has no BF16 peak (bf16_dense_TFLOPs)");
   if (hbm_bytes_per_s <= 0) throw Error("GPU " + cluster.gpu.name + " has no HBM bandwidth (hbm_bandwidth_GBps)");

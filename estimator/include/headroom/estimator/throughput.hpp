@@ -69,6 +69,9 @@ struct PerfCoefficients {
   ErrorBand step_time_band;  // held-out band of the step time ("uncertainty"; unknown for the datasheet defaults)
 };
 
+// The `clusters` entry of `cluster`, appended with the generic link efficiencies when there is none.
+[[nodiscard]] ClusterEfficiency& cluster_links(PerfCoefficients& c, const std::string& cluster);
+
 // Coefficients from JSON (data/perf/*.json); unknown keys are errors naming the key and the valid ones.
 [[nodiscard]] PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::string_view where);
 [[nodiscard]] nlohmann::json perf_coefficients_to_json(const PerfCoefficients& c);
