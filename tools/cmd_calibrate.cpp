@@ -20,6 +20,7 @@
 
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "headroom/calibrate/fit.hpp"
 #include "headroom/calibrate/ingest_nccl_tests.hpp"
 #include "headroom/calibrate/profile.hpp"
 #include "headroom/calibrate/sweep.hpp"
@@ -218,7 +219,11 @@ std::string describe(const Ranks& r) {
          std::to_string(r.per_node) + " on rank 0's: larger groups inter-node)";
 }
 
-// Sweep (resuming from FILE.partial, checkpointing to it after every case), fit and write the profile.
+// How often a sweep measures the cases of a fit's noisiest point again before giving up on them.
+constexpr int kRemeasureRounds = 2;
+
+// Sweep (resuming from FILE.partial, checkpointing to it after every case), fit (re-measuring the noisiest
+// point of a fit below --min-r2) and write the profile.
 void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ranks& ranks, kernels::Backend& backend,
                      const Team& team, std::ostream& out, std::ostream& err) {
   calibrate::SweepOptions sw;
@@ -326,12 +331,36 @@ void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ra
       calibrate::write_json_atomically(partial, calibrate::profile_to_json(snapshot));
     });
   };
+  // Rank 0 fits; a fit below --min-r2 sends every rank back to measure the cases of its noisiest point.
+  const auto refit = [&](const std::vector<kernels::Measurement>& have, int round) {
+    std::string cases, why;
+    team.on_root([&] {
+      p.raw = have;
+      p.date = calibrate::utc_now();
+      try {
+        calibrate::fit_profile(p, ranks.per_node);
+      } catch (const calibrate::NoisyFit& e) {
+        if (e.cases.empty()) throw;
+        std::string names;
+        for (const auto& c : e.cases) {
+          cases += c + "\n";
+          names += (names.empty() ? "" : ", ") + c;
+        }
+        why = e.what();
+        if (round < kRemeasureRounds)
+          err << "calibrate: " << why << "\n  measuring " << names << " again (" << round + 1 << " of "
+              << kRemeasureRounds << ")\n" << std::flush;
+      }
+    });
+    calibrate::Refit r;
+    std::istringstream lines(team.share(cases));
+    for (std::string line; std::getline(lines, line);) r.cases.push_back(line);
+    r.why = team.share(why);
+    return r;
+  };
   std::vector<kernels::Measurement> have = std::move(p.raw);
-  calibrate::run_sweep(backend, plan, timing, have, progress, checkpoint);
+  calibrate::sweep_until_fitted(backend, plan, timing, have, progress, checkpoint, kRemeasureRounds, refit);
   team.on_root([&] {
-    p.raw = std::move(have);
-    p.date = calibrate::utc_now();
-    calibrate::fit_profile(p, ranks.per_node);
     calibrate::write_json_atomically(o.out, calibrate::profile_to_json(p));
     fs::remove(partial);
     if (o.json) return print_profile_json(out, p, o.out);

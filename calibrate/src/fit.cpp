@@ -215,13 +215,14 @@ CollectiveFit fit_collective(std::vector<CollectivePoint> points, Collective op,
   return f;
 }
 
-void require_quality(std::string_view what, double r2, double min_r2, std::string_view noisiest) {
+void require_quality(std::string_view what, double r2, double min_r2, std::string_view noisiest,
+                     std::vector<std::string> cases) {
   if (min_r2 <= 0 || r2 >= min_r2) return;  // 0 turns the gate off
   char buf[160];
   std::snprintf(buf, sizeof buf, ": R² %.3f is below the threshold %.2f", r2, min_r2);
-  throw Error(std::string(what) + buf + (noisiest.empty() ? "" : ", the noisiest point " + std::string(noisiest)) +
-              " (noisy or too few measurements: rerun on an idle machine with --fresh, widen the sweep, or lower "
-              "--min-r2)");
+  throw NoisyFit(std::string(what) + buf + (noisiest.empty() ? "" : ", the noisiest point " + std::string(noisiest)) +
+                     " (noisy or too few measurements: rerun on an idle machine, widen the sweep, or lower --min-r2)",
+                 std::move(cases));
 }
 
 std::size_t noisiest(const std::vector<double>& residuals) {

@@ -271,22 +271,31 @@ std::string point_text(const char* format, double residual, Args... args) {
 }  // namespace
 
 void fit_profile(Profile& p, int gpus_per_node) {
+  // Each point with the labels of the measurements behind it (a NoisyFit names them for re-measuring).
   std::vector<GemmPoint> gemm;
-  std::map<std::tuple<std::int64_t, bool, std::int64_t>, std::pair<AttentionPoint, int>> attn;  // (d, causal, s)
-  std::map<std::pair<Collective, int>, std::vector<CollectivePoint>> coll;
+  std::vector<std::string> gemm_cases;
+  struct AttentionSum {
+    AttentionPoint point;
+    int passes = 0;  // 1 forward, 2 backward
+    std::vector<std::string> cases;
+  };
+  std::map<std::tuple<std::int64_t, bool, std::int64_t>, AttentionSum> attn;  // (d, causal, s)
+  std::map<std::pair<Collective, int>, std::vector<std::pair<CollectivePoint, std::string>>> coll;
   double best_gemm = 0, copy_bw = 0;
   for (const auto& m : p.raw) {
     if (const auto* g = std::get_if<GemmCase>(&m.c)) {
       gemm.push_back({static_cast<double>(g->m), static_cast<double>(g->n), static_cast<double>(g->k), m.seconds});
+      gemm_cases.push_back(kernels::label(m.c));
       best_gemm = std::max(best_gemm, m.flops_per_s());
     } else if (const auto* a = std::get_if<AttentionCase>(&m.c)) {
-      auto& [pt, passes] = attn[{a->head_dim, a->causal, a->seq}];
-      pt.seq = static_cast<double>(a->seq);
-      pt.flops += m.flops;
-      pt.seconds += m.seconds;
-      passes |= a->backward ? 2 : 1;
+      AttentionSum& sum = attn[{a->head_dim, a->causal, a->seq}];
+      sum.point.seq = static_cast<double>(a->seq);
+      sum.point.flops += m.flops;
+      sum.point.seconds += m.seconds;
+      sum.passes |= a->backward ? 2 : 1;
+      sum.cases.push_back(kernels::label(m.c));
     } else if (const auto* c = std::get_if<CollectiveCase>(&m.c)) {
-      if (m.kernel != kIngested) coll[{c->op, c->ranks}].push_back({m.bytes, m.seconds});
+      if (m.kernel != kIngested) coll[{c->op, c->ranks}].push_back({{m.bytes, m.seconds}, kernels::label(m.c)});
     } else {
       copy_bw = std::max(copy_bw, m.bytes / m.seconds);
     }
@@ -299,30 +308,36 @@ void fit_profile(Profile& p, int gpus_per_node) {
   if (!gemm.empty()) {
     const int units = p.machine.backend == "cpu" ? 0 : p.machine.multiprocessors;
     p.gemm = fit_gemm(gemm, p.peak_flops, units);
-    const GemmPoint& w = gemm[noisiest(p.gemm->residuals)];
+    const std::size_t i = noisiest(p.gemm->residuals);
     require_quality("GEMM efficiency fit", p.gemm->r2, p.min_r2,
-                    point_text("m=%.0f n=%.0f k=%.0f", p.gemm->residuals[noisiest(p.gemm->residuals)], w.m, w.n, w.k));
+                    point_text("m=%.0f n=%.0f k=%.0f", p.gemm->residuals[i], gemm[i].m, gemm[i].n, gemm[i].k),
+                    {gemm_cases[i]});
   }
   p.attention.clear();
-  std::map<std::pair<std::int64_t, bool>, std::vector<AttentionPoint>> by_shape;
-  for (const auto& [key, v] : attn)
-    if (v.second == 3) by_shape[{std::get<0>(key), std::get<1>(key)}].push_back(v.first);  // forward and backward
-  for (const auto& [key, pts] : by_shape) {
+  std::map<std::pair<std::int64_t, bool>, std::vector<const AttentionSum*>> by_shape;
+  for (const auto& [key, sum] : attn)
+    if (sum.passes == 3) by_shape[{std::get<0>(key), std::get<1>(key)}].push_back(&sum);  // forward and backward
+  for (const auto& [key, sums] : by_shape) {
+    std::vector<AttentionPoint> pts;
+    for (const AttentionSum* sum : sums) pts.push_back(sum->point);
     p.attention.push_back(fit_attention(pts, p.peak_flops, key.first, key.second));
     const auto& r = p.attention.back().residuals;
+    const std::size_t i = noisiest(r);
     require_quality("attention fit (head dim " + std::to_string(key.first) + (key.second ? ", causal)" : ", full)"),
-                    p.attention.back().r2, p.min_r2, point_text("s=%.0f", r[noisiest(r)], pts[noisiest(r)].seq));
+                    p.attention.back().r2, p.min_r2, point_text("s=%.0f", r[i], pts[i].seq), sums[i]->cases);
   }
   if (!coll.empty()) {
     std::erase_if(p.collectives, [](const CollectiveFit& f) { return f.source != kIngested; });
-    for (const auto& [key, pts] : coll) {
+    for (auto& [key, labelled] : coll) {
+      // fit_collective sorts its points by size; sorted the same way here, the residuals name their cases.
+      std::sort(labelled.begin(), labelled.end(), [](const auto& a, const auto& b) { return a.first.bytes < b.first.bytes; });
+      std::vector<CollectivePoint> pts;
+      for (const auto& [point, label] : labelled) pts.push_back(point);
       p.collectives.push_back(fit_collective(pts, key.first, key.second, link_level(key.second, gpus_per_node)));
-      // fit_collective sorts its points by size; the residuals follow that order.
-      std::vector<CollectivePoint> sorted = pts;
-      std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.bytes < b.bytes; });
       const auto& r = p.collectives.back().residuals;
+      const std::size_t i = noisiest(r);
       require_quality(std::string(to_string(key.first)) + " fit over " + std::to_string(key.second) + " ranks",
-                      p.collectives.back().r2, p.min_r2, point_text("%.0f B", r[noisiest(r)], sorted[noisiest(r)].bytes));
+                      p.collectives.back().r2, p.min_r2, point_text("%.0f B", r[i], pts[i].bytes), {labelled[i].second});
     }
     p.collectives_source = p.collectives_source.find(kIngested) != std::string::npos ? p.collectives_source + " + measured" : "measured";
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "headroom/calibrate/fit.hpp"
 #include "headroom/estimator/flops.hpp"
 #include "headroom/estimator/layout.hpp"
 
@@ -106,6 +107,27 @@ void run_sweep(kernels::Backend& b, const std::vector<Case>& plan, const kernels
     }
     ++p.done;
     if (progress) progress(p);
+  }
+}
+
+int sweep_until_fitted(kernels::Backend& b, const std::vector<Case>& plan, const kernels::TimingOptions& timing,
+                       std::vector<kernels::Measurement>& have, const std::function<void(const Progress&)>& progress,
+                       const std::function<void(const std::vector<kernels::Measurement>&)>& checkpoint, int rounds,
+                       const std::function<Refit(const std::vector<kernels::Measurement>&, int round)>& refit) {
+  for (int round = 0;; ++round) {
+    run_sweep(b, plan, timing, have, progress, checkpoint);
+    const Refit r = refit(have, round);
+    if (r.cases.empty()) return round;
+    const std::set<std::string> redo(r.cases.begin(), r.cases.end());
+    std::erase_if(have, [&](const kernels::Measurement& m) { return redo.count(kernels::label(m.c)) != 0; });
+    if (round < rounds) continue;
+    if (checkpoint) checkpoint(have);
+    std::string names;
+    for (const auto& c : r.cases) names += (names.empty() ? "" : ", ") + c;
+    throw NoisyFit(r.why + "; " + names + " measured " + std::to_string(rounds + 1) +
+                       " times and still off the fit: left out of the partial file, so that the next run measures it "
+                       "again (or run with --fresh to measure everything again)",
+                   r.cases);
   }
 }
 

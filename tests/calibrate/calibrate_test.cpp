@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -211,6 +212,78 @@ Profile sample_profile() {
   p.min_r2 = 0;  // a zero-repeat sweep on a busy machine: the numbers are for the format, not the fit
   fit_profile(p, 2);
   return p;
+}
+
+// GEMM measurements exactly on a roofline at 1 TFLOP/s, one of them (m = n = k = 256) 100× too slow.
+std::vector<kernels::Measurement> gemms_with_one_outlier() {
+  std::vector<kernels::Measurement> raw;
+  for (std::int64_t m : {64, 128, 256, 512})
+    for (std::int64_t k : {64, 256, 1024}) {
+      kernels::Measurement x;
+      x.c = kernels::GemmCase{m, m, k};
+      x.flops = 2.0 * static_cast<double>(m * m * k);
+      x.seconds = x.flops / 1e12 * (m == 256 && k == 256 ? 100.0 : 1.0);
+      raw.push_back(x);
+    }
+  return raw;
+}
+
+TEST(Profile, ANoisyFitNamesTheMeasurementsOfItsWorstPoint) {
+  Profile p;
+  p.machine = {"cpu", "test CPU", "host", 2, 2, 4, 0};
+  p.peak_flops = 1e12;
+  p.raw = gemms_with_one_outlier();
+  p.min_r2 = 0.9;
+  try {
+    fit_profile(p, 2);
+    FAIL() << "a fit with a 100x outlier passed R² 0.9";
+  } catch (const NoisyFit& e) {
+    EXPECT_EQ(e.cases, std::vector<std::string>{"gemm m=256 n=256 k=256"});
+    EXPECT_NE(std::string(e.what()).find("m=256 n=256 k=256"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Sweep, ANoisyCaseIsMeasuredAgainAndDroppedFromThePartialWhenItStaysNoisy) {
+  auto b = kernels::make_cpu_backend(2);
+  kernels::TimingOptions t;
+  t.warmup = 0;
+  t.repeats = 1;
+  t.min_batch_s = 0;
+  const std::vector<kernels::Case> plan{kernels::GemmCase{32, 32, 32}, kernels::GemmCase{64, 64, 64}};
+  const std::string noisy = "gemm m=64 n=64 k=64";
+  const auto stored = [&](const std::vector<kernels::Measurement>& have) {
+    return std::count_if(have.begin(), have.end(), [&](const auto& m) { return kernels::label(m.c) == noisy; });
+  };
+  // A stored measurement far off (as a busy machine leaves one in FILE.partial): measured again, then fitted.
+  std::vector<kernels::Measurement> have;
+  run_sweep(*b, plan, t, have, nullptr, nullptr);
+  have.back().seconds = 1e3;
+  const auto off_until_remeasured = [&](const std::vector<kernels::Measurement>& h, int) {
+    for (const auto& m : h)
+      if (kernels::label(m.c) == noisy && m.seconds > 1) return Refit{{noisy}, "GEMM efficiency fit: R² below"};
+    return Refit{};
+  };
+  EXPECT_EQ(sweep_until_fitted(*b, plan, t, have, nullptr, nullptr, 2, off_until_remeasured), 1);
+  ASSERT_EQ(have.size(), 2u);
+  EXPECT_EQ(stored(have), 1);
+  EXPECT_LT(have.back().seconds, 1.0);
+  // A case that stays off the fit: measured 1 + 2 times, then left out of the checkpoint and named.
+  int refits = 0;
+  std::vector<kernels::Measurement> saved = have;
+  const auto always_off = [&](const std::vector<kernels::Measurement>&, int) {
+    ++refits;
+    return Refit{{noisy}, "GEMM efficiency fit: R² below"};
+  };
+  try {
+    (void)sweep_until_fitted(*b, plan, t, have, nullptr, [&](const auto& h) { saved = h; }, 2, always_off);
+    FAIL() << "a case that stays noisy was accepted";
+  } catch (const NoisyFit& e) {
+    EXPECT_EQ(e.cases, std::vector<std::string>{noisy});
+    EXPECT_NE(std::string(e.what()).find("measured 3 times and still off the fit"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(refits, 3);
+  EXPECT_EQ(stored(saved), 0);
+  EXPECT_EQ(saved.size(), 1u);
 }
 
 TEST(Profile, RoundTripsAndValidatesAgainstTheSchema) {

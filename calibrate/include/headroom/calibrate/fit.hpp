@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "headroom/estimator/collectives.hpp"
+#include "headroom/estimator/error.hpp"
 
 namespace headroom::calibrate {
 
@@ -88,9 +89,19 @@ struct CollectiveFit {
 [[nodiscard]] CollectiveFit fit_collective(std::vector<CollectivePoint> points, Collective op, int ranks,
                                            std::string level);
 
-// Throws Error "<what>: R² 0.42 is below the threshold 0.90, the noisiest point <noisiest> (...)" when
-// r2 < min_r2; min_r2 = 0 accepts all.
-void require_quality(std::string_view what, double r2, double min_r2, std::string_view noisiest = "");
+// A fit below its R² threshold. `cases` are the labels (kernels::label) of the sweep measurements behind its
+// noisiest point: a sweep re-measures them, and leaves them out of its FILE.partial when they stay noisy, so
+// that the next run measures them again instead of re-fitting the same data.
+class NoisyFit : public Error {
+ public:
+  NoisyFit(const std::string& what, std::vector<std::string> cases) : Error(what), cases(std::move(cases)) {}
+  std::vector<std::string> cases;
+};
+
+// Throws NoisyFit "<what>: R² 0.42 is below the threshold 0.90, the noisiest point <noisiest> (...)" naming
+// `cases` when r2 < min_r2; min_r2 = 0 accepts all.
+void require_quality(std::string_view what, double r2, double min_r2, std::string_view noisiest = "",
+                     std::vector<std::string> cases = {});
 // The index of the largest |residual| (the point a failed fit names).
 [[nodiscard]] std::size_t noisiest(const std::vector<double>& residuals);
 

@@ -36,6 +36,22 @@ void run_sweep(kernels::Backend& b, const std::vector<kernels::Case>& plan, cons
                std::vector<kernels::Measurement>& have, const std::function<void(const Progress&)>& progress,
                const std::function<void(const std::vector<kernels::Measurement>&)>& checkpoint);
 
+// What fitting the measurements concluded: nothing (fitted), or the cases (kernels::label) behind the noisiest
+// point of a fit below its R² threshold, with the fit's message.
+struct Refit {
+  std::vector<std::string> cases;
+  std::string why;
+};
+
+// run_sweep, then `refit(have, round)`. While it names cases, they are measured again (their measurements
+// replaced) and refitted, at most `rounds` times; then they are removed from `have`, `checkpoint` is called
+// without them (so that a resumed run measures them afresh instead of re-fitting the same data) and NoisyFit
+// is thrown naming them. Returns the rounds of re-measuring used.
+int sweep_until_fitted(kernels::Backend& b, const std::vector<kernels::Case>& plan, const kernels::TimingOptions& timing,
+                       std::vector<kernels::Measurement>& have, const std::function<void(const Progress&)>& progress,
+                       const std::function<void(const std::vector<kernels::Measurement>&)>& checkpoint, int rounds,
+                       const std::function<Refit(const std::vector<kernels::Measurement>&, int round)>& refit);
+
 // "intra" when `ranks` fit in one node, else "inter".
 [[nodiscard]] std::string link_level(int ranks, int gpus_per_node);
 
