@@ -8,6 +8,7 @@
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/residual_fit.hpp"
 #include "validate_4d.hpp"
+#include "validate_memory_forms.hpp"
 #include "validate_perf.hpp"
 #include "validate_published.hpp"
 #include "validate_thesis_perf.hpp"
@@ -41,15 +42,48 @@ nlohmann::json score_to_json(const VerdictScore& v) {
           {"accuracy", v.accuracy()}};
 }
 
+nlohmann::json forms_json(const std::vector<validate::MemoryFormScore>& forms, const validate::MemoryFormScore& best,
+                          validate::MemoryForm shipped) {
+  nlohmann::json candidates = nlohmann::json::array();
+  for (const auto& f : forms)
+    candidates.push_back({{"form", validate::to_string(f.form)}, {"parameters", f.parameters},
+                          {"shippable", f.shippable}, {"in_sample", score_to_json(f.in_sample)},
+                          {"leave_one_table_out", score_to_json(f.held_out)}});
+  return {{"candidates", candidates}, {"best", validate::to_string(best.form)}, {"shipped", validate::to_string(shipped)},
+          {"shipped_is_best", shipped == best.form}};
+}
+
+void print_forms(std::ostream& out, const std::vector<validate::MemoryFormScore>& forms,
+                 const validate::MemoryFormScore& best, validate::MemoryForm shipped) {
+  out << "\nForm of the residual, chosen by held-out score (fitted on all tables but one, scored on it; pooled)\n";
+  char line[200];
+  std::snprintf(line, sizeof line, "%-40s %6s %15s %24s\n", "form", "params", "in-sample right",
+                "held-out right (false fits)");
+  out << line;
+  for (const auto& f : forms) {
+    std::snprintf(line, sizeof line, "%-40s %6d %8d / %-4d %11d / %-4d (%d)%s\n", std::string(validate::to_string(f.form)).c_str(),
+                  f.parameters, f.in_sample.right, f.in_sample.runs, f.held_out.right, f.held_out.runs,
+                  f.held_out.false_fits, f.shippable ? "" : "  peer, not shipped");
+    out << line;
+  }
+  out << "best: " << validate::to_string(best.form) << "; shipped: " << validate::to_string(shipped)
+      << (shipped == best.form ? " (= best)" : " (NOT the best by held-out score)") << "\n";
+}
+
 nlohmann::json residual_to_json(const ResidualModel& r) {
   return {{"fixed_GiB", r.fixed_bytes / kGiB},
           {"logits_bytes_per_element", r.logits_bytes_per_element},
           {"optimizer_shard_bytes_per_param", r.optimizer_shard_bytes_per_param},
-          {"cp_communicator_GiB", r.cp_communicator_bytes / kGiB}};
+          {"cp_communicator_GiB", r.cp_communicator_bytes / kGiB},
+          {"capacity_share", r.capacity_share}};
 }
 
 std::string describe(const ResidualModel& r) {
   char buf[256];
+  if (validate::form_of(r) == validate::MemoryForm::eq18_capacity_share) {
+    std::snprintf(buf, sizeof buf, "share of capacity %.4f", r.capacity_share);
+    return buf;
+  }
   std::snprintf(buf, sizeof buf, "fixed %.3f GiB, logits %.3g B/elem, optimizer shard %.4g B/param, CP %.4g GiB/comm",
                 r.fixed_bytes / kGiB, r.logits_bytes_per_element, r.optimizer_shard_bytes_per_param,
                 r.cp_communicator_bytes / kGiB);
@@ -61,7 +95,7 @@ bool same_coefficients(const ResidualModel& a, const ResidualModel& b) {
   const auto close = [](double x, double y) { return std::abs(x - y) <= 1e-5 * std::max(1.0, std::abs(y)); };
   return close(a.fixed_bytes / kGiB, b.fixed_bytes / kGiB) && close(a.logits_bytes_per_element, b.logits_bytes_per_element) &&
          close(a.optimizer_shard_bytes_per_param, b.optimizer_shard_bytes_per_param) &&
-         close(a.cp_communicator_bytes / kGiB, b.cp_communicator_bytes / kGiB);
+         close(a.cp_communicator_bytes / kGiB, b.cp_communicator_bytes / kGiB) && close(a.capacity_share, b.capacity_share);
 }
 
 nlohmann::json perf_score_to_json(const validate::PerfScore& s) {
@@ -339,9 +373,7 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
     }
   }
   VerdictScore all;
-  for (const auto& [t, v] : verdicts) {
-    all.runs += v.runs; all.right += v.right; all.false_fits += v.false_fits; all.false_ooms += v.false_ooms;
-  }
+  for (const auto& [t, v] : verdicts) all.add(v);
   const bool verdict_ok = all.accuracy() >= 0.98 && all.false_fits == 0;
 
   // The shipped coefficients must be what the fit gives on all visible tables; then hold out one at a time.
@@ -355,11 +387,15 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
     const auto held_out = validate::observations(lib, measured, fw, table);
     const VerdictScore v = score_verdicts(held_out, f.model);
     loto[table] = {f, v};
-    pooled.runs += v.runs; pooled.right += v.right; pooled.false_fits += v.false_fits; pooled.false_ooms += v.false_ooms;
+    pooled.add(v);
     for (const auto& r : held_out)
       held_out_peaks.push_back({peak_memory_bytes(r.model, r.cluster, r.layout, f.model), r.cluster.gpu.usable_memory_bytes, r.oom});
   }
   const ErrorBand memory_band = band_from_verdicts(held_out_peaks);
+  // The form of the residual: the candidates by held-out score; the shipped one must be the best.
+  const auto forms = validate::compare_memory_forms(lib, measured, fw);
+  const validate::MemoryFormScore& best_form = validate::best_memory_form(forms);
+  const bool shipped_form_is_best = validate::form_of(fw.residual) == best_form.form;
   const bool memory_band_shipped = validate::same_band(fw.memory_band, memory_band);
   // Throughput: rank the measured layouts of every (table, GPU count) column by predicted speed.
   const auto perf_runs = validate::perf_runs(lib, measured, fw);
@@ -379,7 +415,8 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
   const auto published_data = validate::published_runs(lib, fw, ref / "published_runs.csv", ref / "published_runs_calculon.csv");
   const validate::PublishedValidation published =
       validate::validate_published(published_data, default_perf_coefficients(lib, fw.name));
-  const bool passed = failures == 0 && verdict_ok && shipped_is_fit && memory_band_shipped && perf_ok && thesis_ok;
+  const bool passed = failures == 0 && verdict_ok && shipped_is_fit && memory_band_shipped && shipped_form_is_best &&
+                      perf_ok && thesis_ok;
 
   if (o.json) {
     nlohmann::json tj = nlohmann::json::array(), vj = nlohmann::json::array();
@@ -406,7 +443,8 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
           {"refit", residual_to_json(refit.model)},
           {"shipped_equals_fit", shipped_is_fit},
           {"leave_one_table_out", {{"tables", cv}, {"pooled", score_to_json(pooled)}}},
-          {"peak_band", band_json(fw.memory_band, memory_band)}}},
+          {"peak_band", band_json(fw.memory_band, memory_band)},
+          {"forms", forms_json(forms, best_form, validate::form_of(fw.residual))}}},
         {"throughput", perf_json(perf)},
         {"simulator", simulator},
         {"thesis_throughput", thesis_perf_json(thesis)},
@@ -466,6 +504,7 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
     out << line;
     out << "held-out band of the predicted peak " << band_text(memory_band)
         << (memory_band_shipped ? " (= shipped)" : " (DIFFERS from shipped " + band_text(fw.memory_band) + ")") << "\n";
+    print_forms(out, forms, best_form, validate::form_of(fw.residual));
     print_perf_validation(out, perf);
     print_simulator_agreement(out, simulator);
     print_thesis_perf(out, thesis);

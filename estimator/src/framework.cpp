@@ -93,6 +93,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
   f.residual.logits_bytes_per_element = r.at("logits_bytes_per_element").get<double>();
   f.residual.optimizer_shard_bytes_per_param = r.at("optimizer_shard_bytes_per_param").get<double>();
   f.residual.cp_communicator_bytes = r.at("cp_communicator_GiB").get<double>() * kGiB;
+  f.residual.capacity_share = r.value("capacity_share", 0.0);
   if (r.contains("uncertainty"))
     f.memory_band = {r.at("uncertainty").at("peak_low").get<double>(), r.at("uncertainty").at("peak_high").get<double>(),
                      true};

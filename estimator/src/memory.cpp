@@ -218,7 +218,7 @@ StageMemory eq18_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
   const double optimizer_shard_params = trainable / shard_divisor(l.sharding.optimizer, l, c.gpus_per_node);
   s.optimizer = prec.optimizer_bytes * optimizer_shard_params;
   s.activations = stage_activation_bytes(m, l, stage);
-  s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params);
+  s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params, c.gpu.usable_memory_bytes);
   return s;
 }
 
@@ -245,7 +245,7 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
     // `shifted` and exp(shifted) in FP32 next to its result: 8 B per local logit). No gradient exists yet.
     s.activations = layers_in_flight(m, l, stage) * activation_bytes_per_layer(m, l);
     if (stage == l.pp - 1) s.activations += lm_head_activation_bytes(m, l) + (l.tp > 1 ? 8.0 * logits : 0.0);
-    s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params);
+    s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params, c.gpu.usable_memory_bytes);
     return s;
   }
   // Last decoder unit's backward. FSDP1 with use_orig_params gives a flat parameter mixing frozen and trainable
@@ -262,8 +262,7 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
   whole.recompute = Recompute::none;
   s.activations = activation_bytes_per_layer(m, l) +
                   (l.recompute == Recompute::full ? activation_bytes_per_layer(m, whole) : 0.0);
-  s.residual = r.fixed_bytes + r.optimizer_shard_bytes_per_param * optimizer_shard_params +
-               r.cp_communicator_bytes * cp_extra_communicators(l);
+  s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params, c.gpu.usable_memory_bytes, false);
   return s;
 }
 

@@ -18,10 +18,10 @@ double cp_extra_communicators(const Layout& l) {
 }
 
 double residual_bytes(const ModelSpec& m, const Layout& l, const ResidualModel& r, std::int64_t stage,
-                      double optimizer_shard_params) {
-  return r.fixed_bytes + r.logits_bytes_per_element * logits_elements(m, l, stage) +
+                      double optimizer_shard_params, double usable_memory_bytes, bool with_logits) {
+  return r.fixed_bytes + (with_logits ? r.logits_bytes_per_element * logits_elements(m, l, stage) : 0.0) +
          r.optimizer_shard_bytes_per_param * optimizer_shard_params +
-         r.cp_communicator_bytes * cp_extra_communicators(l);
+         r.cp_communicator_bytes * cp_extra_communicators(l) + r.capacity_share * usable_memory_bytes;
 }
 
 }  // namespace headroom

@@ -117,15 +117,36 @@ ResidualFit fit_residual(std::span<const ResidualObservation> runs, const Residu
 VerdictScore score_verdicts(std::span<const ResidualObservation> runs, const ResidualModel& model) {
   VerdictScore v;
   for (const auto& o : runs) {
-    const bool fits = peak_memory_bytes(o.model, o.cluster, o.layout, model) <= o.cluster.gpu.usable_memory_bytes;
-    ++v.runs;
-    if (fits != o.oom) {
-      ++v.right;
-    } else if (fits) {
-      ++v.false_fits;
+    v.add(peak_memory_bytes(o.model, o.cluster, o.layout, model) <= o.cluster.gpu.usable_memory_bytes, o.oom);
+  }
+  return v;
+}
+
+ShareFit fit_capacity_share(std::span<const PeakOutcome> runs, double margin_bytes, double max_share) {
+  // A trained run stays decided while share ≤ (C − margin − peak)/C; an OOM run needs share ≥ (C + margin − peak)/C.
+  double lo = 0;
+  for (const auto& r : runs)
+    if (r.oom) lo = std::max(lo, (r.capacity_bytes + margin_bytes - r.peak_bytes) / r.capacity_bytes);
+  ShareFit f;
+  if (lo > max_share) return f;
+  f.feasible = true;
+  f.share = max_share;
+  for (const auto& r : runs) {
+    if (r.oom) continue;
+    const double highest = (r.capacity_bytes - margin_bytes - r.peak_bytes) / r.capacity_bytes;
+    if (highest < lo) {
+      ++f.training_misses;
     } else {
-      ++v.false_ooms;
+      f.share = std::min(f.share, highest);
     }
+  }
+  return f;
+}
+
+VerdictScore score_capacity_share(std::span<const PeakOutcome> runs, double share) {
+  VerdictScore v;
+  for (const auto& r : runs) {
+    v.add(r.peak_bytes <= (1.0 - share) * r.capacity_bytes, r.oom);
   }
   return v;
 }

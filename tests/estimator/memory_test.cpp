@@ -6,6 +6,7 @@
 
 #include "../test_support.hpp"
 #include "headroom/estimator/error.hpp"
+#include "headroom/estimator/residual_fit.hpp"
 
 namespace headroom {
 namespace {
@@ -197,7 +198,36 @@ TEST(Residual, TermsFollowTheirCarriers) {
   ResidualModel r;
   r.fixed_bytes = 1.5 * kGiB;
   r.optimizer_shard_bytes_per_param = 2;
-  EXPECT_DOUBLE_EQ(residual_bytes(m, l, r, 1, 1e9), 1.5 * kGiB + 2e9);
+  EXPECT_DOUBLE_EQ(residual_bytes(m, l, r, 1, 1e9, 80.0 * kGiB), 1.5 * kGiB + 2e9);
+}
+
+// The one-parameter form: the smallest share that keeps every OOM run out, raised to the largest that loses no
+// trained run; a share that lets an OOM run in is infeasible.
+TEST(CapacityShare, FitsBetweenTheOutOfMemoryRunsAndTheTrainedOnes) {
+  const double cap = 80.0 * kGiB, margin = 0.1 * kGiB;
+  const std::vector<PeakOutcome> runs{{70 * kGiB, cap, false}, {74 * kGiB, cap, true}, {60 * kGiB, cap, false}};
+  const ShareFit f = fit_capacity_share(runs, margin);
+  ASSERT_TRUE(f.feasible);
+  EXPECT_EQ(f.training_misses, 0);
+  EXPECT_NEAR(f.share, (cap - margin - 70 * kGiB) / cap, 1e-12);  // just under the largest trained peak
+  EXPECT_EQ(score_capacity_share(runs, f.share).right, 3);
+  // An OOM run below a trained one: the trained one is lost, never the OOM one.
+  const std::vector<PeakOutcome> crossed{{70 * kGiB, cap, false}, {65 * kGiB, cap, true}};
+  const ShareFit g = fit_capacity_share(crossed, margin);
+  ASSERT_TRUE(g.feasible);
+  EXPECT_EQ(g.training_misses, 1);
+  EXPECT_EQ(score_capacity_share(crossed, g.share).false_fits, 0);
+  // An OOM run so small that no share up to one half keeps it out.
+  EXPECT_FALSE(fit_capacity_share(std::vector<PeakOutcome>{{10 * kGiB, cap, true}}, margin).feasible);
+}
+
+// A capacity share is residual memory in proportion to the GPU's usable memory.
+TEST(CapacityShare, IsPartOfTheResidual) {
+  const ModelSpec m = test::library().model("llama3.1-8b");
+  Layout l;
+  ResidualModel r;
+  r.capacity_share = 0.125;
+  EXPECT_DOUBLE_EQ(residual_bytes(m, l, r, 0, 1e9, 80.0 * kGiB), 10.0 * kGiB);
 }
 
 }  // namespace

@@ -17,6 +17,9 @@ struct ResidualModel {
   double logits_bytes_per_element = 0;         // LM-head stage: loss temporaries per s·b·v/(t·c) logit
   double optimizer_shard_bytes_per_param = 0;  // beyond Eq. 10's 12 B, per parameter of this GPU's shard
   double cp_communicator_bytes = 0;            // per extra communicator that context parallelism creates
+  // A share of the GPU's usable memory held outside the tensors (allocator reserve and fragmentation): with
+  // the other terms 0, the one-parameter form "Eq. 18 fits iff it is at most (1 − share) of capacity".
+  double capacity_share = 0;
 };
 
 // Logit elements one GPU of `stage` materialises per micro-batch: s·b·v/(t·c) on the stage holding the
@@ -28,8 +31,10 @@ struct ResidualModel {
 // builds a 2-rank communicator per ring neighbour (3).
 [[nodiscard]] double cp_extra_communicators(const Layout& l);
 
-// Residual bytes of one pipeline stage, given how many parameters this GPU's optimizer shard holds.
+// Residual bytes of one pipeline stage, given how many parameters this GPU's optimizer shard holds and the
+// GPU's usable memory; `with_logits` false leaves the loss temporaries out (a moment when none are live).
 [[nodiscard]] double residual_bytes(const ModelSpec& m, const Layout& l, const ResidualModel& r,
-                                    std::int64_t stage, double optimizer_shard_params);
+                                    std::int64_t stage, double optimizer_shard_params, double usable_memory_bytes,
+                                    bool with_logits = true);
 
 }  // namespace headroom

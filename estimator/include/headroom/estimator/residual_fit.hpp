@@ -42,9 +42,44 @@ struct ResidualFit {
 struct VerdictScore {
   int runs = 0, right = 0, false_fits = 0, false_ooms = 0;
   [[nodiscard]] double accuracy() const { return runs > 0 ? static_cast<double>(right) / runs : 0.0; }
+  void add(bool predicted_fit, bool oom) {
+    ++runs;
+    right += predicted_fit != oom;
+    false_fits += predicted_fit && oom;
+    false_ooms += !predicted_fit && !oom;
+  }
+  void add(const VerdictScore& o) {
+    runs += o.runs;
+    right += o.right;
+    false_fits += o.false_fits;
+    false_ooms += o.false_ooms;
+  }
 };
 
 // Predicted fit ⇔ peak (residual included) ≤ the GPU's usable memory.
 [[nodiscard]] VerdictScore score_verdicts(std::span<const ResidualObservation> runs, const ResidualModel& model);
+
+// ---- the one-parameter form: a share of capacity ----
+
+// A run as the one-parameter form sees it: a predicted peak with no residual (Eq. 18's, or a peer formula's)
+// against the GPU's usable memory.
+struct PeakOutcome {
+  double peak_bytes = 0;
+  double capacity_bytes = 0;
+  bool oom = false;
+};
+
+struct ShareFit {
+  double share = 0;  // fits ⇔ peak ≤ (1 − share) · capacity
+  bool feasible = false;
+  int training_misses = 0;
+};
+
+// The smallest share that predicts every OOM run at least `margin_bytes` over, raised (as fit_residual raises
+// its fixed term, erring towards OOM) to the largest that decides no fewer trained runs, inside
+// [0, max_share]; infeasible when every share up to max_share predicts some OOM run to fit.
+[[nodiscard]] ShareFit fit_capacity_share(std::span<const PeakOutcome> runs, double margin_bytes,
+                                          double max_share = 0.5);
+[[nodiscard]] VerdictScore score_capacity_share(std::span<const PeakOutcome> runs, double share);
 
 }  // namespace headroom
