@@ -5,6 +5,8 @@
 #include <map>
 #include <tuple>
 
+#include <nlohmann/json.hpp>
+
 #include "headroom/estimator/memory.hpp"
 
 namespace headroom::validate {
@@ -126,6 +128,83 @@ const MemoryFormScore& best_memory_form(const std::vector<MemoryFormScore>& scor
   for (const auto& s : scores)
     if (s.shippable && (best == nullptr || key(s) < key(*best))) best = &s;
   return *best;
+}
+
+std::vector<ThesisMtslCell> thesis_mtsl_cells(const SpecLibrary& lib, const FrameworkProfile& fsdp) {
+  const auto j = read_json_file(lib.data_dir() / "reference" / "thesis.json");
+  std::vector<ThesisMtslCell> cells;
+  for (const auto& [rank, row] : j.at("table_B4_mtsl").items())
+    for (const auto& [config, value] : row.items()) {  // "fsdp4_tp2"
+      Layout l = default_layout(fsdp);
+      l.tp = std::stoll(config.substr(config.find("_tp") + 3));
+      l.dp = 8 / l.tp;
+      l.mbs = 1;
+      l.gbs = l.dp;  // one sample per FSDP rank
+      l.lora.rank = std::stoll(rank);
+      cells.push_back({l.lora.rank, {l, value.get<std::int64_t>()}});
+    }
+  return cells;
+}
+
+std::vector<MtslFormScore> compare_mtsl_forms(const ModelSpec& m, const ClusterSpec& c,
+                                              const std::vector<ThesisMtslCell>& cells, const ResidualModel& base) {
+  std::vector<MtslFormScore> forms;
+  forms.push_back({"unit buffers fitted (2-6)", MtslFitOptions{}, 0, 0, 0});
+  for (std::int64_t units = 2; units <= 6; ++units) {
+    MtslFitOptions o;
+    o.unit_buffers_min = o.unit_buffers_max = units;
+    forms.push_back({"unit buffers = " + std::to_string(units), o, 0, 0, 0});
+  }
+  std::vector<std::int64_t> ranks;
+  for (const auto& cell : cells)
+    if (std::find(ranks.begin(), ranks.end(), cell.rank) == ranks.end()) ranks.push_back(cell.rank);
+  for (auto& f : forms) {
+    int nonzero = 0;
+    for (const std::int64_t held : ranks) {
+      std::vector<MtslObservation> train;
+      for (const auto& cell : cells)
+        if (cell.rank != held) train.push_back(cell.observation);
+      const MtslFit fit = fit_residual_to_mtsl(m, c, train, base, f.options);
+      for (const auto& cell : cells) {
+        if (cell.rank != held) continue;
+        Layout l = cell.observation.layout;
+        l.fsdp_unit_buffers = fit.fsdp_unit_buffers;
+        const std::int64_t predicted = max_trainable_seq(m, c, l, fit.model).tokens;
+        if (cell.observation.measured_tokens == 0) {
+          f.zeros_wrong += predicted > 0;
+          continue;
+        }
+        const double e = mtsl_relative_error(predicted, cell.observation.measured_tokens);
+        f.mean_error += e;
+        f.worst_error = std::max(f.worst_error, e);
+        ++nonzero;
+      }
+    }
+    if (nonzero > 0) f.mean_error /= nonzero;
+  }
+  return forms;
+}
+
+const MtslFormScore& best_mtsl_form(const std::vector<MtslFormScore>& scores) {
+  const auto key = [](const MtslFormScore& s) { return std::make_tuple(s.zeros_wrong, s.mean_error, s.worst_error); };
+  return *std::min_element(scores.begin(), scores.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
+}
+
+ThesisMtslValidation validate_thesis_mtsl(const SpecLibrary& lib, const FrameworkProfile& fsdp) {
+  const ModelSpec m = lib.model("llama3.1-70b");
+  const ClusterSpec c = lib.cluster("lumi-mi250x");
+  const auto cells = thesis_mtsl_cells(lib, fsdp);
+  ThesisMtslValidation v;
+  v.forms = compare_mtsl_forms(m, c, cells, fsdp.residual);
+  v.best = static_cast<std::size_t>(&best_mtsl_form(v.forms) - v.forms.data());
+  std::vector<MtslObservation> all;
+  for (const auto& cell : cells) all.push_back(cell.observation);
+  v.refit = fit_residual_to_mtsl(m, c, all, fsdp.residual, v.forms[v.best].options);
+  const auto close = [](double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)); };
+  v.shipped_is_fit = v.refit.fsdp_unit_buffers == fsdp.fsdp_unit_buffers &&
+                     close(v.refit.model.fixed_bytes, fsdp.residual.fixed_bytes) &&
+                     close(v.refit.model.logits_bytes_per_element, fsdp.residual.logits_bytes_per_element);
+  return v;
 }
 
 }  // namespace headroom::validate

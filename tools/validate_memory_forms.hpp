@@ -9,6 +9,7 @@
 
 #include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/layout.hpp"
+#include "headroom/estimator/mtsl.hpp"
 #include "headroom/estimator/residual_fit.hpp"
 #include "headroom/estimator/spec.hpp"
 #include "validate_4d.hpp"
@@ -46,5 +47,41 @@ struct MemoryFormScore {
 [[nodiscard]] const MemoryFormScore& best_memory_form(const std::vector<MemoryFormScore>& scores);
 // The form a shipped residual model is written in: a capacity share alone, or the residual terms.
 [[nodiscard]] MemoryForm form_of(const ResidualModel& r);
+
+// ---- FSDP1 with LoRA: the MTSL form (thesis Table B.4) ----
+
+// A visible cell of Table B.4: LoRA rank, the layout (FSDP × TP on 8 GCDs, one sample per FSDP rank) and the
+// printed MTSL (0: out of memory at any length).
+struct ThesisMtslCell {
+  std::int64_t rank = 0;
+  MtslObservation observation;
+};
+[[nodiscard]] std::vector<ThesisMtslCell> thesis_mtsl_cells(const SpecLibrary& lib, const FrameworkProfile& fsdp);
+
+struct MtslFormScore {
+  std::string form;          // "unit buffers fitted (2-6)" or "unit buffers = N"
+  MtslFitOptions options;    // the grid: unit buffers fixed (min = max) or searched
+  int zeros_wrong = 0;       // held-out printed zeros predicted > 0
+  double mean_error = 0;     // held-out nonzero cells, mean |relative error|
+  double worst_error = 0;
+};
+// Leave one LoRA rank out: each candidate grid is fitted (fit_residual_to_mtsl) on the cells of the other
+// ranks and scores the held-out rank's cells. Candidates: the unit-buffer count searched over 2..6 with the
+// other coefficients, or fixed at each of 2..6 (the other two fitted).
+[[nodiscard]] std::vector<MtslFormScore> compare_mtsl_forms(const ModelSpec& m, const ClusterSpec& c,
+                                                            const std::vector<ThesisMtslCell>& cells,
+                                                            const ResidualModel& base);
+// Fewest held-out zeros wrong, then the smallest mean error, then the smallest worst error.
+[[nodiscard]] const MtslFormScore& best_mtsl_form(const std::vector<MtslFormScore>& scores);
+
+// Table B.4 under `fsdp`: the candidate forms, the best one's grid fitted on every visible cell (the shipped
+// coefficients must be this fit) and the shipped coefficients' in-sample errors.
+struct ThesisMtslValidation {
+  std::vector<MtslFormScore> forms;
+  std::size_t best = 0;  // index into forms
+  MtslFit refit;         // the best form's grid on all visible cells
+  bool shipped_is_fit = false;
+};
+[[nodiscard]] ThesisMtslValidation validate_thesis_mtsl(const SpecLibrary& lib, const FrameworkProfile& fsdp);
 
 }  // namespace headroom::validate

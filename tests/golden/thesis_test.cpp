@@ -8,6 +8,7 @@
 #include "../test_support.hpp"
 #include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/mtsl.hpp"
+#include "validate_memory_forms.hpp"
 
 namespace headroom {
 namespace {
@@ -100,12 +101,30 @@ TEST(ThesisTableB4, QualitativeFacts) {
             3.0 * stage_memory_at(d.model, d.cluster, l1, d.fsdp.residual, 0, StepMoment::gradients).optimizer);
 }
 
-// The shipped pytorch-fsdp coefficients are the output of fit_residual_to_mtsl on the 12 visible cells.
+// Issue 15 item 4: the form is chosen by leave-one-rank-out (fit on two LoRA ranks, predict the third). Searching
+// the unit-buffer count with the other two coefficients fits the visible cells as well, but held out it predicts
+// (8,1) at rank 1024 to train 8,852 tokens (printed 0) and (4,2) +216%; the count FSDP1's backward holds
+// (computing and BACKWARD_PRE-prefetched unit parameters, the unit's unsharded gradient and the per-weight
+// gradients it is assembled from) generalises best: no zero wrong, mean 11.6%, worst 36%.
+TEST(ThesisTableB4, FormChosenByLeaveOneRankOut) {
+  const auto forms = validate::compare_mtsl_forms(data().model, data().cluster,
+                                                  validate::thesis_mtsl_cells(data().lib, data().fsdp), data().fsdp.residual);
+  const validate::MtslFormScore& best = validate::best_mtsl_form(forms);
+  EXPECT_EQ(best.form, "unit buffers = 4");
+  EXPECT_EQ(best.zeros_wrong, 0);
+  EXPECT_LT(best.mean_error, forms.front().mean_error);  // the searched grid
+  EXPECT_LE(best.worst_error, 0.37);
+}
+
+// The shipped pytorch-fsdp coefficients are the output of fit_residual_to_mtsl, in the form chosen above, on the
+// 12 visible cells.
 TEST(ThesisTableB4, ShippedCoefficientsAreTheFit) {
   const auto& d = data();
   std::vector<MtslObservation> obs;
   for (const Cell& c : d.cells) obs.push_back({d.layout(c.rank, c.tp), c.measured});
-  const MtslFit fit = fit_residual_to_mtsl(d.model, d.cluster, obs, d.fsdp.residual);
+  MtslFitOptions chosen;
+  chosen.unit_buffers_min = chosen.unit_buffers_max = 4;
+  const MtslFit fit = fit_residual_to_mtsl(d.model, d.cluster, obs, d.fsdp.residual, chosen);
   std::printf("fit: fixed %.3f GiB, logits %.2f B, unit buffers %lld; zero misses %d, max %.4f, mean %.4f\n",
               fit.model.fixed_bytes / kGiB, fit.model.logits_bytes_per_element,
               static_cast<long long>(fit.fsdp_unit_buffers), fit.zero_misses, fit.max_rel_error, fit.mean_rel_error);

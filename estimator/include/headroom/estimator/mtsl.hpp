@@ -72,7 +72,8 @@ struct MtslFitOptions {
   double logits_min = 0.0, logits_max = 24.0, logits_step = 0.5;  // B per s·b·v/(t·c) logit
   // FSDP1 at the last unit's backward: computing + prefetched parameters (2), the unsharded gradient and the
   // per-weight gradients gathered into it (2), one gradient awaiting its reduce-scatter, one more all-gather the
-  // rate limiter allows (6)
+  // rate limiter allows (6). The shipped pytorch-fsdp profile fixes it at 4, the candidate with the best
+  // leave-one-rank-out score (tools/validate_memory_forms.hpp compare_mtsl_forms).
   std::int64_t unit_buffers_min = 2, unit_buffers_max = 6;
 };
 
