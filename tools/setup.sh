@@ -20,7 +20,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Python: pytest runs tests/python (ctest's python_bindings), matplotlib draws tools/plot.py's figures.
+# Python: pytest runs tests/python (ctest's python_bindings), matplotlib draws tools/scripts/plot.py's figures.
 python_missing=()
 for m in matplotlib pytest; do
   python3 -c "import $m" 2>/dev/null || python_missing+=("$m")

@@ -225,6 +225,8 @@ void require_quality(std::string_view what, double r2, double min_r2, std::strin
                  std::move(cases));
 }
 
+std::string link_level(int ranks, int gpus_per_node) { return ranks <= gpus_per_node ? "intra" : "inter"; }
+
 std::size_t noisiest(const std::vector<double>& residuals) {
   std::size_t worst = 0;
   for (std::size_t i = 1; i < residuals.size(); ++i)

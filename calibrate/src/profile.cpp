@@ -5,7 +5,6 @@
 #include <ctime>
 #include <map>
 
-#include "headroom/calibrate/sweep.hpp"
 #include "headroom/estimator/atomic_file.hpp"
 #include "headroom/estimator/error.hpp"
 #include "headroom/estimator/json_schema.hpp"

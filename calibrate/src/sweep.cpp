@@ -28,7 +28,6 @@ std::vector<int> group_sizes(int ranks) {
 
 }  // namespace
 
-std::string link_level(int ranks, int gpus_per_node) { return ranks <= gpus_per_node ? "intra" : "inter"; }
 
 std::vector<Case> plan_sweep(const SweepOptions& o) {
   std::vector<Case> plan;

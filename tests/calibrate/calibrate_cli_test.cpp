@@ -16,7 +16,7 @@
 #include "headroom/calibrate/profile.hpp"
 #include "headroom/kernels/harness.hpp"
 #include "headroom/kernels/mpi.hpp"
-#include "test_support.hpp"
+#include "cli_support.hpp"
 
 // ASan: GCC defines __SANITIZE_ADDRESS__, clang (the asan preset) answers __has_feature(address_sanitizer).
 #define HEADROOM_TEST_ASAN 0

@@ -243,7 +243,7 @@ TEST(ProfilerTrace, AttentionOpsAndMalformedTraces) {
 #include "headroom/calibrate/fit_runs.hpp"
 #include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/memory.hpp"
-#include "test_support.hpp"
+#include "cli_support.hpp"
 
 namespace headroom::calibrate {
 namespace {

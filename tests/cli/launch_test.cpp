@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
-#include "../test_support.hpp"
+#include "../cli_support.hpp"
 
 namespace headroom {
 namespace {

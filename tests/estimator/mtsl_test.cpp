@@ -8,7 +8,7 @@
 
 #include "../test_support.hpp"
 #include "headroom/estimator/framework.hpp"
-#include "validate_4d.hpp"
+#include "headroom/calibrate/validate_4d.hpp"
 
 namespace headroom {
 namespace {

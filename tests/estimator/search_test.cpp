@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "../test_support.hpp"
+#include "../cli_support.hpp"
 #include "cli.hpp"
 #include "headroom/estimator/error.hpp"
 #include "headroom/estimator/memory.hpp"

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
-#include "../test_support.hpp"
+#include "../cli_support.hpp"
 #include "headroom/estimator/error.hpp"
 #include "headroom/estimator/sharding.hpp"
 

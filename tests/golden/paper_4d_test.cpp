@@ -4,8 +4,8 @@
 #include "../test_support.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/residual_fit.hpp"
-#include "validate_4d.hpp"
-#include "validate_memory_forms.hpp"
+#include "headroom/calibrate/validate_4d.hpp"
+#include "headroom/calibrate/validate_memory_forms.hpp"
 
 namespace headroom {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "../test_support.hpp"
 #include "headroom/estimator/flops.hpp"
-#include "validate_published.hpp"
+#include "headroom/calibrate/validate_published.hpp"
 
 namespace headroom {
 namespace {

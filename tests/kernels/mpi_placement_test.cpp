@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "headroom/calibrate/fit.hpp"
 #include "headroom/calibrate/sweep.hpp"
 #include "headroom/kernels/mpi.hpp"
 

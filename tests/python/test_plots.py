@@ -1,4 +1,4 @@
-"""Every plot of tools/plot.py, drawn from the headroom package's JSON into a temporary directory, and the
+"""Every plot of tools/scripts/plot.py, drawn from the headroom package's JSON into a temporary directory, and the
 launch export of the package."""
 import importlib.util
 import json
@@ -14,7 +14,7 @@ import headroom
 pytest.importorskip("matplotlib")
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-PLOT_PY = ROOT / "tools" / "plot.py"
+PLOT_PY = ROOT / "tools" / "scripts" / "plot.py"
 PROFILE = ROOT / "data" / "profiles" / "cpu-example-quick.json"
 
 
@@ -75,7 +75,7 @@ def test_paro_and_its_alias(tmp_path):
     src = tmp_path / "fig5.json"
     src.write_text(json.dumps(doc))
     alias = tmp_path / "alias.png"
-    subprocess.run([sys.executable, str(ROOT / "tools" / "plot_paro.py"), str(src), "-o", str(alias)], check=True)
+    subprocess.run([sys.executable, str(ROOT / "tools" / "scripts" / "plot_paro.py"), str(src), "-o", str(alias)], check=True)
     check_png(alias)
 
 

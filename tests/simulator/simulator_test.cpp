@@ -18,7 +18,7 @@
 #include "headroom/simulator/collectives.hpp"
 #include "headroom/simulator/step.hpp"
 #include "headroom/simulator/trace.hpp"
-#include "../test_support.hpp"
+#include "../cli_support.hpp"
 
 namespace headroom {
 namespace {
@@ -247,7 +247,7 @@ TEST(Step, UnevenStagesAgreeWithTheAnalyticalModel) {
 // Issue 18, item 2: on layouts drawn at random (seeded; both Llama models, the three cluster kinds, Megatron with
 // its own, ZeRO-3 and HSDP sharding, PyTorch FSDP; 1F1B, interleaved and GPipe; 1 to 32 micro-batches; every
 // recompute mode), the simulated step and the analytical one agree within 5% on at least 95% and within 15% on all.
-// tools/sim_vs_model_sweep.py runs the same on thousands of layouts through the CLI.
+// tools/scripts/sim_vs_model_sweep.py runs the same on thousands of layouts through the CLI.
 TEST(Step, AgreesWithTheAnalyticalModelOnRandomLayouts) {
   const SpecLibrary lib = test::library();
   std::mt19937 rng(20261124);

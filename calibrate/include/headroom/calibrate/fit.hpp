@@ -102,6 +102,9 @@ class NoisyFit : public Error {
 // `cases` when r2 < min_r2; min_r2 = 0 accepts all.
 void require_quality(std::string_view what, double r2, double min_r2, std::string_view noisiest = "",
                      std::vector<std::string> cases = {});
+// "intra" when `ranks` fit in one node, else "inter": the link level a collective fit describes.
+[[nodiscard]] std::string link_level(int ranks, int gpus_per_node);
+
 // The index of the largest |residual| (the point a failed fit names).
 [[nodiscard]] std::size_t noisiest(const std::vector<double>& residuals);
 

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "headroom/kernels/harness.hpp"
+#include "headroom/kernels/measurement.hpp"
 
 namespace headroom::calibrate {
 

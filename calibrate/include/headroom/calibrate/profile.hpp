@@ -13,7 +13,7 @@
 #include "headroom/calibrate/fit.hpp"
 #include "headroom/estimator/spec.hpp"
 #include "headroom/estimator/throughput.hpp"
-#include "headroom/kernels/harness.hpp"
+#include "headroom/kernels/measurement.hpp"
 
 namespace headroom::calibrate {
 

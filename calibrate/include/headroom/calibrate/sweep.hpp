@@ -52,7 +52,5 @@ int sweep_until_fitted(kernels::Backend& b, const std::vector<kernels::Case>& pl
                        const std::function<void(const std::vector<kernels::Measurement>&)>& checkpoint, int rounds,
                        const std::function<Refit(const std::vector<kernels::Measurement>&, int round)>& refit);
 
-// "intra" when `ranks` fit in one node, else "inter".
-[[nodiscard]] std::string link_level(int ranks, int gpus_per_node);
 
 }  // namespace headroom::calibrate

@@ -16,23 +16,6 @@ struct TimingOptions {
   int max_iterations = 1000;
 };
 
-struct Measurement {
-  Case c;
-  std::string kernel;  // KernelEntry::name
-  double seconds = 0;  // per iteration, in the fastest batch
-  double flops = 0;    // per iteration
-  double bytes = 0;    // per iteration
-  Check check;
-  [[nodiscard]] double flops_per_s() const { return flops / seconds; }
-};
-
-// nccl-tests' definitions (doc/PERFORMANCE.md): algbw = bytes / time, busbw = algbw × factor (collectives.hpp).
-struct BusBandwidth {
-  double algbw = 0;  // bytes/s
-  double busbw = 0;  // bytes/s
-};
-[[nodiscard]] BusBandwidth bus_bandwidth(Collective op, int ranks, double bytes, double seconds);
-
 // The backend's kernel for the case's kind; Error when it has none.
 [[nodiscard]] const KernelEntry& find_kernel(const Backend& b, KernelKind kind);
 

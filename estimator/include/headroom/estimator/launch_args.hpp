@@ -21,7 +21,7 @@
 #include "headroom/estimator/layout.hpp"
 #include "headroom/estimator/spec.hpp"
 
-namespace headroom::cli {
+namespace headroom {
 
 inline constexpr const char* kMegatronVersions = "Megatron-LM core_r0.8.0 .. main (pretrain_gpt.py arguments)";
 inline constexpr const char* kTorchtitanVersions = "torchtitan v0.1.0 .. v0.2.2 (TOML job config)";
@@ -47,4 +47,4 @@ struct LaunchExport {
 // {"megatron": [...], "torchtitan_toml": "...", "fsdp_python": "...", "issues": {...}, "versions": {...}}
 [[nodiscard]] nlohmann::json launch_to_json(const LaunchExport& e);
 
-}  // namespace headroom::cli
+}  // namespace headroom

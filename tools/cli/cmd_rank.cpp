@@ -10,7 +10,7 @@
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/search.hpp"
 #include "headroom/estimator/sharding.hpp"
-#include "launch_args.hpp"
+#include "headroom/estimator/launch_args.hpp"
 
 namespace headroom::cli {
 namespace {

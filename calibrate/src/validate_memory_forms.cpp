@@ -1,4 +1,4 @@
-#include "validate_memory_forms.hpp"
+#include "headroom/calibrate/validate_memory_forms.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "launch_args.hpp"
+#include "headroom/estimator/launch_args.hpp"
 
 #include <algorithm>
 #include <sstream>
@@ -6,7 +6,7 @@
 
 #include "headroom/estimator/sharding.hpp"
 
-namespace headroom::cli {
+namespace headroom {
 namespace {
 
 std::string num(std::int64_t v) { return std::to_string(v); }
@@ -315,4 +315,4 @@ nlohmann::json launch_to_json(const LaunchExport& e) {
           {"versions", {{"megatron", kMegatronVersions}, {"torchtitan", kTorchtitanVersions}, {"fsdp", kPytorchVersions}}}};
 }
 
-}  // namespace headroom::cli
+}  // namespace headroom

@@ -1,4 +1,4 @@
-#include "validate_published.hpp"
+#include "headroom/calibrate/validate_published.hpp"
 
 #include <algorithm>
 #include <cmath>

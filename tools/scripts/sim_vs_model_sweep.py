@@ -7,7 +7,7 @@ interleaved with 2 or 4 virtual stages and GPipe; 1 to 32 micro-batches per pipe
 recompute) and lists every layout whose simulated step differs from the analytical one by more than the
 tolerance, with the share within it and the worst ratio.
 
-    tools/sim_vs_model_sweep.py [--headroom build/bin/headroom] [--count 400] [--seed 1] [--tolerance 0.05]
+    tools/scripts/sim_vs_model_sweep.py [--headroom build/bin/headroom] [--count 400] [--seed 1] [--tolerance 0.05]
 """
 import argparse
 import itertools

@@ -1,4 +1,4 @@
-#include "validate_thesis_perf.hpp"
+#include "headroom/calibrate/validate_thesis_perf.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "headroom/estimator/error.hpp"
-#include "validate_perf.hpp"
+#include "headroom/calibrate/validate_perf.hpp"
 
 namespace headroom::validate {
 namespace {

@@ -1,4 +1,4 @@
-#include "validate_perf.hpp"
+#include "headroom/calibrate/validate_perf.hpp"
 
 #include <algorithm>
 #include <cmath>

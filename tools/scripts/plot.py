@@ -4,12 +4,12 @@
 Each subcommand reads the `--json` document of one headroom command from a file or stdin (-), or, with the
 command's flags after `--`, runs that command through the `headroom` Python package (PYTHONPATH=build/python):
 
-    tools/plot.py memory  est.json -o memory.png      # headroom estimate ... --json
-    tools/plot.py mtsl    a.json b.json -o mtsl.png   # headroom mtsl --sweep lora-rank=...|gpus=... --json, a curve each
-    tools/plot.py rank    rank.json -o rank.png       # headroom rank ... --top 200 --json
-    tools/plot.py paro    fig5.json -o fig5.png       # headroom comm --compare ... --json (PaRO Figure 5)
-    tools/plot.py calibration data/profiles/cpu-example-quick.json -o fits.png   # headroom calibrate profile
-    tools/plot.py memory -o memory.png -- --model llama3.1-8b --gpu h100-94gb --seq 8192 --tp 2 --gpus 8
+    tools/scripts/plot.py memory  est.json -o memory.png      # headroom estimate ... --json
+    tools/scripts/plot.py mtsl    a.json b.json -o mtsl.png   # headroom mtsl --sweep lora-rank=...|gpus=... --json, a curve each
+    tools/scripts/plot.py rank    rank.json -o rank.png       # headroom rank ... --top 200 --json
+    tools/scripts/plot.py paro    fig5.json -o fig5.png       # headroom comm --compare ... --json (PaRO Figure 5)
+    tools/scripts/plot.py calibration data/profiles/cpu-example-quick.json -o fits.png   # headroom calibrate profile
+    tools/scripts/plot.py memory -o memory.png -- --model llama3.1-8b --gpu h100-94gb --seq 8192 --tp 2 --gpus 8
 
 The image format follows the extension (PNG, SVG, PDF); the file is written atomically (temporary file, rename).
 """

@@ -3,13 +3,13 @@
 # made from data/ and tests/data/, prints per target the executions run and the crashes found, and fails on
 # any crash, leak, timeout or out-of-memory.
 #
-#   tools/run-fuzz.sh [BUILD_DIR [TARGET...]]     BUILD_DIR defaults to build-asan, TARGET to all seven
+#   tools/scripts/run-fuzz.sh [BUILD_DIR [TARGET...]]     BUILD_DIR defaults to build-asan, TARGET to all seven
 #
 # FUZZ_SECONDS  time per target (default 30)       FUZZ_JOBS     targets run at once (default 2)
 # FUZZ_TIMEOUT  seconds one input may take (30)    FUZZ_WORK     corpora, logs, crash files (BUILD_DIR/fuzz)
 # A crash leaves its input in FUZZ_WORK/TARGET/; `BUILD_DIR/bin/TARGET FILE` replays it.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build-asan}" && pwd)
 shift $(($# > 0 ? 1 : 0))
 targets=("$@")
@@ -82,7 +82,7 @@ dictionary() {
     fuzz_cli)
       {
         printf '"%s"\n' calibrate comm estimate launch mtsl rank simulate --help model.json config.json profile.json perf.json
-        grep -ohE -- '--[a-z][a-z0-9-]+' "$root"/tools/cmd_*.cpp "$root"/tools/cli*.cpp | sort -u | sed 's/.*/"&"/'
+        grep -ohE -- '--[a-z][a-z0-9-]+' "$root"/tools/cli/cmd_*.cpp "$root"/tools/cli/cli*.cpp | sort -u | sed 's/.*/"&"/'
         for f in "$data"/{models,gpus,clusters,frameworks}/*.json; do f=${f##*/}; printf '"%s"\n' "${f%.json}"; done
       } >"$out" ;;
     *)

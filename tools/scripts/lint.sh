@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The lint gate: clang-tidy (checks in .clang-tidy, tests/ and tools/.clang-tidy) and cppcheck (suppressions in
-# tools/cppcheck-suppressions.txt) over every C++ translation unit of a configured build (estimator, simulator,
+# tools/scripts/cppcheck-suppressions.txt) over every C++ translation unit of a configured build (estimator, simulator,
 # calibrate, the CPU parts of kernels, tools (with tools/bench), tests), and no -Wall -Wextra -Wpedantic warning in that
 # build. Exits 1 on any finding. The CUDA/HIP sources (kernels/gpu/*.cu) are not in a CPU build's
 # compile_commands.json and are not linted here; nvcc and hipcc compile them with their own warnings.
 #
-#   tools/lint.sh [BUILD_DIR [BUILD_LOG]]
+#   tools/scripts/lint.sh [BUILD_DIR [BUILD_LOG]]
 #
 # BUILD_DIR: a configured build (default build, the release preset's); its compile_commands.json is used.
 # BUILD_LOG: the output of a from-scratch `cmake --build` of BUILD_DIR (.ci/run keeps build/build.log); any
@@ -16,7 +16,7 @@
 #   minutes on 2 cores, which is why CI leaves it out).
 # With a build log, the whole gate takes about 4 minutes on 2 cores, nearly all of it clang-tidy.
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
+root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$(cd "${1:-$root/build}" && pwd)"
 log="${2:-}"
 jobs="${LINT_JOBS:-2}"
@@ -50,7 +50,7 @@ done_step "clang-tidy $([ $status = 0 ] && echo clean || echo FAILED)"
 step "cppcheck"
 if ! cppcheck --project="$db" --file-filter="$root/*" -i "$build" --std=c++20 --library=googletest \
     --enable=warning,style,performance,portability --inline-suppr \
-    --suppressions-list="$root/tools/cppcheck-suppressions.txt" --error-exitcode=1 --quiet -j "$jobs" \
+    --suppressions-list="$root/tools/scripts/cppcheck-suppressions.txt" --error-exitcode=1 --quiet -j "$jobs" \
     --template='{file}:{line}:{column}: {severity}: {message} [{id}]'; then
   status=1
   done_step "cppcheck FAILED"

@@ -6,7 +6,7 @@
 #include "commands.hpp"
 #include "headroom/estimator/error.hpp"
 #include "headroom/estimator/sharding.hpp"
-#include "launch_args.hpp"
+#include "headroom/estimator/launch_args.hpp"
 
 namespace headroom::cli {
 namespace {

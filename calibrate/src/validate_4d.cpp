@@ -1,4 +1,4 @@
-#include "validate_4d.hpp"
+#include "headroom/calibrate/validate_4d.hpp"
 
 #include <algorithm>
 #include <cmath>

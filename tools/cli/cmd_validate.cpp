@@ -7,11 +7,11 @@
 #include "commands.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/residual_fit.hpp"
-#include "validate_4d.hpp"
-#include "validate_memory_forms.hpp"
-#include "validate_perf.hpp"
-#include "validate_published.hpp"
-#include "validate_thesis_perf.hpp"
+#include "headroom/calibrate/validate_4d.hpp"
+#include "headroom/calibrate/validate_memory_forms.hpp"
+#include "headroom/calibrate/validate_perf.hpp"
+#include "headroom/calibrate/validate_published.hpp"
+#include "headroom/calibrate/validate_thesis_perf.hpp"
 
 namespace headroom::cli {
 namespace {
