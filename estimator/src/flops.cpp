@@ -1,11 +1,12 @@
 #include "headroom/estimator/flops.hpp"
 
 #include "headroom/estimator/lora.hpp"
+#include "headroom/estimator/units.hpp"
 
 namespace headroom {
 namespace {
 
-double d(std::int64_t v) { return static_cast<double>(v); }
+using units::d;
 
 double gated_multiplier(const ModelSpec& m) { return m.mlp == Mlp::swiglu ? 1.5 : 1.0; }
 

@@ -1,12 +1,13 @@
 #include "headroom/estimator/framework.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "headroom/estimator/error.hpp"
-#include "headroom/estimator/memory.hpp"
+#include "headroom/estimator/units.hpp"
 
 namespace headroom {
 
@@ -38,20 +39,16 @@ Schedule parse_schedule(std::string_view text) {
 }
 
 Shard parse_shard(std::string_view text) {
-  if (text == "N") return Shard::none;
-  if (text == "I") return Shard::intra;
-  if (text == "G") return Shard::global;
-  throw Error("unknown shard code '" + std::string(text) + "' (valid: N, I, G)");
+  const auto s = text.size() == 1 && text[0] >= 'A' && text[0] <= 'Z' ? shard_from_letter(text[0]) : std::nullopt;
+  if (!s) throw Error("unknown shard code '" + std::string(text) + "' (valid: N, I, G)");
+  return *s;
 }
 
 StateSharding parse_sharding_code(std::string_view code) {
-  if (code.size() != 3)
-    throw Error("sharding code '" + std::string(code) + "' must be three letters of N, I, G (P, G, OS), e.g. NNG");
-  try {
-    return {parse_shard(code.substr(0, 1)), parse_shard(code.substr(1, 1)), parse_shard(code.substr(2, 1))};
-  } catch (const Error& e) {
-    throw Error("sharding code '" + std::string(code) + "': " + e.what());
-  }
+  const bool upper = std::all_of(code.begin(), code.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
+  const auto s = upper ? sharding_from_code(code) : std::nullopt;
+  if (!s) throw Error("sharding code '" + std::string(code) + "' must be three letters of N, I, G (P, G, OS), e.g. NNG");
+  return *s;
 }
 
 Layout default_layout(const FrameworkProfile& f) {

@@ -9,6 +9,22 @@
 #include "headroom/estimator/spec.hpp"
 
 namespace headroom {
+
+std::optional<Shard> shard_from_letter(char c) {
+  switch (c) {
+    case 'N': case 'n': return Shard::none;
+    case 'I': case 'i': return Shard::intra;
+    case 'G': case 'g': return Shard::global;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<StateSharding> sharding_from_code(std::string_view code) {
+  if (code.size() != 3) return std::nullopt;
+  const auto p = shard_from_letter(code[0]), g = shard_from_letter(code[1]), o = shard_from_letter(code[2]);
+  if (!p || !g || !o) return std::nullopt;
+  return StateSharding{*p, *g, *o};
+}
 namespace {
 
 void require_positive(std::int64_t value, const char* name) {

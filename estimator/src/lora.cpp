@@ -3,11 +3,12 @@
 #include <array>
 
 #include "headroom/estimator/error.hpp"
+#include "headroom/estimator/units.hpp"
 
 namespace headroom {
 namespace {
 
-double d(std::int64_t v) { return static_cast<double>(v); }
+using units::d;
 
 struct TargetName {
   LoraTarget target;

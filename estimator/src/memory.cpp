@@ -3,11 +3,12 @@
 #include <algorithm>
 
 #include "headroom/estimator/lora.hpp"
+#include "headroom/estimator/units.hpp"
 
 namespace headroom {
 namespace {
 
-double d(std::int64_t v) { return static_cast<double>(v); }
+using units::d;
 
 double kv_ratio(const ModelSpec& m) { return d(m.num_kv_heads) / d(m.num_heads); }  // k/a
 

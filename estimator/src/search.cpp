@@ -32,10 +32,6 @@ bool compare(std::int64_t a, Constraint::Op op, std::int64_t b) {
   return true;
 }
 
-bool same(const StateSharding& a, const StateSharding& b) {
-  return a.params == b.params && a.grads == b.grads && a.optimizer == b.optimizer;
-}
-
 // Keeps `best` sorted by step time, at most `top` long, within its reserved capacity.
 void insert_top(std::vector<RankedLayout>& best, std::size_t top, const RankedLayout& r) {
   if (top == 0 || (best.size() == top && r.step_time_s >= best.back().step_time_s)) return;
@@ -106,7 +102,7 @@ bool satisfies(const Layout& l, const Constraint& c) {
     case Constraint::Field::vpp: return compare(l.vpp, c.op, c.value);
     case Constraint::Field::mbs: return compare(l.mbs, c.op, c.value);
     case Constraint::Field::recompute: return l.recompute == c.recompute;
-    case Constraint::Field::sharding: return same(l.sharding, c.sharding);
+    case Constraint::Field::sharding: return l.sharding == c.sharding;
     case Constraint::Field::schedule: return l.schedule == c.schedule;
   }
   return true;

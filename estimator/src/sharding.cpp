@@ -5,11 +5,12 @@
 #include <cmath>
 
 #include "headroom/estimator/error.hpp"
+#include "headroom/estimator/units.hpp"
 
 namespace headroom {
 namespace {
 
-double d(std::int64_t v) { return static_cast<double>(v); }
+using units::d;
 
 constexpr Shard N = Shard::none;
 constexpr Shard I = Shard::intra;
@@ -40,20 +41,7 @@ constexpr std::string_view kValidNames =
     "ddp, zero1, zero2, zero3, fsdp, mics, hsdp, zero++, rtp (out-of-place), rtp-inplace, paro-XYZ for the 14 "
     "PaRO codes, or any code XYZ of N/I/G for P, G, OS (e.g. IIG)";
 
-bool same(const StateSharding& a, const StateSharding& b) {
-  return a.params == b.params && a.grads == b.grads && a.optimizer == b.optimizer;
-}
-
 char letter(Shard s) { return s == N ? 'N' : s == I ? 'I' : 'G'; }
-
-bool shard_from_letter(char c, Shard& out) {
-  switch (c) {
-    case 'n': out = N; return true;
-    case 'i': out = I; return true;
-    case 'g': out = G; return true;
-    default: return false;
-  }
-}
 
 // Lower case without '-', '_' and blanks, so that "ZeRO-3", "zero_3" and "zero3" are one name.
 std::string normalise(std::string_view name) {
@@ -63,11 +51,6 @@ std::string normalise(std::string_view name) {
     out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
   return out;
-}
-
-bool parse_code(std::string_view code, StateSharding& out) {
-  return code.size() == 3 && shard_from_letter(code[0], out.params) && shard_from_letter(code[1], out.grads) &&
-         shard_from_letter(code[2], out.optimizer);
 }
 
 Strategy flat(std::string name, StateSharding s) {
@@ -134,7 +117,9 @@ Strategy parse_strategy(std::string_view name) {
   }
   const bool paro = n.size() == 7 && n.starts_with("paro");
   Strategy st;
-  if (!parse_code(paro ? std::string_view(n).substr(4) : std::string_view(n), st.sharding))
+  const auto code_sharding = sharding_from_code(paro ? std::string_view(n).substr(4) : std::string_view(n));
+  if (code_sharding) st.sharding = *code_sharding;
+  if (!code_sharding)
     throw Error("unknown sharding strategy '" + std::string(name) + "' (valid: " + std::string(kValidNames) + ")");
   const std::string code = sharding_code(st.sharding);
   if (paro && !satisfies_principle1(st.sharding))
@@ -216,7 +201,7 @@ bool Table1Row::recommended(TrainableRegime r) const {
 std::span<const Table1Row> paro_table1() { return kTable1; }
 
 const Table1Row* table1_row(const StateSharding& s) {
-  const auto it = std::find_if(kTable1.begin(), kTable1.end(), [&](const Table1Row& r) { return same(r.sharding, s); });
+  const auto it = std::find_if(kTable1.begin(), kTable1.end(), [&](const Table1Row& r) { return r.sharding == s; });
   return it == kTable1.end() ? nullptr : &*it;
 }
 

@@ -14,11 +14,12 @@
 #include "headroom/estimator/lora.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/sharding.hpp"
+#include "headroom/estimator/units.hpp"
 
 namespace headroom {
 namespace {
 
-double d(std::int64_t v) { return static_cast<double>(v); }
+using units::d;
 
 bool same_name(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](unsigned char x, unsigned char y) {

@@ -11,13 +11,14 @@
 #include "headroom/estimator/flops.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/sharding.hpp"
+#include "headroom/estimator/units.hpp"
 #include "headroom/simulator/collectives.hpp"
 #include "headroom/simulator/schedules.hpp"
 
 namespace headroom::sim {
 namespace {
 
-double d(std::int64_t v) { return static_cast<double>(v); }
+using units::d;
 
 // Megatron-LM rank order: TP innermost, then CP, DP, PP.
 struct Ranks {

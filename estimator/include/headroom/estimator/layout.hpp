@@ -21,7 +21,13 @@ struct StateSharding {
   Shard params = Shard::none;
   Shard grads = Shard::none;
   Shard optimizer = Shard::global;  // Megatron-LM's distributed optimizer (ZeRO-1 over DP×CP)
+  bool operator==(const StateSharding&) const = default;
 };
+
+// The one parser of sharding codes (PaRO's notation): a letter N, I or G (either case) → Shard; three of them
+// (params, grads, optimizer states), e.g. "NNG" → StateSharding; nullopt for anything else.
+[[nodiscard]] std::optional<Shard> shard_from_letter(char c);
+[[nodiscard]] std::optional<StateSharding> sharding_from_code(std::string_view code);
 
 // Numeric formats and optimizer of the training run, bytes per parameter.
 struct Precision {

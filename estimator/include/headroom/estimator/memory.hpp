@@ -10,10 +10,10 @@
 #include "headroom/estimator/layout.hpp"
 #include "headroom/estimator/residual.hpp"
 #include "headroom/estimator/spec.hpp"
+#include "headroom/estimator/units.hpp"
 
 namespace headroom {
 
-inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // ---- parameter counts (elements) ----
 [[nodiscard]] double attention_parameters_per_layer(const ModelSpec& m);
