@@ -105,70 +105,41 @@ void LayoutOptions::add_to(CLI::App& app, bool need_seq) {
 }
 
 Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) const {
-  Layout l = default_layout(f);
-  if (!lora_rank.empty()) l.lora.rank = parse_count("--lora-rank", lora_rank);
+  LayoutRequest r;
+  if (!lora_rank.empty()) r.lora_rank = parse_count("--lora-rank", lora_rank);
   if (!lora_targets.empty()) {
     if (lora_rank.empty()) throw Error("--lora-targets needs --lora-rank");
-    l.lora.targets = parse_lora_targets(lora_targets);
+    r.lora_targets = parse_lora_targets(lora_targets);
   }
   if (!sharding.empty()) {
     try {
-      l.sharding = parse_sharding(sharding);
+      r.sharding = parse_sharding(sharding);
     } catch (const Error& e) {
       throw Error(std::string("--sharding: ") + e.what());
     }
   }
   if (no_sp && sp) throw Error("--no-sp and --sequence-parallel contradict each other");
   if (no_flash && flash) throw Error("--no-flash-attn and --use-flash-attn contradict each other");
-  if (no_sp) l.sequence_parallel = false;
-  if (sp) l.sequence_parallel = true;
-  if (no_flash) l.flash_attention = false;
-  if (flash) l.flash_attention = true;
-  if (!recompute.empty()) l.recompute = parse_recompute(recompute);
-  l.tp = parse_count("--tp", tp);
-  l.cp = parse_count("--cp", cp);
-  l.pp = parse_count("--pp", pp);
-  l.vpp = parse_count("--vpp", vpp);
+  if (no_sp || sp) r.sequence_parallel = sp;
+  if (no_flash || flash) r.flash_attention = flash;
+  if (!recompute.empty()) r.recompute = parse_recompute(recompute);
+  r.tp = parse_count("--tp", tp);
+  r.cp = parse_count("--cp", cp);
+  r.pp = parse_count("--pp", pp);
+  r.vpp = parse_count("--vpp", vpp);
   if (!first_stage_layers.empty())
-    l.split.first_stage_layers = parse_count("--decoder-first-pipeline-num-layers", first_stage_layers);
+    r.split.first_stage_layers = parse_count("--decoder-first-pipeline-num-layers", first_stage_layers);
   if (!last_stage_layers.empty())
-    l.split.last_stage_layers = parse_count("--decoder-last-pipeline-num-layers", last_stage_layers);
-  l.split.embedding_in_split = embedding_in_split;
-  l.split.loss_in_split = loss_in_split;
-  if (!l.split.even() && !f.uneven_pipeline_stages)
-    throw Error("framework " + f.name + " does not split pipeline stages unevenly (--decoder-first/last-pipeline-" +
-                "num-layers, --account-for-*-in-pipeline-split are Megatron-LM's: --framework megatron)");
-  l.mbs = parse_count("--mbs", mbs);
-  l.seq = seq.empty() && seq_optional ? (l.cp > 1 ? 2 * l.cp : 1) : parse_count("--seq", seq);
-  if (!schedule.empty()) l.schedule = parse_schedule(schedule);
-  if (l.vpp > 1 && !schedule.empty() && l.schedule != Schedule::interleaved)
-    throw Error("--vpp " + vpp + " (virtual stages) needs the interleaved schedule, not --schedule " + schedule);
-  if (l.vpp > 1 && schedule.empty()) l.schedule = Schedule::interleaved;
-  if (l.schedule == Schedule::interleaved && l.vpp == 1)
-    throw Error("--schedule interleaved needs --vpp > 1 (virtual stages per GPU)");
-  if (gpus.empty() && dp.empty()) throw Error("give --gpus (DP derived as N / (t·c·p)) or --dp");
-  validate_model_split(model, l);
-  const std::int64_t model_parallel = l.tp * l.cp;  // each ≤ 10^12 only if checked: keep products bounded
-  if (model_parallel / l.cp != l.tp || model_parallel > kMaxCount || model_parallel * l.pp > kMaxCount)
-    throw Error("t·c·p is too large (the product must stay at most 10^12)");
-  const std::int64_t tcp = model_parallel * l.pp;
-  if (!dp.empty()) {
-    l.dp = parse_count("--dp", dp);
-    if (l.dp > kMaxCount / tcp) throw Error("--dp " + dp + " makes more than 10^12 GPUs");
-  }
-  if (!gpus.empty()) {
-    const std::int64_t n = parse_count("--gpus", gpus);
-    const std::string tcp_text = "t·c·p = " + std::to_string(l.tp) + "·" + std::to_string(l.cp) + "·" +
-                                 std::to_string(l.pp) + " = " + std::to_string(tcp);
-    if (n % tcp != 0) throw Error(tcp_text + " does not divide --gpus " + std::to_string(n));
-    if (!dp.empty() && n != tcp * l.dp)
-      throw Error("--gpus " + std::to_string(n) + " is not " + tcp_text + " times --dp " + dp);
-    l.dp = n / tcp;
-  }
-  if (l.mbs > kMaxCount / l.dp) throw Error("dp·mbs is larger than 10^12 sequences");
-  l.gbs = gbs.empty() ? l.dp * l.mbs : parse_count("--gbs", gbs);
-  validate_layout(model, l);
-  return l;
+    r.split.last_stage_layers = parse_count("--decoder-last-pipeline-num-layers", last_stage_layers);
+  r.split.embedding_in_split = embedding_in_split;
+  r.split.loss_in_split = loss_in_split;
+  r.mbs = parse_count("--mbs", mbs);
+  r.seq = seq.empty() && seq_optional ? (r.cp > 1 ? 2 * r.cp : 1) : parse_count("--seq", seq);
+  if (!schedule.empty()) r.schedule = parse_schedule(schedule);
+  if (!dp.empty()) r.dp = parse_count("--dp", dp);
+  if (!gpus.empty()) r.gpus = parse_count("--gpus", gpus);
+  if (!gbs.empty()) r.gbs = parse_count("--gbs", gbs);
+  return build_layout(model, f, r);
 }
 
 void refuse_given(const CLI::App& app, std::initializer_list<const char*> flags, std::string_view why) {

@@ -17,17 +17,9 @@
 
 namespace headroom::cli {
 
-// Largest count accepted on the command line: keeps every product of two counts inside int64.
-inline constexpr std::int64_t kMaxCount = 1'000'000'000'000;  // 10^12
-
 // Parses a positive integer such as "8192" (also "8e3" when it is an integer); rejects zero,
 // negatives, fractions, garbage and values above kMaxCount with an Error naming `flag`.
 std::int64_t parse_count(std::string_view flag, std::string_view text);
-
-struct Output {
-  std::ostream& out;
-  bool json = false;
-};
 
 // --model/--gpu/--cluster/--framework/--data-dir, shared by every subcommand that needs specs.
 struct SpecOptions {

@@ -1,6 +1,8 @@
 // A training framework's defaults (data/frameworks/*.json): what `--framework megatron` means.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +42,25 @@ struct FrameworkProfile {
 // A layout carrying the framework's defaults (SP, attention, schedule, recompute, precision, sharding);
 // the parallel sizes, batch and sequence are left at 1 for the caller to set.
 [[nodiscard]] Layout default_layout(const FrameworkProfile& f);
+
+// What a user asks for, typed (the CLI's layout flags, the Python Planner's keywords): 0 / nullopt = not given.
+struct LayoutRequest {
+  std::int64_t tp = 1, cp = 1, pp = 1, vpp = 1, mbs = 1;
+  std::int64_t seq = 0;
+  std::int64_t gpus = 0, dp = 0, gbs = 0;  // DP from gpus / (t·c·p) unless dp is given; gbs default dp·mbs
+  std::optional<Recompute> recompute;
+  std::optional<Schedule> schedule;          // default: the framework's, interleaved when vpp > 1
+  std::optional<StateSharding> sharding;
+  std::optional<bool> sequence_parallel, flash_attention;
+  std::int64_t lora_rank = 0;
+  std::optional<unsigned> lora_targets;      // LoraTarget bits; needs lora_rank
+  PipelineSplit split;
+};
+// The framework's defaults, then the request; every size checked (each at most 10^12 and their products too),
+// then validate_model_split and validate_layout. Errors name the field as the CLI flag (--tp, --gpus, ...).
+[[nodiscard]] Layout build_layout(const ModelSpec& model, const FrameworkProfile& framework, const LayoutRequest& r);
+// Largest count accepted (sizes, batch, sequence): keeps every product of two counts inside int64.
+inline constexpr std::int64_t kMaxCount = 1'000'000'000'000;  // 10^12
 [[nodiscard]] Recompute parse_recompute(std::string_view text);  // throws Error listing the valid names
 [[nodiscard]] Schedule parse_schedule(std::string_view text);
 [[nodiscard]] Shard parse_shard(std::string_view text);
