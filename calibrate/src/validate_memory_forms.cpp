@@ -198,6 +198,7 @@ ThesisMtslValidation validate_thesis_mtsl(const SpecLibrary& lib, const Framewor
   v.forms = compare_mtsl_forms(m, c, cells, fsdp.residual);
   v.best = static_cast<std::size_t>(&best_mtsl_form(v.forms) - v.forms.data());
   std::vector<MtslObservation> all;
+  all.reserve(cells.size());
   for (const auto& cell : cells) all.push_back(cell.observation);
   v.refit = fit_residual_to_mtsl(m, c, all, fsdp.residual, v.forms[v.best].options);
   const auto close = [](double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)); };

@@ -6,6 +6,7 @@
 
 #include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/memory.hpp"
+#include "headroom/estimator/throughput.hpp"
 
 namespace {
 
@@ -59,6 +60,37 @@ void BM_EstimateAllStages(benchmark::State& state) {
   state.SetLabel("estimates");
 }
 BENCHMARK(BM_EstimateAllStages);
+
+// The step time of one layout with the coefficients resolved once (what rank and Planner.estimate_many call).
+void BM_EstimatePerf(benchmark::State& state) {
+  const Fixture& f = fixture();
+  const PerfCoefficients k = default_perf_coefficients(f.lib, f.framework.name);
+  const PerfContext ctx(k, f.cluster);
+  std::size_t i = 0;
+  for ([[maybe_unused]] auto _ : state) {
+    benchmark::DoNotOptimize(estimate_perf(f.model, ctx, f.layouts[i]));
+    i = (i + 1) % f.layouts.size();
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel("estimates");
+}
+BENCHMARK(BM_EstimatePerf);
+
+// A layout from what a user asks for, checked (build_layout: defaults, cross-field checks, validate_layout).
+void BM_BuildLayout(benchmark::State& state) {
+  const Fixture& f = fixture();
+  std::size_t i = 0;
+  for ([[maybe_unused]] auto _ : state) {
+    const Layout& l = f.layouts[i];
+    LayoutRequest r;
+    r.tp = l.tp, r.cp = l.cp, r.pp = l.pp, r.mbs = 1, r.seq = l.seq, r.gbs = 1024 * 8, r.dp = l.dp;
+    benchmark::DoNotOptimize(build_layout(f.model, f.framework, r));
+    i = (i + 1) % f.layouts.size();
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel("layouts");
+}
+BENCHMARK(BM_BuildLayout);
 
 }  // namespace
 

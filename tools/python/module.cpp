@@ -12,6 +12,7 @@
 #include "headroom/calibrate/profile.hpp"
 #include "headroom/estimator/error.hpp"
 #include "headroom/estimator/spec.hpp"
+#include "planner.hpp"
 
 namespace py = pybind11;
 
@@ -46,4 +47,5 @@ PYBIND11_MODULE(_headroom, m) {
   m.def("run", &run, py::arg("args"),
         "Run `headroom ARGS...`; returns (exit code, stdout, stderr).");
   m.def("load_profile", &load_profile, py::arg("path"), "A validated calibration profile as JSON text.");
+  headroom::python::bind_planner(m);
 }

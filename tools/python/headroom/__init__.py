@@ -1,6 +1,19 @@
 """headroom: memory and throughput planning for large-language-model training.
 
-Every function takes the command line's flags as keyword arguments (``tp=2`` for ``--tp 2``, ``no_sp=True``
+``Planner`` is the typed API: the model, cluster and framework are resolved once, then each layout is priced by the
+estimator directly (microseconds, not the command line's milliseconds), with objects whose fields equal
+``headroom estimate --json``'s:
+
+    >>> import headroom
+    >>> p = headroom.Planner(model="llama3.1-8b", gpu="h100-94gb", framework="megatron")
+    >>> r = p.estimate(seq=8192, tp=2, gpus=8, gbs=1024)
+    >>> r.memory.verdict, round(r.memory.peak_gib, 2) == round(r.memory.stages[0].total / 2**30, 2)
+    ('fits', True)
+    >>> cols = p.estimate_many({"tp": [1, 2, 4, 8], "seq": 8192, "gpus": 64, "gbs": 1024})
+    >>> cols["memory.verdict"].tolist()
+    ['uncertain', 'fits', 'fits', 'fits']
+
+The functions below take the command line's flags as keyword arguments (``tp=2`` for ``--tp 2``, ``no_sp=True``
 for ``--no-sp``, lists for comma-separated values or repeated flags such as ``constraint=[...]``) and returns the
 plain ``dict`` that the same command prints with ``--json``. Bad input raises ``ValueError`` with the command
 line's one-line message; a failure of headroom itself raises ``InternalError``.
@@ -25,7 +38,7 @@ if _PACKAGE_DATA.is_dir() and not os.environ.get("HEADROOM_DATA_DIR"):
 
 from . import _headroom  # noqa: E402
 
-__all__ = ["estimate", "mtsl", "rank", "launch", "comm", "simulate", "calibrate", "validate", "load_profile", "run",
+__all__ = ["Planner", "Estimate", "estimate", "mtsl", "rank", "launch", "comm", "simulate", "calibrate", "validate", "load_profile", "run",
            "help", "InternalError"]
 
 
@@ -126,6 +139,35 @@ def calibrate(**kwargs: Any) -> dict:
 def validate(**kwargs: Any) -> dict:
     """``headroom validate``: the published tables reproduced; raises CheckFailed if a check fails."""
     return _json("validate", kwargs)
+
+
+Estimate = _headroom.Estimate
+
+
+class Planner(_headroom.Planner):
+    """A model on a cluster under a framework, resolved once (specs, coefficients, calibration profile).
+
+    ``estimate(**layout)`` returns an ``Estimate`` (``r.memory.peak_gib``, ``r.memory.verdict``,
+    ``r.memory.stages[i].activations``, ``r.perf.step_time_s``, ``r.perf.breakdown.dp_comm_s``, ...), equal to
+    ``headroom estimate --json``; ``estimate_many(columns)`` prices many layouts at once into NumPy columns keyed
+    like the JSON paths; ``mtsl(**layout)`` the longest trainable sequence; ``rank(**search)`` the command line's
+    ``rank`` document for this model, cluster and framework. Layout keywords are the command line's layout flags
+    with ``_`` for ``-`` (``seq``, ``tp``, ``cp``, ``pp``, ``vpp``, ``mbs``, ``gpus`` or ``dp``, ``gbs``,
+    ``recompute``, ``schedule``, ``sharding``, ``sequence_parallel``, ``flash_attention``, ``lora_rank``,
+    ``lora_targets``). Bad values raise ``ValueError`` naming the keyword; an unknown keyword ``TypeError``.
+    """
+
+    def __init__(self, *, model: str, cluster: str = "", gpu: str = "", framework: str = "megatron",
+                 profile: str | os.PathLike = "", data_dir: str | os.PathLike = "") -> None:
+        profile, data_dir = os.fspath(profile), os.fspath(data_dir)
+        super().__init__(model=model, cluster=cluster, gpu=gpu, framework=framework, profile=profile,
+                         data_dir=data_dir)
+        self._specs = {key: value for key, value in dict(model=model, cluster=cluster, gpu=gpu, framework=framework,
+                                                         profile=profile, data_dir=data_dir).items() if value}
+
+    def rank(self, **search: Any) -> dict:
+        """``headroom rank`` for this planner's model, cluster and framework: every valid layout that fits."""
+        return rank(**self._specs, **search)
 
 
 def load_profile(path: str | os.PathLike) -> dict:

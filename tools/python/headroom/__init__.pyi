@@ -1,6 +1,8 @@
 # Type stubs for the headroom package. Keyword arguments are the command line's flags (see README).
 import os
-from typing import Any
+from typing import Any, Mapping, Sequence
+
+import numpy as np
 
 __version__: str
 
@@ -33,3 +35,73 @@ def simulate(**flags: Any) -> dict[str, Any]: ...
 def calibrate(**flags: Any) -> dict[str, Any]: ...
 def validate(**flags: Any) -> dict[str, Any]: ...
 def load_profile(path: str | os.PathLike[str]) -> dict[str, Any]: ...
+
+class Stage:
+    """Memory of one pipeline stage, bytes per GPU (integers, as in the JSON)."""
+    stage: int
+    params: int
+    grads: int
+    optimizer: int
+    activations: int
+    residual: int
+    total: int
+
+class Memory:
+    paper_total_gib: float
+    peak_gib: float
+    peak_stage: int
+    capacity_gib: float
+    margin_gib: float
+    verdict: str  # "fits", "oom" or "uncertain"
+    peak_gib_interval: tuple[float, float] | None
+    stages: list[Stage]
+
+class Breakdown:
+    gemm_s: float
+    attention_s: float
+    elementwise_s: float
+    compute_s: float
+    overhead_s: float
+    tp_comm_s: float
+    cp_comm_s: float
+    pp_comm_s: float
+    dp_comm_s: float
+    bubble_s: float
+    optimizer_s: float
+    slowest_stage: int
+
+class Perf:
+    step_time_s: float
+    step_time_s_interval: tuple[float, float] | None
+    tokens_per_s: float
+    tflops_per_gpu: float
+    mfu: float
+    pts_s: float
+    model_flops_per_step: float
+    coefficients: str
+    coefficients_source: str
+    coefficients_gpu: str
+    link_coefficients_source: str
+    breakdown: Breakdown
+
+class Estimate:
+    """One layout's memory and speed, equal to ``headroom estimate --json``."""
+    memory: Memory
+    perf: Perf
+
+class Planner:
+    def __init__(self, *, model: str, cluster: str = ..., gpu: str = ..., framework: str = ...,
+                 profile: str | os.PathLike[str] = ..., data_dir: str | os.PathLike[str] = ...) -> None: ...
+    def estimate(self, *, seq: int, tp: int = ..., cp: int = ..., pp: int = ..., vpp: int = ..., mbs: int = ...,
+                 gpus: int | None = ..., dp: int | None = ..., gbs: int | None = ..., recompute: str | None = ...,
+                 schedule: str | None = ..., sharding: str | None = ..., sequence_parallel: bool | None = ...,
+                 flash_attention: bool | None = ..., lora_rank: int | None = ...,
+                 lora_targets: str | Sequence[str] | None = ...) -> Estimate: ...
+    def estimate_many(self, columns: Mapping[str, Any], *, on_error: str = ...,
+                      threads: int = ...) -> dict[str, np.ndarray]: ...
+    def mtsl(self, *, tp: int = ..., cp: int = ..., pp: int = ..., vpp: int = ..., mbs: int = ...,
+             gpus: int | None = ..., dp: int | None = ..., gbs: int | None = ..., recompute: str | None = ...,
+             schedule: str | None = ..., sharding: str | None = ..., sequence_parallel: bool | None = ...,
+             flash_attention: bool | None = ..., lora_rank: int | None = ...,
+             lora_targets: str | Sequence[str] | None = ...) -> dict[str, Any]: ...
+    def rank(self, **search: Any) -> dict[str, Any]: ...

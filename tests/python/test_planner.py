@@ -1,0 +1,99 @@
+"""headroom.Planner: typed results equal to the command line's JSON, NumPy columns equal to single estimates,
+errors naming keywords."""
+import json
+
+import numpy as np
+import pytest
+
+import headroom
+
+SPECS = dict(model="llama3.1-8b", gpu="h100-94gb", framework="megatron")
+LAYOUTS = [dict(seq=8192, tp=2, gpus=8, gbs=1024),
+           dict(seq=8192, tp=4, pp=2, gpus=64, gbs=512, recompute="full"),
+           dict(seq=32768, tp=2, cp=2, pp=2, vpp=2, gpus=32, gbs=64, sharding="zero1"),
+           dict(seq=4096, tp=1, gpus=16, gbs=64, sequence_parallel=False, flash_attention=False)]
+
+
+@pytest.fixture(scope="module")
+def planner():
+    return headroom.Planner(**SPECS)
+
+
+def cli_estimate(layout):
+    args = ["estimate", "--model", SPECS["model"], "--gpu", SPECS["gpu"], "--framework", SPECS["framework"], "--json"]
+    for key, value in layout.items():
+        if key == "sequence_parallel":
+            args.append("--sp" if value else "--no-sp")
+        elif key == "flash_attention":
+            args.append("--use-flash-attn" if value else "--no-flash-attn")
+        else:
+            args += ["--" + key.replace("_", "-"), str(value)]
+    return json.loads(headroom.run(*args))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_estimate_equals_the_cli_document(planner, layout):
+    r, doc = planner.estimate(**layout), cli_estimate(layout)
+    m, memory = r.memory, doc["memory"]
+    assert (m.peak_gib, m.peak_stage, m.capacity_gib, m.margin_gib, m.verdict, m.paper_total_gib) == (
+        memory["peak_gib"], memory["peak_stage"], memory["capacity_gib"], memory["margin_gib"], memory["verdict"],
+        memory["paper_total_gib"])
+    assert (list(m.peak_gib_interval) if m.peak_gib_interval else None) == memory["peak_gib_interval"]
+    assert [(s.stage, s.params, s.grads, s.optimizer, s.activations, s.residual, s.total) for s in m.stages] == [
+        (s["stage"], s["params"], s["grads"], s["optimizer"], s["activations"], s["residual"], s["total"])
+        for s in memory["stages"]]
+    p, perf = r.perf, doc["perf"]
+    for key in ("step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "pts_s", "coefficients",
+                "coefficients_source", "coefficients_gpu", "link_coefficients_source"):
+        assert getattr(p, key) == perf[key], key
+    assert p.model_flops_per_step == perf["model_flops_per_step"]
+    for key, value in perf["breakdown"].items():
+        assert getattr(p.breakdown, key) == value, key
+
+
+def test_estimate_many_equals_single_estimates(planner):
+    rng = np.random.default_rng(7)
+    n = 300
+    columns = {"tp": rng.choice([1, 2, 4, 8], n), "pp": rng.choice([1, 2, 4], n), "mbs": rng.choice([1, 2], n),
+               "seq": 8192, "gpus": 64, "gbs": 1024}
+    out = planner.estimate_many(columns)
+    assert set(out) >= {"memory.peak_gib", "memory.verdict", "memory.fits", "perf.step_time_s", "perf.mfu"}
+    for i in range(n):
+        r = planner.estimate(seq=8192, gpus=64, gbs=1024, tp=int(columns["tp"][i]), pp=int(columns["pp"][i]),
+                             mbs=int(columns["mbs"][i]))
+        assert out["memory.peak_gib"][i] == r.memory.peak_gib
+        assert out["memory.verdict"][i] == r.memory.verdict
+        assert out["perf.step_time_s"][i] == r.perf.step_time_s
+    assert out["memory.fits"].dtype == bool and out["perf.step_time_s"].dtype == np.float64
+
+
+def test_estimate_many_errors(planner):
+    with pytest.raises(ValueError, match=r"row 1: tp 3 does not divide the 32 attention heads"):
+        planner.estimate_many({"tp": [1, 3], "seq": 8192, "gpus": 8})
+    out = planner.estimate_many({"tp": [1, 3], "seq": 8192, "gpus": 8}, on_error="nan")
+    assert list(out["memory.verdict"]) != ["invalid", "invalid"] and out["memory.verdict"][1] == "invalid"
+    assert np.isnan(out["perf.step_time_s"][1])
+    with pytest.raises(ValueError, match=r"column 'pp' has 3 values, another 2"):
+        planner.estimate_many({"tp": [1, 2], "pp": [1, 2, 4], "seq": 8192, "gpus": 8})
+    with pytest.raises(TypeError, match=r"unexpected keyword 'tq'"):
+        planner.estimate_many({"tq": [1, 2], "seq": 8192, "gpus": 8})
+
+
+def test_errors_name_keywords_not_flags(planner):
+    with pytest.raises(ValueError, match=r"^tp 3 does not divide the 32 attention heads of llama3.1-8b"):
+        planner.estimate(seq=8192, tp=3, gpus=6)
+    with pytest.raises(ValueError, match=r"seq is required"):
+        planner.estimate(tp=2, gpus=8)
+    with pytest.raises(TypeError, match=r"unexpected keyword 'tq'"):
+        planner.estimate(seq=8192, tq=2, gpus=8)
+    with pytest.raises(ValueError, match=r"unknown model 'llama9'"):
+        headroom.Planner(model="llama9", gpu="h100-94gb")
+
+
+def test_mtsl_and_rank(planner):
+    m = planner.mtsl(tp=8, gpus=8, gbs=8)
+    doc = json.loads(headroom.run("mtsl", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--tp", "8", "--gpus", "8",
+                                  "--gbs", "8", "--json"))
+    assert m == {key: doc[key] for key in m}
+    ranked = planner.rank(gpus=8, seq=8192, gbs=64, top=3)
+    assert ranked["model"] == "llama3.1-8b" and ranked["layouts"][0]["step_time_s"] > 0

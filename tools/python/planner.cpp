@@ -1,0 +1,458 @@
+// headroom.Planner: the estimator called directly, not through argv and JSON. Specs, coefficients and the
+// per-cluster context are resolved once by the constructor, exactly as the command line resolves its flags
+// (cli_common.hpp resolve, perf_coefficients_for); each estimate then builds the layout (build_layout), prices it
+// and returns typed objects whose fields equal `headroom estimate --json`'s.
+#include "planner.hpp"
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <thread>
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <pybind11/stl.h>
+
+#include "cli.hpp"
+#include "cli_common.hpp"
+#include "headroom/estimator/error.hpp"
+#include "headroom/estimator/framework.hpp"
+#include "headroom/estimator/lora.hpp"
+#include "headroom/estimator/memory.hpp"
+#include "headroom/estimator/mtsl.hpp"
+#include "headroom/estimator/sharding.hpp"
+#include "headroom/estimator/throughput.hpp"
+
+namespace py = pybind11;
+
+namespace headroom::python {
+namespace {
+
+using Interval = std::optional<std::array<double, 2>>;
+
+struct Stage {
+  std::int64_t stage = 0, params = 0, grads = 0, optimizer = 0, activations = 0, residual = 0, total = 0;
+};
+
+struct Memory {
+  double paper_total_gib = 0, peak_gib = 0, capacity_gib = 0, margin_gib = 0;
+  std::int64_t peak_stage = 0;
+  std::string verdict;
+  Interval peak_gib_interval;
+  std::vector<Stage> stages;
+};
+
+struct Perf {
+  double step_time_s = 0, tokens_per_s = 0, tflops_per_gpu = 0, mfu = 0, pts_s = 0, model_flops_per_step = 0;
+  Interval step_time_s_interval;
+  std::string coefficients, coefficients_source, coefficients_gpu, link_coefficients_source;
+  StepBreakdown breakdown;
+};
+
+struct Estimate {
+  Memory memory;
+  Perf perf;
+};
+
+// "--tp 3 does not divide ..." → "tp 3 does not divide ...": the library names the CLI's flags; the Python API
+// names its keywords (the flags' names with '_' for '-').
+std::string fields_not_flags(std::string_view message) {
+  std::string out;
+  for (std::size_t i = 0; i < message.size(); ++i) {
+    const bool flag = message.compare(i, 2, "--") == 0 && i + 2 < message.size() && message[i + 2] >= 'a' &&
+                      message[i + 2] <= 'z' && (i == 0 || message[i - 1] == ' ' || message[i - 1] == '(');
+    if (!flag) {
+      out += message[i];
+      continue;
+    }
+    for (i += 2; i < message.size() && (std::isalnum(static_cast<unsigned char>(message[i])) || message[i] == '-'); ++i)
+      out += message[i] == '-' ? '_' : message[i];
+    --i;
+  }
+  return out;
+}
+
+[[noreturn]] void raise(const Error& e) { throw py::value_error(fields_not_flags(cli::one_line(e.what()))); }
+
+Interval interval(const ErrorBand& band, double value, double unit) {
+  if (!band.known) return std::nullopt;
+  return std::array<double, 2>{band.lower(value) / unit, band.upper(value) / unit};
+}
+
+// The keywords of a layout, by name: integers, strings, booleans (None = not given). An unknown keyword is a
+// TypeError naming it, as Python's own.
+constexpr std::array<std::string_view, 10> kIntKeywords = {"seq", "tp", "cp", "pp", "vpp", "mbs", "gpus", "dp",
+                                                           "gbs", "lora_rank"};
+constexpr std::array<std::string_view, 6> kOtherKeywords = {"recompute", "schedule", "sharding", "sequence_parallel",
+                                                             "flash_attention", "lora_targets"};
+
+void set_int(LayoutKeywords& k, std::size_t which, std::int64_t v) {
+  switch (which) {
+    case 0: k.seq = v; break;
+    case 1: k.tp = v; break;
+    case 2: k.cp = v; break;
+    case 3: k.pp = v; break;
+    case 4: k.vpp = v; break;
+    case 5: k.mbs = v; break;
+    case 6: k.gpus = v; break;
+    case 7: k.dp = v; break;
+    case 8: k.gbs = v; break;
+    default: k.lora_rank = v; break;
+  }
+}
+
+std::int64_t as_int(std::string_view name, const py::handle& v) {
+  if (py::isinstance<py::bool_>(v) || !py::isinstance<py::int_>(v)) {
+    if (!py::hasattr(v, "__index__"))
+      throw py::value_error(std::string(name) + " " + py::str(v).cast<std::string>() + " is not an integer");
+  }
+  return v.cast<std::int64_t>();
+}
+
+void set_other(LayoutKeywords& k, std::string_view name, const py::handle& v) {
+  if (name == "sequence_parallel") k.sequence_parallel = v.cast<bool>();
+  else if (name == "flash_attention") k.flash_attention = v.cast<bool>();
+  else if (name == "recompute") k.recompute = v.cast<std::string>();
+  else if (name == "schedule") k.schedule = v.cast<std::string>();
+  else if (name == "sharding") k.sharding = v.cast<std::string>();
+  else k.lora_targets = py::isinstance<py::str>(v) ? v.cast<std::string>() : py::str(",").attr("join")(v).cast<std::string>();
+}
+
+LayoutKeywords layout_keywords(const py::kwargs& kwargs) {
+  LayoutKeywords k;
+  for (const auto& [key, value] : kwargs) {
+    const auto name = key.cast<std::string_view>();
+    if (value.is_none()) continue;
+    const auto i = std::find(kIntKeywords.begin(), kIntKeywords.end(), name);
+    if (i != kIntKeywords.end()) {
+      set_int(k, static_cast<std::size_t>(i - kIntKeywords.begin()), as_int(name, value));
+    } else if (std::find(kOtherKeywords.begin(), kOtherKeywords.end(), name) != kOtherKeywords.end()) {
+      set_other(k, name, value);
+    } else {
+      throw py::type_error("unexpected keyword '" + std::string(name) + "' (layout keywords: seq, tp, cp, pp, vpp, "
+                           "mbs, gpus, dp, gbs, recompute, schedule, sharding, sequence_parallel, flash_attention, "
+                           "lora_rank, lora_targets)");
+    }
+  }
+  return k;
+}
+
+}  // namespace
+
+Planner::Planner(const std::string& model, const std::string& cluster, const std::string& gpu,
+                 const std::string& framework, const std::string& profile, const std::string& data_dir) {
+  try {
+    cli::SpecOptions o;
+    o.model = model;
+    o.cluster = cluster;
+    o.gpu = gpu;
+    o.framework = framework;
+    o.data_dir = data_dir;
+    specs_ = cli::resolve(o, profile);
+    coefficients_ = cli::perf_coefficients_for(profile, o, specs_);
+    context_.emplace(coefficients_, specs_.cluster);
+  } catch (const Error& e) {
+    raise(e);
+  }
+}
+
+LayoutRequest Planner::request(const LayoutKeywords& k) const {
+  LayoutRequest r;
+  r.tp = k.tp, r.cp = k.cp, r.pp = k.pp, r.vpp = k.vpp, r.mbs = k.mbs, r.seq = k.seq;
+  r.gpus = k.gpus.value_or(0), r.dp = k.dp.value_or(0), r.gbs = k.gbs.value_or(0);
+  if (k.recompute) r.recompute = parse_recompute(*k.recompute);
+  if (k.schedule) r.schedule = parse_schedule(*k.schedule);
+  if (k.sharding) r.sharding = parse_sharding(*k.sharding);
+  r.sequence_parallel = k.sequence_parallel;
+  r.flash_attention = k.flash_attention;
+  r.lora_rank = k.lora_rank.value_or(0);
+  if (k.lora_targets) r.lora_targets = parse_lora_targets(*k.lora_targets);
+  return r;
+}
+
+Layout Planner::layout(const LayoutKeywords& k) const {
+  if (k.seq == 0) throw Error("--seq is required (tokens per sequence)");
+  return build_layout(specs_.model, specs_.framework, request(k));
+}
+
+py::object Planner::estimate(const LayoutKeywords& k) const {
+  Estimate out;
+  try {
+    const Layout l = layout(k);
+    const MemoryEstimate e = estimate_memory(specs_.model, specs_.cluster, l, specs_.framework.residual);
+    const PerfEstimate p = estimate_perf(specs_.model, *context_, l);
+    const ErrorBand& band = specs_.framework.memory_band;
+    Memory& m = out.memory;
+    m.paper_total_gib = e.paper_total_bytes / kGiB;
+    m.peak_gib = e.peak_bytes / kGiB;
+    m.capacity_gib = e.capacity_bytes / kGiB;
+    m.margin_gib = e.margin_bytes / kGiB;
+    m.peak_stage = e.peak_stage;
+    m.verdict = to_string(memory_verdict(e.peak_bytes, e.capacity_bytes, band));
+    m.peak_gib_interval = interval(band, e.peak_bytes, kGiB);
+    m.stages.reserve(e.stages.size());
+    for (const auto& s : e.stages)
+      m.stages.push_back({s.stage, cli::json_bytes(s.params), cli::json_bytes(s.grads), cli::json_bytes(s.optimizer),
+                          cli::json_bytes(s.activations), cli::json_bytes(s.residual), cli::json_bytes(s.total())});
+    Perf& f = out.perf;
+    f.step_time_s = p.step_time_s, f.tokens_per_s = p.tokens_per_s, f.tflops_per_gpu = p.tflops_per_gpu;
+    f.mfu = p.mfu, f.pts_s = p.pts_s, f.model_flops_per_step = p.model_flops;
+    f.step_time_s_interval = interval(coefficients_.step_time_band, p.step_time_s, 1.0);
+    f.coefficients = coefficients_.name;
+    f.coefficients_source = context_->efficiency_source;
+    f.coefficients_gpu = context_->efficiency_gpu;
+    f.link_coefficients_source = context_->link_source;
+    f.breakdown = p.breakdown;
+  } catch (const Error& e) {
+    raise(e);
+  }
+  return py::cast(std::move(out));
+}
+
+py::object Planner::mtsl(const LayoutKeywords& k) const {
+  try {
+    LayoutKeywords shortest = k;
+    if (shortest.seq == 0) shortest.seq = k.cp > 1 ? 2 * k.cp : 1;  // mtsl searches s: any valid one
+    const MtslResult r = max_trainable_seq(specs_.model, specs_.cluster, layout(shortest), specs_.framework.residual);
+    py::dict d;  // the keys of `headroom mtsl --json`
+    d["mtsl_tokens"] = r.tokens;
+    d["granularity_tokens"] = r.granularity;
+    d["binding_stage"] = r.binding_stage;
+    d["binding_term"] = std::string(r.binding_term);
+    d["peak_gib"] = r.peak_bytes / kGiB;
+    d["next_peak_gib"] = r.next_peak_bytes / kGiB;
+    d["capacity_gib"] = r.capacity_bytes / kGiB;
+    d["capped"] = r.capped;
+    d["method"] = r.closed_form ? "closed form" : "bisection";
+    return d;
+  } catch (const Error& e) {
+    raise(e);
+  }
+}
+
+namespace {
+
+// NumPy through its Python API and the buffer protocol only: the system pybind11 (2.10) predates NumPy 2's
+// descriptor layout, so its numpy.h would compute wrong strides.
+struct NumpyColumn {
+  py::object array;
+  void* data = nullptr;
+};
+
+NumpyColumn numpy_empty(std::size_t n, const char* dtype) {
+  NumpyColumn c{py::module_::import("numpy").attr("empty")(n, dtype), nullptr};
+  c.data = py::buffer(c.array).request(true).ptr;
+  return c;
+}
+
+// One integer column of estimate_many: a scalar for every row, or n values.
+struct IntColumn {
+  py::object values;  // a C-contiguous int64 array, kept alive while `data` is read
+  const std::int64_t* data = nullptr;
+  bool given = false;
+  [[nodiscard]] std::int64_t at(std::size_t i) const { return data[i]; }
+};
+
+std::size_t column_length(const py::handle& v) {
+  return py::isinstance<py::str>(v) || !py::hasattr(v, "__len__") ? 0 : py::len(v);
+}
+
+constexpr std::size_t kVerdictChars = 9;
+
+void write_verdict(char32_t* out, std::string_view v) {
+  for (std::size_t c = 0; c < kVerdictChars; ++c) out[c] = c < v.size() ? static_cast<char32_t>(v[c]) : U'\0';
+}
+
+}  // namespace
+
+// What estimate_many writes per row, into the NumPy arrays' buffers.
+struct Columns {
+  double *peak, *capacity, *margin, *step, *tokens, *tflops, *mfu;
+  bool* fits;
+  char32_t* verdict;  // '<U9': kVerdictChars UCS-4 characters a row
+};
+
+py::dict Planner::estimate_many(const py::dict& columns, const std::string& on_error, int threads) const {
+  if (on_error != "raise" && on_error != "nan") throw py::value_error("on_error '" + on_error + "': valid: raise, nan");
+  // Integer keywords may vary per row; the others are one value for every row (a scalar).
+  std::size_t n = 0;
+  std::array<IntColumn, kIntKeywords.size()> ints;
+  py::kwargs scalars;
+  for (const auto& [key, value] : columns) {
+    const auto name = key.cast<std::string_view>();
+    const auto it = std::find(kIntKeywords.begin(), kIntKeywords.end(), name);
+    const std::size_t len = column_length(value);
+    if (it == kIntKeywords.end() || len == 0) {
+      scalars[key] = value;  // checked, and an unknown name refused, by layout_keywords
+      continue;
+    }
+    if (n != 0 && len != n)
+      throw py::value_error("column '" + std::string(name) + "' has " + std::to_string(len) + " values, another " +
+                            std::to_string(n));
+    n = len;
+    IntColumn& c = ints[static_cast<std::size_t>(it - kIntKeywords.begin())];
+    try {
+      c.values = py::module_::import("numpy").attr("ascontiguousarray")(value, "int64");
+    } catch (const py::error_already_set&) {
+      throw py::value_error("column '" + std::string(name) + "' is not integers");
+    }
+    const py::buffer_info info = py::buffer(c.values).request();
+    if (info.ndim != 1) throw py::value_error("column '" + std::string(name) + "' is not one-dimensional");
+    c.data = static_cast<const std::int64_t*>(info.ptr);
+    c.given = true;
+  }
+  if (n == 0) n = 1;  // every column a scalar
+  LayoutKeywords base = layout_keywords(scalars);
+  LayoutRequest request_base;
+  try {
+    request_base = request(base);
+  } catch (const Error& e) {
+    raise(e);
+  }
+  const NumpyColumn peak = numpy_empty(n, "float64"), capacity = numpy_empty(n, "float64"),
+                    margin = numpy_empty(n, "float64"), step = numpy_empty(n, "float64"),
+                    tokens = numpy_empty(n, "float64"), tflops = numpy_empty(n, "float64"),
+                    mfu = numpy_empty(n, "float64"), fits = numpy_empty(n, "bool"), verdict = numpy_empty(n, "<U9");
+  const auto f64 = [](const NumpyColumn& c) { return static_cast<double*>(c.data); };
+  const Columns out{f64(peak),   f64(capacity), f64(margin),
+                    f64(step),   f64(tokens),   f64(tflops),
+                    f64(mfu),    static_cast<bool*>(fits.data), static_cast<char32_t*>(verdict.data)};
+  // Rows in parallel (the estimator is pure), the interpreter released; the first error by row is kept.
+  if (threads < 0) throw py::value_error("threads " + std::to_string(threads) + ": valid: 0 (every core) or more");
+  const std::size_t workers = threads > 0 ? static_cast<std::size_t>(threads)
+                                          : std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 64);
+  const std::size_t chunk = std::max<std::size_t>(4096, (n + workers - 1) / workers);
+  std::vector<std::pair<std::size_t, std::string>> errors((n + chunk - 1) / chunk, {n, ""});
+  const auto run_rows = [&](std::size_t part) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    LayoutRequest r = request_base;
+    for (std::size_t i = part * chunk; i < std::min(n, (part + 1) * chunk); ++i) {
+      LayoutKeywords k = base;
+      for (std::size_t c = 0; c < ints.size(); ++c)
+        if (ints[c].given) set_int(k, c, ints[c].at(i));
+      r.tp = k.tp, r.cp = k.cp, r.pp = k.pp, r.vpp = k.vpp, r.mbs = k.mbs, r.seq = k.seq;
+      r.gpus = k.gpus.value_or(0), r.dp = k.dp.value_or(0), r.gbs = k.gbs.value_or(0), r.lora_rank = k.lora_rank.value_or(0);
+      try {
+        price_row(r, out, i);
+      } catch (const Error& e) {
+        if (errors[part].first == n) errors[part] = {i, fields_not_flags(cli::one_line(e.what()))};
+        if (on_error == "raise") return;
+        out.peak[i] = out.capacity[i] = out.margin[i] = out.step[i] = out.tokens[i] = out.tflops[i] = out.mfu[i] = nan;
+        out.fits[i] = false;
+        write_verdict(out.verdict + i * kVerdictChars, "invalid");
+      }
+    }
+  };
+  {
+    py::gil_scoped_release release;
+    std::vector<std::thread> pool;
+    for (std::size_t part = 1; part < errors.size(); ++part) pool.emplace_back(run_rows, part);
+    run_rows(0);
+    for (auto& t : pool) t.join();
+  }
+  if (on_error == "raise")
+    for (const auto& [row, message] : errors)
+      if (row != n) throw py::value_error("row " + std::to_string(row) + ": " + message);
+  py::dict result;
+  result["memory.peak_gib"] = peak.array;
+  result["memory.capacity_gib"] = capacity.array;
+  result["memory.margin_gib"] = margin.array;
+  result["memory.fits"] = fits.array;
+  result["memory.verdict"] = verdict.array;
+  result["perf.step_time_s"] = step.array;
+  result["perf.tokens_per_s"] = tokens.array;
+  result["perf.tflops_per_gpu"] = tflops.array;
+  result["perf.mfu"] = mfu.array;
+  return result;
+}
+
+void Planner::price_row(const LayoutRequest& r, const Columns& out, std::size_t i) const {
+  if (r.seq == 0) throw Error("--seq is required (tokens per sequence)");
+  const Layout l = build_layout(specs_.model, specs_.framework, r);
+  const double peak = peak_memory_bytes(specs_.model, specs_.cluster, l, specs_.framework.residual);
+  const double capacity = specs_.cluster.gpu.usable_memory_bytes;
+  const PerfEstimate e = estimate_perf(specs_.model, *context_, l);
+  out.peak[i] = peak / kGiB, out.capacity[i] = capacity / kGiB, out.margin[i] = (capacity - peak) / kGiB;
+  out.fits[i] = peak <= capacity;
+  out.step[i] = e.step_time_s, out.tokens[i] = e.tokens_per_s, out.tflops[i] = e.tflops_per_gpu, out.mfu[i] = e.mfu;
+  write_verdict(out.verdict + i * kVerdictChars, to_string(memory_verdict(peak, capacity, specs_.framework.memory_band)));
+}
+
+void bind_planner(py::module_& m) {
+  py::class_<Stage>(m, "Stage", "Memory of one pipeline stage, bytes per GPU (integers, as in the JSON).")
+      .def_readonly("stage", &Stage::stage)
+      .def_readonly("params", &Stage::params)
+      .def_readonly("grads", &Stage::grads)
+      .def_readonly("optimizer", &Stage::optimizer)
+      .def_readonly("activations", &Stage::activations)
+      .def_readonly("residual", &Stage::residual)
+      .def_readonly("total", &Stage::total);
+  py::class_<Memory>(m, "Memory", "The memory part of an estimate (`estimate --json`'s `memory`).")
+      .def_readonly("paper_total_gib", &Memory::paper_total_gib)
+      .def_readonly("peak_gib", &Memory::peak_gib)
+      .def_readonly("peak_stage", &Memory::peak_stage)
+      .def_readonly("capacity_gib", &Memory::capacity_gib)
+      .def_readonly("margin_gib", &Memory::margin_gib)
+      .def_readonly("verdict", &Memory::verdict)
+      .def_readonly("peak_gib_interval", &Memory::peak_gib_interval)
+      .def_readonly("stages", &Memory::stages);
+  py::class_<StepBreakdown>(m, "Breakdown", "Where the step time goes, seconds (`perf.breakdown`).")
+      .def_readonly("gemm_s", &StepBreakdown::gemm_s)
+      .def_readonly("attention_s", &StepBreakdown::attention_s)
+      .def_readonly("elementwise_s", &StepBreakdown::elementwise_s)
+      .def_property_readonly("compute_s", &StepBreakdown::compute_s)
+      .def_readonly("overhead_s", &StepBreakdown::overhead_s)
+      .def_readonly("tp_comm_s", &StepBreakdown::tp_comm_s)
+      .def_readonly("cp_comm_s", &StepBreakdown::cp_comm_s)
+      .def_readonly("pp_comm_s", &StepBreakdown::pp_comm_s)
+      .def_readonly("dp_comm_s", &StepBreakdown::dp_comm_s)
+      .def_readonly("bubble_s", &StepBreakdown::bubble_s)
+      .def_readonly("optimizer_s", &StepBreakdown::optimizer_s)
+      .def_readonly("slowest_stage", &StepBreakdown::slowest_stage);
+  py::class_<Perf>(m, "Perf", "The speed part of an estimate (`estimate --json`'s `perf`).")
+      .def_readonly("step_time_s", &Perf::step_time_s)
+      .def_readonly("step_time_s_interval", &Perf::step_time_s_interval)
+      .def_readonly("tokens_per_s", &Perf::tokens_per_s)
+      .def_readonly("tflops_per_gpu", &Perf::tflops_per_gpu)
+      .def_readonly("mfu", &Perf::mfu)
+      .def_readonly("pts_s", &Perf::pts_s)
+      .def_readonly("model_flops_per_step", &Perf::model_flops_per_step)
+      .def_readonly("coefficients", &Perf::coefficients)
+      .def_readonly("coefficients_source", &Perf::coefficients_source)
+      .def_readonly("coefficients_gpu", &Perf::coefficients_gpu)
+      .def_readonly("link_coefficients_source", &Perf::link_coefficients_source)
+      .def_readonly("breakdown", &Perf::breakdown);
+  py::class_<Estimate>(m, "Estimate", "One layout's memory and speed, equal to `headroom estimate --json`.")
+      .def_readonly("memory", &Estimate::memory)
+      .def_readonly("perf", &Estimate::perf);
+
+  auto planner = py::class_<Planner>(
+      m, "Planner",
+      "A model on a cluster under a framework, resolved once; estimates of layouts without the command line.");
+  planner.def(py::init<const std::string&, const std::string&, const std::string&, const std::string&,
+                       const std::string&, const std::string&>(),
+              py::kw_only(), py::arg("model"), py::arg("cluster") = "", py::arg("gpu") = "",
+              py::arg("framework") = "megatron", py::arg("profile") = "", py::arg("data_dir") = "");
+  // The layout keywords (the CLI's layout flags, '_' for '-') are read from **kwargs by name: pybind11's
+  // per-argument matching of 16 optional keywords cost more than the estimate itself.
+  planner.def(
+      "estimate", [](const Planner& p, const py::kwargs& k) { return p.estimate(layout_keywords(k)); },
+      "estimate(*, seq, tp=1, cp=1, pp=1, vpp=1, mbs=1, gpus=None, dp=None, gbs=None, recompute=None, schedule=None, "
+      "sharding=None, sequence_parallel=None, flash_attention=None, lora_rank=None, lora_targets=None)\n"
+      "Memory and speed of one layout: an Estimate equal to `headroom estimate --json`.");
+  planner.def(
+      "mtsl", [](const Planner& p, const py::kwargs& k) { return p.mtsl(layout_keywords(k)); },
+      "mtsl(*, tp=1, cp=1, pp=1, ..., the keywords of estimate but seq)\n"
+      "The longest trainable sequence of a layout (`headroom mtsl`): tokens, binding stage and term.");
+  planner.def("estimate_many", &Planner::estimate_many, py::arg("columns"), py::kw_only(),
+              py::arg("on_error") = "raise", py::arg("threads") = 0,
+              "Many layouts at once: `columns` maps keywords to scalars or equal-length sequences / NumPy arrays; "
+              "returns NumPy columns keyed like the JSON paths ('memory.peak_gib', 'perf.step_time_s', ...). "
+              "on_error='nan' marks invalid rows (verdict 'invalid', NaN) instead of raising; threads=0 uses every core.");
+}
+
+}  // namespace headroom::python

@@ -1,0 +1,56 @@
+// headroom.Planner, the typed Python API over the estimator (planner.cpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <pybind11/pybind11.h>
+
+#include "cli_common.hpp"
+#include "headroom/estimator/framework.hpp"
+#include "headroom/estimator/throughput.hpp"
+
+namespace headroom::python {
+
+// The layout keywords of Planner's methods, as Python passed them (validated by build_layout).
+struct LayoutKeywords {
+  std::int64_t seq = 0, tp = 1, cp = 1, pp = 1, vpp = 1, mbs = 1;
+  std::optional<std::int64_t> gpus, dp, gbs;
+  std::optional<std::string> recompute, schedule, sharding;
+  std::optional<bool> sequence_parallel, flash_attention;
+  std::optional<std::int64_t> lora_rank;
+  std::optional<std::string> lora_targets;
+};
+
+struct Columns;
+
+class Planner {
+ public:
+  Planner(const std::string& model, const std::string& cluster, const std::string& gpu, const std::string& framework,
+          const std::string& profile, const std::string& data_dir);
+  Planner(const Planner&) = delete;  // context_ refers to coefficients_ and specs_
+  Planner& operator=(const Planner&) = delete;
+  Planner(Planner&&) = delete;
+  Planner& operator=(Planner&&) = delete;
+  ~Planner() = default;
+
+  [[nodiscard]] pybind11::object estimate(const LayoutKeywords& k) const;
+  [[nodiscard]] pybind11::object mtsl(const LayoutKeywords& k) const;
+  [[nodiscard]] pybind11::dict estimate_many(const pybind11::dict& columns, const std::string& on_error,
+                                             int threads) const;
+
+ private:
+  [[nodiscard]] LayoutRequest request(const LayoutKeywords& k) const;
+  [[nodiscard]] Layout layout(const LayoutKeywords& k) const;
+  // estimate_many's row i into its columns; Error for an invalid layout.
+  void price_row(const LayoutRequest& r, const Columns& out, std::size_t i) const;
+
+  cli::ResolvedSpecs specs_;
+  PerfCoefficients coefficients_;
+  std::optional<PerfContext> context_;
+};
+
+void bind_planner(pybind11::module_& m);
+
+}  // namespace headroom::python
