@@ -104,7 +104,7 @@ class StepBuilder {
       // it runs from the step's start and the first forward waits for it after dp_overlap of its layers, as
       // the analytical model's max(0, gather − dp_overlap·forward) has it.
       std::vector<TaskId> update_gather;
-      if (update[sti].gather_s > 0) update_gather.push_back(add_task(g, stage_task(OpKind::dp_comm, st, 3, update[sti].gather_s), {}));
+      if (update[sti].gather_s > 0) update_gather.push_back(add_task(g, stage_task(OpKind::dp_comm, st, Lane::dp, update[sti].gather_s), {}));
       const std::vector<PassOp>& ops = order[sti];
       for (std::size_t index = 0; index < ops.size(); ++index) {
         const PassOp& op = ops[index];
@@ -132,10 +132,10 @@ class StepBuilder {
         };
         std::vector<TaskId> fsdp;
         if (const double sec = op.forward ? mbc.forward_s : mbc.backward_s; sec > 0)
-          fsdp.push_back(add_task(g, stage_task(OpKind::dp_comm, st, 3, sec, &op), prev));
+          fsdp.push_back(add_task(g, stage_task(OpKind::dp_comm, st, Lane::dp, sec, &op), prev));
         // They start with a zero-length marker: the gradient sync may start with them (dp_overlap 1), not before
         // while the stage idles in the pipeline's drain.
-        if (index + tail == ops.size()) chain(stage_task(OpKind::join, st, 0, 0.0, &op));
+        if (index + tail == ops.size()) chain(stage_task(OpKind::join, st, Lane::compute, 0.0, &op));
         for (std::int64_t layer = 0; layer < tasks; ++layer) {
           double seconds = layer_share * (op.forward ? lc.forward.total() + cp_fwd : lc.backward.total() + cp_bwd);
           if (layer == 0 && vs == 0) seconds += ends.embedding_s;
@@ -143,20 +143,20 @@ class StepBuilder {
             seconds += (op.forward ? ends.head_forward_s : ends.head_backward_s) + ends.loss_s;
           const OpKind kind = op.forward ? OpKind::compute_fwd : OpKind::compute_bwd;
           if (layer == wait_layer) {
-            if (wait_fraction > 0) chain(stage_task(kind, st, 0, wait_fraction * seconds, &op));  // before the wait
+            if (wait_fraction > 0) chain(stage_task(kind, st, Lane::compute, wait_fraction * seconds, &op));  // before the wait
             seconds -= wait_fraction * seconds;
             prev.insert(prev.end(), fsdp.begin(), fsdp.end());
             prev.insert(prev.end(), update_gather.begin(), update_gather.end());
             update_gather.clear();
           }
-          chain(stage_task(kind, st, 0, seconds, &op));
-          if (tp_fwd > 0 && layers > 0) chain(stage_task(OpKind::tp_comm, st, 1, op.forward ? tp_fwd : tp_bwd, &op));
+          chain(stage_task(kind, st, Lane::compute, seconds, &op));
+          if (tp_fwd > 0 && layers > 0) chain(stage_task(OpKind::tp_comm, st, Lane::tp_cp, op.forward ? tp_fwd : tp_bwd, &op));
         }
         last_work[sti] = prev.front();
         pass[{vs, op.microbatch, op.forward}] = {*first, prev.front()};
         // The stage is held while its pipeline send (or receive) of the pass runs, less what the framework
         // overlaps (throughput.hpp's pipeline_send_seconds, as the analytical model charges every stage and pass).
-        if (pp_send_s > 0) prev = {add_task(g, stage_task(OpKind::pp_send, st, 2, pp_send_s, &op), prev)};
+        if (pp_send_s > 0) prev = {add_task(g, stage_task(OpKind::pp_send, st, Lane::pp_send, pp_send_s, &op), prev)};
       }
     }
     // Pipeline edges: forward vs−1 → vs, backward vs+1 → vs, the last virtual stage's forward → its backward.
@@ -181,10 +181,10 @@ class StepBuilder {
         const std::vector<TaskId>& last_bwd = last_pass_[sti];
         const auto n = static_cast<std::int64_t>(last_bwd.size()) - 1;
         const auto k = static_cast<std::size_t>(std::clamp((1.0 - f) * d(n), 0.0, d(n)));
-        deps.push_back(add_task(g, stage_task(OpKind::dp_comm, st, 3, update[sti].sync_s), {last_bwd[k]}));
+        deps.push_back(add_task(g, stage_task(OpKind::dp_comm, st, Lane::dp, update[sti].sync_s), {last_bwd[k]}));
       }
       const double shard_params = dp_parameters_per_gpu(m_, l_, st).trainable / shard_divisor(l_.sharding.optimizer, l_, perf_.gpus_per_node);
-      (void)add_task(g, stage_task(OpKind::optimizer, st, 0, optimizer_step_seconds(perf_, l_, shard_params) + perf_.coef.step_overhead_s), deps);
+      (void)add_task(g, stage_task(OpKind::optimizer, st, Lane::optimizer, optimizer_step_seconds(perf_, l_, shard_params) + perf_.coef.step_overhead_s), deps);
     }
 
     out.run = run(g, topo_, opt_.engine);
@@ -195,7 +195,7 @@ class StepBuilder {
 
  private:
   // A delay of `seconds` on stage `st` (the lane and the pass it belongs to label it for the trace and reports).
-  static Task stage_task(OpKind op, std::int64_t st, std::int32_t lane, double seconds, const PassOp* pass = nullptr) {
+  static Task stage_task(OpKind op, std::int64_t st, Lane lane, double seconds, const PassOp* pass = nullptr) {
     Task t;
     t.kind = TaskKind::delay;
     t.op = op;
@@ -374,7 +374,7 @@ class StepBuilder {
     join.stage = static_cast<std::int32_t>(s_from);
     join.microbatch = static_cast<std::int32_t>(mb);
     join.chunk = static_cast<std::int32_t>(vs_from / p);
-    join.lane = 2;
+    join.lane = Lane::pp_send;
     std::vector<TaskId> flows;
     for (std::int64_t cc = 0; cc < l_.cp; ++cc)
       for (std::int64_t tt = 0; tt < l_.tp; ++tt) {

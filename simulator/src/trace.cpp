@@ -7,14 +7,15 @@
 namespace headroom::sim {
 namespace {
 
-const char* lane_name(int lane) {
+const char* lane_name(Lane lane) {
   switch (lane) {
-    case 0: return "compute";
-    case 1: return "TP/CP collectives";
-    case 2: return "PP send";
-    case 3: return "DP collectives";
-    default: return "optimizer";
+    case Lane::compute: return "compute";
+    case Lane::tp_cp: return "TP/CP collectives";
+    case Lane::pp_send: return "PP send";
+    case Lane::dp: return "DP collectives";
+    case Lane::optimizer: return "optimizer";
   }
+  return "?";
 }
 
 std::string op_name(const Task& t) {
@@ -39,9 +40,9 @@ nlohmann::json chrome_trace(const StepResult& r) {
   for (const auto& st : r.stages) {
     events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", st.stage}, {"tid", 0},
                       {"args", {{"name", "stage " + std::to_string(st.stage)}}}});
-    for (int lane = 0; lane < 5; ++lane)
+    for (int lane = 0; lane < kLanes; ++lane)
       events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", st.stage}, {"tid", lane},
-                        {"args", {{"name", lane_name(lane)}}}});
+                        {"args", {{"name", lane_name(static_cast<Lane>(lane))}}}});
     for (const auto& m : st.memory)
       events.push_back({{"name", "activations"}, {"ph", "C"}, {"pid", st.stage}, {"tid", 0}, {"ts", us(m.time_s)},
                         {"args", {{"GiB", m.bytes / (1024.0 * 1024.0 * 1024.0)}, {"microbatches", m.microbatches}}}});
@@ -52,9 +53,9 @@ nlohmann::json chrome_trace(const StepResult& r) {
     if (t.stage < 0 || t.op == OpKind::join) continue;
     if (t.kind == TaskKind::flow && t.src_gpu % std::max<std::int64_t>(1, r.tp) != 0) continue;  // one flow per send
     const TaskTiming& tm = r.run.timing[i];
-    const int lane = t.op == OpKind::optimizer ? 4 : t.lane;
-    // A PP send is a join of its flows: show it from the sender's end of compute to arrival.
-    events.push_back({{"name", op_name(t)}, {"cat", lane_name(lane)}, {"ph", "X"}, {"pid", t.stage}, {"tid", lane},
+    // A PP send is a join of its flows: shown from the sender's end of compute to arrival.
+    events.push_back({{"name", op_name(t)}, {"cat", lane_name(t.lane)}, {"ph", "X"}, {"pid", t.stage},
+                      {"tid", static_cast<int>(t.lane)},
                       {"ts", us(tm.start_s)}, {"dur", us(tm.end_s - tm.start_s)},
                       {"args", {{"microbatch", t.microbatch}, {"chunk", t.chunk}}}});
   }

@@ -83,7 +83,7 @@ void BM_BuildLayout(benchmark::State& state) {
   for ([[maybe_unused]] auto _ : state) {
     const Layout& l = f.layouts[i];
     LayoutRequest r;
-    r.tp = l.tp, r.cp = l.cp, r.pp = l.pp, r.mbs = 1, r.seq = l.seq, r.gbs = 1024 * 8, r.dp = l.dp;
+    r.tp = l.tp, r.cp = l.cp, r.pp = l.pp, r.mbs = 1, r.seq = l.seq, r.gbs = 8192, r.dp = l.dp;
     benchmark::DoNotOptimize(build_layout(f.model, f.framework, r));
     i = (i + 1) % f.layouts.size();
   }

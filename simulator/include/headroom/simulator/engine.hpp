@@ -23,6 +23,10 @@ enum class TaskKind { delay, flow };
 // What a task stands for, for reports and the trace; the engine ignores it.
 enum class OpKind : std::uint8_t { compute_fwd, compute_bwd, tp_comm, pp_send, dp_comm, optimizer, transfer, join };
 
+// The stream a stage's task runs on, as the trace shows it (one row per lane and stage).
+enum class Lane : std::int32_t { compute = 0, tp_cp = 1, pp_send = 2, dp = 3, optimizer = 4 };
+inline constexpr int kLanes = 5;
+
 struct Task {
   TaskKind kind = TaskKind::delay;
   double duration_s = 0;      // delay
@@ -35,7 +39,7 @@ struct Task {
   std::int32_t stage = -1;
   std::int32_t microbatch = -1;
   std::int32_t chunk = 0;  // virtual pipeline chunk (interleaved) or layer
-  std::int32_t lane = 0;   // 0 compute stream, 1 communication stream
+  Lane lane = Lane::compute;
 };
 
 using TaskGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, Task>;
