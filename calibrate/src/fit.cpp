@@ -79,7 +79,8 @@ GemmFit fit_gemm(const std::vector<GemmPoint>& points, double peak_flops, int wa
     double s = 0;
     for (std::size_t i = 0; i < points.size(); ++i) {
       const auto& p = points[i];
-      const double r = std::log(eff[i]) - le - std::log(gemm_shape_factor(p.m, p.n, p.k, h) * gemm_wave_factor(p.m, p.n, wave_units, tile));
+      const double r = std::log(eff[i]) - le -
+                       std::log(gemm_shape_factor(p.m, p.n, p.k, h) * gemm_wave_factor(p.m, p.n, wave_units, tile));
       s += r * r;
     }
     return s;
@@ -88,8 +89,10 @@ GemmFit fit_gemm(const std::vector<GemmPoint>& points, double peak_flops, int wa
   const double g = (std::sqrt(5.0) - 1.0) / 2.0;
   for (int it = 0; it < 100; ++it) {
     const double a = hi - g * (hi - lo), b = lo + g * (hi - lo);
-    if (sse(a) < sse(b)) hi = b;
-    else lo = a;
+    if (sse(a) < sse(b))
+      hi = b;
+    else
+      lo = a;
   }
   f.half_dim = std::exp((lo + hi) / 2.0);
   f.efficiency = std::exp(best_log_e(f.half_dim));
@@ -137,7 +140,8 @@ AttentionFit fit_attention(const std::vector<AttentionPoint>& points, double pea
     f.efficiency = 1.0 / (y.cwiseProduct(w).sum() / w.sum());
   }
   if (f.efficiency > 1.0)
-    throw Error("attention fit (head dim " + std::to_string(head_dim) + "): efficiency " + std::to_string(f.efficiency) +
+    throw Error("attention fit (head dim " + std::to_string(head_dim) + "): efficiency " +
+                std::to_string(f.efficiency) +
                 " of the peak is above 1: the peak is too low (give --gpu, or widen the GEMM sweep)");
   std::vector<double> measured, predicted;
   for (const auto& p : points) {
@@ -166,7 +170,9 @@ Regime fit_regime(const std::vector<CollectivePoint>& p, std::size_t b, std::siz
   if (c(0) < 0 || c(1) < 0 || n < 2) {  // refit the one parameter that stays positive
     const double beta = (y.cwiseProduct(w).cwiseProduct(w).dot(x.col(1))) / x.col(1).cwiseProduct(w).squaredNorm();
     const double alpha = y.cwiseProduct(w).cwiseProduct(w).sum() / w.squaredNorm();
-    const auto err = [&](double a, double bt) { return (w.asDiagonal() * (y - (a + bt * x.col(1).array()).matrix())).squaredNorm(); };
+    const auto err = [&](double a, double bt) {
+      return (w.asDiagonal() * (y - (a + bt * x.col(1).array()).matrix())).squaredNorm();
+    };
     c = err(0, beta) < err(alpha, 0) ? Eigen::Vector2d(0, beta) : Eigen::Vector2d(alpha, 0);
   }
   sse = (w.asDiagonal() * (y - x * c)).squaredNorm();

@@ -42,12 +42,15 @@ NcclTestsLog parse_nccl_tests(std::string_view text, std::string_view where, std
   std::optional<Collective> op;
   if (!op_hint.empty()) {
     op = collective_from_name(op_hint);
-    if (!op) throw Error("unknown collective '" + std::string(op_hint) + "' (valid: all_reduce, all_gather, reduce_scatter, all_to_all, send_recv)");
+    if (!op)
+      throw Error("unknown collective '" + std::string(op_hint) +
+                  "' (valid: all_reduce, all_gather, reduce_scatter, all_to_all, send_recv)");
   }
   if (!op) op = collective_in(text);
   if (!op) op = collective_in(where);
   if (!op)
-    throw Error(std::string(where) + ": cannot tell which collective this nccl-tests log measures (name the file "
+    throw Error(std::string(where) +
+                ": cannot tell which collective this nccl-tests log measures (name the file "
                 "after the binary, e.g. all_reduce_perf.txt, or pass --ingest-op)");
   log.op = *op;
   std::set<std::string> hosts;
@@ -105,15 +108,18 @@ NcclTestsLog parse_nccl_tests(std::string_view text, std::string_view where, std
     if (wrong_count && t.size() > static_cast<std::size_t>(busbw_col) + 1) {
       const std::string& w = t[static_cast<std::size_t>(busbw_col) + 1];
       if (w != "N/A" && number(w, where, lineno) > 0)
-        throw Error(std::string(where) + ":" + std::to_string(lineno) + ": nccl-tests reports wrong results at size " + t[0]);
+        throw Error(std::string(where) + ":" + std::to_string(lineno) + ": nccl-tests reports wrong results at size " +
+                    t[0]);
     }
     log.reported_busbw.push_back(busbw_col >= 0 ? number(t[static_cast<std::size_t>(busbw_col)], where, lineno) : 0.0);
     log.rows.push_back(m);
   }
   if (log.rows.empty()) throw Error(std::string(where) + ": no nccl-tests result lines found");
-  if (log.ranks == 0) throw Error(std::string(where) + ": no '#  Rank N ... on HOST' lines: cannot tell the rank count");
+  if (log.ranks == 0)
+    throw Error(std::string(where) + ": no '#  Rank N ... on HOST' lines: cannot tell the rank count");
   if (log.ranks == 1)  // a profile's collective fits are of groups that use a link
-    throw Error(std::string(where) + ": one rank: a collective over a single GPU measures no link (run nccl-tests over 2 or more)");
+    throw Error(std::string(where) +
+                ": one rank: a collective over a single GPU measures no link (run nccl-tests over 2 or more)");
   log.nodes = static_cast<int>(std::max<std::size_t>(1, hosts.size()));
   for (auto& m : log.rows) std::get<kernels::CollectiveCase>(m.c).ranks = log.ranks;
   return log;

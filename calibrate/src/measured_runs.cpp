@@ -80,10 +80,14 @@ bool out_of_memory(std::string_view text) {
 }
 
 void set_measured(MeasuredRun& run, std::string_view column, double value) {
-  if (column == "tflops_per_gpu") run.tflops_per_gpu = value;
-  else if (column == "tokens_per_s") run.tokens_per_s = value;
-  else if (column == "step_time_s") run.step_time_s = value;
-  else if (column == "peak_memory_gib") run.peak_memory_gib = value;
+  if (column == "tflops_per_gpu")
+    run.tflops_per_gpu = value;
+  else if (column == "tokens_per_s")
+    run.tokens_per_s = value;
+  else if (column == "step_time_s")
+    run.step_time_s = value;
+  else if (column == "peak_memory_gib")
+    run.peak_memory_gib = value;
 }
 
 bool has_measurement(const MeasuredRun& r) {
@@ -104,12 +108,16 @@ void put_cell(MeasuredRun& run, std::string_view column, std::string_view value,
   const auto& layout = run_layout_columns();
   const auto& measured = run_measured_columns();
   if (column == "outcome") {
-    if (value == "ok") run.outcome = RunOutcome::ok;
-    else if (value == "oom") run.outcome = RunOutcome::oom;
-    else throw Error(here + ": outcome '" + std::string(value) + "' (valid: ok, oom)");
+    if (value == "ok")
+      run.outcome = RunOutcome::ok;
+    else if (value == "oom")
+      run.outcome = RunOutcome::oom;
+    else
+      throw Error(here + ": outcome '" + std::string(value) + "' (valid: ok, oom)");
   } else if (std::find(measured.begin(), measured.end(), column) != measured.end()) {
     const auto x = number(value);
-    if (!x) throw Error(here + ": " + std::string(column) + " '" + std::string(value) + "' is not a non-negative number");
+    if (!x)
+      throw Error(here + ": " + std::string(column) + " '" + std::string(value) + "' is not a non-negative number");
     set_measured(run, column, *x);
   } else if (std::find(layout.begin(), layout.end(), column) != layout.end()) {
     run.layout[std::string(column)] = std::string(value);
@@ -146,9 +154,12 @@ std::vector<std::vector<std::string>> csv_records(std::string_view text, std::st
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (quoted) {
-      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') field += '"', ++i;
-      else if (c == '"') quoted = false;
-      else field += c, line += c == '\n';
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"')
+        field += '"', ++i;
+      else if (c == '"')
+        quoted = false;
+      else
+        field += c, line += c == '\n';
     } else if (c == '"' && !field_started) {
       quoted = field_started = true;
     } else if (c == ',') {
@@ -198,7 +209,8 @@ std::string cell_text(const nlohmann::json& v, const std::string& here, const st
   if (v.is_number_integer()) return v.dump();
   if (v.is_number_float()) {
     const double x = v.get<double>();
-    if (std::isfinite(x) && x == std::floor(x) && std::fabs(x) < 9e15) return std::to_string(static_cast<std::int64_t>(x));
+    if (std::isfinite(x) && x == std::floor(x) && std::fabs(x) < 9e15)
+      return std::to_string(static_cast<std::int64_t>(x));
     return v.dump();
   }
   if (v.is_null()) return "";
@@ -239,8 +251,8 @@ std::vector<std::vector<std::string>> read_csv_records(std::string_view text, st
 
 const std::vector<std::string_view>& run_layout_columns() {
   static const std::vector<std::string_view> columns = {
-      "model", "gpu", "cluster", "framework", "gpus", "dp", "tp", "cp", "pp", "vpp", "mbs", "gbs", "seq",
-      "recompute", "schedule", "sharding", "lora_rank", "lora_targets", "sp", "flash_attn"};
+      "model", "gpu", "cluster", "framework", "gpus",     "dp",       "tp",        "cp",           "pp", "vpp",
+      "mbs",   "gbs", "seq",     "recompute", "schedule", "sharding", "lora_rank", "lora_targets", "sp", "flash_attn"};
   return columns;
 }
 
@@ -281,7 +293,8 @@ std::map<std::string, std::string> megatron_arguments(const std::vector<std::str
     const auto dots = line.find(" ..");
     if (dots == std::string_view::npos) continue;
     const auto head = trim(line.substr(0, dots));
-    const auto name = head.substr(head.find_last_of(" \t]") == std::string_view::npos ? 0 : head.find_last_of(" \t]") + 1);
+    const auto name =
+        head.substr(head.find_last_of(" \t]") == std::string_view::npos ? 0 : head.find_last_of(" \t]") + 1);
     auto v = dots + 1;
     while (v < line.size() && line[v] == '.') ++v;
     args[std::string(name)] = std::string(trim(line.substr(v)));
@@ -334,10 +347,14 @@ std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>
   m.num_kv_heads = flag_arg(args, "group_query_attention") ? int_arg(args, "num_query_groups", where) : m.num_heads;
   m.ffn_hidden_size = int_arg(args, "ffn_hidden_size", where);
   const auto vocab = padded_vocab(lines);
-  if (vocab) m.vocab_size = *vocab;
-  else if (arg(args, "padded_vocab_size")) m.vocab_size = int_arg(args, "padded_vocab_size", where);
-  else if (arg(args, "vocab_size")) m.vocab_size = int_arg(args, "vocab_size", where);
-  else return std::nullopt;  // the tokenizer's size is not in the log: the row needs a model column
+  if (vocab)
+    m.vocab_size = *vocab;
+  else if (arg(args, "padded_vocab_size"))
+    m.vocab_size = int_arg(args, "padded_vocab_size", where);
+  else if (arg(args, "vocab_size"))
+    m.vocab_size = int_arg(args, "vocab_size", where);
+  else
+    return std::nullopt;  // the tokenizer's size is not in the log: the row needs a model column
   m.max_context = arg(args, "max_position_embeddings") ? int_arg(args, "max_position_embeddings", where)
                                                        : int_arg(args, "seq_length", where);
   m.tied_embeddings = !flag_arg(args, "untie_embeddings_and_output_weights");
@@ -352,17 +369,20 @@ std::map<std::string, std::string> megatron_layout(const std::map<std::string, s
                                                    std::string_view where) {
   std::map<std::string, std::string> l;
   l["framework"] = "megatron";
-  const std::pair<const char*, const char*> same[] = {
-      {"world_size", "gpus"},          {"tensor_model_parallel_size", "tp"},
-      {"pipeline_model_parallel_size", "pp"}, {"context_parallel_size", "cp"},
-      {"micro_batch_size", "mbs"},     {"global_batch_size", "gbs"},
-      {"seq_length", "seq"}};
+  const std::pair<const char*, const char*> same[] = {{"world_size", "gpus"},
+                                                      {"tensor_model_parallel_size", "tp"},
+                                                      {"pipeline_model_parallel_size", "pp"},
+                                                      {"context_parallel_size", "cp"},
+                                                      {"micro_batch_size", "mbs"},
+                                                      {"global_batch_size", "gbs"},
+                                                      {"seq_length", "seq"}};
   for (const auto& [from, to] : same) l[to] = std::to_string(int_arg(args, from, where));
   if (arg(args, "virtual_pipeline_model_parallel_size"))
     l["vpp"] = std::to_string(int_arg(args, "virtual_pipeline_model_parallel_size", where));
   else if (arg(args, "num_layers_per_virtual_pipeline_stage"))
-    l["vpp"] = std::to_string(int_arg(args, "num_layers", where) / int_arg(args, "pipeline_model_parallel_size", where) /
-                              int_arg(args, "num_layers_per_virtual_pipeline_stage", where));
+    l["vpp"] =
+        std::to_string(int_arg(args, "num_layers", where) / int_arg(args, "pipeline_model_parallel_size", where) /
+                       int_arg(args, "num_layers_per_virtual_pipeline_stage", where));
   l["recompute"] = arg(args, "recompute_granularity").value_or("none");
   l["sp"] = flag_arg(args, "sequence_parallel") ? "true" : "false";
   // Megatron-LM's distributed optimizer shards optimizer states over DP (ZeRO-1); without it, DDP.
@@ -392,15 +412,18 @@ MeasuredRun parse_megatron_log(std::string_view text, std::string_view where) {
       if (const auto f = number_after(line, "throughput per GPU (TFLOP/s/GPU):")) tflops.push_back(*f);
     }
   }
-  if (out_of_memory(text)) run.outcome = RunOutcome::oom;
+  if (out_of_memory(text))
+    run.outcome = RunOutcome::oom;
   else if (step_ms.empty())
-    throw Error(std::string(where) + ": no iteration line and no out-of-memory error: the run neither trained nor "
+    throw Error(std::string(where) +
+                ": no iteration line and no out-of-memory error: the run neither trained nor "
                 "ran out of memory");
   if (!step_ms.empty() && run.outcome == RunOutcome::ok) {
     run.step_time_s = steady_state(step_ms) / 1e3;
     if (!tflops.empty()) run.tflops_per_gpu = steady_state(tflops);
-    run.tokens_per_s = static_cast<double>(int_arg(args, "global_batch_size", where) * int_arg(args, "seq_length", where)) /
-                       *run.step_time_s;
+    run.tokens_per_s =
+        static_cast<double>(int_arg(args, "global_batch_size", where) * int_arg(args, "seq_length", where)) /
+        *run.step_time_s;
   }
   return run;
 }
@@ -496,17 +519,17 @@ MeasuredRun parse_torchtitan_log(std::string_view log, std::string_view toml, st
   if (gbs == -1) gbs = local * dp;
   MeasuredRun run;
   run.source = std::string(where);
-  run.layout = {{"framework", "pytorch-fsdp"},
-                {"model", torchtitan_model(t)},
-                {"gpus", std::to_string(world)},
-                {"tp", std::to_string(tp)},
-                {"pp", std::to_string(pp)},
-                {"cp", std::to_string(cp)},
-                {"mbs", std::to_string(pp > 1 ? toml_int(t, "parallelism.pipeline_parallel_microbatch_size", 1, where)
-                                              : local)},
-                {"gbs", std::to_string(gbs)},
-                {"seq", std::to_string(seq)},
-                {"sharding", shard == 1 ? "ddp" : (replicate > 1 ? "hsdp" : "fsdp")}};
+  run.layout = {
+      {"framework", "pytorch-fsdp"},
+      {"model", torchtitan_model(t)},
+      {"gpus", std::to_string(world)},
+      {"tp", std::to_string(tp)},
+      {"pp", std::to_string(pp)},
+      {"cp", std::to_string(cp)},
+      {"mbs", std::to_string(pp > 1 ? toml_int(t, "parallelism.pipeline_parallel_microbatch_size", 1, where) : local)},
+      {"gbs", std::to_string(gbs)},
+      {"seq", std::to_string(seq)},
+      {"sharding", shard == 1 ? "ddp" : (replicate > 1 ? "hsdp" : "fsdp")}};
   if (const auto it = t.find("activation_checkpoint.mode"); it != t.end()) run.layout["recompute"] = it->second;
   std::vector<double> tps, tflops, mem;
   for (const auto line : lines_of(log)) {
@@ -518,9 +541,11 @@ MeasuredRun parse_torchtitan_log(std::string_view log, std::string_view toml, st
     if (const auto m = number_after(line, "memory:")) mem.push_back(*m);
   }
   if (!mem.empty()) run.peak_memory_gib = *std::max_element(mem.begin(), mem.end());
-  if (out_of_memory(log)) run.outcome = RunOutcome::oom;
+  if (out_of_memory(log))
+    run.outcome = RunOutcome::oom;
   else if (tps.empty())
-    throw Error(std::string(where) + ": no 'step: ... tps:' line and no out-of-memory error: the run neither trained "
+    throw Error(std::string(where) +
+                ": no 'step: ... tps:' line and no out-of-memory error: the run neither trained "
                 "nor ran out of memory");
   if (!tps.empty() && run.outcome == RunOutcome::ok) {
     run.tokens_per_s = steady_state(tps) * static_cast<double>(world);  // tps is per GPU

@@ -35,8 +35,10 @@ std::vector<double> doubles(const json& j) {
 }
 
 json regime_json(const Regime& r) {
-  return {{"alpha_us", r.alpha_s * 1e6}, {"beta_us_per_MiB", r.beta_s_per_byte * 1e6 * 1048576.0},
-          {"min_size_B", r.min_bytes}, {"max_size_B", r.max_bytes}};
+  return {{"alpha_us", r.alpha_s * 1e6},
+          {"beta_us_per_MiB", r.beta_s_per_byte * 1e6 * 1048576.0},
+          {"min_size_B", r.min_bytes},
+          {"max_size_B", r.max_bytes}};
 }
 
 Regime regime_from(const json& j) {
@@ -62,17 +64,29 @@ std::string utc_now() {
 }
 
 json measurement_to_json(const Measurement& m) {
-  json j = {{"case", kernels::label(m.c)}, {"kernel", m.kernel}, {"time_us", m.seconds * 1e6},
-            {"check_error", m.check.error}, {"check_tolerance", m.check.tolerance}};
+  json j = {{"case", kernels::label(m.c)},
+            {"kernel", m.kernel},
+            {"time_us", m.seconds * 1e6},
+            {"check_error", m.check.error},
+            {"check_tolerance", m.check.tolerance}};
   if (const auto* g = std::get_if<GemmCase>(&m.c)) {
     j.update({{"kind", "gemm"}, {"m", g->m}, {"n", g->n}, {"k", g->k}, {"TFLOPs", m.flops_per_s() / 1e12}});
   } else if (const auto* a = std::get_if<AttentionCase>(&m.c)) {
-    j.update({{"kind", "attention"}, {"seq", a->seq}, {"head_dim", a->head_dim}, {"heads", a->heads},
-              {"causal", a->causal}, {"pass", a->backward ? "bwd" : "fwd"}, {"TFLOPs", m.flops_per_s() / 1e12}});
+    j.update({{"kind", "attention"},
+              {"seq", a->seq},
+              {"head_dim", a->head_dim},
+              {"heads", a->heads},
+              {"causal", a->causal},
+              {"pass", a->backward ? "bwd" : "fwd"},
+              {"TFLOPs", m.flops_per_s() / 1e12}});
   } else if (const auto* c = std::get_if<CollectiveCase>(&m.c)) {
     const auto bw = kernels::bus_bandwidth(c->op, c->ranks, m.bytes, m.seconds);
-    j.update({{"kind", "collective"}, {"op", std::string(to_string(c->op))}, {"ranks", c->ranks},
-              {"size_B", m.bytes}, {"algbw_GBps", bw.algbw / 1e9}, {"busbw_GBps", bw.busbw / 1e9}});
+    j.update({{"kind", "collective"},
+              {"op", std::string(to_string(c->op))},
+              {"ranks", c->ranks},
+              {"size_B", m.bytes},
+              {"algbw_GBps", bw.algbw / 1e9},
+              {"busbw_GBps", bw.busbw / 1e9}});
   } else {
     j.update({{"kind", "copy"}, {"size_B", std::get<CopyCase>(m.c).bytes}, {"GBps", m.bytes / m.seconds / 1e9}});
   }
@@ -115,12 +129,20 @@ Measurement measurement_from_json(const json& j, std::string_view where) {
 }
 
 json profile_to_json(const Profile& p) {
-  json j = {{"format", kFormat}, {"version", kProfileVersion}, {"date", p.date}, {"partial", p.partial},
+  json j = {{"format", kFormat},
+            {"version", kProfileVersion},
+            {"date", p.date},
+            {"partial", p.partial},
             {"machine",
-             {{"backend", p.machine.backend}, {"device", p.machine.device}, {"host", p.machine.host},
-              {"ranks", p.machine.ranks}, {"gpus_per_node", p.machine.gpus_per_node},
-              {"multiprocessors", p.machine.multiprocessors}, {"memory_GiB", p.machine.memory_bytes / 1073741824.0},
-              {"nodes", p.machine.nodes}, {"mpi", p.machine.mpi}}},
+             {{"backend", p.machine.backend},
+              {"device", p.machine.device},
+              {"host", p.machine.host},
+              {"ranks", p.machine.ranks},
+              {"gpus_per_node", p.machine.gpus_per_node},
+              {"multiprocessors", p.machine.multiprocessors},
+              {"memory_GiB", p.machine.memory_bytes / 1073741824.0},
+              {"nodes", p.machine.nodes},
+              {"mpi", p.machine.mpi}}},
             {"sweep", {{"quick", p.quick}, {"models", p.models}}},
             {"min_r2", p.min_r2}};
   if (p.peak_flops > 0) j["peak"] = {{"TFLOPs", p.peak_flops / 1e12}, {"source", p.peak_source}};
@@ -128,29 +150,44 @@ json profile_to_json(const Profile& p) {
   if (p.gemm) {
     const GemmFit& g = *p.gemm;
     j["gemm"] = {{"model", "e * m/(m+h) * n/(n+h) * k/(k+h) * wave(m, n)"},
-                 {"efficiency", g.efficiency}, {"half_dim", g.half_dim}, {"wave_units", g.wave_units},
-                 {"tile", g.tile}, {"r2", g.r2}, {"r2_efficiency", g.r2_efficiency},
+                 {"efficiency", g.efficiency},
+                 {"half_dim", g.half_dim},
+                 {"wave_units", g.wave_units},
+                 {"tile", g.tile},
+                 {"r2", g.r2},
+                 {"r2_efficiency", g.r2_efficiency},
                  {"residuals", residuals_json(g.residuals)}};
   }
   if (!p.attention.empty()) {
     json fits = json::array();
     for (const auto& a : p.attention)
-      fits.push_back({{"head_dim", a.head_dim}, {"causal", a.causal}, {"efficiency", a.efficiency},
-                      {"half_tokens", a.half_tokens}, {"r2", a.r2}, {"residuals", residuals_json(a.residuals)}});
+      fits.push_back({{"head_dim", a.head_dim},
+                      {"causal", a.causal},
+                      {"efficiency", a.efficiency},
+                      {"half_tokens", a.half_tokens},
+                      {"r2", a.r2},
+                      {"residuals", residuals_json(a.residuals)}});
     j["attention"] = {{"model", "e * s/(s + s_half), forward + backward"}, {"fits", fits}};
   }
   if (!p.collectives.empty()) {
     json fits = json::array();
     for (const auto& c : p.collectives)
-      fits.push_back({{"op", std::string(to_string(c.op))}, {"ranks", c.ranks}, {"level", c.level}, {"source", c.source},
-                      {"small", regime_json(c.small)}, {"large", regime_json(c.large)},
-                      {"breakpoint_B", c.breakpoint_bytes}, {"busbw_GBps", c.busbw_bytes_per_s() / 1e9},
-                      {"r2", c.r2}, {"residuals", residuals_json(c.residuals)}});
+      fits.push_back({{"op", std::string(to_string(c.op))},
+                      {"ranks", c.ranks},
+                      {"level", c.level},
+                      {"source", c.source},
+                      {"small", regime_json(c.small)},
+                      {"large", regime_json(c.large)},
+                      {"breakpoint_B", c.breakpoint_bytes},
+                      {"busbw_GBps", c.busbw_bytes_per_s() / 1e9},
+                      {"r2", c.r2},
+                      {"residuals", residuals_json(c.residuals)}});
     j["collectives"] = {{"model", "time = alpha + beta * size per regime; busbw as nccl-tests"},
-                        {"source", p.collectives_source}, {"fits", fits}};
+                        {"source", p.collectives_source},
+                        {"fits", fits}};
   }
-  json raw = {{"gemm", json::array()}, {"attention", json::array()}, {"collectives", json::array()},
-              {"copy", json::array()}};
+  json raw = {
+      {"gemm", json::array()}, {"attention", json::array()}, {"collectives", json::array()}, {"copy", json::array()}};
   for (const auto& m : p.raw) {
     const char* key = "copy";
     switch (kernels::kind_of(m.c)) {
@@ -168,7 +205,8 @@ json profile_to_json(const Profile& p) {
 Profile profile_from_json(const json& j, std::string_view where) {
   const std::string w(where);
   try {
-    if (j.value("format", "") != kFormat) throw Error(w + ": not a headroom profile (format must be '" + kFormat + "')");
+    if (j.value("format", "") != kFormat)
+      throw Error(w + ": not a headroom profile (format must be '" + kFormat + "')");
     if (j.at("version").get<int>() != kProfileVersion)
       throw Error(w + ": profile version " + j.at("version").dump() + " is not supported (this headroom reads " +
                   std::to_string(kProfileVersion) + ")");
@@ -176,8 +214,12 @@ Profile profile_from_json(const json& j, std::string_view where) {
     p.date = j.at("date").get<std::string>();
     p.partial = j.value("partial", false);
     const json& m = j.at("machine");
-    p.machine = {m.at("backend").get<std::string>(), m.at("device").get<std::string>(), m.value("host", ""),
-                 m.at("ranks").get<int>(), m.at("gpus_per_node").get<int>(), m.value("multiprocessors", 0),
+    p.machine = {m.at("backend").get<std::string>(),
+                 m.at("device").get<std::string>(),
+                 m.value("host", ""),
+                 m.at("ranks").get<int>(),
+                 m.at("gpus_per_node").get<int>(),
+                 m.value("multiprocessors", 0),
                  m.value("memory_GiB", 0.0) * 1073741824.0};
     p.machine.nodes = m.value("nodes", 1);
     p.machine.mpi = m.value("mpi", false);
@@ -241,12 +283,13 @@ Profile load_profile(const std::filesystem::path& path, const std::filesystem::p
   // (value() threw type_error for a non-string format, narrowed 8e18 to int, and [] read a missing version).
   if (doc.is_object() && doc.contains("format") && doc["format"] == kFormat && doc.contains("version") &&
       doc["version"] != kProfileVersion)
-    throw Error(path.string() + ": profile version " + doc["version"].dump() + " is not supported (this headroom reads " +
-                std::to_string(kProfileVersion) + ")");
+    throw Error(path.string() + ": profile version " + doc["version"].dump() +
+                " is not supported (this headroom reads " + std::to_string(kProfileVersion) + ")");
   validate_against_schema(doc, read_json_file(schema), path.string());
   Profile p = profile_from_json(doc, path.string());
   if (p.partial && !allow_partial)
-    throw Error(path.string() + ": a partial profile (calibration was interrupted): rerun headroom calibrate with the "
+    throw Error(path.string() +
+                ": a partial profile (calibration was interrupted): rerun headroom calibrate with the "
                 "same --out to finish it");
   return p;
 }
@@ -329,16 +372,19 @@ void fit_profile(Profile& p, int gpus_per_node) {
     std::erase_if(p.collectives, [](const CollectiveFit& f) { return f.source != kIngested; });
     for (auto& [key, labelled] : coll) {
       // fit_collective sorts its points by size; sorted the same way here, the residuals name their cases.
-      std::sort(labelled.begin(), labelled.end(), [](const auto& a, const auto& b) { return a.first.bytes < b.first.bytes; });
+      std::sort(labelled.begin(), labelled.end(),
+                [](const auto& a, const auto& b) { return a.first.bytes < b.first.bytes; });
       std::vector<CollectivePoint> pts;
       for (const auto& [point, label] : labelled) pts.push_back(point);
       p.collectives.push_back(fit_collective(pts, key.first, key.second, link_level(key.second, gpus_per_node)));
       const auto& r = p.collectives.back().residuals;
       const std::size_t i = noisiest(r);
       require_quality(std::string(to_string(key.first)) + " fit over " + std::to_string(key.second) + " ranks",
-                      p.collectives.back().r2, p.min_r2, point_text("%.0f B", r[i], pts[i].bytes), {labelled[i].second});
+                      p.collectives.back().r2, p.min_r2, point_text("%.0f B", r[i], pts[i].bytes),
+                      {labelled[i].second});
     }
-    p.collectives_source = p.collectives_source.find(kIngested) != std::string::npos ? p.collectives_source + " + measured" : "measured";
+    p.collectives_source =
+        p.collectives_source.find(kIngested) != std::string::npos ? p.collectives_source + " + measured" : "measured";
   }
 }
 
@@ -371,12 +417,14 @@ void apply_profile(const Profile& p, std::int64_t head_dim, ClusterSpec& cluster
     const CollectiveFit* best = nullptr;
     for (const Collective op : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce}) {
       for (const auto& c : p.collectives)
-        if (c.op == op && c.level == level && c.ranks >= 2 && (best == nullptr || (best->op == op && c.ranks > best->ranks)))
+        if (c.op == op && c.level == level && c.ranks >= 2 &&
+            (best == nullptr || (best->op == op && c.ranks > best->ranks)))
           best = &c;
       if (best != nullptr) break;
     }
     if (best == nullptr || best->busbw_bytes_per_s() <= 0) continue;
-    const double per_step = best->small.alpha_s / (best->op == Collective::all_reduce ? 2.0 * (best->ranks - 1) : best->ranks - 1.0);
+    const double per_step =
+        best->small.alpha_s / (best->op == Collective::all_reduce ? 2.0 * (best->ranks - 1) : best->ranks - 1.0);
     LinkSpec& link = std::string(level) == "intra" ? cluster.intra_node : cluster.inter_node;
     link.bytes_per_s = best->busbw_bytes_per_s();
     link.latency_s = per_step;

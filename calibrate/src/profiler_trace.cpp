@@ -26,8 +26,9 @@ bool is_gemm_op(std::string_view name) {
 // Attention ops of torch.nn.functional.scaled_dot_product_attention's backends (forward and backward);
 // inputs are [batch, heads, seq, head_dim] (aten/src/ATen/native/transformers/attention.cpp).
 bool is_attention_op(std::string_view name) {
-  for (const std::string_view op : {"aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
-                                    "aten::_scaled_dot_product_cudnn_attention"})
+  for (const std::string_view op :
+       {"aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
+        "aten::_scaled_dot_product_cudnn_attention"})
     if (name == op || (name.starts_with(op) && name.substr(op.size()) == "_backward")) return true;
   return false;
 }
@@ -104,8 +105,10 @@ bool is_collective_kernel(const std::string& name) {
 
 TraceKernels parse_profiler_trace(const json& trace, std::string_view where) {
   const json* events = nullptr;
-  if (trace.is_object() && trace.contains("traceEvents") && trace["traceEvents"].is_array()) events = &trace["traceEvents"];
-  else if (trace.is_array()) events = &trace;
+  if (trace.is_object() && trace.contains("traceEvents") && trace["traceEvents"].is_array())
+    events = &trace["traceEvents"];
+  else if (trace.is_array())
+    events = &trace;
   if (!events) throw Error(std::string(where) + ": no traceEvents array (a PyTorch profiler Chrome trace)");
   TraceKernels out;
   if (trace.is_object() && trace.contains("deviceProperties") && trace["deviceProperties"].is_array() &&

@@ -28,7 +28,6 @@ std::vector<int> group_sizes(int ranks) {
 
 }  // namespace
 
-
 std::vector<Case> plan_sweep(const SweepOptions& o) {
   std::vector<Case> plan;
   std::set<std::string> seen;
@@ -38,15 +37,19 @@ std::vector<Case> plan_sweep(const SweepOptions& o) {
 
   // GEMM: a grid over (m, n, k), odd sizes included for wave quantization, then the models' layer GEMMs.
   std::vector<std::int64_t> dims;
-  if (o.quick) dims = {32, 128, 512};
-  else if (o.cpu) dims = {64, 200, 512, 1024};
-  else dims = {256, 1000, 2048, 4096, 8192};
+  if (o.quick)
+    dims = {32, 128, 512};
+  else if (o.cpu)
+    dims = {64, 200, 512, 1024};
+  else
+    dims = {256, 1000, 2048, 4096, 8192};
   for (auto m : dims)
     for (auto n : dims)
       for (auto k : dims) add(GemmCase{m, n, k});
   // On a CPU a full-size layer GEMM takes seconds: the token dimension m shrinks until one fits the cap.
   const double cap = o.cpu ? (o.quick ? 1e9 : 2e10) : 1e30;
-  const std::vector<std::int64_t> tokens = o.quick ? std::vector<std::int64_t>{512} : std::vector<std::int64_t>{2048, 8192};
+  const std::vector<std::int64_t> tokens =
+      o.quick ? std::vector<std::int64_t>{512} : std::vector<std::int64_t>{2048, 8192};
   for (const auto& model : o.models)
     for (std::int64_t t = 1; t <= std::max(1, o.gpus_per_node); t *= 2) {
       if (model.num_heads % t != 0 || model.num_kv_heads % t != 0) continue;
@@ -59,7 +62,8 @@ std::vector<Case> plan_sweep(const SweepOptions& o) {
           auto m = static_cast<std::int64_t>(s.m);
           const auto n = static_cast<std::int64_t>(s.n), k = static_cast<std::int64_t>(s.k);
           if (2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) > cap)
-            m = std::max<std::int64_t>(16, static_cast<std::int64_t>(cap / (2.0 * static_cast<double>(n * k))) / 16 * 16);
+            m = std::max<std::int64_t>(16,
+                                       static_cast<std::int64_t>(cap / (2.0 * static_cast<double>(n * k))) / 16 * 16);
           add(GemmCase{m, n, k});
         }
       }
@@ -67,9 +71,11 @@ std::vector<Case> plan_sweep(const SweepOptions& o) {
 
   // Attention: sequence lengths × head dims 64/128, causal (and full unless quick), forward and backward.
   std::vector<std::int64_t> seqs;
-  if (o.cpu) seqs = o.quick ? std::vector<std::int64_t>{128, 256, 512} : std::vector<std::int64_t>{128, 256, 512, 1024, 2048};
-  else seqs = o.quick ? std::vector<std::int64_t>{512, 1024, 2048, 4096}
-                      : std::vector<std::int64_t>{512, 1024, 2048, 4096, 8192, 16384};
+  if (o.cpu)
+    seqs = o.quick ? std::vector<std::int64_t>{128, 256, 512} : std::vector<std::int64_t>{128, 256, 512, 1024, 2048};
+  else
+    seqs = o.quick ? std::vector<std::int64_t>{512, 1024, 2048, 4096}
+                   : std::vector<std::int64_t>{512, 1024, 2048, 4096, 8192, 16384};
   const std::int64_t heads = o.cpu ? 2 : 16;
   for (bool causal : {true, false}) {
     if (!causal && o.quick) continue;

@@ -122,7 +122,8 @@ std::vector<CellCheck> check_estimates(const SpecLibrary& lib, const std::vector
   std::vector<CellCheck> checks;
   for (const auto& cell : cells) {
     const ModelSpec model = lib.model(cell.run.model);
-    CellCheck check{cell, paper_total_bytes(model, layout_for_run(cell.run, FrameworkProfile{})) / kGiB, CellStatus::reproduced, ""};
+    CellCheck check{cell, paper_total_bytes(model, layout_for_run(cell.run, FrameworkProfile{})) / kGiB,
+                    CellStatus::reproduced, ""};
     const Typo* typo = nullptr;
     for (const auto& t : typos) {
       if (t.table == cell.run.table && t.tp == cell.run.tp && t.cp == cell.run.cp && t.pp == cell.run.pp &&

@@ -97,7 +97,9 @@ std::vector<MemoryFormScore> compare_memory_forms(const SpecLibrary& lib, const 
   const auto eq18 = [](const ResidualObservation& r) {
     return peak_memory_bytes(r.model, r.cluster, r.layout, ResidualModel{});
   };
-  const auto megatron = [](const ResidualObservation& r) { return megatron_theoretical_memory_bytes(r.model, r.layout); };
+  const auto megatron = [](const ResidualObservation& r) {
+    return megatron_theoretical_memory_bytes(r.model, r.layout);
+  };
   const auto share_of = [&](auto peak) {
     return [=](const std::vector<ResidualObservation>& train) {
       return fit_capacity_share(peak_outcomes(train, peak), margin).share;
@@ -109,11 +111,12 @@ std::vector<MemoryFormScore> compare_memory_forms(const SpecLibrary& lib, const 
     };
   };
   return {
-      score_form(MemoryForm::residual_terms, 4, true, tables, by_table,
-                 [&](const std::vector<ResidualObservation>& train) { return fit_residual(train, options).model; },
-                 [](const ResidualModel& model, const std::vector<ResidualObservation>& runs) {
-                   return score_verdicts(runs, model);
-                 }),
+      score_form(
+          MemoryForm::residual_terms, 4, true, tables, by_table,
+          [&](const std::vector<ResidualObservation>& train) { return fit_residual(train, options).model; },
+          [](const ResidualModel& model, const std::vector<ResidualObservation>& runs) {
+            return score_verdicts(runs, model);
+          }),
       score_form(MemoryForm::eq18_capacity_share, 1, true, tables, by_table, share_of(eq18), share_score(eq18)),
       score_form(MemoryForm::megatron_capacity_share, 1, false, tables, by_table, share_of(megatron),
                  share_score(megatron)),

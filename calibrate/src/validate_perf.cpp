@@ -19,7 +19,8 @@ std::string name_of(const RunConfig& r) {
 
 using Column = std::vector<const PerfRun*>;
 
-std::map<std::pair<int, std::int64_t>, Column> columns_of(const std::vector<PerfRun>& runs, const std::vector<int>& tables) {
+std::map<std::pair<int, std::int64_t>, Column> columns_of(const std::vector<PerfRun>& runs,
+                                                          const std::vector<int>& tables) {
   std::map<std::pair<int, std::int64_t>, Column> cols;
   for (const auto& r : runs) {
     if (!tables.empty() && std::find(tables.begin(), tables.end(), r.run.table) == tables.end()) continue;
@@ -62,8 +63,8 @@ std::vector<PerfRun> perf_runs(const SpecLibrary& lib, const std::vector<Measure
   std::vector<PerfRun> runs;
   for (const auto& m : measured) {
     if (m.oom) continue;
-    runs.push_back({m.run, lib.model(m.run.model), cluster_for_run(lib, m.run), layout_for_run(m.run, framework),
-                    m.tflops});
+    runs.push_back(
+        {m.run, lib.model(m.run.model), cluster_for_run(lib, m.run), layout_for_run(m.run, framework), m.tflops});
   }
   return runs;
 }
@@ -87,7 +88,8 @@ std::vector<std::size_t> paper_rule_picks(const std::vector<PerfRun>& column) {
   return picks;
 }
 
-PerfScore score_perf(const std::vector<PerfRun>& runs, const PerfCoefficients& coefficients, const std::vector<int>& tables) {
+PerfScore score_perf(const std::vector<PerfRun>& runs, const PerfCoefficients& coefficients,
+                     const std::vector<int>& tables) {
   PerfScore score;
   double abs_error_sum = 0;
   int n_runs = 0;
@@ -205,12 +207,14 @@ double objective(const std::vector<PerfRun>& runs, const PerfCoefficients& c, co
 
 }  // namespace
 
-PerfCoefficients fit_perf(const std::vector<PerfRun>& runs, const PerfCoefficients& start, const std::vector<int>& tables) {
+PerfCoefficients fit_perf(const std::vector<PerfRun>& runs, const PerfCoefficients& start,
+                          const std::vector<int>& tables) {
   PerfCoefficients c = start;
   // GPU efficiencies: one entry per GPU of the fitted tables.
   for (const auto& r : runs) {
     if (!tables.empty() && std::find(tables.begin(), tables.end(), r.run.table) == tables.end()) continue;
-    const bool known = std::any_of(c.gpus.begin(), c.gpus.end(), [&](const GpuEfficiency& g) { return g.gpu == r.cluster.gpu.name; });
+    const bool known =
+        std::any_of(c.gpus.begin(), c.gpus.end(), [&](const GpuEfficiency& g) { return g.gpu == r.cluster.gpu.name; });
     if (!known) c.gpus.push_back({r.cluster.gpu.name, c.gemm_efficiency, c.attention_efficiency});
   }
   std::vector<Knob> knobs;

@@ -23,7 +23,8 @@ double positive(const ReferenceTable& t, const Record& row, const std::string& c
     used = 0;
   }
   if (text.empty() || used != text.size() || !(v > 0) || !std::isfinite(v) || (whole && v != std::floor(v)))
-    throw Error(t.path.string() + ": " + column + " '" + text + "' is not a positive " + (whole ? "integer" : "number"));
+    throw Error(t.path.string() + ": " + column + " '" + text + "' is not a positive " +
+                (whole ? "integer" : "number"));
   return v;
 }
 
@@ -38,7 +39,8 @@ bool truth(const ReferenceTable& t, const Record& row, const std::string& column
   throw Error(t.path.string() + ": " + column + " '" + text + "' is not True or False");
 }
 
-// "Korthikanti et al. 2022 Tables 3 and 5 (also ...)" → "Korthikanti et al. 2022": up to the first " (", ";" or " Table".
+// "Korthikanti et al. 2022 Tables 3 and 5 (also ...)" → "Korthikanti et al. 2022": up to the first " (", ";" or "
+// Table".
 std::string short_source(const std::string& citation) {
   return citation.substr(0, std::min({citation.find(" ("), citation.find(';'), citation.find(" Table")}));
 }
@@ -99,7 +101,8 @@ std::vector<PublishedRun> published_runs(const SpecLibrary& lib, const Framework
   if (std::filesystem::exists(calculon_csv)) {
     const ReferenceTable c = read_reference_table(calculon_csv);
     for (const auto& row : c.rows)
-      if (!c.at(row, "calculon_step_time_s").empty()) calculon[c.at(row, "id")] = positive(c, row, "calculon_step_time_s");
+      if (!c.at(row, "calculon_step_time_s").empty())
+        calculon[c.at(row, "id")] = positive(c, row, "calculon_step_time_s");
   }
   std::vector<PublishedRun> runs;
   for (const auto& row : t.rows) {
@@ -129,11 +132,13 @@ PerfCoefficients run_coefficients(const PublishedRun& run, const PerfCoefficient
 PublishedValidation validate_published(const std::vector<PublishedRun>& runs, const PerfCoefficients& coefficients) {
   PublishedValidation v;
   for (const auto& run : runs) {
-    const double predicted = estimate_perf(run.model, run.cluster, run.layout, run_coefficients(run, coefficients)).step_time_s;
+    const double predicted =
+        estimate_perf(run.model, run.cluster, run.layout, run_coefficients(run, coefficients)).step_time_s;
     v.runs.push_back({&run, predicted, predicted / run.measured_step_s - 1.0});
   }
   for (const auto& r : v.runs) {
-    auto it = std::find_if(v.sources.begin(), v.sources.end(), [&](const auto& s) { return s.source == r.run->source; });
+    auto it =
+        std::find_if(v.sources.begin(), v.sources.end(), [&](const auto& s) { return s.source == r.run->source; });
     if (it == v.sources.end()) it = v.sources.insert(v.sources.end(), PublishedSourceScore{r.run->source});
     add(*it, r);
     add(v.all, r);

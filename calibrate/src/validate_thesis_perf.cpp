@@ -79,8 +79,7 @@ ThesisPerfData thesis_perf_data(const SpecLibrary& lib, const FrameworkProfile& 
   const nlohmann::json j = read_json_file(path);
   ThesisPerfData d{lib.model(j.at("model").get<std::string>()), lib.cluster("lumi-mi250x"), {}};
   const auto& max_tokens = j.at("table_B1_max_tokens_per_node");
-  const auto add = [&](const std::string& table, const nlohmann::json& tokens, const nlohmann::json& pts,
-                       bool by_seq) {
+  const auto add = [&](const std::string& table, const nlohmann::json& tokens, const nlohmann::json& pts, bool by_seq) {
     for (const auto& [key, row] : tokens.items())
       for (const auto& [config, value] : row.items()) {
         if (value.is_null()) continue;

@@ -47,7 +47,8 @@ Shard parse_shard(std::string_view text) {
 StateSharding parse_sharding_code(std::string_view code) {
   const bool upper = std::all_of(code.begin(), code.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
   const auto s = upper ? sharding_from_code(code) : std::nullopt;
-  if (!s) throw Error("sharding code '" + std::string(code) + "' must be three letters of N, I, G (P, G, OS), e.g. NNG");
+  if (!s)
+    throw Error("sharding code '" + std::string(code) + "' must be three letters of N, I, G (P, G, OS), e.g. NNG");
   return *s;
 }
 
@@ -136,11 +137,14 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
                 parse_shard(s.at("optimizer").get<std::string>())};
   f.fsdp_unit_buffers = j.value("fsdp_unit_buffers", std::int64_t{0});
   if (j.contains("supported_shardings"))
-    for (const auto& code : j.at("supported_shardings")) f.supported_shardings.push_back(parse_sharding_code(code.get<std::string>()));
+    for (const auto& code : j.at("supported_shardings"))
+      f.supported_shardings.push_back(parse_sharding_code(code.get<std::string>()));
   if (j.contains("supported_recompute"))
-    for (const auto& r : j.at("supported_recompute")) f.supported_recompute.push_back(parse_recompute(r.get<std::string>()));
+    for (const auto& r : j.at("supported_recompute"))
+      f.supported_recompute.push_back(parse_recompute(r.get<std::string>()));
   if (j.contains("supported_schedules"))
-    for (const auto& x : j.at("supported_schedules")) f.supported_schedules.push_back(parse_schedule(x.get<std::string>()));
+    for (const auto& x : j.at("supported_schedules"))
+      f.supported_schedules.push_back(parse_schedule(x.get<std::string>()));
   f.uneven_pipeline_stages = j.value("uneven_pipeline_stages", false);
   const auto& r = j.at("residual");
   f.residual.name = f.name;
@@ -150,8 +154,8 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
   f.residual.cp_communicator_bytes = r.at("cp_communicator_GiB").get<double>() * kGiB;
   f.residual.capacity_share = r.value("capacity_share", 0.0);
   if (r.contains("uncertainty"))
-    f.memory_band = {r.at("uncertainty").at("peak_low").get<double>(), r.at("uncertainty").at("peak_high").get<double>(),
-                     true};
+    f.memory_band = {r.at("uncertainty").at("peak_low").get<double>(),
+                     r.at("uncertainty").at("peak_high").get<double>(), true};
   return f;
 }
 

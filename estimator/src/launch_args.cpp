@@ -27,7 +27,8 @@ DpSplit dp_split(Shard s, const Layout& l, std::int64_t gpus_per_node) {
     return {0, 0, "t = " + num(l.tp) + " does not divide the " + num(gpus_per_node) + " GPUs of a node"};
   const std::int64_t ways = std::clamp<std::int64_t>(gpus_per_node / l.tp, 1, group);
   if (ways % l.cp != 0 || l.dp % (ways / l.cp) != 0)
-    return {0, 0, "an intra-node shard of " + num(ways) + " ranks does not split dp " + num(l.dp) + " x cp " + num(l.cp)};
+    return {0, 0,
+            "an intra-node shard of " + num(ways) + " ranks does not split dp " + num(l.dp) + " x cp " + num(l.cp)};
   return {l.dp / (ways / l.cp), ways / l.cp, ""};
 }
 
@@ -39,9 +40,10 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
   auto& a = e.megatron;
   auto& issues = e.megatron_issues;
   // The model's shape (megatron/training/arguments.py names), so that the line can be pasted as it is.
-  a = {"--num-layers", num(m.num_layers), "--hidden-size", num(m.hidden_size), "--ffn-hidden-size", num(m.ffn_hidden_size),
-       "--num-attention-heads", num(m.num_heads)};
-  if (m.num_kv_heads != m.num_heads) a.insert(a.end(), {"--group-query-attention", "--num-query-groups", num(m.num_kv_heads)});
+  a = {"--num-layers",      num(m.num_layers),      "--hidden-size",         num(m.hidden_size),
+       "--ffn-hidden-size", num(m.ffn_hidden_size), "--num-attention-heads", num(m.num_heads)};
+  if (m.num_kv_heads != m.num_heads)
+    a.insert(a.end(), {"--group-query-attention", "--num-query-groups", num(m.num_kv_heads)});
   a.insert(a.end(), {"--max-position-embeddings", num(m.max_context)});
   if (m.mlp == Mlp::swiglu) a.emplace_back("--swiglu");
   a.insert(a.end(), {"--normalization", m.norm == Norm::rmsnorm ? "RMSNorm" : "LayerNorm"});
@@ -67,14 +69,16 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
   if (l.flash_attention) a.emplace_back("--use-flash-attn");
   if (l.recompute == Recompute::selective) a.insert(a.end(), {"--recompute-granularity", "selective"});
   if (l.recompute == Recompute::full)
-    a.insert(a.end(), {"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"});
+    a.insert(a.end(),
+             {"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"});
   const StateSharding& s = l.sharding;
   const std::string code = sharding_code(s);
   if (s.params == Shard::none && s.grads == Shard::none) {
     if (s.optimizer == Shard::global) a.emplace_back("--use-distributed-optimizer");
     if (s.optimizer == Shard::intra) {
       const DpSplit d = dp_split(Shard::intra, l, c.gpus_per_node);
-      if (!d.problem.empty()) issues.push_back("sharding " + code + ": " + d.problem);
+      if (!d.problem.empty())
+        issues.push_back("sharding " + code + ": " + d.problem);
       else {
         a.emplace_back("--use-distributed-optimizer");
         if (d.replicate > 1) a.insert(a.end(), {"--num-distributed-optimizer-instances", num(d.replicate)});
@@ -85,7 +89,8 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
                      ": Megatron-LM's distributed optimizer shards only optimizer states (NNN, NNG, NNI); sharded "
                      "parameters or gradients need Megatron-FSDP, which headroom does not model");
   }
-  if (l.schedule == Schedule::gpipe) issues.emplace_back("schedule gpipe: Megatron-LM has only 1F1B and interleaved 1F1B");
+  if (l.schedule == Schedule::gpipe)
+    issues.emplace_back("schedule gpipe: Megatron-LM has only 1F1B and interleaved 1F1B");
   if (l.lora.enabled()) issues.emplace_back("LoRA: pretrain_gpt.py has no LoRA arguments");
 }
 
@@ -107,8 +112,9 @@ void torchtitan(const ModelSpec& m, const ClusterSpec& c, const Layout& l, Launc
       replicate = l.dp;
       shard = 1;
     } else {
-      issues.emplace_back("sharding NNN: torchtitan applies DDP only as 1-D parallelism and FSDP-shards over CP "
-                          "whenever cp > 1");
+      issues.emplace_back(
+          "sharding NNN: torchtitan applies DDP only as 1-D parallelism and FSDP-shards over CP "
+          "whenever cp > 1");
     }
   } else if (s.grads == s.optimizer && s.grads != Shard::none && (s.params == s.grads || s.params == Shard::none)) {
     const DpSplit d = dp_split(s.grads, l, c.gpus_per_node);
@@ -120,8 +126,10 @@ void torchtitan(const ModelSpec& m, const ClusterSpec& c, const Layout& l, Launc
       reshard = s.params == Shard::none ? "never" : "always";
     }
   } else {
-    issues.push_back("sharding " + code + ": FSDP2 shards parameters, gradients and optimizer states over one mesh "
-                     "(GGG, III; NGG, NII with fsdp_reshard_after_forward = \"never\"); " + code + " has no setting");
+    issues.push_back("sharding " + code +
+                     ": FSDP2 shards parameters, gradients and optimizer states over one mesh "
+                     "(GGG, III; NGG, NII with fsdp_reshard_after_forward = \"never\"); " +
+                     code + " has no setting");
   }
   const bool pp = l.pp > 1;
   t.emplace_back("training", "local_batch_size", num(pp ? l.gbs / l.dp : l.mbs));
@@ -149,20 +157,24 @@ void torchtitan(const ModelSpec& m, const ClusterSpec& c, const Layout& l, Launc
   t.emplace_back("activation_checkpoint", "mode", "\"" + std::string(to_string(l.recompute)) + "\"");
   if (l.recompute == Recompute::selective) {
     t.emplace_back("activation_checkpoint", "selective_ac_option", "\"op\"");
-    issues.emplace_back("recompute selective: torchtitan's per-op selective AC is not Megatron-LM's core-attention "
-                        "recompute that headroom models; memory differs");
+    issues.emplace_back(
+        "recompute selective: torchtitan's per-op selective AC is not Megatron-LM's core-attention "
+        "recompute that headroom models; memory differs");
   }
   if (l.tp > 1 && !l.sequence_parallel)
-    issues.emplace_back("no sequence parallelism: torchtitan's tensor parallelism always shards the norms over the "
-                        "sequence");
+    issues.emplace_back(
+        "no sequence parallelism: torchtitan's tensor parallelism always shards the norms over the "
+        "sequence");
   if (!l.flash_attention) issues.emplace_back("no FlashAttention: torchtitan uses SDPA's fused kernels; no setting");
   if (l.lora.enabled()) issues.emplace_back("LoRA: torchtitan v0.2.x has no LoRA");
   if (!l.split.even())
-    issues.emplace_back("uneven pipeline stages: headroom exports Megatron-LM's --decoder-first/last-pipeline-num-"
-                        "layers only; torchtitan's first/last_stage_less_layers are not mapped");
+    issues.emplace_back(
+        "uneven pipeline stages: headroom exports Megatron-LM's --decoder-first/last-pipeline-num-"
+        "layers only; torchtitan's first/last_stage_less_layers are not mapped");
   if (pp && l.vpp > 2)
-    issues.emplace_back("pipeline_parallel_layers_per_stage: torchtitan v0.2 counts the embedding and output as "
-                        "pipeline_parallel_first/last_stage_less_layers; check the stage count");
+    issues.emplace_back(
+        "pipeline_parallel_layers_per_stage: torchtitan v0.2 counts the embedding and output as "
+        "pipeline_parallel_first/last_stage_less_layers; check the stage count");
 
   std::ostringstream toml;
   toml << "# torchtitan job config fragment: " << kTorchtitanVersions << "\n";
@@ -197,8 +209,10 @@ void pytorch(const ClusterSpec& c, const Layout& l, LaunchExport& e) {
     if (s.optimizer == Shard::intra) split = dp_split(Shard::intra, l, c.gpus_per_node);
     fsdp1 = s.optimizer == Shard::none ? "NO_SHARD" : "";
     if (l.tp > 1)
-      issues.push_back("sharding " + code + " with tp " + num(l.tp) + ": PyTorch's public API composes DTensor "
-                       "tensor parallelism with FSDP2 only, not with DDP (torchtitan runs DDP only as 1-D parallelism)");
+      issues.push_back(
+          "sharding " + code + " with tp " + num(l.tp) +
+          ": PyTorch's public API composes DTensor "
+          "tensor parallelism with FSDP2 only, not with DDP (torchtitan runs DDP only as 1-D parallelism)");
   } else if (s.grads == s.optimizer && (s.params == s.grads || s.params == Shard::none)) {
     kind = Kind::fsdp;
     split = dp_split(s.grads, l, c.gpus_per_node);
@@ -206,7 +220,8 @@ void pytorch(const ClusterSpec& c, const Layout& l, LaunchExport& e) {
     fsdp1 = s.grads == Shard::global ? (s.params == Shard::none ? "SHARD_GRAD_OP" : "FULL_SHARD")
                                      : (s.params == Shard::none ? "_HYBRID_SHARD_ZERO2" : "HYBRID_SHARD");
   } else {
-    issues.push_back("sharding " + code + ": FSDP shards P, G and OS at one scope (FULL_SHARD GGG, HYBRID_SHARD III, "
+    issues.push_back("sharding " + code +
+                     ": FSDP shards P, G and OS at one scope (FULL_SHARD GGG, HYBRID_SHARD III, "
                      "SHARD_GRAD_OP NGG, _HYBRID_SHARD_ZERO2 NII) and DDP + ZeroRedundancyOptimizer covers NNG/NNI; " +
                      code + " has no equivalent");
   }
@@ -234,7 +249,8 @@ void pytorch(const ClusterSpec& c, const Layout& l, LaunchExport& e) {
     py << "# tp = " << l.tp << ": parallelize_module(block, mesh[\"tp\"], plan) for every decoder block"
        << (l.sequence_parallel ? ", SequenceParallel() on the norms" : " (no sequence parallelism)") << "\n";
   if (l.cp > 1)
-    py << "# cp = " << l.cp << ": torch.distributed.tensor.experimental.context_parallel(mesh[\"cp\"], ...) around "
+    py << "# cp = " << l.cp
+       << ": torch.distributed.tensor.experimental.context_parallel(mesh[\"cp\"], ...) around "
           "forward and backward\n";
   if (l.pp > 1)
     py << "# pp = " << l.pp << ": torch.distributed.pipelining stages on mesh[\"pp\"], "
@@ -249,8 +265,8 @@ void pytorch(const ClusterSpec& c, const Layout& l, LaunchExport& e) {
        << "\n";
   if (l.lora.enabled())
     py << "# LoRA rank " << l.lora.rank << ": add the adapters (e.g. peft.get_peft_model) before fully_shard\n";
-  py << "# micro-batch " << l.mbs << " x seq " << l.seq << " per rank; global batch " << l.gbs << " sequences = "
-     << l.microbatches() << " micro-batches x dp " << l.dp << "\n";
+  py << "# micro-batch " << l.mbs << " x seq " << l.seq << " per rank; global batch " << l.gbs
+     << " sequences = " << l.microbatches() << " micro-batches x dp " << l.dp << "\n";
   if (kind == Kind::fsdp) {
     const bool hsdp = split.replicate > 1;
     if (l.cp > 1) {
@@ -260,9 +276,8 @@ void pytorch(const ClusterSpec& c, const Layout& l, LaunchExport& e) {
       py << "dp_mesh = mesh[" << (hsdp ? R"(("dp_replicate", "dp_shard"))" : R"("dp_shard")") << "]"
          << (hsdp ? "  # HSDP: replicate x shard" : "") << "\n";
     }
-    py << "mp = MixedPrecisionPolicy(param_dtype=torch."
-       << (l.precision.weight_bytes == 2 ? "bfloat16" : "float32") << ", reduce_dtype=torch."
-       << (l.precision.grad_bytes == 2 ? "bfloat16" : "float32") << ")\n";
+    py << "mp = MixedPrecisionPolicy(param_dtype=torch." << (l.precision.weight_bytes == 2 ? "bfloat16" : "float32")
+       << ", reduce_dtype=torch." << (l.precision.grad_bytes == 2 ? "bfloat16" : "float32") << ")\n";
     py << "for block in model.layers:  # one FSDP unit per decoder layer\n"
        << "    fully_shard(block, mesh=dp_mesh, reshard_after_forward=" << reshard << ", mp_policy=mp)\n"
        << "fully_shard(model, mesh=dp_mesh, reshard_after_forward=" << reshard << ", mp_policy=mp)\n";
@@ -307,12 +322,13 @@ std::string megatron_line(const LaunchExport& e) { return joined(e.megatron, e.m
 std::string torchtitan_line(const LaunchExport& e) { return joined(e.torchtitan_overrides, e.torchtitan_issues); }
 
 nlohmann::json launch_to_json(const LaunchExport& e) {
-  return {{"megatron", e.megatron},
-          {"torchtitan_toml", e.torchtitan_toml},
-          {"fsdp_python", e.fsdp_python},
-          {"torchrun", {{"nnodes", e.nodes}, {"nproc_per_node", e.gpus_per_node}}},
-          {"unsupported", {{"megatron", e.megatron_issues}, {"torchtitan", e.torchtitan_issues}, {"fsdp", e.fsdp_issues}}},
-          {"versions", {{"megatron", kMegatronVersions}, {"torchtitan", kTorchtitanVersions}, {"fsdp", kPytorchVersions}}}};
+  return {
+      {"megatron", e.megatron},
+      {"torchtitan_toml", e.torchtitan_toml},
+      {"fsdp_python", e.fsdp_python},
+      {"torchrun", {{"nnodes", e.nodes}, {"nproc_per_node", e.gpus_per_node}}},
+      {"unsupported", {{"megatron", e.megatron_issues}, {"torchtitan", e.torchtitan_issues}, {"fsdp", e.fsdp_issues}}},
+      {"versions", {{"megatron", kMegatronVersions}, {"torchtitan", kTorchtitanVersions}, {"fsdp", kPytorchVersions}}}};
 }
 
 }  // namespace headroom

@@ -12,9 +12,12 @@ namespace headroom {
 
 std::optional<Shard> shard_from_letter(char c) {
   switch (c) {
-    case 'N': case 'n': return Shard::none;
-    case 'I': case 'i': return Shard::intra;
-    case 'G': case 'g': return Shard::global;
+    case 'N':
+    case 'n': return Shard::none;
+    case 'I':
+    case 'i': return Shard::intra;
+    case 'G':
+    case 'g': return Shard::global;
     default: return std::nullopt;
   }
 }
@@ -39,8 +42,9 @@ std::string s(std::int64_t v) { return std::to_string(v); }
 void validate_uneven_split(const ModelSpec& m, const Layout& l) {
   const PipelineSplit& x = l.split;
   if (x.embedding_in_split || x.loss_in_split)
-    throw Error("--decoder-first/last-pipeline-num-layers cannot be combined with --account-for-embedding/loss-in-"
-                "pipeline-split (Megatron-LM refuses it)");
+    throw Error(
+        "--decoder-first/last-pipeline-num-layers cannot be combined with --account-for-embedding/loss-in-"
+        "pipeline-split (Megatron-LM refuses it)");
   if (l.pp < 2) throw Error("--decoder-first/last-pipeline-num-layers need --pp 2 or more");
   std::int64_t rest = m.num_layers, middle = l.pp;
   for (const auto& [n, flag] : {std::pair{x.first_stage_layers, "--decoder-first-pipeline-num-layers"},
@@ -69,7 +73,8 @@ void validate_uneven_split(const ModelSpec& m, const Layout& l) {
 // dividing the layers per stage.
 void validate_even_split(const ModelSpec& m, const Layout& l) {
   const std::int64_t counted = l.split.counted_layers(m.num_layers);
-  const std::string extra = counted == m.num_layers ? "" : " (+" + s(counted - m.num_layers) + " for the embedding/loss)";
+  const std::string extra =
+      counted == m.num_layers ? "" : " (+" + s(counted - m.num_layers) + " for the embedding/loss)";
   if (counted % l.pp != 0)
     throw Error("--pp " + s(l.pp) + " does not divide the " + s(m.num_layers) + " layers of " + m.name + extra +
                 "; uneven stages: --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers");
@@ -81,8 +86,10 @@ void validate_pipeline_split(const ModelSpec& m, const Layout& l) {
   if (l.split.first_stage_layers < 0 || l.split.last_stage_layers < 0)
     throw Error("--decoder-first/last-pipeline-num-layers must be positive (got " +
                 s(std::min(l.split.first_stage_layers, l.split.last_stage_layers)) + ")");
-  if (l.split.uneven()) validate_uneven_split(m, l);
-  else validate_even_split(m, l);
+  if (l.split.uneven())
+    validate_uneven_split(m, l);
+  else
+    validate_even_split(m, l);
 }
 
 }  // namespace

@@ -106,8 +106,8 @@ double activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   const double mlp_units = 2.0 + (m.mlp == Mlp::swiglu ? 8.0 : 4.0) * ffn_ratio;
   const double all_units = 6.0 + 4.0 * kv_ratio(m) + mlp_units + 4.0;
   const double replicated_units = 8.0;
-  double bytes = l.sequence_parallel ? sbh * all_units
-                                     : sbh * ((all_units - replicated_units) + replicated_units * d(l.tp));
+  double bytes =
+      l.sequence_parallel ? sbh * all_units : sbh * ((all_units - replicated_units) + replicated_units * d(l.tp));
   if (!l.flash_attention && l.recompute == Recompute::none) {
     // Korthikanti et al. 2023 Eq. 1: softmax output 2·a·s²·b, with attention dropout also its mask (1) and output (2).
     const double bytes_per_score = m.attention_dropout > 0 ? 5.0 : 2.0;
@@ -131,10 +131,9 @@ double microbatches_in_flight(const Layout& l, std::int64_t stage) {
 // (Korthikanti et al. 2023, Sec. 4.2.3), at most all m·v chunks.
 double layers_in_flight(const ModelSpec& m, const Layout& l, std::int64_t stage) {
   const double layers_per_stage = d(stage_layers(m, l, stage));
-  if (l.schedule != Schedule::interleaved || l.vpp == 1)
-    return layers_per_stage * microbatches_in_flight(l, stage);
-  const double chunks = std::min(d(l.microbatches()) * d(l.vpp),
-                                 2.0 * d(l.pp - stage - 1) + d(l.vpp - 1) * d(l.pp) + 1.0);
+  if (l.schedule != Schedule::interleaved || l.vpp == 1) return layers_per_stage * microbatches_in_flight(l, stage);
+  const double chunks =
+      std::min(d(l.microbatches()) * d(l.vpp), 2.0 * d(l.pp - stage - 1) + d(l.vpp - 1) * d(l.pp) + 1.0);
   return chunks * layers_per_stage / d(l.vpp);
 }
 
@@ -166,8 +165,8 @@ double stage_activation_bytes(const ModelSpec& m, const Layout& l, std::int64_t 
 double paper_total_bytes(const ModelSpec& m, const Layout& l) {
   const double h = d(m.hidden_size), t = d(l.tp), p = d(l.pp);
   const double states_per_param = 6.0 + 12.0 / (d(l.dp) * d(l.cp));
-  const double layer_part = 2.0 * (d(m.num_layers) / p) * h * h *
-                            ((1.0 + kv_ratio(m) + 1.5 * d(m.ffn_hidden_size) / h) / t + 1.0 / h);
+  const double layer_part =
+      2.0 * (d(m.num_layers) / p) * h * h * ((1.0 + kv_ratio(m) + 1.5 * d(m.ffn_hidden_size) / h) / t + 1.0 / h);
   const double embed_part = (l.pp == 1 ? 2.0 : 1.0) * h * d(m.vocab_size) / t + (l.pp == 1 ? h : 0.0);
   const double per_layer_units = 12.0 + 4.0 * kv_ratio(m) + 8.0 * d(m.ffn_hidden_size) / h;
   const double head_units = l.pp == 1 ? 4.0 * (1.0 + d(m.vocab_size) / h) : 0.0;
@@ -178,9 +177,7 @@ double paper_total_bytes(const ModelSpec& m, const Layout& l) {
 bool fsdp_step_model(const Layout& l) { return l.fsdp_unit_buffers > 0; }
 
 // FSDP1 switches FULL_SHARD to NO_SHARD when its process group has one rank: nothing is all-gathered then.
-bool fsdp_gathers(const Layout& l) {
-  return fsdp_step_model(l) && l.sharding.params != Shard::none && l.dp * l.cp > 1;
-}
+bool fsdp_gathers(const Layout& l) { return fsdp_step_model(l) && l.sharding.params != Shard::none && l.dp * l.cp > 1; }
 
 // FSDP (fsdp-summary; thesis Sec. 3.1.3): a sharded unit is all-gathered to its TP-sharded size, adapters included.
 double fsdp_unit_bytes(const ModelSpec& m, const Layout& l) {
@@ -261,8 +258,8 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
             (1.0 - unit_param_share) * fsdp_unit_buffer_bytes(m, l);
   Layout whole = l;
   whole.recompute = Recompute::none;
-  s.activations = activation_bytes_per_layer(m, l) +
-                  (l.recompute == Recompute::full ? activation_bytes_per_layer(m, whole) : 0.0);
+  s.activations =
+      activation_bytes_per_layer(m, l) + (l.recompute == Recompute::full ? activation_bytes_per_layer(m, whole) : 0.0);
   s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params, c.gpu.usable_memory_bytes, false);
   return s;
 }

@@ -13,9 +13,7 @@ double logits_elements(const ModelSpec& m, const Layout& l, std::int64_t stage) 
          (static_cast<double>(l.tp) * static_cast<double>(l.cp));
 }
 
-double cp_extra_communicators(const Layout& l) {
-  return (l.cp > 1 ? 1.0 : 0.0) + (l.cp > 2 ? 2.0 : 0.0);
-}
+double cp_extra_communicators(const Layout& l) { return (l.cp > 1 ? 1.0 : 0.0) + (l.cp > 2 ? 2.0 : 0.0); }
 
 double residual_bytes(const ModelSpec& m, const Layout& l, const ResidualModel& r, std::int64_t stage,
                       double optimizer_shard_params, double usable_memory_bytes, bool with_logits) {

@@ -96,8 +96,8 @@ ResidualFit fit_residual(std::span<const ResidualObservation> runs, const Residu
           }
         }
         const double fixed = std::min(opt.fixed_max_gib, next - opt.margin_gib);
-        const double total = fixed * static_cast<double>(rc.size()) + lg * sum_logits + op * sum_optimizer +
-                             cp * sum_comms;
+        const double total =
+            fixed * static_cast<double>(rc.size()) + lg * sum_logits + op * sum_optimizer + cp * sum_comms;
         const auto score = std::make_tuple(misses, -total, lg, op, cp);
         if (!best.feasible || score < best_score) {
           best_score = score;

@@ -60,22 +60,43 @@ Constraint parse_constraint(std::string_view text) {
       "schedule=1f1b|interleaved|gpipe)";
   const std::string shown = "--constraint '" + std::string(text) + "'";
   const auto op_at = text.find_first_of("<>=");
-  if (op_at == std::string_view::npos || op_at == 0) throw Error(shown + " has no field and operator " + std::string(kValid));
+  if (op_at == std::string_view::npos || op_at == 0)
+    throw Error(shown + " has no field and operator " + std::string(kValid));
   const std::string_view field = text.substr(0, op_at);
   std::string_view rest = text.substr(op_at);
   Constraint c;
-  if (rest.starts_with("<=")) { c.op = Constraint::Op::le; rest.remove_prefix(2); }
-  else if (rest.starts_with(">=")) { c.op = Constraint::Op::ge; rest.remove_prefix(2); }
-  else if (rest.starts_with("<")) { c.op = Constraint::Op::lt; rest.remove_prefix(1); }
-  else if (rest.starts_with(">")) { c.op = Constraint::Op::gt; rest.remove_prefix(1); }
-  else if (rest.starts_with("=")) { c.op = Constraint::Op::eq; rest.remove_prefix(rest.starts_with("==") ? 2 : 1); }
+  if (rest.starts_with("<=")) {
+    c.op = Constraint::Op::le;
+    rest.remove_prefix(2);
+  } else if (rest.starts_with(">=")) {
+    c.op = Constraint::Op::ge;
+    rest.remove_prefix(2);
+  } else if (rest.starts_with("<")) {
+    c.op = Constraint::Op::lt;
+    rest.remove_prefix(1);
+  } else if (rest.starts_with(">")) {
+    c.op = Constraint::Op::gt;
+    rest.remove_prefix(1);
+  } else if (rest.starts_with("=")) {
+    c.op = Constraint::Op::eq;
+    rest.remove_prefix(rest.starts_with("==") ? 2 : 1);
+  }
   if (rest.empty()) throw Error(shown + " has no value " + std::string(kValid));
   if (field == "recompute" || field == "sharding" || field == "schedule") {
     if (c.op != Constraint::Op::eq) throw Error(shown + ": " + std::string(field) + " takes '=' only");
     try {
-      if (field == "recompute") { c.field = Constraint::Field::recompute; c.recompute = parse_recompute(rest); }
-      if (field == "sharding") { c.field = Constraint::Field::sharding; c.sharding = parse_sharding(rest); }
-      if (field == "schedule") { c.field = Constraint::Field::schedule; c.schedule = parse_schedule(rest); }
+      if (field == "recompute") {
+        c.field = Constraint::Field::recompute;
+        c.recompute = parse_recompute(rest);
+      }
+      if (field == "sharding") {
+        c.field = Constraint::Field::sharding;
+        c.sharding = parse_sharding(rest);
+      }
+      if (field == "schedule") {
+        c.field = Constraint::Field::schedule;
+        c.schedule = parse_schedule(rest);
+      }
     } catch (const Error& e) {
       throw Error(shown + ": " + e.what());
     }
@@ -84,8 +105,10 @@ Constraint parse_constraint(std::string_view text) {
   static constexpr std::pair<std::string_view, Constraint::Field> kNumeric[] = {
       {"tp", Constraint::Field::tp}, {"cp", Constraint::Field::cp},   {"pp", Constraint::Field::pp},
       {"dp", Constraint::Field::dp}, {"vpp", Constraint::Field::vpp}, {"mbs", Constraint::Field::mbs}};
-  const auto* it = std::find_if(std::begin(kNumeric), std::end(kNumeric), [&](const auto& x) { return x.first == field; });
-  if (it == std::end(kNumeric)) throw Error(shown + ": unknown field '" + std::string(field) + "' " + std::string(kValid));
+  const auto* it =
+      std::find_if(std::begin(kNumeric), std::end(kNumeric), [&](const auto& x) { return x.first == field; });
+  if (it == std::end(kNumeric))
+    throw Error(shown + ": unknown field '" + std::string(field) + "' " + std::string(kValid));
   c.field = it->second;
   auto [ptr, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), c.value);
   if (ec != std::errc() || ptr != rest.data() + rest.size() || c.value < 0)
@@ -118,8 +141,7 @@ void restrict_to_framework(SearchOptions& o, const FrameworkProfile& f) {
 }
 
 SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const Layout& base,
-                          const ResidualModel& residual, const PerfCoefficients& coefficients,
-                          const SearchOptions& o) {
+                          const ResidualModel& residual, const PerfCoefficients& coefficients, const SearchOptions& o) {
   if (o.gpus <= 0) throw Error("--gpus must be a positive integer (got " + std::to_string(o.gpus) + ")");
   if (o.seq <= 0) throw Error("--seq must be a positive integer (got " + std::to_string(o.seq) + ")");
   if (o.gbs <= 0) throw Error("--gbs must be a positive integer (got " + std::to_string(o.gbs) + ")");
@@ -133,13 +155,18 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
   result.best.reserve(o.top + 1);
   result.pareto.reserve(4096);
   std::vector<std::int64_t> tps, cps, pps, vpps, mbss;
-  tps.reserve(4096); cps.reserve(4096); pps.reserve(4096); vpps.reserve(4096); mbss.reserve(8192);
+  tps.reserve(4096);
+  cps.reserve(4096);
+  pps.reserve(4096);
+  vpps.reserve(4096);
+  mbss.reserve(8192);
   const double capacity = cluster.gpu.usable_memory_bytes;
   const auto schedule_ok = [&](Schedule x) {
     return o.schedules.empty() || std::find(o.schedules.begin(), o.schedules.end(), x) != o.schedules.end();
   };
   const auto ok = [&](const Layout& l) {
-    return std::all_of(o.constraints.begin(), o.constraints.end(), [&](const Constraint& c) { return satisfies(l, c); });
+    return std::all_of(o.constraints.begin(), o.constraints.end(),
+                       [&](const Constraint& c) { return satisfies(l, c); });
   };
 
   Layout l = base;
@@ -170,38 +197,42 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
           if ((o.max_vpp > 0 && v > o.max_vpp) || (p == 1 && v > 1)) continue;
           for (int sched = 0; sched < 2; ++sched) {  // 1F1B/interleaved, then GPipe (v = 1, p > 1)
             if (sched == 1 && (v > 1 || p == 1)) continue;
-            l.tp = t; l.cp = c; l.dp = d; l.vpp = v;
+            l.tp = t;
+            l.cp = c;
+            l.dp = d;
+            l.vpp = v;
             l.schedule = sched == 1 ? Schedule::gpipe : v > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
             // p = 1 runs no pipeline: any framework launches it whatever schedules it lists.
             if (p > 1 && !schedule_ok(l.schedule)) continue;
             for (int sp = 0; sp < 2; ++sp) {  // the framework's default, then SP off
               if (sp == 1 && (t == 1 || !o.try_without_sp || !base.sequence_parallel)) continue;
               l.sequence_parallel = sp == 0 ? base.sequence_parallel : false;
-            for (const StateSharding& s : shardings) {
-              l.sharding = s;
-              for (Recompute r : o.recomputes) {
-                l.recompute = r;
-                // Memory grows with b (activations, logits): the first b that does not fit ends the row.
-                bool full = false;
-                for (std::int64_t b : mbss) {
-                  l.mbs = b;
-                  if (!ok(l) || !interleaving_runs(l)) continue;
-                  ++result.evaluated;
-                  if (full) continue;
-                  ++result.memory_checked;
-                  const double peak = peak_memory_bytes(m, cluster, l, residual);
-                  if (o.peak_band.known ? o.peak_band.upper(peak) > capacity : peak > capacity) {
-                    full = true;
-                    continue;
+              for (const StateSharding& s : shardings) {
+                l.sharding = s;
+                for (Recompute r : o.recomputes) {
+                  l.recompute = r;
+                  // Memory grows with b (activations, logits): the first b that does not fit ends the row.
+                  bool full = false;
+                  for (std::int64_t b : mbss) {
+                    l.mbs = b;
+                    if (!ok(l) || !interleaving_runs(l)) continue;
+                    ++result.evaluated;
+                    if (full) continue;
+                    ++result.memory_checked;
+                    const double peak = peak_memory_bytes(m, cluster, l, residual);
+                    if (o.peak_band.known ? o.peak_band.upper(peak) > capacity : peak > capacity) {
+                      full = true;
+                      continue;
+                    }
+                    ++result.fitting;
+                    const PerfEstimate e = estimate_perf(m, ctx, l);
+                    const RankedLayout ranked{l,     e.step_time_s, e.tokens_per_s, e.tflops_per_gpu,
+                                              e.mfu, peak,          capacity};
+                    insert_top(result.best, o.top, ranked);
+                    insert_pareto(result.pareto, ranked);
                   }
-                  ++result.fitting;
-                  const PerfEstimate e = estimate_perf(m, ctx, l);
-                  const RankedLayout ranked{l, e.step_time_s, e.tokens_per_s, e.tflops_per_gpu, e.mfu, peak, capacity};
-                  insert_top(result.best, o.top, ranked);
-                  insert_pareto(result.pareto, ranked);
                 }
               }
-            }
             }
           }
         }

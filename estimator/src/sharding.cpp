@@ -77,14 +77,13 @@ void validate_comm_setup(const CommSetup& s) {
   if (!(s.params > 0) || !std::isfinite(s.params))
     throw Error("parameters Ψ = " + num(s.params) + " must be a positive number");
   if (!(s.trainable > 0) || s.trainable > s.params)
-    throw Error("trainable parameters Ψ' = " + num(s.trainable) + " must be positive and at most Ψ = " +
-                num(s.params));
+    throw Error("trainable parameters Ψ' = " + num(s.trainable) + " must be positive and at most Ψ = " + num(s.params));
   if (s.gpus < 1) throw Error("GPUs N = " + std::to_string(s.gpus) + " must be at least 1");
   if (s.group_size < 1) throw Error("group size M = " + std::to_string(s.group_size) + " must be at least 1");
   if (s.accum < 1) throw Error("accumulation steps s = " + std::to_string(s.accum) + " must be at least 1");
   if (s.gpus % s.group_size != 0)
-    throw Error("group size M = " + std::to_string(s.group_size) + " must divide the GPU count N = " +
-                std::to_string(s.gpus));
+    throw Error("group size M = " + std::to_string(s.group_size) +
+                " must divide the GPU count N = " + std::to_string(s.gpus));
   if (!(s.weight_bytes > 0) || !(s.grad_bytes > 0) || !(s.optimizer_bytes > 0))
     throw Error("bytes per parameter, gradient and optimizer state must be positive");
 }
@@ -125,7 +124,8 @@ Strategy parse_strategy(std::string_view name) {
   if (paro && !satisfies_principle1(st.sharding))
     throw Error("'" + std::string(name) + "' is not a PaRO strategy: " + code +
                 " violates Principle 1 (optimizer states must be sharded at least as finely as parameters and "
-                "gradients); give the bare code " + code + " to model it anyway");
+                "gradients); give the bare code " +
+                code + " to model it anyway");
   st.name = satisfies_principle1(st.sharding) ? "PaRO-" + code : code;
   st.collectives = Collectives::hierarchical;
   return st;
@@ -142,9 +142,7 @@ StateSharding parse_sharding(std::string_view name) {
   return strategy.sharding;
 }
 
-std::string sharding_code(const StateSharding& s) {
-  return {letter(s.params), letter(s.grads), letter(s.optimizer)};
-}
+std::string sharding_code(const StateSharding& s) { return {letter(s.params), letter(s.grads), letter(s.optimizer)}; }
 
 std::string_view to_string(Collectives c) { return c == Collectives::ring ? "ring" : "hierarchical"; }
 
@@ -321,8 +319,8 @@ Volume update_grad_sync(const Strategy& st, const CommSetup& s) {
   switch (update_grad_sync_kind(st.sharding)) {
     case GradSync::none: return {};
     case GradSync::reduce_scatter:
-      if (gs == I) return inter_group_collective(psi / m, s);              // I → G: IIG, NIG (Sec. 3.2)
-      if (os == G) return global_collective(psi, c, s);                    // N → G: ZeRO-1
+      if (gs == I) return inter_group_collective(psi / m, s);                            // I → G: IIG, NIG (Sec. 3.2)
+      if (os == G) return global_collective(psi, c, s);                                  // N → G: ZeRO-1
       return intra_group_collective(psi, s) + 2.0 * inter_group_collective(psi / m, s);  // N → I
     case GradSync::all_reduce:
       if (gs == I) return 2.0 * inter_group_collective(psi / m, s);  // MiCS/HSDP: over each replication group

@@ -50,19 +50,19 @@ std::string join(const std::vector<std::string>& items) {
 void check_model_shape(const ModelSpec& m, std::string_view where) {
   const std::string w(where);
   const std::pair<const char*, std::int64_t> dimensions[] = {
-      {"hidden_size", m.hidden_size}, {"num_layers", m.num_layers}, {"num_attention_heads", m.num_heads},
-      {"num_kv_heads", m.num_kv_heads}, {"ffn_hidden_size", m.ffn_hidden_size}, {"vocab_size", m.vocab_size},
+      {"hidden_size", m.hidden_size},         {"num_layers", m.num_layers},
+      {"num_attention_heads", m.num_heads},   {"num_kv_heads", m.num_kv_heads},
+      {"ffn_hidden_size", m.ffn_hidden_size}, {"vocab_size", m.vocab_size},
       {"max_context_tokens", m.max_context}};
   for (const auto& [key, value] : dimensions) {
-    if (value > kMaxDimension)
-      throw Error(w + ": " + key + " " + std::to_string(value) + " is larger than 10^12");
+    if (value > kMaxDimension) throw Error(w + ": " + key + " " + std::to_string(value) + " is larger than 10^12");
   }
   if (m.hidden_size % m.num_heads != 0)
     throw Error(w + ": hidden_size " + std::to_string(m.hidden_size) + " is not a multiple of num_attention_heads " +
                 std::to_string(m.num_heads));
   if (m.num_kv_heads > m.num_heads || m.num_heads % m.num_kv_heads != 0)
-    throw Error(w + ": num_kv_heads " + std::to_string(m.num_kv_heads) +
-                " must divide num_attention_heads " + std::to_string(m.num_heads));
+    throw Error(w + ": num_kv_heads " + std::to_string(m.num_kv_heads) + " must divide num_attention_heads " +
+                std::to_string(m.num_heads));
 }
 
 // Reads an integer field of a Hugging Face config, trying the key names that model families use.
@@ -83,11 +83,13 @@ std::int64_t hf_int(const json& j, std::initializer_list<const char*> keys, std:
 std::string hf_string(const json& j, const char* key, std::string_view where, const std::string& fallback) {
   const auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_string()) throw Error(std::string(where) + ": " + key + " is a " + it->type_name() + " (expected a string)");
+  if (!it->is_string())
+    throw Error(std::string(where) + ": " + key + " is a " + it->type_name() + " (expected a string)");
   return it->get<std::string>();
 }
 
-// A probability of a Hugging Face config (dropout rates), 0 where absent; not a number in [0, 1] is an Error naming the key.
+// A probability of a Hugging Face config (dropout rates), 0 where absent; not a number in [0, 1] is an Error naming the
+// key.
 double hf_probability(const json& j, std::initializer_list<const char*> keys, std::string_view where) {
   for (const char* key : keys) {
     const auto it = j.find(key);
@@ -102,7 +104,8 @@ double hf_probability(const json& j, std::initializer_list<const char*> keys, st
 bool hf_bool(const json& j, const char* key, std::string_view where, bool fallback) {
   const auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_boolean()) throw Error(std::string(where) + ": " + key + " is a " + it->type_name() + " (expected true or false)");
+  if (!it->is_boolean())
+    throw Error(std::string(where) + ": " + key + " is a " + it->type_name() + " (expected true or false)");
   return it->get<bool>();
 }
 
@@ -129,7 +132,8 @@ void refuse_unpriced_hf_keys(const json& j, std::string_view where, std::int64_t
                   ": attention projections wider or narrower than the hidden size are not priced yet");
   }
   // Mistral-7B-v0.1 and Gemma 2 attend within a window; Qwen2 ships a window with use_sliding_window false.
-  if (const auto it = j.find("sliding_window"); it != j.end() && !it->is_null() && hf_bool(j, "use_sliding_window", where, true))
+  if (const auto it = j.find("sliding_window");
+      it != j.end() && !it->is_null() && hf_bool(j, "use_sliding_window", where, true))
     throw Error(std::string(where) + ": sliding_window = " + it->dump() +
                 ": sliding-window attention cannot be priced by headroom yet (set it to null for full attention)");
 }
@@ -138,10 +142,11 @@ void refuse_unpriced_hf_keys(const json& j, std::string_view where, std::int64_t
 // by transformers' modeling_<type>.py; nullopt for a type not listed.
 std::optional<bool> hf_gated_mlp(const std::string& type) {
   static const std::set<std::string, std::less<>> gated = {
-      "llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "gemma3_text", "phi3",
-      "olmo", "olmo2", "granite", "internlm2", "cohere", "deepseek_v2", "deepseek_v3", "qwen2_moe", "qwen3_moe"};
+      "llama",  "mistral",     "mixtral",     "qwen2",     "qwen3",    "gemma",   "gemma2",
+      "gemma3", "gemma3_text", "phi3",        "olmo",      "olmo2",    "granite", "internlm2",
+      "cohere", "deepseek_v2", "deepseek_v3", "qwen2_moe", "qwen3_moe"};
   static const std::set<std::string, std::less<>> plain = {"gpt2", "gpt_neo", "gpt_bigcode", "gptj", "gpt_neox",
-                                                           "opt", "bloom", "falcon", "phi", "starcoder2"};
+                                                           "opt",  "bloom",   "falcon",      "phi",  "starcoder2"};
   if (gated.contains(type)) return true;
   if (plain.contains(type)) return false;
   return std::nullopt;
@@ -219,7 +224,8 @@ fs::path default_data_dir() {
   std::error_code ec;
   if (fs::is_directory(HEADROOM_SOURCE_DATA_DIR, ec)) return HEADROOM_SOURCE_DATA_DIR;
   // An installed binary (cmake --install): PREFIX/bin/headroom finds PREFIX/share/headroom/data.
-  fs::path installed = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / "share" / "headroom" / "data";
+  fs::path installed =
+      fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / "share" / "headroom" / "data";
   if (!ec && fs::is_directory(installed, ec)) return installed;
   return HEADROOM_SOURCE_DATA_DIR;
 }
@@ -265,8 +271,8 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   m.linear_biases = gpt2_like;
   m.learned_positions = gpt2_like;
   m.attention_dropout = hf_probability(j, {"attention_dropout", "attn_pdrop"}, where);
-  m.ffn_hidden_size = hf_int(j, {"intermediate_size", "n_inner", "ffn_dim"}, where,
-                             m.mlp == Mlp::gelu ? 4 * m.hidden_size : -1);
+  m.ffn_hidden_size =
+      hf_int(j, {"intermediate_size", "n_inner", "ffn_dim"}, where, m.mlp == Mlp::gelu ? 4 * m.hidden_size : -1);
   // The default of tie_word_embeddings where a config leaves it out: True in transformers' GPT-2 and Gemma
   // configs (configuration_gemma.py), False in Llama's, Mistral's and Qwen's.
   m.tied_embeddings = hf_bool(j, "tie_word_embeddings", where, gpt2_like || type.rfind("gemma", 0) == 0);
@@ -339,8 +345,7 @@ GpuSpec SpecLibrary::gpu(std::string_view name_or_path) const {
   const std::string where = "gpu " + path.string();
   validate_against_schema(j, read_json_file(data_dir_ / "schema" / "gpu.schema.json"), where);
   GpuSpec g = gpu_from_json(j, where);
-  if (g.usable_memory_bytes > g.memory_bytes)
-    throw Error(where + ": usable_memory_GiB must not exceed memory_GiB");
+  if (g.usable_memory_bytes > g.memory_bytes) throw Error(where + ": usable_memory_GiB must not exceed memory_GiB");
   return g;
 }
 

@@ -68,8 +68,14 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
   if (!j.is_object()) throw Error(w + ": performance coefficients must be a JSON object");
   PerfCoefficients c;
   for (const auto& [key, value] : j.items()) {
-    if (key == "name") { c.name = value.get<std::string>(); continue; }
-    if (key == "source") { c.source = value.get<std::string>(); continue; }
+    if (key == "name") {
+      c.name = value.get<std::string>();
+      continue;
+    }
+    if (key == "source") {
+      c.source = value.get<std::string>();
+      continue;
+    }
     if (key == "$schema" || key == "description" || key == "fit" || key == "memory") continue;  // memory: cli_common
     if (key == "generic_source") {
       const std::string v = value.is_string() ? value.get<std::string>() : "";
@@ -97,7 +103,8 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
                           g.at("attention_efficiency").get<double>()});
       continue;
     }
-    const Field* f = std::find_if(std::begin(kFields), std::end(kFields), [&name = key](const Field& x) { return name == x.key; });
+    const Field* f =
+        std::find_if(std::begin(kFields), std::end(kFields), [&name = key](const Field& x) { return name == x.key; });
     if (f == std::end(kFields)) {
       std::string valid = "name, source, description, fit, memory, uncertainty, generic_source, gpus, clusters";
       for (const auto& x : kFields) valid += std::string(", ") + x.key;
@@ -106,9 +113,12 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
     if (!value.is_number() || value.get<double>() < 0)
       throw Error(w + ": " + key + " must be a non-negative number (got " + value.dump() + ")");
     const double x = value.get<double>();
-    if (key == "layer_overhead_us") c.layer_overhead_s = x * 1e-6;
-    else if (key == "step_overhead_ms") c.step_overhead_s = x * 1e-3;
-    else c.*(f->member) = x;
+    if (key == "layer_overhead_us")
+      c.layer_overhead_s = x * 1e-6;
+    else if (key == "step_overhead_ms")
+      c.step_overhead_s = x * 1e-3;
+    else
+      c.*(f->member) = x;
   }
   return c;
 }
@@ -120,7 +130,8 @@ nlohmann::json perf_coefficients_to_json(const PerfCoefficients& c) {
   j["layer_overhead_us"] = c.layer_overhead_s * 1e6;
   j["step_overhead_ms"] = c.step_overhead_s * 1e3;
   nlohmann::json gpus = nlohmann::json::array();
-  for (const auto& g : c.gpus) gpus.push_back({{"gpu", g.gpu}, {"gemm_efficiency", g.gemm}, {"attention_efficiency", g.attention}});
+  for (const auto& g : c.gpus)
+    gpus.push_back({{"gpu", g.gpu}, {"gemm_efficiency", g.gemm}, {"attention_efficiency", g.attention}});
   j["gpus"] = gpus;
   if (!c.clusters.empty()) {
     nlohmann::json clusters = nlohmann::json::array();
@@ -134,7 +145,8 @@ nlohmann::json perf_coefficients_to_json(const PerfCoefficients& c) {
 }
 
 ClusterEfficiency& cluster_links(PerfCoefficients& c, const std::string& cluster) {
-  const auto it = std::find_if(c.clusters.begin(), c.clusters.end(), [&](const auto& x) { return x.cluster == cluster; });
+  const auto it =
+      std::find_if(c.clusters.begin(), c.clusters.end(), [&](const auto& x) { return x.cluster == cluster; });
   if (it != c.clusters.end()) return *it;
   return c.clusters.emplace_back(ClusterEfficiency{cluster, c.intra_efficiency, c.inter_efficiency});
 }
@@ -229,10 +241,12 @@ double ring_gather_seconds(double bytes, std::int64_t n, const Link& link) {
 }
 
 // PaRO Table 3 (ZeRO-3 A-G row) ring volumes per GPU: g/n of the ring's (n − 1)/n·bytes inter-node, the rest intra.
-double ring_gather_across_nodes_seconds(double bytes, std::int64_t n, std::int64_t m, const Link& intra, const Link& inter) {
+double ring_gather_across_nodes_seconds(double bytes, std::int64_t n, std::int64_t m, const Link& intra,
+                                        const Link& inter) {
   if (n <= 1) return 0.0;
   const double per_gpu = bytes * bus_bandwidth_factor(Collective::all_gather, n), crossing = 1.0 / d(m);
-  return d(n - 1) * inter.latency_s + per_gpu * (1.0 - crossing) / intra.bytes_per_s + per_gpu * crossing / inter.bytes_per_s;
+  return d(n - 1) * inter.latency_s + per_gpu * (1.0 - crossing) / intra.bytes_per_s +
+         per_gpu * crossing / inter.bytes_per_s;
 }
 
 // Thesis Sec. 3.1.2: LoRA freezes the base weights; its adapters are stored (and gathered) next to them.
@@ -250,14 +264,25 @@ struct PassTimes {
   double gemm = 0, attention = 0, elementwise = 0, overhead = 0, tp = 0, cp = 0, pp = 0;
   [[nodiscard]] double total() const { return gemm + attention + elementwise + overhead + tp + cp + pp; }
   PassTimes& operator+=(const PassTimes& o) {
-    gemm += o.gemm; attention += o.attention; elementwise += o.elementwise; overhead += o.overhead;
-    tp += o.tp; cp += o.cp; pp += o.pp;
+    gemm += o.gemm;
+    attention += o.attention;
+    elementwise += o.elementwise;
+    overhead += o.overhead;
+    tp += o.tp;
+    cp += o.cp;
+    pp += o.pp;
     return *this;
   }
 };
 
 PassTimes scaled(PassTimes x, double k) {
-  x.gemm *= k; x.attention *= k; x.elementwise *= k; x.overhead *= k; x.tp *= k; x.cp *= k; x.pp *= k;
+  x.gemm *= k;
+  x.attention *= k;
+  x.elementwise *= k;
+  x.overhead *= k;
+  x.tp *= k;
+  x.cp *= k;
+  x.pp *= k;
   return x;
 }
 
@@ -270,7 +295,9 @@ PassTimes compute_only(const LayerCompute& c) {
   return x;
 }
 
-double gemm_seconds(const PerfContext& p, const GemmShape& g) { return g.flops() / (p.peak_flops * gemm_efficiency(p, g)); }
+double gemm_seconds(const PerfContext& p, const GemmShape& g) {
+  return g.flops() / (p.peak_flops * gemm_efficiency(p, g));
+}
 
 }  // namespace
 
@@ -278,8 +305,8 @@ AttentionSeconds unfused_attention_seconds(const ModelSpec& m, const PerfContext
   const double s = d(l.seq), head_dim = d(m.hidden_size) / d(m.num_heads);
   const double scores = d(l.mbs) * d(m.num_heads) / d(l.tp) * (s / d(l.cp)) * s;
   const GemmShape shape{s / d(l.cp), s, head_dim};  // per head; QKᵀ's k, and the other GEMMs' m or n, is d
-  const double gemm = std::max(2.0 * scores * head_dim / (p.peak_flops * gemm_efficiency(p, shape)),
-                               2.0 * scores / p.hbm_bytes_per_s);
+  const double gemm =
+      std::max(2.0 * scores * head_dim / (p.peak_flops * gemm_efficiency(p, shape)), 2.0 * scores / p.hbm_bytes_per_s);
   const bool dropout = m.attention_dropout > 0;
   const double forward_bytes = 4.0 + (dropout ? 5.0 : 0.0), backward_bytes = 6.0 + (dropout ? 5.0 : 0.0);
   return {2.0 * gemm + forward_bytes * scores / p.hbm_bytes_per_s,
@@ -289,7 +316,8 @@ AttentionSeconds unfused_attention_seconds(const ModelSpec& m, const PerfContext
 LayerPasses layer_compute_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
   const double s = d(l.seq), h = d(m.hidden_size);
   const LayerGemms g = layer_gemms(m, l);
-  const double gemm_f = gemm_seconds(p, g.qkv) + gemm_seconds(p, g.proj) + gemm_seconds(p, g.fc1) + gemm_seconds(p, g.fc2);
+  const double gemm_f =
+      gemm_seconds(p, g.qkv) + gemm_seconds(p, g.proj) + gemm_seconds(p, g.fc1) + gemm_seconds(p, g.fc2);
   const AttentionSeconds unfused = l.flash_attention ? AttentionSeconds{} : unfused_attention_seconds(m, p, l);
   const double attn_f = l.flash_attention
                             ? attention_flops_forward(m, l) / (p.peak_flops * attention_efficiency(p, s / d(l.cp)))
@@ -299,14 +327,13 @@ LayerPasses layer_compute_seconds(const ModelSpec& m, const PerfContext& p, cons
   const RecomputeFactors rc = recompute_factors(l.recompute);
   const double base_bwd = gemm_backward_ratio(!l.lora.enabled());  // frozen base weights: input gradient only
   // LoRA adapters: small GEMMs (k or n = r), timed at the efficiency of an s·b/c × r × h shape.
-  const double lora_f = l.lora.enabled() ? lora_flops_forward(m, l) /
-                                               (p.peak_flops * gemm_efficiency(p, {g.qkv.m, d(l.lora.rank), h}))
-                                         : 0.0;
+  const double lora_f =
+      l.lora.enabled() ? lora_flops_forward(m, l) / (p.peak_flops * gemm_efficiency(p, {g.qkv.m, d(l.lora.rank), h}))
+                       : 0.0;
   LayerPasses out;
   out.forward = {gemm_f + lora_f, attn_f, elem_f, p.coef.layer_overhead_s};
   out.backward = {(base_bwd + rc.gemm) * gemm_f + (kGemmBackwardRatio + rc.gemm) * lora_f,
-                  attn_b + rc.attention * attn_f, (2.0 + rc.gemm) * elem_f,
-                  (1.0 + rc.gemm) * p.coef.layer_overhead_s};
+                  attn_b + rc.attention * attn_f, (2.0 + rc.gemm) * elem_f, (1.0 + rc.gemm) * p.coef.layer_overhead_s};
   return out;
 }
 
@@ -327,7 +354,8 @@ double activation_tensor_bytes(const ModelSpec& m, const Layout& l) {
 }
 
 double cp_kv_bytes(const ModelSpec& m, const Layout& l) {
-  return 2.0 * (d(l.seq) / d(l.cp)) * d(l.mbs) * d(m.hidden_size) * (d(m.num_kv_heads) / d(m.num_heads)) * 2.0 / d(l.tp);
+  return 2.0 * (d(l.seq) / d(l.cp)) * d(l.mbs) * d(m.hidden_size) * (d(m.num_kv_heads) / d(m.num_heads)) * 2.0 /
+         d(l.tp);
 }
 
 double optimizer_step_seconds(const PerfContext& p, const Layout& l, double shard_params) {
@@ -377,8 +405,7 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
     const double steps = cp - 1.0;
     const double comm_f = steps * link.seconds(kv), comm_b = steps * link.seconds(2.0 * kv);
     fwd.cp = std::max(0.0, comm_f - c.cp_overlap * attn_f);
-    bwd.cp = std::max(0.0, comm_b - c.cp_overlap * kAttentionBackwardRatio * attn_f) +
-             rc.attention * fwd.cp;
+    bwd.cp = std::max(0.0, comm_b - c.cp_overlap * kAttentionBackwardRatio * attn_f) + rc.attention * fwd.cp;
   }
   // PP: each micro-batch sends its activations forward and their gradient backward across every stage boundary,
   // v times with interleaving.

@@ -24,7 +24,7 @@ ErrorBand band_from_verdicts(std::span<const HeldOutVerdict> runs) {
   for (const auto& r : runs) {
     if (!(r.predicted_bytes > 0)) continue;
     const double ratio = r.capacity_bytes / r.predicted_bytes;
-    if (!r.oom && ratio < 1.0) b.low = std::max(b.low, 1.0 - ratio);   // trained, predicted over capacity
+    if (!r.oom && ratio < 1.0) b.low = std::max(b.low, 1.0 - ratio);    // trained, predicted over capacity
     if (r.oom && ratio >= 1.0) b.high = std::max(b.high, ratio - 1.0);  // out of memory, predicted to fit
   }
   return b;

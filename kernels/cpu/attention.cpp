@@ -81,7 +81,8 @@ void backward_head(const float* q, const float* k, const float* v, const float* 
       if (causal && j0 + bj - 1 > i0) mask_block(p, i0, j0, 0.0f);
       dvj.noalias() += p.transpose() * doi;
       RowMat ds = doi * vj.transpose();
-      for (std::int64_t r = 0; r < bi; ++r) ds.row(r) = (p.row(r).array() * (ds.row(r).array() - delta[sz(i0 + r)])).matrix();
+      for (std::int64_t r = 0; r < bi; ++r)
+        ds.row(r) = (p.row(r).array() * (ds.row(r).array() - delta[sz(i0 + r)])).matrix();
       Map(dq + i0 * d, bi, d).noalias() += (ds * kj) * scale;
       dkj.noalias() += (ds.transpose() * qi) * scale;
     }
@@ -123,13 +124,16 @@ class Attention final : public Microkernel {
     return ch;
   }
   void run() override {
-    if (c_.backward) backward();
-    else forward();
+    if (c_.backward)
+      backward();
+    else
+      forward();
   }
   // FlashAttention-2's count (Dao 2023 Sec. 4): 4·s²·d per head forward, half with a causal mask; backward 2.5×.
   [[nodiscard]] double flops() const override {
     const double s = static_cast<double>(c_.seq);
-    const double f = 4.0 * s * s * static_cast<double>(c_.head_dim) * static_cast<double>(c_.heads) * (c_.causal ? 0.5 : 1.0);
+    const double f =
+        4.0 * s * s * static_cast<double>(c_.head_dim) * static_cast<double>(c_.heads) * (c_.causal ? 0.5 : 1.0);
     return c_.backward ? 2.5 * f : f;
   }
   [[nodiscard]] double bytes() const override {

@@ -114,9 +114,7 @@ class Collectives final : public Microkernel {
           std::memcpy(out.data() + q * chunk, in_[sz(q)].data() + r * chunk, sz(chunk) * sizeof(float));
         break;
       }
-      case Collective::send_recv:
-        std::memcpy(out.data(), in_[sz(left)].data(), sz(count_) * sizeof(float));
-        break;
+      case Collective::send_recv: std::memcpy(out.data(), in_[sz(left)].data(), sz(count_) * sizeof(float)); break;
     }
     // ThreadTeam::run returns only when every rank is done, so the next run cannot overwrite a buffer a
     // neighbour still reads.

@@ -36,6 +36,8 @@ class Copy final : public Microkernel {
 
 }  // namespace
 
-std::unique_ptr<Microkernel> make_copy(Backend& b, const Case& c) { return std::make_unique<Copy>(b, std::get<CopyCase>(c)); }
+std::unique_ptr<Microkernel> make_copy(Backend& b, const Case& c) {
+  return std::make_unique<Copy>(b, std::get<CopyCase>(c));
+}
 
 }  // namespace headroom::kernels::cpu

@@ -31,13 +31,16 @@ class Gemm final : public Microkernel {
     for (std::int64_t t = 0; t < 64; ++t) {
       const std::int64_t i = t < 2 ? t * (c_.m - 1) : (t * 7919) % c_.m;
       const std::int64_t j = t < 2 ? t * (c_.n - 1) : (t * 104729) % c_.n;
-      const auto ref = reference::gemm_element({a_.data(), sz(a_.size())}, {b_.data(), sz(b_.size())}, c_.n, c_.k, i, j);
+      const auto ref =
+          reference::gemm_element({a_.data(), sz(a_.size())}, {b_.data(), sz(b_.size())}, c_.n, c_.k, i, j);
       if (ref.magnitude > 0) ch.error = std::max(ch.error, std::abs(c_out_(i, j) - ref.value) / ref.magnitude);
     }
     return ch;
   }
   void run() override { c_out_.noalias() = a_ * b_; }
-  [[nodiscard]] double flops() const override { return 2.0 * static_cast<double>(c_.m) * static_cast<double>(c_.n) * static_cast<double>(c_.k); }
+  [[nodiscard]] double flops() const override {
+    return 2.0 * static_cast<double>(c_.m) * static_cast<double>(c_.n) * static_cast<double>(c_.k);
+  }
   [[nodiscard]] double bytes() const override {
     return 4.0 * static_cast<double>(c_.m * c_.k + c_.k * c_.n + c_.m * c_.n);
   }
@@ -49,6 +52,8 @@ class Gemm final : public Microkernel {
 
 }  // namespace
 
-std::unique_ptr<Microkernel> make_gemm(Backend&, const Case& c) { return std::make_unique<Gemm>(std::get<GemmCase>(c)); }
+std::unique_ptr<Microkernel> make_gemm(Backend&, const Case& c) {
+  return std::make_unique<Gemm>(std::get<GemmCase>(c));
+}
 
 }  // namespace headroom::kernels::cpu

@@ -76,7 +76,8 @@ class MpiCollective final : public Microkernel {
 
   void setup() override {
     count_ = reference::collective_count(c_.op, n_, c_.bytes);
-    if (count_ > std::numeric_limits<int>::max()) throw Error("collective of " + std::to_string(c_.bytes) + " B: more elements than MPI counts take");
+    if (count_ > std::numeric_limits<int>::max())
+      throw Error("collective of " + std::to_string(c_.bytes) + " B: more elements than MPI counts take");
     rank_ = backend_.position();
     member_ = rank_ < n_;
     // Collective over the world: every rank calls it, members get a communicator ranked by position.
@@ -109,9 +110,7 @@ class MpiCollective final : public Microkernel {
     if (!member_) return;
     const auto count = static_cast<int>(count_), chunk = static_cast<int>(count_ / n_);
     switch (c_.op) {
-      case Collective::all_reduce:
-        MPI_Allreduce(in_.data(), out_.data(), count, MPI_FLOAT, MPI_SUM, comm_);
-        break;
+      case Collective::all_reduce: MPI_Allreduce(in_.data(), out_.data(), count, MPI_FLOAT, MPI_SUM, comm_); break;
       case Collective::all_gather:
         MPI_Allgather(in_.data(), chunk, MPI_FLOAT, out_.data(), chunk, MPI_FLOAT, comm_);
         break;
@@ -159,7 +158,7 @@ std::span<const KernelEntry> MpiCpuBackend::kernels() const { return kKernels; }
 bool built() { return true; }
 
 struct Session::Impl {
-  bool finalize = false;  // this session initialised MPI
+  bool finalize = false;            // this session initialised MPI
   MPI_Comm world = MPI_COMM_NULL;   // the work: every collective and timer
   MPI_Comm errors = MPI_COMM_NULL;  // only all_failed(), so that it cannot match a collective of the work
   Placement placement;

@@ -133,7 +133,8 @@ class Attention final : public Microkernel {
     reference::fill_uniform(k_, 12);
     reference::fill_uniform(v_, 13);
     reference::fill_uniform(do_, 14);
-    for (auto* d : {&dq_buf_, &dk_buf_, &dv_buf_, &q_buf_, &k_buf_, &v_buf_, &o_buf_, &do_buf_}) *d = DeviceBuffer(b_, n * sizeof(float));
+    for (auto* d : {&dq_buf_, &dk_buf_, &dv_buf_, &q_buf_, &k_buf_, &v_buf_, &o_buf_, &do_buf_})
+      *d = DeviceBuffer(b_, n * sizeof(float));
     lse_buf_ = DeviceBuffer(b_, static_cast<std::size_t>(c_.heads * c_.seq) * sizeof(float));
     delta_buf_ = DeviceBuffer(b_, static_cast<std::size_t>(c_.heads * c_.seq) * sizeof(float));
     b_.to_device(q_buf_.as<void>(), q_.data(), n * sizeof(float));
@@ -162,21 +163,25 @@ class Attention final : public Microkernel {
     }
     std::vector<double> ref, rq, rk, rv;
     for (std::int64_t h : {std::int64_t{0}, c_.heads - 1}) {
-      const auto at = [&](const std::vector<float>& x) { return std::span<const float>(x).subspan(static_cast<std::size_t>(h * n), static_cast<std::size_t>(n)); };
+      const auto at = [&](const std::vector<float>& x) {
+        return std::span<const float>(x).subspan(static_cast<std::size_t>(h * n), static_cast<std::size_t>(n));
+      };
       if (!c_.backward) {
         reference::attention_forward(at(q_), at(k_), at(v_), c_.seq, c_.head_dim, c_.causal, ref);
         ch.error = std::max(ch.error, reference::normalised_max_error(at(o), ref));
         continue;
       }
       reference::attention_backward(at(q_), at(k_), at(v_), at(do_), c_.seq, c_.head_dim, c_.causal, rq, rk, rv);
-      ch.error = std::max({ch.error, reference::normalised_max_error(at(dq), rq), reference::normalised_max_error(at(dk), rk),
-                           reference::normalised_max_error(at(dv), rv)});
+      ch.error = std::max({ch.error, reference::normalised_max_error(at(dq), rq),
+                           reference::normalised_max_error(at(dk), rk), reference::normalised_max_error(at(dv), rv)});
     }
     return ch;
   }
   void run() override {
-    if (c_.backward) backward();
-    else forward();
+    if (c_.backward)
+      backward();
+    else
+      forward();
   }
   [[nodiscard]] double flops() const override {
     const double s = static_cast<double>(c_.seq);
@@ -188,32 +193,38 @@ class Attention final : public Microkernel {
   }
 
  private:
-  [[nodiscard]] dim3 grid() const { return dim3(blocks_for(static_cast<std::size_t>(c_.seq), kRows), static_cast<unsigned>(c_.heads)); }
+  [[nodiscard]] dim3 grid() const {
+    return dim3(blocks_for(static_cast<std::size_t>(c_.seq), kRows), static_cast<unsigned>(c_.heads));
+  }
   [[nodiscard]] float scale() const { return 1.0f / std::sqrt(static_cast<float>(c_.head_dim)); }
   void forward() {
     const int s = static_cast<int>(c_.seq);
     if (c_.head_dim == 64)
-      attention_forward<64><<<grid(), kRows, 0, b_.stream()>>>(q_buf_.as<float>(), k_buf_.as<float>(), v_buf_.as<float>(),
-                                                                o_buf_.as<float>(), lse_buf_.as<float>(), s, c_.causal, scale());
+      attention_forward<64><<<grid(), kRows, 0, b_.stream()>>>(q_buf_.as<float>(), k_buf_.as<float>(),
+                                                               v_buf_.as<float>(), o_buf_.as<float>(),
+                                                               lse_buf_.as<float>(), s, c_.causal, scale());
     else
-      attention_forward<128><<<grid(), kRows, 0, b_.stream()>>>(q_buf_.as<float>(), k_buf_.as<float>(), v_buf_.as<float>(),
-                                                                 o_buf_.as<float>(), lse_buf_.as<float>(), s, c_.causal, scale());
+      attention_forward<128><<<grid(), kRows, 0, b_.stream()>>>(q_buf_.as<float>(), k_buf_.as<float>(),
+                                                                v_buf_.as<float>(), o_buf_.as<float>(),
+                                                                lse_buf_.as<float>(), s, c_.causal, scale());
     GPU_CHECK(cudaGetLastError());
   }
   template <int D>
   void backward_d() {
     const int s = static_cast<int>(c_.seq);
-    attention_backward_dq<D><<<grid(), kRows, 0, b_.stream()>>>(q_buf_.as<float>(), k_buf_.as<float>(), v_buf_.as<float>(),
-                                                                o_buf_.as<float>(), do_buf_.as<float>(), lse_buf_.as<float>(),
-                                                                delta_buf_.as<float>(), dq_buf_.as<float>(), s, c_.causal, scale());
-    attention_backward_dkv<D><<<grid(), kRows, 0, b_.stream()>>>(q_buf_.as<float>(), k_buf_.as<float>(), v_buf_.as<float>(),
-                                                                 do_buf_.as<float>(), lse_buf_.as<float>(), delta_buf_.as<float>(),
-                                                                 dk_buf_.as<float>(), dv_buf_.as<float>(), s, c_.causal, scale());
+    attention_backward_dq<D><<<grid(), kRows, 0, b_.stream()>>>(
+        q_buf_.as<float>(), k_buf_.as<float>(), v_buf_.as<float>(), o_buf_.as<float>(), do_buf_.as<float>(),
+        lse_buf_.as<float>(), delta_buf_.as<float>(), dq_buf_.as<float>(), s, c_.causal, scale());
+    attention_backward_dkv<D><<<grid(), kRows, 0, b_.stream()>>>(
+        q_buf_.as<float>(), k_buf_.as<float>(), v_buf_.as<float>(), do_buf_.as<float>(), lse_buf_.as<float>(),
+        delta_buf_.as<float>(), dk_buf_.as<float>(), dv_buf_.as<float>(), s, c_.causal, scale());
     GPU_CHECK(cudaGetLastError());
   }
   void backward() {
-    if (c_.head_dim == 64) backward_d<64>();
-    else backward_d<128>();
+    if (c_.head_dim == 64)
+      backward_d<64>();
+    else
+      backward_d<128>();
   }
   GpuBackend& b_;
   AttentionCase c_;

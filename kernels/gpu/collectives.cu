@@ -18,7 +18,8 @@ class Collectives final : public Microkernel {
  public:
   Collectives(Backend& b, const CollectiveCase& c) : b_(static_cast<GpuBackend&>(b)), c_(c) {
     if (c.ranks < 1 || c.ranks > b.ranks())
-      throw Error("collective over " + std::to_string(c.ranks) + " ranks, but the backend has " + std::to_string(b.ranks()));
+      throw Error("collective over " + std::to_string(c.ranks) + " ranks, but the backend has " +
+                  std::to_string(b.ranks()));
   }
   ~Collectives() override {
     for (auto comm : comms_) ncclCommDestroy(comm);
@@ -55,7 +56,8 @@ class Collectives final : public Microkernel {
     for (int r = 0; r < n; ++r) {
       GPU_CHECK(cudaSetDevice(r));
       const std::int64_t len = c_.op == Collective::reduce_scatter ? chunk : count_;
-      GPU_CHECK(cudaMemcpy(h.data(), out_[static_cast<std::size_t>(r)].as<void>(), static_cast<std::size_t>(len) * sizeof(float), cudaMemcpyDeviceToHost));
+      GPU_CHECK(cudaMemcpy(h.data(), out_[static_cast<std::size_t>(r)].as<void>(),
+                           static_cast<std::size_t>(len) * sizeof(float), cudaMemcpyDeviceToHost));
       for (std::int64_t i = 0; i < len; ++i) {
         if (h[static_cast<std::size_t>(i)] != reference::collective_expected(c_.op, n, r, count_, i)) ch.error += 1;
       }
@@ -73,13 +75,21 @@ class Collectives final : public Microkernel {
       float* out = out_[i].as<float>();
       cudaStream_t st = b_.stream(r);
       switch (c_.op) {
-        case Collective::all_reduce: nccl_check(ncclAllReduce(in, out, cnt, ncclFloat, ncclSum, comms_[i], st), "ncclAllReduce"); break;
-        case Collective::all_gather: nccl_check(ncclAllGather(in, out, chunk, ncclFloat, comms_[i], st), "ncclAllGather"); break;
-        case Collective::reduce_scatter: nccl_check(ncclReduceScatter(in, out, chunk, ncclFloat, ncclSum, comms_[i], st), "ncclReduceScatter"); break;
+        case Collective::all_reduce:
+          nccl_check(ncclAllReduce(in, out, cnt, ncclFloat, ncclSum, comms_[i], st), "ncclAllReduce");
+          break;
+        case Collective::all_gather:
+          nccl_check(ncclAllGather(in, out, chunk, ncclFloat, comms_[i], st), "ncclAllGather");
+          break;
+        case Collective::reduce_scatter:
+          nccl_check(ncclReduceScatter(in, out, chunk, ncclFloat, ncclSum, comms_[i], st), "ncclReduceScatter");
+          break;
         case Collective::all_to_all:
           for (int q = 0; q < n; ++q) {
-            nccl_check(ncclSend(in + static_cast<std::size_t>(q) * chunk, chunk, ncclFloat, q, comms_[i], st), "ncclSend");
-            nccl_check(ncclRecv(out + static_cast<std::size_t>(q) * chunk, chunk, ncclFloat, q, comms_[i], st), "ncclRecv");
+            nccl_check(ncclSend(in + static_cast<std::size_t>(q) * chunk, chunk, ncclFloat, q, comms_[i], st),
+                       "ncclSend");
+            nccl_check(ncclRecv(out + static_cast<std::size_t>(q) * chunk, chunk, ncclFloat, q, comms_[i], st),
+                       "ncclRecv");
           }
           break;
         case Collective::send_recv:

@@ -83,9 +83,12 @@ class Gemm final : public Microkernel {
     // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: cuBLASLt's "A" is our B (n×k, ld n), its "B" our A.
     lt_check(cublasLtCreate(&lt_));
     lt_check(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    lt_check(cublasLtMatrixLayoutCreate(&layout_a_, CUDA_R_16BF, static_cast<std::uint64_t>(c_.n), static_cast<std::uint64_t>(c_.k), c_.n));
-    lt_check(cublasLtMatrixLayoutCreate(&layout_b_, CUDA_R_16BF, static_cast<std::uint64_t>(c_.k), static_cast<std::uint64_t>(c_.m), c_.k));
-    lt_check(cublasLtMatrixLayoutCreate(&layout_c_, CUDA_R_32F, static_cast<std::uint64_t>(c_.n), static_cast<std::uint64_t>(c_.m), c_.n));
+    lt_check(cublasLtMatrixLayoutCreate(&layout_a_, CUDA_R_16BF, static_cast<std::uint64_t>(c_.n),
+                                        static_cast<std::uint64_t>(c_.k), c_.n));
+    lt_check(cublasLtMatrixLayoutCreate(&layout_b_, CUDA_R_16BF, static_cast<std::uint64_t>(c_.k),
+                                        static_cast<std::uint64_t>(c_.m), c_.k));
+    lt_check(cublasLtMatrixLayoutCreate(&layout_c_, CUDA_R_32F, static_cast<std::uint64_t>(c_.n),
+                                        static_cast<std::uint64_t>(c_.m), c_.n));
 #else   // !HEADROOM_HAVE_CUBLASLT
     da_ = DeviceBuffer(b_, a_.size() * sizeof(float));
     db_ = DeviceBuffer(b_, bm_.size() * sizeof(float));
@@ -106,20 +109,24 @@ class Gemm final : public Microkernel {
       const std::int64_t i = t < 2 ? t * (c_.m - 1) : (t * 7919) % c_.m;
       const std::int64_t j = t < 2 ? t * (c_.n - 1) : (t * 104729) % c_.n;
       const auto ref = reference::gemm_element(a_, bm_, c_.n, c_.k, i, j);
-      if (ref.magnitude > 0) ch.error = std::max(ch.error, std::abs(c[static_cast<std::size_t>(i * c_.n + j)] - ref.value) / ref.magnitude);
+      if (ref.magnitude > 0)
+        ch.error = std::max(ch.error, std::abs(c[static_cast<std::size_t>(i * c_.n + j)] - ref.value) / ref.magnitude);
     }
     return ch;
   }
   void run() override {
 #if defined(HEADROOM_HAVE_CUBLASLT)
     const float alpha = 1.0f, beta = 0.0f;
-    lt_check(cublasLtMatmul(lt_, op_, &alpha, db_.as<void>(), layout_a_, da_.as<void>(), layout_b_, &beta, dc_.as<void>(),
-                            layout_c_, dc_.as<void>(), layout_c_, nullptr, workspace_.as<void>(), kWorkspace, b_.stream()));
+    lt_check(cublasLtMatmul(lt_, op_, &alpha, db_.as<void>(), layout_a_, da_.as<void>(), layout_b_, &beta,
+                            dc_.as<void>(), layout_c_, dc_.as<void>(), layout_c_, nullptr, workspace_.as<void>(),
+                            kWorkspace, b_.stream()));
 #else   // !HEADROOM_HAVE_CUBLASLT
     const dim3 block(kTile, kTile);
-    const dim3 grid(blocks_for(static_cast<std::size_t>(c_.n), kTile), blocks_for(static_cast<std::size_t>(c_.m), kTile));
-    tiled_gemm<<<grid, block, 0, b_.stream()>>>(da_.as<float>(), db_.as<float>(), dc_.as<float>(), static_cast<int>(c_.m),
-                                                static_cast<int>(c_.n), static_cast<int>(c_.k));
+    const dim3 grid(blocks_for(static_cast<std::size_t>(c_.n), kTile),
+                    blocks_for(static_cast<std::size_t>(c_.m), kTile));
+    tiled_gemm<<<grid, block, 0, b_.stream()> > >(da_.as<float>(), db_.as<float>(), dc_.as<float>(),
+                                                  static_cast<int>(c_.m), static_cast<int>(c_.n),
+                                                  static_cast<int>(c_.k));
     GPU_CHECK(cudaGetLastError());
 #endif  // HEADROOM_HAVE_CUBLASLT
   }
@@ -139,7 +146,8 @@ class Gemm final : public Microkernel {
 #if defined(HEADROOM_HAVE_CUBLASLT)
   static constexpr std::size_t kWorkspace = 32u << 20;
   static void lt_check(cublasStatus_t s) {
-    if (s != CUBLAS_STATUS_SUCCESS) throw Error(std::string("cuBLASLt call failed with status ") + std::to_string(static_cast<int>(s)));
+    if (s != CUBLAS_STATUS_SUCCESS)
+      throw Error(std::string("cuBLASLt call failed with status ") + std::to_string(static_cast<int>(s)));
   }
   cublasLtHandle_t lt_ = nullptr;
   cublasLtMatmulDesc_t op_ = nullptr;
@@ -154,6 +162,8 @@ class Gemm final : public Microkernel {
 
 }  // namespace
 
-std::unique_ptr<Microkernel> make_gemm(Backend& b, const Case& c) { return std::make_unique<Gemm>(b, std::get<GemmCase>(c)); }
+std::unique_ptr<Microkernel> make_gemm(Backend& b, const Case& c) {
+  return std::make_unique<Gemm>(b, std::get<GemmCase>(c));
+}
 
 }  // namespace headroom::kernels::gpu

@@ -40,6 +40,8 @@ std::unique_ptr<Microkernel> make_attention(Backend& b, const Case& c);
 std::unique_ptr<Microkernel> make_collective(Backend& b, const Case& c);
 std::unique_ptr<Microkernel> make_copy(Backend& b, const Case& c);
 
-inline unsigned blocks_for(std::size_t n, unsigned threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
+inline unsigned blocks_for(std::size_t n, unsigned threads) {
+  return static_cast<unsigned>((n + threads - 1) / threads);
+}
 
 }  // namespace headroom::kernels::gpu

@@ -31,8 +31,8 @@ int main(int argc, char** argv) {
   for (const auto& c : cases) {
     try {
       const Measurement m = measure(*b, c, t);
-      std::printf("ok   %-40s %-22s error %.2e (tol %.2e) %10.2f us %8.3f TFLOP/s\n", label(c).c_str(), m.kernel.c_str(),
-                  m.check.error, m.check.tolerance, m.seconds * 1e6, m.flops_per_s() / 1e12);
+      std::printf("ok   %-40s %-22s error %.2e (tol %.2e) %10.2f us %8.3f TFLOP/s\n", label(c).c_str(),
+                  m.kernel.c_str(), m.check.error, m.check.tolerance, m.seconds * 1e6, m.flops_per_s() / 1e12);
     } catch (const std::exception& e) {
       std::printf("FAIL %-40s %s\n", label(c).c_str(), e.what());
       ++failed;

@@ -9,10 +9,14 @@ KernelKind kind_of(const Case& c) {
   return std::visit(
       [](const auto& x) -> KernelKind {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, GemmCase>) return KernelKind::gemm;
-        else if constexpr (std::is_same_v<T, AttentionCase>) return KernelKind::attention;
-        else if constexpr (std::is_same_v<T, CollectiveCase>) return KernelKind::collective;
-        else return KernelKind::copy;
+        if constexpr (std::is_same_v<T, GemmCase>)
+          return KernelKind::gemm;
+        else if constexpr (std::is_same_v<T, AttentionCase>)
+          return KernelKind::attention;
+        else if constexpr (std::is_same_v<T, CollectiveCase>)
+          return KernelKind::collective;
+        else
+          return KernelKind::copy;
       },
       c);
 }
@@ -34,8 +38,8 @@ std::string label(const Case& c) {
                   static_cast<long long>(g->n), static_cast<long long>(g->k));
   } else if (const auto* a = std::get_if<AttentionCase>(&c)) {
     std::snprintf(buf, sizeof buf, "attention %s s=%lld d=%lld heads=%lld %s", a->backward ? "bwd" : "fwd",
-                  static_cast<long long>(a->seq), static_cast<long long>(a->head_dim),
-                  static_cast<long long>(a->heads), a->causal ? "causal" : "full");
+                  static_cast<long long>(a->seq), static_cast<long long>(a->head_dim), static_cast<long long>(a->heads),
+                  a->causal ? "causal" : "full");
   } else if (const auto* x = std::get_if<CollectiveCase>(&c)) {
     std::snprintf(buf, sizeof buf, "%s ranks=%d bytes=%lld", std::string(to_string(x->op)).c_str(), x->ranks,
                   static_cast<long long>(x->bytes));

@@ -11,9 +11,10 @@ struct Session::Impl {};
 bool built() { return false; }
 
 Session::Session() {
-  throw Error("--mpi: this build has no MPI support (install an MPI such as libopenmpi-dev and reconfigure); the CPU "
-              "backend runs collectives between threads of one process (--ranks), and nccl-tests logs from a cluster "
-              "can be read with --ingest");
+  throw Error(
+      "--mpi: this build has no MPI support (install an MPI such as libopenmpi-dev and reconfigure); the CPU "
+      "backend runs collectives between threads of one process (--ranks), and nccl-tests logs from a cluster "
+      "can be read with --ingest");
 }
 Session::~Session() = default;
 const Placement& Session::placement() const {

@@ -21,9 +21,10 @@ Placement place(std::span<const Slot> slots, int rank) {
   });
   p.position = static_cast<int>(std::find(order.begin(), order.end(), rank) - order.begin());
   p.nodes = static_cast<int>(std::count_if(slots.begin(), slots.end(), [](const Slot& s) { return s.local == 0; }));
-  p.ranks_on_first_node = slots.empty() ? 1 : static_cast<int>(std::count_if(slots.begin(), slots.end(), [&](const Slot& s) {
-    return s.node == slots.front().node;
-  }));
+  p.ranks_on_first_node =
+      slots.empty() ? 1 : static_cast<int>(std::count_if(slots.begin(), slots.end(), [&](const Slot& s) {
+        return s.node == slots.front().node;
+      }));
   return p;
 }
 

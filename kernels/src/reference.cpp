@@ -6,11 +6,12 @@
 
 namespace headroom::kernels::reference {
 
-Dot gemm_element(std::span<const float> a, std::span<const float> b, std::int64_t n, std::int64_t k,
-                 std::int64_t i, std::int64_t j) {
+Dot gemm_element(std::span<const float> a, std::span<const float> b, std::int64_t n, std::int64_t k, std::int64_t i,
+                 std::int64_t j) {
   Dot d;
   for (std::int64_t p = 0; p < k; ++p) {
-    const double x = static_cast<double>(a[static_cast<std::size_t>(i * k + p)]) * b[static_cast<std::size_t>(p * n + j)];
+    const double x =
+        static_cast<double>(a[static_cast<std::size_t>(i * k + p)]) * b[static_cast<std::size_t>(p * n + j)];
     d.value += x;
     d.magnitude += std::abs(x);
   }
@@ -29,7 +30,8 @@ std::vector<double> probabilities(std::span<const float> q, std::span<const floa
     double mx = -std::numeric_limits<double>::infinity();
     for (std::int64_t j = 0; j <= last; ++j) {
       double x = 0;
-      for (std::int64_t c = 0; c < d; ++c) x += static_cast<double>(q[static_cast<std::size_t>(i * d + c)]) * k[static_cast<std::size_t>(j * d + c)];
+      for (std::int64_t c = 0; c < d; ++c)
+        x += static_cast<double>(q[static_cast<std::size_t>(i * d + c)]) * k[static_cast<std::size_t>(j * d + c)];
       p[static_cast<std::size_t>(i * s + j)] = x * scale;
       mx = std::max(mx, x * scale);
     }
@@ -54,7 +56,8 @@ void attention_forward(std::span<const float> q, std::span<const float> k, std::
     for (std::int64_t j = 0; j < s; ++j) {
       const double w = p[static_cast<std::size_t>(i * s + j)];
       if (w == 0) continue;
-      for (std::int64_t c = 0; c < d; ++c) out[static_cast<std::size_t>(i * d + c)] += w * v[static_cast<std::size_t>(j * d + c)];
+      for (std::int64_t c = 0; c < d; ++c)
+        out[static_cast<std::size_t>(i * d + c)] += w * v[static_cast<std::size_t>(j * d + c)];
     }
 }
 
@@ -73,7 +76,8 @@ void attention_backward(std::span<const float> q, std::span<const float> k, std:
     double row = 0;
     for (std::int64_t j = 0; j < s; ++j) {
       double x = 0;
-      for (std::int64_t c = 0; c < d; ++c) x += static_cast<double>(dout[static_cast<std::size_t>(i * d + c)]) * v[static_cast<std::size_t>(j * d + c)];
+      for (std::int64_t c = 0; c < d; ++c)
+        x += static_cast<double>(dout[static_cast<std::size_t>(i * d + c)]) * v[static_cast<std::size_t>(j * d + c)];
       dp[static_cast<std::size_t>(j)] = x;
       row += x * p[static_cast<std::size_t>(i * s + j)];
     }

@@ -26,8 +26,8 @@ class Builder {
   // Rings over member indices, all at once, each `steps` steps of `chunk` bytes. Returns the frontier after.
   // serial_sends: a member's sends go out one at a time (its send on ring r waits for its previous send, the
   // last of the previous step for r = 0).
-  Frontier rings(const std::vector<std::vector<std::size_t>>& rings, double chunk, std::int64_t steps, const Frontier& entry,
-                 bool serial_sends = false) {
+  Frontier rings(const std::vector<std::vector<std::size_t>>& rings, double chunk, std::int64_t steps,
+                 const Frontier& entry, bool serial_sends = false) {
     Frontier out = entry;
     if (steps <= 0) return out;
     std::vector<std::vector<TaskId>> sent(rings.size()), received(rings.size());
@@ -80,7 +80,8 @@ class Builder {
       }
     }
     for (std::size_t r = 0; r < rings.size(); ++r)
-      for (std::size_t i = 0; i < rings[r].size() && rings[r].size() > 1; ++i) out[rings[r][i]] = {sent[r][i], received[r][i]};
+      for (std::size_t i = 0; i < rings[r].size() && rings[r].size() > 1; ++i)
+        out[rings[r][i]] = {sent[r][i], received[r][i]};
     return out;
   }
 
@@ -114,8 +115,10 @@ void tree_all_reduce(Builder& b, std::size_t n, std::size_t group, double bytes)
   std::vector<std::vector<std::size_t>> children(n);
   for (std::size_t i = 0; i < n; ++i) {
     const std::size_t gi = i / group, l = i % group;
-    if (l > 0) parent[i] = static_cast<std::int64_t>(i - 1);
-    else if (gi > 0) parent[i] = static_cast<std::int64_t>(((gi - 1) / 2) * group);
+    if (l > 0)
+      parent[i] = static_cast<std::int64_t>(i - 1);
+    else if (gi > 0)
+      parent[i] = static_cast<std::int64_t>(((gi - 1) / 2) * group);
     if (parent[i] >= 0) children[static_cast<std::size_t>(parent[i])].push_back(i);
   }
   // NCCL pipelines a tree in chunks; 4 MiB chunks, at least 1 and at most 128 of them.
@@ -193,8 +196,9 @@ TaskGraph collective_graph(Collective op, Algorithm a, double bytes, const std::
   return graph;
 }
 
-void append_collective(TaskGraph& graph, Collective op, Algorithm a, double bytes, const std::vector<std::int64_t>& members,
-                       std::int64_t group_size, std::int64_t channels, bool serial_sends) {
+void append_collective(TaskGraph& graph, Collective op, Algorithm a, double bytes,
+                       const std::vector<std::int64_t>& members, std::int64_t group_size, std::int64_t channels,
+                       bool serial_sends) {
   const auto n = members.size();
   if (n == 0) throw Error("collective: no members");
   if (!(bytes > 0)) throw Error("collective: --bytes must be positive");
@@ -202,7 +206,8 @@ void append_collective(TaskGraph& graph, Collective op, Algorithm a, double byte
     throw Error("collective: the simulator decomposes all-gather, reduce-scatter and all-reduce only (got " +
                 std::string(to_string(op)) + ")");
   if (group_size < 1 || n % static_cast<std::size_t>(group_size) != 0)
-    throw Error("collective: group size " + std::to_string(group_size) + " must divide the " + std::to_string(n) + " members");
+    throw Error("collective: group size " + std::to_string(group_size) + " must divide the " + std::to_string(n) +
+                " members");
   if (channels < 1 || channels > group_size)
     throw Error("collective: --channels " + std::to_string(channels) + " must be between 1 and the group size " +
                 std::to_string(group_size));
@@ -259,14 +264,15 @@ void append_collective(TaskGraph& graph, Collective op, Algorithm a, double byte
         const Frontier f = b.rings(intra, (gd - 1.0) * shard, steps(M), entry);
         return merge(b.rings(inter, shard, steps(g), f), b.rings(intra, shard, steps(M), f));
       };
-      if (op == Collective::all_gather) (void)all_gather(start);
-      else if (op == Collective::reduce_scatter) (void)reduce_scatter(start);
-      else (void)all_gather(reduce_scatter(start));
+      if (op == Collective::all_gather)
+        (void)all_gather(start);
+      else if (op == Collective::reduce_scatter)
+        (void)reduce_scatter(start);
+      else
+        (void)all_gather(reduce_scatter(start));
       break;
     }
-    case Algorithm::tree:
-      tree_all_reduce(b, n, M, bytes);
-      break;
+    case Algorithm::tree: tree_all_reduce(b, n, M, bytes); break;
   }
 }
 
@@ -284,7 +290,8 @@ CollectiveResult simulate_concurrent_collectives(const Topology& topo, Collectiv
   out.events = r.events;
   if (out.time_s > 0) {
     out.algbw_bytes_per_s = bytes / out.time_s;
-    out.busbw_bytes_per_s = out.algbw_bytes_per_s * bus_bandwidth_factor(op, static_cast<std::int64_t>(groups.front().size()));
+    out.busbw_bytes_per_s =
+        out.algbw_bytes_per_s * bus_bandwidth_factor(op, static_cast<std::int64_t>(groups.front().size()));
   }
   return out;
 }

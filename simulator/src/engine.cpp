@@ -30,7 +30,9 @@ struct Event {
 
 // Earliest time first; equal times in insertion order.
 struct Later {
-  bool operator()(const Event& a, const Event& b) const { return a.time > b.time || (a.time == b.time && a.seq > b.seq); }
+  bool operator()(const Event& a, const Event& b) const {
+    return a.time > b.time || (a.time == b.time && a.seq > b.seq);
+  }
 };
 
 struct ActiveFlow {
@@ -44,7 +46,11 @@ struct ActiveFlow {
 class Run {
  public:
   Run(const TaskGraph& g, const Topology& topo, const EngineOptions& o)
-      : g_(g), topo_(topo), opt_(o), link_cap_(topo.link_count()), link_count_(topo.link_count()),
+      : g_(g),
+        topo_(topo),
+        opt_(o),
+        link_cap_(topo.link_count()),
+        link_count_(topo.link_count()),
         link_flows_(topo.link_count()) {}
 
   RunResult go() {
@@ -106,9 +112,7 @@ class Run {
         push(now + (t.pipelined ? 0.0 : r.latency_s), EventKind::flow_active, ev.task);
         return false;
       }
-      case EventKind::done:
-        finish(ev.task, now, finished);
-        return false;
+      case EventKind::done: finish(ev.task, now, finished); return false;
       case EventKind::flow_active: {
         const Task& t = g_[static_cast<TaskId>(ev.task)];
         if (t.bytes <= 0) {

@@ -31,9 +31,7 @@ std::vector<PassOp> stage_schedule(Schedule s, std::int64_t stage, std::int64_t 
     throw Error("interleaved schedule needs the micro-batch count " + std::to_string(m) + " to be a multiple of pp " +
                 std::to_string(p));
   const std::int64_t total = m * v;
-  const auto fwd = [&](std::int64_t k) {
-    return PassOp{true, i32((k / (p * v)) * p + k % p), i32((k % (p * v)) / p)};
-  };
+  const auto fwd = [&](std::int64_t k) { return PassOp{true, i32((k / (p * v)) * p + k % p), i32((k % (p * v)) / p)}; };
   const auto bwd = [&](std::int64_t k) {
     return PassOp{false, i32((k / (p * v)) * p + k % p), i32(v - 1 - (k % (p * v)) / p)};
   };

@@ -33,8 +33,12 @@ constexpr std::int64_t kRepresentativeNodes = 4;
 
 class StepBuilder {
  public:
-  StepBuilder(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const PerfCoefficients& k, const StepOptions& o)
-      : m_(m), l_(l), perf_(k, c), ranks_{l.tp, l.cp, l.dp, l.pp},
+  StepBuilder(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const PerfCoefficients& k,
+              const StepOptions& o)
+      : m_(m),
+        l_(l),
+        perf_(k, c),
+        ranks_{l.tp, l.cp, l.dp, l.pp},
         topo_(c, TopologyOptions{(l.gpus() + c.gpus_per_node - 1) / c.gpus_per_node, o.nics_per_node,
                                  perf_.intra_efficiency, perf_.inter_efficiency}),
         opt_(o) {}
@@ -50,7 +54,8 @@ class StepBuilder {
     if (l_.tp > 1) {
       std::vector<std::int64_t> g;
       for (std::int64_t i = 0; i < l_.tp; ++i) g.push_back(ranks_.rank(i, 0, 0, 0));
-      tp_fwd = 4.0 * collective(Collective::all_gather, act_bytes * d(l_.tp), g, Group::tp) * (1.0 - perf_.coef.tp_overlap);
+      tp_fwd =
+          4.0 * collective(Collective::all_gather, act_bytes * d(l_.tp), g, Group::tp) * (1.0 - perf_.coef.tp_overlap);
     }
     const double tp_bwd = (1.0 + rc.gemm) * tp_fwd;
     // CP ring attention: c − 1 exchanges of the local K, V (backward: K, V, dK, dV), behind attention. The
@@ -85,7 +90,8 @@ class StepBuilder {
     // first/last task of each (virtual stage, micro-batch, pass)
     std::map<std::tuple<std::int64_t, std::int64_t, bool>, std::pair<TaskId, TaskId>> pass;
     std::vector<std::vector<PassOp>> order(static_cast<std::size_t>(p));
-    for (std::int64_t st = 0; st < p; ++st) order[static_cast<std::size_t>(st)] = stage_schedule(l_.schedule, st, p, micro, v);
+    for (std::int64_t st = 0; st < p; ++st)
+      order[static_cast<std::size_t>(st)] = stage_schedule(l_.schedule, st, p, micro, v);
 
     // Build each stage's chain first (without cross-stage edges), then link them.
     std::vector<TaskId> last_work(static_cast<std::size_t>(p));  // a stage's last compute or TP task
@@ -104,7 +110,8 @@ class StepBuilder {
       // it runs from the step's start and the first forward waits for it after dp_overlap of its layers, as
       // the analytical model's max(0, gather − dp_overlap·forward) has it.
       std::vector<TaskId> update_gather;
-      if (update[sti].gather_s > 0) update_gather.push_back(add_task(g, stage_task(OpKind::dp_comm, st, Lane::dp, update[sti].gather_s), {}));
+      if (update[sti].gather_s > 0)
+        update_gather.push_back(add_task(g, stage_task(OpKind::dp_comm, st, Lane::dp, update[sti].gather_s), {}));
       const std::vector<PassOp>& ops = order[sti];
       for (std::size_t index = 0; index < ops.size(); ++index) {
         const PassOp& op = ops[index];
@@ -143,14 +150,16 @@ class StepBuilder {
             seconds += (op.forward ? ends.head_forward_s : ends.head_backward_s) + ends.loss_s;
           const OpKind kind = op.forward ? OpKind::compute_fwd : OpKind::compute_bwd;
           if (layer == wait_layer) {
-            if (wait_fraction > 0) chain(stage_task(kind, st, Lane::compute, wait_fraction * seconds, &op));  // before the wait
+            if (wait_fraction > 0)
+              chain(stage_task(kind, st, Lane::compute, wait_fraction * seconds, &op));  // before the wait
             seconds -= wait_fraction * seconds;
             prev.insert(prev.end(), fsdp.begin(), fsdp.end());
             prev.insert(prev.end(), update_gather.begin(), update_gather.end());
             update_gather.clear();
           }
           chain(stage_task(kind, st, Lane::compute, seconds, &op));
-          if (tp_fwd > 0 && layers > 0) chain(stage_task(OpKind::tp_comm, st, Lane::tp_cp, op.forward ? tp_fwd : tp_bwd, &op));
+          if (tp_fwd > 0 && layers > 0)
+            chain(stage_task(OpKind::tp_comm, st, Lane::tp_cp, op.forward ? tp_fwd : tp_bwd, &op));
         }
         last_work[sti] = prev.front();
         pass[{vs, op.microbatch, op.forward}] = {*first, prev.front()};
@@ -163,9 +172,11 @@ class StepBuilder {
     // Crossing GPUs, the t·c GPUs of the replica each send s·b·h/(t·c) BF16 (Narayanan et al. 2021 Sec. 4.1).
     for (std::int64_t vs = 0; vs < vs_count; ++vs) {
       for (std::int64_t mb = 0; mb < micro; ++mb) {
-        if (vs > 0) link_stages(g, pass.at({vs - 1, mb, true}).second, pass.at({vs, mb, true}).first, vs - 1, vs, mb, act_bytes);
+        if (vs > 0)
+          link_stages(g, pass.at({vs - 1, mb, true}).second, pass.at({vs, mb, true}).first, vs - 1, vs, mb, act_bytes);
         if (vs + 1 < vs_count)
-          link_stages(g, pass.at({vs + 1, mb, false}).second, pass.at({vs, mb, false}).first, vs + 1, vs, mb, act_bytes);
+          link_stages(g, pass.at({vs + 1, mb, false}).second, pass.at({vs, mb, false}).first, vs + 1, vs, mb,
+                      act_bytes);
         else
           boost::add_edge(pass.at({vs, mb, true}).second, pass.at({vs, mb, false}).first, g);
       }
@@ -183,8 +194,12 @@ class StepBuilder {
         const auto k = static_cast<std::size_t>(std::clamp((1.0 - f) * d(n), 0.0, d(n)));
         deps.push_back(add_task(g, stage_task(OpKind::dp_comm, st, Lane::dp, update[sti].sync_s), {last_bwd[k]}));
       }
-      const double shard_params = dp_parameters_per_gpu(m_, l_, st).trainable / shard_divisor(l_.sharding.optimizer, l_, perf_.gpus_per_node);
-      (void)add_task(g, stage_task(OpKind::optimizer, st, Lane::optimizer, optimizer_step_seconds(perf_, l_, shard_params) + perf_.coef.step_overhead_s), deps);
+      const double shard_params =
+          dp_parameters_per_gpu(m_, l_, st).trainable / shard_divisor(l_.sharding.optimizer, l_, perf_.gpus_per_node);
+      (void)add_task(g,
+                     stage_task(OpKind::optimizer, st, Lane::optimizer,
+                                optimizer_step_seconds(perf_, l_, shard_params) + perf_.coef.step_overhead_s),
+                     deps);
     }
 
     out.run = run(g, topo_, opt_.engine);
@@ -262,21 +277,27 @@ class StepBuilder {
     switch (update_grad_sync_kind(l_.sharding)) {
       case GradSync::none: break;
       case GradSync::reduce_scatter:
-        if (gs == Shard::intra) out.sync_s = across(Collective::reduce_scatter);  // I → G
-        else if (os == Shard::global) out.sync_s = collective(Collective::reduce_scatter, grads, s.all, Group::dp_cp);
-        else out.sync_s = collective(Collective::reduce_scatter, grads, s.intra, Group::dp_cp) + across(Collective::all_reduce);
+        if (gs == Shard::intra)
+          out.sync_s = across(Collective::reduce_scatter);  // I → G
+        else if (os == Shard::global)
+          out.sync_s = collective(Collective::reduce_scatter, grads, s.all, Group::dp_cp);
+        else
+          out.sync_s =
+              collective(Collective::reduce_scatter, grads, s.intra, Group::dp_cp) + across(Collective::all_reduce);
         break;
       case GradSync::all_reduce:
         out.sync_s = gs == Shard::intra ? across(Collective::all_reduce)  // MiCS/HSDP: each replication group
                                         : collective(Collective::all_reduce, grads, s.all, Group::dp_cp);
         break;
-      case GradSync::all_gather: out.sync_s = scope_change_seconds(Collective::all_gather, grads, Shard::global, os, s); break;
+      case GradSync::all_gather:
+        out.sync_s = scope_change_seconds(Collective::all_gather, grads, Shard::global, os, s);
+        break;
       case GradSync::reduce_then_all_gather:
         out.sync_s = across(Collective::all_reduce) + collective(Collective::all_gather, grads, s.intra, Group::dp_cp);
         break;
     }
-    out.gather_s = scope_change_seconds(Collective::all_gather, trainable * l_.precision.weight_bytes, os,
-                                        l_.sharding.params, s);
+    out.gather_s =
+        scope_change_seconds(Collective::all_gather, trainable * l_.precision.weight_bytes, os, l_.sharding.params, s);
     return out;
   }
 
@@ -292,9 +313,9 @@ class StepBuilder {
     const double gather = scope_change_seconds(Collective::all_gather, dpp.gathered * chunk * l_.precision.weight_bytes,
                                                l_.sharding.params, Shard::none, s);
     out.forward_s += gather;
-    out.backward_s += gather + scope_change_seconds(Collective::reduce_scatter,
-                                                    dpp.trainable * chunk * l_.precision.grad_bytes,
-                                                    l_.sharding.grads, Shard::none, s);
+    out.backward_s +=
+        gather + scope_change_seconds(Collective::reduce_scatter, dpp.trainable * chunk * l_.precision.grad_bytes,
+                                      l_.sharding.grads, Shard::none, s);
     return out;
   }
 
@@ -303,7 +324,8 @@ class StepBuilder {
 
   // Rank offsets from the simulated GPU's group to every other group of its kind in the stage (Megatron order).
   [[nodiscard]] std::vector<std::int64_t> sibling_offsets(Group k) const {
-    const std::int64_t nt = k == Group::tp ? 1 : l_.tp, nc = k == Group::tp ? l_.cp : 1, nd = k == Group::dp_cp ? 1 : l_.dp;
+    const std::int64_t nt = k == Group::tp ? 1 : l_.tp, nc = k == Group::tp ? l_.cp : 1,
+                       nd = k == Group::dp_cp ? 1 : l_.dp;
     std::vector<std::int64_t> out;
     for (std::int64_t dd = 0; dd < nd; ++dd)
       for (std::int64_t cc = 0; cc < nc; ++cc)
@@ -357,7 +379,8 @@ class StepBuilder {
     // and inter-node parts add, throughput.cpp volume_seconds), which scores better on held-out data than the
     // slower-of-the-two form (issue 18's closing note).
     const double t = scale * simulate_concurrent_collectives(topo_, op, Algorithm::ring, ring_bytes, groups, per_node,
-                                                             opt_.engine, channels, true).time_s;
+                                                             opt_.engine, channels, true)
+                                 .time_s;
     cache_.emplace(std::move(key), t);
     return t;
   }
@@ -397,14 +420,17 @@ class StepBuilder {
     out.stages.assign(static_cast<std::size_t>(p), {});
     std::vector<std::vector<std::tuple<double, int, double>>> changes(static_cast<std::size_t>(p));
     std::vector<double> last_bwd_end(static_cast<std::size_t>(p), 0.0);
-    std::map<std::tuple<std::int32_t, std::int32_t, std::int32_t>, std::pair<double, double>> span;  // first start, last end
+    std::map<std::tuple<std::int32_t, std::int32_t, std::int32_t>, std::pair<double, double>>
+        span;  // first start, last end
     for (std::size_t i = 0; i < boost::num_vertices(g); ++i) {
       const Task& t = g[i];
       const TaskTiming& tm = out.run.timing[i];
       if (t.kind != TaskKind::delay || t.stage < 0) continue;
       if (t.op == OpKind::compute_fwd || t.op == OpKind::compute_bwd || t.op == OpKind::tp_comm) {
         out.stages[static_cast<std::size_t>(t.stage)].busy_s += tm.end_s - tm.start_s;
-        if (t.op != OpKind::compute_fwd) last_bwd_end[static_cast<std::size_t>(t.stage)] = std::max(last_bwd_end[static_cast<std::size_t>(t.stage)], tm.end_s);
+        if (t.op != OpKind::compute_fwd)
+          last_bwd_end[static_cast<std::size_t>(t.stage)] =
+              std::max(last_bwd_end[static_cast<std::size_t>(t.stage)], tm.end_s);
       }
       if (t.op == OpKind::compute_fwd || t.op == OpKind::compute_bwd) {
         auto key = std::make_tuple(t.stage, t.microbatch, t.chunk * 2 + (t.op == OpKind::compute_bwd ? 1 : 0));
@@ -422,8 +448,10 @@ class StepBuilder {
       if (vs == 0) bytes += embed_act;
       if (vs == p * v - 1) bytes += head_act;
       auto& ch = changes[static_cast<std::size_t>(stage)];
-      if (kind % 2 == 0) ch.emplace_back(se.first, +1, bytes);
-      else ch.emplace_back(se.second, -1, -bytes);
+      if (kind % 2 == 0)
+        ch.emplace_back(se.first, +1, bytes);
+      else
+        ch.emplace_back(se.second, -1, -bytes);
       (void)mb;
     }
     double best_busy = -1;

@@ -13,8 +13,7 @@ using Edge = boost::graph_traits<TopologyGraph>::edge_descriptor;
 
 }  // namespace
 
-Topology::Topology(const ClusterSpec& c, const TopologyOptions& o)
-    : gpus_per_node_(c.gpus_per_node), nodes_(o.nodes) {
+Topology::Topology(const ClusterSpec& c, const TopologyOptions& o) : gpus_per_node_(c.gpus_per_node), nodes_(o.nodes) {
   if (o.nodes < 1) throw Error("topology: --nodes must be at least 1 (got " + std::to_string(o.nodes) + ")");
   if (c.gpus_per_node < 1) throw Error("cluster " + c.name + ": gpus_per_node must be positive");
   if (c.intra_node.bytes_per_s <= 0 || c.inter_node.bytes_per_s <= 0)

@@ -38,13 +38,23 @@ nlohmann::json chrome_trace(const StepResult& r) {
   nlohmann::json events = nlohmann::json::array();
   const auto us = [](double s) { return s * 1e6; };
   for (const auto& st : r.stages) {
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", st.stage}, {"tid", 0},
+    events.push_back({{"name", "process_name"},
+                      {"ph", "M"},
+                      {"pid", st.stage},
+                      {"tid", 0},
                       {"args", {{"name", "stage " + std::to_string(st.stage)}}}});
     for (int lane = 0; lane < kLanes; ++lane)
-      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", st.stage}, {"tid", lane},
+      events.push_back({{"name", "thread_name"},
+                        {"ph", "M"},
+                        {"pid", st.stage},
+                        {"tid", lane},
                         {"args", {{"name", lane_name(static_cast<Lane>(lane))}}}});
     for (const auto& m : st.memory)
-      events.push_back({{"name", "activations"}, {"ph", "C"}, {"pid", st.stage}, {"tid", 0}, {"ts", us(m.time_s)},
+      events.push_back({{"name", "activations"},
+                        {"ph", "C"},
+                        {"pid", st.stage},
+                        {"tid", 0},
+                        {"ts", us(m.time_s)},
                         {"args", {{"GiB", m.bytes / (1024.0 * 1024.0 * 1024.0)}, {"microbatches", m.microbatches}}}});
   }
   const TaskGraph& g = r.graph;
@@ -54,12 +64,17 @@ nlohmann::json chrome_trace(const StepResult& r) {
     if (t.kind == TaskKind::flow && t.src_gpu % std::max<std::int64_t>(1, r.tp) != 0) continue;  // one flow per send
     const TaskTiming& tm = r.run.timing[i];
     // A PP send is a join of its flows: shown from the sender's end of compute to arrival.
-    events.push_back({{"name", op_name(t)}, {"cat", lane_name(t.lane)}, {"ph", "X"}, {"pid", t.stage},
+    events.push_back({{"name", op_name(t)},
+                      {"cat", lane_name(t.lane)},
+                      {"ph", "X"},
+                      {"pid", t.stage},
                       {"tid", static_cast<int>(t.lane)},
-                      {"ts", us(tm.start_s)}, {"dur", us(tm.end_s - tm.start_s)},
+                      {"ts", us(tm.start_s)},
+                      {"dur", us(tm.end_s - tm.start_s)},
                       {"args", {{"microbatch", t.microbatch}, {"chunk", t.chunk}}}});
   }
-  return {{"traceEvents", events}, {"displayTimeUnit", "ms"},
+  return {{"traceEvents", events},
+          {"displayTimeUnit", "ms"},
           {"otherData", {{"step_time_s", r.step_time_s}, {"gpus", r.gpus}, {"generator", "headroom simulate"}}}};
 }
 

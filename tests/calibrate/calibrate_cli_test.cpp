@@ -39,7 +39,8 @@ using Result = test::CliResult;
 constexpr auto run = &test::run_cli;
 
 const std::vector<std::string> kEstimate = {"estimate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq",
-                                            "8192", "--tp", "4", "--pp", "2", "--gpus", "16", "--gbs", "256", "--json"};
+                                            "8192",     "--tp",    "4",           "--pp",      "2",        "--gpus",
+                                            "16",       "--gbs",   "256",         "--json"};
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& extra) {
   a.insert(a.end(), extra.begin(), extra.end());
@@ -68,7 +69,7 @@ TEST(CalibrateCli, QuickCpuEndToEndRunFitWriteLoadPredict) {
   ASSERT_EQ(cal.code, 0) << cal.err;
 #if !HEADROOM_TEST_ASAN
   EXPECT_LT(seconds, 60.0);  // the bound for --quick on this 2-core machine (not under ASan)
-#endif  // !HEADROOM_TEST_ASAN
+#endif                       // !HEADROOM_TEST_ASAN
   EXPECT_NE(cal.out.find("GEMM: efficiency"), std::string::npos) << cal.out;
   EXPECT_NE(cal.out.find("busbw"), std::string::npos);
   // stderr is not a terminal here (a log file, as in CI): plain progress lines, no carriage return or escape.
@@ -129,8 +130,8 @@ TEST(CalibrateCli, InterruptedRunResumesFromThePartialFile) {
   part.machine.ranks = 3;
   calibrate::write_json_atomically(out + ".partial", calibrate::profile_to_json(part));
   EXPECT_EQ(run({"calibrate", "--backend", "cpu", "--ranks", "2", "--quick", "--out", out}).code, 2);
-  const Result fresh = run({"calibrate", "--backend", "cpu", "--ranks", "2", "--quick", "--out", out, "--min-r2", "0",
-                            "--fresh", "--json"});
+  const Result fresh = run(
+      {"calibrate", "--backend", "cpu", "--ranks", "2", "--quick", "--out", out, "--min-r2", "0", "--fresh", "--json"});
   ASSERT_EQ(fresh.code, 0) << fresh.err;
   EXPECT_NE(fresh.err.find("--fresh: " + out + ".partial removed"), std::string::npos) << fresh.err;
   const auto doc = nlohmann::json::parse(fresh.out);
@@ -174,7 +175,8 @@ TEST(CalibrateCli, IngestTurnsNcclTestsLogsIntoCollectives) {
   // Only the links change: the estimate moves with them.
   const Result base = run(kEstimate), prof = run(with(kEstimate, {"--profile", out}));
   ASSERT_EQ(prof.code, 0) << prof.err;
-  EXPECT_NE(nlohmann::json::parse(base.out)["perf"]["step_time_s"], nlohmann::json::parse(prof.out)["perf"]["step_time_s"]);
+  EXPECT_NE(nlohmann::json::parse(base.out)["perf"]["step_time_s"],
+            nlohmann::json::parse(prof.out)["perf"]["step_time_s"]);
 }
 
 TEST(CalibrateCliErrors, BadOptionsExitTwo) {

@@ -53,10 +53,10 @@ struct KillPoint {
 };
 
 struct Outcome {
-  bool killed = false;      // false: the run exited on its own before the kill
-  int exit_code = -1;       // when it exited on its own
+  bool killed = false;       // false: the run exited on its own before the kill
+  int exit_code = -1;        // when it exited on its own
   std::size_t progress = 0;  // cases done at the kill (from the progress bar)
-  std::string err;          // everything it wrote on stderr
+  std::string err;           // everything it wrote on stderr
   pid_t pid = 0;
   double tail_ms = -1;  // from the progress bar's last case to the exit (fit and write), when it exited on its own
 };
@@ -199,8 +199,8 @@ class CalibrateKill : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   [[nodiscard]] std::vector<std::string> args() const {
-    return {"calibrate", "--backend", "cpu", "--ranks", "2", "--quick", "--min-r2", "0", "--progress-interval", "0",
-            "--out", out_.string()};
+    return {"calibrate", "--backend",           "cpu", "--ranks", "2",          "--quick", "--min-r2",
+            "0",         "--progress-interval", "0",   "--out",   out_.string()};
   }
 
   // The invariants after a kill: the previous profile unchanged (or a complete new one when the run got past its
@@ -254,10 +254,9 @@ TEST_F(CalibrateKill, KilledAtAnyMomentThePreviousProfileSurvivesAndTheRunResume
   // seed) after each progress point lands the kill anywhere in measuring the next case or writing the checkpoint.
   std::mt19937 rng(20240917);
   std::uniform_int_distribution<int> jitter(0, 25000);
-  std::vector<KillPoint> points = {
-      {0, 0, "at once (before exec)", std::nullopt},
-      {0, 3000, "3 ms: start-up", std::nullopt},
-      {0, 40000, "40 ms: loading specs", std::nullopt}};
+  std::vector<KillPoint> points = {{0, 0, "at once (before exec)", std::nullopt},
+                                   {0, 3000, "3 ms: start-up", std::nullopt},
+                                   {0, 40000, "40 ms: loading specs", std::nullopt}};
   for (const double f : {0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9})
     points.push_back({std::max<std::size_t>(1, static_cast<std::size_t>(f * static_cast<double>(total_))), jitter(rng),
                       "mid-sweep", std::nullopt});
@@ -282,7 +281,8 @@ TEST_F(CalibrateKill, KilledAtAnyMomentThePreviousProfileSurvivesAndTheRunResume
             std::string::npos)
       << resumed.err;
   std::size_t reused = 0;
-  for (std::size_t at = resumed.err.find("(resumed)"); at != std::string::npos; at = resumed.err.find("(resumed)", at + 1))
+  for (std::size_t at = resumed.err.find("(resumed)"); at != std::string::npos;
+       at = resumed.err.find("(resumed)", at + 1))
     ++reused;
   EXPECT_EQ(reused, had);
   std::printf("resumed: %zu of %zu cases reused, %zu measured anew\n", reused, total_, total_ - reused);
@@ -337,10 +337,11 @@ TEST_F(CalibrateKill, KilledAtAnyMomentThePreviousProfileSurvivesAndTheRunResume
   EXPECT_FALSE(fs::exists(partial_));
   EXPECT_TRUE(temporaries(dir_).empty());
   EXPECT_NO_THROW((void)calibrate::load_profile(out_, test::library().data_dir()));
-  std::printf("one sweep %.1f s; %zu mid-sweep kills, %d of them inside a checkpoint write; fit+write window %.1f ms: "
-              "16 runs, %d killed inside the final write, %d killed after its rename, %d finished first; total %.1f s\n",
-              sweep_s, points.size(), sweep_in_write, window_us / 1e3, in_write_, renamed_, finished,
-              std::chrono::duration<double>(Clock::now() - t0).count());
+  std::printf(
+      "one sweep %.1f s; %zu mid-sweep kills, %d of them inside a checkpoint write; fit+write window %.1f ms: "
+      "16 runs, %d killed inside the final write, %d killed after its rename, %d finished first; total %.1f s\n",
+      sweep_s, points.size(), sweep_in_write, window_us / 1e3, in_write_, renamed_, finished,
+      std::chrono::duration<double>(Clock::now() - t0).count());
 }
 
 }  // namespace

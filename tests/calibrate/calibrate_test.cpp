@@ -139,23 +139,30 @@ TEST(Ingest, NcclTestsLogParsesAndBusbwMatchesTheLog) {
 
 TEST(Ingest, MalformedLogsAreErrors) {
   EXPECT_THROW((void)parse_nccl_tests("# nothing here\n", "x.txt"), Error);
-  EXPECT_THROW((void)parse_nccl_tests("#  Rank  0 Group 0 Pid 1 on h device 0 [0] G\n       8  2 float\n", "all_reduce_perf.txt"), Error);
+  EXPECT_THROW((void)parse_nccl_tests("#  Rank  0 Group 0 Pid 1 on h device 0 [0] G\n       8  2 float\n",
+                                      "all_reduce_perf.txt"),
+               Error);
   EXPECT_THROW((void)parse_nccl_tests("x", "log.txt", "broadcast"), Error);
 }
 
 // Inputs fuzz_nccl_tests_log (tests/fuzz) found: each must be an Error (or parse), never an exception of another
 // type, undefined behaviour, or a profile that --profile then refuses.
 TEST(Ingest, FuzzFoundLogs) {
-  const std::string ranks = "#  Rank  0 Group  0 Pid 1 on node1 device  0 [0000:18:00] GPU X\n"
-                            "#  Rank  1 Group  0 Pid 2 on node1 device  1 [0000:2a:00] GPU X\n";
+  const std::string ranks =
+      "#  Rank  0 Group  0 Pid 1 on node1 device  0 [0000:18:00] GPU X\n"
+      "#  Rank  1 Group  0 Pid 2 on node1 device  1 [0000:2a:00] GPU X\n";
   const std::string header = "#  size  count  type  redop  root  time  algbw  busbw  #wrong\n";
-  const std::string rows = "8 2 float sum -1 24.07 0.00 0.00 0\n1024 256 float sum -1 24.34 0.04 0.07 0\n"
-                           "1048576 262144 float sum -1 29.29 35.80 62.65 0\n";
+  const std::string rows =
+      "8 2 float sum -1 24.07 0.00 0.00 0\n1024 256 float sum -1 24.34 0.04 0.07 0\n"
+      "1048576 262144 float sum -1 29.29 35.80 62.65 0\n";
   const auto parse = [](const std::string& text) { return parse_nccl_tests(text, "all_reduce_perf.txt"); };
   EXPECT_EQ(parse(ranks + header + rows).ranks, 2);
   // Nothing after the device's ']': substr(npos) threw std::out_of_range.
   EXPECT_EQ(parse("#  Rank  0 Group 0 Pid 1 on node1 device 0 [0000:18:00]\n"
-                  "#  Rank  1 Group 0 Pid 2 on node1 device 1 [0000:2a:00]\n" + header + rows).device, "");
+                  "#  Rank  1 Group 0 Pid 2 on node1 device 1 [0000:2a:00]\n" +
+                  header + rows)
+                .device,
+            "");
   // A size past int64 (the cast was undefined behaviour); times of inf or nan (from_chars reads them; the fit
   // then wrote an R² of NaN as null, which the profile schema refuses).
   EXPECT_THROW((void)parse(ranks + header + rows + "99999999999999999999999 2 float sum -1 24.07 0 0 0\n"), Error);
@@ -165,17 +172,22 @@ TEST(Ingest, FuzzFoundLogs) {
   EXPECT_THROW((void)parse(ranks.substr(0, ranks.find('\n') + 1) + header + rows), Error);
   // Only the first "on HOST" of a Rank line names a host: 2 ranks on 3 "hosts" gave 0 GPUs per node.
   EXPECT_EQ(parse("#  Rank  0 Group 0 Pid 1 on node1 device 0 [0] on x\n"
-                  "#  Rank  1 Group 0 Pid 2 on node1 device 1 [1] on y\n" + header + rows).nodes, 1);
+                  "#  Rank  1 Group 0 Pid 2 on node1 device 1 [1] on y\n" +
+                  header + rows)
+                .nodes,
+            1);
 }
 
 // A device name that is not UTF-8 (from a log) is written replaced, and the profile loads back.
 TEST(Ingest, NonUtf8DeviceNameIsWrittenAndLoadsBack) {
   const std::string header = "#  size  count  type  redop  root  time  algbw  busbw  #wrong\n";
-  const NcclTestsLog log = parse_nccl_tests("#  Rank  0 Group 0 Pid 1 on n device 0 [0] GPU \xff\n"
-                                            "#  Rank  1 Group 0 Pid 2 on n device 1 [1] GPU \xff\n" + header +
-                                                "8 2 float sum -1 24 0 0 0\n1024 256 float sum -1 25 0 0 0\n"
-                                                "1048576 262144 float sum -1 30 0 0 0\n",
-                                            "all_reduce_perf.txt");
+  const NcclTestsLog log = parse_nccl_tests(
+      "#  Rank  0 Group 0 Pid 1 on n device 0 [0] GPU \xff\n"
+      "#  Rank  1 Group 0 Pid 2 on n device 1 [1] GPU \xff\n" +
+          header +
+          "8 2 float sum -1 24 0 0 0\n1024 256 float sum -1 25 0 0 0\n"
+          "1048576 262144 float sum -1 30 0 0 0\n",
+      "all_reduce_perf.txt");
   Profile p;
   p.machine = {"nccl-tests", log.device, "", log.ranks, log.ranks / log.nodes, 0, 0};
   p.date = "2025-01-01T00:00:00Z";
@@ -206,7 +218,8 @@ Profile sample_profile() {
   std::vector<kernels::Measurement> have;
   std::vector<kernels::Case> plan;
   for (const auto& c : plan_sweep(so))
-    if (kernels::kind_of(c) != kernels::KernelKind::attention || std::get<kernels::AttentionCase>(c).seq <= 256) plan.push_back(c);
+    if (kernels::kind_of(c) != kernels::KernelKind::attention || std::get<kernels::AttentionCase>(c).seq <= 256)
+      plan.push_back(c);
   run_sweep(*b, plan, t, have, nullptr, nullptr);
   p.raw = have;
   p.min_r2 = 0;  // a zero-repeat sweep on a busy machine: the numbers are for the format, not the fit
@@ -275,7 +288,8 @@ TEST(Sweep, ANoisyCaseIsMeasuredAgainAndDroppedFromThePartialWhenItStaysNoisy) {
     return Refit{{noisy}, "GEMM efficiency fit: R² below"};
   };
   try {
-    (void)sweep_until_fitted(*b, plan, t, have, nullptr, [&](const auto& h) { saved = h; }, 2, always_off);
+    (void)sweep_until_fitted(
+        *b, plan, t, have, nullptr, [&](const auto& h) { saved = h; }, 2, always_off);
     FAIL() << "a case that stays noisy was accepted";
   } catch (const NoisyFit& e) {
     EXPECT_EQ(e.cases, std::vector<std::string>{noisy});
@@ -297,9 +311,10 @@ TEST(Profile, RoundTripsAndValidatesAgainstTheSchema) {
   EXPECT_DOUBLE_EQ(q.gemm->efficiency, p.gemm->efficiency);
   ASSERT_EQ(q.collectives.size(), p.collectives.size());
   for (std::size_t i = 0; i < p.collectives.size(); ++i)  // stored in µs and µs/MiB: equal to rounding
-    EXPECT_NEAR(q.collectives[i].busbw_bytes_per_s(), p.collectives[i].busbw_bytes_per_s(), 1e-9 * std::abs(p.collectives[i].busbw_bytes_per_s()));
+    EXPECT_NEAR(q.collectives[i].busbw_bytes_per_s(), p.collectives[i].busbw_bytes_per_s(),
+                1e-9 * std::abs(p.collectives[i].busbw_bytes_per_s()));
   ASSERT_TRUE(q.gemm.has_value());
-  EXPECT_EQ(q.attention.size(), 2u);            // head dims 64 and 128, causal
+  EXPECT_EQ(q.attention.size(), 2u);                     // head dims 64 and 128, causal
   EXPECT_EQ(q.collectives.size(), kCollectives.size());  // one group size (2)
 }
 
@@ -388,9 +403,9 @@ TEST(Sweep, ResumesWithoutRemeasuring) {
   run_sweep(*b, {plan[0]}, t, have, nullptr, nullptr);
   const double first = have[0].seconds;
   int measured = 0, resumed = 0, checkpoints = 0;
-  run_sweep(*b, plan, t, have,
-            [&](const Progress& p) { (p.resumed ? resumed : measured)++; },
-            [&](const std::vector<kernels::Measurement>&) { ++checkpoints; });
+  run_sweep(
+      *b, plan, t, have, [&](const Progress& p) { (p.resumed ? resumed : measured)++; },
+      [&](const std::vector<kernels::Measurement>&) { ++checkpoints; });
   EXPECT_EQ(resumed, 1);
   EXPECT_EQ(measured, 2);
   EXPECT_EQ(checkpoints, 2);
@@ -403,7 +418,8 @@ TEST(Apply, ProfileReplacesDatasheetNumbers) {
   // A one-repeat sweep on a loaded machine can fit a link with β ≤ 0, which apply_profile rightly skips; the link
   // here comes from exact α + bytes/bw timings, so that what is tested does not depend on the machine's load.
   std::vector<CollectivePoint> exact;
-  for (int log2_b = 3; log2_b <= 24; ++log2_b) exact.push_back({std::ldexp(1.0, log2_b), 5e-6 + std::ldexp(1.0, log2_b) / 20e9});
+  for (int log2_b = 3; log2_b <= 24; ++log2_b)
+    exact.push_back({std::ldexp(1.0, log2_b), 5e-6 + std::ldexp(1.0, log2_b) / 20e9});
   p.collectives = {fit_collective(exact, Collective::all_gather, 2, "intra")};
   ClusterSpec c = test::library().cluster("dgx-h100");
   PerfCoefficients k;

@@ -51,7 +51,7 @@ TEST(RunsTable, CsvAndJsonLinesReadTheSameRuns) {
     EXPECT_DOUBLE_EQ(*runs[0].peak_memory_gib, 70.25);
     EXPECT_FALSE(runs[0].step_time_s);
     EXPECT_EQ(runs[1].outcome, RunOutcome::oom);
-    EXPECT_EQ(runs[1].layout.at("tp"), "1");  // JSON 1.0 is the integer a flag would carry
+    EXPECT_EQ(runs[1].layout.at("tp"), "1");           // JSON 1.0 is the integer a flag would carry
     EXPECT_EQ(runs[1].layout.count("recompute"), 0u);  // an empty cell is a missing value
     EXPECT_NE(runs[1].source.find(":3"), std::string::npos) << runs[1].source;
   }
@@ -59,24 +59,33 @@ TEST(RunsTable, CsvAndJsonLinesReadTheSameRuns) {
 
 TEST(RunsTable, RefusesWhatItCannotUseNamingLineAndColumn) {
   const std::string head = "model,gpus,tp,outcome,tflops_per_gpu\n";
-  EXPECT_NE(error_of([&] { (void)parse_runs_table(head + "x,8,2,ok,abc\n", "r.csv"); }).find("r.csv:2: tflops_per_gpu 'abc'"),
+  EXPECT_NE(
+      error_of([&] { (void)parse_runs_table(head + "x,8,2,ok,abc\n", "r.csv"); }).find("r.csv:2: tflops_per_gpu 'abc'"),
+      std::string::npos);
+  EXPECT_NE(error_of([&] {
+              (void)parse_runs_table(head + "x,8,2,fine,1\n", "r.csv");
+            }).find("outcome 'fine' (valid: ok, oom)"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { (void)parse_runs_table(head + "x,8,2,fine,1\n", "r.csv"); }).find("outcome 'fine' (valid: ok, oom)"),
-            std::string::npos);
-  EXPECT_NE(error_of([&] { (void)parse_runs_table(head + "x,8,2,ok,\n", "r.csv"); }).find("needs one of tflops_per_gpu"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { (void)parse_runs_table(head + "x,8,2,ok,\n", "r.csv"); }).find("needs one of tflops_per_gpu"),
+      std::string::npos);
   EXPECT_NE(error_of([&] { (void)parse_runs_table("model,speed\nx,1\n", "r.csv"); }).find("unknown column 'speed'"),
             std::string::npos);
   EXPECT_NE(error_of([&] { (void)parse_runs_table(head + "x,8\n", "r.csv"); }).find("2 fields where the header has 5"),
             std::string::npos);
   EXPECT_NE(error_of([&] { (void)parse_runs_table("model,model\n", "r.csv"); }).find("'model' appears twice"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { (void)parse_runs_table("{\"model\": \"x\", \"outcome\": \"oom\"}\n[1]\n", "r.jsonl"); })
-                .find("r.jsonl:2: a array"),
+  EXPECT_NE(error_of([&] {
+              (void)parse_runs_table("{\"model\": \"x\", \"outcome\": \"oom\"}\n[1]\n", "r.jsonl");
+            }).find("r.jsonl:2: a array"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { (void)parse_runs_table("{\"tp\": [2], \"outcome\": \"oom\"}\n", "r.jsonl"); }).find("tp is a array"),
+  EXPECT_NE(error_of([&] {
+              (void)parse_runs_table("{\"tp\": [2], \"outcome\": \"oom\"}\n", "r.jsonl");
+            }).find("tp is a array"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { (void)parse_runs_table("{\"step_time_s\": \"1\"}\n", "r.jsonl"); }).find("step_time_s is a string"),
+  EXPECT_NE(error_of([&] {
+              (void)parse_runs_table("{\"step_time_s\": \"1\"}\n", "r.jsonl");
+            }).find("step_time_s is a string"),
             std::string::npos);
   EXPECT_NE(error_of([&] { (void)parse_runs_table(" \n", "r.csv"); }).find("empty"), std::string::npos);
   EXPECT_NE(error_of([&] { (void)parse_runs_table("model,\"gpus\n", "r.csv"); }).find("not closed"), std::string::npos);
@@ -93,15 +102,23 @@ TEST(RunsTable, QuotedCsvFieldsKeepCommasAndQuotes) {
 // gives the layout and the model, but a run that neither trained nor ran out of memory is not a run.
 TEST(MegatronLog, RealArgumentsBlockOfARunThatCrashed) {
   const auto text = slurp("megatron_mi300a_tp4_crashed.log");
-  EXPECT_NE(error_of([&] { (void)parse_megatron_log(text, "crashed.log"); }).find("neither trained nor ran out of memory"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { (void)parse_megatron_log(text, "crashed.log"); }).find("neither trained nor ran out of memory"),
+      std::string::npos);
   // The same arguments with an out-of-memory error appended: the layout and model read from the real block.
   const auto run = parse_megatron_log(text + "\ntorch.OutOfMemoryError: HIP out of memory.\n", "crashed.log");
   EXPECT_EQ(run.outcome, RunOutcome::oom);
-  const std::map<std::string, std::string> layout = {
-      {"framework", "megatron"}, {"gpus", "4"},        {"tp", "4"},       {"pp", "1"},         {"cp", "1"},
-      {"mbs", "1"},              {"gbs", "512"},       {"seq", "2048"},   {"recompute", "selective"},
-      {"sp", "true"},            {"sharding", "zero1"}};
+  const std::map<std::string, std::string> layout = {{"framework", "megatron"},
+                                                     {"gpus", "4"},
+                                                     {"tp", "4"},
+                                                     {"pp", "1"},
+                                                     {"cp", "1"},
+                                                     {"mbs", "1"},
+                                                     {"gbs", "512"},
+                                                     {"seq", "2048"},
+                                                     {"recompute", "selective"},
+                                                     {"sp", "true"},
+                                                     {"sharding", "zero1"}};
   EXPECT_EQ(run.layout, layout);
   ASSERT_TRUE(run.model);
   EXPECT_EQ(run.model->hidden_size, 3072);
@@ -137,11 +154,13 @@ TEST(MegatronLog, OutOfMemoryAndWhatCannotBePriced) {
   const auto oom = parse_megatron_log(slurp("megatron_oom_written.log"), "oom.log");
   EXPECT_EQ(oom.outcome, RunOutcome::oom);
   EXPECT_EQ(oom.layout.at("seq"), "32768");
-  EXPECT_NE(error_of([&] { (void)parse_megatron_log(slurp("megatron_moe_written.log"), "moe.log"); })
-                .find("num_experts 8: a mixture-of-experts run cannot be priced"),
+  EXPECT_NE(error_of([&] {
+              (void)parse_megatron_log(slurp("megatron_moe_written.log"), "moe.log");
+            }).find("num_experts 8: a mixture-of-experts run cannot be priced"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { (void)parse_megatron_log("iteration 1/ 2 | elapsed time per iteration (ms): 5.0\n", "x.log"); })
-                .find("no Megatron-LM arguments block"),
+  EXPECT_NE(error_of([&] {
+              (void)parse_megatron_log("iteration 1/ 2 | elapsed time per iteration (ms): 5.0\n", "x.log");
+            }).find("no Megatron-LM arguments block"),
             std::string::npos);
 }
 
@@ -165,8 +184,9 @@ TEST(TorchtitanLog, RefusesWhatItCannotTell) {
   const auto log = slurp("torchtitan_llama3_8b_written.log");
   EXPECT_NE(error_of([&] { (void)parse_torchtitan_log(log, toml, 0, "tt.log"); }).find("needs the number of GPUs"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { (void)parse_torchtitan_log(log, toml + "\n[model]\nconverters = [\"float8\"]\n", 64, "tt.log"); })
-                .find("float8/MX"),
+  EXPECT_NE(error_of([&] {
+              (void)parse_torchtitan_log(log, toml + "\n[model]\nconverters = [\"float8\"]\n", 64, "tt.log");
+            }).find("float8/MX"),
             std::string::npos);
   EXPECT_NE(error_of([&] { (void)parse_torchtitan_log("nothing\n", toml, 64, "tt.log"); }).find("neither trained"),
             std::string::npos);
@@ -255,7 +275,8 @@ std::vector<PricedRun> runs_at_scale(const PerfCoefficients& shipped, double sca
   const ModelSpec m = lib.model("llama3.1-8b");
   const ClusterSpec c = lib.cluster("h100-94gb-x4");
   std::vector<PricedRun> runs;
-  for (const auto& [tp, gpus, seq] : std::vector<std::tuple<int, int, int>>{{2, 8, 8192}, {4, 16, 16384}, {1, 8, 4096}, {2, 32, 8192}}) {
+  for (const auto& [tp, gpus, seq] :
+       std::vector<std::tuple<int, int, int>>{{2, 8, 8192}, {4, 16, 16384}, {1, 8, 4096}, {2, 32, 8192}}) {
     Layout l;
     l.tp = tp;
     l.dp = gpus / tp;
@@ -304,7 +325,8 @@ std::vector<MemoryRun> memory_runs(double fixed_bytes) {
   ResidualModel truth = lib.framework("megatron").residual;
   truth.fixed_bytes = fixed_bytes;
   std::vector<MemoryRun> runs;
-  for (const auto& [tp, gpus, seq] : std::vector<std::tuple<int, int, int>>{{2, 8, 8192}, {4, 16, 16384}, {1, 8, 4096}, {2, 32, 8192}}) {
+  for (const auto& [tp, gpus, seq] :
+       std::vector<std::tuple<int, int, int>>{{2, 8, 8192}, {4, 16, 16384}, {1, 8, 4096}, {2, 32, 8192}}) {
     Layout l = default_layout(lib.framework("megatron"));
     l.tp = tp;
     l.dp = gpus / tp;

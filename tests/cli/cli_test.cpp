@@ -18,8 +18,8 @@ using Result = test::CliResult;
 constexpr auto run = &test::run_cli;
 
 const std::vector<std::string> kEstimate = {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb",
-                                            "--seq", "8192", "--tp", "4", "--pp", "2", "--gpus", "8",
-                                            "--gbs", "1024"};
+                                            "--seq",    "8192",    "--tp",        "4",     "--pp",
+                                            "2",        "--gpus",  "8",           "--gbs", "1024"};
 
 std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& extra) {
   args.insert(args.end(), extra.begin(), extra.end());
@@ -41,10 +41,16 @@ TEST(Cli, EstimateJsonHasTheDocumentedFields) {
 
 TEST(Cli, MegatronAliases) {
   const Result a = run(with(kEstimate, {"--json"}));
-  const Result b = run({"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb", "--seq-length", "8192",
-                        "--tensor-model-parallel-size", "4", "--pipeline-model-parallel-size", "2",
-                        "--context-parallel-size", "1", "--micro-batch-size", "1", "--global-batch-size", "1024",
-                        "--gpus", "8", "--json"});
+  const Result b = run({"estimate",    "--model",
+                        "llama3.1-8b", "--gpu",
+                        "a100-40gb",   "--seq-length",
+                        "8192",        "--tensor-model-parallel-size",
+                        "4",           "--pipeline-model-parallel-size",
+                        "2",           "--context-parallel-size",
+                        "1",           "--micro-batch-size",
+                        "1",           "--global-batch-size",
+                        "1024",        "--gpus",
+                        "8",           "--json"});
   ASSERT_EQ(b.code, 0) << b.err;
   EXPECT_EQ(a.out, b.out);
 }
@@ -97,8 +103,9 @@ const BadCase kBadCases[] = {
     {"zero_tp", replace("--tp", "0"), "--tp '0' must be positive"},
     {"negative_seq", replace("--seq", "-8192"), "--seq '-8192' must be positive"},
     {"non_numeric_seq", replace("--seq", "long"), "--seq 'long' is not a number"},
-    {"fractional_mbs", {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb", "--seq", "8192", "--mbs",
-                        "1.5", "--gpus", "8"}, "--mbs '1.5' is not an integer"},
+    {"fractional_mbs",
+     {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb", "--seq", "8192", "--mbs", "1.5", "--gpus", "8"},
+     "--mbs '1.5' is not an integer"},
     {"overflowing_gpus", replace("--gpus", "99999999999999999999999"), "--gpus '99999999999999999999999' is too large"},
     {"huge_exponent", replace("--gbs", "1e999"), "out of range"},
     {"empty_number", replace("--seq", ""), "--seq is empty"},
@@ -107,7 +114,8 @@ const BadCase kBadCases[] = {
     {"missing_gpu", {"estimate", "--model", "llama3.1-8b", "--seq", "8", "--gpus", "8"}, "give --gpu or --cluster"},
     {"gpus_and_dp_disagree", with(kEstimate, {"--dp", "2"}), "--gpus 8 is not t·c·p = 4·1·2 = 8 times --dp 2"},
     {"neither_gpus_nor_dp",
-     {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb", "--seq", "8192"}, "give --gpus"},
+     {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb", "--seq", "8192"},
+     "give --gpus"},
     {"bad_recompute", with(kEstimate, {"--recompute", "most"}), "unknown recompute mode 'most'"},
     {"vpp_without_pp",
      {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb", "--seq", "8192", "--vpp", "2", "--gpus", "8"},
@@ -124,12 +132,17 @@ const BadCase kBadCases[] = {
      {"simulate", "--collective", "all-reduce", "--cluster", "dgx-h100", "--bytes", "1", "--nodes", "1000000000000"},
      "the simulator takes at most 1024"},
     // Issue 17: contract breaks and flags accepted without a word.
-    {"mistyped_subcommand", {"estimat", "--model", "llama3.1-8b"}, "unknown command 'estimat' (did you mean 'estimate'?)"},
-    {"gpu_not_of_the_cluster", {"estimate", "--model", "llama3.1-8b", "--gpu", "h100-80gb", "--cluster",
-                                "dgx-a100-40gb", "--seq", "8192", "--gpus", "8"},
+    {"mistyped_subcommand",
+     {"estimat", "--model", "llama3.1-8b"},
+     "unknown command 'estimat' (did you mean 'estimate'?)"},
+    {"gpu_not_of_the_cluster",
+     {"estimate", "--model", "llama3.1-8b", "--gpu", "h100-80gb", "--cluster", "dgx-a100-40gb", "--seq", "8192",
+      "--gpus", "8"},
      "--gpu h100-80gb is not the GPU of --cluster dgx-a100-40gb (a100-40gb)"},
-    {"huge_top", {"rank", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--seq", "8192", "--gbs", "64",
-                  "--top", "1000000000"}, "--top 1000000000 is more than 100000 layouts"},
+    {"huge_top",
+     {"rank", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--seq", "8192", "--gbs", "64", "--top",
+      "1000000000"},
+     "--top 1000000000 is more than 100000 layouts"},
     {"vpp_with_1f1b", with(kEstimate, {"--vpp", "4", "--schedule", "1f1b"}), "needs the interleaved schedule"},
     {"empty_profile", with(kEstimate, {"--profile", ""}), "--profile is empty"},
     {"empty_profile_equals", with(kEstimate, {"--profile="}), "--profile is empty"},
@@ -142,9 +155,11 @@ const BadCase kBadCases[] = {
      "--model does nothing with --collective"},
     {"channels_with_horing",
      {"simulate", "--collective", "all-gather", "--cluster", "dgx-h100", "--bytes", "1", "--algorithm", "horing",
-      "--channels", "4"}, "--channels does nothing with --algorithm horing"},
+      "--channels", "4"},
+     "--channels does nothing with --algorithm horing"},
     {"params_with_list", {"comm", "--list", "--params", "7e9"}, "--params does nothing with --list"},
-    {"mtsl_seq", {"mtsl", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--seq", "4096"},
+    {"mtsl_seq",
+     {"mtsl", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--seq", "4096"},
      "--seq does nothing in mtsl"},
     {"target_seq_with_gpus",
      {"mtsl", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--tp", "2", "--target-seq", "65536"},
@@ -171,10 +186,10 @@ TEST(Cli, ProfileOfPerfCoefficientsIsCheckedAgainstTheSchema) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("headroom_cli_perf_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  for (const char* doc : {R"({"name": 5})", R"({"name": "x", "gpus": [{"gpu": "h100-80gb"}]})",
-                          R"({"name": "x", "gemm_efficiency": 2})", R"({"name": "x", "gemm_efficiency": 0})",
-                          R"({"name": "x", "attention_efficiency": 0})",
-                          R"({"name": "x", "gemm_wave_units": 1, "gemm_tile": 1e-300})"}) {
+  for (const char* doc :
+       {R"({"name": 5})", R"({"name": "x", "gpus": [{"gpu": "h100-80gb"}]})", R"({"name": "x", "gemm_efficiency": 2})",
+        R"({"name": "x", "gemm_efficiency": 0})", R"({"name": "x", "attention_efficiency": 0})",
+        R"({"name": "x", "gemm_wave_units": 1, "gemm_tile": 1e-300})"}) {
     const auto path = dir / "perf.json";
     std::ofstream(path) << doc;
     for (const char* cmd : {"estimate", "simulate"}) {
@@ -228,13 +243,16 @@ namespace {
 // Issue 17: every JSON document carries schema_version, and byte counts are integers.
 TEST(CliJson, EveryDocumentHasASchemaVersionAndIntegerBytes) {
   const std::vector<std::vector<std::string>> commands = {
-      {"estimate", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--seq", "8192", "--tp", "2", "--gpus", "8", "--json"},
-      {"rank", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--seq", "4096", "--gbs", "64", "--top", "2", "--json"},
+      {"estimate", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--seq", "8192", "--tp", "2", "--gpus", "8",
+       "--json"},
+      {"rank", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--seq", "4096", "--gbs", "64", "--top",
+       "2", "--json"},
       {"mtsl", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--json"},
       {"comm", "--strategy", "zero3", "--params", "7e9", "--gpus", "16", "--group-size", "8", "--json"},
       {"comm", "--list", "--json"},
       {"simulate", "--collective", "all-gather", "--cluster", "dgx-h100", "--bytes", "1048576", "--json"},
-      {"launch", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192", "--tp", "2", "--gpus", "16", "--json"}};
+      {"launch", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192", "--tp", "2", "--gpus", "16",
+       "--json"}};
   for (const auto& args : commands) {
     const auto r = test::run_cli(args);
     ASSERT_EQ(r.code, 0) << args[0] << ": " << r.err;
@@ -285,8 +303,8 @@ TEST(CliRank, NothingFitsSaysWhatBoundAndWhatWouldLiftIt) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("The model states alone do not fit"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--all-shardings"), std::string::npos);
-  r = test::run_cli({"rank", "--model", "llama3.1-8b", "--cluster", "dgx-a100-40gb", "--gpus", "8", "--seq", "262144",
-                     "--gbs", "8"});
+  r = test::run_cli(
+      {"rank", "--model", "llama3.1-8b", "--cluster", "dgx-a100-40gb", "--gpus", "8", "--seq", "262144", "--gbs", "8"});
   EXPECT_NE(r.out.find("Activations are what is left"), std::string::npos) << r.out;
   r = test::run_cli({"rank", "--model", "llama3.1-8b", "--cluster", "dgx-a100-40gb", "--gpus", "8", "--seq", "8192",
                      "--gbs", "8", "--constraint", "tp=3"});
@@ -303,11 +321,12 @@ TEST(CliLaunch, WarnsOverMemoryAndCarriesTheModelShape) {
                           "8", "--export", "megatron"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("# WARNING: predicted peak", 0), 0u) << r.out;
-  for (const char* flag : {"--num-layers 80", "--hidden-size 8192", "--ffn-hidden-size 28672", "--num-attention-heads 64",
-                           "--num-query-groups 8", "--swiglu", "--untie-embeddings-and-output-weights"})
+  for (const char* flag :
+       {"--num-layers 80", "--hidden-size 8192", "--ffn-hidden-size 28672", "--num-attention-heads 64",
+        "--num-query-groups 8", "--swiglu", "--untie-embeddings-and-output-weights"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
-  r = test::run_cli({"launch", "--model", "llama3.1-70b", "--cluster", "dgx-a100-40gb", "--seq", "8192", "--gpus", "8",
-                     "--json"});
+  r = test::run_cli(
+      {"launch", "--model", "llama3.1-70b", "--cluster", "dgx-a100-40gb", "--seq", "8192", "--gpus", "8", "--json"});
   EXPECT_EQ(nlohmann::json::parse(r.out)["memory"]["verdict"], "oom");
   r = test::run_cli({"simulate", "--model", "llama3.1-70b", "--cluster", "dgx-a100-40gb", "--seq", "8192", "--gpus",
                      "8", "--tp", "8"});
@@ -324,7 +343,8 @@ namespace {
 // Issue 17: one rule for counts and for names; a calibration profile where simulate takes coefficients; the
 // table says the sharding; an MTSL past the trained context is noted.
 TEST(CliRules, CountsNamesProfilesAndNotes) {
-  const std::vector<std::string> base = {"estimate", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--json"};
+  const std::vector<std::string> base = {"estimate",  "--model", "llama3.1-8b", "--gpu",
+                                         "h100-94gb", "--gpus",  "8",           "--json"};
   const auto plain = test::run_cli(with(base, {"--seq", "8192", "--recompute", "full", "--schedule", "1f1b"}));
   ASSERT_EQ(plain.code, 0) << plain.err;
   for (const auto& seq : {"+8192", "8192.0", "8.192e3"}) {
@@ -336,9 +356,11 @@ TEST(CliRules, CountsNamesProfilesAndNotes) {
                                   "--tp", "8", "--seq", "4096", "--profile",
                                   std::string(HEADROOM_TEST_DATA_DIR) + "/profiles/cpu-example-quick.json"});
   EXPECT_EQ(sim.code, 0) << sim.err;
-  const auto table = test::run_cli({"estimate", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--seq", "8192"});
+  const auto table =
+      test::run_cli({"estimate", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--seq", "8192"});
   EXPECT_NE(table.out.find(", sharding NNG ("), std::string::npos) << table.out;
-  const auto m = test::run_cli({"mtsl", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--tp", "8", "--cp", "8", "--gpus", "64"});
+  const auto m =
+      test::run_cli({"mtsl", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--tp", "8", "--cp", "8", "--gpus", "64"});
   ASSERT_EQ(m.code, 0) << m.err;
   EXPECT_NE(m.out.find("is beyond the 131072 tokens llama3.1-8b was trained with"), std::string::npos) << m.out;
   EXPECT_NE(m.out.find("MiB to spare"), std::string::npos) << m.out;

@@ -16,9 +16,9 @@ using Result = test::CliResult;
 constexpr auto run = &test::run_cli;
 
 // Llama 3.1 8B on 64 H100s of dgx-h100 (8 per node): tp 2, cp 2, pp 2 x 2 virtual stages, dp 8.
-const std::vector<std::string> kLayout = {"launch", "--model", "llama3.1-8b", "--cluster", "dgx-h100",
-                                          "--seq", "16384", "--tp", "2", "--cp", "2", "--pp", "2", "--vpp", "2",
-                                          "--gpus", "64", "--gbs", "256", "--mbs", "1"};
+const std::vector<std::string> kLayout = {"launch", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "16384",
+                                          "--tp",   "2",       "--cp",        "2",         "--pp",     "2",     "--vpp",
+                                          "2",      "--gpus",  "64",          "--gbs",     "256",      "--mbs", "1"};
 
 std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& extra) {
   args.insert(args.end(), extra.begin(), extra.end());
@@ -70,12 +70,12 @@ TEST(Launch, MegatronArguments) {
 TEST(Launch, TorchtitanToml) {
   const auto j = launch_json({"--sharding", "fsdp"});
   const std::string toml = j.at("torchtitan_toml");
-  for (const char* line : {"[parallelism]\n", "data_parallel_replicate_degree = 1\n", "data_parallel_shard_degree = 8\n",
-                           "fsdp_reshard_after_forward = \"always\"\n", "tensor_parallel_degree = 2\n",
-                           "context_parallel_degree = 2\n", "pipeline_parallel_degree = 2\n",
-                           "pipeline_parallel_schedule = \"Interleaved1F1B\"\n", "pipeline_parallel_microbatch_size = 1\n",
-                           "[training]\n", "local_batch_size = 32\n", "global_batch_size = 256\n", "seq_len = 16384\n",
-                           "[activation_checkpoint]\n", "mode = \"none\"\n"})
+  for (const char* line :
+       {"[parallelism]\n", "data_parallel_replicate_degree = 1\n", "data_parallel_shard_degree = 8\n",
+        "fsdp_reshard_after_forward = \"always\"\n", "tensor_parallel_degree = 2\n", "context_parallel_degree = 2\n",
+        "pipeline_parallel_degree = 2\n", "pipeline_parallel_schedule = \"Interleaved1F1B\"\n",
+        "pipeline_parallel_microbatch_size = 1\n", "[training]\n", "local_batch_size = 32\n",
+        "global_batch_size = 256\n", "seq_len = 16384\n", "[activation_checkpoint]\n", "mode = \"none\"\n"})
     EXPECT_TRUE(contains(toml, line)) << line << "\n" << toml;
   EXPECT_TRUE(j.at("unsupported").at("torchtitan").empty()) << j.at("unsupported");
   EXPECT_FALSE(contains(toml, "UNSUPPORTED"));
@@ -117,8 +117,8 @@ TEST(Launch, CodesWithoutAnEquivalentAreFlagged) {
 }
 
 TEST(Launch, ZeroOneInPytorchIsDdpWithZeroRedundancyOptimizer) {
-  const Result r = run({"launch", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "4096",
-                        "--gpus", "8", "--sharding", "zero1", "--export", "fsdp"});
+  const Result r = run({"launch", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "4096", "--gpus", "8",
+                        "--sharding", "zero1", "--export", "fsdp"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "ZeroRedundancyOptimizer(")) << r.out;
   EXPECT_TRUE(contains(r.out, "DDP(model")) << r.out;

@@ -70,15 +70,14 @@ TEST(AtomicFile, TemporariesOfDeadWritersAreRemovedLiveOnesKept) {
   std::ofstream(dir / "out.json.tmp.notapid") << "x";
   EXPECT_EQ(remove_stale_temporaries(target), 1);
   EXPECT_FALSE(fs::exists(dead));
-  EXPECT_TRUE(fs::exists(live));    // its writer may still be writing
-  EXPECT_TRUE(fs::exists(other));   // another target's
+  EXPECT_TRUE(fs::exists(live));   // its writer may still be writing
+  EXPECT_TRUE(fs::exists(other));  // another target's
   EXPECT_TRUE(fs::exists(dir / "out.json.tmp.notapid"));
   std::ofstream(dead) << "torn";
   write_file_atomically(target, "new");  // every write cleans up after killed predecessors
   EXPECT_FALSE(fs::exists(dead));
   fs::remove_all(dir);
 }
-
 
 // Issue 17: run as root with --out /dev/null, a rename replaced the system's /dev/null with a regular file.
 // A character device (made here, when root may) and a FIFO are written into and stay what they were.

@@ -27,7 +27,10 @@ TEST_F(FlopsTest, ModelFlopsAreSixPerParameterPlusAttention) {
 // The GEMMs of one layer carry 2·tokens·(layer weights)/t FLOPs forward.
 TEST_F(FlopsTest, LayerGemmsMatchParameters) {
   Layout l;
-  l.tp = 4; l.cp = 2; l.seq = 8192; l.mbs = 2;
+  l.tp = 4;
+  l.cp = 2;
+  l.seq = 8192;
+  l.mbs = 2;
   const double tokens = 8192.0 * 2 / 2;
   const double weights = attention_parameters_per_layer(llama8b) + ffn_parameters_per_layer(llama8b);
   EXPECT_NEAR(layer_gemms(llama8b, l).flops(), 2.0 * tokens * weights / 4, 1.0);

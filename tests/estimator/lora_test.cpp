@@ -15,7 +15,11 @@ class LoraTest : public ::testing::Test {
   ModelSpec m = lib.model("llama3.1-70b");  // h 8192, h_ffn 28672, a 64, k 8 → K/V 1024 wide, L 80
   ClusterSpec lumi = lib.cluster("lumi-mi250x");
   FrameworkProfile fsdp = lib.framework("pytorch-fsdp");
-  Lora lora(std::int64_t r) { Lora l; l.rank = r; return l; }
+  Lora lora(std::int64_t r) {
+    Lora l;
+    l.rank = r;
+    return l;
+  }
 };
 
 // Hand count per layer, r·(in + out): q 16384, k 9216, v 9216, o 16384, gate 36864, up 36864, down 36864.

@@ -11,8 +11,8 @@
 namespace headroom {
 namespace {
 
-Layout layout(std::int64_t t, std::int64_t c, std::int64_t p, std::int64_t b, std::int64_t gpus,
-              std::int64_t s = 8192, std::int64_t gbs = 1024) {
+Layout layout(std::int64_t t, std::int64_t c, std::int64_t p, std::int64_t b, std::int64_t gpus, std::int64_t s = 8192,
+              std::int64_t gbs = 1024) {
   Layout l;
   l.tp = t;
   l.cp = c;
@@ -187,7 +187,13 @@ TEST(Residual, TermsFollowTheirCarriers) {
   const SpecLibrary lib = test::library();
   const ModelSpec m = lib.model("llama3.1-8b");
   Layout l;
-  l.tp = 2; l.cp = 1; l.pp = 4; l.dp = 2; l.seq = 4096; l.mbs = 2; l.gbs = 64;
+  l.tp = 2;
+  l.cp = 1;
+  l.pp = 4;
+  l.dp = 2;
+  l.seq = 4096;
+  l.mbs = 2;
+  l.gbs = 64;
   EXPECT_EQ(logits_elements(m, l, 0), 0.0);
   EXPECT_DOUBLE_EQ(logits_elements(m, l, 3), 4096.0 * 2 * 128256 / 2);
   EXPECT_EQ(cp_extra_communicators(l), 0.0);

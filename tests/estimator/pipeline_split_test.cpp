@@ -180,10 +180,26 @@ TEST(PipelineSplit, RankFindsLlama405bOn16384GpusUnderMegatron) {
 }
 
 TEST(PipelineSplit, CliTakesMegatronsFlagsAndExportsThem) {
-  const std::vector<std::string> base = {"--model", "llama3.1-405b", "--cluster", "dgx-h100", "--seq", "8192",
-                                         "--tp", "8", "--pp", "16", "--gpus", "512", "--gbs", "512",
-                                         "--recompute", "full", "--decoder-first-pipeline-num-layers", "7",
-                                         "--decoder-last-pipeline-num-layers", "7"};
+  const std::vector<std::string> base = {"--model",
+                                         "llama3.1-405b",
+                                         "--cluster",
+                                         "dgx-h100",
+                                         "--seq",
+                                         "8192",
+                                         "--tp",
+                                         "8",
+                                         "--pp",
+                                         "16",
+                                         "--gpus",
+                                         "512",
+                                         "--gbs",
+                                         "512",
+                                         "--recompute",
+                                         "full",
+                                         "--decoder-first-pipeline-num-layers",
+                                         "7",
+                                         "--decoder-last-pipeline-num-layers",
+                                         "7"};
   std::vector<std::string> args = {"estimate"};
   args.insert(args.end(), base.begin(), base.end());
   args.emplace_back("--json");

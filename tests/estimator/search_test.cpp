@@ -24,7 +24,11 @@ class SearchTest : public ::testing::Test {
 
   [[nodiscard]] SearchResult rank(std::int64_t gpus, std::vector<Constraint> cs = {}) const {
     SearchOptions o;
-    o.gpus = gpus; o.seq = 8192; o.gbs = 1024; o.top = 5; o.constraints = std::move(cs);
+    o.gpus = gpus;
+    o.seq = 8192;
+    o.gbs = 1024;
+    o.top = 5;
+    o.constraints = std::move(cs);
     return rank_layouts(llama8b, a100, default_layout(megatron), megatron.residual, coef, o);
   }
 };
@@ -54,12 +58,13 @@ TEST_F(SearchTest, ParetoFrontTradesMemoryForSpeed) {
     EXPECT_LT(r.pareto[i].step_time_s, r.pareto[i - 1].step_time_s);
   }
   EXPECT_DOUBLE_EQ(r.pareto.back().step_time_s, r.best.front().step_time_s);
-  EXPECT_LE(r.pareto.front().step_time_s, SearchOptions{}.pareto_slowdown * r.best.front().step_time_s);  // no degenerate points
+  EXPECT_LE(r.pareto.front().step_time_s,
+            SearchOptions{}.pareto_slowdown * r.best.front().step_time_s);  // no degenerate points
 }
 
 TEST_F(SearchTest, ConstraintsRestrictTheSearch) {
-  const SearchResult r = rank(64, {parse_constraint("tp<=2"), parse_constraint("pp=1"), parse_constraint("recompute=none"),
-                                   parse_constraint("sharding=zero1")});
+  const SearchResult r = rank(64, {parse_constraint("tp<=2"), parse_constraint("pp=1"),
+                                   parse_constraint("recompute=none"), parse_constraint("sharding=zero1")});
   ASSERT_FALSE(r.best.empty());
   for (const auto& x : r.best) {
     EXPECT_LE(x.layout.tp, 2);
@@ -76,7 +81,10 @@ TEST_F(SearchTest, ConstraintsRestrictTheSearch) {
 TEST_F(SearchTest, FrameworkProfileLimitsShardingsAndSchedules) {
   ASSERT_EQ(megatron.supported_shardings.size(), 2u);
   SearchOptions o;
-  o.gpus = 64; o.seq = 8192; o.gbs = 1024; o.top = 50;
+  o.gpus = 64;
+  o.seq = 8192;
+  o.gbs = 1024;
+  o.top = 50;
   restrict_to_framework(o, megatron);
   const SearchResult r = rank_layouts(llama8b, a100, default_layout(megatron), megatron.residual, coef, o);
   ASSERT_FALSE(r.best.empty());
@@ -110,7 +118,9 @@ TEST_F(SearchTest, BadConstraintsThrow) {
 // Issue 5: at least 100,000 layouts for llama3.1-405b on 16,384 GPUs (speed is in tools/bench/rank_bench).
 TEST_F(SearchTest, EnumeratesOver100kLayoutsFor405bOn16384Gpus) {
   SearchOptions o;
-  o.gpus = 16384; o.seq = 8192; o.gbs = 2048;
+  o.gpus = 16384;
+  o.seq = 8192;
+  o.gbs = 2048;
   const SearchResult r = rank_layouts(lib.model("llama3.1-405b"), lib.cluster("dgx-h100"), default_layout(megatron),
                                       megatron.residual, coef, o);
   EXPECT_GE(r.evaluated, 100000);
@@ -136,9 +146,10 @@ TEST(RankCli, JsonHasEvaluatedLayoutsAndLaunchArguments) {
 // --lora-rank reaches every ranked layout (frozen base, adapters on all projections by default).
 TEST(RankCli, LoraRankIsPassedToTheSearch) {
   std::ostringstream out, err;
-  const int code = cli::run({"rank", "--model", "llama3.1-70b", "--cluster", "lumi-mi250x", "--framework", "pytorch-fsdp",
-                             "--gpus", "8", "--seq", "10000", "--gbs", "8", "--lora-rank", "128", "--top", "3", "--json"},
-                            out, err);
+  const int code =
+      cli::run({"rank", "--model", "llama3.1-70b", "--cluster", "lumi-mi250x", "--framework", "pytorch-fsdp", "--gpus",
+                "8", "--seq", "10000", "--gbs", "8", "--lora-rank", "128", "--top", "3", "--json"},
+               out, err);
   ASSERT_EQ(code, 0) << err.str();
   const auto j = nlohmann::json::parse(out.str());
   EXPECT_EQ(j.at("lora").at("rank").get<int>(), 128);
@@ -157,9 +168,10 @@ TEST(RankCli, LoraRankIsPassedToTheSearch) {
 
 TEST(RankCli, BadInputExitsTwo) {
   for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"rank", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "0", "--seq", "8192", "--gbs", "8"},
-        std::vector<std::string>{"rank", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8", "--seq", "8192", "--gbs", "8",
-                                 "--constraint", "warp<=2"}}) {
+       {std::vector<std::string>{"rank", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "0", "--seq",
+                                 "8192", "--gbs", "8"},
+        std::vector<std::string>{"rank", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8", "--seq",
+                                 "8192", "--gbs", "8", "--constraint", "warp<=2"}}) {
     std::ostringstream out, err;
     EXPECT_EQ(cli::run(args, out, err), 2);
     const std::string message = err.str();
@@ -203,7 +215,8 @@ TEST(Search, InterleavedLayoutsHaveMicroBatchesAMultipleOfTheStages) {
   SearchOptions o;
   o.gpus = 64, o.seq = 4096, o.gbs = 96, o.top = 100000;
   restrict_to_framework(o, f);
-  const SearchResult r = rank_layouts(m, c, default_layout(f), f.residual, default_perf_coefficients(lib, "megatron"), o);
+  const SearchResult r =
+      rank_layouts(m, c, default_layout(f), f.residual, default_perf_coefficients(lib, "megatron"), o);
   int interleaved = 0;
   for (const auto& x : r.best) {
     if (x.layout.schedule != Schedule::interleaved) continue;

@@ -37,9 +37,10 @@ CommSetup setup(std::int64_t n, std::int64_t m, std::int64_t s, double psi = 1e9
 
 TEST(ShardingNames, AliasesMapToTheirTriples) {
   const std::pair<const char*, const char*> cases[] = {
-      {"ddp", "NNN"},  {"zero1", "NNG"},  {"ZeRO-2", "NGG"},   {"zero_3", "GGG"},    {"FSDP", "GGG"},
-      {"mics", "III"}, {"HSDP", "III"},   {"fsdp-hs", "III"},  {"zero++", "GGG"},    {"paro-igg", "IGG"},
-      {"PaRO-IIG", "IIG"}, {"paro-nig", "NIG"}, {"nig", "NIG"}, {"GNI", "GNI"}, {"rtp", "GGG"}, {"rtp-inplace", "GGG"}};
+      {"ddp", "NNN"},    {"zero1", "NNG"},    {"ZeRO-2", "NGG"},   {"zero_3", "GGG"},
+      {"FSDP", "GGG"},   {"mics", "III"},     {"HSDP", "III"},     {"fsdp-hs", "III"},
+      {"zero++", "GGG"}, {"paro-igg", "IGG"}, {"PaRO-IIG", "IIG"}, {"paro-nig", "NIG"},
+      {"nig", "NIG"},    {"GNI", "GNI"},      {"rtp", "GGG"},      {"rtp-inplace", "GGG"}};
   for (const auto& [name, code] : cases) EXPECT_EQ(sharding_code(parse_strategy(name).sharding), code) << name;
   // The per-stage memory model has no place for ZeRO++'s secondary copy or RTP's buffer: refused there.
   for (const char* name : {"zero++", "rtp", "rtp-inplace"}) EXPECT_THROW((void)parse_sharding(name), Error) << name;
@@ -191,9 +192,9 @@ void expect_same(const Volume& a, const Volume& b, const std::string& what) {
   expect_same(a.inter, b.inter, what + " inter");
 }
 std::vector<std::pair<std::string, Volume>> stages_of(const StageVolumes& v) {
-  return {{"forward A-G(P)", v.forward_gather_params},   {"backward A-G(P)", v.backward_gather_params},
-          {"backward R-S(G)", v.backward_reduce_grads},  {"update sync G", v.update_sync_grads},
-          {"update A-G(P)", v.update_gather_params},     {"total", v.total()}};
+  return {{"forward A-G(P)", v.forward_gather_params},  {"backward A-G(P)", v.backward_gather_params},
+          {"backward R-S(G)", v.backward_reduce_grads}, {"update sync G", v.update_sync_grads},
+          {"update A-G(P)", v.update_gather_params},    {"total", v.total()}};
 }
 
 struct Shape {
@@ -232,8 +233,8 @@ TEST(ShardingProperties, ReduceScatterAndAllGatherOfTheSameDataAndGroupAgree) {
     const CommSetup s = setup(sh.n, sh.m, sh.s, 1e9, 2.5e8);
     for (const StateSharding& code : all_shardings()) {
       for (Collectives c : {Collectives::ring, Collectives::hierarchical}) {
-        const std::string where = sharding_code(code) + " " + std::string(to_string(c)) + " N=" +
-                                  std::to_string(sh.n) + " M=" + std::to_string(sh.m);
+        const std::string where = sharding_code(code) + " " + std::string(to_string(c)) + " N=" + std::to_string(sh.n) +
+                                  " M=" + std::to_string(sh.m);
         const StageVolumes v = communication_volume(triple(code, c), s);
         expect_same(v.backward_gather_params, v.forward_gather_params, where + " backward vs forward A-G(P)");
         if (code.params != code.grads) continue;
@@ -287,15 +288,16 @@ TEST(ShardingProperties, GroupsOfOneAreNoShardingAndOneGroupIsGlobal) {
       for (const StateSharding& code : all_shardings()) {
         for (Collectives c : {Collectives::ring, Collectives::hierarchical}) {
           const Strategy with_i = triple(code, c), without_i = triple(replace_intra(code, by), c);
-          const std::string where = sharding_code(code) + " as " + without_i.name + " " +
-                                    std::string(to_string(c)) + " M=" + std::to_string(m);
+          const std::string where = sharding_code(code) + " as " + without_i.name + " " + std::string(to_string(c)) +
+                                    " M=" + std::to_string(m);
           const StateMemory a = state_memory_per_gpu(with_i, s), b = state_memory_per_gpu(without_i, s);
           expect_same(a.params, b.params, where + " params");
           expect_same(a.grads, b.grads, where + " grads");
           expect_same(a.optimizer, b.optimizer, where + " optimizer");
           const auto va = stages_of(communication_volume(with_i, s));
           const auto vb = stages_of(communication_volume(without_i, s));
-          for (std::size_t i = 0; i < va.size(); ++i) expect_same(va[i].second, vb[i].second, where + " " + va[i].first);
+          for (std::size_t i = 0; i < va.size(); ++i)
+            expect_same(va[i].second, vb[i].second, where + " " + va[i].first);
         }
       }
     }
@@ -417,8 +419,8 @@ TEST(CommCli, ListHasTheFourteenStrategies) {
 }
 
 TEST(CommCli, CompareHasEveryNamedScheme) {
-  const Result r = run({"comm", "--compare", "--params", "7e9", "--gpus", "64", "--group-size", "8", "--accum", "8",
-                        "--json"});
+  const Result r =
+      run({"comm", "--compare", "--params", "7e9", "--gpus", "64", "--group-size", "8", "--accum", "8", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["schemes"].size(), named_schemes().size());
@@ -453,8 +455,8 @@ TEST(CommCli, BadInputExitsTwoWithOneLineNamingTheFlag) {
 // The document's totals are the sums of its stages and of its memory parts, for every named scheme and every
 // code under both algorithms; --compare reports the same memory and volumes as --strategy for each scheme.
 TEST(CommCli, TotalsAreTheSumsOfTheStagesAndCompareAgrees) {
-  const std::vector<std::string> base = {"comm",         "--params", "7e9", "--trainable", "2e9", "--gpus", "64",
-                                         "--group-size", "8",        "--accum", "4",       "--json"};
+  const std::vector<std::string> base = {"comm", "--params",     "7e9", "--trainable", "2e9", "--gpus",
+                                         "64",   "--group-size", "8",   "--accum",     "4",   "--json"};
   const auto near = [](double a, double b) { return std::abs(a - b) <= 1e-12 * std::max(std::abs(a), std::abs(b)); };
   std::vector<std::string> names(named_schemes().begin(), named_schemes().end());
   for (const StateSharding& code : all_shardings()) names.push_back(sharding_code(code));
@@ -484,7 +486,8 @@ TEST(CommCli, TotalsAreTheSumsOfTheStagesAndCompareAgrees) {
   compare.emplace_back("--compare");
   const Result all = run(compare);
   ASSERT_EQ(all.code, 0) << all.err;
-  const auto schemes = nlohmann::json::parse(all.out)["schemes"];  // a named copy: the range-for must not borrow from a temporary
+  const auto schemes =
+      nlohmann::json::parse(all.out)["schemes"];  // a named copy: the range-for must not borrow from a temporary
   for (const auto& scheme : schemes) {
     std::vector<std::string> args = base;
     args.insert(args.end(), {"--strategy", scheme["scheme"].get<std::string>()});
@@ -492,15 +495,16 @@ TEST(CommCli, TotalsAreTheSumsOfTheStagesAndCompareAgrees) {
     ASSERT_EQ(one.code, 0) << one.err;
     const auto j = nlohmann::json::parse(one.out);
     EXPECT_EQ(scheme["memory_bytes"], j["memory_bytes"]) << scheme["scheme"];
-    for (const char* k : {"intra", "inter", "total"}) EXPECT_EQ(scheme["volume"][k], j["volume"][k]) << scheme["scheme"];
+    for (const char* k : {"intra", "inter", "total"})
+      EXPECT_EQ(scheme["volume"][k], j["volume"][k]) << scheme["scheme"];
   }
 }
 
 // `estimate --sharding`: per-GPU model states follow the strategy over the DP group (d = 16 here, nodes of 8).
 TEST(EstimateSharding, Zero3DividesParamsGradsAndOptimizerByDp) {
   auto stage0 = [](const std::string& sharding) {
-    std::vector<std::string> args = {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb", "--seq", "4096",
-                                     "--gpus", "16", "--json"};
+    std::vector<std::string> args = {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb",
+                                     "--seq",    "4096",    "--gpus",      "16",    "--json"};
     if (!sharding.empty()) args.insert(args.end(), {"--sharding", sharding});
     const Result r = run(args);
     EXPECT_EQ(r.code, 0) << r.err;
@@ -513,7 +517,8 @@ TEST(EstimateSharding, Zero3DividesParamsGradsAndOptimizerByDp) {
   }
   // Megatron's default stays the distributed optimizer (N, N, G) = zero1.
   const auto zero1 = stage0("zero1");
-  for (const char* k : {"params", "grads", "optimizer"}) EXPECT_DOUBLE_EQ(dflt[k].get<double>(), zero1[k].get<double>());
+  for (const char* k : {"params", "grads", "optimizer"})
+    EXPECT_DOUBLE_EQ(dflt[k].get<double>(), zero1[k].get<double>());
   EXPECT_LT(zero3["total"].get<double>(), dflt["total"].get<double>());
   const Result bad = run({"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb", "--seq", "4096", "--gpus", "16",
                           "--sharding", "zero4"});

@@ -42,8 +42,7 @@ TEST(SpecFiles, EveryShippedFileValidates) {
   for (const auto& name : lib.names("models")) EXPECT_NO_THROW((void)lib.model(name)) << name;
   for (const auto& name : lib.names("gpus")) EXPECT_NO_THROW((void)lib.gpu(name)) << name;
   for (const auto& name : lib.names("clusters")) EXPECT_NO_THROW((void)lib.cluster(name)) << name;
-  for (const auto& name : lib.names("frameworks"))
-    EXPECT_NO_THROW((void)lib.framework(name)) << name;
+  for (const auto& name : lib.names("frameworks")) EXPECT_NO_THROW((void)lib.framework(name)) << name;
 }
 
 TEST(SpecFiles, RequiredSpecsAreShipped) {
@@ -59,9 +58,7 @@ TEST(SpecFiles, RequiredSpecsAreShipped) {
   EXPECT_DOUBLE_EQ(lib.cluster("lumi-mi250x").gpu.memory_bytes, 64 * kGiB);
 }
 
-TEST(SpecLibrary, NamesAreCaseInsensitive) {
-  EXPECT_EQ(test::library().model("Llama3.1-8B").hidden_size, 4096);
-}
+TEST(SpecLibrary, NamesAreCaseInsensitive) { EXPECT_EQ(test::library().model("Llama3.1-8B").hidden_size, 4096); }
 
 TEST(SpecLibrary, UnknownNameListsKnownOnes) {
   try {
@@ -112,9 +109,10 @@ TEST(SpecLibrary, Gpt2HuggingFaceConfig) {
   EXPECT_EQ(m.mlp, Mlp::gelu);
   EXPECT_TRUE(m.tied_embeddings);
   EXPECT_NEAR(parameter_count(m), 124'439'808.0, 1.0);  // GPT-2 small as released
-  EXPECT_EQ(m.attention_dropout, 0.0);                   // absent: none
+  EXPECT_EQ(m.attention_dropout, 0.0);                  // absent: none
   const TempFile with_dropout(R"({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "attn_pdrop": 0.1,
-    "vocab_size": 50257})", "config.json");
+    "vocab_size": 50257})",
+                              "config.json");
   EXPECT_EQ(test::library().model(with_dropout.path()).attention_dropout, 0.1);
 }
 
@@ -155,11 +153,13 @@ TEST(SpecLibrary, FuzzFoundSpecsAreErrors) {
   refused([&] { (void)lib.gpu(deep.path()); }, "nested deeper than 64 levels");
   // A GPT-2 config whose default FFN width 4·h overflowed int64.
   const TempFile huge(R"({"model_type": "gpt2", "n_embd": 4611686018427387904, "n_layer": 1, "n_head": 1,
-    "vocab_size": 1})", "config.json");
+    "vocab_size": 1})",
+                      "config.json");
   refused([&] { (void)lib.model(huge.path()); }, "n_embd must be a positive integer up to 10^12");
   const TempFile wide(R"({"name": "x", "hidden_size": 8e18, "num_layers": 1, "num_attention_heads": 1,
     "num_kv_heads": 1, "ffn_hidden_size": 1, "vocab_size": 1, "max_context_tokens": 1,
-    "tie_word_embeddings": false, "norm": "rmsnorm", "activation": "gelu"})", "wide.json");
+    "tie_word_embeddings": false, "norm": "rmsnorm", "activation": "gelu"})",
+                      "wide.json");
   refused([&] { (void)lib.model(wide.path()); }, "hidden_size 8000000000000000000 is larger than 10^12");
 }
 
@@ -220,7 +220,8 @@ TEST(HuggingFaceConfig, RefusesWhatItCannotPriceNamingTheKey) {
             std::string::npos);
   for (const char* key : {"tie_word_embeddings", "model_type", "hidden_act", "_name_or_path"}) {
     const std::string bad = R"({"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
-      "vocab_size": 100, "intermediate_size": 128, ")" + std::string(key) + R"(": [1]})";
+      "vocab_size": 100, "intermediate_size": 128, ")" +
+                            std::string(key) + R"(": [1]})";
     const auto e = model_error(bad);
     EXPECT_NE(e.find(std::string(key) + " is a array"), std::string::npos) << e;
     EXPECT_NE(e.find("config.json"), std::string::npos) << e;
@@ -270,7 +271,8 @@ TEST(SpecLibrary, DuplicateKeysAreRefusedNotResolvedByTheLastOne) {
   // The same key in two different objects is fine.
   const TempFile nested(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
     "vocab_size": 100, "intermediate_size": 128, "rope_scaling": {"factor": 8.0, "type": "llama3"},
-    "extra": {"factor": 1}})", "config.json");
+    "extra": {"factor": 1}})",
+                        "config.json");
   EXPECT_EQ(test::library().model(nested.path()).hidden_size, 64);
 }
 

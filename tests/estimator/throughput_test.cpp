@@ -21,7 +21,13 @@ class ThroughputTest : public ::testing::Test {
 
   [[nodiscard]] Layout layout(std::int64_t t, std::int64_t c, std::int64_t p, std::int64_t b, std::int64_t gpus) const {
     Layout l;
-    l.tp = t; l.cp = c; l.pp = p; l.mbs = b; l.dp = gpus / (t * c * p); l.seq = 8192; l.gbs = 1024;
+    l.tp = t;
+    l.cp = c;
+    l.pp = p;
+    l.mbs = b;
+    l.dp = gpus / (t * c * p);
+    l.seq = 8192;
+    l.gbs = 1024;
     return l;
   }
 };

@@ -16,8 +16,8 @@ TEST(Uncertainty, BandFromRatiosIsTheCentralShareWidenedToOne) {
   for (int i = 1; i <= 100; ++i) ratios.push_back(0.8 + 0.004 * i);  // 0.804 .. 1.2
   const ErrorBand b = band_from_ratios(ratios, 0.9);
   ASSERT_TRUE(b.known);
-  EXPECT_NEAR(b.low, 1.0 - 0.820, 1e-12);   // nearest rank: the 5th of 100
-  EXPECT_NEAR(b.high, 1.180 - 1.0, 1e-12);  // the 95th
+  EXPECT_NEAR(b.low, 1.0 - 0.820, 1e-12);                          // nearest rank: the 5th of 100
+  EXPECT_NEAR(b.high, 1.180 - 1.0, 1e-12);                         // the 95th
   const ErrorBand above = band_from_ratios({1.1, 1.2, 1.3}, 1.0);  // all slower than predicted
   EXPECT_DOUBLE_EQ(above.low, 0.0);
   EXPECT_NEAR(above.high, 0.3, 1e-12);
@@ -26,9 +26,9 @@ TEST(Uncertainty, BandFromRatiosIsTheCentralShareWidenedToOne) {
 
 TEST(Uncertainty, BandFromVerdictsExplainsEveryHeldOutOutcome) {
   const std::vector<HeldOutVerdict> runs = {
-      {90, 100, false},  // predicted 90, trained: nothing to explain
-      {110, 100, false}, // predicted over capacity but trained: over-predicted by at least 1 − 100/110
-      {95, 100, true},   // predicted to fit but ran out: under-predicted by at least 100/95 − 1
+      {90, 100, false},   // predicted 90, trained: nothing to explain
+      {110, 100, false},  // predicted over capacity but trained: over-predicted by at least 1 − 100/110
+      {95, 100, true},    // predicted to fit but ran out: under-predicted by at least 100/95 − 1
       {120, 100, true}};
   const ErrorBand b = band_from_verdicts(runs);
   EXPECT_NEAR(b.low, 1.0 - 100.0 / 110.0, 1e-12);
@@ -76,8 +76,9 @@ TEST(Uncertainty, EstimateReportsIntervalsAndAnUncertainVerdict) {
 }
 
 TEST(Uncertainty, RankWithPessimisticRiskKeepsLayoutsWhoseBandFits) {
-  const std::vector<std::string> base = {"rank", "--model", "llama3.1-8b", "--cluster", "dgx-a100-40gb", "--gpus", "64",
-                                         "--seq", "8192", "--gbs", "1024", "--top", "1000", "--json"};
+  const std::vector<std::string> base = {"rank",   "--model", "llama3.1-8b", "--cluster", "dgx-a100-40gb",
+                                         "--gpus", "64",      "--seq",       "8192",      "--gbs",
+                                         "1024",   "--top",   "1000",        "--json"};
   auto nominal = test::run_cli(base);
   auto args = base;
   args.insert(args.end(), {"--risk", "pessimistic"});
@@ -87,13 +88,13 @@ TEST(Uncertainty, RankWithPessimisticRiskKeepsLayoutsWhoseBandFits) {
   const auto n = nlohmann::json::parse(nominal.out), p = nlohmann::json::parse(pessimistic.out);
   EXPECT_LT(p["fitting"].get<int>(), n["fitting"].get<int>());
   for (const auto& x : p["layouts"]) EXPECT_EQ(x["verdict"], "fits");
-  args = {"rank", "--model", "llama3.1-8b", "--cluster", "dgx-a100-40gb", "--gpus", "64", "--seq", "8192", "--gbs",
-          "1024", "--framework", "pytorch-fsdp", "--risk", "pessimistic"};
+  args = {"rank", "--model", "llama3.1-8b", "--cluster",   "dgx-a100-40gb", "--gpus", "64",         "--seq",
+          "8192", "--gbs",   "1024",        "--framework", "pytorch-fsdp",  "--risk", "pessimistic"};
   const auto refused = test::run_cli(args);
   EXPECT_EQ(refused.code, 2);
   EXPECT_NE(refused.err.find("does not ship"), std::string::npos) << refused.err;
-  args = {"rank", "--model", "llama3.1-8b", "--cluster", "dgx-a100-40gb", "--gpus", "64", "--seq", "8192", "--gbs",
-          "1024", "--risk", "reckless"};
+  args = {"rank",  "--model", "llama3.1-8b", "--cluster", "dgx-a100-40gb", "--gpus",  "64",
+          "--seq", "8192",    "--gbs",       "1024",      "--risk",        "reckless"};
   EXPECT_EQ(test::run_cli(args).code, 2);
 }
 
@@ -106,20 +107,21 @@ namespace {
 // Issue 13, item 1 in part: every estimate says where its GPU's GEMM and attention efficiencies come from.
 TEST(CoefficientsSource, EstimateSaysFittedDatasheetOrMeasured) {
   const auto source = [](const char* gpu) {
-    const auto r = test::run_cli({"estimate", "--model", "llama3.1-8b", "--gpu", gpu, "--seq", "4096", "--tp", "8",
-                                  "--gpus", "8", "--json"});
+    const auto r = test::run_cli(
+        {"estimate", "--model", "llama3.1-8b", "--gpu", gpu, "--seq", "4096", "--tp", "8", "--gpus", "8", "--json"});
     EXPECT_EQ(r.code, 0) << r.err;
     return nlohmann::json::parse(r.out)["perf"]["coefficients_source"].get<std::string>();
   };
-  EXPECT_EQ(source("h100-94gb"), "fitted");    // a gpus entry of data/perf/megatron.json
+  EXPECT_EQ(source("h100-94gb"), "fitted");     // a gpus entry of data/perf/megatron.json
   EXPECT_EQ(source("h100-80gb"), "datasheet");  // none: said, not silent
   EXPECT_EQ(source("a100-80gb"), "fitted");     // a100-40gb's entry: the spec's kernels_as (same die and clocks)
-  const auto a100 = test::run_cli({"estimate", "--model", "llama3.1-8b", "--gpu", "a100-80gb", "--seq", "4096", "--tp",
-                                   "8", "--gpus", "8"});
+  const auto a100 = test::run_cli(
+      {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-80gb", "--seq", "4096", "--tp", "8", "--gpus", "8"});
   EXPECT_NE(a100.out.find("fitted for a100-40gb (same die and clocks as a100-80gb)"), std::string::npos) << a100.out;
-  const auto text = test::run_cli({"estimate", "--model", "llama3.1-8b", "--gpu", "h100-80gb", "--seq", "4096", "--tp",
-                                   "8", "--gpus", "8"});
-  EXPECT_NE(text.out.find("datasheet defaults, nothing fitted or measured for h100-80gb"), std::string::npos) << text.out;
+  const auto text = test::run_cli(
+      {"estimate", "--model", "llama3.1-8b", "--gpu", "h100-80gb", "--seq", "4096", "--tp", "8", "--gpus", "8"});
+  EXPECT_NE(text.out.find("datasheet defaults, nothing fitted or measured for h100-80gb"), std::string::npos)
+      << text.out;
   PerfCoefficients measured;
   measured.generic_source = "measured";
   EXPECT_EQ(PerfContext(measured, test::library().cluster("dgx-h100")).efficiency_source, "measured");

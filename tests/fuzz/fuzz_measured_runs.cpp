@@ -36,7 +36,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded()) return;
     const auto k = calibrate::parse_profiler_trace(j, "trace.json");
-    for (const auto& g : k.gemms) fuzz::require(g.m > 0 && g.n > 0 && g.k > 0 && g.seconds >= 0, "GEMM shapes positive");
+    for (const auto& g : k.gemms)
+      fuzz::require(g.m > 0 && g.n > 0 && g.k > 0 && g.seconds >= 0, "GEMM shapes positive");
     for (const auto& c : k.collectives) fuzz::require(c.seconds > 0, "collective times positive");
   });
   return 0;

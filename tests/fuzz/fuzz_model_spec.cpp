@@ -16,8 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fuzz::require(m.hidden_size > 0 && m.num_layers > 0 && m.num_heads > 0 && m.num_kv_heads > 0 &&
                       m.ffn_hidden_size > 0 && m.vocab_size > 0 && m.max_context > 0,
                   "every dimension is positive");
-    for (const std::int64_t dim : {m.hidden_size, m.num_layers, m.num_heads, m.num_kv_heads, m.ffn_hidden_size,
-                                   m.vocab_size, m.max_context})
+    for (const std::int64_t dim :
+         {m.hidden_size, m.num_layers, m.num_heads, m.num_kv_heads, m.ffn_hidden_size, m.vocab_size, m.max_context})
       fuzz::require(dim <= 1'000'000'000'000, "every dimension is at most 10^12");
     fuzz::require(m.hidden_size % m.num_heads == 0 && m.num_heads % m.num_kv_heads == 0,
                   "heads divide the hidden size and KV heads divide the heads");

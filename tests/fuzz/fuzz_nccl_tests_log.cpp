@@ -24,7 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       fuzz::require(m.seconds > 0 && m.bytes >= 0, "positive times, non-negative sizes");
       points.push_back({m.bytes, m.seconds});
     }
-    calibrate::CollectiveFit f = calibrate::fit_collective(points, log.op, log.ranks, log.nodes > 1 ? "inter" : "intra");
+    calibrate::CollectiveFit f =
+        calibrate::fit_collective(points, log.op, log.ranks, log.nodes > 1 ? "inter" : "intra");
     f.source = "nccl-tests";
     p.machine = {"nccl-tests", log.device, "", log.ranks, log.ranks / log.nodes, 0, 0};
     p.date = "2025-01-01T00:00:00Z";

@@ -93,8 +93,8 @@ struct Shape {
 
 // Cluster shapes with g ≥ 2 (the printed ring split g·…† + (N − g)·… presumes several groups), g ≠ M in most
 // so that Ψ/M and Ψ/g cannot be confused, s = 1 included so that a missing factor s would not hide.
-constexpr Shape kShapes[] = {{64, 8, 8, 7e9}, {32, 8, 4, 7e9}, {128, 8, 10, 65e9}, {48, 4, 3, 1.3e9},
-                             {16, 2, 1, 1e9}, {24, 8, 5, 13e9}};
+constexpr Shape kShapes[] = {{64, 8, 8, 7e9},   {32, 8, 4, 7e9}, {128, 8, 10, 65e9},
+                             {48, 4, 3, 1.3e9}, {16, 2, 1, 1e9}, {24, 8, 5, 13e9}};
 
 CommSetup setup_for(const Shape& sh, double k = 12) {
   CommSetup s;
@@ -108,16 +108,16 @@ CommSetup setup_for(const Shape& sh, double k = 12) {
 }
 
 double eval(std::string_view formula, const CommSetup& s) {
-  const std::map<std::string, double> vars = {{"N", double(s.gpus)},      {"M", double(s.group_size)},
-                                              {"g", double(s.groups())},   {"s", double(s.accum)},
-                                              {"K", s.optimizer_bytes},     {"Psi", s.params}};
+  const std::map<std::string, double> vars = {{"N", double(s.gpus)},     {"M", double(s.group_size)},
+                                              {"g", double(s.groups())}, {"s", double(s.accum)},
+                                              {"K", s.optimizer_bytes},  {"Psi", s.params}};
   return Expr(formula, vars).value();
 }
 
 bool close(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max({1.0, std::abs(a), std::abs(b)}); }
 
 const std::map<std::string, std::string> kRowStrategy = {
-    {"ZeRO-1", "zero1"}, {"ZeRO-2", "zero2"},       {"ZeRO-3", "zero3"},       {"MiCS", "mics"},
+    {"ZeRO-1", "zero1"},  {"ZeRO-2", "zero2"},      {"ZeRO-3", "zero3"},      {"MiCS", "mics"},
     {"ZeRO++", "zero++"}, {"PaRO-IGG", "paro-igg"}, {"PaRO-IIG", "paro-iig"}, {"PaRO-NIG", "paro-nig"}};
 
 Volume stage(const StageVolumes& v, const std::string& column) {
@@ -306,7 +306,8 @@ TEST(ParoEq1, GroupedTwoStepReduceScatterSavesPsiTimesSMinus1TimesGMinus1OverN) 
     const StageVolumes grouped = communication_volume(nig, s);
     // Per GPU: the model's totals over N GPUs divided by N.
     const double global_rs = global.backward_reduce_grads.total() / double(s.gpus);
-    const double two_step = (grouped.backward_reduce_grads.total() + grouped.update_sync_grads.total()) / double(s.gpus);
+    const double two_step =
+        (grouped.backward_reduce_grads.total() + grouped.update_sync_grads.total()) / double(s.gpus);
     EXPECT_TRUE(close(global_rs, eval("s*(Psi/N)*(N-1)", s)));
     EXPECT_TRUE(close(two_step, eval("s*(Psi/M)*(M-1) + (Psi/N)*(g-1)", s)));
     EXPECT_TRUE(close(global_rs - two_step, grouped_reduce_scatter_saving(s)));

@@ -49,8 +49,8 @@ TEST_F(PublishedRuns, EighteenRowsInTwoSourcesAllWithCalculon) {
 // Table 1 prints TFLOP/s by Eq. 3; the 1T row (163 TFLOP/s on 3,072 GPUs, batch 3,072) is a 102.6 s step.
 TEST_F(PublishedRuns, TflopsRowsBecomeStepTimesByEquationThree) {
   const auto& one_t = *std::find_if(runs_->begin(), runs_->end(), [](const auto& r) { return r.id == "N21-1t"; });
-  EXPECT_NEAR(one_t.measured_step_s * 163e12 * 3072,
-              narayanan_recompute_flops_per_step(one_t.model, 2048, 3072.0), 1e-9 * one_t.measured_step_s * 163e12 * 3072);
+  EXPECT_NEAR(one_t.measured_step_s * 163e12 * 3072, narayanan_recompute_flops_per_step(one_t.model, 2048, 3072.0),
+              1e-9 * one_t.measured_step_s * 163e12 * 3072);
   EXPECT_NEAR(one_t.measured_step_s, 102.63, 0.01);
 }
 
@@ -63,7 +63,8 @@ TEST_F(PublishedRuns, EverySourceWithinTenPercentHeldOut) {
 TEST_F(PublishedRuns, LocalDdpHidesNoGradientTraffic) {
   PerfCoefficients c;
   c.dp_overlap = 1.0;
-  for (const auto& r : *runs_) EXPECT_EQ(validate::run_coefficients(r, c).dp_overlap, r.grad_overlap ? 1.0 : 0.0) << r.id;
+  for (const auto& r : *runs_)
+    EXPECT_EQ(validate::run_coefficients(r, c).dp_overlap, r.grad_overlap ? 1.0 : 0.0) << r.id;
 }
 
 }  // namespace

@@ -107,8 +107,8 @@ TEST(ThesisTableB4, QualitativeFacts) {
 // (computing and BACKWARD_PRE-prefetched unit parameters, the unit's unsharded gradient and the per-weight
 // gradients it is assembled from) generalises best: no zero wrong, mean 11.6%, worst 36%.
 TEST(ThesisTableB4, FormChosenByLeaveOneRankOut) {
-  const auto forms = validate::compare_mtsl_forms(data().model, data().cluster,
-                                                  validate::thesis_mtsl_cells(data().lib, data().fsdp), data().fsdp.residual);
+  const auto forms = validate::compare_mtsl_forms(
+      data().model, data().cluster, validate::thesis_mtsl_cells(data().lib, data().fsdp), data().fsdp.residual);
   const validate::MtslFormScore& best = validate::best_mtsl_form(forms);
   EXPECT_EQ(best.form, "unit buffers = 4");
   EXPECT_EQ(best.zeros_wrong, 0);

@@ -93,15 +93,19 @@ TEST(Collectives, HoRingAgainstPaRO) {
 // single traditional Ring: the node's 8 NICs instead of one, so ~8x faster, and bound by 8 x 25 GB/s per node.
 TEST(Collectives, RingChannelsUseEveryNicOfTheNode) {
   const sim::Topology topo(test::library().cluster("dgx-a100-80gb"), {16, 0, 1.0, 1.0});
-  const auto one = sim::simulate_collective(topo, Collective::all_gather, sim::Algorithm::ring, kGiBytes, sim::EngineOptions{}, 1);
-  const auto eight = sim::simulate_collective(topo, Collective::all_gather, sim::Algorithm::ring, kGiBytes, sim::EngineOptions{}, 8);
+  const auto one =
+      sim::simulate_collective(topo, Collective::all_gather, sim::Algorithm::ring, kGiBytes, sim::EngineOptions{}, 1);
+  const auto eight =
+      sim::simulate_collective(topo, Collective::all_gather, sim::Algorithm::ring, kGiBytes, sim::EngineOptions{}, 8);
   const double nic_bound = 127.0 * (kGiBytes / 128.0) / (8 * 25e9);
   const double latency = 127.0 * 5e-6;  // one IB hop per step
   EXPECT_NEAR(eight.time_s / (nic_bound + latency), 1.0, 0.02);
   EXPECT_GT(one.time_s / eight.time_s, 6.0);
   // On datasheet links NCCL's rings beat both hierarchical rings for an all-gather.
   EXPECT_LT(eight.time_s, all_gather(topo, sim::Algorithm::horing).time_s);
-  EXPECT_THROW((void)sim::simulate_collective(topo, Collective::all_gather, sim::Algorithm::ring, kGiBytes, sim::EngineOptions{}, 9), Error);
+  EXPECT_THROW((void)sim::simulate_collective(topo, Collective::all_gather, sim::Algorithm::ring, kGiBytes,
+                                              sim::EngineOptions{}, 9),
+               Error);
 }
 
 // HO-Ring overlaps H-Ring's inter phase with the first intra ring only, which carries 1/g of the intra
@@ -127,14 +131,21 @@ TEST(Collectives, GroupsSharingANicShareItsBandwidth) {
   EXPECT_EQ(four.nic_of(0), four.nic_of(1));
   EXPECT_NE(eight.nic_of(0), eight.nic_of(1));
   const double bytes = 1e9;
-  const double alone4 = sim::simulate_collective(four, Collective::all_gather, sim::Algorithm::ring, bytes, a, 1).time_s;
-  const double both4 = sim::simulate_concurrent_collectives(four, Collective::all_gather, sim::Algorithm::ring, bytes, {a, b}, 1).time_s;
-  const double both8 = sim::simulate_concurrent_collectives(eight, Collective::all_gather, sim::Algorithm::ring, bytes, {a, b}, 1).time_s;
-  const double alone8 = sim::simulate_collective(eight, Collective::all_gather, sim::Algorithm::ring, bytes, a, 1).time_s;
+  const double alone4 =
+      sim::simulate_collective(four, Collective::all_gather, sim::Algorithm::ring, bytes, a, 1).time_s;
+  const double both4 =
+      sim::simulate_concurrent_collectives(four, Collective::all_gather, sim::Algorithm::ring, bytes, {a, b}, 1).time_s;
+  const double both8 =
+      sim::simulate_concurrent_collectives(eight, Collective::all_gather, sim::Algorithm::ring, bytes, {a, b}, 1)
+          .time_s;
+  const double alone8 =
+      sim::simulate_collective(eight, Collective::all_gather, sim::Algorithm::ring, bytes, a, 1).time_s;
   EXPECT_NEAR(both4 / alone4, 2.0, 0.02);
   EXPECT_NEAR(both4 / both8, 1.0, 0.01);
   EXPECT_NEAR(both8 / alone8, 1.0, 1e-9);
-  EXPECT_THROW((void)sim::simulate_concurrent_collectives(four, Collective::all_gather, sim::Algorithm::ring, bytes, {}, 1), Error);
+  EXPECT_THROW(
+      (void)sim::simulate_concurrent_collectives(four, Collective::all_gather, sim::Algorithm::ring, bytes, {}, 1),
+      Error);
 }
 
 TEST(Collectives, RefusesWhatItDoesNotModel) {
@@ -151,8 +162,8 @@ struct StepCase {
   PerfCoefficients coef;
 };
 
-StepCase step_case(std::int64_t tp, std::int64_t pp, std::int64_t dp, std::int64_t micro, Schedule s = Schedule::one_f_one_b,
-                   std::int64_t vpp = 1) {
+StepCase step_case(std::int64_t tp, std::int64_t pp, std::int64_t dp, std::int64_t micro,
+                   Schedule s = Schedule::one_f_one_b, std::int64_t vpp = 1) {
   const SpecLibrary lib = test::library();
   StepCase c{lib.model("llama3.1-8b"), lib.cluster("dgx-a100-80gb"), default_layout(lib.framework("megatron")),
              default_perf_coefficients(lib, "megatron")};
@@ -174,8 +185,8 @@ sim::StepResult simulate(const StepCase& c, bool contention = true) {
 }
 
 // `framework`'s default layout with t, c, d, sequence length `seq`, micro-batch 1 and global batch `gbs`.
-Layout framework_layout(const SpecLibrary& lib, const char* framework, std::int64_t tp, std::int64_t cp, std::int64_t dp,
-                        std::int64_t seq, std::int64_t gbs) {
+Layout framework_layout(const SpecLibrary& lib, const char* framework, std::int64_t tp, std::int64_t cp,
+                        std::int64_t dp, std::int64_t seq, std::int64_t gbs) {
   Layout l = default_layout(lib.framework(framework));
   l.tp = tp;
   l.cp = cp;
@@ -186,7 +197,8 @@ Layout framework_layout(const SpecLibrary& lib, const char* framework, std::int6
   return l;
 }
 
-double simulated_without_contention(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const PerfCoefficients& k) {
+double simulated_without_contention(const ModelSpec& m, const ClusterSpec& c, const Layout& l,
+                                    const PerfCoefficients& k) {
   sim::StepOptions o;
   o.engine.contention = false;
   return sim::simulate_step(m, c, l, k, o).step_time_s;
@@ -230,7 +242,7 @@ TEST(Step, UnevenStagesAgreeWithTheAnalyticalModel) {
   StepCase lighter_ends = step_case(2, 4, 1, 16);
   lighter_ends.layout.split.first_stage_layers = lighter_ends.layout.split.last_stage_layers = 6;  // 6 + 2×10 + 6
   StepCase heavier_last = step_case(2, 4, 1, 16);
-  heavier_last.layout.split.first_stage_layers = 5;  // 5 + 3×9
+  heavier_last.layout.split.first_stage_layers = 5;                      // 5 + 3×9
   StepCase counted = step_case(2, 2, 1, 16, Schedule::interleaved, 17);  // (32 + 2)/2 = 17 a stage, 1 a chunk
   counted.layout.split.embedding_in_split = counted.layout.split.loss_in_split = true;
   for (const StepCase& c : {lighter_ends, heavier_last, counted}) {
@@ -288,10 +300,10 @@ TEST(Step, AgreesWithTheAnalyticalModelOnRandomLayouts) {
     within += std::abs(ratio - 1.0) <= 0.05 ? 1 : 0;
     if (std::max(ratio, 1.0 / ratio) > worst) {
       worst = std::max(ratio, 1.0 / ratio);
-      worst_case = m.name + " " + c.name + " " + f.name + " " + sharding_code(l.sharding) + " t" + std::to_string(l.tp) +
-                   " c" + std::to_string(l.cp) + " p" + std::to_string(l.pp) + " d" + std::to_string(l.dp) + " v" +
-                   std::to_string(l.vpp) + " " + std::string(to_string(l.schedule)) + " m" +
-                   std::to_string(l.microbatches()) + " " + std::string(to_string(l.recompute)) + ": " +
+      worst_case = m.name + " " + c.name + " " + f.name + " " + sharding_code(l.sharding) + " t" +
+                   std::to_string(l.tp) + " c" + std::to_string(l.cp) + " p" + std::to_string(l.pp) + " d" +
+                   std::to_string(l.dp) + " v" + std::to_string(l.vpp) + " " + std::string(to_string(l.schedule)) +
+                   " m" + std::to_string(l.microbatches()) + " " + std::string(to_string(l.recompute)) + ": " +
                    std::to_string(ratio);
     }
   }
@@ -309,9 +321,11 @@ TEST(Collectives, ALongRingIsItsFirstNodesScaledByTheSteps) {
   for (std::int64_t i = 0; i < 32; ++i) first[static_cast<std::size_t>(i)] = i;
   for (const Collective op : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce}) {
     const double bytes = 4e9;
-    const double whole = sim::simulate_concurrent_collectives(topo, op, sim::Algorithm::ring, bytes, {all}, 8, {}, 8, true).time_s;
-    const double part = sim::simulate_concurrent_collectives(topo, op, sim::Algorithm::ring, bytes * 32 / 128, {first}, 8, {},
-                                                             8, true).time_s;
+    const double whole =
+        sim::simulate_concurrent_collectives(topo, op, sim::Algorithm::ring, bytes, {all}, 8, {}, 8, true).time_s;
+    const double part =
+        sim::simulate_concurrent_collectives(topo, op, sim::Algorithm::ring, bytes * 32 / 128, {first}, 8, {}, 8, true)
+            .time_s;
     EXPECT_NEAR(part * 127.0 / 31.0 / whole, 1.0, 0.02) << to_string(op);
   }
 }

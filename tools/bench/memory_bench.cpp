@@ -25,7 +25,12 @@ struct Fixture {
         for (std::int64_t p : {1, 2, 4, 8, 16})
           for (std::int64_t b : {1, 2, 4}) {
             Layout l = default_layout(framework);
-            l.tp = t; l.cp = c; l.pp = p; l.mbs = b; l.seq = 8192; l.gbs = 2048;
+            l.tp = t;
+            l.cp = c;
+            l.pp = p;
+            l.mbs = b;
+            l.seq = 8192;
+            l.gbs = 2048;
             l.dp = 1024 / (t * c * p);
             layouts.push_back(l);
           }

@@ -155,14 +155,16 @@ nlohmann::json interval_json(const ErrorBand& band, double value, double unit) {
 }
 
 std::string band_source(const ErrorBand& band, std::string_view what) {
-  if (!band.known) return "none: no held-out data behind the " + std::string(what) + " (the verdict is the prediction's)";
+  if (!band.known)
+    return "none: no held-out data behind the " + std::string(what) + " (the verdict is the prediction's)";
   return "held-out residuals of the " + std::string(what) + " (headroom validate)";
 }
 
 nlohmann::json memory_verdict_json(const ResolvedSpecs& r, const Layout& l) {
   const MemoryEstimate e = estimate_memory(r.model, r.cluster, l, r.framework.residual);
   const ErrorBand& band = r.framework.memory_band;
-  return {{"peak_gib", e.peak_bytes / kGiB}, {"capacity_gib", e.capacity_bytes / kGiB},
+  return {{"peak_gib", e.peak_bytes / kGiB},
+          {"capacity_gib", e.capacity_bytes / kGiB},
           {"peak_gib_interval", interval_json(band, e.peak_bytes, kGiB)},
           {"verdict", to_string(memory_verdict(e.peak_bytes, e.capacity_bytes, band))}};
 }
@@ -229,9 +231,9 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
           {"schedule", to_string(l.schedule)},
           {"sequence_parallel", l.sequence_parallel},
           {"flash_attention", l.flash_attention},
-          {"lora", l.lora.enabled() ? nlohmann::json{{"rank", l.lora.rank},
-                                                     {"targets", lora_targets_to_string(l.lora.targets)}}
-                                    : nlohmann::json(nullptr)},
+          {"lora", l.lora.enabled()
+                       ? nlohmann::json{{"rank", l.lora.rank}, {"targets", lora_targets_to_string(l.lora.targets)}}
+                       : nlohmann::json(nullptr)},
           {"sharding",
            {{"params", to_string(l.sharding.params)},
             {"grads", to_string(l.sharding.grads)},
@@ -259,7 +261,8 @@ ResolvedSpecs resolve(const SpecOptions& o, const std::string& profile) {
   const auto& memory = doc.at("memory");
   const std::string fitted_for = memory.at("framework").get<std::string>();
   if (lower(fitted_for) != lower(r.framework.name))
-    throw Error("--profile " + profile + ": its memory fit is for framework " + fitted_for + ", not " + r.framework.name);
+    throw Error("--profile " + profile + ": its memory fit is for framework " + fitted_for + ", not " +
+                r.framework.name);
   r.framework.residual.fixed_bytes = memory.at("fixed_GiB").get<double>() * kGiB;
   r.framework.memory_band = ErrorBand{};
   return r;

@@ -55,7 +55,8 @@ struct ResolvedSpecs {
 // shipped ones are.
 [[nodiscard]] PerfCoefficients perf_coefficients_file(const std::string& path, const nlohmann::json& doc,
                                                       const SpecLibrary& lib);
-[[nodiscard]] PerfCoefficients perf_coefficients_for(const std::string& profile, const SpecOptions& specs, ResolvedSpecs& r);
+[[nodiscard]] PerfCoefficients perf_coefficients_for(const std::string& profile, const SpecOptions& specs,
+                                                     ResolvedSpecs& r);
 
 // Layout flags with Megatron-LM aliases; numbers kept as text so that errors can name the flag.
 struct LayoutOptions {
@@ -70,9 +71,9 @@ struct LayoutOptions {
   bool flash = false;
   std::string lora_rank;     // LoRA adapters of this rank (thesis Sec. 3.2); empty = full training
   std::string lora_targets;  // comma-separated projections; default q,k,v,o,gate,up,down
-  std::string first_stage_layers, last_stage_layers;  // Megatron-LM's --decoder-first/last-pipeline-num-layers
+  std::string first_stage_layers, last_stage_layers;       // Megatron-LM's --decoder-first/last-pipeline-num-layers
   bool embedding_in_split = false, loss_in_split = false;  // --account-for-embedding/loss-in-pipeline-split
-  bool seq_optional = false;  // set by add_to(app, false)
+  bool seq_optional = false;                               // set by add_to(app, false)
 
   // need_seq = false: --seq is optional (`mtsl` searches it) and defaults to the shortest valid length.
   void add_to(CLI::App& app, bool need_seq = true);

@@ -59,7 +59,8 @@ struct CalibrateOptions {
 // nccl-tests' table: size, count, type, time, algbw, busbw (GB/s = 10^9 B/s), for one op and group size.
 void print_collective_table(std::ostream& out, const std::vector<kernels::Measurement>& raw, Collective op, int ranks) {
   char line[200];
-  std::snprintf(line, sizeof line, "# %s over %d ranks\n# %10s  %12s  %8s  %10s  %8s  %8s\n# %10s  %12s  %8s  %10s  %8s  %8s\n",
+  std::snprintf(line, sizeof line,
+                "# %s over %d ranks\n# %10s  %12s  %8s  %10s  %8s  %8s\n# %10s  %12s  %8s  %10s  %8s  %8s\n",
                 std::string(to_string(op)).c_str(), ranks, "size", "count", "type", "time", "algbw", "busbw", "(B)",
                 "(elements)", "", "(us)", "(GB/s)", "(GB/s)");
   out << line;
@@ -85,9 +86,11 @@ void print_fits(std::ostream& out, const calibrate::Profile& p) {
     out << "\n";
   }
   if (p.gemm) {
-    std::snprintf(line, sizeof line, "GEMM: efficiency %.3f, half dim %.1f, wave units %d (R² %.4f of log time, %.3f of efficiency, %zu points)\n",
-                  p.gemm->efficiency, p.gemm->half_dim, p.gemm->wave_units, p.gemm->r2, p.gemm->r2_efficiency,
-                  p.gemm->residuals.size());
+    std::snprintf(
+        line, sizeof line,
+        "GEMM: efficiency %.3f, half dim %.1f, wave units %d (R² %.4f of log time, %.3f of efficiency, %zu points)\n",
+        p.gemm->efficiency, p.gemm->half_dim, p.gemm->wave_units, p.gemm->r2, p.gemm->r2_efficiency,
+        p.gemm->residuals.size());
     out << line;
   }
   for (const auto& a : p.attention) {
@@ -96,10 +99,11 @@ void print_fits(std::ostream& out, const calibrate::Profile& p) {
     out << line;
   }
   for (const auto& c : p.collectives) {
-    std::snprintf(line, sizeof line,
-                  "%-14s %3d ranks %-5s (%s): small α %.2f us, large α %.2f us, busbw %.3f GB/s, break %.0f B (R² %.4f)\n",
-                  std::string(to_string(c.op)).c_str(), c.ranks, c.level.c_str(), c.source.c_str(), c.small.alpha_s * 1e6,
-                  c.large.alpha_s * 1e6, c.busbw_bytes_per_s() / 1e9, c.breakpoint_bytes, c.r2);
+    std::snprintf(
+        line, sizeof line,
+        "%-14s %3d ranks %-5s (%s): small α %.2f us, large α %.2f us, busbw %.3f GB/s, break %.0f B (R² %.4f)\n",
+        std::string(to_string(c.op)).c_str(), c.ranks, c.level.c_str(), c.source.c_str(), c.small.alpha_s * 1e6,
+        c.large.alpha_s * 1e6, c.busbw_bytes_per_s() / 1e9, c.breakpoint_bytes, c.r2);
     out << line;
   }
 }
@@ -166,10 +170,12 @@ void run_ingest(const CalibrateOptions& o, const SpecLibrary& lib, std::ostream&
     }
     std::vector<calibrate::CollectivePoint> points;
     for (const auto& m : log.rows) points.push_back({m.bytes, m.seconds});
-    calibrate::CollectiveFit f = calibrate::fit_collective(points, log.op, log.ranks, log.nodes > 1 ? "inter" : "intra");
+    calibrate::CollectiveFit f =
+        calibrate::fit_collective(points, log.op, log.ranks, log.nodes > 1 ? "inter" : "intra");
     f.source = "nccl-tests";
     calibrate::require_quality(file + ": " + std::string(to_string(log.op)) + " fit", f.r2, o.min_r2);
-    std::erase_if(p.collectives, [&](const auto& c) { return c.op == f.op && c.ranks == f.ranks && c.level == f.level; });
+    std::erase_if(p.collectives,
+                  [&](const auto& c) { return c.op == f.op && c.ranks == f.ranks && c.level == f.level; });
     std::erase_if(p.raw, [&](const kernels::Measurement& m) {
       const auto* c = std::get_if<kernels::CollectiveCase>(&m.c);
       return c != nullptr && m.kernel == "nccl-tests" && c->op == log.op && c->ranks == log.ranks;
@@ -177,9 +183,10 @@ void run_ingest(const CalibrateOptions& o, const SpecLibrary& lib, std::ostream&
     p.collectives.push_back(f);
     p.raw.insert(p.raw.end(), log.rows.begin(), log.rows.end());
     const std::string src = "nccl-tests: " + fs::path(file).filename().string();
-    p.collectives_source = p.collectives_source.empty() ? src : p.collectives_source + ", " + fs::path(file).filename().string();
+    p.collectives_source =
+        p.collectives_source.empty() ? src : p.collectives_source + ", " + fs::path(file).filename().string();
     table << file << ": " << to_string(log.op) << " over " << log.ranks << " ranks on " << log.nodes << " node(s), "
-        << log.rows.size() << " sizes\n";
+          << log.rows.size() << " sizes\n";
     print_collective_table(table, log.rows, log.op, log.ranks);
   }
   p.partial = false;
@@ -197,8 +204,10 @@ struct Team {
   const kernels::mpi::Session* mpi = nullptr;
   [[nodiscard]] bool root() const { return mpi == nullptr || mpi->root(); }
   void on_root(const std::function<void()>& f) const {
-    if (mpi != nullptr) mpi->on_root(f);
-    else f();
+    if (mpi != nullptr)
+      mpi->on_root(f);
+    else
+      f();
   }
   [[nodiscard]] std::string share(const std::string& s) const { return mpi != nullptr ? mpi->broadcast(s) : s; }
   [[nodiscard]] bool everywhere(bool ok) const { return mpi != nullptr ? mpi->everywhere(ok) : ok; }
@@ -237,8 +246,9 @@ void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ra
   std::string labels;
   for (const auto& c : plan) labels += kernels::label(c) + "\n";
   if (!team.everywhere(team.share(labels) == labels))
-    throw Error("--mpi: the ranks were started with different sweep options (--quick, --model): give every rank the "
-                "same command line");
+    throw Error(
+        "--mpi: the ranks were started with different sweep options (--quick, --model): give every rank the "
+        "same command line");
 
   calibrate::Profile p;
   const std::string partial = o.out + ".partial";
@@ -271,8 +281,8 @@ void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ra
   if (!team.root() && !resumed.empty()) p = calibrate::profile_from_json(nlohmann::json::parse(resumed), partial);
 
   const kernels::DeviceInfo dev = backend.device();
-  p.machine = {o.backend, dev.name, hostname(), ranks.count, ranks.per_node, dev.multiprocessors, dev.memory_bytes,
-               ranks.nodes, ranks.mpi};
+  p.machine = {o.backend,           dev.name,         hostname(),  ranks.count, ranks.per_node,
+               dev.multiprocessors, dev.memory_bytes, ranks.nodes, ranks.mpi};
   p.partial = false;  // what was resumed was a partial profile; the one written at the end is not
   p.quick = o.quick;
   p.models = o.models;
@@ -307,8 +317,9 @@ void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ra
     const std::size_t fresh = pr.done > resumed_cases ? pr.done - resumed_cases : 0;
     const std::string eta = fresh == 0 || pr.done >= pr.total
                                 ? std::string()
-                                : ", about " + std::to_string(std::llround(
-                                                   elapsed * static_cast<double>(pr.total - pr.done) / static_cast<double>(fresh))) +
+                                : ", about " +
+                                      std::to_string(std::llround(elapsed * static_cast<double>(pr.total - pr.done) /
+                                                                  static_cast<double>(fresh))) +
                                       " s left";
     const bool last = pr.done == pr.total;
     if (terminal) {
@@ -318,8 +329,9 @@ void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ra
           << (pr.resumed ? " (resumed) " : " ") << pr.label << eta << "\033[K" << (last ? "\n" : "") << std::flush;
     } else if (last || std::chrono::duration<double>(now - last_line).count() >= o.progress_interval_s) {
       last_line = now;
-      err << "calibrate: " << pr.done << "/" << pr.total << " cases" << (pr.resumed ? " (resumed) " : ", ")
-          << pr.label << eta << "\n" << std::flush;
+      err << "calibrate: " << pr.done << "/" << pr.total << " cases" << (pr.resumed ? " (resumed) " : ", ") << pr.label
+          << eta << "\n"
+          << std::flush;
     }
   };
   const auto checkpoint = [&](const std::vector<kernels::Measurement>& have) {
@@ -349,7 +361,8 @@ void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ra
         why = e.what();
         if (round < kRemeasureRounds)
           err << "calibrate: " << why << "\n  measuring " << names << " again (" << round + 1 << " of "
-              << kRemeasureRounds << ")\n" << std::flush;
+              << kRemeasureRounds << ")\n"
+              << std::flush;
       }
     });
     calibrate::Refit r;
@@ -390,17 +403,20 @@ void run_calibrate_mpi(const CalibrateOptions& o, std::ostream& out, std::ostrea
     const SpecLibrary lib = so.library();
     if (!(o.min_r2 >= 0 && o.min_r2 <= 1)) throw Error("--min-r2 must be between 0 and 1");
     if (o.backend != "cpu")
-      throw Error("--mpi runs the CPU backend across MPI ranks (--backend cpu); GPU clusters: run nccl-tests under "
-                  "mpirun and read its logs with --ingest");
+      throw Error(
+          "--mpi runs the CPU backend across MPI ranks (--backend cpu); GPU clusters: run nccl-tests under "
+          "mpirun and read its logs with --ingest");
     if (where.size < 2)
-      throw Error("--mpi: " + std::to_string(where.size) + " MPI rank; start headroom under mpirun with two or more "
+      throw Error("--mpi: " + std::to_string(where.size) +
+                  " MPI rank; start headroom under mpirun with two or more "
                   "(mpirun -np 2 headroom calibrate --mpi ...)");
     if (!o.ranks.empty() && parse_count("--ranks", o.ranks) != where.size)
       throw Error("--ranks " + o.ranks + " but mpirun started " + std::to_string(where.size) +
                   " ranks: under --mpi the ranks are mpirun's (leave --ranks out)");
     if (!o.gpus_per_node.empty() && parse_count("--gpus-per-node", o.gpus_per_node) != where.ranks_on_first_node)
       throw Error("--gpus-per-node " + o.gpus_per_node + " but mpirun placed " +
-                  std::to_string(where.ranks_on_first_node) + " ranks on rank 0's node: under --mpi the placement "
+                  std::to_string(where.ranks_on_first_node) +
+                  " ranks on rank 0's node: under --mpi the placement "
                   "decides what is intra-node (leave --gpus-per-node out)");
     const auto backend = mpi.cpu_backend();
     const Ranks ranks{where.size, where.ranks_on_first_node, where.nodes, true};
@@ -429,7 +445,8 @@ void run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& e
   if (!o.mpi) check_sweep_output(o);
   if (o.mpi && !o.ingest.empty()) throw Error("--ingest reads nccl-tests logs: it takes no --mpi");
   if (o.mpi && !o.from_runs.empty()) throw Error("--from-runs reads measured runs: it takes no --mpi");
-  if (!o.ingest.empty() && !o.from_runs.empty()) throw Error("--ingest and --from-runs write different profiles: give one");
+  if (!o.ingest.empty() && !o.from_runs.empty())
+    throw Error("--ingest and --from-runs write different profiles: give one");
   if (o.mpi) return run_calibrate_mpi(o, out, err);
   SpecOptions so;
   so.data_dir = o.data_dir;
@@ -443,9 +460,10 @@ void run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& e
   }
   if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "hip")
     throw Error("--backend '" + o.backend + "' is not one of cpu, cuda, hip");
-  const int count = static_cast<int>(o.ranks.empty() ? (o.gpus_per_node.empty() ? (o.backend == "cpu" ? 2 : 1)
-                                                                                  : parse_count("--gpus-per-node", o.gpus_per_node))
-                                                     : parse_count("--ranks", o.ranks));
+  const int count =
+      static_cast<int>(o.ranks.empty() ? (o.gpus_per_node.empty() ? (o.backend == "cpu" ? 2 : 1)
+                                                                  : parse_count("--gpus-per-node", o.gpus_per_node))
+                                       : parse_count("--ranks", o.ranks));
   if (count > 1024) throw Error("--ranks " + std::to_string(count) + " is more than 1024");
   const int gpn = o.gpus_per_node.empty() ? count : static_cast<int>(parse_count("--gpus-per-node", o.gpus_per_node));
   auto backend = o.backend == "cpu" ? kernels::make_cpu_backend(count) : kernels::make_gpu_backend(o.backend, count);
@@ -475,7 +493,8 @@ void register_calibrate(CLI::App& app, std::ostream& out, std::ostream& err) {
   sub->add_option("--cluster", opts->cluster, "--from-runs: the cluster of rows that name none");
   sub->add_option("--framework", opts->framework, "--from-runs: the framework whose coefficients are calibrated")
       ->capture_default_str();
-  sub->add_option("--min-r2", opts->min_r2, "refuse fits whose R² (of log time) is below this; 0 accepts every fit")->capture_default_str();
+  sub->add_option("--min-r2", opts->min_r2, "refuse fits whose R² (of log time) is below this; 0 accepts every fit")
+      ->capture_default_str();
   sub->add_flag("--fresh", opts->fresh, "start over: remove FILE.partial instead of resuming from it");
   sub->add_flag("--json", opts->json, "print the fits as one JSON document (the profile without its raw points)");
   sub->add_flag("--no-progress", opts->no_progress, "no progress on stderr (a bar on a terminal, lines in a log)");
@@ -483,7 +502,8 @@ void register_calibrate(CLI::App& app, std::ostream& out, std::ostream& err) {
                   "when stderr is not a terminal: seconds between two progress lines (0: a line per case)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--data-dir", opts->data_dir, "specs directory (default $HEADROOM_DATA_DIR or the source tree's data/)");
+  sub->add_option("--data-dir", opts->data_dir,
+                  "specs directory (default $HEADROOM_DATA_DIR or the source tree's data/)");
   sub->callback([opts, &out, &err] { run_calibrate(*opts, out, err); });
 }
 

@@ -113,20 +113,29 @@ std::optional<double> measured_step_s(const calibrate::MeasuredRun& r, const Res
 }
 
 calibrate::MemoryRun memory_run(const calibrate::MeasuredRun& r, const Resolved& x) {
-  return {x.specs.model, x.specs.cluster, x.layout, r.outcome != calibrate::RunOutcome::ok,
-          r.peak_memory_gib && r.outcome == calibrate::RunOutcome::ok ? *r.peak_memory_gib * kGiB : 0.0, r.source};
+  return {x.specs.model,
+          x.specs.cluster,
+          x.layout,
+          r.outcome != calibrate::RunOutcome::ok,
+          r.peak_memory_gib && r.outcome == calibrate::RunOutcome::ok ? *r.peak_memory_gib * kGiB : 0.0,
+          r.source};
 }
 
 // The memory part of the output file: the fitted fixed term, written only where it was identified, predicts the
 // runs left out better than the shipped residual and predicts no run that ran out of memory to fit.
 std::optional<nlohmann::json> memory_section(const calibrate::FixedMemoryFit& f, const std::string& framework,
                                              std::string& why_not) {
-  const double shipped = calibrate::RunsFit::mean(f.shipped_errors), held_out = calibrate::RunsFit::mean(f.held_out_errors);
-  if (!f.identified) why_not = "fewer than two trained runs report peak_memory_gib";
-  else if (f.false_fits_fitted > 0) why_not = "it would predict a run that ran out of memory to fit";
-  else if (!(held_out < shipped)) why_not = "its leave-one-out peak error is not below the shipped residual's";
+  const double shipped = calibrate::RunsFit::mean(f.shipped_errors),
+               held_out = calibrate::RunsFit::mean(f.held_out_errors);
+  if (!f.identified)
+    why_not = "fewer than two trained runs report peak_memory_gib";
+  else if (f.false_fits_fitted > 0)
+    why_not = "it would predict a run that ran out of memory to fit";
+  else if (!(held_out < shipped))
+    why_not = "its leave-one-out peak error is not below the shipped residual's";
   if (!why_not.empty()) return std::nullopt;
-  return nlohmann::json{{"framework", framework}, {"fixed_GiB", f.fixed_bytes / kGiB},
+  return nlohmann::json{{"framework", framework},
+                        {"fixed_GiB", f.fixed_bytes / kGiB},
                         {"peak_error", {{"shipped", shipped}, {"held_out", held_out}}},
                         {"runs", f.shipped_errors.size()}};
 }
@@ -187,8 +196,9 @@ void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDef
     const auto& p = priced[i];
     std::snprintf(line, sizeof line, "%-40.40s %10.3f %10.3f %6.1f%% %10.3f %6.1f%% %8.1f%%\n", p.source.c_str(),
                   p.measured_step_s, estimate_perf(p.model, p.cluster, p.layout, shipped).step_time_s,
-                  100 * fit.shipped_errors[i], estimate_perf(p.model, p.cluster, p.layout, fit.coefficients).step_time_s,
-                  100 * fit.fitted_errors[i], 100 * fit.held_out_errors[i]);
+                  100 * fit.shipped_errors[i],
+                  estimate_perf(p.model, p.cluster, p.layout, fit.coefficients).step_time_s, 100 * fit.fitted_errors[i],
+                  100 * fit.held_out_errors[i]);
     out << line;
   }
   const double shipped_err = calibrate::RunsFit::mean(fit.shipped_errors);
@@ -197,7 +207,8 @@ void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDef
                 "compute efficiency x%.3f (GEMM %.3f, attention %.3f): mean step-time error %.1f%% shipped, %.1f%% "
                 "fitted, %.1f%% leave-one-out over %zu runs\n",
                 fit.compute_scale, fit.coefficients.gemm_efficiency, fit.coefficients.attention_efficiency,
-                100 * shipped_err, 100 * calibrate::RunsFit::mean(fit.fitted_errors), 100 * held_out_err, priced.size());
+                100 * shipped_err, 100 * calibrate::RunsFit::mean(fit.fitted_errors), 100 * held_out_err,
+                priced.size());
   out << line;
   const calibrate::FixedMemoryFit memory = calibrate::fit_fixed_memory(memory_runs, residual);
   std::string memory_not_written;
@@ -209,29 +220,37 @@ void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDef
                 "%): nothing written");
   PerfCoefficients k = fit.coefficients;
   k.name = d.framework + "-from-runs";
-  k.source = "calibrate --from-runs: " + shipped.name + " with compute efficiencies x" + std::to_string(fit.compute_scale) +
-             ", fitted on " + std::to_string(priced.size()) + " runs (leave-one-out step-time error " +
-             std::to_string(100 * held_out_err).substr(0, 4) + "%, shipped " + std::to_string(100 * shipped_err).substr(0, 4) + "%)";
+  k.source = "calibrate --from-runs: " + shipped.name + " with compute efficiencies x" +
+             std::to_string(fit.compute_scale) + ", fitted on " + std::to_string(priced.size()) +
+             " runs (leave-one-out step-time error " + std::to_string(100 * held_out_err).substr(0, 4) + "%, shipped " +
+             std::to_string(100 * shipped_err).substr(0, 4) + "%)";
   nlohmann::json doc = perf_coefficients_to_json(k);
   if (memory_json) doc["memory"] = *memory_json;
   calibrate::write_json_atomically(out_path, doc);
   if (json) {
     nlohmann::json runs = nlohmann::json::array();
     for (std::size_t i = 0; i < priced.size(); ++i)
-      runs.push_back({{"source", priced[i].source}, {"measured_step_s", priced[i].measured_step_s},
-                      {"shipped_error", fit.shipped_errors[i]}, {"fitted_error", fit.fitted_errors[i]},
+      runs.push_back({{"source", priced[i].source},
+                      {"measured_step_s", priced[i].measured_step_s},
+                      {"shipped_error", fit.shipped_errors[i]},
+                      {"fitted_error", fit.fitted_errors[i]},
                       {"held_out_error", fit.held_out_errors[i]}});
-    print_json(out_stream, {{"compute_scale", fit.compute_scale}, {"coefficients", perf_coefficients_to_json(k)},
-                            {"mean_error", {{"shipped", shipped_err}, {"fitted", calibrate::RunsFit::mean(fit.fitted_errors)},
-                                            {"held_out", held_out_err}}},
-                            {"memory", {{"verdicts", memory.verdicts},
-                                        {"verdicts_right", memory.verdicts_right_shipped},
-                                        {"verdicts_right_fitted", memory.verdicts_right_fitted},
-                                        {"false_fits_fitted", memory.false_fits_fitted},
-                                        {"fixed_gib", memory.fixed_bytes / kGiB},
-                                        {"written", memory_json.has_value()},
-                                        {"not_written_because", memory_not_written}}},
-                            {"runs", runs}, {"written", out_path}});
+    print_json(out_stream, {{"compute_scale", fit.compute_scale},
+                            {"coefficients", perf_coefficients_to_json(k)},
+                            {"mean_error",
+                             {{"shipped", shipped_err},
+                              {"fitted", calibrate::RunsFit::mean(fit.fitted_errors)},
+                              {"held_out", held_out_err}}},
+                            {"memory",
+                             {{"verdicts", memory.verdicts},
+                              {"verdicts_right", memory.verdicts_right_shipped},
+                              {"verdicts_right_fitted", memory.verdicts_right_fitted},
+                              {"false_fits_fitted", memory.false_fits_fitted},
+                              {"fixed_gib", memory.fixed_bytes / kGiB},
+                              {"written", memory_json.has_value()},
+                              {"not_written_because", memory_not_written}}},
+                            {"runs", runs},
+                            {"written", out_path}});
     return;
   }
   out_stream << out.str() << "wrote " << out_path << " (use it with --profile)\n";

@@ -63,16 +63,25 @@ Strategy build_strategy(std::string_view name, const std::string& collectives) {
     throw Error(std::string("--strategy: ") + e.what());
   }
   if (collectives.empty()) return st;
-  if (collectives == "ring") st.collectives = Collectives::ring;
-  else if (collectives == "hierarchical") st.collectives = Collectives::hierarchical;
-  else throw Error("--collectives '" + collectives + "' is not one of: ring, hierarchical");
+  if (collectives == "ring")
+    st.collectives = Collectives::ring;
+  else if (collectives == "hierarchical")
+    st.collectives = Collectives::hierarchical;
+  else
+    throw Error("--collectives '" + collectives + "' is not one of: ring, hierarchical");
   return st;
 }
 
 nlohmann::json setup_to_json(const CommSetup& s) {
-  return {{"params", s.params},         {"trainable", s.trainable},       {"gpus", s.gpus},
-          {"group_size", s.group_size}, {"groups", s.groups()},           {"accum", s.accum},
-          {"weight_bytes", s.weight_bytes}, {"grad_bytes", s.grad_bytes}, {"optimizer_bytes", s.optimizer_bytes}};
+  return {{"params", s.params},
+          {"trainable", s.trainable},
+          {"gpus", s.gpus},
+          {"group_size", s.group_size},
+          {"groups", s.groups()},
+          {"accum", s.accum},
+          {"weight_bytes", s.weight_bytes},
+          {"grad_bytes", s.grad_bytes},
+          {"optimizer_bytes", s.optimizer_bytes}};
 }
 
 nlohmann::json memory_to_json(const StateMemory& m) {
@@ -87,8 +96,8 @@ nlohmann::json volume_to_json(const Volume& v) { return {{"intra", v.intra}, {"i
 
 nlohmann::json table1_to_json(const Table1Row& r) {
   nlohmann::json j;
-  for (TrainableRegime reg : {TrainableRegime::full, TrainableRegime::at_least_sixth, TrainableRegime::below_sixth,
-                              TrainableRegime::peft})
+  for (TrainableRegime reg :
+       {TrainableRegime::full, TrainableRegime::at_least_sixth, TrainableRegime::below_sixth, TrainableRegime::peft})
     j[std::string(to_string(reg))] = r.recommended(reg);
   return j;
 }
@@ -134,8 +143,10 @@ void print_one(std::ostream& out, const Strategy& st, const CommSetup& s) {
       << " micro-batches per mini-batch\n\n";
   std::snprintf(line, sizeof line, "%-28s %10s\n", "model states per GPU", "GiB");
   out << line;
-  const std::pair<const char*, double> rows[] = {{"params", m.params},       {"grads", m.grads},
-                                                 {"optimizer", m.optimizer}, {"buffers", m.buffers},
+  const std::pair<const char*, double> rows[] = {{"params", m.params},
+                                                 {"grads", m.grads},
+                                                 {"optimizer", m.optimizer},
+                                                 {"buffers", m.buffers},
                                                  {"total", m.total()}};
   for (const auto& [name, bytes] : rows) {
     std::snprintf(line, sizeof line, "  %-26s %10.2f\n", name, bytes / kGiB);
@@ -145,14 +156,12 @@ void print_one(std::ostream& out, const Strategy& st, const CommSetup& s) {
   std::snprintf(line, sizeof line, "%-34s %12s %12s %9s %9s\n", "communication per mini-batch", "intra", "inter",
                 "intra/Ψ", "inter/Ψ");
   out << line;
-  const std::string sync =
-      v.update_sync == GradSync::none ? "update sync G (none)" : "update " + std::string(to_string(v.update_sync)) + " G";
-  const std::pair<std::string, Volume> stages[] = {{"forward all-gather P", v.forward_gather_params},
-                                                   {"backward all-gather P", v.backward_gather_params},
-                                                   {"backward reduce-scatter G", v.backward_reduce_grads},
-                                                   {sync, v.update_sync_grads},
-                                                   {"update all-gather P", v.update_gather_params},
-                                                   {"total", v.total()}};
+  const std::string sync = v.update_sync == GradSync::none ? "update sync G (none)"
+                                                           : "update " + std::string(to_string(v.update_sync)) + " G";
+  const std::pair<std::string, Volume> stages[] = {
+      {"forward all-gather P", v.forward_gather_params},      {"backward all-gather P", v.backward_gather_params},
+      {"backward reduce-scatter G", v.backward_reduce_grads}, {sync, v.update_sync_grads},
+      {"update all-gather P", v.update_gather_params},        {"total", v.total()}};
   for (const auto& [name, vol] : stages) {
     std::snprintf(line, sizeof line, "  %-32s %12.4g %12.4g %9.3f %9.3f\n", name.c_str(), vol.intra, vol.inter,
                   vol.intra / s.params, vol.inter / s.params);
@@ -178,33 +187,32 @@ void run_one(const CommOptions& o, std::ostream& out) {
   const Volume total = v.total();
   nlohmann::json sync = volume_to_json(v.update_sync_grads);
   sync["operation"] = to_string(v.update_sync);
-  const nlohmann::json doc = {
-      {"strategy", strategy_to_json(st, s.trainable / s.params)},
-      {"setup", setup_to_json(s)},
-      {"memory_bytes", memory_to_json(state_memory_per_gpu(st, s))},
-      {"volume",
-       {{"unit", kVolumeUnit},
-        {"intra", total.intra},
-        {"inter", total.inter},
-        {"total", total.total()},
-        {"stages",
-         {{"forward_ag_p", volume_to_json(v.forward_gather_params)},
-          {"backward_ag_p", volume_to_json(v.backward_gather_params)},
-          {"backward_rs_g", volume_to_json(v.backward_reduce_grads)},
-          {"update_rs_or_ar_g", sync},
-          {"update_ag_p", volume_to_json(v.update_gather_params)}}}}}};
+  const nlohmann::json doc = {{"strategy", strategy_to_json(st, s.trainable / s.params)},
+                              {"setup", setup_to_json(s)},
+                              {"memory_bytes", memory_to_json(state_memory_per_gpu(st, s))},
+                              {"volume",
+                               {{"unit", kVolumeUnit},
+                                {"intra", total.intra},
+                                {"inter", total.inter},
+                                {"total", total.total()},
+                                {"stages",
+                                 {{"forward_ag_p", volume_to_json(v.forward_gather_params)},
+                                  {"backward_ag_p", volume_to_json(v.backward_gather_params)},
+                                  {"backward_rs_g", volume_to_json(v.backward_reduce_grads)},
+                                  {"update_rs_or_ar_g", sync},
+                                  {"update_ag_p", volume_to_json(v.update_gather_params)}}}}}};
   print_json(out, doc);
 }
 
 void run_list(const CommOptions& o, std::ostream& out) {
-  constexpr std::string_view kNamed[] = {"ddp", "zero1", "zero2", "zero3", "fsdp", "mics", "hsdp",
-                                         "zero++", "rtp", "rtp-inplace"};
+  constexpr std::string_view kNamed[] = {"ddp",  "zero1", "zero2",  "zero3", "fsdp",
+                                         "mics", "hsdp",  "zero++", "rtp",   "rtp-inplace"};
   nlohmann::json list = nlohmann::json::array();
   char line[160];
   if (!o.json) {
     out << "The 14 PaRO strategies (Principle 1: OS sharded at least as finely as P and G); Table 1 marks\n";
-    std::snprintf(line, sizeof line, "%-5s %-40s %6s %7s %7s %5s %4s %4s\n", "code", "aliases", "full", ">=1/6",
-                  "<1/6", "PEFT", "P2", "P3");
+    std::snprintf(line, sizeof line, "%-5s %-40s %6s %7s %7s %5s %4s %4s\n", "code", "aliases", "full", ">=1/6", "<1/6",
+                  "PEFT", "P2", "P3");
     out << line;
   }
   for (const Table1Row& row : paro_table1()) {
@@ -306,8 +314,9 @@ void register_comm(CLI::App& app, std::ostream& out) {
   compare->excludes(strategy);
   sub->callback([o, sub, &out] {
     if (o->list) {
-      refuse_given(*sub, {"--params", "--trainable", "--gpus", "--group-size", "--accum", "--weight-bytes",
-                          "--grad-bytes", "--optimizer-bytes", "--collectives"},
+      refuse_given(*sub,
+                   {"--params", "--trainable", "--gpus", "--group-size", "--accum", "--weight-bytes", "--grad-bytes",
+                    "--optimizer-bytes", "--collectives"},
                    "with --list (it lists the strategies; their volumes take --strategy)");
       return run_list(*o, out);
     }

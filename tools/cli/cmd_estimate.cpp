@@ -31,27 +31,29 @@ nlohmann::json stage_to_json(const StageMemory& s) {
 void print_table(std::ostream& out, const ResolvedSpecs& r, const Layout& l, const MemoryEstimate& e) {
   char line[256];
   out << "headroom estimate: " << r.model.name << " on " << r.cluster.gpu.name << " (" << r.cluster.name << "), "
-      << l.gpus() << " GPUs = tp " << l.tp << " x cp " << l.cp << " x pp " << l.pp << stage_text(r.model, l) << " x dp " << l.dp << "\n";
+      << l.gpus() << " GPUs = tp " << l.tp << " x cp " << l.cp << " x pp " << l.pp << stage_text(r.model, l) << " x dp "
+      << l.dp << "\n";
   out << "seq " << l.seq << ", mbs " << l.mbs << ", gbs " << l.gbs << " (" << l.microbatches()
-      << " micro-batches per pipeline), " << r.framework.name << ": SP " << (l.sequence_parallel ? "on" : "off")
-      << ", " << (l.flash_attention ? "FlashAttention" : "no FlashAttention") << ", " << to_string(l.schedule)
+      << " micro-batches per pipeline), " << r.framework.name << ": SP " << (l.sequence_parallel ? "on" : "off") << ", "
+      << (l.flash_attention ? "FlashAttention" : "no FlashAttention") << ", " << to_string(l.schedule)
       << (l.vpp > 1 ? " x" + std::to_string(l.vpp) : "") << ", recompute " << to_string(l.recompute) << ", sharding "
       << sharding_code(l.sharding) << " (parameters/gradients/optimizer states: N none, I in a node, G over DP)\n\n";
   std::snprintf(line, sizeof line, "%6s %9s %9s %10s %12s %9s %9s\n", "stage", "params", "grads", "optimizer",
                 "activations", "residual", "total");
   out << line;
   for (const auto& s : e.stages) {
-    std::snprintf(line, sizeof line, "%6lld %9.2f %9.2f %10.2f %12.2f %9.2f %9.2f\n",
-                  static_cast<long long>(s.stage), s.params / kGiB, s.grads / kGiB, s.optimizer / kGiB,
-                  s.activations / kGiB, s.residual / kGiB, s.total() / kGiB);
+    std::snprintf(line, sizeof line, "%6lld %9.2f %9.2f %10.2f %12.2f %9.2f %9.2f\n", static_cast<long long>(s.stage),
+                  s.params / kGiB, s.grads / kGiB, s.optimizer / kGiB, s.activations / kGiB, s.residual / kGiB,
+                  s.total() / kGiB);
     out << line;
   }
   out << "(GiB per GPU)\n\n";
   out << "4D paper Eq. 18 (first stage): " << format_gib(e.paper_total_bytes) << " GiB\n";
   const ErrorBand& band = r.framework.memory_band;
   out << "predicted peak: " << format_gib(e.peak_bytes) << " GiB on stage " << e.peak_stage << " of "
-      << format_gib(e.capacity_bytes) << " GiB usable -> " << to_string(memory_verdict(e.peak_bytes, e.capacity_bytes, band))
-      << ", margin " << format_gib(e.margin_bytes) << " GiB";
+      << format_gib(e.capacity_bytes) << " GiB usable -> "
+      << to_string(memory_verdict(e.peak_bytes, e.capacity_bytes, band)) << ", margin " << format_gib(e.margin_bytes)
+      << " GiB";
   if (band.known)
     out << " (held-out band " << format_gib(band.lower(e.peak_bytes)) << "-" << format_gib(band.upper(e.peak_bytes))
         << " GiB)";
@@ -84,10 +86,18 @@ nlohmann::json perf_to_json(const PerfEstimate& p, const PerfCoefficients& k, co
           {"model_flops_per_step", p.model_flops},
           {"coefficients", k.name},
           {"breakdown",
-           {{"gemm_s", b.gemm_s}, {"attention_s", b.attention_s}, {"elementwise_s", b.elementwise_s},
-            {"compute_s", b.compute_s()}, {"overhead_s", b.overhead_s}, {"tp_comm_s", b.tp_comm_s},
-            {"cp_comm_s", b.cp_comm_s}, {"pp_comm_s", b.pp_comm_s}, {"dp_comm_s", b.dp_comm_s},
-            {"bubble_s", b.bubble_s}, {"optimizer_s", b.optimizer_s}, {"slowest_stage", b.slowest_stage}}}};
+           {{"gemm_s", b.gemm_s},
+            {"attention_s", b.attention_s},
+            {"elementwise_s", b.elementwise_s},
+            {"compute_s", b.compute_s()},
+            {"overhead_s", b.overhead_s},
+            {"tp_comm_s", b.tp_comm_s},
+            {"cp_comm_s", b.cp_comm_s},
+            {"pp_comm_s", b.pp_comm_s},
+            {"dp_comm_s", b.dp_comm_s},
+            {"bubble_s", b.bubble_s},
+            {"optimizer_s", b.optimizer_s},
+            {"slowest_stage", b.slowest_stage}}}};
 }
 
 void print_perf(std::ostream& out, const PerfEstimate& p, const PerfCoefficients& k, const PerfContext& ctx,
@@ -99,11 +109,12 @@ void print_perf(std::ostream& out, const PerfEstimate& p, const PerfCoefficients
                 "(coefficients: %s)\n",
                 p.step_time_s, p.tokens_per_s, p.tflops_per_gpu, 100.0 * p.mfu, p.pts_s, k.name.c_str());
   out << line << "  " << efficiency_text(ctx, gpu) << "; link efficiencies "
-      << (ctx.link_source == "generic" ? "the framework's generic ones (none fitted for this cluster)" : ctx.link_source)
+      << (ctx.link_source == "generic" ? "the framework's generic ones (none fitted for this cluster)"
+                                       : ctx.link_source)
       << "\n";
   if (k.step_time_band.known) {
-    std::snprintf(line, sizeof line, "  held-out band of the step time: %.3f-%.3f s\n", k.step_time_band.lower(p.step_time_s),
-                  k.step_time_band.upper(p.step_time_s));
+    std::snprintf(line, sizeof line, "  held-out band of the step time: %.3f-%.3f s\n",
+                  k.step_time_band.lower(p.step_time_s), k.step_time_band.upper(p.step_time_s));
     out << line;
   }
   std::snprintf(line, sizeof line,

@@ -107,10 +107,16 @@ void run_mtsl(const MtslOptions& o, std::ostream& out) {
     const auto fits = smallest_layouts_for_seq(r.model, r.cluster, base, r.framework.residual, s, n_max);
     if (o.json) {
       nlohmann::json arr = nlohmann::json::array();
-      for (const auto& f : fits) arr.push_back({{"layout", layout_to_json(r.model, f.layout)}, {"peak_gib", f.peak_bytes / kGiB}});
-      print_json(out, nlohmann::json{{"model", r.model.name}, {"gpu", r.cluster.gpu.name}, {"cluster", r.cluster.name},
-                            {"framework", r.framework.name}, {"target_seq", s}, {"max_gpus", n_max},
-                            {"gpus", fits.empty() ? 0 : fits.front().layout.gpus()}, {"layouts", arr}});
+      for (const auto& f : fits)
+        arr.push_back({{"layout", layout_to_json(r.model, f.layout)}, {"peak_gib", f.peak_bytes / kGiB}});
+      print_json(out, nlohmann::json{{"model", r.model.name},
+                                     {"gpu", r.cluster.gpu.name},
+                                     {"cluster", r.cluster.name},
+                                     {"framework", r.framework.name},
+                                     {"target_seq", s},
+                                     {"max_gpus", n_max},
+                                     {"gpus", fits.empty() ? 0 : fits.front().layout.gpus()},
+                                     {"layouts", arr}});
       return;
     }
     out << "headroom mtsl --target-seq " << s << ": " << r.model.name << " on " << r.cluster.gpu.name << ", "
@@ -140,16 +146,21 @@ void run_mtsl(const MtslOptions& o, std::ostream& out) {
   }
   const std::string what = o.sweep.substr(0, o.sweep.find('='));
   if (o.json) {
-    nlohmann::json doc = {{"model", r.model.name}, {"gpu", r.cluster.gpu.name}, {"cluster", r.cluster.name},
-                          {"framework", r.framework.name}, {"layout", layout_to_json(r.model, base)}};
+    nlohmann::json doc = {{"model", r.model.name},
+                          {"gpu", r.cluster.gpu.name},
+                          {"cluster", r.cluster.name},
+                          {"framework", r.framework.name},
+                          {"layout", layout_to_json(r.model, base)}};
     doc["layout"].erase("seq");
     if (o.sweep.empty()) {
       doc.update(result_to_json(points.front().result));
       if (!o.profile.empty() && points.front().result.tokens > 0) {
         PerfCoefficients k;
         const PerfEstimate p = perf_at(o, r, base, points.front().result.tokens, k);
-        doc["perf_at_mtsl"] = {{"step_time_s", p.step_time_s}, {"tokens_per_s", p.tokens_per_s},
-                               {"tflops_per_gpu", p.tflops_per_gpu}, {"coefficients", k.name}};
+        doc["perf_at_mtsl"] = {{"step_time_s", p.step_time_s},
+                               {"tokens_per_s", p.tokens_per_s},
+                               {"tflops_per_gpu", p.tflops_per_gpu},
+                               {"coefficients", k.name}};
       }
     } else {
       nlohmann::json arr = nlohmann::json::array();
@@ -170,8 +181,8 @@ void run_mtsl(const MtslOptions& o, std::ostream& out) {
     out << "MTSL: " << m.tokens << " tokens" << (m.capped ? " (capped: memory barely grows with s)" : "")
         << (m.granularity > 1 ? " (multiples of " + std::to_string(m.granularity) + ")" : "") << "\n";
     out << "peak at MTSL: " << format_gib(m.peak_bytes, 3) << " GiB of " << format_gib(m.capacity_bytes, 3)
-        << " GiB usable (" << format_mib(m.capacity_bytes - m.peak_bytes) << " MiB to spare); "
-        << m.granularity << " more token" << (m.granularity > 1 ? "s" : "") << " would need "
+        << " GiB usable (" << format_mib(m.capacity_bytes - m.peak_bytes) << " MiB to spare); " << m.granularity
+        << " more token" << (m.granularity > 1 ? "s" : "") << " would need "
         << format_mib(m.next_peak_bytes - m.capacity_bytes) << " MiB more than there is\n";
     if (m.tokens > r.model.max_context)
       out << "note: " << m.tokens << " tokens is beyond the " << r.model.max_context << " tokens " << r.model.name
@@ -181,7 +192,8 @@ void run_mtsl(const MtslOptions& o, std::ostream& out) {
     if (!o.profile.empty() && m.tokens > 0) {
       PerfCoefficients k;
       const PerfEstimate p = perf_at(o, r, base, m.tokens, k);
-      std::snprintf(line, sizeof line, "predicted step at MTSL: %.3f s, %.0f tokens/s, %.1f TFLOP/s per GPU (coefficients: %s)\n",
+      std::snprintf(line, sizeof line,
+                    "predicted step at MTSL: %.3f s, %.0f tokens/s, %.1f TFLOP/s per GPU (coefficients: %s)\n",
                     p.step_time_s, p.tokens_per_s, p.tflops_per_gpu, k.name.c_str());
       out << line;
     }
@@ -214,9 +226,10 @@ void register_mtsl(CLI::App& app, std::ostream& out) {
   sub->callback([opts, sub, &out] {
     refuse_given(*sub, {"--seq"}, "in mtsl (it searches the sequence length; --target-seq asks the inverse)");
     if (!opts->target_seq.empty()) {
-      refuse_given(*sub, {"--tp", "--cp", "--pp", "--vpp", "--dp", "--gpus", "--gbs", "--sweep",
-                          "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
-                          "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"},
+      refuse_given(*sub,
+                   {"--tp", "--cp", "--pp", "--vpp", "--dp", "--gpus", "--gbs", "--sweep",
+                    "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+                    "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"},
                    "with --target-seq (it searches the layouts up to --max-gpus)");
       opts->layout.gpus = "1";  // the search sets t, c, p and d
     } else {

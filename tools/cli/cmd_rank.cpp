@@ -29,9 +29,10 @@ struct RankOptions {
 std::string layout_name(const ModelSpec& m, const Layout& l) {
   const std::string stages = stage_layers_text(m, l);
   return "tp" + std::to_string(l.tp) + " cp" + std::to_string(l.cp) + " pp" + std::to_string(l.pp) +
-         (l.vpp > 1 ? "x" + std::to_string(l.vpp) : "") + (stages.empty() ? "" : "[" + stages + "]") + " dp" + std::to_string(l.dp) + " mbs" + std::to_string(l.mbs) +
-         " " + sharding_code(l.sharding) + " rc:" + std::string(to_string(l.recompute)) +
-         (l.schedule == Schedule::gpipe ? " gpipe" : "") + (l.sequence_parallel || l.tp == 1 ? "" : " no-sp");
+         (l.vpp > 1 ? "x" + std::to_string(l.vpp) : "") + (stages.empty() ? "" : "[" + stages + "]") + " dp" +
+         std::to_string(l.dp) + " mbs" + std::to_string(l.mbs) + " " + sharding_code(l.sharding) +
+         " rc:" + std::string(to_string(l.recompute)) + (l.schedule == Schedule::gpipe ? " gpipe" : "") +
+         (l.sequence_parallel || l.tp == 1 ? "" : " no-sp");
 }
 
 nlohmann::json ranked_to_json(const ModelSpec& m, const RankedLayout& r, const ErrorBand& peak_band,
@@ -70,8 +71,10 @@ void print_rows(std::ostream& out, const ModelSpec& m, const std::vector<RankedL
 std::string no_fit_advice(const ResolvedSpecs& r, const Layout& base, const PerfCoefficients& k, SearchOptions so,
                           const SearchResult& res) {
   if (res.memory_checked == 0)
-    return "no layout of " + std::to_string(so.gpus) + " GPUs passes the split rules (t divides the heads and KV "
-           "heads, p the layers or the framework splits them unevenly, 2c the sequence, d·mbs the global batch) and the --constraint flags: nothing was "
+    return "no layout of " + std::to_string(so.gpus) +
+           " GPUs passes the split rules (t divides the heads and KV "
+           "heads, p the layers or the framework splits them unevenly, 2c the sequence, d·mbs the global batch) and "
+           "the --constraint flags: nothing was "
            "memory-checked; change --gpus, --gbs or the constraints";
   ClusterSpec unbounded = r.cluster;
   unbounded.gpu.usable_memory_bytes = 1e300;
@@ -84,14 +87,18 @@ std::string no_fit_advice(const ResolvedSpecs& r, const Layout& base, const Perf
   const StageMemory& s = e.stages[static_cast<std::size_t>(e.peak_stage)];
   const double states = s.params + s.grads + s.optimizer;
   std::string why = "no layout fits in " + format_gib(e.capacity_bytes) + " GiB: the one needing least memory (" +
-                    layout_name(r.model, least) + ") peaks at " + format_gib(e.peak_bytes) + " GiB, of which weights, "
-                    "gradients and optimizer states " + format_gib(states) + " GiB, activations " +
-                    format_gib(s.activations) + " GiB and runtime buffers " + format_gib(s.residual) + " GiB. ";
+                    layout_name(r.model, least) + ") peaks at " + format_gib(e.peak_bytes) +
+                    " GiB, of which weights, "
+                    "gradients and optimizer states " +
+                    format_gib(states) + " GiB, activations " + format_gib(s.activations) +
+                    " GiB and runtime buffers " + format_gib(s.residual) + " GiB. ";
   if (states >= e.capacity_bytes)
-    return why + "The model states alone do not fit: shard them (--all-shardings tries ZeRO-3/FSDP and the PaRO "
-                 "strategies, or --framework pytorch-fsdp), add GPUs, or train LoRA adapters (--lora-rank)";
-  return why + "Activations are what is left: a shorter --seq, more GPUs for context parallelism, or a framework "
-               "that recomputes (--framework, --all-shardings, fewer --constraint)";
+    return why +
+           "The model states alone do not fit: shard them (--all-shardings tries ZeRO-3/FSDP and the PaRO "
+           "strategies, or --framework pytorch-fsdp), add GPUs, or train LoRA adapters (--lora-rank)";
+  return why +
+         "Activations are what is left: a shorter --seq, more GPUs for context parallelism, or a framework "
+         "that recomputes (--framework, --all-shardings, fewer --constraint)";
 }
 
 void run_rank(const RankOptions& o, std::ostream& out) {
@@ -126,18 +133,27 @@ void run_rank(const RankOptions& o, std::ostream& out) {
   const SearchResult res = rank_layouts(r.model, r.cluster, base, r.framework.residual, coefficients, so);
   if (o.json) {
     nlohmann::json layouts = nlohmann::json::array(), pareto = nlohmann::json::array();
-    for (const auto& x : res.best) layouts.push_back(ranked_to_json(r.model, x, r.framework.memory_band, coefficients.step_time_band));
-    for (const auto& x : res.pareto) pareto.push_back(ranked_to_json(r.model, x, r.framework.memory_band, coefficients.step_time_band));
-    nlohmann::json doc = {{"model", r.model.name},      {"gpu", r.cluster.gpu.name},
-                          {"cluster", r.cluster.name},  {"framework", r.framework.name},
-                          {"coefficients", coefficients.name},
-                          {"gpus", so.gpus},            {"seq", so.seq},
-                          {"gbs", so.gbs},              {"evaluated", res.evaluated},
-                          {"lora", base.lora.enabled() ? nlohmann::json{{"rank", base.lora.rank},
-                                                                        {"targets", lora_targets_to_string(base.lora.targets)}}
-                                                       : nlohmann::json(nullptr)},
-                          {"memory_checked", res.memory_checked}, {"fitting", res.fitting},
-                          {"layouts", layouts},         {"pareto", pareto}};
+    for (const auto& x : res.best)
+      layouts.push_back(ranked_to_json(r.model, x, r.framework.memory_band, coefficients.step_time_band));
+    for (const auto& x : res.pareto)
+      pareto.push_back(ranked_to_json(r.model, x, r.framework.memory_band, coefficients.step_time_band));
+    nlohmann::json doc = {
+        {"model", r.model.name},
+        {"gpu", r.cluster.gpu.name},
+        {"cluster", r.cluster.name},
+        {"framework", r.framework.name},
+        {"coefficients", coefficients.name},
+        {"gpus", so.gpus},
+        {"seq", so.seq},
+        {"gbs", so.gbs},
+        {"evaluated", res.evaluated},
+        {"lora", base.lora.enabled()
+                     ? nlohmann::json{{"rank", base.lora.rank}, {"targets", lora_targets_to_string(base.lora.targets)}}
+                     : nlohmann::json(nullptr)},
+        {"memory_checked", res.memory_checked},
+        {"fitting", res.fitting},
+        {"layouts", layouts},
+        {"pareto", pareto}};
     if (!res.best.empty()) {
       const LaunchExport e = launch_export(r.model, r.cluster, res.best.front().layout);
       doc["launch"] = {{"megatron", megatron_line(e)}, {"torchtitan", torchtitan_line(e)}};
@@ -154,8 +170,9 @@ void run_rank(const RankOptions& o, std::ostream& out) {
     out << ", risk pessimistic (a layout fits if its peak + " << format_gib(100.0 * so.peak_band.high * kGiB, 2)
         << "% of held-out error does)";
   out << "\n";
-  out << res.evaluated << " layouts evaluated, " << res.memory_checked << " memory-checked (larger micro-batches pruned), "
-      << res.fitting << " fit in " << format_gib(r.cluster.gpu.usable_memory_bytes) << " GiB\n\n";
+  out << res.evaluated << " layouts evaluated, " << res.memory_checked
+      << " memory-checked (larger micro-batches pruned), " << res.fitting << " fit in "
+      << format_gib(r.cluster.gpu.usable_memory_bytes) << " GiB\n\n";
   if (res.best.empty()) {
     out << no_fit_advice(r, base, coefficients, so, res) << "\n";
     return;
@@ -186,9 +203,12 @@ void register_rank(CLI::App& app, std::ostream& out) {
   sub->add_option("--constraint", opts->constraints,
                   "restrict the search, repeatable: tp<=8, pp=1, mbs>=2, recompute=none, sharding=zero1 (any PaRO "
                   "strategy, also those the framework profile does not list), schedule=1f1b");
-  sub->add_option("--lora-rank", opts->lora_rank, "LoRA adapters of rank r on frozen base weights (default: full training)");
+  sub->add_option("--lora-rank", opts->lora_rank,
+                  "LoRA adapters of rank r on frozen base weights (default: full training)");
   sub->add_option("--lora-targets", opts->lora_targets, "LoRA target projections: q,k,v,o,gate,up,down (default all)");
-  sub->add_option("--profile", opts->profile, "performance coefficients JSON or a calibration profile (headroom calibrate); default data/perf/<framework>.json");
+  sub->add_option("--profile", opts->profile,
+                  "performance coefficients JSON or a calibration profile (headroom calibrate); default "
+                  "data/perf/<framework>.json");
   sub->add_flag("--all-shardings", opts->all_shardings,
                 "search all 14 PaRO strategies, not only those the framework can launch");
   sub->add_option("--risk", opts->risk,

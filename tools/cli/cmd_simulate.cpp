@@ -35,8 +35,8 @@ constexpr std::int64_t kMaxSimulatedMicrobatchStages = 1'000'000;
 void check_simulated_size(const ClusterSpec& c, std::int64_t gpus, std::int64_t nics_per_node, std::int64_t max_gpus) {
   const std::string most = " (the simulator takes at most " + std::to_string(max_gpus) + ")";
   if (c.gpus_per_node > kMaxCollectiveGpus)
-    throw Error("cluster " + c.name + " has " + std::to_string(c.gpus_per_node) + " GPUs per node (the simulator takes at most " +
-                std::to_string(kMaxCollectiveGpus) + ")");
+    throw Error("cluster " + c.name + " has " + std::to_string(c.gpus_per_node) +
+                " GPUs per node (the simulator takes at most " + std::to_string(kMaxCollectiveGpus) + ")");
   if (gpus > max_gpus) throw Error(std::to_string(gpus) + " GPUs to simulate" + most);
   if (nics_per_node > kMaxCollectiveGpus)
     throw Error("--nics-per-node " + std::to_string(nics_per_node) + " (the simulator takes at most " +
@@ -60,10 +60,18 @@ void run_collective(const SimulateOptions& o, std::ostream& out) {
   const sim::CollectiveResult r =
       sim::simulate_collective(topo, op, a, bytes, sim::EngineOptions{!o.no_contention}, channels);
   if (o.json) {
-    print_json(out, nlohmann::json{{"collective", to_string(op)}, {"algorithm", sim::to_string(a)}, {"channels", channels}, {"cluster", c.name},
-                          {"nodes", t.nodes}, {"gpus", topo.gpus()}, {"bytes", json_bytes(bytes)}, {"time_s", r.time_s},
-                          {"algbw_GBps", r.algbw_bytes_per_s / 1e9}, {"busbw_GBps", r.busbw_bytes_per_s / 1e9},
-                          {"transfers", r.transfers}, {"events", r.events}});
+    print_json(out, nlohmann::json{{"collective", to_string(op)},
+                                   {"algorithm", sim::to_string(a)},
+                                   {"channels", channels},
+                                   {"cluster", c.name},
+                                   {"nodes", t.nodes},
+                                   {"gpus", topo.gpus()},
+                                   {"bytes", json_bytes(bytes)},
+                                   {"time_s", r.time_s},
+                                   {"algbw_GBps", r.algbw_bytes_per_s / 1e9},
+                                   {"busbw_GBps", r.busbw_bytes_per_s / 1e9},
+                                   {"transfers", r.transfers},
+                                   {"events", r.events}});
     return;
   }
   char line[256];
@@ -83,7 +91,7 @@ void run_step(const SimulateOptions& o, std::ostream& out) {
   ResolvedSpecs r = resolve(o.specs, o.profile);  // a calibration profile replaces its datasheet numbers
   const Layout l = o.layout.build(r.model, r.framework);
   const PerfCoefficients k = perf_coefficients_for(o.profile, o.specs, r);  // a calibration profile too
-  if (!o.trace.empty()) (void)check_output_path(o.trace, "--trace");  // before the simulation, not after it
+  if (!o.trace.empty()) (void)check_output_path(o.trace, "--trace");        // before the simulation, not after it
   sim::StepOptions so;
   so.engine.contention = !o.no_contention;
   if (!o.nics.empty()) so.nics_per_node = parse_count("--nics-per-node", o.nics);
@@ -99,23 +107,32 @@ void run_step(const SimulateOptions& o, std::ostream& out) {
     for (const auto& st : s.stages) {
       nlohmann::json mem = nlohmann::json::array();
       for (const auto& p : st.memory) mem.push_back({p.time_s, p.bytes / kGiB, p.microbatches});
-      stages.push_back({{"stage", st.stage}, {"busy_s", st.busy_s}, {"idle_s", st.idle_s},
+      stages.push_back({{"stage", st.stage},
+                        {"busy_s", st.busy_s},
+                        {"idle_s", st.idle_s},
                         {"peak_activation_gib", st.peak_activation_bytes / kGiB},
                         {"peak_microbatches", st.peak_microbatches},
                         {"memory", {{"columns", {"time_s", "activation_gib", "microbatches"}}, {"points", mem}}}});
     }
-    print_json(out, nlohmann::json{{"model", r.model.name}, {"cluster", r.cluster.name}, {"layout", layout_to_json(r.model, l)},
-                          {"step_time_s", s.step_time_s}, {"bubble_s", s.bubble_s},
-                          {"bubble_fraction", s.bubble_fraction}, {"analytical_step_time_s", a.step_time_s},
-                          {"tasks", boost::num_vertices(s.graph)}, {"events", s.run.events},
-                          {"trace", o.trace}, {"stages", stages}, {"memory", memory_verdict_json(r, l)}});
+    print_json(out, nlohmann::json{{"model", r.model.name},
+                                   {"cluster", r.cluster.name},
+                                   {"layout", layout_to_json(r.model, l)},
+                                   {"step_time_s", s.step_time_s},
+                                   {"bubble_s", s.bubble_s},
+                                   {"bubble_fraction", s.bubble_fraction},
+                                   {"analytical_step_time_s", a.step_time_s},
+                                   {"tasks", boost::num_vertices(s.graph)},
+                                   {"events", s.run.events},
+                                   {"trace", o.trace},
+                                   {"stages", stages},
+                                   {"memory", memory_verdict_json(r, l)}});
     return;
   }
   char line[256];
   out << "headroom simulate: " << r.model.name << " on " << l.gpus() << " x " << r.cluster.gpu.name << " ("
-      << r.cluster.name << "), tp " << l.tp << " x cp " << l.cp << " x pp " << l.pp << stage_text(r.model, l) << " x dp " << l.dp << ", "
-      << to_string(l.schedule) << (l.vpp > 1 ? " x" + std::to_string(l.vpp) : "") << ", " << l.microbatches()
-      << " micro-batches\n";
+      << r.cluster.name << "), tp " << l.tp << " x cp " << l.cp << " x pp " << l.pp << stage_text(r.model, l)
+      << " x dp " << l.dp << ", " << to_string(l.schedule) << (l.vpp > 1 ? " x" + std::to_string(l.vpp) : "") << ", "
+      << l.microbatches() << " micro-batches\n";
   if (const std::string w = memory_warning(r, l); !w.empty()) out << w << "\n";
   std::snprintf(line, sizeof line,
                 "step %.4f s simulated (analytical %.4f s, %+.1f%%); bubble %.4f s = %.3f of the busiest stage's work "
@@ -152,10 +169,10 @@ nlohmann::json simulator_agreement(const SpecLibrary& lib) {
   const Case cases[] = {
       {"one node, no shared link", "llama3.1-8b", "dgx-a100-80gb", "megatron", 2, 4, 1, 32, 4096, 0, 0},
       {"1,024 GPUs, one NIC per GPU", "llama3.1-70b", "dgx-a100-80gb", "megatron", 8, 8, 16, 64, 8192, 0, 0},
-      {"LUMI: 4 NICs for 8 GCDs (node source), PP sends of 2 GCDs share one", "llama3.1-8b", "lumi-mi250x",
-       "megatron", 8, 2, 4, 16, 4096, 4, 0},
-      {"thesis: LoRA r=128, FSDP over 4 nodes, per-micro-batch gathers mostly exposed", "llama3.1-70b",
-       "lumi-mi250x", "pytorch-fsdp", 1, 1, 32, 1, 10000, 0, 128},
+      {"LUMI: 4 NICs for 8 GCDs (node source), PP sends of 2 GCDs share one", "llama3.1-8b", "lumi-mi250x", "megatron",
+       8, 2, 4, 16, 4096, 4, 0},
+      {"thesis: LoRA r=128, FSDP over 4 nodes, per-micro-batch gathers mostly exposed", "llama3.1-70b", "lumi-mi250x",
+       "pytorch-fsdp", 1, 1, 32, 1, 10000, 0, 128},
   };
   nlohmann::json rows = nlohmann::json::array();
   for (const Case& c : cases) {
@@ -171,10 +188,20 @@ nlohmann::json simulator_agreement(const SpecLibrary& lib) {
     const double shared = sim::simulate_step(m, cl, l, k, so).step_time_s;
     so.engine.contention = false;
     const double alone = sim::simulate_step(m, cl, l, k, so).step_time_s;
-    rows.push_back({{"case", c.why}, {"model", c.model}, {"cluster", c.cluster}, {"framework", c.framework},
-                    {"lora_rank", c.lora_rank}, {"tp", c.tp}, {"pp", c.pp},
-                    {"dp", c.dp}, {"microbatches", c.micro}, {"analytical_s", a}, {"simulated_no_contention_s", alone},
-                    {"simulated_s", shared}, {"schedule_diff", alone / a - 1.0}, {"contention_diff", shared / alone - 1.0}});
+    rows.push_back({{"case", c.why},
+                    {"model", c.model},
+                    {"cluster", c.cluster},
+                    {"framework", c.framework},
+                    {"lora_rank", c.lora_rank},
+                    {"tp", c.tp},
+                    {"pp", c.pp},
+                    {"dp", c.dp},
+                    {"microbatches", c.micro},
+                    {"analytical_s", a},
+                    {"simulated_no_contention_s", alone},
+                    {"simulated_s", shared},
+                    {"schedule_diff", alone / a - 1.0},
+                    {"contention_diff", shared / alone - 1.0}});
   }
   return rows;
 }
@@ -218,20 +245,41 @@ void register_simulate(CLI::App& app, std::ostream& out) {
   sub->add_flag("--json", opts->json, "print one JSON document");
   sub->callback([opts, sub, &out] {
     if (!opts->collective.empty()) {
-      refuse_given(*sub, {"--model", "--trace", "--profile", "--gpu", "--framework", "--seq", "--tp", "--cp", "--pp",
-                          "--vpp", "--dp", "--gpus", "--mbs", "--gbs", "--recompute", "--sharding", "--schedule",
-                          "--lora-rank", "--lora-targets", "--decoder-first-pipeline-num-layers",
-                          "--decoder-last-pipeline-num-layers", "--account-for-embedding-in-pipeline-split",
-                          "--account-for-loss-in-pipeline-split"},
+      refuse_given(*sub,
+                   {"--model",
+                    "--trace",
+                    "--profile",
+                    "--gpu",
+                    "--framework",
+                    "--seq",
+                    "--tp",
+                    "--cp",
+                    "--pp",
+                    "--vpp",
+                    "--dp",
+                    "--gpus",
+                    "--mbs",
+                    "--gbs",
+                    "--recompute",
+                    "--sharding",
+                    "--schedule",
+                    "--lora-rank",
+                    "--lora-targets",
+                    "--decoder-first-pipeline-num-layers",
+                    "--decoder-last-pipeline-num-layers",
+                    "--account-for-embedding-in-pipeline-split",
+                    "--account-for-loss-in-pipeline-split"},
                    "with --collective (it simulates one collective; a training step takes --model)");
       if (sim::parse_algorithm(opts->algorithm) != sim::Algorithm::ring)
-        refuse_given(*sub, {"--channels"}, "with --algorithm " + opts->algorithm + " (channels are rings of --algorithm ring)");
+        refuse_given(*sub, {"--channels"},
+                     "with --algorithm " + opts->algorithm + " (channels are rings of --algorithm ring)");
       run_collective(*opts, out);
     } else if (!opts->specs.model.empty()) {
       refuse_given(*sub, {"--algorithm", "--bytes", "--nodes", "--channels"},
                    "with --model (a step's collectives run NCCL's rings; those flags are for --collective)");
       run_step(*opts, out);
-    } else throw Error("simulate needs --collective (one collective) or --model (one training step)");
+    } else
+      throw Error("simulate needs --collective (one collective) or --model (one training step)");
   });
 }
 

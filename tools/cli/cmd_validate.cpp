@@ -38,7 +38,10 @@ struct TableSummary {
 };
 
 nlohmann::json score_to_json(const VerdictScore& v) {
-  return {{"runs", v.runs}, {"right", v.right}, {"false_fits", v.false_fits}, {"false_ooms", v.false_ooms},
+  return {{"runs", v.runs},
+          {"right", v.right},
+          {"false_fits", v.false_fits},
+          {"false_ooms", v.false_ooms},
           {"accuracy", v.accuracy()}};
 }
 
@@ -46,10 +49,14 @@ nlohmann::json forms_json(const std::vector<validate::MemoryFormScore>& forms, v
                           validate::MemoryForm shipped) {
   nlohmann::json candidates = nlohmann::json::array();
   for (const auto& f : forms)
-    candidates.push_back({{"form", validate::to_string(f.form)}, {"parameters", f.parameters},
-                          {"shippable", f.shippable}, {"in_sample", score_to_json(f.in_sample)},
+    candidates.push_back({{"form", validate::to_string(f.form)},
+                          {"parameters", f.parameters},
+                          {"shippable", f.shippable},
+                          {"in_sample", score_to_json(f.in_sample)},
                           {"leave_one_table_out", score_to_json(f.held_out)}});
-  return {{"candidates", candidates}, {"best", validate::to_string(best)}, {"shipped", validate::to_string(shipped)},
+  return {{"candidates", candidates},
+          {"best", validate::to_string(best)},
+          {"shipped", validate::to_string(shipped)},
           {"shipped_is_best", shipped == best}};
 }
 
@@ -61,9 +68,9 @@ void print_forms(std::ostream& out, const std::vector<validate::MemoryFormScore>
                 "held-out right (false fits)");
   out << line;
   for (const auto& f : forms) {
-    std::snprintf(line, sizeof line, "%-40s %6d %8d / %-4d %11d / %-4d (%d)%s\n", std::string(validate::to_string(f.form)).c_str(),
-                  f.parameters, f.in_sample.right, f.in_sample.runs, f.held_out.right, f.held_out.runs,
-                  f.held_out.false_fits, f.shippable ? "" : "  peer, not shipped");
+    std::snprintf(line, sizeof line, "%-40s %6d %8d / %-4d %11d / %-4d (%d)%s\n",
+                  std::string(validate::to_string(f.form)).c_str(), f.parameters, f.in_sample.right, f.in_sample.runs,
+                  f.held_out.right, f.held_out.runs, f.held_out.false_fits, f.shippable ? "" : "  peer, not shipped");
     out << line;
   }
   out << "best: " << validate::to_string(best) << "; shipped: " << validate::to_string(shipped)
@@ -73,23 +80,27 @@ void print_forms(std::ostream& out, const std::vector<validate::MemoryFormScore>
 nlohmann::json thesis_mtsl_json(const validate::ThesisMtslValidation& v) {
   nlohmann::json forms = nlohmann::json::array();
   for (const auto& f : v.forms)
-    forms.push_back({{"form", f.form}, {"zeros_wrong", f.zeros_wrong}, {"mean_abs_error", f.mean_error},
+    forms.push_back({{"form", f.form},
+                     {"zeros_wrong", f.zeros_wrong},
+                     {"mean_abs_error", f.mean_error},
                      {"worst_abs_error", f.worst_error}});
   return {{"leave_one_rank_out", forms},
           {"best", v.forms[v.best].form},
-          {"refit", {{"fixed_GiB", v.refit.model.fixed_bytes / kGiB},
-                     {"logits_bytes_per_element", v.refit.model.logits_bytes_per_element},
-                     {"fsdp_unit_buffers", v.refit.fsdp_unit_buffers},
-                     {"zeros_wrong", v.refit.zero_misses},
-                     {"max_abs_error", v.refit.max_rel_error},
-                     {"mean_abs_error", v.refit.mean_rel_error}}},
+          {"refit",
+           {{"fixed_GiB", v.refit.model.fixed_bytes / kGiB},
+            {"logits_bytes_per_element", v.refit.model.logits_bytes_per_element},
+            {"fsdp_unit_buffers", v.refit.fsdp_unit_buffers},
+            {"zeros_wrong", v.refit.zero_misses},
+            {"max_abs_error", v.refit.max_rel_error},
+            {"mean_abs_error", v.refit.mean_rel_error}}},
           {"shipped_equals_fit", v.shipped_is_fit}};
 }
 
 void print_thesis_mtsl(std::ostream& out, const validate::ThesisMtslValidation& v) {
   out << "\nThesis Table B.4 MTSL (pytorch-fsdp, LoRA ranks 128/512/1024): form chosen by leave-one-rank-out\n";
   char line[200];
-  std::snprintf(line, sizeof line, "%-28s %12s %18s %19s\n", "form", "zeros wrong", "mean |error| held", "worst |error| held");
+  std::snprintf(line, sizeof line, "%-28s %12s %18s %19s\n", "form", "zeros wrong", "mean |error| held",
+                "worst |error| held");
   out << line;
   for (std::size_t i = 0; i < v.forms.size(); ++i) {
     const auto& f = v.forms[i];
@@ -129,22 +140,38 @@ std::string describe(const ResidualModel& r) {
 // Shipped coefficients are written with 6 significant digits; the fit must agree to that.
 bool same_coefficients(const ResidualModel& a, const ResidualModel& b) {
   const auto close = [](double x, double y) { return std::abs(x - y) <= 1e-5 * std::max(1.0, std::abs(y)); };
-  return close(a.fixed_bytes / kGiB, b.fixed_bytes / kGiB) && close(a.logits_bytes_per_element, b.logits_bytes_per_element) &&
+  return close(a.fixed_bytes / kGiB, b.fixed_bytes / kGiB) &&
+         close(a.logits_bytes_per_element, b.logits_bytes_per_element) &&
          close(a.optimizer_shard_bytes_per_param, b.optimizer_shard_bytes_per_param) &&
-         close(a.cp_communicator_bytes / kGiB, b.cp_communicator_bytes / kGiB) && close(a.capacity_share, b.capacity_share);
+         close(a.cp_communicator_bytes / kGiB, b.cp_communicator_bytes / kGiB) &&
+         close(a.capacity_share, b.capacity_share);
 }
 
 nlohmann::json perf_score_to_json(const validate::PerfScore& s) {
   nlohmann::json cols = nlohmann::json::array();
   for (const auto& c : s.columns)
-    cols.push_back({{"table", c.table}, {"num_gpus", c.gpus}, {"layouts", c.layouts}, {"best", c.best},
-                    {"best_tflops", c.best_tflops}, {"ours", c.ours}, {"ours_tflops", c.ours_tflops},
-                    {"regret", c.regret}, {"top1", c.top1}, {"anchor", c.anchor}, {"anchor_tflops", c.anchor_tflops},
-                    {"anchor_regret", c.anchor_regret}, {"tflops_mean_abs_error", c.mean_abs_error},
-                    {"tflops_max_abs_error", c.max_abs_error}, {"spearman", c.rank_correlation}});
-  return {{"columns", cols}, {"mean_regret", s.mean_regret}, {"worst_regret", s.worst_regret},
-          {"top1", s.top1}, {"anchor_mean_regret", s.anchor_mean_regret},
-          {"anchor_worst_regret", s.anchor_worst_regret}, {"anchor_top1", s.anchor_top1},
+    cols.push_back({{"table", c.table},
+                    {"num_gpus", c.gpus},
+                    {"layouts", c.layouts},
+                    {"best", c.best},
+                    {"best_tflops", c.best_tflops},
+                    {"ours", c.ours},
+                    {"ours_tflops", c.ours_tflops},
+                    {"regret", c.regret},
+                    {"top1", c.top1},
+                    {"anchor", c.anchor},
+                    {"anchor_tflops", c.anchor_tflops},
+                    {"anchor_regret", c.anchor_regret},
+                    {"tflops_mean_abs_error", c.mean_abs_error},
+                    {"tflops_max_abs_error", c.max_abs_error},
+                    {"spearman", c.rank_correlation}});
+  return {{"columns", cols},
+          {"mean_regret", s.mean_regret},
+          {"worst_regret", s.worst_regret},
+          {"top1", s.top1},
+          {"anchor_mean_regret", s.anchor_mean_regret},
+          {"anchor_worst_regret", s.anchor_worst_regret},
+          {"anchor_top1", s.anchor_top1},
           {"tflops_mean_abs_error", s.mean_abs_error}};
 }
 
@@ -152,14 +179,15 @@ void print_perf_score(std::ostream& out, const validate::PerfScore& s, bool per_
   char line[256];
   if (per_column) {
     std::snprintf(line, sizeof line, "%6s %5s %4s  %-11s %7s  %-11s %7s %7s  %-11s %7s  %6s %6s %6s\n", "table", "GPUs",
-                  "runs", "best", "TFLOP/s", "our pick", "TFLOP/s", "regret", "paper rule", "regret", "|err|",
-                  "max", "rho");
+                  "runs", "best", "TFLOP/s", "our pick", "TFLOP/s", "regret", "paper rule", "regret", "|err|", "max",
+                  "rho");
     out << line;
     for (const auto& c : s.columns) {
-      std::snprintf(line, sizeof line, "%6d %5lld %4d  %-11s %7.2f  %-11s %7.2f %6.2f%%  %-11s %6.2f%%  %5.1f%% %5.1f%% %6.2f\n",
-                    c.table, static_cast<long long>(c.gpus), c.layouts, c.best.c_str(), c.best_tflops,
-                    c.ours.c_str(), c.ours_tflops, 100 * c.regret, c.anchor.c_str(), 100 * c.anchor_regret,
-                    100 * c.mean_abs_error, 100 * c.max_abs_error, c.rank_correlation);
+      std::snprintf(line, sizeof line,
+                    "%6d %5lld %4d  %-11s %7.2f  %-11s %7.2f %6.2f%%  %-11s %6.2f%%  %5.1f%% %5.1f%% %6.2f\n", c.table,
+                    static_cast<long long>(c.gpus), c.layouts, c.best.c_str(), c.best_tflops, c.ours.c_str(),
+                    c.ours_tflops, 100 * c.regret, c.anchor.c_str(), 100 * c.anchor_regret, 100 * c.mean_abs_error,
+                    100 * c.max_abs_error, c.rank_correlation);
       out << line;
     }
   }
@@ -180,33 +208,39 @@ std::string band_text(const ErrorBand& b) {
 }
 
 nlohmann::json band_json(const ErrorBand& shipped, const ErrorBand& computed) {
-  return {{"low", computed.low}, {"high", computed.high}, {"shipped_low", shipped.low}, {"shipped_high", shipped.high},
+  return {{"low", computed.low},
+          {"high", computed.high},
+          {"shipped_low", shipped.low},
+          {"shipped_high", shipped.high},
           {"shipped_equals_computed", validate::same_band(shipped, computed)}};
 }
 
 void print_band(std::ostream& out, const ErrorBand& shipped, const ErrorBand& computed) {
-  out << "held-out band of the step time (" << 100 * validate::kStepTimeBandCoverage << "% of held-out runs): "
-      << band_text(computed)
-      << (validate::same_band(shipped, computed) ? " (= shipped)" : " (DIFFERS from shipped " + band_text(shipped) + ")")
+  out << "held-out band of the step time (" << 100 * validate::kStepTimeBandCoverage
+      << "% of held-out runs): " << band_text(computed)
+      << (validate::same_band(shipped, computed) ? " (= shipped)"
+                                                 : " (DIFFERS from shipped " + band_text(shipped) + ")")
       << "\n";
 }
 
 nlohmann::json perf_json(const validate::PerfValidation& v) {
   nlohmann::json cv = nlohmann::json::array();
   for (const auto& [t, s] : v.held_out) cv.push_back({{"held_out_table", t}, {"score", perf_score_to_json(s)}});
-  return {{"coefficients", perf_coefficients_to_json(v.shipped)},
-          {"score", perf_score_to_json(v.score)},
-          {"datasheet_score", perf_score_to_json(v.datasheet)},
-          {"refit", perf_coefficients_to_json(v.refit)},
-          {"shipped_equals_fit", v.shipped_is_fit},
-          {"leave_one_table_out", {{"tables", cv}, {"pooled", perf_score_to_json(v.pooled)}}},
-          {"step_time_band", band_json(v.shipped.step_time_band, v.held_out_band)},
-          {"goals", {{"mean_regret", validate::kPerfMeanRegretGoal}, {"worst_regret", validate::kPerfWorstRegretGoal}}}};
+  return {
+      {"coefficients", perf_coefficients_to_json(v.shipped)},
+      {"score", perf_score_to_json(v.score)},
+      {"datasheet_score", perf_score_to_json(v.datasheet)},
+      {"refit", perf_coefficients_to_json(v.refit)},
+      {"shipped_equals_fit", v.shipped_is_fit},
+      {"leave_one_table_out", {{"tables", cv}, {"pooled", perf_score_to_json(v.pooled)}}},
+      {"step_time_band", band_json(v.shipped.step_time_band, v.held_out_band)},
+      {"goals", {{"mean_regret", validate::kPerfMeanRegretGoal}, {"worst_regret", validate::kPerfWorstRegretGoal}}}};
 }
 
 void print_perf_validation(std::ostream& out, const validate::PerfValidation& v) {
   out << "\nThroughput: measured layouts of each (table, GPU count) column ranked by predicted TFLOP/s "
-         "(coefficients " << v.shipped.name << ")\n";
+         "(coefficients "
+      << v.shipped.name << ")\n";
   print_perf_score(out, v.score, true);
   out << "datasheet defaults (no fit): ";
   print_perf_score(out, v.datasheet, false);
@@ -222,33 +256,46 @@ void print_perf_validation(std::ostream& out, const validate::PerfValidation& v)
 }
 
 nlohmann::json thesis_score_to_json(const validate::ThesisPerfScore& s, bool cells) {
-  nlohmann::json j = {{"mean_tokens_per_s_error", s.mean_tokens_error}, {"max_tokens_per_s_error", s.max_tokens_error},
-                      {"mean_pts_error", s.mean_pts_error},           {"max_pts_error", s.max_pts_error},
-                      {"mean_error", s.mean_error()},                 {"ordered_pairs", s.ordered_pairs},
-                      {"concordant_pairs", s.concordant_pairs},       {"columns", s.columns},
+  nlohmann::json j = {{"mean_tokens_per_s_error", s.mean_tokens_error},
+                      {"max_tokens_per_s_error", s.max_tokens_error},
+                      {"mean_pts_error", s.mean_pts_error},
+                      {"max_pts_error", s.max_pts_error},
+                      {"mean_error", s.mean_error()},
+                      {"ordered_pairs", s.ordered_pairs},
+                      {"concordant_pairs", s.concordant_pairs},
+                      {"columns", s.columns},
                       {"top1", s.top1}};
   if (!cells) return j;
   nlohmann::json cj = nlohmann::json::array();
   for (const auto& c : s.cells)
-    cj.push_back({{"table", c.cell->table}, {"config", c.cell->config}, {"nodes", c.cell->nodes},
-                  {"seq", c.cell->layout.seq}, {"samples_per_rank", c.cell->layout.mbs},
-                  {"measured_tokens_per_s", c.cell->tokens_per_s}, {"predicted_tokens_per_s", c.tokens_per_s},
-                  {"tokens_per_s_error", c.tokens_error}, {"measured_pts_s", c.cell->pts_s},
-                  {"predicted_pts_s", c.pts_s}, {"pts_error", c.pts_error}});
+    cj.push_back({{"table", c.cell->table},
+                  {"config", c.cell->config},
+                  {"nodes", c.cell->nodes},
+                  {"seq", c.cell->layout.seq},
+                  {"samples_per_rank", c.cell->layout.mbs},
+                  {"measured_tokens_per_s", c.cell->tokens_per_s},
+                  {"predicted_tokens_per_s", c.tokens_per_s},
+                  {"tokens_per_s_error", c.tokens_error},
+                  {"measured_pts_s", c.cell->pts_s},
+                  {"predicted_pts_s", c.pts_s},
+                  {"pts_error", c.pts_error}});
   j["cells"] = cj;
   return j;
 }
 
 nlohmann::json thesis_perf_json(const validate::ThesisPerfValidation& v) {
   nlohmann::json by_config = nlohmann::json::array(), by_table = nlohmann::json::array();
-  for (const auto& [k, s] : v.by_config) by_config.push_back({{"held_out", k}, {"score", thesis_score_to_json(s, false)}});
-  for (const auto& [k, s] : v.by_table) by_table.push_back({{"held_out", k}, {"score", thesis_score_to_json(s, false)}});
+  for (const auto& [k, s] : v.by_config)
+    by_config.push_back({{"held_out", k}, {"score", thesis_score_to_json(s, false)}});
+  for (const auto& [k, s] : v.by_table)
+    by_table.push_back({{"held_out", k}, {"score", thesis_score_to_json(s, false)}});
   return {{"coefficients", perf_coefficients_to_json(v.shipped)},
           {"score", thesis_score_to_json(v.score, true)},
           {"datasheet_score", thesis_score_to_json(v.datasheet, false)},
           {"refit", perf_coefficients_to_json(v.refit)},
           {"shipped_equals_fit", v.shipped_is_fit},
-          {"leave_one_configuration_out", {{"folds", by_config}, {"pooled", thesis_score_to_json(v.pooled_by_config, false)}}},
+          {"leave_one_configuration_out",
+           {{"folds", by_config}, {"pooled", thesis_score_to_json(v.pooled_by_config, false)}}},
           {"leave_one_table_out", {{"folds", by_table}, {"pooled", thesis_score_to_json(v.pooled_by_table, false)}}},
           {"step_time_band", band_json(v.shipped.step_time_band, v.held_out_band)},
           {"goals", {{"mean_error", validate::kThesisMeanErrorGoal}, {"tie_tolerance", validate::kThesisTieTolerance}}},
@@ -258,10 +305,11 @@ nlohmann::json thesis_perf_json(const validate::ThesisPerfValidation& v) {
 
 void print_thesis_summary(std::ostream& out, const validate::ThesisPerfScore& s) {
   char line[256];
-  std::snprintf(line, sizeof line,
-                "tokens/s mean |error| %.1f%% (max %.1f%%), PTS %.1f%% (max %.1f%%); order: %d/%d pairs, best %d/%d columns\n",
-                100 * s.mean_tokens_error, 100 * s.max_tokens_error, 100 * s.mean_pts_error, 100 * s.max_pts_error,
-                s.concordant_pairs, s.ordered_pairs, s.top1, s.columns);
+  std::snprintf(
+      line, sizeof line,
+      "tokens/s mean |error| %.1f%% (max %.1f%%), PTS %.1f%% (max %.1f%%); order: %d/%d pairs, best %d/%d columns\n",
+      100 * s.mean_tokens_error, 100 * s.max_tokens_error, 100 * s.mean_pts_error, 100 * s.max_pts_error,
+      s.concordant_pairs, s.ordered_pairs, s.top1, s.columns);
   out << line;
 }
 
@@ -278,7 +326,8 @@ void print_thesis_perf(std::ostream& out, const validate::ThesisPerfValidation& 
     std::snprintf(line, sizeof line, "%5s %-10s %5lld %6lld %4lld %9.1f %9.1f %5.1f%% %7.2f %7.2f %5.1f%%\n",
                   c.cell->table.c_str(), c.cell->config.c_str(), static_cast<long long>(c.cell->nodes),
                   static_cast<long long>(c.cell->layout.seq), static_cast<long long>(c.cell->layout.mbs),
-                  c.cell->tokens_per_s, c.tokens_per_s, 100 * c.tokens_error, c.cell->pts_s, c.pts_s, 100 * c.pts_error);
+                  c.cell->tokens_per_s, c.tokens_per_s, 100 * c.tokens_error, c.cell->pts_s, c.pts_s,
+                  100 * c.pts_error);
     out << line;
   }
   out << "shipped (goal: mean error <= " << 100 * validate::kThesisMeanErrorGoal << "%, every pair apart by more than "
@@ -305,8 +354,11 @@ void print_thesis_perf(std::ostream& out, const validate::ThesisPerfValidation& 
 }
 
 nlohmann::json published_source_json(const validate::PublishedSourceScore& s) {
-  nlohmann::json j = {{"source", s.source}, {"runs", s.runs}, {"mean_abs_error", s.mean_abs_error},
-                      {"mean_error", s.mean_error}, {"worst_abs_error", s.worst_abs_error},
+  nlohmann::json j = {{"source", s.source},
+                      {"runs", s.runs},
+                      {"mean_abs_error", s.mean_abs_error},
+                      {"mean_error", s.mean_error},
+                      {"worst_abs_error", s.worst_abs_error},
                       {"goal_met", s.mean_abs_error <= validate::kPublishedMeanErrorGoal}};
   if (s.calculon_runs > 0) j["calculon"] = {{"runs", s.calculon_runs}, {"mean_abs_error", s.calculon_mean_abs_error}};
   return j;
@@ -316,8 +368,11 @@ nlohmann::json published_json(const validate::PublishedValidation& v) {
   nlohmann::json sources = nlohmann::json::array(), runs = nlohmann::json::array();
   for (const auto& s : v.sources) sources.push_back(published_source_json(s));
   for (const auto& r : v.runs) {
-    nlohmann::json j = {{"id", r.run->id}, {"source", r.run->source}, {"measured_step_time_s", r.run->measured_step_s},
-                        {"predicted_step_time_s", r.predicted_step_s}, {"error", r.error}};
+    nlohmann::json j = {{"id", r.run->id},
+                        {"source", r.run->source},
+                        {"measured_step_time_s", r.run->measured_step_s},
+                        {"predicted_step_time_s", r.predicted_step_s},
+                        {"error", r.error}};
     if (r.run->calculon_step_s > 0) j["calculon_step_time_s"] = r.run->calculon_step_s;
     runs.push_back(j);
   }
@@ -345,8 +400,8 @@ void print_published(std::ostream& out, const validate::PublishedValidation& v) 
       << "held out: nothing is fitted on these sources (goal: mean |error| <= "
       << 100 * validate::kPublishedMeanErrorGoal << "% per source)\n";
   char line[256];
-  std::snprintf(line, sizeof line, "%-26s %5s %10s %10s %9s  %s\n", "source", "runs", "mean|err|", "mean err",
-                "worst", "Calculon mean|err|");
+  std::snprintf(line, sizeof line, "%-26s %5s %10s %10s %9s  %s\n", "source", "runs", "mean|err|", "mean err", "worst",
+                "Calculon mean|err|");
   out << line;
   for (const auto& s : v.sources) print_published_line(out, s);
   print_published_line(out, v.all);
@@ -384,13 +439,22 @@ EstimateSection estimate_section(const SpecLibrary& lib, const std::filesystem::
         t.max_abs_diff = std::max(t.max_abs_diff, diff);
         break;
       case validate::CellStatus::documented_typo: ++t.typos; break;
-      default: ++t.failures; ++e.failures; break;
+      default:
+        ++t.failures;
+        ++e.failures;
+        break;
     }
     if (c.status != validate::CellStatus::reproduced) {
-      e.not_reproduced.push_back({{"table", c.cell.run.table}, {"tp", c.cell.run.tp}, {"cp", c.cell.run.cp},
-                                  {"pp", c.cell.run.pp}, {"mbs", c.cell.run.mbs}, {"num_gpus", c.cell.run.gpus},
-                                  {"printed_gib", c.cell.printed_gib}, {"ours_gib", c.ours_gib},
-                                  {"status", status_name(c.status)}, {"evidence", c.evidence}});
+      e.not_reproduced.push_back({{"table", c.cell.run.table},
+                                  {"tp", c.cell.run.tp},
+                                  {"cp", c.cell.run.cp},
+                                  {"pp", c.cell.run.pp},
+                                  {"mbs", c.cell.run.mbs},
+                                  {"num_gpus", c.cell.run.gpus},
+                                  {"printed_gib", c.cell.printed_gib},
+                                  {"ours_gib", c.ours_gib},
+                                  {"status", status_name(c.status)},
+                                  {"evidence", c.evidence}});
     }
   }
   return e;
@@ -399,8 +463,12 @@ EstimateSection estimate_section(const SpecLibrary& lib, const std::filesystem::
 nlohmann::json estimate_json(const EstimateSection& e) {
   nlohmann::json tables = nlohmann::json::array();
   for (const auto& [t, s] : e.tables)
-    tables.push_back({{"table", t}, {"cells", s.cells}, {"reproduced", s.reproduced}, {"documented_typos", s.typos},
-                      {"failures", s.failures}, {"max_abs_diff_gib", s.max_abs_diff}});
+    tables.push_back({{"table", t},
+                      {"cells", s.cells},
+                      {"reproduced", s.reproduced},
+                      {"documented_typos", s.typos},
+                      {"failures", s.failures},
+                      {"max_abs_diff_gib", s.max_abs_diff}});
   return {{"tolerance_gib", validate::kCellToleranceGiB}, {"tables", tables}, {"not_reproduced", e.not_reproduced}};
 }
 
@@ -416,8 +484,8 @@ void print_estimates(std::ostream& out, const EstimateSection& e) {
     out << line;
   }
   for (const auto& c : e.not_reproduced) {
-    out << "  Table " << c["table"] << " (" << c["tp"] << "," << c["cp"] << "," << c["pp"] << "," << c["mbs"]
-        << ") at " << c["num_gpus"] << " GPUs: printed " << c["printed_gib"].get<double>() << ", Eq. 18 "
+    out << "  Table " << c["table"] << " (" << c["tp"] << "," << c["cp"] << "," << c["pp"] << "," << c["mbs"] << ") at "
+        << c["num_gpus"] << " GPUs: printed " << c["printed_gib"].get<double>() << ", Eq. 18 "
         << format_gib(c["ours_gib"].get<double>() * kGiB) << " -> " << c["status"].get<std::string>() << ": "
         << c["evidence"].get<std::string>() << "\n";
   }
@@ -449,9 +517,15 @@ VerdictSection verdict_section(const SpecLibrary& lib, const std::vector<validat
     for (const auto& ob : obs) {
       const double peak = peak_memory_bytes(ob.model, ob.cluster, ob.layout, fw.residual);
       if ((peak <= ob.cluster.gpu.usable_memory_bytes) == !ob.oom) continue;
-      v.wrong.push_back({{"table", table}, {"tp", ob.layout.tp}, {"cp", ob.layout.cp}, {"pp", ob.layout.pp},
-                         {"mbs", ob.layout.mbs}, {"num_gpus", ob.layout.gpus()}, {"seq", ob.layout.seq},
-                         {"measured", ob.oom ? "oom" : "ok"}, {"predicted_peak_gib", peak / kGiB},
+      v.wrong.push_back({{"table", table},
+                         {"tp", ob.layout.tp},
+                         {"cp", ob.layout.cp},
+                         {"pp", ob.layout.pp},
+                         {"mbs", ob.layout.mbs},
+                         {"num_gpus", ob.layout.gpus()},
+                         {"seq", ob.layout.seq},
+                         {"measured", ob.oom ? "oom" : "ok"},
+                         {"predicted_peak_gib", peak / kGiB},
                          {"capacity_gib", ob.cluster.gpu.usable_memory_bytes / kGiB}});
     }
   }
@@ -487,7 +561,8 @@ nlohmann::json verdict_json(const VerdictSection& v, const FrameworkProfile& fw)
     tables.push_back(entry);
   }
   for (const auto& [t, fv] : v.loto)
-    cv.push_back({{"held_out_table", t}, {"fitted", residual_to_json(fv.first.model)}, {"score", score_to_json(fv.second)}});
+    cv.push_back(
+        {{"held_out_table", t}, {"fitted", residual_to_json(fv.first.model)}, {"score", score_to_json(fv.second)}});
   return {{"framework", fw.name},
           {"residual", residual_to_json(fw.residual)},
           {"tables", tables},
@@ -512,8 +587,8 @@ void print_score_row(std::ostream& out, const char* label_format, const std::str
 void print_verdicts(std::ostream& out, const VerdictSection& v, const FrameworkProfile& fw) {
   char line[256];
   out << "\nOOM verdicts against measured runs (framework " << fw.name << ", residual model)\n";
-  std::snprintf(line, sizeof line, "%6s %6s %7s %11s %11s %9s\n", "table", "runs", "right", "false fits",
-                "false OOMs", "accuracy");
+  std::snprintf(line, sizeof line, "%6s %6s %7s %11s %11s %9s\n", "table", "runs", "right", "false fits", "false OOMs",
+                "accuracy");
   out << line;
   for (const auto& [t, score] : v.tables) {
     print_score_row(out, "%6s", std::to_string(t), score);
@@ -522,8 +597,8 @@ void print_verdicts(std::ostream& out, const VerdictSection& v, const FrameworkP
   print_score_row(out, "%6s", "all", v.all);
   out << "\n";
   for (const auto& w : v.wrong) {
-    out << "  Table " << w["table"] << " (" << w["tp"] << "," << w["cp"] << "," << w["pp"] << "," << w["mbs"]
-        << ") at " << w["num_gpus"] << " GPUs: measured " << w["measured"].get<std::string>() << ", predicted peak "
+    out << "  Table " << w["table"] << " (" << w["tp"] << "," << w["cp"] << "," << w["pp"] << "," << w["mbs"] << ") at "
+        << w["num_gpus"] << " GPUs: measured " << w["measured"].get<std::string>() << ", predicted peak "
         << format_gib(w["predicted_peak_gib"].get<double>() * kGiB) << " of "
         << format_gib(w["capacity_gib"].get<double>() * kGiB) << " GiB\n";
   }

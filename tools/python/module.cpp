@@ -44,8 +44,7 @@ std::string load_profile(const std::string& path) {
 
 PYBIND11_MODULE(_headroom, m) {
   m.doc() = "headroom's command line, callable in-process; use the `headroom` package instead";
-  m.def("run", &run, py::arg("args"),
-        "Run `headroom ARGS...`; returns (exit code, stdout, stderr).");
+  m.def("run", &run, py::arg("args"), "Run `headroom ARGS...`; returns (exit code, stdout, stderr).");
   m.def("load_profile", &load_profile, py::arg("path"), "A validated calibration profile as JSON text.");
   headroom::python::bind_planner(m);
 }

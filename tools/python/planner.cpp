@@ -85,10 +85,10 @@ Interval interval(const ErrorBand& band, double value, double unit) {
 
 // The keywords of a layout, by name: integers, strings, booleans (None = not given). An unknown keyword is a
 // TypeError naming it, as Python's own.
-constexpr std::array<std::string_view, 10> kIntKeywords = {"seq", "tp", "cp", "pp", "vpp", "mbs", "gpus", "dp",
-                                                           "gbs", "lora_rank"};
-constexpr std::array<std::string_view, 6> kOtherKeywords = {"recompute", "schedule", "sharding", "sequence_parallel",
-                                                             "flash_attention", "lora_targets"};
+constexpr std::array<std::string_view, 10> kIntKeywords = {"seq", "tp",   "cp", "pp",  "vpp",
+                                                           "mbs", "gpus", "dp", "gbs", "lora_rank"};
+constexpr std::array<std::string_view, 6> kOtherKeywords = {"recompute",         "schedule",        "sharding",
+                                                            "sequence_parallel", "flash_attention", "lora_targets"};
 
 void set_int(LayoutKeywords& k, std::size_t which, std::int64_t v) {
   switch (which) {
@@ -114,12 +114,19 @@ std::int64_t as_int(std::string_view name, const py::handle& v) {
 }
 
 void set_other(LayoutKeywords& k, std::string_view name, const py::handle& v) {
-  if (name == "sequence_parallel") k.sequence_parallel = v.cast<bool>();
-  else if (name == "flash_attention") k.flash_attention = v.cast<bool>();
-  else if (name == "recompute") k.recompute = v.cast<std::string>();
-  else if (name == "schedule") k.schedule = v.cast<std::string>();
-  else if (name == "sharding") k.sharding = v.cast<std::string>();
-  else k.lora_targets = py::isinstance<py::str>(v) ? v.cast<std::string>() : py::str(",").attr("join")(v).cast<std::string>();
+  if (name == "sequence_parallel")
+    k.sequence_parallel = v.cast<bool>();
+  else if (name == "flash_attention")
+    k.flash_attention = v.cast<bool>();
+  else if (name == "recompute")
+    k.recompute = v.cast<std::string>();
+  else if (name == "schedule")
+    k.schedule = v.cast<std::string>();
+  else if (name == "sharding")
+    k.sharding = v.cast<std::string>();
+  else
+    k.lora_targets =
+        py::isinstance<py::str>(v) ? v.cast<std::string>() : py::str(",").attr("join")(v).cast<std::string>();
 }
 
 LayoutKeywords layout_keywords(const py::kwargs& kwargs) {
@@ -133,7 +140,8 @@ LayoutKeywords layout_keywords(const py::kwargs& kwargs) {
     } else if (std::find(kOtherKeywords.begin(), kOtherKeywords.end(), name) != kOtherKeywords.end()) {
       set_other(k, name, value);
     } else {
-      throw py::type_error("unexpected keyword '" + std::string(name) + "' (layout keywords: seq, tp, cp, pp, vpp, "
+      throw py::type_error("unexpected keyword '" + std::string(name) +
+                           "' (layout keywords: seq, tp, cp, pp, vpp, "
                            "mbs, gpus, dp, gbs, recompute, schedule, sharding, sequence_parallel, flash_attention, "
                            "lora_rank, lora_targets)");
     }
@@ -318,9 +326,15 @@ py::dict Planner::estimate_many(const py::dict& columns, const std::string& on_e
                     tokens = numpy_empty(n, "float64"), tflops = numpy_empty(n, "float64"),
                     mfu = numpy_empty(n, "float64"), fits = numpy_empty(n, "bool"), verdict = numpy_empty(n, "<U9");
   const auto f64 = [](const NumpyColumn& c) { return static_cast<double*>(c.data); };
-  const Columns out{f64(peak),   f64(capacity), f64(margin),
-                    f64(step),   f64(tokens),   f64(tflops),
-                    f64(mfu),    static_cast<bool*>(fits.data), static_cast<char32_t*>(verdict.data)};
+  const Columns out{f64(peak),
+                    f64(capacity),
+                    f64(margin),
+                    f64(step),
+                    f64(tokens),
+                    f64(tflops),
+                    f64(mfu),
+                    static_cast<bool*>(fits.data),
+                    static_cast<char32_t*>(verdict.data)};
   // Rows in parallel (the estimator is pure), the interpreter released; the first error by row is kept.
   if (threads < 0) throw py::value_error("threads " + std::to_string(threads) + ": valid: 0 (every core) or more");
   const std::size_t workers = threads > 0 ? static_cast<std::size_t>(threads)
@@ -335,7 +349,8 @@ py::dict Planner::estimate_many(const py::dict& columns, const std::string& on_e
       for (std::size_t c = 0; c < ints.size(); ++c)
         if (ints[c].given) set_int(k, c, ints[c].at(i));
       r.tp = k.tp, r.cp = k.cp, r.pp = k.pp, r.vpp = k.vpp, r.mbs = k.mbs, r.seq = k.seq;
-      r.gpus = k.gpus.value_or(0), r.dp = k.dp.value_or(0), r.gbs = k.gbs.value_or(0), r.lora_rank = k.lora_rank.value_or(0);
+      r.gpus = k.gpus.value_or(0), r.dp = k.dp.value_or(0), r.gbs = k.gbs.value_or(0),
+      r.lora_rank = k.lora_rank.value_or(0);
       try {
         price_row(r, out, i);
       } catch (const Error& e) {
@@ -379,7 +394,8 @@ void Planner::price_row(const LayoutRequest& r, const Columns& out, std::size_t 
   out.peak[i] = peak / kGiB, out.capacity[i] = capacity / kGiB, out.margin[i] = (capacity - peak) / kGiB;
   out.fits[i] = peak <= capacity;
   out.step[i] = e.step_time_s, out.tokens[i] = e.tokens_per_s, out.tflops[i] = e.tflops_per_gpu, out.mfu[i] = e.mfu;
-  write_verdict(out.verdict + i * kVerdictChars, to_string(memory_verdict(peak, capacity, specs_.framework.memory_band)));
+  write_verdict(out.verdict + i * kVerdictChars,
+                to_string(memory_verdict(peak, capacity, specs_.framework.memory_band)));
 }
 
 void bind_planner(py::module_& m) {
@@ -448,11 +464,12 @@ void bind_planner(py::module_& m) {
       "mtsl", [](const Planner& p, const py::kwargs& k) { return p.mtsl(layout_keywords(k)); },
       "mtsl(*, tp=1, cp=1, pp=1, ..., the keywords of estimate but seq)\n"
       "The longest trainable sequence of a layout (`headroom mtsl`): tokens, binding stage and term.");
-  planner.def("estimate_many", &Planner::estimate_many, py::arg("columns"), py::kw_only(),
-              py::arg("on_error") = "raise", py::arg("threads") = 0,
-              "Many layouts at once: `columns` maps keywords to scalars or equal-length sequences / NumPy arrays; "
-              "returns NumPy columns keyed like the JSON paths ('memory.peak_gib', 'perf.step_time_s', ...). "
-              "on_error='nan' marks invalid rows (verdict 'invalid', NaN) instead of raising; threads=0 uses every core.");
+  planner.def(
+      "estimate_many", &Planner::estimate_many, py::arg("columns"), py::kw_only(), py::arg("on_error") = "raise",
+      py::arg("threads") = 0,
+      "Many layouts at once: `columns` maps keywords to scalars or equal-length sequences / NumPy arrays; "
+      "returns NumPy columns keyed like the JSON paths ('memory.peak_gib', 'perf.step_time_s', ...). "
+      "on_error='nan' marks invalid rows (verdict 'invalid', NaN) instead of raising; threads=0 uses every core.");
 }
 
 }  // namespace headroom::python

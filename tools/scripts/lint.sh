@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The lint gate: clang-tidy (checks in .clang-tidy, tests/ and tools/.clang-tidy) and cppcheck (suppressions in
+# The lint gate: clang-format (.clang-format) over the tracked C++ sources, clang-tidy (checks in .clang-tidy,
+# tests/ and tools/.clang-tidy) and cppcheck (suppressions in
 # tools/scripts/cppcheck-suppressions.txt) over every C++ translation unit of a configured build (estimator, simulator,
 # calibrate, the CPU parts of kernels, tools (with tools/bench), tests), and no -Wall -Wextra -Wpedantic warning in that
 # build. Exits 1 on any finding. The CUDA/HIP sources (kernels/gpu/*.cu) are not in a CPU build's
@@ -26,6 +27,8 @@ db="$build/compile_commands.json"
 tidy="$(command -v run-clang-tidy-14 || command -v run-clang-tidy)" ||
   { echo "lint: run-clang-tidy not found (tools/setup.sh installs clang-tidy)" >&2; exit 2; }
 command -v cppcheck >/dev/null || { echo "lint: cppcheck not found (tools/setup.sh installs it)" >&2; exit 2; }
+format="$(command -v clang-format-14 || command -v clang-format)" ||
+  { echo "lint: clang-format not found (tools/setup.sh installs it)" >&2; exit 2; }
 
 sources="^$root/(estimator|simulator|calibrate|kernels|tools|tests)/"
 headers="$sources.*\\.(hpp|h)\$"
@@ -33,6 +36,17 @@ status=0
 uncolour() { if [ -t 1 ]; then cat; else sed -r 's/\x1b\[[0-9;]*m//g'; fi; }
 step() { echo "lint: $1"; SECONDS=0; }
 done_step() { echo "lint: $1 ($SECONDS s)"; }
+
+step "clang-format (.clang-format) over the tracked C++ sources"
+mapfile -t cxx < <(git -C "$root" ls-files '*.cpp' '*.hpp' '*.cu' '*.h' 2>/dev/null)
+if [ ${#cxx[@]} -eq 0 ]; then
+  done_step "clang-format skipped: not a git checkout"
+elif (cd "$root" && "$format" --dry-run --Werror "${cxx[@]}"); then
+  done_step "clang-format clean (${#cxx[@]} files)"
+else
+  status=1
+  done_step "clang-format FAILED: run $format -i on the files above"
+fi
 
 step "clang-tidy over $(grep -c '"file"' "$db") translation units, $jobs at a time"
 checks=()

@@ -32,8 +32,8 @@ struct GemmFit {
   int wave_units = 0;     // 0: no wave term (CPU)
   int tile = 128;
   double peak_flops = 0;
-  double r2 = 0;             // of log time (what the throughput model predicts)
-  double r2_efficiency = 0;  // of efficiency itself (small when the surface is flat)
+  double r2 = 0;                  // of log time (what the throughput model predicts)
+  double r2_efficiency = 0;       // of efficiency itself (small when the surface is flat)
   std::vector<double> residuals;  // measured / predicted time − 1, per point
   [[nodiscard]] double predict_efficiency(double m, double n, double k) const;
 };
@@ -76,7 +76,7 @@ struct Regime {
 struct CollectiveFit {
   Collective op = Collective::all_reduce;
   int ranks = 0;
-  std::string level;  // "intra" or "inter"
+  std::string level;                // "intra" or "inter"
   std::string source = "measured";  // or "nccl-tests"
   Regime small, large;
   double breakpoint_bytes = 0;  // first size of the large regime

@@ -32,10 +32,10 @@ struct PricedRun {
 
 struct RunsFit {
   double compute_scale = 1;
-  PerfCoefficients coefficients;         // the shipped ones with the scale applied
-  std::vector<double> shipped_errors;    // per run, shipped coefficients
-  std::vector<double> fitted_errors;     // per run, in sample
-  std::vector<double> held_out_errors;   // per run, fitted on the others (leave-one-out)
+  PerfCoefficients coefficients;        // the shipped ones with the scale applied
+  std::vector<double> shipped_errors;   // per run, shipped coefficients
+  std::vector<double> fitted_errors;    // per run, in sample
+  std::vector<double> held_out_errors;  // per run, fitted on the others (leave-one-out)
   [[nodiscard]] static double mean(const std::vector<double>& v);
 };
 

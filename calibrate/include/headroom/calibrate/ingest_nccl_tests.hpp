@@ -23,6 +23,7 @@ struct NcclTestsLog {
 // `op_hint` names the collective when the log does not ("all_reduce" or "all_reduce_perf"); otherwise the
 // collective comes from a "*_perf" word in the text or in `where` (the file name). Throws Error naming
 // `where` and the line on malformed input.
-[[nodiscard]] NcclTestsLog parse_nccl_tests(std::string_view text, std::string_view where, std::string_view op_hint = "");
+[[nodiscard]] NcclTestsLog parse_nccl_tests(std::string_view text, std::string_view where,
+                                            std::string_view op_hint = "");
 
 }  // namespace headroom::calibrate

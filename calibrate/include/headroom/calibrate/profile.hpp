@@ -37,8 +37,8 @@ struct Profile {
   bool partial = false;
   bool quick = false;
   std::vector<std::string> models;
-  double peak_flops = 0;     // what efficiencies are fractions of
-  std::string peak_source;   // "datasheet <gpu>" or "measured: fastest GEMM"
+  double peak_flops = 0;       // what efficiencies are fractions of
+  std::string peak_source;     // "datasheet <gpu>" or "measured: fastest GEMM"
   double hbm_bytes_per_s = 0;  // from the copy sweep (read + write traffic); 0 = not measured
   double min_r2 = kDefaultMinR2;
   std::optional<GemmFit> gemm;

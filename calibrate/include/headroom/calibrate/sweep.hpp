@@ -13,9 +13,9 @@ namespace headroom::calibrate {
 
 struct SweepOptions {
   bool quick = false;
-  int ranks = 1;          // collectives over group sizes 2, 4, ... up to this
-  int gpus_per_node = 1;  // groups up to this size are "intra", larger ones "inter"
-  bool cpu = true;        // CPU backends get smaller shapes and message sizes (memory, time)
+  int ranks = 1;                  // collectives over group sizes 2, 4, ... up to this
+  int gpus_per_node = 1;          // groups up to this size are "intra", larger ones "inter"
+  bool cpu = true;                // CPU backends get smaller shapes and message sizes (memory, time)
   std::vector<ModelSpec> models;  // GEMM shapes of their layers (flops.hpp layer_gemms) for TP 1..gpus_per_node
 };
 
@@ -47,10 +47,10 @@ struct Refit {
 // replaced) and refitted, at most `rounds` times; then they are removed from `have`, `checkpoint` is called
 // without them (so that a resumed run measures them afresh instead of re-fitting the same data) and NoisyFit
 // is thrown naming them. Returns the rounds of re-measuring used.
-int sweep_until_fitted(kernels::Backend& b, const std::vector<kernels::Case>& plan, const kernels::TimingOptions& timing,
-                       std::vector<kernels::Measurement>& have, const std::function<void(const Progress&)>& progress,
+int sweep_until_fitted(kernels::Backend& b, const std::vector<kernels::Case>& plan,
+                       const kernels::TimingOptions& timing, std::vector<kernels::Measurement>& have,
+                       const std::function<void(const Progress&)>& progress,
                        const std::function<void(const std::vector<kernels::Measurement>&)>& checkpoint, int rounds,
                        const std::function<Refit(const std::vector<kernels::Measurement>&, int round)>& refit);
-
 
 }  // namespace headroom::calibrate

@@ -24,8 +24,8 @@ namespace headroom::validate {
 [[nodiscard]] double megatron_theoretical_memory_bytes(const ModelSpec& m, const Layout& l);
 
 enum class MemoryForm {
-  residual_terms,       // Eq. 18 + fixed, logits, optimizer-shard and CP-communicator terms (fit_residual)
-  eq18_capacity_share,  // Eq. 18 ≤ (1 − share) · capacity
+  residual_terms,           // Eq. 18 + fixed, logits, optimizer-shard and CP-communicator terms (fit_residual)
+  eq18_capacity_share,      // Eq. 18 ≤ (1 − share) · capacity
   megatron_capacity_share,  // Megatron-LM's theoretical memory ≤ (1 − share) · capacity (a peer's formula)
 };
 [[nodiscard]] std::string_view to_string(MemoryForm f);
@@ -33,9 +33,9 @@ enum class MemoryForm {
 struct MemoryFormScore {
   MemoryForm form = MemoryForm::residual_terms;
   int parameters = 0;
-  bool shippable = true;     // headroom can price with it (the peer's formula is a yardstick only)
-  VerdictScore in_sample;    // fitted and scored on every visible table
-  VerdictScore held_out;     // leave-one-table-out, pooled
+  bool shippable = true;   // headroom can price with it (the peer's formula is a yardstick only)
+  VerdictScore in_sample;  // fitted and scored on every visible table
+  VerdictScore held_out;   // leave-one-table-out, pooled
 };
 
 // Every candidate, fitted and scored on the measured runs under `framework`'s layout defaults.
@@ -59,10 +59,10 @@ struct ThesisMtslCell {
 [[nodiscard]] std::vector<ThesisMtslCell> thesis_mtsl_cells(const SpecLibrary& lib, const FrameworkProfile& fsdp);
 
 struct MtslFormScore {
-  std::string form;          // "unit buffers fitted (2-6)" or "unit buffers = N"
-  MtslFitOptions options;    // the grid: unit buffers fixed (min = max) or searched
-  int zeros_wrong = 0;       // held-out printed zeros predicted > 0
-  double mean_error = 0;     // held-out nonzero cells, mean |relative error|
+  std::string form;        // "unit buffers fitted (2-6)" or "unit buffers = N"
+  MtslFitOptions options;  // the grid: unit buffers fixed (min = max) or searched
+  int zeros_wrong = 0;     // held-out printed zeros predicted > 0
+  double mean_error = 0;   // held-out nonzero cells, mean |relative error|
   double worst_error = 0;
 };
 // Leave one LoRA rank out: each candidate grid is fitted (fit_residual_to_mtsl) on the cells of the other

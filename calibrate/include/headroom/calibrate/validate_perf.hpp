@@ -36,17 +36,17 @@ struct ColumnScore {
   int table = 0;
   std::int64_t gpus = 0;
   int layouts = 0;
-  std::string best;    // "(t,c,p,b)" measured fastest
-  std::string ours;    // our pick: highest predicted TFLOP/s
-  std::string anchor;  // the paper's rule (first of its ties)
+  std::string best;                                            // "(t,c,p,b)" measured fastest
+  std::string ours;                                            // our pick: highest predicted TFLOP/s
+  std::string anchor;                                          // the paper's rule (first of its ties)
   double best_tflops = 0, ours_tflops = 0, anchor_tflops = 0;  // measured
-  double regret = 0;         // 1 − ours/best
-  double anchor_regret = 0;  // mean over the rule's ties
+  double regret = 0;                                           // 1 − ours/best
+  double anchor_regret = 0;                                    // mean over the rule's ties
   bool top1 = false;
-  double anchor_top1 = 0;           // fraction of the rule's ties that are the best
-  double mean_abs_error = 0;        // mean |pred − meas| / meas over the column's layouts
+  double anchor_top1 = 0;     // fraction of the rule's ties that are the best
+  double mean_abs_error = 0;  // mean |pred − meas| / meas over the column's layouts
   double max_abs_error = 0;
-  double rank_correlation = 0;      // Spearman's ρ between predicted and measured
+  double rank_correlation = 0;           // Spearman's ρ between predicted and measured
   std::vector<double> step_time_ratios;  // per layout, measured / predicted step time
 };
 
@@ -79,11 +79,11 @@ namespace headroom::validate {
 struct PerfValidation {
   PerfCoefficients shipped, refit;
   bool shipped_is_fit = false;
-  PerfScore score;                      // shipped coefficients, all visible columns
-  PerfScore datasheet;                  // datasheet defaults, no fit
+  PerfScore score;                                  // shipped coefficients, all visible columns
+  PerfScore datasheet;                              // datasheet defaults, no fit
   std::vector<std::pair<int, PerfScore>> held_out;  // table → its score under the fit without it
-  PerfScore pooled;                     // the held-out columns together
-  ErrorBand held_out_band;              // of the held-out runs' step times (kStepTimeBandCoverage of them)
+  PerfScore pooled;                                 // the held-out columns together
+  ErrorBand held_out_band;                          // of the held-out runs' step times (kStepTimeBandCoverage of them)
 };
 
 // The share of held-out runs a shipped step-time band covers.

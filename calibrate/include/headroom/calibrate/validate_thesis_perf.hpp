@@ -28,10 +28,10 @@ inline constexpr double kThesisTieTolerance = 0.02;
 inline constexpr double kThesisMeanErrorGoal = 0.15;  // issue 5
 
 struct ThesisPerfCell {
-  std::string table;    // "B.5" (one node, by context length) or "4.1" (by node count, seq 10,000)
-  std::string config;   // the single-node shape as the thesis names it, "fsdp4_tp2"
+  std::string table;   // "B.5" (one node, by context length) or "4.1" (by node count, seq 10,000)
+  std::string config;  // the single-node shape as the thesis names it, "fsdp4_tp2"
   std::int64_t fsdp = 1, tp = 1, nodes = 1;
-  Layout layout;        // tp, dp = fsdp × nodes, mbs = samples per FSDP rank, gbs = mbs × dp, LoRA rank 128
+  Layout layout;            // tp, dp = fsdp × nodes, mbs = samples per FSDP rank, gbs = mbs × dp, LoRA rank 128
   double tokens_per_s = 0;  // measured, whole job (Table B.5 / 4.1)
   double pts_s = 0;         // measured (Table B.6 / 4.3)
   [[nodiscard]] std::int64_t column() const { return table == "B.5" ? layout.seq : nodes; }
@@ -54,8 +54,8 @@ struct ThesisPerfData {
 
 struct ThesisCellScore {
   const ThesisPerfCell* cell = nullptr;
-  double tokens_per_s = 0, pts_s = 0;        // predicted
-  double tokens_error = 0, pts_error = 0;    // |pred − meas| / meas
+  double tokens_per_s = 0, pts_s = 0;      // predicted
+  double tokens_error = 0, pts_error = 0;  // |pred − meas| / meas
 };
 
 struct ThesisPerfScore {
@@ -81,11 +81,11 @@ struct ThesisPerfScore {
 struct ThesisPerfValidation {
   PerfCoefficients shipped, refit;
   bool shipped_is_fit = false;
-  ThesisPerfScore score;      // shipped coefficients, every cell
-  ThesisPerfScore datasheet;  // datasheet defaults, no fit
+  ThesisPerfScore score;                                           // shipped coefficients, every cell
+  ThesisPerfScore datasheet;                                       // datasheet defaults, no fit
   std::vector<std::pair<std::string, ThesisPerfScore>> by_config;  // held-out config → its cells
   ThesisPerfScore pooled_by_config;
-  std::vector<std::pair<std::string, ThesisPerfScore>> by_table;   // held-out table → its cells
+  std::vector<std::pair<std::string, ThesisPerfScore>> by_table;  // held-out table → its cells
   ThesisPerfScore pooled_by_table;
   ErrorBand held_out_band;  // step time, over the leave-one-configuration-out cells (validate_perf.hpp coverage)
   [[nodiscard]] bool passed() const {

@@ -49,18 +49,18 @@ struct LayoutRequest {
   std::int64_t seq = 0;
   std::int64_t gpus = 0, dp = 0, gbs = 0;  // DP from gpus / (t·c·p) unless dp is given; gbs default dp·mbs
   std::optional<Recompute> recompute;
-  std::optional<Schedule> schedule;          // default: the framework's, interleaved when vpp > 1
+  std::optional<Schedule> schedule;  // default: the framework's, interleaved when vpp > 1
   std::optional<StateSharding> sharding;
   std::optional<bool> sequence_parallel, flash_attention;
   std::int64_t lora_rank = 0;
-  std::optional<unsigned> lora_targets;      // LoraTarget bits; needs lora_rank
+  std::optional<unsigned> lora_targets;  // LoraTarget bits; needs lora_rank
   PipelineSplit split;
 };
 // The framework's defaults, then the request; every size checked (each at most 10^12 and their products too),
 // then validate_model_split and validate_layout. Errors name the field as the CLI flag (--tp, --gpus, ...).
 [[nodiscard]] Layout build_layout(const ModelSpec& model, const FrameworkProfile& framework, const LayoutRequest& r);
 // Largest count accepted (sizes, batch, sequence): keeps every product of two counts inside int64.
-inline constexpr std::int64_t kMaxCount = 1'000'000'000'000;  // 10^12
+inline constexpr std::int64_t kMaxCount = 1'000'000'000'000;     // 10^12
 [[nodiscard]] Recompute parse_recompute(std::string_view text);  // throws Error listing the valid names
 [[nodiscard]] Schedule parse_schedule(std::string_view text);
 [[nodiscard]] Shard parse_shard(std::string_view text);

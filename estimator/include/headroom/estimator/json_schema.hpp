@@ -11,7 +11,6 @@
 namespace headroom {
 
 // Throws Error("<where>: <json path> <what is wrong>") on the first violation.
-void validate_against_schema(const nlohmann::json& doc, const nlohmann::json& schema,
-                             std::string_view where);
+void validate_against_schema(const nlohmann::json& doc, const nlohmann::json& schema, std::string_view where);
 
 }  // namespace headroom

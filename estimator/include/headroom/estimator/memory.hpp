@@ -14,7 +14,6 @@
 
 namespace headroom {
 
-
 // ---- parameter counts (elements) ----
 [[nodiscard]] double attention_parameters_per_layer(const ModelSpec& m);
 [[nodiscard]] double ffn_parameters_per_layer(const ModelSpec& m);
@@ -50,7 +49,8 @@ enum class StepMoment { activations, gradients };
 
 // ---- activations (bytes) ----
 [[nodiscard]] double activation_bytes_per_layer(const ModelSpec& m, const Layout& l);
-[[nodiscard]] double layers_in_flight(const ModelSpec& m, const Layout& l, std::int64_t stage);       // layer-micro-batches held
+[[nodiscard]] double layers_in_flight(const ModelSpec& m, const Layout& l,
+                                      std::int64_t stage);  // layer-micro-batches held
 [[nodiscard]] double microbatches_in_flight(const Layout& l, std::int64_t stage);
 [[nodiscard]] double embedding_activation_bytes(const ModelSpec& m, const Layout& l);  // per micro-batch
 [[nodiscard]] double lm_head_activation_bytes(const ModelSpec& m, const Layout& l);    // per micro-batch
@@ -63,7 +63,7 @@ enum class StepMoment { activations, gradients };
 struct StageMemory {
   std::int64_t stage = 0;
   StepMoment moment = StepMoment::activations;  // FSDP: the moment this breakdown is taken at
-  double params = 0;  // with LoRA: frozen base + adapters; plus FSDP's unsharded-unit buffers
+  double params = 0;                            // with LoRA: frozen base + adapters; plus FSDP's unsharded-unit buffers
   double grads = 0;
   double optimizer = 0;
   double activations = 0;

@@ -21,17 +21,17 @@ namespace headroom {
 inline constexpr std::int64_t kMaxMtslTokens = std::int64_t{1} << 32;
 
 struct MtslResult {
-  std::int64_t tokens = 0;        // the MTSL; 0 when even the shortest valid sequence does not fit
-  std::int64_t granularity = 1;   // valid s are multiples of this: 2c when c > 1 (load-balanced CP), else 1
-  std::int64_t binding_stage = 0; // the stage whose peak crosses capacity first
-  std::string_view binding_term;  // what grows past capacity: "activations" or "residual"; when tokens = 0
-                                  // the largest term at the shortest s ("params", "grads", "optimizer", ...)
-  double peak_bytes = 0;          // predicted peak at s = tokens (at the shortest s when tokens = 0)
-  double next_peak_bytes = 0;     // at s = tokens + granularity: over capacity unless capped
+  std::int64_t tokens = 0;         // the MTSL; 0 when even the shortest valid sequence does not fit
+  std::int64_t granularity = 1;    // valid s are multiples of this: 2c when c > 1 (load-balanced CP), else 1
+  std::int64_t binding_stage = 0;  // the stage whose peak crosses capacity first
+  std::string_view binding_term;   // what grows past capacity: "activations" or "residual"; when tokens = 0
+                                   // the largest term at the shortest s ("params", "grads", "optimizer", ...)
+  double peak_bytes = 0;           // predicted peak at s = tokens (at the shortest s when tokens = 0)
+  double next_peak_bytes = 0;      // at s = tokens + granularity: over capacity unless capped
   double capacity_bytes = 0;
   StepMoment binding_moment = StepMoment::activations;  // FSDP: the moment of the step that crosses capacity
-  bool closed_form = false;       // linear in s (FlashAttention): solved in closed form; else bisection
-  bool capped = false;            // fits at kMaxMtslTokens
+  bool closed_form = false;  // linear in s (FlashAttention): solved in closed form; else bisection
+  bool capped = false;       // fits at kMaxMtslTokens
 };
 
 // Valid sequence lengths of a layout step by this many tokens (layout.cpp: c | s, and 2c | s when c > 1).
@@ -44,7 +44,7 @@ struct MtslResult {
                                            const ResidualModel& r);
 
 struct LayoutFit {
-  Layout layout;       // seq = the target
+  Layout layout;  // seq = the target
   double peak_bytes = 0;
 };
 
@@ -80,8 +80,8 @@ struct MtslFitOptions {
 struct MtslFit {
   ResidualModel model;
   std::int64_t fsdp_unit_buffers = 0;
-  int zero_misses = 0;        // printed 0 cells predicted > 0
-  double max_rel_error = 0;   // over the nonzero cells
+  int zero_misses = 0;       // printed 0 cells predicted > 0
+  double max_rel_error = 0;  // over the nonzero cells
   double mean_rel_error = 0;
 };
 

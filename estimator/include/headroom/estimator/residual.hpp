@@ -33,8 +33,7 @@ struct ResidualModel {
 
 // Residual bytes of one pipeline stage, given how many parameters this GPU's optimizer shard holds and the
 // GPU's usable memory; `with_logits` false leaves the loss temporaries out (a moment when none are live).
-[[nodiscard]] double residual_bytes(const ModelSpec& m, const Layout& l, const ResidualModel& r,
-                                    std::int64_t stage, double optimizer_shard_params, double usable_memory_bytes,
-                                    bool with_logits = true);
+[[nodiscard]] double residual_bytes(const ModelSpec& m, const Layout& l, const ResidualModel& r, std::int64_t stage,
+                                    double optimizer_shard_params, double usable_memory_bytes, bool with_logits = true);
 
 }  // namespace headroom

@@ -20,24 +20,25 @@ struct ResidualObservation {
 
 // The search box: physical priors on each coefficient (GiB for the per-GPU terms).
 struct ResidualFitOptions {
-  double logits_min = 2.0, logits_max = 6.0, logits_step = 0.25;  // B per logit: ≥ 2 beyond Eq. 14's FP32
+  double logits_min = 2.0, logits_max = 6.0, logits_step = 0.25;            // B per logit: ≥ 2 beyond Eq. 14's FP32
   double optimizer_min = 0.0, optimizer_max = 4.0, optimizer_step = 0.125;  // B per shard parameter
-  double cp_min_gib = 0.0, cp_max_gib = 2.0, cp_step_gib = 0.0625;  // GiB per communicator
-  double fixed_min_gib = 0.5, fixed_max_gib = 3.0;                 // CUDA context + NCCL + workspaces
+  double cp_min_gib = 0.0, cp_max_gib = 2.0, cp_step_gib = 0.0625;          // GiB per communicator
+  double fixed_min_gib = 0.5, fixed_max_gib = 3.0;                          // CUDA context + NCCL + workspaces
   double margin_gib = 0.1;  // a run counts as decided only this far from capacity
 };
 
 struct ResidualFit {
   ResidualModel model;
-  bool feasible = false;     // some grid point predicts every OOM run as OOM
-  int training_misses = 0;   // runs that trained but fall within the margin of, or above, capacity
+  bool feasible = false;    // some grid point predicts every OOM run as OOM
+  int training_misses = 0;  // runs that trained but fall within the margin of, or above, capacity
 };
 
 // Minimises, lexicographically: (1) runs that trained but are predicted within `margin` of capacity,
 // given that every OOM run is predicted at least `margin` over it (no false fits on the training data);
 // (2) minus the total residual over the runs (prefer erring towards OOM); (3) smaller coefficients.
 // The fixed term is the largest that keeps (1) unchanged.
-[[nodiscard]] ResidualFit fit_residual(std::span<const ResidualObservation> runs, const ResidualFitOptions& options = {});
+[[nodiscard]] ResidualFit fit_residual(std::span<const ResidualObservation> runs,
+                                       const ResidualFitOptions& options = {});
 
 struct VerdictScore {
   int runs = 0, right = 0, false_fits = 0, false_ooms = 0;

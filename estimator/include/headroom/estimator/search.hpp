@@ -41,8 +41,8 @@ struct SearchOptions {
   std::vector<StateSharding> shardings;
   std::vector<Recompute> recomputes{Recompute::none, Recompute::selective, Recompute::full};
   std::vector<Schedule> schedules;  // pipeline schedules to try; empty = 1F1B, interleaved and GPipe
-  bool try_without_sp = true;  // with t > 1, also sequence parallelism off (Megatron's --sequence-parallel)
-  std::int64_t max_vpp = 0;  // virtual stages per GPU tried: divisors of L/p up to this; 0 = all
+  bool try_without_sp = true;       // with t > 1, also sequence parallelism off (Megatron's --sequence-parallel)
+  std::int64_t max_vpp = 0;         // virtual stages per GPU tried: divisors of L/p up to this; 0 = all
   // Where p does not divide L, also try layout.hpp's balanced_uneven_split (Megatron-LM's
   // --decoder-first/last-pipeline-num-layers); restrict_to_framework sets it from the framework profile.
   bool uneven_stages = true;
@@ -69,9 +69,9 @@ struct RankedLayout {
 };
 
 struct SearchResult {
-  std::int64_t evaluated = 0;  // layouts enumerated (valid splits × batch × sharding × recompute × schedule)
-  std::int64_t memory_checked = 0;  // of those, peak memory computed (the rest pruned: memory grows with b)
-  std::int64_t fitting = 0;    // predicted to fit; each had its step time computed
+  std::int64_t evaluated = 0;        // layouts enumerated (valid splits × batch × sharding × recompute × schedule)
+  std::int64_t memory_checked = 0;   // of those, peak memory computed (the rest pruned: memory grows with b)
+  std::int64_t fitting = 0;          // predicted to fit; each had its step time computed
   std::vector<RankedLayout> best;    // fastest first, at most `top`
   std::vector<RankedLayout> pareto;  // memory ascending, each faster than every layout using less memory, and at
                                      // most SearchOptions::pareto_slowdown times the fastest step

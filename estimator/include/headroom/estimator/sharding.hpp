@@ -47,7 +47,7 @@ struct CommSetup {
   std::int64_t accum = 1;       // s, micro-batches per mini-batch
   double weight_bytes = 2;
   double grad_bytes = 2;
-  double optimizer_bytes = 12;  // K
+  double optimizer_bytes = 12;                                             // K
   [[nodiscard]] std::int64_t groups() const { return gpus / group_size; }  // g = N / M
 };
 

@@ -30,9 +30,9 @@ struct ModelSpec {
   bool tied_embeddings = false;
   Norm norm = Norm::rmsnorm;
   Mlp mlp = Mlp::swiglu;
-  bool linear_biases = false;        // GPT-2 style biases on every linear layer
-  bool learned_positions = false;    // GPT-2 style position-embedding table of max_context × h
-  double attention_dropout = 0;      // dropout probability on the attention probabilities (GPT: 0.1, Llama: 0)
+  bool linear_biases = false;      // GPT-2 style biases on every linear layer
+  bool learned_positions = false;  // GPT-2 style position-embedding table of max_context × h
+  double attention_dropout = 0;    // dropout probability on the attention probabilities (GPT: 0.1, Llama: 0)
 };
 
 struct GpuSpec {
@@ -88,8 +88,7 @@ class SpecLibrary {
 
 // Parsing from already-loaded JSON; `where` names the source in error messages.
 [[nodiscard]] ModelSpec model_from_json(const nlohmann::json& j, std::string_view where);
-[[nodiscard]] ModelSpec model_from_hf_config(const nlohmann::json& j, std::string_view name,
-                                             std::string_view where);
+[[nodiscard]] ModelSpec model_from_hf_config(const nlohmann::json& j, std::string_view name, std::string_view where);
 [[nodiscard]] GpuSpec gpu_from_json(const nlohmann::json& j, std::string_view where);
 
 // Reads a whole JSON file; malformed JSON or an unreadable file is an Error naming the file.

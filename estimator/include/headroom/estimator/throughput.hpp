@@ -32,9 +32,9 @@ struct GpuEfficiency {
 // a cluster's network stack achieves (LUMI's RCCL over Slingshot in the thesis) is not the framework's to carry.
 struct ClusterEfficiency {
   std::string cluster;
-  double intra = 0;                // fraction of the intra-node link's datasheet bandwidth
-  double inter = 0;                // fraction of the inter-node link's
-  std::string source = "fitted";   // or "measured": a calibration profile's link, at its own bandwidth (1)
+  double intra = 0;               // fraction of the intra-node link's datasheet bandwidth
+  double inter = 0;               // fraction of the inter-node link's
+  std::string source = "fitted";  // or "measured": a calibration profile's link, at its own bandwidth (1)
 };
 
 // Every coefficient of the model that the datasheets do not give. Defaults are datasheet-level guesses.
@@ -48,19 +48,19 @@ struct PerfCoefficients {
   double gemm_tile = 128;              // output tile edge for the wave term
   double attention_efficiency = 0.5;   // FlashAttention-2 fwd+bwd fraction of peak at long sequences
   double attention_half_tokens = 512;  // query tokens per GPU (s/c) at which attention efficiency halves
-  double elementwise_passes = 6;       // HBM passes over a layer's s·b·h/(t·c) activations (norms, SwiGLU, RoPE, residual)
-  double loss_passes = 3;              // HBM passes over the FP32 logits (softmax, loss, gradient)
-  double layer_overhead_s = 0;         // fixed cost per layer and micro-batch pass (launches, synchronisation)
-  double step_overhead_s = 0;          // fixed cost per step (optimizer launch, logging)
+  double elementwise_passes = 6;  // HBM passes over a layer's s·b·h/(t·c) activations (norms, SwiGLU, RoPE, residual)
+  double loss_passes = 3;         // HBM passes over the FP32 logits (softmax, loss, gradient)
+  double layer_overhead_s = 0;    // fixed cost per layer and micro-batch pass (launches, synchronisation)
+  double step_overhead_s = 0;     // fixed cost per step (optimizer launch, logging)
   // communication: achieved fraction of the link's datasheet bandwidth per level
   double intra_efficiency = 0.7;
   double inter_efficiency = 0.7;
-  double cp_inter_efficiency = 0.7;    // CP ring P2P across nodes (many small isend/irecv)
+  double cp_inter_efficiency = 0.7;  // CP ring P2P across nodes (many small isend/irecv)
   // overlap: fraction of a collective hidden behind compute
-  double tp_overlap = 0;     // TP/SP collectives behind the layer's GEMMs
-  double cp_overlap = 1;     // CP ring P2P behind the attention compute it pipelines with
-  double pp_overlap = 0;     // PP send/recv behind compute
-  double dp_overlap = 0;     // DP reduce-scatter / all-gather behind one micro-batch's backward / forward
+  double tp_overlap = 0;  // TP/SP collectives behind the layer's GEMMs
+  double cp_overlap = 1;  // CP ring P2P behind the attention compute it pipelines with
+  double pp_overlap = 0;  // PP send/recv behind compute
+  double dp_overlap = 0;  // DP reduce-scatter / all-gather behind one micro-batch's backward / forward
   std::vector<GpuEfficiency> gpus;
   std::vector<ClusterEfficiency> clusters;
   // Where the generic GEMM/attention efficiencies come from: "datasheet" (defaults), "fitted" (to measured runs:
@@ -163,10 +163,10 @@ struct LayerPasses {
 // The ends of the pipeline per micro-batch: embedding lookup on the first stage (each pass); LM head GEMM and
 // the FP32 loss over s·b·v/(t·c) logits on the last (loss split evenly between the passes).
 struct PipelineEnds {
-  double embedding_s = 0;      // per pass
+  double embedding_s = 0;  // per pass
   double head_forward_s = 0;
   double head_backward_s = 0;
-  double loss_s = 0;           // per pass
+  double loss_s = 0;  // per pass
 };
 [[nodiscard]] PipelineEnds pipeline_end_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l);
 // One BF16 s·b·h activation tensor per GPU, SP- and CP-sharded: 2·s·b·h/(t·c) bytes (Korthikanti et al. 2023,

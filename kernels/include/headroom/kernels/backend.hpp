@@ -19,7 +19,7 @@ class Backend {
   virtual ~Backend() = default;
   [[nodiscard]] virtual std::string_view name() const = 0;  // "cpu", "cuda", "hip"
   [[nodiscard]] virtual DeviceInfo device() const = 0;
-  [[nodiscard]] virtual int ranks() const = 0;              // devices (GPUs or CPU threads) collectives span
+  [[nodiscard]] virtual int ranks() const = 0;  // devices (GPUs or CPU threads) collectives span
   [[nodiscard]] virtual void* alloc(std::size_t bytes) = 0;
   virtual void release(void* p) = 0;
   virtual void to_device(void* dst, const void* src, std::size_t bytes) = 0;
@@ -56,7 +56,9 @@ class DeviceBuffer {
     ptr_ = nullptr;
   }
   template <class T>
-  [[nodiscard]] T* as() const { return static_cast<T*>(ptr_); }
+  [[nodiscard]] T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   [[nodiscard]] std::size_t bytes() const { return bytes_; }
 
  private:

@@ -20,9 +20,9 @@ namespace headroom::kernels {
 
 }  // namespace headroom::kernels
 
-#define GPU_CHECK(statement)                                                                            \
-  do {                                                                                                  \
-    const cudaError_t gpu_check_err_ = (statement);                                                     \
-    if (gpu_check_err_ != cudaSuccess)                                                                  \
+#define GPU_CHECK(statement)                                                                                \
+  do {                                                                                                      \
+    const cudaError_t gpu_check_err_ = (statement);                                                         \
+    if (gpu_check_err_ != cudaSuccess)                                                                      \
       ::headroom::kernels::gpu_failure(#statement, __FILE__, __LINE__, cudaGetErrorString(gpu_check_err_)); \
   } while (false)

@@ -19,9 +19,9 @@ class Microkernel {
  public:
   virtual ~Microkernel() = default;
   [[nodiscard]] virtual std::string_view name() const = 0;
-  virtual void setup() = 0;            // allocate and fill inputs (deterministic)
-  [[nodiscard]] virtual Check check() = 0;  // run once and compare with the CPU reference
-  virtual void run() = 0;              // one iteration, issued on the backend (timed by the harness)
+  virtual void setup() = 0;                        // allocate and fill inputs (deterministic)
+  [[nodiscard]] virtual Check check() = 0;         // run once and compare with the CPU reference
+  virtual void run() = 0;                          // one iteration, issued on the backend (timed by the harness)
   [[nodiscard]] virtual double flops() const = 0;  // per run()
   [[nodiscard]] virtual double bytes() const = 0;  // per run(): memory traffic, or the collective's size
 };

@@ -17,8 +17,8 @@ struct Dot {
                                std::int64_t i, std::int64_t j);
 
 // One head: Q, K, V, O row-major [s×d]; softmax(Q·Kᵀ/√d [masked]) · V.
-void attention_forward(std::span<const float> q, std::span<const float> k, std::span<const float> v,
-                       std::int64_t s, std::int64_t d, bool causal, std::vector<double>& out);
+void attention_forward(std::span<const float> q, std::span<const float> k, std::span<const float> v, std::int64_t s,
+                       std::int64_t d, bool causal, std::vector<double>& out);
 // Gradients dQ, dK, dV of the same head for the output gradient dO.
 void attention_backward(std::span<const float> q, std::span<const float> k, std::span<const float> v,
                         std::span<const float> dout, std::int64_t s, std::int64_t d, bool causal,

@@ -36,15 +36,17 @@ enum class Algorithm { ring, hring, horing, tree };
 // i / group_size). `bytes` is nccl-tests' size: all-gather's output, reduce-scatter's input, all-reduce's
 // buffer. `channels` (≥ 1, at most group_size) applies to the ring. Throws Error for an unsupported pair (tree
 // is all-reduce only), group_size not dividing the count, or channels out of range.
-[[nodiscard]] TaskGraph collective_graph(Collective op, Algorithm a, double bytes, const std::vector<std::int64_t>& members,
-                                         std::int64_t group_size, std::int64_t channels = 1);
+[[nodiscard]] TaskGraph collective_graph(Collective op, Algorithm a, double bytes,
+                                         const std::vector<std::int64_t>& members, std::int64_t group_size,
+                                         std::int64_t channels = 1);
 // The same, appended to `graph` (its tasks depend on nothing already there): several groups' collectives in one
 // graph run at once and share the links they have in common.
 // serial_sends: a member's sends of one ring step go out one channel after the other, so that a step of a ring
 // spanning nodes costs its intra-node chunks plus its inter-node chunk (throughput.hpp's flat-ring pricing,
 // volume_seconds; the step simulator uses it so that both price a ring alike) instead of the slower of the two.
-void append_collective(TaskGraph& graph, Collective op, Algorithm a, double bytes, const std::vector<std::int64_t>& members,
-                       std::int64_t group_size, std::int64_t channels = 1, bool serial_sends = false);
+void append_collective(TaskGraph& graph, Collective op, Algorithm a, double bytes,
+                       const std::vector<std::int64_t>& members, std::int64_t group_size, std::int64_t channels = 1,
+                       bool serial_sends = false);
 
 struct CollectiveResult {
   double time_s = 0;
@@ -61,9 +63,11 @@ struct CollectiveResult {
 // Several disjoint groups run the same collective at once (the other TP ranks' DP groups, say), contending for
 // the links they share (a NIC of several GPUs). time_s is when the last group finishes, algbw and busbw are per
 // group (the first one's size), transfers and events count every group. Throws Error for no group.
-[[nodiscard]] CollectiveResult simulate_concurrent_collectives(const Topology& topo, Collective op, Algorithm a, double bytes,
+[[nodiscard]] CollectiveResult simulate_concurrent_collectives(const Topology& topo, Collective op, Algorithm a,
+                                                               double bytes,
                                                                const std::vector<std::vector<std::int64_t>>& groups,
-                                                               std::int64_t group_size, const EngineOptions& options = {},
+                                                               std::int64_t group_size,
+                                                               const EngineOptions& options = {},
                                                                std::int64_t channels = 1, bool serial_sends = false);
 
 // Every GPU of the topology, groups = nodes.

@@ -29,11 +29,11 @@ inline constexpr int kLanes = 5;
 
 struct Task {
   TaskKind kind = TaskKind::delay;
-  double duration_s = 0;      // delay
-  std::int64_t src_gpu = 0;   // flow
-  std::int64_t dst_gpu = 0;   // flow
-  double bytes = 0;           // flow
-  bool pipelined = false;     // flow: follows another send of the same member without a new start-up latency
+  double duration_s = 0;     // delay
+  std::int64_t src_gpu = 0;  // flow
+  std::int64_t dst_gpu = 0;  // flow
+  double bytes = 0;          // flow
+  bool pipelined = false;    // flow: follows another send of the same member without a new start-up latency
   // labels
   OpKind op = OpKind::transfer;
   std::int32_t stage = -1;
@@ -60,8 +60,8 @@ struct TaskTiming {
 struct RunResult {
   std::vector<TaskTiming> timing;  // by task id
   double makespan_s = 0;
-  std::int64_t events = 0;          // events popped from the queue
-  std::int64_t rate_updates = 0;    // max-min recomputations
+  std::int64_t events = 0;        // events popped from the queue
+  std::int64_t rate_updates = 0;  // max-min recomputations
 };
 
 // Throws Error if the graph has a cycle (some task never becomes ready).

@@ -32,8 +32,8 @@ struct StepOptions {
 
 struct MemoryPoint {
   double time_s = 0;
-  double bytes = 0;                  // activations held
-  std::int32_t microbatches = 0;     // micro-batch chunks whose activations are held
+  double bytes = 0;               // activations held
+  std::int32_t microbatches = 0;  // micro-batch chunks whose activations are held
 };
 
 struct StageReport {
@@ -50,7 +50,7 @@ struct StepResult {
   double bubble_s = 0;         // time from start to the last backward anywhere, beyond the busiest stage's work
   double bubble_fraction = 0;  // bubble / (busy of that stage before it): (p − 1)/m for uniform 1F1B
   std::vector<StageReport> stages;
-  TaskGraph graph;             // the simulated DAG (for the trace)
+  TaskGraph graph;  // the simulated DAG (for the trace)
   RunResult run;
   std::int64_t gpus = 0;
   std::int64_t tp = 1;

@@ -60,7 +60,9 @@ class Topology {
     return node_of(gpu) * nics_per_node_ + gpu % gpus_per_node_ / (gpus_per_node_ / nics_per_node_);
   }
   [[nodiscard]] std::size_t link_count() const { return link_bytes_per_s_.size(); }
-  [[nodiscard]] double link_bytes_per_s(std::int32_t id) const { return link_bytes_per_s_[static_cast<std::size_t>(id)]; }
+  [[nodiscard]] double link_bytes_per_s(std::int32_t id) const {
+    return link_bytes_per_s_[static_cast<std::size_t>(id)];
+  }
   // Fewest-hop path between two GPUs (breadth-first search, ties broken by vertex order: deterministic).
   [[nodiscard]] Route route(std::int64_t src_gpu, std::int64_t dst_gpu) const;
 
