@@ -388,7 +388,7 @@ void fit_profile(Profile& p, int gpus_per_node) {
   }
 }
 
-void apply_profile(const Profile& p, std::int64_t head_dim, ClusterSpec& cluster, PerfCoefficients& k) {
+Calibrated apply_profile(const Profile& p, std::int64_t head_dim, ClusterSpec cluster, PerfCoefficients k) {
   if (p.partial) throw Error("a partial profile cannot be applied: finish the calibration first");
   if (p.peak_flops > 0) cluster.gpu.bf16_flops = p.peak_flops;
   if (p.hbm_bytes_per_s > 0) cluster.gpu.hbm_bytes_per_s = p.hbm_bytes_per_s;
@@ -438,6 +438,7 @@ void apply_profile(const Profile& p, std::int64_t head_dim, ClusterSpec& cluster
   }
   k.name = "profile " + p.machine.backend + " " + p.machine.device;
   k.source = "calibration profile of " + p.date;
+  return {std::move(cluster), std::move(k)};
 }
 
 }  // namespace headroom::calibrate

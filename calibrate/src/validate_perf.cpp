@@ -243,10 +243,6 @@ PerfCoefficients fit_perf(const std::vector<PerfRun>& runs, const PerfCoefficien
   return c;
 }
 
-}  // namespace headroom::validate
-
-namespace headroom::validate {
-
 bool same_band(const ErrorBand& shipped, const ErrorBand& computed) {
   const auto close = [](double x, double y) { return std::abs(x - y) <= 1e-5 * std::max(1.0, std::abs(y)); };
   return shipped.known == computed.known && close(shipped.low, computed.low) && close(shipped.high, computed.high);

@@ -421,11 +421,9 @@ TEST(Apply, ProfileReplacesDatasheetNumbers) {
   for (int log2_b = 3; log2_b <= 24; ++log2_b)
     exact.push_back({std::ldexp(1.0, log2_b), 5e-6 + std::ldexp(1.0, log2_b) / 20e9});
   p.collectives = {fit_collective(exact, Collective::all_gather, 2, "intra")};
-  ClusterSpec c = test::library().cluster("dgx-h100");
-  PerfCoefficients k;
-  const double datasheet = c.gpu.bf16_flops;
-  apply_profile(p, 128, c, k);
-  EXPECT_NE(c.gpu.bf16_flops, datasheet);
+  const ClusterSpec datasheet = test::library().cluster("dgx-h100");
+  const auto [c, k] = apply_profile(p, 128, datasheet, PerfCoefficients{});
+  EXPECT_NE(c.gpu.bf16_flops, datasheet.gpu.bf16_flops);
   EXPECT_DOUBLE_EQ(c.gpu.bf16_flops, p.peak_flops);
   EXPECT_DOUBLE_EQ(k.gemm_efficiency, p.gemm->efficiency);
   const PerfContext ctx(k, c);
@@ -440,11 +438,9 @@ TEST(Apply, ProfileReplacesDatasheetNumbers) {
 // second wave of 132 SMs runs at about half the efficiency, and the step time of a layout moves with it.
 TEST(Apply, WaveUnitsReachTheThroughputModel) {
   Profile p = sample_profile();
-  ClusterSpec c = test::library().cluster("dgx-h100");
-  PerfCoefficients k;
   p.gemm->wave_units = 132;
   p.gemm->tile = 128;
-  apply_profile(p, 128, c, k);
+  const auto [c, k] = apply_profile(p, 128, test::library().cluster("dgx-h100"), PerfCoefficients{});
   EXPECT_DOUBLE_EQ(k.gemm_wave_units, 132.0);
   const PerfContext with(k, c);
   PerfCoefficients off = k;

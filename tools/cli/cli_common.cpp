@@ -62,15 +62,6 @@ ClusterSpec resolve_cluster(const SpecOptions& o, const SpecLibrary& lib) {
   return c;
 }
 
-ResolvedSpecs resolve(const SpecOptions& o) {
-  const SpecLibrary lib = o.library();
-  ResolvedSpecs r;
-  r.model = lib.model(o.model);
-  r.cluster = resolve_cluster(o, lib);
-  r.framework = lib.framework(o.framework);
-  return r;
-}
-
 void LayoutOptions::add_to(CLI::App& app, bool need_seq) {
   app.add_option("--tp,--tensor-model-parallel-size", tp, "tensor parallel size t")->capture_default_str();
   app.add_option("--cp,--context-parallel-size", cp, "context parallel size c")->capture_default_str();
@@ -251,13 +242,31 @@ std::string format_gib(double bytes, int precision) {
   return buf;
 }
 
+PerfCoefficients perf_coefficients_file(const std::string& path, const nlohmann::json& doc, const SpecLibrary& lib) {
+  validate_against_schema(doc, read_json_file(lib.data_dir() / "schema" / "perf.schema.json"), path);
+  return perf_coefficients_from_json(doc, path);
+}
+
 ResolvedSpecs resolve(const SpecOptions& o, const std::string& profile) {
-  ResolvedSpecs r = resolve(o);
+  const SpecLibrary lib = o.library();
+  ResolvedSpecs r;
+  r.model = lib.model(o.model);
+  r.cluster = resolve_cluster(o, lib);
+  r.framework = lib.framework(o.framework);
+  r.coefficients = default_perf_coefficients(lib, r.framework.name);
   if (profile.empty()) return r;
   const nlohmann::json doc = read_json_file(profile);
-  // A calibration profile ("format") has a memory block of its own: HBM bandwidth, not a residual.
-  if (!doc.is_object() || doc.contains("format") || !doc.contains("memory")) return r;
-  validate_against_schema(doc, read_json_file(o.library().data_dir() / "schema" / "perf.schema.json"), profile);
+  if (doc.is_object() && doc.contains("format")) {  // a calibration profile: coefficients and the cluster's numbers
+    const calibrate::Profile p = calibrate::load_profile(profile, lib.data_dir());
+    auto [cluster, coefficients] = calibrate::apply_profile(
+        p, r.model.hidden_size / std::max<std::int64_t>(1, r.model.num_heads), r.cluster, r.coefficients);
+    r.cluster = std::move(cluster);
+    r.coefficients = std::move(coefficients);
+    return r;
+  }
+  r.coefficients = perf_coefficients_file(profile, doc, lib);
+  if (!doc.is_object() || !doc.contains("memory")) return r;
+  // A coefficients file of `calibrate --from-runs` may carry a memory fit: its fixed term replaces the framework's.
   const auto& memory = doc.at("memory");
   const std::string fitted_for = memory.at("framework").get<std::string>();
   if (lower(fitted_for) != lower(r.framework.name))
@@ -266,22 +275,6 @@ ResolvedSpecs resolve(const SpecOptions& o, const std::string& profile) {
   r.framework.residual.fixed_bytes = memory.at("fixed_GiB").get<double>() * kGiB;
   r.framework.memory_band = ErrorBand{};
   return r;
-}
-
-PerfCoefficients perf_coefficients_file(const std::string& path, const nlohmann::json& doc, const SpecLibrary& lib) {
-  validate_against_schema(doc, read_json_file(lib.data_dir() / "schema" / "perf.schema.json"), path);
-  return perf_coefficients_from_json(doc, path);
-}
-
-PerfCoefficients perf_coefficients_for(const std::string& profile, const SpecOptions& specs, ResolvedSpecs& r) {
-  const SpecLibrary lib = specs.library();
-  if (profile.empty()) return default_perf_coefficients(lib, r.framework.name);
-  const nlohmann::json doc = read_json_file(profile);
-  if (!doc.is_object() || !doc.contains("format")) return perf_coefficients_file(profile, doc, lib);
-  const calibrate::Profile p = calibrate::load_profile(profile, lib.data_dir());
-  PerfCoefficients k = default_perf_coefficients(lib, r.framework.name);
-  calibrate::apply_profile(p, r.model.hidden_size / std::max<std::int64_t>(1, r.model.num_heads), r.cluster, k);
-  return k;
 }
 
 }  // namespace headroom::cli

@@ -33,30 +33,25 @@ struct SpecOptions {
   [[nodiscard]] SpecLibrary library() const;
 };
 
+// The specs a command prices with, resolved once: nothing changes them afterwards.
 struct ResolvedSpecs {
   ModelSpec model;
   ClusterSpec cluster;
   FrameworkProfile framework;
+  PerfCoefficients coefficients;  // the framework's data/perf/<framework>.json, or --profile's
 };
 
-[[nodiscard]] ResolvedSpecs resolve(const SpecOptions& o);
-// The same with --profile FILE's memory section (`calibrate --from-runs`): its fitted fixed term replaces the
-// framework's, whose held-out band was computed for the shipped residual and is dropped. An empty `profile`, or one
-// without a memory section, changes nothing; a section fitted for another framework is an Error naming both.
-[[nodiscard]] ResolvedSpecs resolve(const SpecOptions& o, const std::string& profile);
+// The specs of --model, --cluster/--gpu and --framework, with --profile FILE applied when it is not empty:
+//  - a calibration profile (`headroom calibrate`, data/schema/profile.schema.json) replaces the coefficients'
+//    efficiencies and the cluster's datasheet peak, HBM and link numbers (calibrate::apply_profile);
+//  - a data/perf coefficients file replaces the coefficients; its memory section (`calibrate --from-runs`), if any,
+//    replaces the framework's fixed residual term, whose held-out band was computed for the shipped residual and is
+//    dropped (a section fitted for another framework is an Error naming both).
+// A corrupt or incompatible file is an Error.
+[[nodiscard]] ResolvedSpecs resolve(const SpecOptions& o, const std::string& profile = "");
 // The cluster of --cluster / --gpu (a --gpu alone: a shipped cluster of that GPU); an Error naming both flags
 // when neither is given.
 [[nodiscard]] ClusterSpec resolve_cluster(const SpecOptions& o, const SpecLibrary& lib);
-
-// --profile FILE of estimate, rank and mtsl: a data/perf coefficients file, or a calibration profile (`headroom
-// calibrate`, data/schema/profile.schema.json), which also replaces the cluster's datasheet peak, HBM and link
-// numbers in `r`. Empty: data/perf/<framework>.json. A corrupt or incompatible profile is an Error.
-// A performance coefficients file (data/perf format, `doc` read from `path`), checked against its schema as the
-// shipped ones are.
-[[nodiscard]] PerfCoefficients perf_coefficients_file(const std::string& path, const nlohmann::json& doc,
-                                                      const SpecLibrary& lib);
-[[nodiscard]] PerfCoefficients perf_coefficients_for(const std::string& profile, const SpecOptions& specs,
-                                                     ResolvedSpecs& r);
 
 // Layout flags with Megatron-LM aliases; numbers kept as text so that errors can name the flag.
 struct LayoutOptions {

@@ -125,15 +125,11 @@ void print_perf(std::ostream& out, const PerfEstimate& p, const PerfCoefficients
   out << line;
 }
 
-PerfCoefficients perf_coefficients(const EstimateOptions& o, ResolvedSpecs& r) {
-  return perf_coefficients_for(o.profile, o.specs, r);
-}
-
 void run_estimate(const EstimateOptions& o, std::ostream& out) {
-  ResolvedSpecs r = resolve(o.specs, o.profile);  // a calibration profile replaces its datasheet numbers
+  const ResolvedSpecs r = resolve(o.specs, o.profile);  // a calibration profile replaces its datasheet numbers
   const Layout l = o.layout.build(r.model, r.framework);
   const MemoryEstimate e = estimate_memory(r.model, r.cluster, l, r.framework.residual);
-  const PerfCoefficients coefficients = perf_coefficients(o, r);
+  const PerfCoefficients& coefficients = r.coefficients;
   const PerfContext ctx(coefficients, r.cluster);
   const PerfEstimate perf = estimate_perf(r.model, ctx, l);
   if (!o.json) {

@@ -90,10 +90,9 @@ void print_header(std::ostream& out, const ResolvedSpecs& r, const Layout& l) {
 }
 
 // The predicted step at the MTSL with --profile's coefficients (throughput.hpp); the layout at s = MTSL.
-PerfEstimate perf_at(const MtslOptions& o, ResolvedSpecs r, Layout l, std::int64_t tokens, PerfCoefficients& k) {
-  k = perf_coefficients_for(o.profile, o.specs, r);
+PerfEstimate perf_at(const ResolvedSpecs& r, Layout l, std::int64_t tokens) {
   l.seq = tokens;
-  return estimate_perf(r.model, r.cluster, l, k);
+  return estimate_perf(r.model, r.cluster, l, r.coefficients);
 }
 
 void run_mtsl(const MtslOptions& o, std::ostream& out) {
@@ -155,12 +154,11 @@ void run_mtsl(const MtslOptions& o, std::ostream& out) {
     if (o.sweep.empty()) {
       doc.update(result_to_json(points.front().result));
       if (!o.profile.empty() && points.front().result.tokens > 0) {
-        PerfCoefficients k;
-        const PerfEstimate p = perf_at(o, r, base, points.front().result.tokens, k);
+        const PerfEstimate p = perf_at(r, base, points.front().result.tokens);
         doc["perf_at_mtsl"] = {{"step_time_s", p.step_time_s},
                                {"tokens_per_s", p.tokens_per_s},
                                {"tflops_per_gpu", p.tflops_per_gpu},
-                               {"coefficients", k.name}};
+                               {"coefficients", r.coefficients.name}};
       }
     } else {
       nlohmann::json arr = nlohmann::json::array();
@@ -190,11 +188,10 @@ void run_mtsl(const MtslOptions& o, std::ostream& out) {
     out << "binding: stage " << m.binding_stage << ", " << m.binding_term << " ("
         << (m.closed_form ? "closed form, linear in s" : "bisection") << ")\n";
     if (!o.profile.empty() && m.tokens > 0) {
-      PerfCoefficients k;
-      const PerfEstimate p = perf_at(o, r, base, m.tokens, k);
+      const PerfEstimate p = perf_at(r, base, m.tokens);
       std::snprintf(line, sizeof line,
                     "predicted step at MTSL: %.3f s, %.0f tokens/s, %.1f TFLOP/s per GPU (coefficients: %s)\n",
-                    p.step_time_s, p.tokens_per_s, p.tflops_per_gpu, k.name.c_str());
+                    p.step_time_s, p.tokens_per_s, p.tflops_per_gpu, r.coefficients.name.c_str());
       out << line;
     }
     return;

@@ -102,7 +102,7 @@ std::string no_fit_advice(const ResolvedSpecs& r, const Layout& base, const Perf
 }
 
 void run_rank(const RankOptions& o, std::ostream& out) {
-  ResolvedSpecs r = resolve(o.specs, o.profile);  // a calibration profile replaces its datasheet numbers
+  const ResolvedSpecs r = resolve(o.specs, o.profile);  // a calibration profile replaces its datasheet numbers
   SearchOptions so;
   so.gpus = parse_count("--gpus", o.gpus);
   so.seq = parse_count("--seq", o.seq);
@@ -123,7 +123,7 @@ void run_rank(const RankOptions& o, std::ostream& out) {
                   " does not ship (residual.uncertainty)");
     so.peak_band = r.framework.memory_band;
   }
-  const PerfCoefficients coefficients = perf_coefficients_for(o.profile, o.specs, r);
+  const PerfCoefficients& coefficients = r.coefficients;
   Layout base = default_layout(r.framework);
   if (!o.lora_rank.empty()) base.lora.rank = parse_count("--lora-rank", o.lora_rank);
   if (!o.lora_targets.empty()) {

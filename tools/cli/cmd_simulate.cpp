@@ -88,10 +88,10 @@ void run_collective(const SimulateOptions& o, std::ostream& out) {
 
 void run_step(const SimulateOptions& o, std::ostream& out) {
   if (o.layout.seq.empty()) throw Error("simulate --model needs --seq");
-  ResolvedSpecs r = resolve(o.specs, o.profile);  // a calibration profile replaces its datasheet numbers
+  const ResolvedSpecs r = resolve(o.specs, o.profile);  // a calibration profile replaces its datasheet numbers
   const Layout l = o.layout.build(r.model, r.framework);
-  const PerfCoefficients k = perf_coefficients_for(o.profile, o.specs, r);  // a calibration profile too
-  if (!o.trace.empty()) (void)check_output_path(o.trace, "--trace");        // before the simulation, not after it
+  const PerfCoefficients& k = r.coefficients;
+  if (!o.trace.empty()) (void)check_output_path(o.trace, "--trace");  // before the simulation, not after it
   sim::StepOptions so;
   so.engine.contention = !o.no_contention;
   if (!o.nics.empty()) so.nics_per_node = parse_count("--nics-per-node", o.nics);

@@ -1,6 +1,6 @@
 // headroom.Planner: the estimator called directly, not through argv and JSON. Specs, coefficients and the
 // per-cluster context are resolved once by the constructor, exactly as the command line resolves its flags
-// (cli_common.hpp resolve, perf_coefficients_for); each estimate then builds the layout (build_layout), prices it
+// (cli_common.hpp resolve); each estimate then builds the layout (build_layout), prices it
 // and returns typed objects whose fields equal `headroom estimate --json`'s.
 #include "planner.hpp"
 
@@ -161,8 +161,7 @@ Planner::Planner(const std::string& model, const std::string& cluster, const std
     o.framework = framework;
     o.data_dir = data_dir;
     specs_ = cli::resolve(o, profile);
-    coefficients_ = cli::perf_coefficients_for(profile, o, specs_);
-    context_.emplace(coefficients_, specs_.cluster);
+    context_.emplace(specs_.coefficients, specs_.cluster);
   } catch (const Error& e) {
     raise(e);
   }
@@ -209,8 +208,8 @@ py::object Planner::estimate(const LayoutKeywords& k) const {
     Perf& f = out.perf;
     f.step_time_s = p.step_time_s, f.tokens_per_s = p.tokens_per_s, f.tflops_per_gpu = p.tflops_per_gpu;
     f.mfu = p.mfu, f.pts_s = p.pts_s, f.model_flops_per_step = p.model_flops;
-    f.step_time_s_interval = interval(coefficients_.step_time_band, p.step_time_s, 1.0);
-    f.coefficients = coefficients_.name;
+    f.step_time_s_interval = interval(specs_.coefficients.step_time_band, p.step_time_s, 1.0);
+    f.coefficients = specs_.coefficients.name;
     f.coefficients_source = context_->efficiency_source;
     f.coefficients_gpu = context_->efficiency_gpu;
     f.link_coefficients_source = context_->link_source;

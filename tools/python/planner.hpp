@@ -29,7 +29,7 @@ class Planner {
  public:
   Planner(const std::string& model, const std::string& cluster, const std::string& gpu, const std::string& framework,
           const std::string& profile, const std::string& data_dir);
-  Planner(const Planner&) = delete;  // context_ refers to coefficients_ and specs_
+  Planner(const Planner&) = delete;  // context_ refers to specs_
   Planner& operator=(const Planner&) = delete;
   Planner(Planner&&) = delete;
   Planner& operator=(Planner&&) = delete;
@@ -47,7 +47,6 @@ class Planner {
   void price_row(const LayoutRequest& r, const Columns& out, std::size_t i) const;
 
   cli::ResolvedSpecs specs_;
-  PerfCoefficients coefficients_;
   std::optional<PerfContext> context_;
 };
 

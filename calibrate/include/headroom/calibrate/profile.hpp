@@ -67,10 +67,18 @@ void write_json_atomically(const std::filesystem::path& path, const nlohmann::js
 // when the raw data hold no collectives.
 void fit_profile(Profile& p, int gpus_per_node);
 
-// Applies a profile to one cluster and the model's coefficients k: the profile's peak, HBM bandwidth and
-// link α/β replace the datasheet's; its GEMM and attention fits replace the coefficients' efficiencies
-// (per-GPU overrides dropped). `head_dim` picks the attention fit (nearest measured head dim, causal first).
-void apply_profile(const Profile& p, std::int64_t head_dim, ClusterSpec& cluster, PerfCoefficients& k);
+// A cluster and the model's coefficients with a profile applied.
+struct Calibrated {
+  ClusterSpec cluster;
+  PerfCoefficients coefficients;
+};
+
+// Applies a profile to one cluster and the model's coefficients k, returning both: the profile's peak, HBM
+// bandwidth and link α/β replace the datasheet's; its GEMM and attention fits replace the coefficients'
+// efficiencies (per-GPU overrides dropped). `head_dim` picks the attention fit (nearest measured head dim,
+// causal first).
+[[nodiscard]] Calibrated apply_profile(const Profile& p, std::int64_t head_dim, ClusterSpec cluster,
+                                       PerfCoefficients k);
 
 // UTC now as 2025-01-31T12:00:00Z.
 [[nodiscard]] std::string utc_now();
