@@ -7,7 +7,7 @@
 #include <limits>
 #include <numeric>
 
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/throughput.hpp"
 
 namespace headroom::calibrate {

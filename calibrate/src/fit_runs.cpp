@@ -6,7 +6,7 @@
 #include <numeric>
 #include <optional>
 
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/memory.hpp"
 
 namespace headroom::calibrate {

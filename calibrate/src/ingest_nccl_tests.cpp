@@ -5,7 +5,7 @@
 #include <set>
 #include <sstream>
 
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 
 namespace headroom::calibrate {
 namespace {

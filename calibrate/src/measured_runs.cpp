@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 
 namespace headroom::calibrate {
 namespace {

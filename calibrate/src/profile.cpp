@@ -5,9 +5,9 @@
 #include <ctime>
 #include <map>
 
-#include "headroom/estimator/atomic_file.hpp"
-#include "headroom/estimator/error.hpp"
-#include "headroom/estimator/json_schema.hpp"
+#include "headroom/core/atomic_file.hpp"
+#include "headroom/core/error.hpp"
+#include "headroom/core/json_schema.hpp"
 
 namespace headroom::calibrate {
 namespace {

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "headroom/calibrate/measured_runs.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/memory.hpp"
 
 namespace headroom::validate {

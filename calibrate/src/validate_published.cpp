@@ -4,7 +4,7 @@
 #include <cmath>
 #include <map>
 
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/flops.hpp"
 
 namespace headroom::validate {

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/calibrate/validate_perf.hpp"
 
 namespace headroom::validate {

@@ -1,7 +1,7 @@
 #include "headroom/estimator/flops.hpp"
 
 #include "headroom/estimator/lora.hpp"
-#include "headroom/estimator/units.hpp"
+#include "headroom/core/units.hpp"
 
 namespace headroom {
 namespace {

@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "headroom/estimator/error.hpp"
-#include "headroom/estimator/units.hpp"
+#include "headroom/core/error.hpp"
+#include "headroom/core/units.hpp"
 
 namespace headroom {
 
@@ -66,58 +66,59 @@ Layout default_layout(const FrameworkProfile& f) {
 
 Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const LayoutRequest& r) {
   Layout l = default_layout(f);
-  const auto positive = [](const char* flag, std::int64_t v) {
+  const auto positive = [](const char* name, std::int64_t v) {
     if (v < 1 || v > kMaxCount)
-      throw Error(std::string(flag) + " " + std::to_string(v) + " must be a positive integer of at most 10^12");
+      throw Error(field(name) + " " + std::to_string(v) + " must be a positive integer of at most 10^12");
     return v;
   };
-  if (r.lora_rank != 0) l.lora.rank = positive("--lora-rank", r.lora_rank);
+  if (r.lora_rank != 0) l.lora.rank = positive("lora_rank", r.lora_rank);
   if (r.lora_targets) {
-    if (r.lora_rank == 0) throw Error("--lora-targets needs --lora-rank");
+    if (r.lora_rank == 0) throw Error(field("lora_targets") + " needs " + field("lora_rank"));
     l.lora.targets = *r.lora_targets;
   }
   if (r.sharding) l.sharding = *r.sharding;
   if (r.sequence_parallel) l.sequence_parallel = *r.sequence_parallel;
   if (r.flash_attention) l.flash_attention = *r.flash_attention;
   if (r.recompute) l.recompute = *r.recompute;
-  l.tp = positive("--tp", r.tp);
-  l.cp = positive("--cp", r.cp);
-  l.pp = positive("--pp", r.pp);
-  l.vpp = positive("--vpp", r.vpp);
+  l.tp = positive("tp", r.tp);
+  l.cp = positive("cp", r.cp);
+  l.pp = positive("pp", r.pp);
+  l.vpp = positive("vpp", r.vpp);
   l.split = r.split;
   if (!l.split.even() && !f.uneven_pipeline_stages)
     throw Error("framework " + f.name + " does not split pipeline stages unevenly (--decoder-first/last-pipeline-" +
                 "num-layers, --account-for-*-in-pipeline-split are Megatron-LM's: --framework megatron)");
-  l.mbs = positive("--mbs", r.mbs);
-  l.seq = positive("--seq", r.seq);
+  l.mbs = positive("mbs", r.mbs);
+  l.seq = positive("seq", r.seq);
   if (r.schedule) l.schedule = *r.schedule;
   if (l.vpp > 1 && r.schedule && l.schedule != Schedule::interleaved)
-    throw Error("--vpp " + std::to_string(l.vpp) + " (virtual stages) needs the interleaved schedule, not --schedule " +
-                std::string(to_string(l.schedule)));
+    throw Error(field("vpp") + " " + std::to_string(l.vpp) + " (virtual stages) needs the interleaved schedule, not " +
+                field("schedule") + " " + std::string(to_string(l.schedule)));
   if (l.vpp > 1 && !r.schedule) l.schedule = Schedule::interleaved;
   if (l.schedule == Schedule::interleaved && l.vpp == 1)
-    throw Error("--schedule interleaved needs --vpp > 1 (virtual stages per GPU)");
-  if (r.gpus == 0 && r.dp == 0) throw Error("give --gpus (DP derived as N / (t·c·p)) or --dp");
+    throw Error(field("schedule") + " interleaved needs " + field("vpp") + " > 1 (virtual stages per GPU)");
+  if (r.gpus == 0 && r.dp == 0) throw Error("give " + field("gpus") + " (DP derived as N / (t·c·p)) or " + field("dp"));
   validate_model_split(model, l);
   const std::int64_t model_parallel = l.tp * l.cp;  // each ≤ 10^12 only if checked: keep products bounded
   if (model_parallel / l.cp != l.tp || model_parallel > kMaxCount || model_parallel * l.pp > kMaxCount)
     throw Error("t·c·p is too large (the product must stay at most 10^12)");
   const std::int64_t tcp = model_parallel * l.pp;
   if (r.dp != 0) {
-    l.dp = positive("--dp", r.dp);
-    if (l.dp > kMaxCount / tcp) throw Error("--dp " + std::to_string(l.dp) + " makes more than 10^12 GPUs");
+    l.dp = positive("dp", r.dp);
+    if (l.dp > kMaxCount / tcp) throw Error(field("dp") + " " + std::to_string(l.dp) + " makes more than 10^12 GPUs");
   }
   if (r.gpus != 0) {
-    const std::int64_t n = positive("--gpus", r.gpus);
+    const std::int64_t n = positive("gpus", r.gpus);
     const std::string tcp_text = "t·c·p = " + std::to_string(l.tp) + "·" + std::to_string(l.cp) + "·" +
                                  std::to_string(l.pp) + " = " + std::to_string(tcp);
-    if (n % tcp != 0) throw Error(tcp_text + " does not divide --gpus " + std::to_string(n));
+    if (n % tcp != 0) throw Error(tcp_text + " does not divide " + field("gpus") + " " + std::to_string(n));
     if (r.dp != 0 && n != tcp * l.dp)
-      throw Error("--gpus " + std::to_string(n) + " is not " + tcp_text + " times --dp " + std::to_string(l.dp));
+      throw Error(field("gpus") + " " + std::to_string(n) + " is not " + tcp_text + " times " + field("dp") + " " +
+                  std::to_string(l.dp));
     l.dp = n / tcp;
   }
   if (l.mbs > kMaxCount / l.dp) throw Error("dp·mbs is larger than 10^12 sequences");
-  l.gbs = r.gbs == 0 ? l.dp * l.mbs : positive("--gbs", r.gbs);
+  l.gbs = r.gbs == 0 ? l.dp * l.mbs : positive("gbs", r.gbs);
   validate_layout(model, l);
   return l;
 }

@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/spec.hpp"
 
 namespace headroom {
@@ -30,8 +30,8 @@ std::optional<StateSharding> sharding_from_code(std::string_view code) {
 }
 namespace {
 
-void require_positive(std::int64_t value, const char* name) {
-  if (value <= 0) throw Error(std::string(name) + " must be a positive integer (got " + std::to_string(value) + ")");
+void require_positive(std::int64_t value, const std::string& name) {
+  if (value <= 0) throw Error(name + " must be a positive integer (got " + std::to_string(value) + ")");
 }
 
 std::string s(std::int64_t v) { return std::to_string(v); }
@@ -45,13 +45,13 @@ void validate_uneven_split(const ModelSpec& m, const Layout& l) {
     throw Error(
         "--decoder-first/last-pipeline-num-layers cannot be combined with --account-for-embedding/loss-in-"
         "pipeline-split (Megatron-LM refuses it)");
-  if (l.pp < 2) throw Error("--decoder-first/last-pipeline-num-layers need --pp 2 or more");
+  if (l.pp < 2) throw Error("--decoder-first/last-pipeline-num-layers need " + field("pp") + " 2 or more");
   std::int64_t rest = m.num_layers, middle = l.pp;
-  for (const auto& [n, flag] : {std::pair{x.first_stage_layers, "--decoder-first-pipeline-num-layers"},
-                                std::pair{x.last_stage_layers, "--decoder-last-pipeline-num-layers"}}) {
+  for (const auto& [n, name] :
+       {std::pair{x.first_stage_layers, "first_stage_layers"}, std::pair{x.last_stage_layers, "last_stage_layers"}}) {
     if (n == 0) continue;
     if (l.vpp > 1 && n % l.vpp != 0)
-      throw Error(std::string(flag) + " " + s(n) + " is not a multiple of --vpp " + s(l.vpp));
+      throw Error(field(name) + " " + s(n) + " is not a multiple of " + field("vpp") + " " + s(l.vpp));
     rest -= n;
     --middle;
   }
@@ -59,14 +59,15 @@ void validate_uneven_split(const ModelSpec& m, const Layout& l) {
     throw Error("the first and last pipeline stages hold " + s(m.num_layers - rest) + " layers, more than the " +
                 s(m.num_layers) + " of " + m.name);
   if ((rest > 0) != (middle > 0))
-    throw Error(s(rest) + " layers remain for " + s(middle) + " middle pipeline stages (--pp " + s(l.pp) +
-                "): both must be zero or both positive");
+    throw Error(s(rest) + " layers remain for " + s(middle) + " middle pipeline stages (" + field("pp") + " " +
+                s(l.pp) + "): both must be zero or both positive");
   if (middle == 0) return;
   if (rest % middle != 0)
     throw Error("the " + s(rest) + " layers left by the first and last stages do not split evenly over the " +
                 s(middle) + " middle stages");
   if (l.vpp > 1 && (rest / middle) % l.vpp != 0)
-    throw Error("--vpp " + s(l.vpp) + " does not divide the " + s(rest / middle) + " layers of a middle stage");
+    throw Error(field("vpp") + " " + s(l.vpp) + " does not divide the " + s(rest / middle) +
+                " layers of a middle stage");
 }
 
 // p | L, or with --account-for-embedding/loss-in-pipeline-split p | L + 1 (+ 1) (transformer_block.py), and v
@@ -76,10 +77,11 @@ void validate_even_split(const ModelSpec& m, const Layout& l) {
   const std::string extra =
       counted == m.num_layers ? "" : " (+" + s(counted - m.num_layers) + " for the embedding/loss)";
   if (counted % l.pp != 0)
-    throw Error("--pp " + s(l.pp) + " does not divide the " + s(m.num_layers) + " layers of " + m.name + extra +
-                "; uneven stages: --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers");
+    throw Error(field("pp") + " " + s(l.pp) + " does not divide the " + s(m.num_layers) + " layers of " + m.name +
+                extra + "; uneven stages: " + field("first_stage_layers") + " / " + field("last_stage_layers"));
   if (l.vpp > 1 && (counted / l.pp) % l.vpp != 0)
-    throw Error("--vpp " + s(l.vpp) + " does not divide the " + s(counted / l.pp) + " layers per stage" + extra);
+    throw Error(field("vpp") + " " + s(l.vpp) + " does not divide the " + s(counted / l.pp) + " layers per stage" +
+                extra);
 }
 
 void validate_pipeline_split(const ModelSpec& m, const Layout& l) {
@@ -95,31 +97,32 @@ void validate_pipeline_split(const ModelSpec& m, const Layout& l) {
 }  // namespace
 
 void validate_model_split(const ModelSpec& m, const Layout& l) {
-  require_positive(l.tp, "tensor parallel size --tp");
-  require_positive(l.cp, "context parallel size --cp");
-  require_positive(l.pp, "pipeline parallel size --pp");
-  require_positive(l.vpp, "virtual pipeline stages --vpp");
-  require_positive(l.seq, "sequence length --seq");
+  require_positive(l.tp, "tensor parallel size " + field("tp"));
+  require_positive(l.cp, "context parallel size " + field("cp"));
+  require_positive(l.pp, "pipeline parallel size " + field("pp"));
+  require_positive(l.vpp, "virtual pipeline stages " + field("vpp"));
+  require_positive(l.seq, "sequence length " + field("seq"));
   if (m.num_heads % l.tp != 0)
-    throw Error("--tp " + s(l.tp) + " does not divide the " + s(m.num_heads) + " attention heads of " + m.name);
+    throw Error(field("tp") + " " + s(l.tp) + " does not divide the " + s(m.num_heads) + " attention heads of " +
+                m.name);
   if (m.num_kv_heads % l.tp != 0)
-    throw Error("--tp " + s(l.tp) + " does not divide the " + s(m.num_kv_heads) + " KV heads of " + m.name);
+    throw Error(field("tp") + " " + s(l.tp) + " does not divide the " + s(m.num_kv_heads) + " KV heads of " + m.name);
   if (l.vpp > 1 && l.pp == 1)
-    throw Error("--vpp " + s(l.vpp) + " needs --pp > 1 (interleaving splits pipeline stages)");
+    throw Error(field("vpp") + " " + s(l.vpp) + " needs " + field("pp") + " > 1 (interleaving splits pipeline stages)");
   validate_pipeline_split(m, l);
-  if (l.seq % l.cp != 0) throw Error("--cp " + s(l.cp) + " does not divide --seq " + s(l.seq));
+  if (l.seq % l.cp != 0) throw Error(field("cp") + " " + s(l.cp) + " does not divide " + field("seq") + " " + s(l.seq));
   if (l.cp > 1 && l.seq % (2 * l.cp) != 0)
-    throw Error("--seq " + s(l.seq) + " must be a multiple of 2·cp = " + s(2 * l.cp) +
+    throw Error(field("seq") + " " + s(l.seq) + " must be a multiple of 2·cp = " + s(2 * l.cp) +
                 " (load-balanced context parallelism splits it into 2·cp chunks)");
 }
 
 void validate_layout(const ModelSpec& m, const Layout& l) {
   validate_model_split(m, l);
   require_positive(l.dp, "data parallel size");
-  require_positive(l.mbs, "micro-batch size --mbs");
-  require_positive(l.gbs, "global batch size --gbs");
+  require_positive(l.mbs, "micro-batch size " + field("mbs"));
+  require_positive(l.gbs, "global batch size " + field("gbs"));
   if (l.gbs % (l.dp * l.mbs) != 0)
-    throw Error("--gbs " + s(l.gbs) + " is not a multiple of dp·mbs = " + s(l.dp) + "·" + s(l.mbs) + " = " +
+    throw Error(field("gbs") + " " + s(l.gbs) + " is not a multiple of dp·mbs = " + s(l.dp) + "·" + s(l.mbs) + " = " +
                 s(l.dp * l.mbs));
   if (!interleaving_runs(l))
     throw Error("the interleaved schedule needs the micro-batches per pipeline (gbs/(dp·mbs) = " + s(l.microbatches()) +

@@ -2,8 +2,8 @@
 
 #include <array>
 
-#include "headroom/estimator/error.hpp"
-#include "headroom/estimator/units.hpp"
+#include "headroom/core/error.hpp"
+#include "headroom/core/units.hpp"
 
 namespace headroom {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "headroom/estimator/lora.hpp"
-#include "headroom/estimator/units.hpp"
+#include "headroom/core/units.hpp"
 
 namespace headroom {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/sharding.hpp"
 
@@ -142,9 +142,9 @@ void restrict_to_framework(SearchOptions& o, const FrameworkProfile& f) {
 
 SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const Layout& base,
                           const ResidualModel& residual, const PerfCoefficients& coefficients, const SearchOptions& o) {
-  if (o.gpus <= 0) throw Error("--gpus must be a positive integer (got " + std::to_string(o.gpus) + ")");
-  if (o.seq <= 0) throw Error("--seq must be a positive integer (got " + std::to_string(o.seq) + ")");
-  if (o.gbs <= 0) throw Error("--gbs must be a positive integer (got " + std::to_string(o.gbs) + ")");
+  if (o.gpus <= 0) throw Error(field("gpus") + " must be a positive integer (got " + std::to_string(o.gpus) + ")");
+  if (o.seq <= 0) throw Error(field("seq") + " must be a positive integer (got " + std::to_string(o.seq) + ")");
+  if (o.gbs <= 0) throw Error(field("gbs") + " must be a positive integer (got " + std::to_string(o.gbs) + ")");
   const PerfContext ctx(coefficients, cluster);
   std::vector<StateSharding> shardings = o.shardings;
   if (shardings.empty())

@@ -4,8 +4,8 @@
 #include <cctype>
 #include <cmath>
 
-#include "headroom/estimator/error.hpp"
-#include "headroom/estimator/units.hpp"
+#include "headroom/core/error.hpp"
+#include "headroom/core/units.hpp"
 
 namespace headroom {
 namespace {

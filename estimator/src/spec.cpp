@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "headroom/estimator/error.hpp"
-#include "headroom/estimator/json_schema.hpp"
+#include "headroom/core/error.hpp"
+#include "headroom/core/json_schema.hpp"
 
 #ifndef HEADROOM_SOURCE_DATA_DIR
 #define HEADROOM_SOURCE_DATA_DIR "data"

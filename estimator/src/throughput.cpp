@@ -1,6 +1,6 @@
 #include "headroom/estimator/throughput.hpp"
 
-#include "headroom/estimator/collectives.hpp"
+#include "headroom/core/collectives.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,12 +9,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "headroom/estimator/error.hpp"
-#include "headroom/estimator/json_schema.hpp"
+#include "headroom/core/error.hpp"
+#include "headroom/core/json_schema.hpp"
 #include "headroom/estimator/lora.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/sharding.hpp"
-#include "headroom/estimator/units.hpp"
+#include "headroom/core/units.hpp"
 
 namespace headroom {
 namespace {

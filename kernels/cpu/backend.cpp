@@ -6,7 +6,7 @@
 #include <string>
 
 #include "cpu.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 
 namespace headroom::kernels {
 namespace cpu {

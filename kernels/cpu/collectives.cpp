@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "cpu.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/kernels/reference.hpp"
 
 namespace headroom::kernels::cpu {

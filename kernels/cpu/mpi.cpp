@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cpu.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/kernels/mpi.hpp"
 #include "headroom/kernels/reference.hpp"
 

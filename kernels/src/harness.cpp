@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 
 namespace headroom::kernels {
 

@@ -1,7 +1,7 @@
 // Built when neither HEADROOM_ENABLE_CUDA nor HEADROOM_ENABLE_HIP is on: asking for a GPU is a clear error.
 #include <string>
 
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/kernels/backend.hpp"
 
 namespace headroom::kernels {

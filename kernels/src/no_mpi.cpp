@@ -1,7 +1,7 @@
 // Built when CMake found no MPI (or HEADROOM_ENABLE_MPI is off): `calibrate --mpi` is a clear error.
 #include <cstdlib>
 
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/kernels/mpi.hpp"
 
 namespace headroom::kernels::mpi {

@@ -4,7 +4,7 @@
 #include <cctype>
 #include <string>
 
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 
 namespace headroom::sim {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 
 namespace headroom::sim {
 

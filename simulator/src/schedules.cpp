@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 
 namespace headroom::sim {
 

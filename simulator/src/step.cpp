@@ -7,11 +7,11 @@
 #include <string>
 #include <tuple>
 
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/flops.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/sharding.hpp"
-#include "headroom/estimator/units.hpp"
+#include "headroom/core/units.hpp"
 #include "headroom/simulator/collectives.hpp"
 #include "headroom/simulator/schedules.hpp"
 

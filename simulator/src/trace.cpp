@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "headroom/estimator/atomic_file.hpp"
+#include "headroom/core/atomic_file.hpp"
 
 namespace headroom::sim {
 namespace {

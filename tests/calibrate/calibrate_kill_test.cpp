@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "headroom/calibrate/profile.hpp"
-#include "headroom/estimator/atomic_file.hpp"
+#include "headroom/core/atomic_file.hpp"
 #include "test_support.hpp"
 
 namespace headroom {

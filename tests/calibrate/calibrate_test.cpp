@@ -13,9 +13,9 @@
 #include "headroom/calibrate/ingest_nccl_tests.hpp"
 #include "headroom/calibrate/profile.hpp"
 #include "headroom/calibrate/sweep.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/framework.hpp"
-#include "headroom/estimator/json_schema.hpp"
+#include "headroom/core/json_schema.hpp"
 #include "headroom/estimator/throughput.hpp"
 #include "test_support.hpp"
 

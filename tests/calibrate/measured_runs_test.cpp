@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "headroom/calibrate/measured_runs.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 
 namespace headroom::calibrate {
 namespace {

@@ -11,8 +11,8 @@
 #include <sstream>
 #include <thread>
 
-#include "headroom/estimator/atomic_file.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/atomic_file.hpp"
+#include "headroom/core/error.hpp"
 
 namespace headroom {
 namespace {

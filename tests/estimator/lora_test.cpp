@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "../test_support.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/memory.hpp"
 
 namespace headroom {

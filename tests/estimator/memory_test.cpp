@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "../test_support.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/residual_fit.hpp"
 
 namespace headroom {

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../cli_support.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/search.hpp"

@@ -8,7 +8,7 @@
 
 #include "../cli_support.hpp"
 #include "cli.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/memory.hpp"
 
 namespace headroom {

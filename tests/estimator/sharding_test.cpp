@@ -13,7 +13,7 @@
 
 #include "cli.hpp"
 #include "../cli_support.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/sharding.hpp"
 
 namespace headroom {

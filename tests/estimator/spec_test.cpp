@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "../test_support.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/framework.hpp"
-#include "headroom/estimator/json_schema.hpp"
+#include "headroom/core/json_schema.hpp"
 #include "headroom/estimator/memory.hpp"
 
 namespace headroom {

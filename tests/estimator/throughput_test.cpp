@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../test_support.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/lora.hpp"
 #include "headroom/estimator/memory.hpp"
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <typeinfo>
 
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 
 namespace headroom::fuzz {
 

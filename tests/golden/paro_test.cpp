@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/sharding.hpp"
 
 namespace headroom {

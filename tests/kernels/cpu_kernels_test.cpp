@@ -1,8 +1,8 @@
 // Every CPU kernel passes its check against the reference on small cases, and the harness times it.
 #include <gtest/gtest.h>
 
-#include "headroom/estimator/collectives.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/collectives.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/kernels/harness.hpp"
 
 namespace headroom::kernels {

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/sharding.hpp"
 #include "headroom/estimator/throughput.hpp"

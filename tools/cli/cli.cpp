@@ -9,7 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 
 namespace headroom::cli {
 

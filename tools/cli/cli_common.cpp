@@ -6,8 +6,8 @@
 #include <cstdio>
 
 #include "headroom/calibrate/profile.hpp"
-#include "headroom/estimator/error.hpp"
-#include "headroom/estimator/json_schema.hpp"
+#include "headroom/core/error.hpp"
+#include "headroom/core/json_schema.hpp"
 #include "headroom/estimator/lora.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/sharding.hpp"

@@ -24,8 +24,8 @@
 #include "headroom/calibrate/ingest_nccl_tests.hpp"
 #include "headroom/calibrate/profile.hpp"
 #include "headroom/calibrate/sweep.hpp"
-#include "headroom/estimator/atomic_file.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/atomic_file.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/kernels/backend.hpp"
 #include "headroom/kernels/mpi.hpp"
 

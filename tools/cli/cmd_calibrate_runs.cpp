@@ -15,7 +15,7 @@
 #include "headroom/calibrate/fit_runs.hpp"
 #include "headroom/calibrate/measured_runs.hpp"
 #include "headroom/calibrate/profile.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/memory.hpp"
 
 namespace headroom::cli {

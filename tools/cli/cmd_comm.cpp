@@ -7,7 +7,7 @@
 
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/sharding.hpp"
 

@@ -4,7 +4,7 @@
 
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/sharding.hpp"
 #include "headroom/estimator/launch_args.hpp"
 

@@ -6,7 +6,7 @@
 
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/lora.hpp"
 #include "headroom/estimator/mtsl.hpp"
 #include "headroom/estimator/throughput.hpp"

@@ -5,13 +5,13 @@
 
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/throughput.hpp"
 #include "headroom/simulator/collectives.hpp"
 #include "headroom/simulator/step.hpp"
-#include "headroom/estimator/atomic_file.hpp"
+#include "headroom/core/atomic_file.hpp"
 #include "headroom/simulator/trace.hpp"
 
 namespace headroom::cli {

@@ -10,7 +10,7 @@
 
 #include "cli.hpp"
 #include "headroom/calibrate/profile.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/spec.hpp"
 #include "planner.hpp"
 

@@ -19,7 +19,7 @@
 
 #include "cli.hpp"
 #include "cli_common.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/lora.hpp"
 #include "headroom/estimator/memory.hpp"
@@ -58,25 +58,8 @@ struct Estimate {
   Perf perf;
 };
 
-// "--tp 3 does not divide ..." → "tp 3 does not divide ...": the library names the CLI's flags; the Python API
-// names its keywords (the flags' names with '_' for '-').
-std::string fields_not_flags(std::string_view message) {
-  std::string out;
-  for (std::size_t i = 0; i < message.size(); ++i) {
-    const bool flag = message.compare(i, 2, "--") == 0 && i + 2 < message.size() && message[i + 2] >= 'a' &&
-                      message[i + 2] <= 'z' && (i == 0 || message[i - 1] == ' ' || message[i - 1] == '(');
-    if (!flag) {
-      out += message[i];
-      continue;
-    }
-    for (i += 2; i < message.size() && (std::isalnum(static_cast<unsigned char>(message[i])) || message[i] == '-'); ++i)
-      out += message[i] == '-' ? '_' : message[i];
-    --i;
-  }
-  return out;
-}
-
-[[noreturn]] void raise(const Error& e) { throw py::value_error(fields_not_flags(cli::one_line(e.what()))); }
+// The library's message with its fields named as keywords (tp, not --tp).
+[[noreturn]] void raise(const Error& e) { throw py::value_error(cli::one_line(e.message(FieldNames::keywords))); }
 
 Interval interval(const ErrorBand& band, double value, double unit) {
   if (!band.known) return std::nullopt;
@@ -182,7 +165,7 @@ LayoutRequest Planner::request(const LayoutKeywords& k) const {
 }
 
 Layout Planner::layout(const LayoutKeywords& k) const {
-  if (k.seq == 0) throw Error("--seq is required (tokens per sequence)");
+  if (k.seq == 0) throw Error(field("seq") + " is required (tokens per sequence)");
   return build_layout(specs_.model, specs_.framework, request(k));
 }
 
@@ -353,7 +336,7 @@ py::dict Planner::estimate_many(const py::dict& columns, const std::string& on_e
       try {
         price_row(r, out, i);
       } catch (const Error& e) {
-        if (errors[part].first == n) errors[part] = {i, fields_not_flags(cli::one_line(e.what()))};
+        if (errors[part].first == n) errors[part] = {i, cli::one_line(e.message(FieldNames::keywords))};
         if (on_error == "raise") return;
         out.peak[i] = out.capacity[i] = out.margin[i] = out.step[i] = out.tokens[i] = out.tflops[i] = out.mfu[i] = nan;
         out.fits[i] = false;
@@ -385,7 +368,7 @@ py::dict Planner::estimate_many(const py::dict& columns, const std::string& on_e
 }
 
 void Planner::price_row(const LayoutRequest& r, const Columns& out, std::size_t i) const {
-  if (r.seq == 0) throw Error("--seq is required (tokens per sequence)");
+  if (r.seq == 0) throw Error(field("seq") + " is required (tokens per sequence)");
   const Layout l = build_layout(specs_.model, specs_.framework, r);
   const double peak = peak_memory_bytes(specs_.model, specs_.cluster, l, specs_.framework.residual);
   const double capacity = specs_.cluster.gpu.usable_memory_bytes;

@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "headroom/estimator/collectives.hpp"
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/collectives.hpp"
+#include "headroom/core/error.hpp"
 
 namespace headroom::calibrate {
 

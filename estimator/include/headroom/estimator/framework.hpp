@@ -57,7 +57,7 @@ struct LayoutRequest {
   PipelineSplit split;
 };
 // The framework's defaults, then the request; every size checked (each at most 10^12 and their products too),
-// then validate_model_split and validate_layout. Errors name the field as the CLI flag (--tp, --gpus, ...).
+// then validate_model_split and validate_layout. Errors carry the fields they name (error.hpp field()).
 [[nodiscard]] Layout build_layout(const ModelSpec& model, const FrameworkProfile& framework, const LayoutRequest& r);
 // Largest count accepted (sizes, batch, sequence): keeps every product of two counts inside int64.
 inline constexpr std::int64_t kMaxCount = 1'000'000'000'000;     // 10^12

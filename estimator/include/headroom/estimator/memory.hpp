@@ -10,7 +10,7 @@
 #include "headroom/estimator/layout.hpp"
 #include "headroom/estimator/residual.hpp"
 #include "headroom/estimator/spec.hpp"
-#include "headroom/estimator/units.hpp"
+#include "headroom/core/units.hpp"
 
 namespace headroom {
 

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 
 #if defined(HEADROOM_HIP)
 #include "headroom/kernels/vendor_hip.hpp"

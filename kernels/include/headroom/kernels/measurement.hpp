@@ -8,7 +8,7 @@
 #include <string_view>
 #include <variant>
 
-#include "headroom/estimator/collectives.hpp"
+#include "headroom/core/collectives.hpp"
 
 namespace headroom::kernels {
 

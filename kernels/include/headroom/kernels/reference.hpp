@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-#include "headroom/estimator/collectives.hpp"
+#include "headroom/core/collectives.hpp"
 
 namespace headroom::kernels::reference {
 

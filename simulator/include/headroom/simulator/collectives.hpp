@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "headroom/estimator/collectives.hpp"
+#include "headroom/core/collectives.hpp"
 #include "headroom/simulator/engine.hpp"
 #include "headroom/simulator/topology.hpp"
 

@@ -1,4 +1,4 @@
-#include "headroom/estimator/atomic_file.hpp"
+#include "headroom/core/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 
 namespace headroom {
 namespace fs = std::filesystem;

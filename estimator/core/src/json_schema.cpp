@@ -1,9 +1,9 @@
-#include "headroom/estimator/json_schema.hpp"
+#include "headroom/core/json_schema.hpp"
 
 #include <cmath>
 #include <string>
 
-#include "headroom/estimator/error.hpp"
+#include "headroom/core/error.hpp"
 
 namespace headroom {
 namespace {

@@ -1,0 +1,66 @@
+#include "headroom/core/error.hpp"
+
+#include <array>
+#include <utility>
+
+namespace headroom {
+namespace {
+
+constexpr char kOpen = '\x1e', kClose = '\x1f';  // ASCII record/unit separators: never in a user's text
+
+struct Renamed {
+  std::string_view field, flag;
+};
+// The fields whose flag is not "--" + the name with '-' for '_': Megatron-LM's argument names.
+constexpr std::array<Renamed, 2> kRenamed{{
+    {"first_stage_layers", "--decoder-first-pipeline-num-layers"},
+    {"last_stage_layers", "--decoder-last-pipeline-num-layers"},
+}};
+
+std::string render(const std::string& marked, FieldNames names) {
+  std::string out;
+  out.reserve(marked.size());
+  for (std::size_t i = 0; i < marked.size(); ++i) {
+    const std::size_t end = marked[i] == kOpen ? marked.find(kClose, i) : std::string::npos;
+    if (end == std::string::npos) {
+      out += marked[i];
+      continue;
+    }
+    const std::string_view name(marked.data() + i + 1, end - i - 1);
+    out += names == FieldNames::flags ? flag_of_field(name) : std::string(name);
+    i = end;
+  }
+  return out;
+}
+
+std::vector<std::string> fields_in(const std::string& marked) {
+  std::vector<std::string> fields;
+  for (std::size_t i = marked.find(kOpen); i != std::string::npos; i = marked.find(kOpen, i + 1)) {
+    const std::size_t end = marked.find(kClose, i);
+    if (end == std::string::npos) break;
+    fields.emplace_back(marked, i + 1, end - i - 1);
+  }
+  return fields;
+}
+
+}  // namespace
+
+std::string field(std::string_view name) { return kOpen + std::string(name) + kClose; }
+
+std::string flag_of_field(std::string_view name) {
+  for (const auto& r : kRenamed)
+    if (r.field == name) return std::string(r.flag);
+  std::string flag = "--";
+  for (const char c : name) flag += c == '_' ? '-' : c;
+  return flag;
+}
+
+Error::Error(const std::string& message)
+    : std::runtime_error(render(message, FieldNames::flags)),
+      marked_(std::make_shared<const Marked>(Marked{message, fields_in(message)})) {}
+
+const std::vector<std::string>& Error::fields() const { return marked_->fields; }
+
+std::string Error::message(FieldNames names) const { return render(marked_->text, names); }
+
+}  // namespace headroom
