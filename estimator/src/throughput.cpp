@@ -371,45 +371,56 @@ double pipeline_send_seconds(const ModelSpec& m, const PerfContext& p, const Lay
   return (inside ? p.intra : p.inter).seconds(act_bytes) * (1.0 - p.coef.pp_overlap);
 }
 
-PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layout& l) {
-  const PerfCoefficients& c = p.coef;
-  const double t = d(l.tp), cp = d(l.cp), pp = d(l.pp), v = d(std::max<std::int64_t>(1, l.vpp));
-  const double micro = d(l.microbatches());
-  const double s = d(l.seq);
-  const std::int64_t gpn = p.gpus_per_node;
+namespace {
 
-  // ---- one layer, one micro-batch ----
+struct LayerPassTimes {
+  PassTimes forward, backward;
+};
+
+// One decoder layer, one micro-batch: compute, with its exposed TP/SP and CP traffic.
+LayerPassTimes layer_pass_times(const ModelSpec& m, const PerfContext& p, const Layout& l) {
+  const PerfCoefficients& c = p.coef;
   const LayerPasses lc = layer_compute_seconds(m, p, l);
   const double attn_f = lc.forward.attention;
   const RecomputeFactors rc = recompute_factors(l.recompute);
-  PassTimes fwd = compute_only(lc.forward), bwd = compute_only(lc.backward);
-
+  LayerPassTimes x{compute_only(lc.forward), compute_only(lc.backward)};
   // TP/SP (Korthikanti et al. 2023 Sec. 4.2.2): 2 all-gathers + 2 reduce-scatters of s·b·h/c per pass (the same
   // bytes as 2 all-reduces without SP); full recompute repeats the forward ones.
   if (l.tp > 1) {
-    const std::int64_t per_node = members_per_node(1, l.tp, gpn);
-    const double bytes = activation_tensor_bytes(m, l) * t;  // the whole s·b·h/c tensor the SP ring assembles
+    const std::int64_t per_node = members_per_node(1, l.tp, p.gpus_per_node);
+    const double bytes = activation_tensor_bytes(m, l) * d(l.tp);  // the whole s·b·h/c tensor the SP ring assembles
     const double gather = per_node >= l.tp ? ring_gather_seconds(bytes, l.tp, p.intra)
                                            : ring_gather_across_nodes_seconds(bytes, l.tp, per_node, p.intra, p.inter);
     const double one = 4.0 * gather * (1.0 - c.tp_overlap);
-    fwd.tp = one;
-    bwd.tp = (1.0 + rc.gemm) * one;
+    x.forward.tp = one;
+    x.backward.tp = (1.0 + rc.gemm) * one;
   }
   // CP (Liu et al. 2023 ring attention; TransformerEngine's load-balanced variant): c − 1 ring steps pass the
   // local K and V (2·(s/c)·b·h·k/a BF16, heads split over t) forward; backward passes K, V and dK, dV.
   // Each step overlaps with the attention block it feeds.
   if (l.cp > 1) {
-    const bool inside = members_per_node(l.tp, l.cp, gpn) >= l.cp;
+    const bool inside = members_per_node(l.tp, l.cp, p.gpus_per_node) >= l.cp;
     const Link& link = inside ? p.intra : p.cp_inter;
     const double kv = cp_kv_bytes(m, l);
-    const double steps = cp - 1.0;
+    const double steps = d(l.cp) - 1.0;
     const double comm_f = steps * link.seconds(kv), comm_b = steps * link.seconds(2.0 * kv);
-    fwd.cp = std::max(0.0, comm_f - c.cp_overlap * attn_f);
-    bwd.cp = std::max(0.0, comm_b - c.cp_overlap * kAttentionBackwardRatio * attn_f) + rc.attention * fwd.cp;
+    x.forward.cp = std::max(0.0, comm_f - c.cp_overlap * attn_f);
+    x.backward.cp =
+        std::max(0.0, comm_b - c.cp_overlap * kAttentionBackwardRatio * attn_f) + rc.attention * x.forward.cp;
   }
+  return x;
+}
+
+// One micro-batch through the first, a middle and the last pipeline stage, forward and backward.
+struct StagePasses {
+  PassTimes first_f, first_b, body_f, body_b, last_f, last_b;
+  std::int64_t middle_stage = 0;
+};
+
+StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Layout& l, const LayerPassTimes& layer) {
   // PP: each micro-batch sends its activations forward and their gradient backward across every stage boundary,
   // v times with interleaving.
-  const double pp_comm = v * pipeline_send_seconds(m, p, l);
+  const double pp_comm = d(std::max<std::int64_t>(1, l.vpp)) * pipeline_send_seconds(m, p, l);
   // One micro-batch through the decoder layers of a stage (layout.hpp's stage_layers: L/p, or Megatron-LM's
   // uneven first/last stages), with its boundary traffic; the middle stages are all alike.
   const auto stage_pass = [&](const PassTimes& one_layer, std::int64_t stage) {
@@ -417,37 +428,75 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
     x.pp = pp_comm;
     return x;
   };
-  const std::int64_t middle_stage = std::min<std::int64_t>(1, l.pp - 1);
-  const PassTimes body_f = stage_pass(fwd, middle_stage), body_b = stage_pass(bwd, middle_stage);
-
+  StagePasses x;
+  x.middle_stage = std::min<std::int64_t>(1, l.pp - 1);
+  x.body_f = stage_pass(layer.forward, x.middle_stage), x.body_b = stage_pass(layer.backward, x.middle_stage);
   // First stage: embedding lookup (elementwise). Last stage: LM head GEMM and the FP32 loss.
-  PassTimes first_f = stage_pass(fwd, 0), first_b = stage_pass(bwd, 0);
-  PassTimes last_f = stage_pass(fwd, l.pp - 1), last_b = stage_pass(bwd, l.pp - 1);
+  x.first_f = stage_pass(layer.forward, 0), x.first_b = stage_pass(layer.backward, 0);
+  x.last_f = stage_pass(layer.forward, l.pp - 1), x.last_b = stage_pass(layer.backward, l.pp - 1);
   const PipelineEnds ends = pipeline_end_seconds(m, p, l);
-  first_f.elementwise += ends.embedding_s;
-  first_b.elementwise += ends.embedding_s;
-  last_f.gemm += ends.head_forward_s;
-  last_b.gemm += ends.head_backward_s;
-  last_f.elementwise += ends.loss_s;
-  last_b.elementwise += ends.loss_s;
+  x.first_f.elementwise += ends.embedding_s;
+  x.first_b.elementwise += ends.embedding_s;
+  x.last_f.gemm += ends.head_forward_s;
+  x.last_b.gemm += ends.head_backward_s;
+  x.last_f.elementwise += ends.loss_s;
+  x.last_b.elementwise += ends.loss_s;
   if (l.pp == 1) {
-    last_f += first_f;
-    last_f += scaled(body_f, -1.0);
-    last_b += first_b;
-    last_b += scaled(body_b, -1.0);
+    x.last_f += x.first_f;
+    x.last_f += scaled(x.body_f, -1.0);
+    x.last_b += x.first_b;
+    x.last_b += scaled(x.body_b, -1.0);
   }
+  return x;
+}
+
+// DP over the DP×CP group (Megatron's distributed optimizer shards over both): PaRO volumes for the layout's
+// sharding, flat NCCL rings. Per-micro-batch gathers hide behind that micro-batch's pass (forward_s, backward_s);
+// the once-per-step gradient sync behind the last backward and the parameter gather behind the first forward.
+double exposed_dp_seconds(const PerfContext& p, const Layout& l, const DpParameters& stage_params, double forward_s,
+                          double backward_s) {
+  const std::int64_t group = l.dp * l.cp;
+  if (group <= 1) return 0.0;
+  CommSetup cs;
+  cs.params = stage_params.gathered;
+  cs.trainable = stage_params.trainable;
+  cs.gpus = group;
+  cs.group_size = sharding_group_size(l, p.gpus_per_node);
+  cs.weight_bytes = l.precision.weight_bytes;
+  cs.grad_bytes = l.precision.grad_bytes > 0 ? l.precision.grad_bytes : l.precision.weight_bytes;
+  cs.optimizer_bytes = l.precision.optimizer_bytes;
+  Strategy st;
+  st.sharding = l.sharding;
+  st.collectives = Collectives::ring;
+  const StageVolumes vol = communication_volume(st, cs);
+  const double f = p.coef.dp_overlap;
+  const double mb_f = volume_seconds(vol.forward_gather_params, cs.weight_bytes, cs, p);
+  const double mb_b = volume_seconds(vol.backward_gather_params, cs.weight_bytes, cs, p) +
+                      volume_seconds(vol.backward_reduce_grads, cs.grad_bytes, cs, p);
+  const double sync = volume_seconds(vol.update_sync_grads, cs.grad_bytes, cs, p);
+  const double gather = volume_seconds(vol.update_gather_params, cs.weight_bytes, cs, p);
+  return d(l.microbatches()) * (std::max(0.0, mb_f - f * forward_s) + std::max(0.0, mb_b - f * backward_s)) +
+         std::max(0.0, sync - f * backward_s) + std::max(0.0, gather - f * forward_s);
+}
+
+}  // namespace
+
+PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layout& l) {
+  const double pp = d(l.pp), v = d(std::max<std::int64_t>(1, l.vpp));
+  const double micro = d(l.microbatches());
+  const StagePasses x = stage_pass_times(m, p, l, layer_pass_times(m, p, l));
 
   // The slowest stage sets the 1F1B steady state; fill and drain cost (p − 1)/v stage-times (Narayanan et al.
   // 2021 Sec. 2.2: bubble (p − 1)/m of the ideal time, (p − 1)/(v·m) interleaved; GPipe's is the same as 1F1B).
   // An even split's middle stages are never the slowest (the first has the same layers and the embedding); an
   // uneven one's can be.
-  const double first = first_f.total() + first_b.total();
-  const double last = last_f.total() + last_b.total();
-  const double middle = body_f.total() + body_b.total();
+  const double first = x.first_f.total() + x.first_b.total();
+  const double last = x.last_f.total() + x.last_b.total();
+  const double middle = x.body_f.total() + x.body_b.total();
   std::int64_t slowest = l.pp == 1 || last >= first ? l.pp - 1 : 0;
-  if (l.pp > 2 && middle > std::max(first, last)) slowest = middle_stage;
-  const PassTimes& sf = slowest == l.pp - 1 ? last_f : slowest == 0 ? first_f : body_f;
-  const PassTimes& sb = slowest == l.pp - 1 ? last_b : slowest == 0 ? first_b : body_b;
+  if (l.pp > 2 && middle > std::max(first, last)) slowest = x.middle_stage;
+  const PassTimes& sf = slowest == l.pp - 1 ? x.last_f : slowest == 0 ? x.first_f : x.body_f;
+  const PassTimes& sb = slowest == l.pp - 1 ? x.last_b : slowest == 0 ? x.first_b : x.body_b;
   const double mean = l.pp == 1 ? last : (first + last + (pp - 2.0) * middle) / pp;
 
   PerfEstimate e;
@@ -458,46 +507,20 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   br.gemm_s = all.gemm;
   br.attention_s = all.attention;
   br.elementwise_s = all.elementwise;
-  br.overhead_s = all.overhead + c.step_overhead_s;
+  br.overhead_s = all.overhead + p.coef.step_overhead_s;
   br.tp_comm_s = all.tp;
   br.cp_comm_s = all.cp;
   br.pp_comm_s = all.pp;
   br.bubble_s = (pp - 1.0) / v * mean;
-
-  // DP over the DP×CP group (Megatron's distributed optimizer shards over both): PaRO volumes for the
-  // layout's sharding, flat NCCL rings. Per-micro-batch gathers hide behind that micro-batch's pass; the
-  // once-per-step gradient sync behind the last backward and the parameter gather behind the first forward.
-  const std::int64_t group = l.dp * l.cp;
   const DpParameters stage_params = dp_parameters_per_gpu(m, l, br.slowest_stage);
-  if (group > 1) {
-    CommSetup cs;
-    cs.params = stage_params.gathered;
-    cs.trainable = stage_params.trainable;
-    cs.gpus = group;
-    cs.group_size = sharding_group_size(l, gpn);
-    cs.weight_bytes = l.precision.weight_bytes;
-    cs.grad_bytes = l.precision.grad_bytes > 0 ? l.precision.grad_bytes : l.precision.weight_bytes;
-    cs.optimizer_bytes = l.precision.optimizer_bytes;
-    Strategy st;
-    st.sharding = l.sharding;
-    st.collectives = Collectives::ring;
-    const StageVolumes vol = communication_volume(st, cs);
-    const double f = c.dp_overlap;
-    const double tf = sf.total(), tb = sb.total();
-    const double mb_f = volume_seconds(vol.forward_gather_params, cs.weight_bytes, cs, p);
-    const double mb_b = volume_seconds(vol.backward_gather_params, cs.weight_bytes, cs, p) +
-                        volume_seconds(vol.backward_reduce_grads, cs.grad_bytes, cs, p);
-    const double sync = volume_seconds(vol.update_sync_grads, cs.grad_bytes, cs, p);
-    const double gather = volume_seconds(vol.update_gather_params, cs.weight_bytes, cs, p);
-    br.dp_comm_s = micro * (std::max(0.0, mb_f - f * tf) + std::max(0.0, mb_b - f * tb)) +
-                   std::max(0.0, sync - f * tb) + std::max(0.0, gather - f * tf);
-  }
-  br.optimizer_s = optimizer_step_seconds(p, l, stage_params.trainable / shard_divisor(l.sharding.optimizer, l, gpn));
+  br.dp_comm_s = exposed_dp_seconds(p, l, stage_params, sf.total(), sb.total());
+  br.optimizer_s =
+      optimizer_step_seconds(p, l, stage_params.trainable / shard_divisor(l.sharding.optimizer, l, p.gpus_per_node));
 
   e.step_time_s = br.total_s();
   const double sequences = d(l.gbs);
   e.model_flops = model_flops_per_step(m, l.seq, sequences);
-  e.tokens_per_s = sequences * s / e.step_time_s;
+  e.tokens_per_s = sequences * d(l.seq) / e.step_time_s;
   const double gpus = d(l.gpus());
   e.tflops_per_gpu = e.model_flops / (e.step_time_s * gpus) / 1e12;
   e.mfu = e.model_flops / (e.step_time_s * gpus * p.peak_flops);

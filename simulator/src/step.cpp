@@ -44,167 +44,30 @@ class StepBuilder {
         opt_(o) {}
 
   StepResult build_and_run() {
-    const std::int64_t p = l_.pp, v = std::max<std::int64_t>(1, l_.vpp), micro = l_.microbatches();
-    const LayerPasses lc = layer_compute_seconds(m_, perf_, l_);  // the throughput model's, per layer and pass
-    const RecomputeFactors rc = recompute_factors(l_.recompute);
-    const double act_bytes = activation_tensor_bytes(m_, l_);
-
-    // TP/SP (Korthikanti et al. 2023): 2 all-gathers + 2 reduce-scatters of s·b·h/c per layer and pass.
-    double tp_fwd = 0;
-    if (l_.tp > 1) {
-      std::vector<std::int64_t> g;
-      for (std::int64_t i = 0; i < l_.tp; ++i) g.push_back(ranks_.rank(i, 0, 0, 0));
-      tp_fwd =
-          4.0 * collective(Collective::all_gather, act_bytes * d(l_.tp), g, Group::tp) * (1.0 - perf_.coef.tp_overlap);
-    }
-    const double tp_bwd = (1.0 + rc.gemm) * tp_fwd;
-    // CP ring attention: c − 1 exchanges of the local K, V (backward: K, V, dK, dV), behind attention. The
-    // exchanges are P2P sends to the ring neighbour (TransformerEngine's CP), so a ring across nodes crosses each
-    // boundary through one NIC (one channel, collective() below) at cp_inter_efficiency of it where collectives
-    // reach inter_efficiency (throughput.hpp); the topology has one rate per link, so such a ring moves its bytes
-    // scaled by inter_efficiency / cp_inter_efficiency.
-    double cp_fwd = 0, cp_bwd = 0;
-    if (l_.cp > 1) {
-      std::vector<std::int64_t> g;
-      for (std::int64_t i = 0; i < l_.cp; ++i) g.push_back(ranks_.rank(0, i, 0, 0));
-      const bool across_nodes = topo_.node_of(g.front()) != topo_.node_of(g.back());
-      const double p2p = across_nodes ? perf_.inter_efficiency / perf_.coef.cp_inter_efficiency : 1.0;
-      const double kv = cp_kv_bytes(m_, l_);
-      const double ring_f = collective(Collective::all_gather, p2p * kv * d(l_.cp), g, Group::cp);
-      const double ring_b = collective(Collective::all_gather, p2p * 2.0 * kv * d(l_.cp), g, Group::cp);
-      cp_fwd = std::max(0.0, ring_f - perf_.coef.cp_overlap * lc.forward.attention);
-      cp_bwd = std::max(0.0, ring_b - perf_.coef.cp_overlap * kAttentionBackwardRatio * lc.forward.attention) +
-               rc.attention * cp_fwd;
-    }
-    // First stage: embedding; last: LM head GEMM and the FP32 loss (throughput.hpp's terms).
-    const PipelineEnds ends = pipeline_end_seconds(m_, perf_, l_);
-
-    // Activations one micro-batch leaves on a layer (memory.hpp), freed by its backward.
-    const double act_layer = activation_bytes_per_layer(m_, l_);
-
+    const LayerCosts layer = layer_costs();
     StepResult out;
     out.gpus = l_.gpus();
     out.tp = l_.tp;
     TaskGraph& g = out.graph;
-    const auto vs_count = p * v;
-    // first/last task of each (virtual stage, micro-batch, pass)
-    std::map<std::tuple<std::int64_t, std::int64_t, bool>, std::pair<TaskId, TaskId>> pass;
-    std::vector<std::vector<PassOp>> order(static_cast<std::size_t>(p));
-    for (std::int64_t st = 0; st < p; ++st)
-      order[static_cast<std::size_t>(st)] = stage_schedule(l_.schedule, st, p, micro, v);
-
-    // Build each stage's chain first (without cross-stage edges), then link them.
+    const std::int64_t p = l_.pp;
+    PassEnds pass;
     std::vector<TaskId> last_work(static_cast<std::size_t>(p));  // a stage's last compute or TP task
     std::vector<UpdateComm> update(static_cast<std::size_t>(p));
     last_pass_.assign(static_cast<std::size_t>(p), {});
-    // Per micro-batch FSDP traffic starts with the pass; the layer after dp_overlap of the pass waits for it.
-    const double f = std::clamp(perf_.coef.dp_overlap, 0.0, 1.0);
-    const double pp_send_s = pipeline_send_seconds(m_, perf_, l_);
+    // Build each stage's chain first (without cross-stage edges), then link them.
     for (std::int64_t st = 0; st < p; ++st) {
       const auto sti = static_cast<std::size_t>(st);
-      std::vector<TaskId> prev;
-      const MicrobatchComm mbc = microbatch_dp_seconds(st);
       update[sti] = update_dp_seconds(st);
-      // The once-per-step parameter all-gather of sharded optimizer states (PaRO Sec. 3.1.1) belongs to the
-      // previous step's update; frameworks overlap it with the next forward (Megatron-LM's overlap-param-gather):
-      // it runs from the step's start and the first forward waits for it after dp_overlap of its layers, as
-      // the analytical model's max(0, gather − dp_overlap·forward) has it.
-      std::vector<TaskId> update_gather;
-      if (update[sti].gather_s > 0)
-        update_gather.push_back(add_task(g, stage_task(OpKind::dp_comm, st, Lane::dp, update[sti].gather_s), {}));
-      const std::vector<PassOp>& ops = order[sti];
-      for (std::size_t index = 0; index < ops.size(); ++index) {
-        const PassOp& op = ops[index];
-        const std::int64_t vs = op.chunk * p + st;
-        // The chunk's decoder layers (layout.hpp). A chunk with none (Megatron-LM's
-        // --account-for-embedding-in-pipeline-split at one layer per chunk) still runs its embedding or head: one task.
-        const std::int64_t layers = chunk_layers(m_, l_, st, op.chunk);
-        const std::int64_t tasks = std::max<std::int64_t>(1, layers);
-        const double layer_share = layers > 0 ? 1.0 : 0.0;
-        // Per-micro-batch gathers are waited for dp_overlap of the way through the chunk's layers: the layer at that
-        // point is split there, as the analytical model's max(0, gather − dp_overlap·pass) has it.
-        const std::int64_t wait_layer = std::min(tasks - 1, static_cast<std::int64_t>(f * d(layers)));
-        const double wait_fraction = std::clamp(f * d(layers) - d(wait_layer), 0.0, 1.0);
-        // The stage's last v passes (backward, one per chunk with interleaving): one stage-backward of one micro-batch,
-        // over which the gradient sync overlaps (the analytical model's dp_overlap · backward).
-        const auto tail = static_cast<std::size_t>(v);
-        std::vector<TaskId> ignored;
-        std::vector<TaskId>& pass_tasks = index + tail >= ops.size() ? last_pass_[sti] : ignored;
-        std::optional<TaskId> first;
-        const auto chain = [&](const Task& t) {  // next on the stage's chain, after what `prev` holds
-          const TaskId id = add_task(g, t, prev);
-          if (!first) first = id;
-          prev = {id};
-          pass_tasks.push_back(id);
-        };
-        std::vector<TaskId> fsdp;
-        if (const double sec = op.forward ? mbc.forward_s : mbc.backward_s; sec > 0)
-          fsdp.push_back(add_task(g, stage_task(OpKind::dp_comm, st, Lane::dp, sec, &op), prev));
-        // They start with a zero-length marker: the gradient sync may start with them (dp_overlap 1), not before
-        // while the stage idles in the pipeline's drain.
-        if (index + tail == ops.size()) chain(stage_task(OpKind::join, st, Lane::compute, 0.0, &op));
-        for (std::int64_t layer = 0; layer < tasks; ++layer) {
-          double seconds = layer_share * (op.forward ? lc.forward.total() + cp_fwd : lc.backward.total() + cp_bwd);
-          if (layer == 0 && vs == 0) seconds += ends.embedding_s;
-          if (layer == tasks - 1 && vs == vs_count - 1)
-            seconds += (op.forward ? ends.head_forward_s : ends.head_backward_s) + ends.loss_s;
-          const OpKind kind = op.forward ? OpKind::compute_fwd : OpKind::compute_bwd;
-          if (layer == wait_layer) {
-            if (wait_fraction > 0)
-              chain(stage_task(kind, st, Lane::compute, wait_fraction * seconds, &op));  // before the wait
-            seconds -= wait_fraction * seconds;
-            prev.insert(prev.end(), fsdp.begin(), fsdp.end());
-            prev.insert(prev.end(), update_gather.begin(), update_gather.end());
-            update_gather.clear();
-          }
-          chain(stage_task(kind, st, Lane::compute, seconds, &op));
-          if (tp_fwd > 0 && layers > 0)
-            chain(stage_task(OpKind::tp_comm, st, Lane::tp_cp, op.forward ? tp_fwd : tp_bwd, &op));
-        }
-        last_work[sti] = prev.front();
-        pass[{vs, op.microbatch, op.forward}] = {*first, prev.front()};
-        // The stage is held while its pipeline send (or receive) of the pass runs, less what the framework
-        // overlaps (throughput.hpp's pipeline_send_seconds, as the analytical model charges every stage and pass).
-        if (pp_send_s > 0) prev = {add_task(g, stage_task(OpKind::pp_send, st, Lane::pp_send, pp_send_s, &op), prev)};
-      }
+      last_work[sti] = add_stage_chain(g, st, layer, update[sti], pass);
     }
-    // Pipeline edges: forward vs−1 → vs, backward vs+1 → vs, the last virtual stage's forward → its backward.
-    // Crossing GPUs, the t·c GPUs of the replica each send s·b·h/(t·c) BF16 (Narayanan et al. 2021 Sec. 4.1).
-    for (std::int64_t vs = 0; vs < vs_count; ++vs) {
-      for (std::int64_t mb = 0; mb < micro; ++mb) {
-        if (vs > 0)
-          link_stages(g, pass.at({vs - 1, mb, true}).second, pass.at({vs, mb, true}).first, vs - 1, vs, mb, act_bytes);
-        if (vs + 1 < vs_count)
-          link_stages(g, pass.at({vs + 1, mb, false}).second, pass.at({vs, mb, false}).first, vs + 1, vs, mb,
-                      act_bytes);
-        else
-          boost::add_edge(pass.at({vs, mb, true}).second, pass.at({vs, mb, false}).first, g);
-      }
-    }
-    // DP: after each stage's last backward, the once-per-step gradient sync (PaRO Sec. 3.1.1) over the DP×CP
-    // group, starting dp_overlap of the last backward early; then the optimizer.
+    link_pipeline(g, pass);
     for (std::int64_t st = 0; st < p; ++st) {
       const auto sti = static_cast<std::size_t>(st);
-      std::vector<TaskId> deps{last_work[sti]};
-      if (update[sti].sync_s > 0) {
-        // Start it when (1 − dp_overlap) of the stage's last backward passes have run (their compute and TP tasks,
-        // after the marker); k = 0 (fully overlapped): with the marker.
-        const std::vector<TaskId>& last_bwd = last_pass_[sti];
-        const auto n = static_cast<std::int64_t>(last_bwd.size()) - 1;
-        const auto k = static_cast<std::size_t>(std::clamp((1.0 - f) * d(n), 0.0, d(n)));
-        deps.push_back(add_task(g, stage_task(OpKind::dp_comm, st, Lane::dp, update[sti].sync_s), {last_bwd[k]}));
-      }
-      const double shard_params =
-          dp_parameters_per_gpu(m_, l_, st).trainable / shard_divisor(l_.sharding.optimizer, l_, perf_.gpus_per_node);
-      (void)add_task(g,
-                     stage_task(OpKind::optimizer, st, Lane::optimizer,
-                                optimizer_step_seconds(perf_, l_, shard_params) + perf_.coef.step_overhead_s),
-                     deps);
+      add_update(g, st, last_work[sti], update[sti]);
     }
-
     out.run = run(g, topo_, opt_.engine);
     out.step_time_s = out.run.makespan_s;
-    report(out, act_layer);
+    report(out, activation_bytes_per_layer(m_, l_));  // what one micro-batch leaves on a layer (memory.hpp)
     return out;
   }
 
@@ -479,6 +342,180 @@ class StepBuilder {
     const double pipeline_end = *std::max_element(last_bwd_end.begin(), last_bwd_end.end());
     out.bubble_s = std::max(0.0, pipeline_end - best_busy);
     out.bubble_fraction = best_busy > 0 ? out.bubble_s / best_busy : 0.0;
+  }
+
+  // One decoder layer's compute per pass (the throughput model's) and its exposed TP/SP and CP time; the
+  // pipeline's ends (embedding on the first stage, LM head and FP32 loss on the last).
+  struct LayerCosts {
+    LayerPasses compute;
+    double tp_fwd = 0, tp_bwd = 0, cp_fwd = 0, cp_bwd = 0;
+    PipelineEnds ends;
+  };
+  // First and last task of each (virtual stage, micro-batch, forward) pass.
+  using PassEnds = std::map<std::tuple<std::int64_t, std::int64_t, bool>, std::pair<TaskId, TaskId>>;
+  // What a stage's chain carries from one pass to the next.
+  struct Chain {
+    std::vector<TaskId> prev;           // what the next task waits for
+    std::vector<TaskId> update_gather;  // the step's parameter gather, until the first forward waits for it
+  };
+
+  LayerCosts layer_costs() {
+    LayerCosts x;
+    x.compute = layer_compute_seconds(m_, perf_, l_);
+    x.ends = pipeline_end_seconds(m_, perf_, l_);
+    const RecomputeFactors rc = recompute_factors(l_.recompute);
+    // TP/SP (Korthikanti et al. 2023): 2 all-gathers + 2 reduce-scatters of s·b·h/c per layer and pass.
+    if (l_.tp > 1) {
+      std::vector<std::int64_t> g;
+      for (std::int64_t i = 0; i < l_.tp; ++i) g.push_back(ranks_.rank(i, 0, 0, 0));
+      x.tp_fwd = 4.0 * collective(Collective::all_gather, activation_tensor_bytes(m_, l_) * d(l_.tp), g, Group::tp) *
+                 (1.0 - perf_.coef.tp_overlap);
+    }
+    x.tp_bwd = (1.0 + rc.gemm) * x.tp_fwd;
+    // CP ring attention: c − 1 exchanges of the local K, V (backward: K, V, dK, dV), behind attention. The
+    // exchanges are P2P sends to the ring neighbour (TransformerEngine's CP), so a ring across nodes crosses each
+    // boundary through one NIC (one channel, collective() below) at cp_inter_efficiency of it where collectives
+    // reach inter_efficiency (throughput.hpp); the topology has one rate per link, so such a ring moves its bytes
+    // scaled by inter_efficiency / cp_inter_efficiency.
+    if (l_.cp > 1) {
+      std::vector<std::int64_t> g;
+      for (std::int64_t i = 0; i < l_.cp; ++i) g.push_back(ranks_.rank(0, i, 0, 0));
+      const bool across_nodes = topo_.node_of(g.front()) != topo_.node_of(g.back());
+      const double p2p = across_nodes ? perf_.inter_efficiency / perf_.coef.cp_inter_efficiency : 1.0;
+      const double kv = cp_kv_bytes(m_, l_);
+      const double ring_f = collective(Collective::all_gather, p2p * kv * d(l_.cp), g, Group::cp);
+      const double ring_b = collective(Collective::all_gather, p2p * 2.0 * kv * d(l_.cp), g, Group::cp);
+      const double attention = x.compute.forward.attention;
+      x.cp_fwd = std::max(0.0, ring_f - perf_.coef.cp_overlap * attention);
+      x.cp_bwd =
+          std::max(0.0, ring_b - perf_.coef.cp_overlap * kAttentionBackwardRatio * attention) + rc.attention * x.cp_fwd;
+    }
+    return x;
+  }
+
+  // Stage st's passes in its schedule's order, chained; returns its last compute or TP task.
+  TaskId add_stage_chain(TaskGraph& g, std::int64_t st, const LayerCosts& layer, const UpdateComm& update,
+                         PassEnds& pass) {
+    const std::int64_t p = l_.pp, v = std::max<std::int64_t>(1, l_.vpp);
+    const std::vector<PassOp> ops = stage_schedule(l_.schedule, st, p, l_.microbatches(), v);
+    const MicrobatchComm mbc = microbatch_dp_seconds(st);
+    const double pp_send_s = pipeline_send_seconds(m_, perf_, l_);
+    Chain chain;
+    // The once-per-step parameter all-gather of sharded optimizer states (PaRO Sec. 3.1.1) belongs to the
+    // previous step's update; frameworks overlap it with the next forward (Megatron-LM's overlap-param-gather):
+    // it runs from the step's start and the first forward waits for it after dp_overlap of its layers, as
+    // the analytical model's max(0, gather − dp_overlap·forward) has it.
+    if (update.gather_s > 0)
+      chain.update_gather.push_back(add_task(g, stage_task(OpKind::dp_comm, st, Lane::dp, update.gather_s), {}));
+    TaskId last_work{};
+    for (std::size_t index = 0; index < ops.size(); ++index) {
+      const PassOp& op = ops[index];
+      // The stage's last v passes (backward, one per chunk with interleaving): one stage-backward of one
+      // micro-batch, over which the gradient sync overlaps (the analytical model's dp_overlap · backward).
+      const std::size_t from_end = ops.size() - index;
+      const auto [first, last] =
+          add_pass(g, st, op, layer, op.forward ? mbc.forward_s : mbc.backward_s,
+                   from_end <= static_cast<std::size_t>(v), from_end == static_cast<std::size_t>(v), chain);
+      last_work = last;
+      pass[{op.chunk * p + st, op.microbatch, op.forward}] = {first, last};
+      // The stage is held while its pipeline send (or receive) of the pass runs, less what the framework
+      // overlaps (throughput.hpp's pipeline_send_seconds, as the analytical model charges every stage and pass).
+      if (pp_send_s > 0)
+        chain.prev = {add_task(g, stage_task(OpKind::pp_send, st, Lane::pp_send, pp_send_s, &op), chain.prev)};
+    }
+    return last_work;
+  }
+
+  // One pass (a chunk's layers, forward or backward, of one micro-batch) on the stage's chain, with its FSDP
+  // traffic (fsdp_s). `tail`: one of the stage's last v passes (their tasks are kept for the gradient sync);
+  // `marker`: the first of them. Returns the pass's first and last compute or TP task.
+  std::pair<TaskId, TaskId> add_pass(TaskGraph& g, std::int64_t st, const PassOp& op, const LayerCosts& layer,
+                                     double fsdp_s, bool tail, bool marker, Chain& chain) {
+    const std::int64_t vs = op.chunk * l_.pp + st, vs_count = l_.pp * std::max<std::int64_t>(1, l_.vpp);
+    const double f = std::clamp(perf_.coef.dp_overlap, 0.0, 1.0);
+    // The chunk's decoder layers (layout.hpp). A chunk with none (Megatron-LM's
+    // --account-for-embedding-in-pipeline-split at one layer per chunk) still runs its embedding or head: one task.
+    const std::int64_t layers = chunk_layers(m_, l_, st, op.chunk);
+    const std::int64_t tasks = std::max<std::int64_t>(1, layers);
+    const double layer_share = layers > 0 ? 1.0 : 0.0;
+    // Per-micro-batch gathers are waited for dp_overlap of the way through the chunk's layers: the layer at that
+    // point is split there, as the analytical model's max(0, gather − dp_overlap·pass) has it.
+    const std::int64_t wait_layer = std::min(tasks - 1, static_cast<std::int64_t>(f * d(layers)));
+    const double wait_fraction = std::clamp(f * d(layers) - d(wait_layer), 0.0, 1.0);
+    std::vector<TaskId> ignored;
+    std::vector<TaskId>& pass_tasks = tail ? last_pass_[static_cast<std::size_t>(st)] : ignored;
+    std::optional<TaskId> first;
+    const auto next = [&](const Task& t) {  // next on the stage's chain, after what chain.prev holds
+      const TaskId id = add_task(g, t, chain.prev);
+      if (!first) first = id;
+      chain.prev = {id};
+      pass_tasks.push_back(id);
+    };
+    // Per micro-batch FSDP traffic starts with the pass; the layer after dp_overlap of the pass waits for it.
+    std::vector<TaskId> fsdp;
+    if (fsdp_s > 0) fsdp.push_back(add_task(g, stage_task(OpKind::dp_comm, st, Lane::dp, fsdp_s, &op), chain.prev));
+    // The last passes start with a zero-length marker: the gradient sync may start with them (dp_overlap 1), not
+    // before while the stage idles in the pipeline's drain.
+    if (marker) next(stage_task(OpKind::join, st, Lane::compute, 0.0, &op));
+    const PipelineEnds& ends = layer.ends;
+    const OpKind kind = op.forward ? OpKind::compute_fwd : OpKind::compute_bwd;
+    for (std::int64_t i = 0; i < tasks; ++i) {
+      double seconds = layer_share * (op.forward ? layer.compute.forward.total() + layer.cp_fwd
+                                                 : layer.compute.backward.total() + layer.cp_bwd);
+      if (i == 0 && vs == 0) seconds += ends.embedding_s;
+      if (i == tasks - 1 && vs == vs_count - 1)
+        seconds += (op.forward ? ends.head_forward_s : ends.head_backward_s) + ends.loss_s;
+      if (i == wait_layer) {
+        if (wait_fraction > 0) next(stage_task(kind, st, Lane::compute, wait_fraction * seconds, &op));  // before it
+        seconds -= wait_fraction * seconds;
+        chain.prev.insert(chain.prev.end(), fsdp.begin(), fsdp.end());
+        chain.prev.insert(chain.prev.end(), chain.update_gather.begin(), chain.update_gather.end());
+        chain.update_gather.clear();
+      }
+      next(stage_task(kind, st, Lane::compute, seconds, &op));
+      if (layer.tp_fwd > 0 && layers > 0)
+        next(stage_task(OpKind::tp_comm, st, Lane::tp_cp, op.forward ? layer.tp_fwd : layer.tp_bwd, &op));
+    }
+    return {*first, chain.prev.front()};
+  }
+
+  // Pipeline edges: forward vs−1 → vs, backward vs+1 → vs, the last virtual stage's forward → its backward.
+  // Crossing GPUs, the t·c GPUs of the replica each send s·b·h/(t·c) BF16 (Narayanan et al. 2021 Sec. 4.1).
+  void link_pipeline(TaskGraph& g, const PassEnds& pass) {
+    const std::int64_t vs_count = l_.pp * std::max<std::int64_t>(1, l_.vpp);
+    const double act_bytes = activation_tensor_bytes(m_, l_);
+    for (std::int64_t vs = 0; vs < vs_count; ++vs) {
+      for (std::int64_t mb = 0; mb < l_.microbatches(); ++mb) {
+        if (vs > 0)
+          link_stages(g, pass.at({vs - 1, mb, true}).second, pass.at({vs, mb, true}).first, vs - 1, vs, mb, act_bytes);
+        if (vs + 1 < vs_count)
+          link_stages(g, pass.at({vs + 1, mb, false}).second, pass.at({vs, mb, false}).first, vs + 1, vs, mb,
+                      act_bytes);
+        else
+          boost::add_edge(pass.at({vs, mb, true}).second, pass.at({vs, mb, false}).first, g);
+      }
+    }
+  }
+
+  // DP: after stage st's last backward, the once-per-step gradient sync (PaRO Sec. 3.1.1) over the DP×CP group,
+  // starting dp_overlap of the last backward early; then the optimizer.
+  void add_update(TaskGraph& g, std::int64_t st, TaskId last_work, const UpdateComm& update) {
+    const double f = std::clamp(perf_.coef.dp_overlap, 0.0, 1.0);
+    std::vector<TaskId> deps{last_work};
+    if (update.sync_s > 0) {
+      // Start it when (1 − dp_overlap) of the stage's last backward passes have run (their compute and TP tasks,
+      // after the marker); k = 0 (fully overlapped): with the marker.
+      const std::vector<TaskId>& last_bwd = last_pass_[static_cast<std::size_t>(st)];
+      const auto n = static_cast<std::int64_t>(last_bwd.size()) - 1;
+      const auto k = static_cast<std::size_t>(std::clamp((1.0 - f) * d(n), 0.0, d(n)));
+      deps.push_back(add_task(g, stage_task(OpKind::dp_comm, st, Lane::dp, update.sync_s), {last_bwd[k]}));
+    }
+    const double shard_params =
+        dp_parameters_per_gpu(m_, l_, st).trainable / shard_divisor(l_.sharding.optimizer, l_, perf_.gpus_per_node);
+    (void)add_task(g,
+                   stage_task(OpKind::optimizer, st, Lane::optimizer,
+                              optimizer_step_seconds(perf_, l_, shard_params) + perf_.coef.step_overhead_s),
+                   deps);
   }
 
   const ModelSpec& m_;
