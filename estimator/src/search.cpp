@@ -140,18 +140,87 @@ void restrict_to_framework(SearchOptions& o, const FrameworkProfile& f) {
   o.uneven_stages = f.uneven_pipeline_stages;
 }
 
+namespace {
+
+// One search's fixed inputs and its result; each price_* call walks one level of the layout space.
+struct Search {
+  const ModelSpec& m;
+  const ClusterSpec& cluster;
+  const ResidualModel& residual;
+  const SearchOptions& o;
+  const Layout& base;
+  PerfContext ctx;
+  std::vector<StateSharding> shardings;
+  SearchResult& result;
+
+  [[nodiscard]] bool wanted(const Layout& l) const {
+    return std::all_of(o.constraints.begin(), o.constraints.end(),
+                       [&](const Constraint& c) { return satisfies(l, c); });
+  }
+  [[nodiscard]] bool schedule_wanted(Schedule x) const {
+    return o.schedules.empty() || std::find(o.schedules.begin(), o.schedules.end(), x) != o.schedules.end();
+  }
+
+  // Every micro-batch size of a layout whose other fields are set. Memory grows with b (activations, logits):
+  // the first b that does not fit ends the row.
+  void price_microbatches(Layout& l, const std::vector<std::int64_t>& mbss) {
+    const double capacity = cluster.gpu.usable_memory_bytes;
+    bool full = false;
+    for (std::int64_t b : mbss) {
+      l.mbs = b;
+      if (!wanted(l) || !interleaving_runs(l)) continue;
+      ++result.evaluated;
+      if (full) continue;
+      ++result.memory_checked;
+      const double peak = peak_memory_bytes(m, cluster, l, residual);
+      if (o.peak_band.known ? o.peak_band.upper(peak) > capacity : peak > capacity) {
+        full = true;
+        continue;
+      }
+      ++result.fitting;
+      const PerfEstimate e = estimate_perf(m, ctx, l);
+      const RankedLayout ranked{l, e.step_time_s, e.tokens_per_s, e.tflops_per_gpu, e.mfu, peak, capacity};
+      insert_top(result.best, o.top, ranked);
+      insert_pareto(result.pareto, ranked);
+    }
+  }
+
+  // The schedules, SP, shardings and recompute modes of one (t, c, p, d, v) shape, then its micro-batch sizes.
+  void price_choices(Layout& l, std::int64_t v, const std::vector<std::int64_t>& mbss) {
+    const std::int64_t p = l.pp;
+    for (int sched = 0; sched < 2; ++sched) {  // 1F1B/interleaved, then GPipe (v = 1, p > 1)
+      if (sched == 1 && (v > 1 || p == 1)) continue;
+      l.vpp = v;
+      l.schedule = sched == 1 ? Schedule::gpipe : v > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+      // p = 1 runs no pipeline: any framework launches it whatever schedules it lists.
+      if (p > 1 && !schedule_wanted(l.schedule)) continue;
+      for (int sp = 0; sp < 2; ++sp) {  // the framework's default, then SP off
+        if (sp == 1 && (l.tp == 1 || !o.try_without_sp || !base.sequence_parallel)) continue;
+        l.sequence_parallel = sp == 0 ? base.sequence_parallel : false;
+        for (const StateSharding& s : shardings) {
+          l.sharding = s;
+          for (Recompute r : o.recomputes) {
+            l.recompute = r;
+            price_microbatches(l, mbss);
+          }
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+
 SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const Layout& base,
                           const ResidualModel& residual, const PerfCoefficients& coefficients, const SearchOptions& o) {
   if (o.gpus <= 0) throw Error(field("gpus") + " must be a positive integer (got " + std::to_string(o.gpus) + ")");
   if (o.seq <= 0) throw Error(field("seq") + " must be a positive integer (got " + std::to_string(o.seq) + ")");
   if (o.gbs <= 0) throw Error(field("gbs") + " must be a positive integer (got " + std::to_string(o.gbs) + ")");
-  const PerfContext ctx(coefficients, cluster);
-  std::vector<StateSharding> shardings = o.shardings;
-  if (shardings.empty())
-    for (const auto& s : all_shardings())
-      if (satisfies_principle1(s)) shardings.push_back(s);
-
   SearchResult result;
+  Search search{m, cluster, residual, o, base, PerfContext(coefficients, cluster), o.shardings, result};
+  if (search.shardings.empty())
+    for (const auto& s : all_shardings())
+      if (satisfies_principle1(s)) search.shardings.push_back(s);
   result.best.reserve(o.top + 1);
   result.pareto.reserve(4096);
   std::vector<std::int64_t> tps, cps, pps, vpps, mbss;
@@ -160,14 +229,6 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
   pps.reserve(4096);
   vpps.reserve(4096);
   mbss.reserve(8192);
-  const double capacity = cluster.gpu.usable_memory_bytes;
-  const auto schedule_ok = [&](Schedule x) {
-    return o.schedules.empty() || std::find(o.schedules.begin(), o.schedules.end(), x) != o.schedules.end();
-  };
-  const auto ok = [&](const Layout& l) {
-    return std::all_of(o.constraints.begin(), o.constraints.end(),
-                       [&](const Constraint& c) { return satisfies(l, c); });
-  };
 
   Layout l = base;
   l.seq = o.seq;
@@ -190,52 +251,11 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
         const std::int64_t d = o.gpus / (t * c * p);
         if (o.gbs % d != 0) continue;
         divisors_of(o.gbs / d, mbss);
-        l.pp = p;
+        l.tp = t, l.cp = c, l.pp = p, l.dp = d;
         l.split = split;
         divisors_of(chunkable_layers(m, l), vpps);
-        for (std::int64_t v : vpps) {
-          if ((o.max_vpp > 0 && v > o.max_vpp) || (p == 1 && v > 1)) continue;
-          for (int sched = 0; sched < 2; ++sched) {  // 1F1B/interleaved, then GPipe (v = 1, p > 1)
-            if (sched == 1 && (v > 1 || p == 1)) continue;
-            l.tp = t;
-            l.cp = c;
-            l.dp = d;
-            l.vpp = v;
-            l.schedule = sched == 1 ? Schedule::gpipe : v > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
-            // p = 1 runs no pipeline: any framework launches it whatever schedules it lists.
-            if (p > 1 && !schedule_ok(l.schedule)) continue;
-            for (int sp = 0; sp < 2; ++sp) {  // the framework's default, then SP off
-              if (sp == 1 && (t == 1 || !o.try_without_sp || !base.sequence_parallel)) continue;
-              l.sequence_parallel = sp == 0 ? base.sequence_parallel : false;
-              for (const StateSharding& s : shardings) {
-                l.sharding = s;
-                for (Recompute r : o.recomputes) {
-                  l.recompute = r;
-                  // Memory grows with b (activations, logits): the first b that does not fit ends the row.
-                  bool full = false;
-                  for (std::int64_t b : mbss) {
-                    l.mbs = b;
-                    if (!ok(l) || !interleaving_runs(l)) continue;
-                    ++result.evaluated;
-                    if (full) continue;
-                    ++result.memory_checked;
-                    const double peak = peak_memory_bytes(m, cluster, l, residual);
-                    if (o.peak_band.known ? o.peak_band.upper(peak) > capacity : peak > capacity) {
-                      full = true;
-                      continue;
-                    }
-                    ++result.fitting;
-                    const PerfEstimate e = estimate_perf(m, ctx, l);
-                    const RankedLayout ranked{l,     e.step_time_s, e.tokens_per_s, e.tflops_per_gpu,
-                                              e.mfu, peak,          capacity};
-                    insert_top(result.best, o.top, ranked);
-                    insert_pareto(result.pareto, ranked);
-                  }
-                }
-              }
-            }
-          }
-        }
+        for (std::int64_t v : vpps)
+          if ((o.max_vpp <= 0 || v <= o.max_vpp) && (p > 1 || v == 1)) search.price_choices(l, v, mbss);
       }
     }
   }
