@@ -95,107 +95,99 @@ PerfEstimate perf_at(const ResolvedSpecs& r, Layout l, std::int64_t tokens) {
   return estimate_perf(r.model, r.cluster, l, r.coefficients);
 }
 
-void run_mtsl(const MtslOptions& o, std::ostream& out) {
-  const ResolvedSpecs r = resolve(o.specs, o.profile);
-  const Layout base = o.layout.build(r.model, r.framework);
-  if (!o.sweep.empty() && !o.target_seq.empty()) throw Error("give at most one of --sweep and --target-seq");
-
-  if (!o.target_seq.empty()) {
-    const std::int64_t s = parse_count("--target-seq", o.target_seq);
-    const std::int64_t n_max = parse_count("--max-gpus", o.max_gpus);
-    const auto fits = smallest_layouts_for_seq(r.model, r.cluster, base, r.framework.residual, s, n_max);
-    if (o.json) {
-      nlohmann::json arr = nlohmann::json::array();
-      for (const auto& f : fits)
-        arr.push_back({{"layout", layout_to_json(r.model, f.layout)}, {"peak_gib", f.peak_bytes / kGiB}});
-      print_json(out, nlohmann::json{{"model", r.model.name},
-                                     {"gpu", r.cluster.gpu.name},
-                                     {"cluster", r.cluster.name},
-                                     {"framework", r.framework.name},
-                                     {"target_seq", s},
-                                     {"max_gpus", n_max},
-                                     {"gpus", fits.empty() ? 0 : fits.front().layout.gpus()},
-                                     {"layouts", arr}});
-      return;
-    }
-    out << "headroom mtsl --target-seq " << s << ": " << r.model.name << " on " << r.cluster.gpu.name << ", "
-        << r.framework.name << (base.lora.enabled() ? ", LoRA rank " + std::to_string(base.lora.rank) : "") << "\n";
-    if (fits.empty()) {
-      out << "no layout up to " << n_max << " GPUs trains " << s << " tokens\n";
-      return;
-    }
-    out << "smallest: " << fits.front().layout.gpus() << " GPUs, " << fits.size() << " layouts\n\n";
-    char line[160];
-    std::snprintf(line, sizeof line, "%4s %4s %4s %4s %10s %8s\n", "tp", "cp", "pp", "dp", "peak GiB", "of GiB");
-    out << line;
-    for (const auto& f : fits) {
-      std::snprintf(line, sizeof line, "%4lld %4lld %4lld %4lld %10.2f %8.2f\n", static_cast<long long>(f.layout.tp),
-                    static_cast<long long>(f.layout.cp), static_cast<long long>(f.layout.pp),
-                    static_cast<long long>(f.layout.dp), f.peak_bytes / kGiB, r.cluster.gpu.usable_memory_bytes / kGiB);
-      out << line;
-    }
-    return;
-  }
-
-  std::vector<SweepPoint> points;
-  if (o.sweep.empty()) {
-    points.push_back({0, base, max_trainable_seq(r.model, r.cluster, base, r.framework.residual)});
-  } else {
-    points = run_sweep(o, r, base);
-  }
-  const std::string what = o.sweep.substr(0, o.sweep.find('='));
+// --target-seq: the smallest layouts that train s tokens.
+void run_target_seq(const MtslOptions& o, const ResolvedSpecs& r, const Layout& base, std::ostream& out) {
+  const std::int64_t s = parse_count("--target-seq", o.target_seq);
+  const std::int64_t n_max = parse_count("--max-gpus", o.max_gpus);
+  const auto fits = smallest_layouts_for_seq(r.model, r.cluster, base, r.framework.residual, s, n_max);
   if (o.json) {
-    nlohmann::json doc = {{"model", r.model.name},
-                          {"gpu", r.cluster.gpu.name},
-                          {"cluster", r.cluster.name},
-                          {"framework", r.framework.name},
-                          {"layout", layout_to_json(r.model, base)}};
-    doc["layout"].erase("seq");
-    if (o.sweep.empty()) {
-      doc.update(result_to_json(points.front().result));
-      if (!o.profile.empty() && points.front().result.tokens > 0) {
-        const PerfEstimate p = perf_at(r, base, points.front().result.tokens);
-        doc["perf_at_mtsl"] = {{"step_time_s", p.step_time_s},
-                               {"tokens_per_s", p.tokens_per_s},
-                               {"tflops_per_gpu", p.tflops_per_gpu},
-                               {"coefficients", r.coefficients.name}};
-      }
-    } else {
-      nlohmann::json arr = nlohmann::json::array();
-      for (const auto& p : points) {
-        nlohmann::json e = result_to_json(p.result);
-        e[what == "gpus" ? "gpus" : "lora_rank"] = p.value;
-        arr.push_back(e);
-      }
-      doc["sweep"] = {{"variable", what}, {"points", arr}};
-    }
-    print_json(out, doc);
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& f : fits)
+      arr.push_back({{"layout", layout_to_json(r.model, f.layout)}, {"peak_gib", f.peak_bytes / kGiB}});
+    print_json(out, nlohmann::json{{"model", r.model.name},
+                                   {"gpu", r.cluster.gpu.name},
+                                   {"cluster", r.cluster.name},
+                                   {"framework", r.framework.name},
+                                   {"target_seq", s},
+                                   {"max_gpus", n_max},
+                                   {"gpus", fits.empty() ? 0 : fits.front().layout.gpus()},
+                                   {"layouts", arr}});
     return;
   }
-  print_header(out, r, base);
-  char line[200];
+  out << "headroom mtsl --target-seq " << s << ": " << r.model.name << " on " << r.cluster.gpu.name << ", "
+      << r.framework.name << (base.lora.enabled() ? ", LoRA rank " + std::to_string(base.lora.rank) : "") << "\n";
+  if (fits.empty()) {
+    out << "no layout up to " << n_max << " GPUs trains " << s << " tokens\n";
+    return;
+  }
+  out << "smallest: " << fits.front().layout.gpus() << " GPUs, " << fits.size() << " layouts\n\n";
+  char line[160];
+  std::snprintf(line, sizeof line, "%4s %4s %4s %4s %10s %8s\n", "tp", "cp", "pp", "dp", "peak GiB", "of GiB");
+  out << line;
+  for (const auto& f : fits) {
+    std::snprintf(line, sizeof line, "%4lld %4lld %4lld %4lld %10.2f %8.2f\n", static_cast<long long>(f.layout.tp),
+                  static_cast<long long>(f.layout.cp), static_cast<long long>(f.layout.pp),
+                  static_cast<long long>(f.layout.dp), f.peak_bytes / kGiB, r.cluster.gpu.usable_memory_bytes / kGiB);
+    out << line;
+  }
+}
+
+// mtsl --json: the one MTSL (with the step at it under --profile) or the sweep's points.
+nlohmann::json mtsl_json(const MtslOptions& o, const ResolvedSpecs& r, const Layout& base,
+                         const std::vector<SweepPoint>& points, const std::string& what) {
+  nlohmann::json doc = {{"model", r.model.name},
+                        {"gpu", r.cluster.gpu.name},
+                        {"cluster", r.cluster.name},
+                        {"framework", r.framework.name},
+                        {"layout", layout_to_json(r.model, base)}};
+  doc["layout"].erase("seq");
   if (o.sweep.empty()) {
-    const MtslResult& m = points.front().result;
-    out << "MTSL: " << m.tokens << " tokens" << (m.capped ? " (capped: memory barely grows with s)" : "")
-        << (m.granularity > 1 ? " (multiples of " + std::to_string(m.granularity) + ")" : "") << "\n";
-    out << "peak at MTSL: " << format_gib(m.peak_bytes, 3) << " GiB of " << format_gib(m.capacity_bytes, 3)
-        << " GiB usable (" << format_mib(m.capacity_bytes - m.peak_bytes) << " MiB to spare); " << m.granularity
-        << " more token" << (m.granularity > 1 ? "s" : "") << " would need "
-        << format_mib(m.next_peak_bytes - m.capacity_bytes) << " MiB more than there is\n";
-    if (m.tokens > r.model.max_context)
-      out << "note: " << m.tokens << " tokens is beyond the " << r.model.max_context << " tokens " << r.model.name
-          << " was trained with (max_context): memory allows it, the model's position encoding may not\n";
-    out << "binding: stage " << m.binding_stage << ", " << m.binding_term << " ("
-        << (m.closed_form ? "closed form, linear in s" : "bisection") << ")\n";
-    if (!o.profile.empty() && m.tokens > 0) {
-      const PerfEstimate p = perf_at(r, base, m.tokens);
-      std::snprintf(line, sizeof line,
-                    "predicted step at MTSL: %.3f s, %.0f tokens/s, %.1f TFLOP/s per GPU (coefficients: %s)\n",
-                    p.step_time_s, p.tokens_per_s, p.tflops_per_gpu, r.coefficients.name.c_str());
-      out << line;
+    doc.update(result_to_json(points.front().result));
+    if (!o.profile.empty() && points.front().result.tokens > 0) {
+      const PerfEstimate p = perf_at(r, base, points.front().result.tokens);
+      doc["perf_at_mtsl"] = {{"step_time_s", p.step_time_s},
+                             {"tokens_per_s", p.tokens_per_s},
+                             {"tflops_per_gpu", p.tflops_per_gpu},
+                             {"coefficients", r.coefficients.name}};
     }
-    return;
+    return doc;
   }
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& p : points) {
+    nlohmann::json e = result_to_json(p.result);
+    e[what == "gpus" ? "gpus" : "lora_rank"] = p.value;
+    arr.push_back(e);
+  }
+  doc["sweep"] = {{"variable", what}, {"points", arr}};
+  return doc;
+}
+
+// The one MTSL as text: tokens, the peak there, what binds, and the step at it under --profile.
+void print_mtsl(const MtslOptions& o, const ResolvedSpecs& r, const Layout& base, const MtslResult& m,
+                std::ostream& out) {
+  out << "MTSL: " << m.tokens << " tokens" << (m.capped ? " (capped: memory barely grows with s)" : "")
+      << (m.granularity > 1 ? " (multiples of " + std::to_string(m.granularity) + ")" : "") << "\n";
+  out << "peak at MTSL: " << format_gib(m.peak_bytes, 3) << " GiB of " << format_gib(m.capacity_bytes, 3)
+      << " GiB usable (" << format_mib(m.capacity_bytes - m.peak_bytes) << " MiB to spare); " << m.granularity
+      << " more token" << (m.granularity > 1 ? "s" : "") << " would need "
+      << format_mib(m.next_peak_bytes - m.capacity_bytes) << " MiB more than there is\n";
+  if (m.tokens > r.model.max_context)
+    out << "note: " << m.tokens << " tokens is beyond the " << r.model.max_context << " tokens " << r.model.name
+        << " was trained with (max_context): memory allows it, the model's position encoding may not\n";
+  out << "binding: stage " << m.binding_stage << ", " << m.binding_term << " ("
+      << (m.closed_form ? "closed form, linear in s" : "bisection") << ")\n";
+  if (!o.profile.empty() && m.tokens > 0) {
+    const PerfEstimate p = perf_at(r, base, m.tokens);
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "predicted step at MTSL: %.3f s, %.0f tokens/s, %.1f TFLOP/s per GPU (coefficients: %s)\n",
+                  p.step_time_s, p.tokens_per_s, p.tflops_per_gpu, r.coefficients.name.c_str());
+    out << line;
+  }
+}
+
+void print_sweep(const std::vector<SweepPoint>& points, const std::string& what, std::ostream& out) {
+  char line[200];
   std::snprintf(line, sizeof line, "%10s %12s %6s %12s %14s\n", what.c_str(), "MTSL tokens", "stage", "binding",
                 "peak@MTSL GiB");
   out << line;
@@ -205,6 +197,31 @@ void run_mtsl(const MtslOptions& o, std::ostream& out) {
                   std::string(p.result.binding_term).c_str(), p.result.peak_bytes / kGiB);
     out << line;
   }
+}
+
+void run_mtsl(const MtslOptions& o, std::ostream& out) {
+  const ResolvedSpecs r = resolve(o.specs, o.profile);
+  const Layout base = o.layout.build(r.model, r.framework);
+  if (!o.sweep.empty() && !o.target_seq.empty()) throw Error("give at most one of --sweep and --target-seq");
+  if (!o.target_seq.empty()) {
+    run_target_seq(o, r, base, out);
+    return;
+  }
+  std::vector<SweepPoint> points;
+  if (o.sweep.empty())
+    points.push_back({0, base, max_trainable_seq(r.model, r.cluster, base, r.framework.residual)});
+  else
+    points = run_sweep(o, r, base);
+  const std::string what = o.sweep.substr(0, o.sweep.find('='));
+  if (o.json) {
+    print_json(out, mtsl_json(o, r, base, points, what));
+    return;
+  }
+  print_header(out, r, base);
+  if (o.sweep.empty())
+    print_mtsl(o, r, base, points.front().result, out);
+  else
+    print_sweep(points, what, out);
 }
 
 }  // namespace
