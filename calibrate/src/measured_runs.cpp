@@ -137,38 +137,38 @@ std::vector<std::vector<std::string>> csv_records(std::string_view text, std::st
                                                   std::vector<int>* first_lines) {
   std::vector<std::vector<std::string>> records;
   std::vector<std::string> record;
-  std::string field;
+  std::string cell;
   bool quoted = false, field_started = false;
   int line = 1, record_line = 1;
   auto end_record = [&] {
-    record.push_back(field);
+    record.push_back(cell);
     const bool blank = record.size() == 1 && trim(record[0]).empty();
     if (!blank) {
       records.push_back(record);
       first_lines->push_back(record_line);
     }
     record.clear();
-    field.clear();
+    cell.clear();
     field_started = false;
   };
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (quoted) {
       if (c == '"' && i + 1 < text.size() && text[i + 1] == '"')
-        field += '"', ++i;
+        cell += '"', ++i;
       else if (c == '"')
         quoted = false;
       else
-        field += c, line += c == '\n';
+        cell += c, line += c == '\n';
     } else if (c == '"' && !field_started) {
       quoted = field_started = true;
     } else if (c == ',') {
-      record.push_back(field), field.clear(), field_started = false;
+      record.push_back(cell), cell.clear(), field_started = false;
     } else if (c == '\n') {
       end_record();
       record_line = ++line;
     } else if (c != '\r') {
-      field += c, field_started = true;
+      cell += c, field_started = true;
     }
   }
   if (quoted) throw Error(at(where, record_line) + ": a quoted field is not closed");

@@ -62,7 +62,7 @@ Constraint parse_constraint(std::string_view text) {
   const auto op_at = text.find_first_of("<>=");
   if (op_at == std::string_view::npos || op_at == 0)
     throw Error(shown + " has no field and operator " + std::string(kValid));
-  const std::string_view field = text.substr(0, op_at);
+  const std::string_view name = text.substr(0, op_at);
   std::string_view rest = text.substr(op_at);
   Constraint c;
   if (rest.starts_with("<=")) {
@@ -82,18 +82,18 @@ Constraint parse_constraint(std::string_view text) {
     rest.remove_prefix(rest.starts_with("==") ? 2 : 1);
   }
   if (rest.empty()) throw Error(shown + " has no value " + std::string(kValid));
-  if (field == "recompute" || field == "sharding" || field == "schedule") {
-    if (c.op != Constraint::Op::eq) throw Error(shown + ": " + std::string(field) + " takes '=' only");
+  if (name == "recompute" || name == "sharding" || name == "schedule") {
+    if (c.op != Constraint::Op::eq) throw Error(shown + ": " + std::string(name) + " takes '=' only");
     try {
-      if (field == "recompute") {
+      if (name == "recompute") {
         c.field = Constraint::Field::recompute;
         c.recompute = parse_recompute(rest);
       }
-      if (field == "sharding") {
+      if (name == "sharding") {
         c.field = Constraint::Field::sharding;
         c.sharding = parse_sharding(rest);
       }
-      if (field == "schedule") {
+      if (name == "schedule") {
         c.field = Constraint::Field::schedule;
         c.schedule = parse_schedule(rest);
       }
@@ -106,9 +106,9 @@ Constraint parse_constraint(std::string_view text) {
       {"tp", Constraint::Field::tp}, {"cp", Constraint::Field::cp},   {"pp", Constraint::Field::pp},
       {"dp", Constraint::Field::dp}, {"vpp", Constraint::Field::vpp}, {"mbs", Constraint::Field::mbs}};
   const auto* it =
-      std::find_if(std::begin(kNumeric), std::end(kNumeric), [&](const auto& x) { return x.first == field; });
+      std::find_if(std::begin(kNumeric), std::end(kNumeric), [&](const auto& x) { return x.first == name; });
   if (it == std::end(kNumeric))
-    throw Error(shown + ": unknown field '" + std::string(field) + "' " + std::string(kValid));
+    throw Error(shown + ": unknown field '" + std::string(name) + "' " + std::string(kValid));
   c.field = it->second;
   auto [ptr, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), c.value);
   if (ec != std::errc() || ptr != rest.data() + rest.size() || c.value < 0)

@@ -8,11 +8,8 @@ namespace {
 
 constexpr char kOpen = '\x1e', kClose = '\x1f';  // ASCII record/unit separators: never in a user's text
 
-struct Renamed {
-  std::string_view field, flag;
-};
-// The fields whose flag is not "--" + the name with '-' for '_': Megatron-LM's argument names.
-constexpr std::array<Renamed, 2> kRenamed{{
+// The fields whose flag is not "--" + the name with '-' for '_' (field, flag): Megatron-LM's argument names.
+constexpr std::array<std::pair<std::string_view, std::string_view>, 2> kRenamed{{
     {"first_stage_layers", "--decoder-first-pipeline-num-layers"},
     {"last_stage_layers", "--decoder-last-pipeline-num-layers"},
 }};
@@ -48,8 +45,8 @@ std::vector<std::string> fields_in(const std::string& marked) {
 std::string field(std::string_view name) { return kOpen + std::string(name) + kClose; }
 
 std::string flag_of_field(std::string_view name) {
-  for (const auto& r : kRenamed)
-    if (r.field == name) return std::string(r.flag);
+  for (const auto& [renamed, flag] : kRenamed)
+    if (renamed == name) return std::string(flag);
   std::string flag = "--";
   for (const char c : name) flag += c == '_' ? '-' : c;
   return flag;
