@@ -195,56 +195,49 @@ void torchtitan(const ModelSpec& m, const ClusterSpec& c, const Layout& l, Launc
 
 // ---- PyTorch FSDP2 / DeviceMesh ----
 
-void pytorch(const ClusterSpec& c, const Layout& l, LaunchExport& e) {
-  auto& issues = e.fsdp_issues;
+// Which DP machinery PyTorch offers for a sharding: FSDP2 (P, G, OS together), or DDP with
+// ZeroRedundancyOptimizer (ZeRO-1 at G or I); what it cannot express goes to `issues`.
+struct PytorchPlan {
+  enum class Kind { fsdp, ddp, unsupported } kind = Kind::unsupported;
+  DpSplit split;
+  std::string fsdp1, reshard = "True";  // FSDP1's ShardingStrategy; FSDP2's reshard_after_forward
+};
+
+PytorchPlan pytorch_plan(const ClusterSpec& c, const Layout& l, std::vector<std::string>& issues) {
   const StateSharding& s = l.sharding;
   const std::string code = sharding_code(s);
-  std::ostringstream py;
-  // Which DP machinery: FSDP2 (P, G, OS together), or DDP with ZeroRedundancyOptimizer (ZeRO-1 at G or I).
-  enum class Kind { fsdp, ddp, unsupported } kind = Kind::unsupported;
-  DpSplit split{l.dp, 1, ""};
-  std::string fsdp1, reshard = "True";
+  PytorchPlan x;
+  x.split = DpSplit{l.dp, 1, ""};
   if (s.params == Shard::none && s.grads == Shard::none) {
-    kind = Kind::ddp;
-    if (s.optimizer == Shard::intra) split = dp_split(Shard::intra, l, c.gpus_per_node);
-    fsdp1 = s.optimizer == Shard::none ? "NO_SHARD" : "";
+    x.kind = PytorchPlan::Kind::ddp;
+    if (s.optimizer == Shard::intra) x.split = dp_split(Shard::intra, l, c.gpus_per_node);
+    x.fsdp1 = s.optimizer == Shard::none ? "NO_SHARD" : "";
     if (l.tp > 1)
       issues.push_back(
           "sharding " + code + " with tp " + num(l.tp) +
           ": PyTorch's public API composes DTensor "
           "tensor parallelism with FSDP2 only, not with DDP (torchtitan runs DDP only as 1-D parallelism)");
   } else if (s.grads == s.optimizer && (s.params == s.grads || s.params == Shard::none)) {
-    kind = Kind::fsdp;
-    split = dp_split(s.grads, l, c.gpus_per_node);
-    if (s.params == Shard::none) reshard = "False";
-    fsdp1 = s.grads == Shard::global ? (s.params == Shard::none ? "SHARD_GRAD_OP" : "FULL_SHARD")
-                                     : (s.params == Shard::none ? "_HYBRID_SHARD_ZERO2" : "HYBRID_SHARD");
+    x.kind = PytorchPlan::Kind::fsdp;
+    x.split = dp_split(s.grads, l, c.gpus_per_node);
+    if (s.params == Shard::none) x.reshard = "False";
+    x.fsdp1 = s.grads == Shard::global ? (s.params == Shard::none ? "SHARD_GRAD_OP" : "FULL_SHARD")
+                                       : (s.params == Shard::none ? "_HYBRID_SHARD_ZERO2" : "HYBRID_SHARD");
   } else {
     issues.push_back("sharding " + code +
                      ": FSDP shards P, G and OS at one scope (FULL_SHARD GGG, HYBRID_SHARD III, "
                      "SHARD_GRAD_OP NGG, _HYBRID_SHARD_ZERO2 NII) and DDP + ZeroRedundancyOptimizer covers NNG/NNI; " +
                      code + " has no equivalent");
   }
-  if (!split.problem.empty()) {
-    issues.push_back("sharding " + code + ": " + split.problem);
-    kind = Kind::unsupported;
+  if (!x.split.problem.empty()) {
+    issues.push_back("sharding " + code + ": " + x.split.problem);
+    x.kind = PytorchPlan::Kind::unsupported;
   }
-  py << "# PyTorch FSDP2 + DeviceMesh: " << kPytorchVersions
-     << "; on PyTorch 2.4/2.5 import fully_shard from torch.distributed._composable.fsdp.\n";
-  py << "# Launch: torchrun --nnodes " << e.nodes << " --nproc-per-node " << e.gpus_per_node << " train.py\n";
-  for (const auto& i : issues) py << "# UNSUPPORTED: " << i << "\n";
-  py << "import torch\n"
-        "from torch.distributed.device_mesh import init_device_mesh\n";
-  if (kind == Kind::fsdp) py << "from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard\n";
-  if (kind == Kind::ddp) {
-    py << "from torch.nn.parallel import DistributedDataParallel as DDP\n";
-    if (s.optimizer != Shard::none) py << "from torch.distributed.optim import ZeroRedundancyOptimizer\n";
-  }
-  py << "\n";
-  const std::int64_t rep = kind == Kind::unsupported ? l.dp : split.replicate;
-  const std::int64_t shd = kind == Kind::unsupported ? 1 : split.shard;
-  py << "mesh = init_device_mesh(\"cuda\", (" << l.pp << ", " << rep << ", " << shd << ", " << l.cp << ", " << l.tp
-     << "),\n                        mesh_dim_names=(\"pp\", \"dp_replicate\", \"dp_shard\", \"cp\", \"tp\"))\n";
+  return x;
+}
+
+// The comments that say how TP, CP, PP, recompute, LoRA and the batch map onto PyTorch's APIs.
+void write_pytorch_parallelism(std::ostringstream& py, const Layout& l) {
   if (l.tp > 1)
     py << "# tp = " << l.tp << ": parallelize_module(block, mesh[\"tp\"], plan) for every decoder block"
        << (l.sequence_parallel ? ", SequenceParallel() on the norms" : " (no sequence parallelism)") << "\n";
@@ -267,35 +260,66 @@ void pytorch(const ClusterSpec& c, const Layout& l, LaunchExport& e) {
     py << "# LoRA rank " << l.lora.rank << ": add the adapters (e.g. peft.get_peft_model) before fully_shard\n";
   py << "# micro-batch " << l.mbs << " x seq " << l.seq << " per rank; global batch " << l.gbs
      << " sequences = " << l.microbatches() << " micro-batches x dp " << l.dp << "\n";
-  if (kind == Kind::fsdp) {
-    const bool hsdp = split.replicate > 1;
-    if (l.cp > 1) {
-      py << "mesh[(\"dp_shard\", \"cp\")]._flatten(\"dp_shard_cp\")  # FSDP shards over DP x CP\n";
-      py << "dp_mesh = mesh[" << (hsdp ? R"(("dp_replicate", "dp_shard_cp"))" : R"("dp_shard_cp")") << "]\n";
-    } else {
-      py << "dp_mesh = mesh[" << (hsdp ? R"(("dp_replicate", "dp_shard"))" : R"("dp_shard")") << "]"
-         << (hsdp ? "  # HSDP: replicate x shard" : "") << "\n";
-    }
-    py << "mp = MixedPrecisionPolicy(param_dtype=torch." << (l.precision.weight_bytes == 2 ? "bfloat16" : "float32")
-       << ", reduce_dtype=torch." << (l.precision.grad_bytes == 2 ? "bfloat16" : "float32") << ")\n";
-    py << "for block in model.layers:  # one FSDP unit per decoder layer\n"
-       << "    fully_shard(block, mesh=dp_mesh, reshard_after_forward=" << reshard << ", mp_policy=mp)\n"
-       << "fully_shard(model, mesh=dp_mesh, reshard_after_forward=" << reshard << ", mp_policy=mp)\n";
-    py << "# FSDP1 equivalent: FullyShardedDataParallel(model, device_mesh=dp_mesh, use_orig_params=True,\n"
-       << "#     sharding_strategy=ShardingStrategy." << fsdp1 << ")\n";
-  } else if (kind == Kind::ddp) {
-    py << "mesh[(\"dp_replicate\", \"dp_shard\", \"cp\")]._flatten(\"dp_cp\")  # gradients are averaged over DP x CP\n";
-    py << "model = DDP(model, process_group=mesh[\"dp_cp\"].get_group())\n";
-    if (s.optimizer != Shard::none) {
-      const bool in_node = s.optimizer == Shard::intra && split.replicate > 1;
-      if (in_node && l.cp > 1)
-        py << "mesh[(\"dp_shard\", \"cp\")]._flatten(\"dp_shard_cp\")  # optimizer states sharded inside a node\n";
-      const std::string group = in_node ? (l.cp > 1 ? "dp_shard_cp" : "dp_shard") : "dp_cp";
-      py << "optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW,\n"
-         << "                                    process_group=mesh[\"" << group << "\"].get_group())\n";
-    }
-    if (!fsdp1.empty()) py << "# FSDP1 equivalent: ShardingStrategy." << fsdp1 << "\n";
+}
+
+// FSDP2's fully_shard per decoder layer over the DP (x CP) mesh, HSDP where the split replicates.
+void write_fsdp(std::ostringstream& py, const Layout& l, const PytorchPlan& x) {
+  const bool hsdp = x.split.replicate > 1;
+  if (l.cp > 1) {
+    py << "mesh[(\"dp_shard\", \"cp\")]._flatten(\"dp_shard_cp\")  # FSDP shards over DP x CP\n";
+    py << "dp_mesh = mesh[" << (hsdp ? R"(("dp_replicate", "dp_shard_cp"))" : R"("dp_shard_cp")") << "]\n";
+  } else {
+    py << "dp_mesh = mesh[" << (hsdp ? R"(("dp_replicate", "dp_shard"))" : R"("dp_shard")") << "]"
+       << (hsdp ? "  # HSDP: replicate x shard" : "") << "\n";
   }
+  py << "mp = MixedPrecisionPolicy(param_dtype=torch." << (l.precision.weight_bytes == 2 ? "bfloat16" : "float32")
+     << ", reduce_dtype=torch." << (l.precision.grad_bytes == 2 ? "bfloat16" : "float32") << ")\n";
+  py << "for block in model.layers:  # one FSDP unit per decoder layer\n"
+     << "    fully_shard(block, mesh=dp_mesh, reshard_after_forward=" << x.reshard << ", mp_policy=mp)\n"
+     << "fully_shard(model, mesh=dp_mesh, reshard_after_forward=" << x.reshard << ", mp_policy=mp)\n";
+  py << "# FSDP1 equivalent: FullyShardedDataParallel(model, device_mesh=dp_mesh, use_orig_params=True,\n"
+     << "#     sharding_strategy=ShardingStrategy." << x.fsdp1 << ")\n";
+}
+
+// DDP over DP x CP, with ZeroRedundancyOptimizer where the optimizer states are sharded.
+void write_ddp(std::ostringstream& py, const Layout& l, const PytorchPlan& x) {
+  const StateSharding& s = l.sharding;
+  py << "mesh[(\"dp_replicate\", \"dp_shard\", \"cp\")]._flatten(\"dp_cp\")  # gradients are averaged over DP x CP\n";
+  py << "model = DDP(model, process_group=mesh[\"dp_cp\"].get_group())\n";
+  if (s.optimizer != Shard::none) {
+    const bool in_node = s.optimizer == Shard::intra && x.split.replicate > 1;
+    if (in_node && l.cp > 1)
+      py << "mesh[(\"dp_shard\", \"cp\")]._flatten(\"dp_shard_cp\")  # optimizer states sharded inside a node\n";
+    const std::string group = in_node ? (l.cp > 1 ? "dp_shard_cp" : "dp_shard") : "dp_cp";
+    py << "optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW,\n"
+       << "                                    process_group=mesh[\"" << group << "\"].get_group())\n";
+  }
+  if (!x.fsdp1.empty()) py << "# FSDP1 equivalent: ShardingStrategy." << x.fsdp1 << "\n";
+}
+
+void pytorch(const ClusterSpec& c, const Layout& l, LaunchExport& e) {
+  const PytorchPlan x = pytorch_plan(c, l, e.fsdp_issues);
+  using Kind = PytorchPlan::Kind;
+  std::ostringstream py;
+  py << "# PyTorch FSDP2 + DeviceMesh: " << kPytorchVersions
+     << "; on PyTorch 2.4/2.5 import fully_shard from torch.distributed._composable.fsdp.\n";
+  py << "# Launch: torchrun --nnodes " << e.nodes << " --nproc-per-node " << e.gpus_per_node << " train.py\n";
+  for (const auto& i : e.fsdp_issues) py << "# UNSUPPORTED: " << i << "\n";
+  py << "import torch\n"
+        "from torch.distributed.device_mesh import init_device_mesh\n";
+  if (x.kind == Kind::fsdp) py << "from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard\n";
+  if (x.kind == Kind::ddp) {
+    py << "from torch.nn.parallel import DistributedDataParallel as DDP\n";
+    if (l.sharding.optimizer != Shard::none) py << "from torch.distributed.optim import ZeroRedundancyOptimizer\n";
+  }
+  py << "\n";
+  const std::int64_t rep = x.kind == Kind::unsupported ? l.dp : x.split.replicate;
+  const std::int64_t shd = x.kind == Kind::unsupported ? 1 : x.split.shard;
+  py << "mesh = init_device_mesh(\"cuda\", (" << l.pp << ", " << rep << ", " << shd << ", " << l.cp << ", " << l.tp
+     << "),\n                        mesh_dim_names=(\"pp\", \"dp_replicate\", \"dp_shard\", \"cp\", \"tp\"))\n";
+  write_pytorch_parallelism(py, l);
+  if (x.kind == Kind::fsdp) write_fsdp(py, l, x);
+  if (x.kind == Kind::ddp) write_ddp(py, l, x);
   e.fsdp_python = py.str();
 }
 
