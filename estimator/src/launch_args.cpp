@@ -98,19 +98,22 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
 
 using TomlEntry = std::tuple<std::string, std::string, std::string>;  // section, key, TOML value
 
-void torchtitan(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchExport& e) {
-  std::vector<TomlEntry> t;
-  auto& issues = e.torchtitan_issues;
-  const StateSharding& s = l.sharding;
-  const std::string code = sharding_code(s);
-  // FSDP2 shards P, G and OS over one mesh; reshard_after_forward = never keeps P unsharded from forward to the
-  // end of backward (the N of ZeRO-2's NGG at the peak); DDP (all N) only as 1-D parallelism.
+// torchtitan's data-parallel mesh for a sharding: FSDP2 shards P, G and OS over one mesh; reshard_after_forward =
+// never keeps P unsharded from forward to the end of backward (the N of ZeRO-2's NGG at the peak); DDP (all N)
+// only as 1-D parallelism. replicate = 0: no setting (the reason is in `issues`).
+struct TorchtitanDp {
   std::int64_t replicate = 0, shard = 0;
   std::string reshard;
+};
+
+TorchtitanDp torchtitan_dp(const ClusterSpec& c, const Layout& l, std::vector<std::string>& issues) {
+  const StateSharding& s = l.sharding;
+  const std::string code = sharding_code(s);
+  TorchtitanDp x;
   if (uniform(s) && s.params == Shard::none) {
     if (l.tp * l.cp * l.pp == 1) {
-      replicate = l.dp;
-      shard = 1;
+      x.replicate = l.dp;
+      x.shard = 1;
     } else {
       issues.emplace_back(
           "sharding NNN: torchtitan applies DDP only as 1-D parallelism and FSDP-shards over CP "
@@ -121,9 +124,9 @@ void torchtitan(const ModelSpec& m, const ClusterSpec& c, const Layout& l, Launc
     if (!d.problem.empty()) {
       issues.push_back("sharding " + code + ": " + d.problem);
     } else {
-      replicate = d.replicate;
-      shard = d.shard;
-      reshard = s.params == Shard::none ? "never" : "always";
+      x.replicate = d.replicate;
+      x.shard = d.shard;
+      x.reshard = s.params == Shard::none ? "never" : "always";
     }
   } else {
     issues.push_back("sharding " + code +
@@ -131,15 +134,43 @@ void torchtitan(const ModelSpec& m, const ClusterSpec& c, const Layout& l, Launc
                      "(GGG, III; NGG, NII with fsdp_reshard_after_forward = \"never\"); " +
                      code + " has no setting");
   }
+  return x;
+}
+
+// What torchtitan cannot run as headroom prices it (besides the sharding).
+void torchtitan_limits(const Layout& l, std::vector<std::string>& issues) {
+  if (l.recompute == Recompute::selective)
+    issues.emplace_back(
+        "recompute selective: torchtitan's per-op selective AC is not Megatron-LM's core-attention "
+        "recompute that headroom models; memory differs");
+  if (l.tp > 1 && !l.sequence_parallel)
+    issues.emplace_back(
+        "no sequence parallelism: torchtitan's tensor parallelism always shards the norms over the "
+        "sequence");
+  if (!l.flash_attention) issues.emplace_back("no FlashAttention: torchtitan uses SDPA's fused kernels; no setting");
+  if (l.lora.enabled()) issues.emplace_back("LoRA: torchtitan v0.2.x has no LoRA");
+  if (!l.split.even())
+    issues.emplace_back(
+        "uneven pipeline stages: headroom exports Megatron-LM's --decoder-first/last-pipeline-num-"
+        "layers only; torchtitan's first/last_stage_less_layers are not mapped");
+  if (l.pp > 1 && l.vpp > 2)
+    issues.emplace_back(
+        "pipeline_parallel_layers_per_stage: torchtitan v0.2 counts the embedding and output as "
+        "pipeline_parallel_first/last_stage_less_layers; check the stage count");
+}
+
+// The job config's [training], [parallelism] and [activation_checkpoint] entries of a layout.
+std::vector<TomlEntry> torchtitan_entries(const ModelSpec& m, const Layout& l, const TorchtitanDp& dp) {
+  std::vector<TomlEntry> t;
   const bool pp = l.pp > 1;
   t.emplace_back("training", "local_batch_size", num(pp ? l.gbs / l.dp : l.mbs));
   t.emplace_back("training", "global_batch_size", num(l.gbs));
   t.emplace_back("training", "seq_len", num(l.seq));
   if (l.precision.weight_bytes == 2) t.emplace_back("training", "mixed_precision_param", "\"bfloat16\"");
-  if (replicate > 0) {
-    t.emplace_back("parallelism", "data_parallel_replicate_degree", num(replicate));
-    t.emplace_back("parallelism", "data_parallel_shard_degree", num(shard));
-    if (!reshard.empty()) t.emplace_back("parallelism", "fsdp_reshard_after_forward", "\"" + reshard + "\"");
+  if (dp.replicate > 0) {
+    t.emplace_back("parallelism", "data_parallel_replicate_degree", num(dp.replicate));
+    t.emplace_back("parallelism", "data_parallel_shard_degree", num(dp.shard));
+    if (!dp.reshard.empty()) t.emplace_back("parallelism", "fsdp_reshard_after_forward", "\"" + dp.reshard + "\"");
   }
   t.emplace_back("parallelism", "tensor_parallel_degree", num(l.tp));
   t.emplace_back("parallelism", "context_parallel_degree", num(l.cp));
@@ -155,27 +186,14 @@ void torchtitan(const ModelSpec& m, const ClusterSpec& c, const Layout& l, Launc
       t.emplace_back("parallelism", "pipeline_parallel_layers_per_stage", num(m.num_layers / (l.pp * l.vpp)));
   }
   t.emplace_back("activation_checkpoint", "mode", "\"" + std::string(to_string(l.recompute)) + "\"");
-  if (l.recompute == Recompute::selective) {
-    t.emplace_back("activation_checkpoint", "selective_ac_option", "\"op\"");
-    issues.emplace_back(
-        "recompute selective: torchtitan's per-op selective AC is not Megatron-LM's core-attention "
-        "recompute that headroom models; memory differs");
-  }
-  if (l.tp > 1 && !l.sequence_parallel)
-    issues.emplace_back(
-        "no sequence parallelism: torchtitan's tensor parallelism always shards the norms over the "
-        "sequence");
-  if (!l.flash_attention) issues.emplace_back("no FlashAttention: torchtitan uses SDPA's fused kernels; no setting");
-  if (l.lora.enabled()) issues.emplace_back("LoRA: torchtitan v0.2.x has no LoRA");
-  if (!l.split.even())
-    issues.emplace_back(
-        "uneven pipeline stages: headroom exports Megatron-LM's --decoder-first/last-pipeline-num-"
-        "layers only; torchtitan's first/last_stage_less_layers are not mapped");
-  if (pp && l.vpp > 2)
-    issues.emplace_back(
-        "pipeline_parallel_layers_per_stage: torchtitan v0.2 counts the embedding and output as "
-        "pipeline_parallel_first/last_stage_less_layers; check the stage count");
+  if (l.recompute == Recompute::selective) t.emplace_back("activation_checkpoint", "selective_ac_option", "\"op\"");
+  return t;
+}
 
+void torchtitan(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchExport& e) {
+  auto& issues = e.torchtitan_issues;
+  const std::vector<TomlEntry> t = torchtitan_entries(m, l, torchtitan_dp(c, l, issues));
+  torchtitan_limits(l, issues);
   std::ostringstream toml;
   toml << "# torchtitan job config fragment: " << kTorchtitanVersions << "\n";
   for (const auto& i : issues) toml << "# UNSUPPORTED: " << i << "\n";
