@@ -160,34 +160,38 @@ std::string memory_text(const calibrate::FixedMemoryFit& f, const ResidualModel&
 
 }  // namespace
 
-void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDefaults& d, const std::string& out_path,
-                   bool json, std::ostream& out_stream) {
-  std::ostringstream out;  // the table; --json prints a document instead
-  const SpecLibrary lib = [&] {
-    SpecOptions so;
-    so.data_dir = d.data_dir;
-    return so.library();
-  }();
-  const PerfCoefficients shipped = default_perf_coefficients(lib, d.framework);
+// A user's runs, priced: those that trained with a measured step (for the compute fit) and every run with its
+// outcome and peak (for the memory fit).
+struct UserRuns {
   std::vector<calibrate::PricedRun> priced;
-  std::vector<calibrate::MemoryRun> memory_runs;
-  const ResidualModel residual = lib.framework(d.framework).residual;
+  std::vector<calibrate::MemoryRun> memory;
   int rows = 0;
+};
+
+UserRuns read_user_runs(const std::vector<std::string>& files, const CalibrateRunsDefaults& d,
+                        const PerfCoefficients& shipped) {
+  UserRuns u;
   for (const auto& file : files) {
     for (const auto& r : read_runs(file)) {
-      ++rows;
+      ++u.rows;
       const Resolved x = resolve_run(r, d);
-      memory_runs.push_back(memory_run(r, x));
+      u.memory.push_back(memory_run(r, x));
       if (r.outcome != calibrate::RunOutcome::ok) continue;
       if (const auto step = measured_step_s(r, x, shipped))
-        priced.push_back({x.specs.model, x.specs.cluster, x.layout, *step, r.source});
+        u.priced.push_back({x.specs.model, x.specs.cluster, x.layout, *step, r.source});
     }
   }
-  if (priced.size() < 2)
-    throw Error("--from-runs: " + std::to_string(priced.size()) + " of " + std::to_string(rows) +
+  if (u.priced.size() < 2)
+    throw Error("--from-runs: " + std::to_string(u.priced.size()) + " of " + std::to_string(u.rows) +
                 " runs trained with a measured step time, tokens/s or TFLOP/s: at least two are needed to fit the "
                 "compute efficiency and check it on a run it was not fitted on");
-  const calibrate::RunsFit fit = calibrate::fit_compute_scale(priced, shipped);
+  return u;
+}
+
+// Each run's measured step, the shipped and fitted predictions and the held-out error; then the fit's line.
+std::string compute_fit_text(const std::vector<calibrate::PricedRun>& priced, const calibrate::RunsFit& fit,
+                             const PerfCoefficients& shipped) {
+  std::ostringstream out;
   char line[400];
   std::snprintf(line, sizeof line, "%-40s %10s %10s %7s %10s %7s %9s\n", "run", "measured s", "shipped s", "error",
                 "fitted s", "error", "held out");
@@ -201,19 +205,62 @@ void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDef
                   100 * fit.held_out_errors[i]);
     out << line;
   }
-  const double shipped_err = calibrate::RunsFit::mean(fit.shipped_errors);
-  const double held_out_err = calibrate::RunsFit::mean(fit.held_out_errors);
   std::snprintf(line, sizeof line,
                 "compute efficiency x%.3f (GEMM %.3f, attention %.3f): mean step-time error %.1f%% shipped, %.1f%% "
                 "fitted, %.1f%% leave-one-out over %zu runs\n",
                 fit.compute_scale, fit.coefficients.gemm_efficiency, fit.coefficients.attention_efficiency,
-                100 * shipped_err, 100 * calibrate::RunsFit::mean(fit.fitted_errors), 100 * held_out_err,
-                priced.size());
+                100 * calibrate::RunsFit::mean(fit.shipped_errors), 100 * calibrate::RunsFit::mean(fit.fitted_errors),
+                100 * calibrate::RunsFit::mean(fit.held_out_errors), priced.size());
   out << line;
-  const calibrate::FixedMemoryFit memory = calibrate::fit_fixed_memory(memory_runs, residual);
+  return out.str();
+}
+
+nlohmann::json from_runs_json(const std::vector<calibrate::PricedRun>& priced, const calibrate::RunsFit& fit,
+                              const PerfCoefficients& k, const calibrate::FixedMemoryFit& memory, bool memory_written,
+                              const std::string& memory_not_written, const std::string& out_path) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (std::size_t i = 0; i < priced.size(); ++i)
+    runs.push_back({{"source", priced[i].source},
+                    {"measured_step_s", priced[i].measured_step_s},
+                    {"shipped_error", fit.shipped_errors[i]},
+                    {"fitted_error", fit.fitted_errors[i]},
+                    {"held_out_error", fit.held_out_errors[i]}});
+  return {{"compute_scale", fit.compute_scale},
+          {"coefficients", perf_coefficients_to_json(k)},
+          {"mean_error",
+           {{"shipped", calibrate::RunsFit::mean(fit.shipped_errors)},
+            {"fitted", calibrate::RunsFit::mean(fit.fitted_errors)},
+            {"held_out", calibrate::RunsFit::mean(fit.held_out_errors)}}},
+          {"memory",
+           {{"verdicts", memory.verdicts},
+            {"verdicts_right", memory.verdicts_right_shipped},
+            {"verdicts_right_fitted", memory.verdicts_right_fitted},
+            {"false_fits_fitted", memory.false_fits_fitted},
+            {"fixed_gib", memory.fixed_bytes / kGiB},
+            {"written", memory_written},
+            {"not_written_because", memory_not_written}}},
+          {"runs", runs},
+          {"written", out_path}};
+}
+
+void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDefaults& d, const std::string& out_path,
+                   bool json, std::ostream& out_stream) {
+  const SpecLibrary lib = [&] {
+    SpecOptions so;
+    so.data_dir = d.data_dir;
+    return so.library();
+  }();
+  const PerfCoefficients shipped = default_perf_coefficients(lib, d.framework);
+  const ResidualModel residual = lib.framework(d.framework).residual;
+  const UserRuns runs = read_user_runs(files, d, shipped);
+  const calibrate::RunsFit fit = calibrate::fit_compute_scale(runs.priced, shipped);
+  std::string text = compute_fit_text(runs.priced, fit, shipped);  // the table; --json prints a document instead
+  const calibrate::FixedMemoryFit memory = calibrate::fit_fixed_memory(runs.memory, residual);
   std::string memory_not_written;
   const auto memory_json = memory_section(memory, d.framework, memory_not_written);
-  out << memory_text(memory, residual, memory_not_written);
+  text += memory_text(memory, residual, memory_not_written);
+  const double shipped_err = calibrate::RunsFit::mean(fit.shipped_errors);
+  const double held_out_err = calibrate::RunsFit::mean(fit.held_out_errors);
   if (!(held_out_err < shipped_err))
     throw Error("--from-runs: the fit's leave-one-out error (" + std::to_string(100 * held_out_err).substr(0, 5) +
                 "%) is not below the shipped coefficients' (" + std::to_string(100 * shipped_err).substr(0, 5) +
@@ -221,39 +268,17 @@ void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDef
   PerfCoefficients k = fit.coefficients;
   k.name = d.framework + "-from-runs";
   k.source = "calibrate --from-runs: " + shipped.name + " with compute efficiencies x" +
-             std::to_string(fit.compute_scale) + ", fitted on " + std::to_string(priced.size()) +
+             std::to_string(fit.compute_scale) + ", fitted on " + std::to_string(runs.priced.size()) +
              " runs (leave-one-out step-time error " + std::to_string(100 * held_out_err).substr(0, 4) + "%, shipped " +
              std::to_string(100 * shipped_err).substr(0, 4) + "%)";
   nlohmann::json doc = perf_coefficients_to_json(k);
   if (memory_json) doc["memory"] = *memory_json;
   calibrate::write_json_atomically(out_path, doc);
-  if (json) {
-    nlohmann::json runs = nlohmann::json::array();
-    for (std::size_t i = 0; i < priced.size(); ++i)
-      runs.push_back({{"source", priced[i].source},
-                      {"measured_step_s", priced[i].measured_step_s},
-                      {"shipped_error", fit.shipped_errors[i]},
-                      {"fitted_error", fit.fitted_errors[i]},
-                      {"held_out_error", fit.held_out_errors[i]}});
-    print_json(out_stream, {{"compute_scale", fit.compute_scale},
-                            {"coefficients", perf_coefficients_to_json(k)},
-                            {"mean_error",
-                             {{"shipped", shipped_err},
-                              {"fitted", calibrate::RunsFit::mean(fit.fitted_errors)},
-                              {"held_out", held_out_err}}},
-                            {"memory",
-                             {{"verdicts", memory.verdicts},
-                              {"verdicts_right", memory.verdicts_right_shipped},
-                              {"verdicts_right_fitted", memory.verdicts_right_fitted},
-                              {"false_fits_fitted", memory.false_fits_fitted},
-                              {"fixed_gib", memory.fixed_bytes / kGiB},
-                              {"written", memory_json.has_value()},
-                              {"not_written_because", memory_not_written}}},
-                            {"runs", runs},
-                            {"written", out_path}});
-    return;
-  }
-  out_stream << out.str() << "wrote " << out_path << " (use it with --profile)\n";
+  if (json)
+    print_json(out_stream,
+               from_runs_json(runs.priced, fit, k, memory, memory_json.has_value(), memory_not_written, out_path));
+  else
+    out_stream << text << "wrote " << out_path << " (use it with --profile)\n";
 }
 
 }  // namespace headroom::cli

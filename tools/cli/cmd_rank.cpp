@@ -101,8 +101,8 @@ std::string no_fit_advice(const ResolvedSpecs& r, const Layout& base, const Perf
          "that recomputes (--framework, --all-shardings, fewer --constraint)";
 }
 
-void run_rank(const RankOptions& o, std::ostream& out) {
-  const ResolvedSpecs r = resolve(o.specs, o.profile);  // a calibration profile replaces its datasheet numbers
+// The search asked for by rank's flags: sizes, constraints, the framework's choices, the risk.
+SearchOptions search_options(const RankOptions& o, const ResolvedSpecs& r) {
   SearchOptions so;
   so.gpus = parse_count("--gpus", o.gpus);
   so.seq = parse_count("--seq", o.seq);
@@ -123,47 +123,45 @@ void run_rank(const RankOptions& o, std::ostream& out) {
                   " does not ship (residual.uncertainty)");
     so.peak_band = r.framework.memory_band;
   }
+  return so;
+}
+
+nlohmann::json rank_json(const ResolvedSpecs& r, const Layout& base, const SearchOptions& so, const SearchResult& res) {
   const PerfCoefficients& coefficients = r.coefficients;
-  Layout base = default_layout(r.framework);
-  if (!o.lora_rank.empty()) base.lora.rank = parse_count("--lora-rank", o.lora_rank);
-  if (!o.lora_targets.empty()) {
-    if (o.lora_rank.empty()) throw Error("--lora-targets needs --lora-rank");
-    base.lora.targets = parse_lora_targets(o.lora_targets);
+  nlohmann::json layouts = nlohmann::json::array(), pareto = nlohmann::json::array();
+  for (const auto& x : res.best)
+    layouts.push_back(ranked_to_json(r.model, x, r.framework.memory_band, coefficients.step_time_band));
+  for (const auto& x : res.pareto)
+    pareto.push_back(ranked_to_json(r.model, x, r.framework.memory_band, coefficients.step_time_band));
+  nlohmann::json doc = {
+      {"model", r.model.name},
+      {"gpu", r.cluster.gpu.name},
+      {"cluster", r.cluster.name},
+      {"framework", r.framework.name},
+      {"coefficients", coefficients.name},
+      {"gpus", so.gpus},
+      {"seq", so.seq},
+      {"gbs", so.gbs},
+      {"evaluated", res.evaluated},
+      {"lora", base.lora.enabled()
+                   ? nlohmann::json{{"rank", base.lora.rank}, {"targets", lora_targets_to_string(base.lora.targets)}}
+                   : nlohmann::json(nullptr)},
+      {"memory_checked", res.memory_checked},
+      {"fitting", res.fitting},
+      {"layouts", layouts},
+      {"pareto", pareto}};
+  if (!res.best.empty()) {
+    const LaunchExport e = launch_export(r.model, r.cluster, res.best.front().layout);
+    doc["launch"] = {{"megatron", megatron_line(e)}, {"torchtitan", torchtitan_line(e)}};
   }
-  const SearchResult res = rank_layouts(r.model, r.cluster, base, r.framework.residual, coefficients, so);
-  if (o.json) {
-    nlohmann::json layouts = nlohmann::json::array(), pareto = nlohmann::json::array();
-    for (const auto& x : res.best)
-      layouts.push_back(ranked_to_json(r.model, x, r.framework.memory_band, coefficients.step_time_band));
-    for (const auto& x : res.pareto)
-      pareto.push_back(ranked_to_json(r.model, x, r.framework.memory_band, coefficients.step_time_band));
-    nlohmann::json doc = {
-        {"model", r.model.name},
-        {"gpu", r.cluster.gpu.name},
-        {"cluster", r.cluster.name},
-        {"framework", r.framework.name},
-        {"coefficients", coefficients.name},
-        {"gpus", so.gpus},
-        {"seq", so.seq},
-        {"gbs", so.gbs},
-        {"evaluated", res.evaluated},
-        {"lora", base.lora.enabled()
-                     ? nlohmann::json{{"rank", base.lora.rank}, {"targets", lora_targets_to_string(base.lora.targets)}}
-                     : nlohmann::json(nullptr)},
-        {"memory_checked", res.memory_checked},
-        {"fitting", res.fitting},
-        {"layouts", layouts},
-        {"pareto", pareto}};
-    if (!res.best.empty()) {
-      const LaunchExport e = launch_export(r.model, r.cluster, res.best.front().layout);
-      doc["launch"] = {{"megatron", megatron_line(e)}, {"torchtitan", torchtitan_line(e)}};
-    }
-    print_json(out, doc);
-    return;
-  }
+  return doc;
+}
+
+void print_rank(std::ostream& out, const ResolvedSpecs& r, const Layout& base, const SearchOptions& so,
+                const SearchResult& res) {
   out << "headroom rank: " << r.model.name << " on " << so.gpus << " x " << r.cluster.gpu.name << " (" << r.cluster.name
-      << "), seq " << so.seq << ", gbs " << so.gbs << ", " << r.framework.name << " (coefficients " << coefficients.name
-      << ")";
+      << "), seq " << so.seq << ", gbs " << so.gbs << ", " << r.framework.name << " (coefficients "
+      << r.coefficients.name << ")";
   if (base.lora.enabled())
     out << ", LoRA rank " << base.lora.rank << " on " << lora_targets_to_string(base.lora.targets);
   if (so.peak_band.known)
@@ -174,7 +172,7 @@ void run_rank(const RankOptions& o, std::ostream& out) {
       << " memory-checked (larger micro-batches pruned), " << res.fitting << " fit in "
       << format_gib(r.cluster.gpu.usable_memory_bytes) << " GiB\n\n";
   if (res.best.empty()) {
-    out << no_fit_advice(r, base, coefficients, so, res) << "\n";
+    out << no_fit_advice(r, base, r.coefficients, so, res) << "\n";
     return;
   }
   print_rows(out, r.model, res.best);
@@ -188,6 +186,22 @@ void run_rank(const RankOptions& o, std::ostream& out) {
   const LaunchExport e = launch_export(r.model, r.cluster, res.best.front().layout);
   out << "\nlaunch the fastest (headroom launch for TOML and FSDP):\n  Megatron-LM: " << megatron_line(e)
       << "\n  torchtitan:  " << torchtitan_line(e) << "\n";
+}
+
+void run_rank(const RankOptions& o, std::ostream& out) {
+  const ResolvedSpecs r = resolve(o.specs, o.profile);  // a calibration profile replaces its datasheet numbers
+  const SearchOptions so = search_options(o, r);
+  Layout base = default_layout(r.framework);
+  if (!o.lora_rank.empty()) base.lora.rank = parse_count("--lora-rank", o.lora_rank);
+  if (!o.lora_targets.empty()) {
+    if (o.lora_rank.empty()) throw Error("--lora-targets needs --lora-rank");
+    base.lora.targets = parse_lora_targets(o.lora_targets);
+  }
+  const SearchResult res = rank_layouts(r.model, r.cluster, base, r.framework.residual, r.coefficients, so);
+  if (o.json)
+    print_json(out, rank_json(r, base, so, res));
+  else
+    print_rank(out, r, base, so, res);
 }
 
 }  // namespace

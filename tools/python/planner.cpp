@@ -224,6 +224,13 @@ py::object Planner::mtsl(const LayoutKeywords& k) const {
   }
 }
 
+// What estimate_many writes per row, into the NumPy arrays' buffers.
+struct Columns {
+  double *peak, *capacity, *margin, *step, *tokens, *tflops, *mfu;
+  bool* fits;
+  char32_t* verdict;  // '<U9': kVerdictChars UCS-4 characters a row
+};
+
 namespace {
 
 // NumPy through its Python API and the buffer protocol only: the system pybind11 (2.10) predates NumPy 2's
@@ -257,34 +264,30 @@ void write_verdict(char32_t* out, std::string_view v) {
   for (std::size_t c = 0; c < kVerdictChars; ++c) out[c] = c < v.size() ? static_cast<char32_t>(v[c]) : U'\0';
 }
 
-}  // namespace
-
-// What estimate_many writes per row, into the NumPy arrays' buffers.
-struct Columns {
-  double *peak, *capacity, *margin, *step, *tokens, *tflops, *mfu;
-  bool* fits;
-  char32_t* verdict;  // '<U9': kVerdictChars UCS-4 characters a row
-};
-
-py::dict Planner::estimate_many(const py::dict& columns, const std::string& on_error, int threads) const {
-  if (on_error != "raise" && on_error != "nan") throw py::value_error("on_error '" + on_error + "': valid: raise, nan");
-  // Integer keywords may vary per row; the others are one value for every row (a scalar).
-  std::size_t n = 0;
+// estimate_many's input: the integer keywords given as columns (they may vary per row) and the other keywords, one
+// value for every row (a scalar).
+struct Inputs {
   std::array<IntColumn, kIntKeywords.size()> ints;
   py::kwargs scalars;
+  std::size_t rows = 1;
+};
+
+Inputs read_inputs(const py::dict& columns) {
+  Inputs in;
+  std::size_t n = 0;
   for (const auto& [key, value] : columns) {
     const auto name = key.cast<std::string_view>();
     const auto it = std::find(kIntKeywords.begin(), kIntKeywords.end(), name);
     const std::size_t len = column_length(value);
     if (it == kIntKeywords.end() || len == 0) {
-      scalars[key] = value;  // checked, and an unknown name refused, by layout_keywords
+      in.scalars[key] = value;  // checked, and an unknown name refused, by layout_keywords
       continue;
     }
     if (n != 0 && len != n)
       throw py::value_error("column '" + std::string(name) + "' has " + std::to_string(len) + " values, another " +
                             std::to_string(n));
     n = len;
-    IntColumn& c = ints[static_cast<std::size_t>(it - kIntKeywords.begin())];
+    IntColumn& c = in.ints[static_cast<std::size_t>(it - kIntKeywords.begin())];
     try {
       c.values = py::module_::import("numpy").attr("ascontiguousarray")(value, "int64");
     } catch (const py::error_already_set&) {
@@ -295,41 +298,91 @@ py::dict Planner::estimate_many(const py::dict& columns, const std::string& on_e
     c.data = static_cast<const std::int64_t*>(info.ptr);
     c.given = true;
   }
-  if (n == 0) n = 1;  // every column a scalar
-  LayoutKeywords base = layout_keywords(scalars);
+  in.rows = std::max<std::size_t>(1, n);  // every column a scalar: one row
+  return in;
+}
+
+// The NumPy arrays estimate_many returns, keyed like estimate --json's paths.
+struct Outputs {
+  NumpyColumn peak, capacity, margin, step, tokens, tflops, mfu, fits, verdict;
+
+  explicit Outputs(std::size_t n)
+      : peak(numpy_empty(n, "float64")),
+        capacity(numpy_empty(n, "float64")),
+        margin(numpy_empty(n, "float64")),
+        step(numpy_empty(n, "float64")),
+        tokens(numpy_empty(n, "float64")),
+        tflops(numpy_empty(n, "float64")),
+        mfu(numpy_empty(n, "float64")),
+        fits(numpy_empty(n, "bool")),
+        verdict(numpy_empty(n, "<U9")) {}
+
+  [[nodiscard]] Columns columns() const {
+    const auto f64 = [](const NumpyColumn& c) { return static_cast<double*>(c.data); };
+    return {f64(peak),
+            f64(capacity),
+            f64(margin),
+            f64(step),
+            f64(tokens),
+            f64(tflops),
+            f64(mfu),
+            static_cast<bool*>(fits.data),
+            static_cast<char32_t*>(verdict.data)};
+  }
+
+  [[nodiscard]] py::dict to_dict() const {
+    py::dict d;
+    d["memory.peak_gib"] = peak.array;
+    d["memory.capacity_gib"] = capacity.array;
+    d["memory.margin_gib"] = margin.array;
+    d["memory.fits"] = fits.array;
+    d["memory.verdict"] = verdict.array;
+    d["perf.step_time_s"] = step.array;
+    d["perf.tokens_per_s"] = tokens.array;
+    d["perf.tflops_per_gpu"] = tflops.array;
+    d["perf.mfu"] = mfu.array;
+    return d;
+  }
+};
+
+// run(part) for every part in [0, parts), on as many threads, the interpreter released.
+template <class Run>
+void run_parts(std::size_t parts, const Run& run) {
+  py::gil_scoped_release release;
+  std::vector<std::thread> pool;
+  for (std::size_t part = 1; part < parts; ++part) pool.emplace_back(run, part);
+  run(0);
+  for (auto& t : pool) t.join();
+}
+
+}  // namespace
+
+py::dict Planner::estimate_many(const py::dict& columns, const std::string& on_error, int threads) const {
+  if (on_error != "raise" && on_error != "nan") throw py::value_error("on_error '" + on_error + "': valid: raise, nan");
+  if (threads < 0) throw py::value_error("threads " + std::to_string(threads) + ": valid: 0 (every core) or more");
+  const Inputs in = read_inputs(columns);
+  const std::size_t n = in.rows;
+  const LayoutKeywords base = layout_keywords(in.scalars);
   LayoutRequest request_base;
   try {
     request_base = request(base);
   } catch (const Error& e) {
     raise(e);
   }
-  const NumpyColumn peak = numpy_empty(n, "float64"), capacity = numpy_empty(n, "float64"),
-                    margin = numpy_empty(n, "float64"), step = numpy_empty(n, "float64"),
-                    tokens = numpy_empty(n, "float64"), tflops = numpy_empty(n, "float64"),
-                    mfu = numpy_empty(n, "float64"), fits = numpy_empty(n, "bool"), verdict = numpy_empty(n, "<U9");
-  const auto f64 = [](const NumpyColumn& c) { return static_cast<double*>(c.data); };
-  const Columns out{f64(peak),
-                    f64(capacity),
-                    f64(margin),
-                    f64(step),
-                    f64(tokens),
-                    f64(tflops),
-                    f64(mfu),
-                    static_cast<bool*>(fits.data),
-                    static_cast<char32_t*>(verdict.data)};
-  // Rows in parallel (the estimator is pure), the interpreter released; the first error by row is kept.
-  if (threads < 0) throw py::value_error("threads " + std::to_string(threads) + ": valid: 0 (every core) or more");
+  const Outputs outputs(n);
+  const Columns out = outputs.columns();
+  // Rows in parallel (the estimator is pure); the first error by row is kept.
   const std::size_t workers = threads > 0 ? static_cast<std::size_t>(threads)
                                           : std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 64);
   const std::size_t chunk = std::max<std::size_t>(4096, (n + workers - 1) / workers);
   std::vector<std::pair<std::size_t, std::string>> errors((n + chunk - 1) / chunk, {n, ""});
-  const auto run_rows = [&](std::size_t part) {
+  run_parts(errors.size(), [&](std::size_t part) {
     const double nan = std::numeric_limits<double>::quiet_NaN();
     LayoutRequest r = request_base;
     for (std::size_t i = part * chunk; i < std::min(n, (part + 1) * chunk); ++i) {
       LayoutKeywords k = base;
-      for (std::size_t c = 0; c < ints.size(); ++c)
-        if (ints[c].given) set_int(k, c, ints[c].at(i));
+      for (std::size_t c = 0; c < in.ints.size(); ++c)
+        if (in.ints[c].given) set_int(k, c, in.ints[c].at(i));
       r.tp = k.tp, r.cp = k.cp, r.pp = k.pp, r.vpp = k.vpp, r.mbs = k.mbs, r.seq = k.seq;
       r.gpus = k.gpus.value_or(0), r.dp = k.dp.value_or(0), r.gbs = k.gbs.value_or(0),
       r.lora_rank = k.lora_rank.value_or(0);
@@ -343,28 +396,11 @@ py::dict Planner::estimate_many(const py::dict& columns, const std::string& on_e
         write_verdict(out.verdict + i * kVerdictChars, "invalid");
       }
     }
-  };
-  {
-    py::gil_scoped_release release;
-    std::vector<std::thread> pool;
-    for (std::size_t part = 1; part < errors.size(); ++part) pool.emplace_back(run_rows, part);
-    run_rows(0);
-    for (auto& t : pool) t.join();
-  }
+  });
   if (on_error == "raise")
     for (const auto& [row, message] : errors)
       if (row != n) throw py::value_error("row " + std::to_string(row) + ": " + message);
-  py::dict result;
-  result["memory.peak_gib"] = peak.array;
-  result["memory.capacity_gib"] = capacity.array;
-  result["memory.margin_gib"] = margin.array;
-  result["memory.fits"] = fits.array;
-  result["memory.verdict"] = verdict.array;
-  result["perf.step_time_s"] = step.array;
-  result["perf.tokens_per_s"] = tokens.array;
-  result["perf.tflops_per_gpu"] = tflops.array;
-  result["perf.mfu"] = mfu.array;
-  return result;
+  return outputs.to_dict();
 }
 
 void Planner::price_row(const LayoutRequest& r, const Columns& out, std::size_t i) const {
