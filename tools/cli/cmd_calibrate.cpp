@@ -233,27 +233,32 @@ constexpr int kRemeasureRounds = 2;
 
 // Sweep (resuming from FILE.partial, checkpointing to it after every case), fit (re-measuring the noisiest
 // point of a fit below --min-r2) and write the profile.
-void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ranks& ranks, kernels::Backend& backend,
-                     const Team& team, std::ostream& out, std::ostream& err) {
+// The sweep's cases; every rank must measure the same cases in the same order, or their collectives would not match.
+std::vector<kernels::Case> plan_everywhere(const CalibrateOptions& o, const SpecLibrary& lib, const Ranks& ranks,
+                                           const Team& team) {
   calibrate::SweepOptions sw;
   sw.quick = o.quick;
   sw.ranks = ranks.count;
   sw.gpus_per_node = ranks.per_node;
   sw.cpu = o.backend == "cpu";
   for (const auto& m : o.models) sw.models.push_back(lib.model(m));
-  const auto plan = calibrate::plan_sweep(sw);
-  // Every rank must measure the same cases in the same order, or their collectives would not match.
+  auto plan = calibrate::plan_sweep(sw);
   std::string labels;
   for (const auto& c : plan) labels += kernels::label(c) + "\n";
   if (!team.everywhere(team.share(labels) == labels))
     throw Error(
         "--mpi: the ranks were started with different sweep options (--quick, --model): give every rank the "
         "same command line");
+  return plan;
+}
 
+// Rank 0 takes the --out lock, clears what killed writers left, and resumes OUT.partial (unless --fresh) if it was
+// measured with the same backend and ranks; every rank gets the resumed profile.
+calibrate::Profile resume_partial(const CalibrateOptions& o, const SpecLibrary& lib, const Ranks& ranks,
+                                  const Team& team, std::optional<OutputLock>& lock, std::ostream& err) {
   calibrate::Profile p;
   const std::string partial = o.out + ".partial";
   std::string resumed;  // rank 0's partial profile as JSON, for the other ranks
-  std::optional<OutputLock> lock;
   team.on_root([&] {
     check_sweep_output(o);
     lock.emplace(o.out);
@@ -279,7 +284,99 @@ void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ra
   });
   resumed = team.share(resumed);
   if (!team.root() && !resumed.empty()) p = calibrate::profile_from_json(nlohmann::json::parse(resumed), partial);
+  return p;
+}
 
+kernels::TimingOptions sweep_timing(bool quick) {
+  kernels::TimingOptions timing;
+  timing.warmup = quick ? 1 : 3;
+  timing.repeats = 5;
+  timing.min_batch_s = quick ? 0.001 : 0.02;
+  return timing;
+}
+
+// The sweep's progress on rank 0's stderr. On a terminal: a bar redrawn in place, with the time left. In a log
+// file (stderr not a terminal): a plain line at most every --progress-interval seconds and at the end, no carriage
+// returns or escape codes.
+class SweepProgress {
+ public:
+  SweepProgress(const CalibrateOptions& o, const Team& team, std::ostream& err)
+      : o_(o), team_(team), err_(err), terminal_(&err == &std::cerr && ::isatty(STDERR_FILENO) == 1) {}
+
+  void operator()(const calibrate::Progress& pr) {
+    if (o_.no_progress || !team_.root()) return;
+    const auto now = std::chrono::steady_clock::now();
+    const double elapsed = std::chrono::duration<double>(now - started_).count();
+    if (pr.resumed) resumed_cases_ = pr.done;
+    const std::size_t fresh = pr.done > resumed_cases_ ? pr.done - resumed_cases_ : 0;
+    const std::string eta = fresh == 0 || pr.done >= pr.total
+                                ? std::string()
+                                : ", about " +
+                                      std::to_string(std::llround(elapsed * static_cast<double>(pr.total - pr.done) /
+                                                                  static_cast<double>(fresh))) +
+                                      " s left";
+    const bool last = pr.done == pr.total;
+    if (terminal_) {
+      constexpr std::size_t width = 30;
+      const std::size_t filled = pr.total == 0 ? width : pr.done * width / pr.total;
+      err_ << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << pr.done << "/"
+           << pr.total << (pr.resumed ? " (resumed) " : " ") << pr.label << eta << "\033[K" << (last ? "\n" : "")
+           << std::flush;
+    } else if (last || std::chrono::duration<double>(now - last_line_).count() >= o_.progress_interval_s) {
+      last_line_ = now;
+      err_ << "calibrate: " << pr.done << "/" << pr.total << " cases" << (pr.resumed ? " (resumed) " : ", ") << pr.label
+           << eta << "\n"
+           << std::flush;
+    }
+  }
+
+ private:
+  const CalibrateOptions& o_;
+  const Team& team_;
+  std::ostream& err_;
+  bool terminal_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_line_ = started_ - std::chrono::hours(1);
+  std::size_t resumed_cases_ = 0;  // cases a resumed run found measured: not part of this run's pace
+};
+
+// Rank 0 fits p on what was measured; a fit below --min-r2 names the cases of its noisiest point, which every rank
+// measures again (sweep_until_fitted).
+calibrate::Refit fit_or_name_noisy(calibrate::Profile& p, const std::vector<kernels::Measurement>& have, int round,
+                                   const Ranks& ranks, const Team& team, std::ostream& err) {
+  std::string cases, why;
+  team.on_root([&] {
+    p.raw = have;
+    p.date = calibrate::utc_now();
+    try {
+      calibrate::fit_profile(p, ranks.per_node);
+    } catch (const calibrate::NoisyFit& e) {
+      if (e.cases.empty()) throw;
+      std::string names;
+      for (const auto& c : e.cases) {
+        cases += c + "\n";
+        names += (names.empty() ? "" : ", ") + c;
+      }
+      why = e.what();
+      if (round < kRemeasureRounds)
+        err << "calibrate: " << why << "\n  measuring " << names << " again (" << round + 1 << " of "
+            << kRemeasureRounds << ")\n"
+            << std::flush;
+    }
+  });
+  calibrate::Refit r;
+  std::istringstream lines(team.share(cases));
+  for (std::string line; std::getline(lines, line);) r.cases.push_back(line);
+  r.why = team.share(why);
+  return r;
+}
+
+void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ranks& ranks, kernels::Backend& backend,
+                     const Team& team, std::ostream& out, std::ostream& err) {
+  const auto plan = plan_everywhere(o, lib, ranks, team);
+  std::optional<OutputLock> lock;
+  calibrate::Profile p = resume_partial(o, lib, ranks, team, lock, err);
+  const std::string partial = o.out + ".partial";
   const kernels::DeviceInfo dev = backend.device();
   p.machine = {o.backend,           dev.name,         hostname(),  ranks.count, ranks.per_node,
                dev.multiprocessors, dev.memory_bytes, ranks.nodes, ranks.mpi};
@@ -292,48 +389,7 @@ void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ra
     p.peak_flops = g.bf16_flops;
     p.peak_source = "datasheet " + g.name + " BF16 dense";
   }
-
-  kernels::TimingOptions timing;
-  if (o.quick) {
-    timing.warmup = 1;
-    timing.repeats = 5;
-    timing.min_batch_s = 0.001;
-  } else {
-    timing.warmup = 3;
-    timing.repeats = 5;
-    timing.min_batch_s = 0.02;
-  }
-  // On a terminal: a bar redrawn in place, with the time left. In a log file (stderr not a terminal): a plain
-  // line at most every --progress-interval seconds and at the end, no carriage returns or escape codes.
-  const bool terminal = &err == &std::cerr && ::isatty(STDERR_FILENO) == 1;
-  const auto started = std::chrono::steady_clock::now();
-  auto last_line = started - std::chrono::hours(1);
-  std::size_t resumed_cases = 0;  // cases a resumed run found measured: not part of this run's pace
-  const auto progress = [&](const calibrate::Progress& pr) {
-    if (o.no_progress || !team.root()) return;
-    const auto now = std::chrono::steady_clock::now();
-    const double elapsed = std::chrono::duration<double>(now - started).count();
-    if (pr.resumed) resumed_cases = pr.done;
-    const std::size_t fresh = pr.done > resumed_cases ? pr.done - resumed_cases : 0;
-    const std::string eta = fresh == 0 || pr.done >= pr.total
-                                ? std::string()
-                                : ", about " +
-                                      std::to_string(std::llround(elapsed * static_cast<double>(pr.total - pr.done) /
-                                                                  static_cast<double>(fresh))) +
-                                      " s left";
-    const bool last = pr.done == pr.total;
-    if (terminal) {
-      constexpr std::size_t width = 30;
-      const std::size_t filled = pr.total == 0 ? width : pr.done * width / pr.total;
-      err << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << pr.done << "/" << pr.total
-          << (pr.resumed ? " (resumed) " : " ") << pr.label << eta << "\033[K" << (last ? "\n" : "") << std::flush;
-    } else if (last || std::chrono::duration<double>(now - last_line).count() >= o.progress_interval_s) {
-      last_line = now;
-      err << "calibrate: " << pr.done << "/" << pr.total << " cases" << (pr.resumed ? " (resumed) " : ", ") << pr.label
-          << eta << "\n"
-          << std::flush;
-    }
-  };
+  SweepProgress progress(o, team, err);
   const auto checkpoint = [&](const std::vector<kernels::Measurement>& have) {
     team.on_root([&] {
       calibrate::Profile snapshot = p;
@@ -343,36 +399,12 @@ void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ra
       calibrate::write_json_atomically(partial, calibrate::profile_to_json(snapshot));
     });
   };
-  // Rank 0 fits; a fit below --min-r2 sends every rank back to measure the cases of its noisiest point.
   const auto refit = [&](const std::vector<kernels::Measurement>& have, int round) {
-    std::string cases, why;
-    team.on_root([&] {
-      p.raw = have;
-      p.date = calibrate::utc_now();
-      try {
-        calibrate::fit_profile(p, ranks.per_node);
-      } catch (const calibrate::NoisyFit& e) {
-        if (e.cases.empty()) throw;
-        std::string names;
-        for (const auto& c : e.cases) {
-          cases += c + "\n";
-          names += (names.empty() ? "" : ", ") + c;
-        }
-        why = e.what();
-        if (round < kRemeasureRounds)
-          err << "calibrate: " << why << "\n  measuring " << names << " again (" << round + 1 << " of "
-              << kRemeasureRounds << ")\n"
-              << std::flush;
-      }
-    });
-    calibrate::Refit r;
-    std::istringstream lines(team.share(cases));
-    for (std::string line; std::getline(lines, line);) r.cases.push_back(line);
-    r.why = team.share(why);
-    return r;
+    return fit_or_name_noisy(p, have, round, ranks, team, err);
   };
   std::vector<kernels::Measurement> have = std::move(p.raw);
-  calibrate::sweep_until_fitted(backend, plan, timing, have, progress, checkpoint, kRemeasureRounds, refit);
+  calibrate::sweep_until_fitted(backend, plan, sweep_timing(o.quick), have, std::ref(progress), checkpoint,
+                                kRemeasureRounds, refit);
   team.on_root([&] {
     calibrate::write_json_atomically(o.out, calibrate::profile_to_json(p));
     fs::remove(partial);
