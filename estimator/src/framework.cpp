@@ -109,11 +109,13 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   }
   if (r.gpus != 0) {
     const std::int64_t n = positive("gpus", r.gpus);
-    const std::string tcp_text = "t·c·p = " + std::to_string(l.tp) + "·" + std::to_string(l.cp) + "·" +
-                                 std::to_string(l.pp) + " = " + std::to_string(tcp);
-    if (n % tcp != 0) throw Error(tcp_text + " does not divide " + field("gpus") + " " + std::to_string(n));
+    const auto tcp_text = [&] {  // built only for an error
+      return "t·c·p = " + std::to_string(l.tp) + "·" + std::to_string(l.cp) + "·" + std::to_string(l.pp) + " = " +
+             std::to_string(tcp);
+    };
+    if (n % tcp != 0) throw Error(tcp_text() + " does not divide " + field("gpus") + " " + std::to_string(n));
     if (r.dp != 0 && n != tcp * l.dp)
-      throw Error(field("gpus") + " " + std::to_string(n) + " is not " + tcp_text + " times " + field("dp") + " " +
+      throw Error(field("gpus") + " " + std::to_string(n) + " is not " + tcp_text() + " times " + field("dp") + " " +
                   std::to_string(l.dp));
     l.dp = n / tcp;
   }

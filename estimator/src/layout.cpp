@@ -30,8 +30,11 @@ std::optional<StateSharding> sharding_from_code(std::string_view code) {
 }
 namespace {
 
-void require_positive(std::int64_t value, const std::string& name) {
-  if (value <= 0) throw Error(name + " must be a positive integer (got " + std::to_string(value) + ")");
+// `what` and the field's name (field() markers): the message is built only when the value is refused.
+void require_positive(std::int64_t value, const char* what, const char* name = nullptr) {
+  if (value <= 0)
+    throw Error(std::string(what) + (name != nullptr ? " " + field(name) : std::string()) +
+                " must be a positive integer (got " + std::to_string(value) + ")");
 }
 
 std::string s(std::int64_t v) { return std::to_string(v); }
@@ -97,11 +100,11 @@ void validate_pipeline_split(const ModelSpec& m, const Layout& l) {
 }  // namespace
 
 void validate_model_split(const ModelSpec& m, const Layout& l) {
-  require_positive(l.tp, "tensor parallel size " + field("tp"));
-  require_positive(l.cp, "context parallel size " + field("cp"));
-  require_positive(l.pp, "pipeline parallel size " + field("pp"));
-  require_positive(l.vpp, "virtual pipeline stages " + field("vpp"));
-  require_positive(l.seq, "sequence length " + field("seq"));
+  require_positive(l.tp, "tensor parallel size", "tp");
+  require_positive(l.cp, "context parallel size", "cp");
+  require_positive(l.pp, "pipeline parallel size", "pp");
+  require_positive(l.vpp, "virtual pipeline stages", "vpp");
+  require_positive(l.seq, "sequence length", "seq");
   if (m.num_heads % l.tp != 0)
     throw Error(field("tp") + " " + s(l.tp) + " does not divide the " + s(m.num_heads) + " attention heads of " +
                 m.name);
@@ -119,8 +122,8 @@ void validate_model_split(const ModelSpec& m, const Layout& l) {
 void validate_layout(const ModelSpec& m, const Layout& l) {
   validate_model_split(m, l);
   require_positive(l.dp, "data parallel size");
-  require_positive(l.mbs, "micro-batch size " + field("mbs"));
-  require_positive(l.gbs, "global batch size " + field("gbs"));
+  require_positive(l.mbs, "micro-batch size", "mbs");
+  require_positive(l.gbs, "global batch size", "gbs");
   if (l.gbs % (l.dp * l.mbs) != 0)
     throw Error(field("gbs") + " " + s(l.gbs) + " is not a multiple of dp·mbs = " + s(l.dp) + "·" + s(l.mbs) + " = " +
                 s(l.dp * l.mbs));
