@@ -6,7 +6,7 @@
 namespace headroom {
 namespace {
 
-constexpr char kOpen = '\x1e', kClose = '\x1f';  // ASCII record/unit separators: never in a user's text
+constexpr char kOpen = '\x1e', kClose = '\x1f';  // ASCII record/unit separators: in no text headroom writes
 
 // The fields whose flag is not "--" + the name with '-' for '_' (field, flag): Megatron-LM's argument names.
 constexpr std::array<std::pair<std::string_view, std::string_view>, 2> kRenamed{{
