@@ -99,83 +99,85 @@ void check_empty_values(const std::vector<std::string>& args) {
   }
 }
 
-// Metavariables by what a flag takes (CLI11 calls every string option TEXT, counts included), and the defaults
-// that come from the framework profile rather than from the flag.
+// Metavariables by what a flag takes (CLI11 calls every string option TEXT, counts included).
+constexpr std::pair<const char*, const char*> kOptionKinds[] = {{"--tp", "INT"},
+                                                                {"--cp", "INT"},
+                                                                {"--pp", "INT"},
+                                                                {"--vpp", "INT"},
+                                                                {"--mbs", "INT"},
+                                                                {"--gpus", "INT"},
+                                                                {"--dp", "INT"},
+                                                                {"--gbs", "INT"},
+                                                                {"--seq", "INT"},
+                                                                {"--lora-rank", "INT"},
+                                                                {"--top", "INT"},
+                                                                {"--max-gpus", "INT"},
+                                                                {"--target-seq", "INT"},
+                                                                {"--nodes", "INT"},
+                                                                {"--bytes", "INT"},
+                                                                {"--channels", "INT"},
+                                                                {"--nics-per-node", "INT"},
+                                                                {"--ranks", "INT"},
+                                                                {"--gpus-per-node", "INT"},
+                                                                {"--group-size", "INT"},
+                                                                {"--accum", "INT"},
+                                                                {"--decoder-first-pipeline-num-layers", "INT"},
+                                                                {"--decoder-last-pipeline-num-layers", "INT"},
+                                                                {"--params", "NUMBER"},
+                                                                {"--trainable", "NUMBER"},
+                                                                {"--min-r2", "NUMBER"},
+                                                                {"--weight-bytes", "NUMBER"},
+                                                                {"--grad-bytes", "NUMBER"},
+                                                                {"--optimizer-bytes", "NUMBER"},
+                                                                {"--model", "NAME|FILE"},
+                                                                {"--gpu", "NAME|FILE"},
+                                                                {"--cluster", "NAME|FILE"},
+                                                                {"--framework", "NAME|FILE"},
+                                                                {"--profile", "FILE"},
+                                                                {"--out", "FILE"},
+                                                                {"--trace", "FILE"},
+                                                                {"--data-dir", "DIR"},
+                                                                {"--ingest", "FILE"},
+                                                                {"--from-runs", "FILE"},
+                                                                {"--export", "megatron|torchtitan|fsdp"},
+                                                                {"--sweep", "VAR=V1,V2,..."},
+                                                                {"--constraint", "KNOB<=N|KNOB=VALUE"},
+                                                                {"--lora-targets", "LIST"},
+                                                                {"--recompute", "MODE"},
+                                                                {"--schedule", "NAME"},
+                                                                {"--sharding", "NAME|CODE"},
+                                                                {"--strategy", "NAME|CODE"}};
+// Each command's --help footer.
+constexpr std::pair<const char*, const char*> kExamples[] = {
+    {"estimate",
+     "headroom estimate --model llama3.1-8b --cluster dgx-a100-40gb --seq 8192 --tp 4 --pp 2 --gpus 8 "
+     "--gbs 1024\n  headroom estimate --model path/to/config.json --gpu h100-80gb --seq 4096 --gpus 8 --json"},
+    {"rank",
+     "headroom rank --model llama3.1-8b --cluster h100-94gb-x4 --gpus 16 --seq 8192 --gbs 1024 --top 5\n"
+     "  headroom rank --model llama3.1-70b --cluster dgx-h100 --gpus 64 --seq 8192 --gbs 512 "
+     "--constraint pp=1 --all-shardings"},
+    {"mtsl",
+     "headroom mtsl --model llama3.1-70b --cluster lumi-mi250x --gpus 8 --tp 4 --dp 2 --lora-rank 128 "
+     "--framework pytorch-fsdp\n  headroom mtsl --model llama3.1-8b --gpu h100-94gb --gpus 8 "
+     "--sweep gpus=8,16,32\n  headroom mtsl --model llama3.1-8b --gpu h100-94gb --target-seq 131072"},
+    {"comm", "headroom comm --strategy paro-igg --params 7e9 --gpus 32 --group-size 8\n  headroom comm --list"},
+    {"launch", "headroom launch --model llama3.1-8b --cluster dgx-h100 --seq 8192 --tp 2 --pp 2 --gpus 16 --gbs 64"},
+    {"simulate",
+     "headroom simulate --collective all-gather --cluster dgx-a100-80gb --nodes 16 --bytes 1073741824\n"
+     "  headroom simulate --model llama3.1-8b --cluster dgx-h100 --seq 8192 --tp 2 --pp 2 --gpus 16 "
+     "--gbs 64 --trace step.json"},
+    {"calibrate",
+     "headroom calibrate --backend cpu --quick --out my-cpu.json\n  headroom calibrate --ingest "
+     "all_reduce_perf.txt --out my-cluster.json\n  headroom calibrate --from-runs runs.csv "
+     "--cluster dgx-h100 --out fitted.json"},
+    {"validate", "headroom validate\n  headroom validate --json"}};
+// --help: the metavariables, each command's examples, and the defaults that come from the framework profile rather
+// than from the flag.
 void describe_options(CLI::App& app) {
-  static const std::pair<const char*, const char*> kinds[] = {{"--tp", "INT"},
-                                                              {"--cp", "INT"},
-                                                              {"--pp", "INT"},
-                                                              {"--vpp", "INT"},
-                                                              {"--mbs", "INT"},
-                                                              {"--gpus", "INT"},
-                                                              {"--dp", "INT"},
-                                                              {"--gbs", "INT"},
-                                                              {"--seq", "INT"},
-                                                              {"--lora-rank", "INT"},
-                                                              {"--top", "INT"},
-                                                              {"--max-gpus", "INT"},
-                                                              {"--target-seq", "INT"},
-                                                              {"--nodes", "INT"},
-                                                              {"--bytes", "INT"},
-                                                              {"--channels", "INT"},
-                                                              {"--nics-per-node", "INT"},
-                                                              {"--ranks", "INT"},
-                                                              {"--gpus-per-node", "INT"},
-                                                              {"--group-size", "INT"},
-                                                              {"--accum", "INT"},
-                                                              {"--decoder-first-pipeline-num-layers", "INT"},
-                                                              {"--decoder-last-pipeline-num-layers", "INT"},
-                                                              {"--params", "NUMBER"},
-                                                              {"--trainable", "NUMBER"},
-                                                              {"--min-r2", "NUMBER"},
-                                                              {"--weight-bytes", "NUMBER"},
-                                                              {"--grad-bytes", "NUMBER"},
-                                                              {"--optimizer-bytes", "NUMBER"},
-                                                              {"--model", "NAME|FILE"},
-                                                              {"--gpu", "NAME|FILE"},
-                                                              {"--cluster", "NAME|FILE"},
-                                                              {"--framework", "NAME|FILE"},
-                                                              {"--profile", "FILE"},
-                                                              {"--out", "FILE"},
-                                                              {"--trace", "FILE"},
-                                                              {"--data-dir", "DIR"},
-                                                              {"--ingest", "FILE"},
-                                                              {"--from-runs", "FILE"},
-                                                              {"--export", "megatron|torchtitan|fsdp"},
-                                                              {"--sweep", "VAR=V1,V2,..."},
-                                                              {"--constraint", "KNOB<=N|KNOB=VALUE"},
-                                                              {"--lora-targets", "LIST"},
-                                                              {"--recompute", "MODE"},
-                                                              {"--schedule", "NAME"},
-                                                              {"--sharding", "NAME|CODE"},
-                                                              {"--strategy", "NAME|CODE"}};
-  static const std::pair<const char*, const char*> examples[] = {
-      {"estimate",
-       "headroom estimate --model llama3.1-8b --cluster dgx-a100-40gb --seq 8192 --tp 4 --pp 2 --gpus 8 "
-       "--gbs 1024\n  headroom estimate --model path/to/config.json --gpu h100-80gb --seq 4096 --gpus 8 --json"},
-      {"rank",
-       "headroom rank --model llama3.1-8b --cluster h100-94gb-x4 --gpus 16 --seq 8192 --gbs 1024 --top 5\n"
-       "  headroom rank --model llama3.1-70b --cluster dgx-h100 --gpus 64 --seq 8192 --gbs 512 "
-       "--constraint pp=1 --all-shardings"},
-      {"mtsl",
-       "headroom mtsl --model llama3.1-70b --cluster lumi-mi250x --gpus 8 --tp 4 --dp 2 --lora-rank 128 "
-       "--framework pytorch-fsdp\n  headroom mtsl --model llama3.1-8b --gpu h100-94gb --gpus 8 "
-       "--sweep gpus=8,16,32\n  headroom mtsl --model llama3.1-8b --gpu h100-94gb --target-seq 131072"},
-      {"comm", "headroom comm --strategy paro-igg --params 7e9 --gpus 32 --group-size 8\n  headroom comm --list"},
-      {"launch", "headroom launch --model llama3.1-8b --cluster dgx-h100 --seq 8192 --tp 2 --pp 2 --gpus 16 --gbs 64"},
-      {"simulate",
-       "headroom simulate --collective all-gather --cluster dgx-a100-80gb --nodes 16 --bytes 1073741824\n"
-       "  headroom simulate --model llama3.1-8b --cluster dgx-h100 --seq 8192 --tp 2 --pp 2 --gpus 16 "
-       "--gbs 64 --trace step.json"},
-      {"calibrate",
-       "headroom calibrate --backend cpu --quick --out my-cpu.json\n  headroom calibrate --ingest "
-       "all_reduce_perf.txt --out my-cluster.json\n  headroom calibrate --from-runs runs.csv "
-       "--cluster dgx-h100 --out fitted.json"},
-      {"validate", "headroom validate\n  headroom validate --json"}};
   for (CLI::App* sub : app.get_subcommands({})) {
-    for (const auto& [name, text] : examples)
+    for (const auto& [name, text] : kExamples)
       if (sub->get_name() == name) sub->footer(std::string("\nExamples:\n  ") + text);
-    for (const auto& [flag, kind] : kinds)
+    for (const auto& [flag, kind] : kOptionKinds)
       if (CLI::Option* o = sub->get_option_no_throw(flag)) o->type_name(kind);
     for (const char* flag : {"--recompute", "--schedule", "--sharding"})
       if (CLI::Option* o = sub->get_option_no_throw(flag))
