@@ -361,6 +361,7 @@ std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>
   m.norm = arg(args, "normalization").value_or("LayerNorm") == "RMSNorm" ? Norm::rmsnorm : Norm::layernorm;
   m.mlp = flag_arg(args, "swiglu") ? Mlp::swiglu : Mlp::gelu;
   m.linear_biases = arg(args, "add_bias_linear").value_or("True") == "True";
+  m.qkv_bias = arg(args, "add_qkv_bias").value_or("False") == "True";
   m.learned_positions = arg(args, "position_embedding_type").value_or("learned_absolute") == "learned_absolute";
   return m;
 }

@@ -48,6 +48,7 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
   if (m.mlp == Mlp::swiglu) a.emplace_back("--swiglu");
   a.insert(a.end(), {"--normalization", m.norm == Norm::rmsnorm ? "RMSNorm" : "LayerNorm"});
   if (!m.linear_biases) a.emplace_back("--disable-bias-linear");
+  if (m.qkv_bias && !m.linear_biases) a.emplace_back("--add-qkv-bias");
   if (!m.learned_positions) a.insert(a.end(), {"--position-embedding-type", "rope"});
   if (!m.tied_embeddings) a.emplace_back("--untie-embeddings-and-output-weights");
   a.insert(a.end(), {"--tensor-model-parallel-size", num(l.tp), "--pipeline-model-parallel-size", num(l.pp),

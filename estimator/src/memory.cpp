@@ -19,12 +19,14 @@ double sbh_per_gpu(const ModelSpec& m, const Layout& l) {
 
 }  // namespace
 
-// 4D paper Eq. 1: W_Q, W_O are h×h and W_K, W_V are h×(h·k/a), so 2h²(1 + k/a); GPT-2 adds biases.
+// 4D paper Eq. 1: W_Q, W_O are h×h and W_K, W_V are h×(h·k/a), so 2h²(1 + k/a); GPT-2 adds q, k, v and o biases,
+// Qwen2 q, k and v biases (column-parallel: split by t like the weights).
 double attention_parameters_per_layer(const ModelSpec& m) {
   const double h = d(m.hidden_size);
   const double weights = 2.0 * h * h * (1.0 + kv_ratio(m));
-  const double biases = m.linear_biases ? h * (2.0 + 2.0 * kv_ratio(m)) : 0.0;  // q,k,v and o biases
-  return weights + biases;
+  const double qkv_biases = m.linear_biases || m.qkv_bias ? h * (1.0 + 2.0 * kv_ratio(m)) : 0.0;
+  const double o_bias = m.linear_biases ? h : 0.0;
+  return weights + qkv_biases + o_bias;
 }
 
 // 4D paper Eq. 2: SwiGLU has gate, up and down projections, 3·h·h_ffn; a GELU MLP has up and down only.

@@ -119,6 +119,13 @@ void refuse_unpriced_hf_keys(const json& j, std::string_view where, std::int64_t
       throw Error(std::string(where) + ": " + key + " = " + it->dump() +
                   ": mixture-of-experts models cannot be priced by headroom yet (dense models only)");
   }
+  // Llama-family configs (configuration_llama.py, _mistral, _qwen3) may put biases on the attention projections
+  // or the MLP; false by default, priced nowhere yet.
+  for (const char* key : {"attention_bias", "mlp_bias"})
+    if (hf_bool(j, key, where, false))
+      throw Error(std::string(where) + ": " + key +
+                  " = true: biases on these projections cannot be priced by headroom yet (Qwen2's q/k/v biases and "
+                  "GPT's biases on every linear layer can)");
   for (const char* key : {"kv_lora_rank", "q_lora_rank"}) {
     const auto it = j.find(key);
     if (it != j.end() && !it->is_null())
@@ -244,6 +251,7 @@ ModelSpec model_from_json(const json& j, std::string_view where) {
   m.norm = j.at("norm").get<std::string>() == "layernorm" ? Norm::layernorm : Norm::rmsnorm;
   m.mlp = j.at("activation").get<std::string>() == "gelu" ? Mlp::gelu : Mlp::swiglu;
   m.linear_biases = j.value("linear_biases", false);
+  m.qkv_bias = j.value("qkv_bias", false);
   m.learned_positions = j.value("learned_position_embeddings", false);
   m.attention_dropout = j.value("attention_dropout", 0.0);
   check_model_shape(m, where);
@@ -269,6 +277,8 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   m.mlp = gated ? Mlp::swiglu : Mlp::gelu;
   m.norm = gpt2_like ? Norm::layernorm : Norm::rmsnorm;
   m.linear_biases = gpt2_like;
+  // Qwen2's attention has biases on q, k and v, hard-wired in transformers' modeling_qwen2.py (no config key).
+  m.qkv_bias = type == "qwen2";
   m.learned_positions = gpt2_like;
   m.attention_dropout = hf_probability(j, {"attention_dropout", "attn_pdrop"}, where);
   m.ffn_hidden_size =

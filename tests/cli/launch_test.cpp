@@ -60,6 +60,14 @@ TEST(Launch, MegatronArguments) {
   EXPECT_EQ(j.at("torchrun").at("nproc_per_node"), 8);
   EXPECT_TRUE(contains(j.at("versions").at("megatron").get<std::string>(), "core_r0.8.0"));
 
+  EXPECT_EQ(megatron_value(j, "--disable-bias-linear"), "on");
+  EXPECT_EQ(megatron_value(j, "--add-qkv-bias"), "");
+  // Qwen2's q/k/v biases (megatron/training/arguments.py of core_r0.8.0 has --add-qkv-bias).
+  const Result qwen = run({"launch", "--model", "qwen2.5-72b", "--cluster", "dgx-h100", "--seq", "8192", "--tp", "8",
+                           "--pp", "4", "--gpus", "64", "--json"});
+  ASSERT_EQ(qwen.code, 0) << qwen.err;
+  EXPECT_EQ(megatron_value(nlohmann::json::parse(qwen.out), "--add-qkv-bias"), "on");
+
   const auto full = launch_json({"--recompute", "full", "--no-sp"});
   EXPECT_EQ(megatron_value(full, "--recompute-granularity"), "full");
   EXPECT_EQ(megatron_value(full, "--recompute-method"), "uniform");

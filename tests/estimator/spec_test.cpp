@@ -228,6 +228,29 @@ TEST(HuggingFaceConfig, RefusesWhatItCannotPriceNamingTheKey) {
   }
 }
 
+// Issue 14, item 3: the parameter counts of the shipped Qwen2.5-72B and Mistral-7B specs are those of their
+// checkpoints (q, k, v biases included for Qwen2), a Qwen2 config read as it is gives the same model, and
+// Llama-family attention or MLP biases, priced nowhere, are refused naming the key.
+TEST(HuggingFaceConfig, Qwen2BiasesAndMistralCountAsTheirCheckpoints) {
+  const SpecLibrary lib = test::library();
+  EXPECT_EQ(static_cast<std::int64_t>(parameter_count(lib.model("qwen2.5-72b"))), 72'706'203'648);
+  EXPECT_EQ(static_cast<std::int64_t>(parameter_count(lib.model("mistral-7b"))), 7'248'023'552);
+  const TempFile qwen(R"({"model_type": "qwen2", "hidden_size": 8192, "num_attention_heads": 64,
+    "num_key_value_heads": 8, "num_hidden_layers": 80, "vocab_size": 152064, "intermediate_size": 29568,
+    "max_position_embeddings": 131072, "sliding_window": 131072, "use_sliding_window": false,
+    "tie_word_embeddings": false})",
+                      "config.json");
+  const ModelSpec q = lib.model(qwen.path());
+  EXPECT_TRUE(q.qkv_bias);
+  EXPECT_EQ(parameter_count(q), parameter_count(lib.model("qwen2.5-72b")));
+  for (const char* key : {"attention_bias", "mlp_bias"}) {
+    const auto e = model_error(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100, ")" +
+                               std::string(key) + R"(": true})");
+    EXPECT_NE(e.find(std::string(key) + " = true: biases"), std::string::npos) << e;
+  }
+}
+
 TEST(HuggingFaceConfig, DropoutOutsideZeroToOneIsRefusedNamingTheKey) {
   EXPECT_NE(model_error(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
     "intermediate_size": 128, "vocab_size": 100, "attention_dropout": 2})")

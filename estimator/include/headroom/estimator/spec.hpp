@@ -31,6 +31,7 @@ struct ModelSpec {
   Norm norm = Norm::rmsnorm;
   Mlp mlp = Mlp::swiglu;
   bool linear_biases = false;      // GPT-2 style biases on every linear layer
+  bool qkv_bias = false;           // biases on the Q, K and V projections only (Qwen2; Megatron-LM's --add-qkv-bias)
   bool learned_positions = false;  // GPT-2 style position-embedding table of max_context × h
   double attention_dropout = 0;    // dropout probability on the attention probabilities (GPT: 0.1, Llama: 0)
 };
