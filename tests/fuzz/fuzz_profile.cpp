@@ -1,5 +1,5 @@
 // `--profile FILE` of estimate, rank and mtsl: performance coefficients (data/perf format) or a calibration
-// profile (data/schema/profile.schema.json), read by the CLI's own resolve, then used for one
+// profile (data/schema/profile.schema.json), read by the CLI's own resolve (with_profile), then used for one
 // estimate as the CLI would: what the file sets must give a finite, positive step time or an Error.
 #include <cstdint>
 
@@ -44,7 +44,7 @@ const Layout& layout() {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto path = fuzz::write_input("profile.json", data, size);
   fuzz::value_or_error([&] {
-    const cli::ResolvedSpecs r = cli::resolve(specs(), path.string());
+    const cli::ResolvedSpecs r = cli::with_profile(resolved(), path.string(), specs().library());
     const PerfEstimate e = estimate_perf(r.model, r.cluster, layout(), r.coefficients);
     fuzz::require(fuzz::positive(e.step_time_s), "a finite, positive step time");
   });

@@ -247,13 +247,7 @@ PerfCoefficients perf_coefficients_file(const std::string& path, const nlohmann:
   return perf_coefficients_from_json(doc, path);
 }
 
-ResolvedSpecs resolve(const SpecOptions& o, const std::string& profile) {
-  const SpecLibrary lib = o.library();
-  ResolvedSpecs r;
-  r.model = lib.model(o.model);
-  r.cluster = resolve_cluster(o, lib);
-  r.framework = lib.framework(o.framework);
-  r.coefficients = default_perf_coefficients(lib, r.framework.name);
+ResolvedSpecs with_profile(ResolvedSpecs r, const std::string& profile, const SpecLibrary& lib) {
   if (profile.empty()) return r;
   const nlohmann::json doc = read_json_file(profile);
   if (doc.is_object() && doc.contains("format")) {  // a calibration profile: coefficients and the cluster's numbers
@@ -275,6 +269,16 @@ ResolvedSpecs resolve(const SpecOptions& o, const std::string& profile) {
   r.framework.residual.fixed_bytes = memory.at("fixed_GiB").get<double>() * kGiB;
   r.framework.memory_band = ErrorBand{};
   return r;
+}
+
+ResolvedSpecs resolve(const SpecOptions& o, const std::string& profile) {
+  const SpecLibrary lib = o.library();
+  ResolvedSpecs r;
+  r.model = lib.model(o.model);
+  r.cluster = resolve_cluster(o, lib);
+  r.framework = lib.framework(o.framework);
+  r.coefficients = default_perf_coefficients(lib, r.framework.name);
+  return with_profile(std::move(r), profile, lib);
 }
 
 }  // namespace headroom::cli

@@ -49,6 +49,8 @@ struct ResolvedSpecs {
 //    dropped (a section fitted for another framework is an Error naming both).
 // A corrupt or incompatible file is an Error.
 [[nodiscard]] ResolvedSpecs resolve(const SpecOptions& o, const std::string& profile = "");
+// The --profile part of resolve: `r` (resolved without a profile) with `profile` applied.
+[[nodiscard]] ResolvedSpecs with_profile(ResolvedSpecs r, const std::string& profile, const SpecLibrary& lib);
 // The cluster of --cluster / --gpu (a --gpu alone: a shipped cluster of that GPU); an Error naming both flags
 // when neither is given.
 [[nodiscard]] ClusterSpec resolve_cluster(const SpecOptions& o, const SpecLibrary& lib);
