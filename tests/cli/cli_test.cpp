@@ -37,6 +37,10 @@ TEST(Cli, EstimateJsonHasTheDocumentedFields) {
   for (const char* key : {"peak_gib", "capacity_gib", "verdict", "margin_gib"})
     EXPECT_TRUE(j["memory"].contains(key)) << key;
   EXPECT_EQ(j["layout"]["dp"], 1);
+  // Counts are integers; a dense model's parameters are all active (issue 14).
+  EXPECT_TRUE(j["model"]["parameters"].is_number_integer());
+  EXPECT_EQ(j["model"]["parameters"].get<std::int64_t>(), 8'030'261'248);
+  EXPECT_EQ(j["model"]["active_parameters"], j["model"]["parameters"]);
 }
 
 TEST(Cli, MegatronAliases) {

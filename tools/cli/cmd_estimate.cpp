@@ -1,4 +1,5 @@
 // `headroom estimate`: memory per pipeline stage, the paper's Eq. 18, the predicted peak and the verdict.
+#include <cmath>
 #include <cstdio>
 #include <memory>
 
@@ -140,7 +141,12 @@ void run_estimate(const EstimateOptions& o, std::ostream& out) {
   nlohmann::json stages = nlohmann::json::array();
   for (const auto& s : e.stages) stages.push_back(stage_to_json(s));
   const nlohmann::json doc = {
-      {"model", {{"name", r.model.name}, {"parameters", parameter_count(r.model)}}},
+      // Every parameter is active in a dense model; mixture-of-experts models, whose tokens use a few experts, are
+      // refused until priced (issue 14).
+      {"model",
+       {{"name", r.model.name},
+        {"parameters", std::llround(parameter_count(r.model))},
+        {"active_parameters", std::llround(parameter_count(r.model))}}},
       {"gpu", r.cluster.gpu.name},
       {"cluster", r.cluster.name},
       {"framework", r.framework.name},
