@@ -344,6 +344,10 @@ class StepBuilder {
     out.bubble_fraction = best_busy > 0 ? out.bubble_s / best_busy : 0.0;
   }
 
+  // Virtual stages per GPU (v ≥ 1) and the share of a pass that DP traffic may overlap.
+  [[nodiscard]] std::int64_t virtual_stages() const { return std::max<std::int64_t>(1, l_.vpp); }
+  [[nodiscard]] double dp_overlap() const { return std::clamp(perf_.coef.dp_overlap, 0.0, 1.0); }
+
   // One decoder layer's compute per pass (the throughput model's) and its exposed TP/SP and CP time; the
   // pipeline's ends (embedding on the first stage, LM head and FP32 loss on the last).
   struct LayerCosts {
@@ -396,7 +400,7 @@ class StepBuilder {
   // Stage st's passes in its schedule's order, chained; returns its last compute or TP task.
   TaskId add_stage_chain(TaskGraph& g, std::int64_t st, const LayerCosts& layer, const UpdateComm& update,
                          PassEnds& pass) {
-    const std::int64_t p = l_.pp, v = std::max<std::int64_t>(1, l_.vpp);
+    const std::int64_t p = l_.pp, v = virtual_stages();
     const std::vector<PassOp> ops = stage_schedule(l_.schedule, st, p, l_.microbatches(), v);
     const MicrobatchComm mbc = microbatch_dp_seconds(st);
     const double pp_send_s = pipeline_send_seconds(m_, perf_, l_);
@@ -431,8 +435,8 @@ class StepBuilder {
   // `marker`: the first of them. Returns the pass's first and last compute or TP task.
   std::pair<TaskId, TaskId> add_pass(TaskGraph& g, std::int64_t st, const PassOp& op, const LayerCosts& layer,
                                      double fsdp_s, bool tail, bool marker, Chain& chain) {
-    const std::int64_t vs = op.chunk * l_.pp + st, vs_count = l_.pp * std::max<std::int64_t>(1, l_.vpp);
-    const double f = std::clamp(perf_.coef.dp_overlap, 0.0, 1.0);
+    const std::int64_t vs = op.chunk * l_.pp + st, vs_count = l_.pp * virtual_stages();
+    const double f = dp_overlap();
     // The chunk's decoder layers (layout.hpp). A chunk with none (Megatron-LM's
     // --account-for-embedding-in-pipeline-split at one layer per chunk) still runs its embedding or head: one task.
     const std::int64_t layers = chunk_layers(m_, l_, st, op.chunk);
@@ -482,7 +486,7 @@ class StepBuilder {
   // Pipeline edges: forward vs−1 → vs, backward vs+1 → vs, the last virtual stage's forward → its backward.
   // Crossing GPUs, the t·c GPUs of the replica each send s·b·h/(t·c) BF16 (Narayanan et al. 2021 Sec. 4.1).
   void link_pipeline(TaskGraph& g, const PassEnds& pass) {
-    const std::int64_t vs_count = l_.pp * std::max<std::int64_t>(1, l_.vpp);
+    const std::int64_t vs_count = l_.pp * virtual_stages();
     const double act_bytes = activation_tensor_bytes(m_, l_);
     for (std::int64_t vs = 0; vs < vs_count; ++vs) {
       for (std::int64_t mb = 0; mb < l_.microbatches(); ++mb) {
@@ -500,7 +504,7 @@ class StepBuilder {
   // DP: after stage st's last backward, the once-per-step gradient sync (PaRO Sec. 3.1.1) over the DP×CP group,
   // starting dp_overlap of the last backward early; then the optimizer.
   void add_update(TaskGraph& g, std::int64_t st, TaskId last_work, const UpdateComm& update) {
-    const double f = std::clamp(perf_.coef.dp_overlap, 0.0, 1.0);
+    const double f = dp_overlap();
     std::vector<TaskId> deps{last_work};
     if (update.sync_s > 0) {
       // Start it when (1 − dp_overlap) of the stage's last backward passes have run (their compute and TP tasks,

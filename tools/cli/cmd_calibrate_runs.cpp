@@ -188,9 +188,18 @@ UserRuns read_user_runs(const std::vector<std::string>& files, const CalibrateRu
   return u;
 }
 
+// The mean step-time errors of a compute fit: the shipped coefficients', the fit's, and held out.
+struct MeanErrors {
+  double shipped, fitted, held_out;
+  explicit MeanErrors(const calibrate::RunsFit& fit)
+      : shipped(calibrate::RunsFit::mean(fit.shipped_errors)),
+        fitted(calibrate::RunsFit::mean(fit.fitted_errors)),
+        held_out(calibrate::RunsFit::mean(fit.held_out_errors)) {}
+};
+
 // Each run's measured step, the shipped and fitted predictions and the held-out error; then the fit's line.
 std::string compute_fit_text(const std::vector<calibrate::PricedRun>& priced, const calibrate::RunsFit& fit,
-                             const PerfCoefficients& shipped) {
+                             const MeanErrors& mean, const PerfCoefficients& shipped) {
   std::ostringstream out;
   char line[400];
   std::snprintf(line, sizeof line, "%-40s %10s %10s %7s %10s %7s %9s\n", "run", "measured s", "shipped s", "error",
@@ -209,14 +218,14 @@ std::string compute_fit_text(const std::vector<calibrate::PricedRun>& priced, co
                 "compute efficiency x%.3f (GEMM %.3f, attention %.3f): mean step-time error %.1f%% shipped, %.1f%% "
                 "fitted, %.1f%% leave-one-out over %zu runs\n",
                 fit.compute_scale, fit.coefficients.gemm_efficiency, fit.coefficients.attention_efficiency,
-                100 * calibrate::RunsFit::mean(fit.shipped_errors), 100 * calibrate::RunsFit::mean(fit.fitted_errors),
-                100 * calibrate::RunsFit::mean(fit.held_out_errors), priced.size());
+                100 * mean.shipped, 100 * mean.fitted, 100 * mean.held_out, priced.size());
   out << line;
   return out.str();
 }
 
 nlohmann::json from_runs_json(const std::vector<calibrate::PricedRun>& priced, const calibrate::RunsFit& fit,
-                              const PerfCoefficients& k, const calibrate::FixedMemoryFit& memory, bool memory_written,
+                              const MeanErrors& mean, const PerfCoefficients& k,
+                              const calibrate::FixedMemoryFit& memory, bool memory_written,
                               const std::string& memory_not_written, const std::string& out_path) {
   nlohmann::json runs = nlohmann::json::array();
   for (std::size_t i = 0; i < priced.size(); ++i)
@@ -227,10 +236,7 @@ nlohmann::json from_runs_json(const std::vector<calibrate::PricedRun>& priced, c
                     {"held_out_error", fit.held_out_errors[i]}});
   return {{"compute_scale", fit.compute_scale},
           {"coefficients", perf_coefficients_to_json(k)},
-          {"mean_error",
-           {{"shipped", calibrate::RunsFit::mean(fit.shipped_errors)},
-            {"fitted", calibrate::RunsFit::mean(fit.fitted_errors)},
-            {"held_out", calibrate::RunsFit::mean(fit.held_out_errors)}}},
+          {"mean_error", {{"shipped", mean.shipped}, {"fitted", mean.fitted}, {"held_out", mean.held_out}}},
           {"memory",
            {{"verdicts", memory.verdicts},
             {"verdicts_right", memory.verdicts_right_shipped},
@@ -254,13 +260,13 @@ void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDef
   const ResidualModel residual = lib.framework(d.framework).residual;
   const UserRuns runs = read_user_runs(files, d, shipped);
   const calibrate::RunsFit fit = calibrate::fit_compute_scale(runs.priced, shipped);
-  std::string text = compute_fit_text(runs.priced, fit, shipped);  // the table; --json prints a document instead
+  const MeanErrors mean(fit);
+  std::string text = compute_fit_text(runs.priced, fit, mean, shipped);  // the table; --json prints a document instead
   const calibrate::FixedMemoryFit memory = calibrate::fit_fixed_memory(runs.memory, residual);
   std::string memory_not_written;
   const auto memory_json = memory_section(memory, d.framework, memory_not_written);
   text += memory_text(memory, residual, memory_not_written);
-  const double shipped_err = calibrate::RunsFit::mean(fit.shipped_errors);
-  const double held_out_err = calibrate::RunsFit::mean(fit.held_out_errors);
+  const double shipped_err = mean.shipped, held_out_err = mean.held_out;
   if (!(held_out_err < shipped_err))
     throw Error("--from-runs: the fit's leave-one-out error (" + std::to_string(100 * held_out_err).substr(0, 5) +
                 "%) is not below the shipped coefficients' (" + std::to_string(100 * shipped_err).substr(0, 5) +
@@ -275,8 +281,8 @@ void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDef
   if (memory_json) doc["memory"] = *memory_json;
   calibrate::write_json_atomically(out_path, doc);
   if (json)
-    print_json(out_stream,
-               from_runs_json(runs.priced, fit, k, memory, memory_json.has_value(), memory_not_written, out_path));
+    print_json(out_stream, from_runs_json(runs.priced, fit, mean, k, memory, memory_json.has_value(),
+                                          memory_not_written, out_path));
   else
     out_stream << text << "wrote " << out_path << " (use it with --profile)\n";
 }

@@ -140,13 +140,11 @@ void run_estimate(const EstimateOptions& o, std::ostream& out) {
   }
   nlohmann::json stages = nlohmann::json::array();
   for (const auto& s : e.stages) stages.push_back(stage_to_json(s));
+  const long long parameters = std::llround(parameter_count(r.model));
   const nlohmann::json doc = {
       // Every parameter is active in a dense model; mixture-of-experts models, whose tokens use a few experts, are
       // refused until priced (issue 14).
-      {"model",
-       {{"name", r.model.name},
-        {"parameters", std::llround(parameter_count(r.model))},
-        {"active_parameters", std::llround(parameter_count(r.model))}}},
+      {"model", {{"name", r.model.name}, {"parameters", parameters}, {"active_parameters", parameters}}},
       {"gpu", r.cluster.gpu.name},
       {"cluster", r.cluster.name},
       {"framework", r.framework.name},
