@@ -536,7 +536,7 @@ MeasuredRun parse_torchtitan_log(std::string_view log, std::string_view toml, st
   for (const auto line : lines_of(log)) {
     if (line.find("step:") == std::string_view::npos || line.find("tps:") == std::string_view::npos) continue;
     const auto x = number_after(line, "tps:");
-    if (!x) continue;
+    if (!x || !(*x > 0)) continue;  // a step that moved no tokens measures no speed (and would give 1/0 s)
     tps.push_back(*x);
     if (const auto f = number_after(line, "tflops:")) tflops.push_back(*f);
     if (const auto m = number_after(line, "memory:")) mem.push_back(*m);
