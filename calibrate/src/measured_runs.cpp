@@ -346,6 +346,11 @@ std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>
   m.num_heads = int_arg(args, "num_attention_heads", where);
   m.num_kv_heads = flag_arg(args, "group_query_attention") ? int_arg(args, "num_query_groups", where) : m.num_heads;
   m.ffn_hidden_size = int_arg(args, "ffn_hidden_size", where);
+  // arguments.py sets kv_channels to hidden_size / heads when it is not given; another value is the head width.
+  if (const auto kv = arg(args, "kv_channels"); kv && *kv != "None") {
+    m.head_dim = int_arg(args, "kv_channels", where);
+    if (m.head_dim * m.num_heads == m.hidden_size) m.head_dim = 0;
+  }
   const auto vocab = padded_vocab(lines);
   if (vocab)
     m.vocab_size = *vocab;
@@ -363,6 +368,10 @@ std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>
   m.linear_biases = arg(args, "add_bias_linear").value_or("True") == "True";
   m.qkv_bias = arg(args, "add_qkv_bias").value_or("False") == "True";
   m.learned_positions = arg(args, "position_embedding_type").value_or("learned_absolute") == "learned_absolute";
+  m.qk_norm = arg(args, "qk_layernorm").value_or("False") == "True";
+  if (const auto window = arg(args, "window_size"); window && *window != "None")
+    throw Error(std::string(where) + ": window_size " + *window +
+                ": runs with sliding-window attention are not read from Megatron-LM logs yet (give a model spec)");
   return m;
 }
 

@@ -12,10 +12,20 @@ double gated_multiplier(const ModelSpec& m) { return m.mlp == Mlp::swiglu ? 1.5 
 
 }  // namespace
 
+double causal_attention_share(const ModelSpec& m, std::int64_t seq) {
+  if (m.sliding_window <= 0 || seq <= m.sliding_window) return 1.0;
+  const double s = d(seq), w = d(m.sliding_window);
+  const double windowed = (s * w - w * w / 2.0) / (s * s / 2.0);
+  const double share = d(window_layers(m)) / d(m.num_layers);
+  return 1.0 - share * (1.0 - windowed);
+}
+
 // Narayanan et al. 2021 Appendix, in Megatron-LM's Llama form (see the header): 12·B·s·L·h²·[...].
 double model_flops_per_step(const ModelSpec& m, std::int64_t seq, double sequences) {
   const double h = d(m.hidden_size), s = d(seq), L = d(m.num_layers);
-  const double attention = 1.0 + d(m.num_kv_heads) / d(m.num_heads) + s / h;  // QKV+O GEMMs and s² terms
+  // QKV+O GEMMs and s² terms, scaled by a·d_h/h (Megatron-LM's training.py, query_projection_to_hidden_size_ratio)
+  const double attention =
+      (1.0 + d(m.num_kv_heads) / d(m.num_heads) + causal_attention_share(m, seq) * s / h) * (query_width(m) / h);
   const double mlp = gated_multiplier(m) * d(m.ffn_hidden_size) / h;
   const double logits = d(m.vocab_size) / (2.0 * L * h);
   return 12.0 * sequences * s * L * h * h * (attention + mlp + logits);
@@ -35,20 +45,19 @@ double model_flops_per_token(const ModelSpec& m, std::int64_t seq) {
 LayerGemms layer_gemms(const ModelSpec& m, const Layout& l) {
   const double h = d(m.hidden_size), f = d(m.ffn_hidden_size), t = d(l.tp);
   const double tokens = d(l.seq) * d(l.mbs) / d(l.cp);
-  const double kv = d(m.num_kv_heads) / d(m.num_heads);
   const double fc1_out = (m.mlp == Mlp::swiglu ? 2.0 : 1.0) * f;  // gate and up fused
   LayerGemms g;
-  g.qkv = {tokens, h * (1.0 + 2.0 * kv) / t, h};
-  g.proj = {tokens, h, h / t};
+  g.qkv = {tokens, (query_width(m) + 2.0 * kv_width(m)) / t, h};
+  g.proj = {tokens, h, query_width(m) / t};
   g.fc1 = {tokens, fc1_out / t, h};
   g.fc2 = {tokens, h, f / t};
   return g;
 }
 
-// Dao 2023 Sec. 4: 4·s²·h per sequence and layer non-causal, halved by the causal mask.
+// Dao 2023 Sec. 4: 4·s²·a·d_h (4·s²·h when a·d_h = h) per sequence and layer non-causal, halved by the causal mask.
 double attention_flops_forward(const ModelSpec& m, const Layout& l) {
   const double s = d(l.seq);
-  return 2.0 * s * s * d(l.mbs) * d(m.hidden_size) / (d(l.tp) * d(l.cp));
+  return 2.0 * s * s * causal_attention_share(m, l.seq) * d(l.mbs) * query_width(m) / (d(l.tp) * d(l.cp));
 }
 
 double lm_head_flops_forward(const ModelSpec& m, const Layout& l) {

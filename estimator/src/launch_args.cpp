@@ -44,6 +44,15 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
        "--ffn-hidden-size", num(m.ffn_hidden_size), "--num-attention-heads", num(m.num_heads)};
   if (m.num_kv_heads != m.num_heads)
     a.insert(a.end(), {"--group-query-attention", "--num-query-groups", num(m.num_kv_heads)});
+  if (m.head_dim > 0 && m.head_dim * m.num_heads != m.hidden_size)
+    a.insert(a.end(), {"--kv-channels", num(m.head_dim)});  // arguments.py: hidden_size / heads when not given
+  if (m.qk_norm) a.emplace_back("--qk-layernorm");
+  if (m.sliding_window > 0) {  // transformer_engine.py: (left, right) window; every N-th layer full
+    a.insert(a.end(), {"--window-size", num(m.sliding_window - 1) + ",0"});
+    if (m.window_skip_freq > 0) a.insert(a.end(), {"--window-attn-skip-freq", num(m.window_skip_freq)});
+  }
+  if (m.sandwich_norms)
+    issues.emplace_back("norms after attention and MLP (Gemma 2/3): Megatron-LM's GPT layer has no such option");
   a.insert(a.end(), {"--max-position-embeddings", num(m.max_context)});
   if (m.mlp == Mlp::swiglu) a.emplace_back("--swiglu");
   a.insert(a.end(), {"--normalization", m.norm == Norm::rmsnorm ? "RMSNorm" : "LayerNorm"});

@@ -99,6 +99,10 @@ void validate_pipeline_split(const ModelSpec& m, const Layout& l) {
 
 }  // namespace
 
+// Ring attention passes every KV block around the ring; with a window most are masked out entirely, which
+// headroom's ring model (throughput.hpp, cp_kv_bytes) does not price.
+bool context_parallel_priced(const ModelSpec& m) { return m.sliding_window == 0; }
+
 void validate_model_split(const ModelSpec& m, const Layout& l) {
   require_positive(l.tp, "tensor parallel size", "tp");
   require_positive(l.cp, "context parallel size", "cp");
@@ -113,6 +117,12 @@ void validate_model_split(const ModelSpec& m, const Layout& l) {
   if (l.vpp > 1 && l.pp == 1)
     throw Error(field("vpp") + " " + s(l.vpp) + " needs " + field("pp") + " > 1 (interleaving splits pipeline stages)");
   validate_pipeline_split(m, l);
+  if (l.cp > 1 && !context_parallel_priced(m))
+    throw Error(field("cp") + " " + s(l.cp) + ": context parallelism over the sliding-window attention of " + m.name +
+                " is not priced (cp 1 only)");
+  // Megatron-LM's unfused attention masks causally only.
+  if (m.sliding_window > 0 && !l.flash_attention)
+    throw Error("the sliding-window attention of " + m.name + " is priced with FlashAttention only");
   if (l.seq % l.cp != 0) throw Error(field("cp") + " " + s(l.cp) + " does not divide " + field("seq") + " " + s(l.seq));
   if (l.cp > 1 && l.seq % (2 * l.cp) != 0)
     throw Error(field("seq") + " " + s(l.seq) + " must be a multiple of 2·cp = " + s(2 * l.cp) +

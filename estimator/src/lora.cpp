@@ -25,14 +25,14 @@ constexpr std::array<TargetName, 7> kTargets{{{LoraTarget::q, "q"},
 }  // namespace
 
 // Thesis Sec. 3.1.1: Q, K, V and the first MLP projections are column-parallel, the output projections
-// row-parallel; K and V project to the k KV heads (GQA), h·k/a wide.
+// row-parallel; Q projects to a·d_h (h when d_h = h/a), K and V to the k KV heads (GQA), k·d_h wide.
 ProjectionShape projection_shape(const ModelSpec& m, LoraTarget target) {
-  const double h = d(m.hidden_size), f = d(m.ffn_hidden_size), kv = h * d(m.num_kv_heads) / d(m.num_heads);
+  const double h = d(m.hidden_size), f = d(m.ffn_hidden_size), q = query_width(m), kv = kv_width(m);
   switch (target) {
-    case LoraTarget::q: return {h, h, true};
+    case LoraTarget::q: return {h, q, true};
     case LoraTarget::k:
     case LoraTarget::v: return {h, kv, true};
-    case LoraTarget::o: return {h, h, false};
+    case LoraTarget::o: return {q, h, false};
     case LoraTarget::gate:
     case LoraTarget::up: return {h, f, true};
     case LoraTarget::down: return {f, h, false};

@@ -10,7 +10,16 @@ namespace {
 
 using units::d;
 
-double kv_ratio(const ModelSpec& m) { return d(m.num_kv_heads) / d(m.num_heads); }  // k/a
+// 4D paper Eq. 11 in units of s·b·h: the attention input (2), Q and the attention output (2 each, a·d_h wide, h when
+// d_h = h/a) and K, V (2 each, k·d_h wide): 6 + 4k/a when a·d_h = h.
+// Per-head RMSNorms of q and k (Qwen3, Gemma 3) store their inputs too, 2·(a + k)·d_h/h more.
+double attention_activation_units(const ModelSpec& m) {
+  const double qk = (query_width(m) + kv_width(m)) / d(m.hidden_size);
+  return 2.0 + 4.0 * qk + (m.qk_norm ? 2.0 * qk : 0.0);
+}
+
+// The inputs of the layer's norms, h wide: two (4 units), four with Gemma 2's norms after attention and MLP too.
+double norm_activation_units(const ModelSpec& m) { return m.sandwich_norms ? 8.0 : 4.0; }
 
 // s·b·h/(t·c): the unit of the 4D paper's activation terms (Eq. 17).
 double sbh_per_gpu(const ModelSpec& m, const Layout& l) {
@@ -19,12 +28,13 @@ double sbh_per_gpu(const ModelSpec& m, const Layout& l) {
 
 }  // namespace
 
-// 4D paper Eq. 1: W_Q, W_O are h×h and W_K, W_V are h×(h·k/a), so 2h²(1 + k/a); GPT-2 adds q, k, v and o biases,
-// Qwen2 q, k and v biases (column-parallel: split by t like the weights).
+// 4D paper Eq. 1: W_Q, W_O are h×h and W_K, W_V are h×(h·k/a), so 2h²(1 + k/a); with a head width d_h ≠ h/a,
+// W_Q and W_O are h×(a·d_h) and W_K, W_V h×(k·d_h) (Megatron-LM's theoretical_memory_usage.py, kv_channels).
+// GPT-2 adds q, k, v and o biases, Qwen2 q, k and v biases (column-parallel: split by t like the weights).
 double attention_parameters_per_layer(const ModelSpec& m) {
-  const double h = d(m.hidden_size);
-  const double weights = 2.0 * h * h * (1.0 + kv_ratio(m));
-  const double qkv_biases = m.linear_biases || m.qkv_bias ? h * (1.0 + 2.0 * kv_ratio(m)) : 0.0;
+  const double h = d(m.hidden_size), q = query_width(m), kv = kv_width(m);
+  const double weights = 2.0 * h * (q + kv);
+  const double qkv_biases = m.linear_biases || m.qkv_bias ? q + 2.0 * kv : 0.0;
   const double o_bias = m.linear_biases ? h : 0.0;
   return weights + qkv_biases + o_bias;
 }
@@ -36,9 +46,12 @@ double ffn_parameters_per_layer(const ModelSpec& m) {
   return 3.0 * h * f;
 }
 
-// 4D paper Eq. 3, the 2h term: two RMSNorm weight vectors per layer; LayerNorm adds a bias vector each.
+// 4D paper Eq. 3, the 2h term: two RMSNorm weight vectors per layer; LayerNorm adds a bias vector each. Gemma 2/3
+// normalise the attention and MLP outputs too (modeling_gemma2.py: four norms); Qwen3 and Gemma 3 normalise q and k
+// per head (q_norm, k_norm: d_h each).
 double norm_parameters_per_layer(const ModelSpec& m) {
-  return (m.norm == Norm::layernorm ? 4.0 : 2.0) * d(m.hidden_size);
+  const double per_norm = m.norm == Norm::layernorm ? 2.0 : 1.0;
+  return per_norm * ((m.sandwich_norms ? 4.0 : 2.0) * d(m.hidden_size) + (m.qk_norm ? 2.0 * head_dim(m) : 0.0));
 }
 
 double layer_parameters(const ModelSpec& m) {
@@ -95,8 +108,8 @@ double shard_divisor(Shard shard, const Layout& l, std::int64_t gpus_per_node) {
 
 // 4D paper Eq. 11–12, 15, 17 (one layer, one micro-batch, per GPU). With FlashAttention and SP:
 // s·b·h/(t·c)·(12 + 4k/a + 8h_ffn/h): attention 6 + 4k/a (input, Q, K, V, output), FFN 2 + 8h_ffn/h
-// (input; gate, up, activation and product outputs), two norm inputs 4. A GELU MLP stores 2 + 4h_ffn/h.
-// Without SP (Korthikanti et al. 2023, Sec. 4.2.2) the norm inputs and the inputs of the QKV and FFN
+// (input; gate, up, activation and product outputs), two norm inputs 4 (norm_activation_units). A GELU MLP stores
+// 2 + 4h_ffn/h. Without SP (Korthikanti et al. 2023, Sec. 4.2.2) the norm inputs and the inputs of the QKV and FFN
 // projections (8 units) are replicated over TP. Without FlashAttention the softmax output 2·a·s²·b/(t·c)
 // is stored as well (with attention dropout, GPT's, its mask and output too); selective recompute
 // (Korthikanti Sec. 5) drops it.
@@ -106,8 +119,8 @@ double activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   if (l.recompute == Recompute::full) return 2.0 * sbh * (l.sequence_parallel ? 1.0 : d(l.tp));
   const double ffn_ratio = d(m.ffn_hidden_size) / d(m.hidden_size);
   const double mlp_units = 2.0 + (m.mlp == Mlp::swiglu ? 8.0 : 4.0) * ffn_ratio;
-  const double all_units = 6.0 + 4.0 * kv_ratio(m) + mlp_units + 4.0;
-  const double replicated_units = 8.0;
+  const double all_units = attention_activation_units(m) + mlp_units + norm_activation_units(m);
+  const double replicated_units = 4.0 + norm_activation_units(m);
   double bytes =
       l.sequence_parallel ? sbh * all_units : sbh * ((all_units - replicated_units) + replicated_units * d(l.tp));
   if (!l.flash_attention && l.recompute == Recompute::none) {
@@ -167,10 +180,12 @@ double stage_activation_bytes(const ModelSpec& m, const Layout& l, std::int64_t 
 double paper_total_bytes(const ModelSpec& m, const Layout& l) {
   const double h = d(m.hidden_size), t = d(l.tp), p = d(l.pp);
   const double states_per_param = 6.0 + 12.0 / (d(l.dp) * d(l.cp));
+  const double attention = (query_width(m) + kv_width(m)) / h;  // 1 + k/a when a·d_h = h
   const double layer_part =
-      2.0 * (d(m.num_layers) / p) * h * h * ((1.0 + kv_ratio(m) + 1.5 * d(m.ffn_hidden_size) / h) / t + 1.0 / h);
+      2.0 * (d(m.num_layers) / p) * h * h * ((attention + 1.5 * d(m.ffn_hidden_size) / h) / t + 1.0 / h);
   const double embed_part = (l.pp == 1 ? 2.0 : 1.0) * h * d(m.vocab_size) / t + (l.pp == 1 ? h : 0.0);
-  const double per_layer_units = 12.0 + 4.0 * kv_ratio(m) + 8.0 * d(m.ffn_hidden_size) / h;
+  const double per_layer_units =
+      attention_activation_units(m) + 2.0 + 8.0 * d(m.ffn_hidden_size) / h + norm_activation_units(m);
   const double head_units = l.pp == 1 ? 4.0 * (1.0 + d(m.vocab_size) / h) : 0.0;
   const double activations = sbh_per_gpu(m, l) * (per_layer_units * d(m.num_layers) + 8.0 * p + head_units);
   return states_per_param * (embed_part + layer_part) + activations;

@@ -120,6 +120,7 @@ std::vector<LayoutFit> smallest_layouts_for_seq(const ModelSpec& m, const Cluste
       if (n % t != 0 || heads % t != 0) continue;
       for (std::int64_t cp = 1; cp <= n / t; ++cp) {
         if ((n / t) % cp != 0 || seq % (cp > 1 ? 2 * cp : 1) != 0) continue;
+        if (cp > 1 && !context_parallel_priced(m)) continue;
         for (std::int64_t p = 1; p <= n / (t * cp); ++p) {
           if ((n / (t * cp)) % p != 0 || m.num_layers % p != 0) continue;
           Layout l = base;

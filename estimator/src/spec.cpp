@@ -53,13 +53,16 @@ void check_model_shape(const ModelSpec& m, std::string_view where) {
       {"hidden_size", m.hidden_size},         {"num_layers", m.num_layers},
       {"num_attention_heads", m.num_heads},   {"num_kv_heads", m.num_kv_heads},
       {"ffn_hidden_size", m.ffn_hidden_size}, {"vocab_size", m.vocab_size},
-      {"max_context_tokens", m.max_context}};
+      {"max_context_tokens", m.max_context},  {"head_dim", m.head_dim}};
   for (const auto& [key, value] : dimensions) {
     if (value > kMaxDimension) throw Error(w + ": " + key + " " + std::to_string(value) + " is larger than 10^12");
   }
-  if (m.hidden_size % m.num_heads != 0)
+  if (m.head_dim == 0 && m.hidden_size % m.num_heads != 0)
     throw Error(w + ": hidden_size " + std::to_string(m.hidden_size) + " is not a multiple of num_attention_heads " +
-                std::to_string(m.num_heads));
+                std::to_string(m.num_heads) + " (give head_dim for heads of another width)");
+  if (m.window_skip_freq == 1 || m.window_skip_freq > m.num_layers)
+    throw Error(w + ": window_attn_skip_freq " + std::to_string(m.window_skip_freq) + " must be 0 (every layer " +
+                "windowed) or 2.." + std::to_string(m.num_layers) + " (every N-th layer attends fully)");
   if (m.num_kv_heads > m.num_heads || m.num_heads % m.num_kv_heads != 0)
     throw Error(w + ": num_kv_heads " + std::to_string(m.num_kv_heads) + " must divide num_attention_heads " +
                 std::to_string(m.num_heads));
@@ -112,7 +115,7 @@ bool hf_bool(const json& j, const char* key, std::string_view where, bool fallba
 // Keys of current Hugging Face configs that change the arithmetic in ways headroom does not price yet: a config
 // carrying one is refused, naming it, rather than priced as a dense Llama (a Mixtral-8x7B config came out as
 // a 7.24B model). Sources: transformers' configuration_{mixtral,qwen2_moe,qwen3_moe,deepseek_v3,gemma2}.py.
-void refuse_unpriced_hf_keys(const json& j, std::string_view where, std::int64_t hidden, std::int64_t heads) {
+void refuse_unpriced_hf_keys(const json& j, std::string_view where) {
   for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size"}) {
     const auto it = j.find(key);
     if (it != j.end() && !it->is_null() && !(it->is_number() && it->get<double>() <= 1))
@@ -132,17 +135,54 @@ void refuse_unpriced_hf_keys(const json& j, std::string_view where, std::int64_t
       throw Error(std::string(where) + ": " + key + " = " + it->dump() +
                   ": multi-head latent attention cannot be priced by headroom yet");
   }
-  if (const auto it = j.find("head_dim"); it != j.end() && !it->is_null()) {
-    if (!it->is_number_integer() || it->get<std::int64_t>() * heads != hidden)
-      throw Error(std::string(where) + ": head_dim = " + it->dump() + " is not hidden_size / num_attention_heads = " +
-                  std::to_string(hidden / std::max<std::int64_t>(1, heads)) +
-                  ": attention projections wider or narrower than the hidden size are not priced yet");
+}
+
+// Which layers attend within the sliding window, as Megatron-LM's --window-attn-skip-freq N (every N-th layer, counted
+// from 1, attends fully; 0: every layer windowed), by transformers' configuration_<type>.py: Gemma 2 every other
+// layer from the first (layer_types' default (i + 1) % 2), Gemma 3 all but every sliding_window_pattern-th (default
+// 6), an explicit layer_types list where it has that form, any other type (Mistral-7B v0.1) every layer; nullopt: no
+// layer is windowed (Qwen without use_sliding_window).
+std::optional<std::int64_t> hf_window_skip_freq(const json& j, const std::string& type, std::int64_t layers,
+                                                std::string_view where) {
+  const std::string w(where);
+  if (const auto it = j.find("layer_types"); it != j.end() && !it->is_null()) {
+    if (!it->is_array() || static_cast<std::int64_t>(it->size()) != layers)
+      throw Error(w + ": layer_types must be a list of " + std::to_string(layers) + " layer kinds");
+    std::vector<bool> windowed;
+    for (const auto& kind : *it) {
+      if (kind != "sliding_attention" && kind != "full_attention")
+        throw Error(w + ": layer_types entry " + kind.dump().substr(0, 40) +
+                    " is not sliding_attention or full_attention");
+      windowed.push_back(kind == "sliding_attention");
+    }
+    if (std::none_of(windowed.begin(), windowed.end(), [](bool b) { return b; })) return std::nullopt;
+    // The first full layer fixes N (0 if none); every layer must then follow the pattern.
+    const auto first_full = std::find(windowed.begin(), windowed.end(), false);
+    const std::int64_t freq = first_full == windowed.end() ? 0 : (first_full - windowed.begin()) + 1;
+    bool matches = freq != 1;
+    for (std::int64_t i = 0; i < layers && matches; ++i)
+      matches = windowed[static_cast<std::size_t>(i)] == (freq == 0 || (i + 1) % freq != 0);
+    if (matches) return freq;
+    throw Error(w +
+                ": layer_types mixes windowed and full layers in a pattern headroom cannot price (every N-th "
+                "layer full, or all windowed)");
   }
-  // Mistral-7B-v0.1 and Gemma 2 attend within a window; Qwen2 ships a window with use_sliding_window false.
-  if (const auto it = j.find("sliding_window");
-      it != j.end() && !it->is_null() && hf_bool(j, "use_sliding_window", where, true))
-    throw Error(std::string(where) + ": sliding_window = " + it->dump() +
-                ": sliding-window attention cannot be priced by headroom yet (set it to null for full attention)");
+  if (type == "gemma2") return 2;
+  if (type == "gemma3" || type == "gemma3_text") return hf_int(j, {"sliding_window_pattern"}, where, 6);
+  if (type.rfind("qwen", 0) == 0) {
+    if (!hf_bool(j, "use_sliding_window", where, false)) return std::nullopt;
+    // transformers windows the layers from max_window_layers on: all of them, none, or a tail headroom cannot price.
+    const auto it = j.find("max_window_layers");
+    if (it != j.end() && !it->is_null() && (!it->is_number_integer() || it->get<std::int64_t>() < 0))
+      throw Error(w + ": max_window_layers must be a non-negative integer (got " + it->dump() + ")");
+    const std::int64_t full_layers = it == j.end() || it->is_null() ? layers : it->get<std::int64_t>();
+    if (full_layers == 0) return 0;
+    if (full_layers >= layers) return std::nullopt;
+    throw Error(w + ": use_sliding_window with max_window_layers " + std::to_string(full_layers) +
+                " (windows on the last layers only) cannot be priced by headroom yet");
+  }
+  if (!hf_bool(j, "use_sliding_window", where, true)) return std::nullopt;
+  return 0;
 }
 
 // Whether a model family's MLP is gated (gate, up and down projections: SwiGLU, GeGLU) or a plain two-matrix MLP,
@@ -244,6 +284,7 @@ ModelSpec model_from_json(const json& j, std::string_view where) {
   m.num_layers = j.at("num_layers").get<std::int64_t>();
   m.num_heads = j.at("num_attention_heads").get<std::int64_t>();
   m.num_kv_heads = j.at("num_kv_heads").get<std::int64_t>();
+  m.head_dim = j.value("head_dim", std::int64_t{0});
   m.ffn_hidden_size = j.at("ffn_hidden_size").get<std::int64_t>();
   m.vocab_size = j.at("vocab_size").get<std::int64_t>();
   m.max_context = j.at("max_context_tokens").get<std::int64_t>();
@@ -254,6 +295,10 @@ ModelSpec model_from_json(const json& j, std::string_view where) {
   m.qkv_bias = j.value("qkv_bias", false);
   m.learned_positions = j.value("learned_position_embeddings", false);
   m.attention_dropout = j.value("attention_dropout", 0.0);
+  m.sandwich_norms = j.value("sandwich_norms", false);
+  m.qk_norm = j.value("qk_norm", false);
+  m.sliding_window = j.value("sliding_window", std::int64_t{0});
+  m.window_skip_freq = j.value("window_attn_skip_freq", std::int64_t{0});
   check_model_shape(m, where);
   return m;
 }
@@ -270,7 +315,10 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   m.max_context = hf_int(j, {"max_position_embeddings", "n_positions", "n_ctx"}, where, 2048);
   const std::string type = lower(hf_string(j, "model_type", where, ""));
   const std::string act = lower(hf_string(j, "hidden_act", where, hf_string(j, "activation_function", where, "silu")));
-  refuse_unpriced_hf_keys(j, where, m.hidden_size, m.num_heads);
+  refuse_unpriced_hf_keys(j, where);
+  // Gemma (256 = 3072/16 for 7B, 128 for Gemma-2-27B's 4608/32) and Qwen3 set the head width apart from h/a.
+  m.head_dim = hf_int(j, {"head_dim"}, where, 0);
+  if (m.head_dim * m.num_heads == m.hidden_size) m.head_dim = 0;  // h/a, as given: one spelling of one model
   const bool gpt2_like = type == "gpt2" || type == "gpt_neo" || type == "gpt_bigcode";
   // A gated GELU (Gemma's GeGLU) has SwiGLU's three projections: priced as such. Unlisted types: by activation.
   const bool gated = hf_gated_mlp(type).value_or(act.find("gelu") == std::string::npos && !gpt2_like);
@@ -283,6 +331,14 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   m.attention_dropout = hf_probability(j, {"attention_dropout", "attn_pdrop"}, where);
   m.ffn_hidden_size =
       hf_int(j, {"intermediate_size", "n_inner", "ffn_dim"}, where, m.mlp == Mlp::gelu ? 4 * m.hidden_size : -1);
+  // Gemma 2/3 normalise attention and MLP outputs too; Qwen3 and Gemma 3 normalise q and k per head
+  // (modeling_gemma2.py, modeling_gemma3.py, modeling_qwen3.py).
+  m.sandwich_norms = type.rfind("gemma2", 0) == 0 || type.rfind("gemma3", 0) == 0;
+  m.qk_norm = type.rfind("gemma3", 0) == 0 || type.rfind("qwen3", 0) == 0;
+  m.sliding_window = hf_int(j, {"sliding_window"}, where, 0);
+  const auto skip_freq = m.sliding_window > 0 ? hf_window_skip_freq(j, type, m.num_layers, where) : std::nullopt;
+  m.window_skip_freq = skip_freq.value_or(0);
+  if (!skip_freq || m.sliding_window >= m.max_context) m.sliding_window = m.window_skip_freq = 0;
   // The default of tie_word_embeddings where a config leaves it out: True in transformers' GPT-2 and Gemma
   // configs (configuration_gemma.py), False in Llama's, Mistral's and Qwen's.
   m.tied_embeddings = hf_bool(j, "tie_word_embeddings", where, gpt2_like || type.rfind("gemma", 0) == 0);

@@ -302,11 +302,11 @@ double gemm_seconds(const PerfContext& p, const GemmShape& g) {
 }  // namespace
 
 AttentionSeconds unfused_attention_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
-  const double s = d(l.seq), head_dim = d(m.hidden_size) / d(m.num_heads);
+  const double s = d(l.seq), d_h = head_dim(m);
   const double scores = d(l.mbs) * d(m.num_heads) / d(l.tp) * (s / d(l.cp)) * s;
-  const GemmShape shape{s / d(l.cp), s, head_dim};  // per head; QKᵀ's k, and the other GEMMs' m or n, is d
+  const GemmShape shape{s / d(l.cp), s, d_h};  // per head; QKᵀ's k, and the other GEMMs' m or n, is d_h
   const double gemm =
-      std::max(2.0 * scores * head_dim / (p.peak_flops * gemm_efficiency(p, shape)), 2.0 * scores / p.hbm_bytes_per_s);
+      std::max(2.0 * scores * d_h / (p.peak_flops * gemm_efficiency(p, shape)), 2.0 * scores / p.hbm_bytes_per_s);
   const bool dropout = m.attention_dropout > 0;
   const double forward_bytes = 4.0 + (dropout ? 5.0 : 0.0), backward_bytes = 6.0 + (dropout ? 5.0 : 0.0);
   return {2.0 * gemm + forward_bytes * scores / p.hbm_bytes_per_s,
@@ -354,8 +354,7 @@ double activation_tensor_bytes(const ModelSpec& m, const Layout& l) {
 }
 
 double cp_kv_bytes(const ModelSpec& m, const Layout& l) {
-  return 2.0 * (d(l.seq) / d(l.cp)) * d(l.mbs) * d(m.hidden_size) * (d(m.num_kv_heads) / d(m.num_heads)) * 2.0 /
-         d(l.tp);
+  return 2.0 * (d(l.seq) / d(l.cp)) * d(l.mbs) * kv_width(m) * 2.0 / d(l.tp);
 }
 
 double optimizer_step_seconds(const PerfContext& p, const Layout& l, double shard_params) {

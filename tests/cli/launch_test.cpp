@@ -67,6 +67,17 @@ TEST(Launch, MegatronArguments) {
                            "--pp", "4", "--gpus", "64", "--json"});
   ASSERT_EQ(qwen.code, 0) << qwen.err;
   EXPECT_EQ(megatron_value(nlohmann::json::parse(qwen.out), "--add-qkv-bias"), "on");
+  // Gemma 2: 128-wide heads (--kv-channels), a 4,096-token window on every other layer; its norms after attention
+  // and MLP have no Megatron-LM flag, said under "unsupported".
+  const Result gemma = run({"launch", "--model", "gemma-2-27b", "--cluster", "dgx-h100", "--seq", "8192", "--tp", "8",
+                            "--gpus", "64", "--json"});
+  ASSERT_EQ(gemma.code, 0) << gemma.err;
+  const auto g = nlohmann::json::parse(gemma.out);
+  EXPECT_EQ(megatron_value(g, "--kv-channels"), "128");
+  EXPECT_EQ(megatron_value(g, "--window-size"), "4095,0");
+  EXPECT_EQ(megatron_value(g, "--window-attn-skip-freq"), "2");
+  EXPECT_EQ(megatron_value(j, "--kv-channels"), "");
+  EXPECT_TRUE(contains(g.at("unsupported").at("megatron").dump(), "norms after attention and MLP"));
 
   const auto full = launch_json({"--recompute", "full", "--no-sp"});
   EXPECT_EQ(megatron_value(full, "--recompute-granularity"), "full");

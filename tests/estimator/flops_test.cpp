@@ -55,5 +55,29 @@ TEST(Recompute, FactorsPerMode) {
   EXPECT_EQ(recompute_factors(Recompute::full).gemm, 1.0);
 }
 
+// Issue 14, item 3: a sliding window of w tokens leaves s·w − w²/2 of the s²/2 causal pairs where s > w, on the
+// layers that have it; heads of width d_h scale the attention by a·d_h/h (Megatron-LM's training.py).
+TEST_F(FlopsTest, SlidingWindowsAndHeadWidthScaleTheAttention) {
+  ModelSpec m = llama8b;
+  m.sliding_window = 4096;
+  EXPECT_DOUBLE_EQ(causal_attention_share(m, 4096), 1.0);
+  EXPECT_DOUBLE_EQ(causal_attention_share(m, 8192), (8192.0 * 4096 - 4096.0 * 4096 / 2) / (8192.0 * 8192 / 2));
+  m.window_skip_freq = 2;  // 16 of 32 layers windowed
+  EXPECT_DOUBLE_EQ(causal_attention_share(m, 8192), 1.0 - 0.5 * 0.25);
+  Layout l;
+  l.seq = 8192;
+  EXPECT_DOUBLE_EQ(attention_flops_forward(m, l), 0.875 * attention_flops_forward(llama8b, l));
+  const double s = 8192, h = 4096, L = 32;
+  EXPECT_NEAR(model_flops_per_token(llama8b, 8192) - model_flops_per_token(m, 8192), 0.125 * 12.0 * s * h * L, 1.0);
+  ModelSpec wide = llama8b;
+  wide.head_dim = 256;  // a·d_h = 8192 = 2h, k·d_h = 2048
+  EXPECT_DOUBLE_EQ(attention_flops_forward(wide, l), 2.0 * attention_flops_forward(llama8b, l));
+  const LayerGemms g = layer_gemms(wide, l);
+  EXPECT_DOUBLE_EQ(g.qkv.n, 8192.0 + 2 * 2048.0);
+  EXPECT_DOUBLE_EQ(g.proj.k, 8192.0);
+  EXPECT_NEAR(layer_gemms(wide, l).flops(),
+              2.0 * 8192 * (attention_parameters_per_layer(wide) + ffn_parameters_per_layer(wide)), 1.0);
+}
+
 }  // namespace
 }  // namespace headroom

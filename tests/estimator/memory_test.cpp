@@ -163,6 +163,27 @@ TEST_F(MemoryTest, HugeSizesStayFinite) {
   EXPECT_GT(peak, 0);
 }
 
+// Sliding windows are priced with FlashAttention and without context parallelism only.
+TEST_F(MemoryTest, SlidingWindowsRefuseContextParallelismAndUnfusedAttention) {
+  const ModelSpec gemma = lib.model("gemma-2-27b");
+  Layout l = layout(2, 2, 1, 1, 8, 8192, 8);
+  EXPECT_THROW(
+      {
+        try {
+          validate_model_split(gemma, l);
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("--cp 2: context parallelism over the sliding-window"),
+                    std::string::npos)
+              << e.what();
+          throw;
+        }
+      },
+      Error);
+  l.cp = 1;
+  l.flash_attention = false;
+  EXPECT_THROW(validate_model_split(gemma, l), Error);
+}
+
 TEST_F(MemoryTest, LayoutValidationNamesTheConstraint) {
   Layout l = layout(3, 1, 1, 1, 3);
   EXPECT_THROW(validate_layout(llama8b, l), Error);
@@ -234,6 +255,42 @@ TEST(CapacityShare, IsPartOfTheResidual) {
   ResidualModel r;
   r.capacity_share = 0.125;
   EXPECT_DOUBLE_EQ(residual_bytes(m, l, r, 0, 1e9, 80.0 * kGiB), 10.0 * kGiB);
+}
+
+// Issue 14, item 3: heads of a width d_h other than h/a (Qwen3-32B: 64 heads of 128 for h = 5,120). Weights,
+// gradients and optimizer states of the first stage equal Megatron-LM's compute_weight_and_optimizer_memory
+// (theoretical_memory_usage.py at d98e8a6, run in Python with --kv-channels 128, GQA 8, SwiGLU 25,600, 64 layers,
+// vocabulary 151,936, untied, distributed optimizer) but for one difference, explained: Megatron counts the final
+// norm's h weights as 1/p on every stage, headroom on the last stage only. Qwen3's q/k norms are left out of both.
+TEST_F(MemoryTest, WideHeadsMatchMegatronTheoreticalWeightAndOptimizerMemory) {
+  ModelSpec m = llama8b;
+  m.hidden_size = 5120;
+  m.num_heads = 64;
+  m.num_kv_heads = 8;
+  m.head_dim = 128;
+  m.ffn_hidden_size = 25600;
+  m.num_layers = 64;
+  m.vocab_size = 151936;
+  struct Case {
+    std::int64_t t, p, d;
+    double megatron_bytes;
+  };
+  ClusterSpec c = a100;
+  c.gpu.usable_memory_bytes = 1e15;
+  for (const Case& k : {Case{8, 2, 4, 18431285760.0}, Case{4, 4, 2, 25739934720.0}, Case{2, 1, 16, 110574339840.0}}) {
+    Layout l = layout(k.t, 1, k.p, 1, k.t * k.p * k.d);
+    const StageMemory s = stage_memory(m, c, l, none, 0);
+    const double bytes_per_param = 6.0 + 12.0 / static_cast<double>(k.d);
+    const double final_norm_share = k.p > 1 ? 5120.0 / static_cast<double>(k.p) * bytes_per_param : 0.0;
+    EXPECT_DOUBLE_EQ(s.params + s.grads + s.optimizer, k.megatron_bytes - final_norm_share) << k.t << "," << k.p;
+  }
+  // The attention's activations: input 2, Q and output 2·(a·d_h)/h each, K and V 2·(k·d_h)/h each (s·b·h units).
+  ModelSpec narrow = m;
+  narrow.head_dim = 0;  // 80 = h/a
+  Layout l = layout(1, 1, 1, 1, 1);
+  const double sbh = 8192.0 * 5120.0;
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(m, l) - activation_bytes_per_layer(narrow, l),
+                   sbh * 4.0 * ((8192.0 + 1024.0) - (5120.0 + 640.0)) / 5120.0);
 }
 
 }  // namespace

@@ -210,13 +210,15 @@ TEST(HuggingFaceConfig, RefusesWhatItCannotPriceNamingTheKey) {
     "num_hidden_layers": 61, "vocab_size": 129280, "intermediate_size": 18432, "kv_lora_rank": 512})")
                 .find("kv_lora_rank = 512: multi-head latent attention"),
             std::string::npos);
-  EXPECT_NE(model_error(R"({"model_type": "gemma", "hidden_size": 3072, "num_attention_heads": 16,
-    "num_hidden_layers": 28, "vocab_size": 256000, "intermediate_size": 24576, "head_dim": 256})")
-                .find("head_dim = 256 is not hidden_size / num_attention_heads = 192"),
+  EXPECT_NE(model_error(R"({"model_type": "qwen3", "hidden_size": 4096, "num_attention_heads": 32,
+    "num_hidden_layers": 36, "vocab_size": 151936, "intermediate_size": 12288, "sliding_window": 4096,
+    "use_sliding_window": true, "max_window_layers": 28})")
+                .find("max_window_layers 28 (windows on the last layers only) cannot be priced"),
             std::string::npos);
-  EXPECT_NE(model_error(R"({"model_type": "mistral", "hidden_size": 4096, "num_attention_heads": 32,
-    "num_hidden_layers": 32, "vocab_size": 32000, "intermediate_size": 14336, "sliding_window": 4096})")
-                .find("sliding_window = 4096"),
+  EXPECT_NE(model_error(R"({"model_type": "mistral", "hidden_size": 64, "num_attention_heads": 4,
+    "num_hidden_layers": 3, "vocab_size": 100, "intermediate_size": 128, "sliding_window": 16,
+    "max_position_embeddings": 64, "layer_types": ["full_attention", "sliding_attention", "sliding_attention"]})")
+                .find("layer_types mixes windowed and full layers in a pattern headroom cannot price"),
             std::string::npos);
   for (const char* key : {"tie_word_embeddings", "model_type", "hidden_act", "_name_or_path"}) {
     const std::string bad = R"({"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
@@ -249,6 +251,57 @@ TEST(HuggingFaceConfig, Qwen2BiasesAndMistralCountAsTheirCheckpoints) {
                                std::string(key) + R"(": true})");
     EXPECT_NE(e.find(std::string(key) + " = true: biases"), std::string::npos) << e;
   }
+}
+
+// Issue 14, item 3: heads wider or narrower than h/a (Gemma, Qwen3), Gemma 2's four norms per layer, q/k norms and
+// sliding windows, as transformers builds them. Parameter counts are the checkpoints' (Gemma-7B 8,537,680,896 and
+// Gemma-2-27B 27,227,128,320, their model cards' 8.54B and 27.2B; Qwen3-8B 8,190,735,360, "8.2B").
+TEST(HuggingFaceConfig, GemmaAndQwen3HeadsNormsAndWindowsCountAsTheirCheckpoints) {
+  const SpecLibrary lib = test::library();
+  const ModelSpec shipped = lib.model("gemma-2-27b");
+  EXPECT_EQ(static_cast<std::int64_t>(parameter_count(shipped)), 27'227'128'320);
+  EXPECT_EQ(window_layers(shipped), 23);
+  const TempFile gemma2(R"({"model_type": "gemma2", "hidden_size": 4608, "num_attention_heads": 32,
+    "num_key_value_heads": 16, "head_dim": 128, "num_hidden_layers": 46, "vocab_size": 256000,
+    "intermediate_size": 36864, "max_position_embeddings": 8192, "hidden_activation": "gelu_pytorch_tanh",
+    "hidden_act": "gelu_pytorch_tanh", "sliding_window": 4096, "attn_logit_softcapping": 50.0,
+    "final_logit_softcapping": 30.0, "query_pre_attn_scalar": 144})",
+                        "config.json");
+  const ModelSpec g2 = lib.model(gemma2.path());
+  EXPECT_EQ(parameter_count(g2), parameter_count(shipped));
+  EXPECT_TRUE(g2.sandwich_norms && g2.tied_embeddings && g2.mlp == Mlp::swiglu);
+  EXPECT_EQ(g2.sliding_window, 4096);
+  EXPECT_EQ(g2.window_skip_freq, 2);
+  const TempFile gemma(R"({"model_type": "gemma", "hidden_size": 3072, "num_attention_heads": 16,
+    "num_key_value_heads": 16, "head_dim": 256, "num_hidden_layers": 28, "vocab_size": 256000,
+    "intermediate_size": 24576, "hidden_act": "gelu"})",
+                       "config.json");
+  EXPECT_EQ(static_cast<std::int64_t>(parameter_count(lib.model(gemma.path()))), 8'537'680'896);
+  const TempFile qwen3(R"({"model_type": "qwen3", "hidden_size": 4096, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 36, "vocab_size": 151936,
+    "intermediate_size": 12288, "max_position_embeddings": 40960, "sliding_window": null,
+    "use_sliding_window": false, "max_window_layers": 36, "tie_word_embeddings": false})",
+                       "config.json");
+  const ModelSpec q3 = lib.model(qwen3.path());
+  EXPECT_TRUE(q3.qk_norm);
+  EXPECT_EQ(q3.head_dim, 0);  // 128 = h/a: the same model as without the key
+  EXPECT_EQ(static_cast<std::int64_t>(parameter_count(q3)), 8'190'735'360);
+  // Mistral-7B v0.1 windows every layer; an explicit layer_types list of Gemma 2's form reads as its default.
+  const TempFile mistral(R"({"model_type": "mistral", "hidden_size": 4096, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "num_hidden_layers": 32, "vocab_size": 32000, "intermediate_size": 14336,
+    "max_position_embeddings": 32768, "sliding_window": 4096})",
+                         "config.json");
+  const ModelSpec m1 = lib.model(mistral.path());
+  EXPECT_EQ(window_layers(m1), 32);
+  std::string types;
+  for (int i = 0; i < 46; ++i)
+    types += std::string(types.empty() ? "" : ", ") + (i % 2 == 0 ? "\"sliding_attention\"" : "\"full_attention\"");
+  const TempFile listed(R"({"model_type": "gemma2", "hidden_size": 4608, "num_attention_heads": 32,
+    "num_key_value_heads": 16, "head_dim": 128, "num_hidden_layers": 46, "vocab_size": 256000,
+    "intermediate_size": 36864, "max_position_embeddings": 8192, "sliding_window": 4096, "layer_types": [)" +
+                            types + "]}",
+                        "config.json");
+  EXPECT_EQ(lib.model(listed.path()).window_skip_freq, 2);
 }
 
 TEST(HuggingFaceConfig, DropoutOutsideZeroToOneIsRefusedNamingTheKey) {

@@ -144,7 +144,13 @@ void run_estimate(const EstimateOptions& o, std::ostream& out) {
   const nlohmann::json doc = {
       // Every parameter is active in a dense model; mixture-of-experts models, whose tokens use a few experts, are
       // refused until priced (issue 14).
-      {"model", {{"name", r.model.name}, {"parameters", parameters}, {"active_parameters", parameters}}},
+      {"model",
+       {{"name", r.model.name},
+        {"parameters", parameters},
+        {"active_parameters", parameters},
+        {"head_dim", std::llround(head_dim(r.model))},
+        {"sliding_window", r.model.sliding_window},
+        {"window_layers", window_layers(r.model)}}},
       {"gpu", r.cluster.gpu.name},
       {"cluster", r.cluster.name},
       {"framework", r.framework.name},

@@ -12,12 +12,18 @@ namespace headroom {
 
 // ---- model FLOPs (reporting convention) ----
 
+// The share of a full causal attention's s²/2 query-key pairs that the model computes, averaged over its layers:
+// 1 without a sliding window; a window of w tokens leaves s·w − w²/2 pairs where s > w (each query sees at most w
+// keys; Beltagy et al. 2020, Longformer Sec. 3.1), on the layers that have it.
+[[nodiscard]] double causal_attention_share(const ModelSpec& m, std::int64_t seq);
+
 // Narayanan et al. 2021 (Megatron-LM, "Efficient Large-Scale Language Model Training...", Appendix: FLOPs
 // 72·B·s·l·h²(1 + s/6h + V/12lh) without recompute), adapted to Llama as Megatron-LM's
 // num_floating_point_operations does (GQA, SwiGLU, untied LM head):
 //   F = 12·B·s·L·h²·[(1 + k/a + s/h) + g·h_ffn/h + v/(2·L·h)],  g = 3/2 for SwiGLU, 1 for a GELU MLP.
-// Forward + backward (×3) of every GEMM, non-causal attention (s/h term: QKᵀ and AV over the full s×s), the
-// LM head (v term); no recompute, no embedding lookup, no norms. `sequences` = B, the global batch.
+// Forward + backward (×3) of every GEMM, non-causal attention (s/h term: QKᵀ and AV over the full s×s; a sliding
+// window scales it by causal_attention_share), the LM head (v term); no recompute, no embedding lookup, no norms.
+// With a head width d_h ≠ h/a the attention term scales by a·d_h/h (Megatron-LM's training.py). `sequences` = B.
 [[nodiscard]] double model_flops_per_step(const ModelSpec& m, std::int64_t seq, double sequences);
 // Narayanan et al. 2021 Eq. 3, the FLOPs its Table 1 counts per step with full recompute (a second forward):
 // 96·B·s·l·h²·(1 + s/6h + V/16lh); GPT only (MHA, a 4h GELU MLP).
@@ -44,7 +50,8 @@ struct LayerGemms {
 
 // Dao 2023 (FlashAttention-2) Sec. 4 FLOP count with a causal mask: QKᵀ and AV are 4·s²·h non-causal, half
 // of it causal; per GPU the heads split over t and (load-balanced ring attention) the work over c:
-// 2·s²·b·h/(t·c). Without causal masking it would be twice this.
+// 2·s²·b·h/(t·c) (a·d_h for h where the heads are another width, times causal_attention_share under a sliding
+// window). Without causal masking it would be twice this.
 [[nodiscard]] double attention_flops_forward(const ModelSpec& m, const Layout& l);
 
 // LM head GEMM on the last stage: 2·s·b·h·v/(t·c) (vocabulary-parallel over t, tokens over c).

@@ -112,6 +112,8 @@ struct Layout {
 // a middle stage; nullopt where no such split exists or p < 2. Llama 3 405B: L = 126, p = 16 → 7 + 14×8 + 7.
 [[nodiscard]] std::optional<PipelineSplit> balanced_uneven_split(std::int64_t layers, std::int64_t pp);
 
+// Whether context parallelism (cp > 1) can be priced for the model: not over sliding-window attention.
+[[nodiscard]] bool context_parallel_priced(const ModelSpec& model);
 // Throws Error naming the first violated constraint of how the model is split: sizes positive, t | a,
 // t | k, the pipeline split as Megatron-LM checks it (p | L when even), v | the layers of every stage, 2c | s.
 // Needs no DP size or batch.

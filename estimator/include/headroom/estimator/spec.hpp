@@ -24,6 +24,7 @@ struct ModelSpec {
   std::int64_t num_layers = 0;       // L
   std::int64_t num_heads = 0;        // a
   std::int64_t num_kv_heads = 0;     // k
+  std::int64_t head_dim = 0;         // d_h (HF head_dim, Megatron-LM's --kv-channels); 0: h/a
   std::int64_t ffn_hidden_size = 0;  // h_ffn
   std::int64_t vocab_size = 0;       // v
   std::int64_t max_context = 0;      // tokens
@@ -33,8 +34,38 @@ struct ModelSpec {
   bool linear_biases = false;      // GPT-2 style biases on every linear layer
   bool qkv_bias = false;           // biases on the Q, K and V projections only (Qwen2; Megatron-LM's --add-qkv-bias)
   bool learned_positions = false;  // GPT-2 style position-embedding table of max_context × h
+  bool sandwich_norms = false;     // norms after attention and MLP as well as before (Gemma 2/3: four per layer)
+  bool qk_norm = false;            // RMSNorm of each head's q and k (Qwen3, Gemma 3; d_h weights each)
   double attention_dropout = 0;    // dropout probability on the attention probabilities (GPT: 0.1, Llama: 0)
+  // Sliding-window attention: a query attends to at most this many tokens (itself included); 0: full causal
+  // attention. Every window_skip_freq-th layer, counted from 1, attends fully (Megatron-LM's --window-attn-skip-freq;
+  // Gemma 2: 2); 0: every layer windowed (Mistral-7B v0.1).
+  std::int64_t sliding_window = 0;
+  std::int64_t window_skip_freq = 0;
 };
+
+// Layers attending within the sliding window (megatron/core/transformer/utils.py, is_layer_window_attention).
+[[nodiscard]] inline std::int64_t window_layers(const ModelSpec& m) {
+  if (m.sliding_window <= 0) return 0;
+  return m.window_skip_freq > 0 ? m.num_layers - m.num_layers / m.window_skip_freq : m.num_layers;
+}
+
+// d_h: the width of one attention head, h/a unless the model gives it (Gemma, Qwen3: a·d_h ≠ h).
+[[nodiscard]] inline double head_dim(const ModelSpec& m) {
+  return m.head_dim > 0 ? static_cast<double>(m.head_dim)
+                        : static_cast<double>(m.hidden_size) / static_cast<double>(m.num_heads);
+}
+// a·d_h: the width of Q and of the attention output, h for a model without head_dim (Megatron-LM's
+// query_projection_size, megatron/training/theoretical_memory_usage.py).
+[[nodiscard]] inline double query_width(const ModelSpec& m) {
+  return m.head_dim > 0 ? static_cast<double>(m.num_heads * m.head_dim) : static_cast<double>(m.hidden_size);
+}
+// k·d_h: the width of K and of V (GQA: k KV heads), h·k/a without head_dim.
+[[nodiscard]] inline double kv_width(const ModelSpec& m) {
+  return m.head_dim > 0 ? static_cast<double>(m.num_kv_heads * m.head_dim)
+                        : static_cast<double>(m.hidden_size) * static_cast<double>(m.num_kv_heads) /
+                              static_cast<double>(m.num_heads);
+}
 
 struct GpuSpec {
   std::string name;
