@@ -26,7 +26,12 @@ double model_flops_per_step(const ModelSpec& m, std::int64_t seq, double sequenc
   // QKV+O GEMMs and s² terms, scaled by a·d_h/h (Megatron-LM's training.py, query_projection_to_hidden_size_ratio)
   const double attention =
       (1.0 + d(m.num_kv_heads) / d(m.num_heads) + causal_attention_share(m, seq) * s / h) * (query_width(m) / h);
-  const double mlp = gated_multiplier(m) * d(m.ffn_hidden_size) / h;
+  // Layers with experts use k routed experts and the shared one (Megatron-LM's training.py, moe_layer_flops).
+  const double moe = d(moe_layers(m)) / L;
+  const double mlp = gated_multiplier(m) *
+                     ((1.0 - moe) * d(m.ffn_hidden_size) +
+                      moe * (d(m.moe_router_topk) * d(m.moe_ffn_hidden_size) + d(m.shared_expert_ffn_hidden_size))) /
+                     h;
   const double logits = d(m.vocab_size) / (2.0 * L * h);
   return 12.0 * sequences * s * L * h * h * (attention + mlp + logits);
 }

@@ -88,6 +88,9 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   if (!l.split.even() && !f.uneven_pipeline_stages)
     throw Error("framework " + f.name + " does not split pipeline stages unevenly (--decoder-first/last-pipeline-" +
                 "num-layers, --account-for-*-in-pipeline-split are Megatron-LM's: --framework megatron)");
+  l.ep = positive("ep", r.ep);
+  if (r.etp != 0) l.etp = positive("etp", r.etp);
+  l.expert_load = r.expert_load;
   l.mbs = positive("mbs", r.mbs);
   l.seq = positive("seq", r.seq);
   if (r.schedule) l.schedule = *r.schedule;

@@ -129,6 +129,38 @@ void validate_model_split(const ModelSpec& m, const Layout& l) {
                 " (load-balanced context parallelism splits it into 2·cp chunks)");
 }
 
+namespace {
+
+// Megatron-LM's MoE parallel folding (arguments.py, parallel_state.py): ep | experts, etp·ep | t·c·d.
+void validate_experts(const ModelSpec& m, const Layout& l) {
+  require_positive(l.ep, "expert parallel size", "ep");
+  if (l.etp < 0) throw Error(field("etp") + " " + s(l.etp) + " must be positive (0: the tensor parallel size)");
+  if (m.num_experts == 0) {
+    if (l.ep > 1 || l.etp > 0)
+      throw Error(field(l.ep > 1 ? "ep" : "etp") + " is for mixture-of-experts models; " + m.name + " is dense");
+    return;
+  }
+  if (l.lora.enabled()) throw Error("LoRA on the experts of " + m.name + " is not priced (" + field("lora_rank") + ")");
+  if (l.fsdp_unit_buffers > 0)
+    throw Error("the experts of " + m.name +
+                " are priced with Megatron-LM's expert parallelism only, not PyTorch FSDP");
+  if (l.tp > 1 && !l.sequence_parallel)
+    throw Error(field("tp") + " " + s(l.tp) + " without sequence parallelism: Megatron-LM requires it with experts");
+  if (!(l.expert_load >= 1.0) || l.expert_load > 1e6)
+    throw Error("expert load " + std::to_string(l.expert_load) + " must be at least 1 (the busiest GPU over the mean)");
+  if (m.num_experts % l.ep != 0)
+    throw Error(field("ep") + " " + s(l.ep) + " does not divide the " + s(m.num_experts) + " experts of " + m.name);
+  if (m.moe_ffn_hidden_size % l.expert_tp() != 0)
+    throw Error(field("etp") + " " + s(l.expert_tp()) + " does not divide the expert FFN width " +
+                s(m.moe_ffn_hidden_size) + " of " + m.name);
+  const std::int64_t stage_gpus = l.tp * l.cp * l.dp;
+  if (stage_gpus % (l.expert_tp() * l.ep) != 0)
+    throw Error("etp·ep = " + s(l.expert_tp()) + "·" + s(l.ep) + " does not divide the t·c·d = " + s(stage_gpus) +
+                " GPUs of a pipeline stage (" + field("etp") + ", " + field("ep") + ")");
+}
+
+}  // namespace
+
 void validate_layout(const ModelSpec& m, const Layout& l) {
   validate_model_split(m, l);
   require_positive(l.dp, "data parallel size");
@@ -137,9 +169,25 @@ void validate_layout(const ModelSpec& m, const Layout& l) {
   if (l.gbs % (l.dp * l.mbs) != 0)
     throw Error(field("gbs") + " " + s(l.gbs) + " is not a multiple of dp·mbs = " + s(l.dp) + "·" + s(l.mbs) + " = " +
                 s(l.dp * l.mbs));
+  validate_experts(m, l);
   if (!interleaving_runs(l))
     throw Error("the interleaved schedule needs the micro-batches per pipeline (gbs/(dp·mbs) = " + s(l.microbatches()) +
                 ") to be a multiple of pp = " + s(l.pp) + " (Megatron-LM and PyTorch refuse it otherwise)");
+}
+
+// Layers are numbered in virtual-stage order (transformer_block.py, get_transformer_layer_offset): chunk j of stage
+// i is virtual stage j·p + i, whose layers follow those of every virtual stage before it.
+std::int64_t stage_moe_layers(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  if (m.num_experts == 0) return 0;
+  if (m.first_dense_layers == 0) return stage_layers(m, l, stage);
+  const std::int64_t v = std::max<std::int64_t>(1, l.vpp);
+  std::int64_t offset = 0, moe = 0;
+  for (std::int64_t u = 0; u < v * l.pp; ++u) {
+    const std::int64_t n = chunk_layers(m, l, u % l.pp, u / l.pp);
+    if (u % l.pp == stage) moe += n - std::clamp<std::int64_t>(m.first_dense_layers - offset, 0, n);
+    offset += n;
+  }
+  return moe;
 }
 
 // megatron/core/transformer/transformer_block.py, get_num_layers_to_build (times v chunks).

@@ -58,6 +58,27 @@ double layer_parameters(const ModelSpec& m) {
   return attention_parameters_per_layer(m) + ffn_parameters_per_layer(m) + norm_parameters_per_layer(m);
 }
 
+// Megatron-LM's theoretical_memory_usage.py (routed_expert_params / E): one expert's FFN, 3·h·f_e gated, 2·h·f_e not.
+double expert_ffn_parameters(const ModelSpec& m) {
+  return (m.mlp == Mlp::swiglu ? 3.0 : 2.0) * d(m.hidden_size) * d(m.moe_ffn_hidden_size);
+}
+
+// theoretical_memory_usage.py: the shared expert (shared_expert_params, TP-split like a dense FFN).
+double shared_expert_parameters(const ModelSpec& m) {
+  return (m.mlp == Mlp::swiglu ? 3.0 : 2.0) * d(m.hidden_size) * d(m.shared_expert_ffn_hidden_size);
+}
+
+// theoretical_memory_usage.py: router_params h·E and shared_expert_gate_params h, replicated over TP.
+double router_parameters(const ModelSpec& m) {
+  return d(m.hidden_size) * (d(m.num_experts) + (m.shared_expert_gate ? 1.0 : 0.0));
+}
+
+// A layer with routed experts, all E of them (num_parameters_in_transformer_layer_moe).
+double moe_layer_parameters(const ModelSpec& m) {
+  return attention_parameters_per_layer(m) + norm_parameters_per_layer(m) + shared_expert_parameters(m) +
+         router_parameters(m) + d(m.num_experts) * expert_ffn_parameters(m);
+}
+
 // 4D paper Eq. 3, the 2hv term: input embedding and LM head (one matrix when tied), plus GPT-2's
 // learned position table.
 double embedding_parameters(const ModelSpec& m) {
@@ -68,7 +89,14 @@ double embedding_parameters(const ModelSpec& m) {
 // 4D paper Eq. 3: 2hv + h + 2Lh²(1 + k/a + 3/2·h_ffn/h + 1/h), the final norm being the lone h.
 double parameter_count(const ModelSpec& m) {
   const double final_norm = (m.norm == Norm::layernorm ? 2.0 : 1.0) * d(m.hidden_size);
-  return embedding_parameters(m) + final_norm + d(m.num_layers) * layer_parameters(m);
+  const double moe = d(moe_layers(m));
+  return embedding_parameters(m) + final_norm + (d(m.num_layers) - moe) * layer_parameters(m) +
+         moe * moe_layer_parameters(m);
+}
+
+// theoretical_memory_usage.py's num_active_parameters: a token uses k of the E routed experts.
+double active_parameter_count(const ModelSpec& m) {
+  return parameter_count(m) - d(moe_layers(m)) * d(m.num_experts - m.moe_router_topk) * expert_ffn_parameters(m);
 }
 
 // 4D paper Eq. 6–9 per stage: TP splits attention, FFN, embedding and head by t, norms stay whole;
@@ -80,11 +108,29 @@ double layer_parameters_per_gpu(const ModelSpec& m, const Layout& l) {
   return (layer_parameters(m) - norm_parameters_per_layer(m) - replicated_biases) / d(l.tp) +
          norm_parameters_per_layer(m) + replicated_biases;
 }
+
+// theoretical_memory_usage.py's split of a layer with experts: attention and shared expert over t, norms, router
+// and shared gate whole; the routed experts are expert_parameters_per_gpu.
+double moe_layer_dense_parameters_per_gpu(const ModelSpec& m, const Layout& l) {
+  return (attention_parameters_per_layer(m) + shared_expert_parameters(m)) / d(l.tp) + norm_parameters_per_layer(m) +
+         router_parameters(m);
+}
 }  // namespace
+
+double expert_parameters_per_gpu(const ModelSpec& m, const Layout& l) {
+  return d(m.num_experts) * expert_ffn_parameters(m) / (d(l.ep) * d(l.expert_tp()));
+}
+
+double stage_expert_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  return d(stage_moe_layers(m, l, stage)) * expert_parameters_per_gpu(m, l);
+}
 
 double stage_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage) {
   const double h = d(m.hidden_size), t = d(l.tp);
-  double params = d(stage_layers(m, l, stage)) * layer_parameters_per_gpu(m, l);
+  const std::int64_t moe = stage_moe_layers(m, l, stage);
+  double params = d(stage_layers(m, l, stage) - moe) * layer_parameters_per_gpu(m, l);
+  if (moe > 0)
+    params += d(moe) * moe_layer_dense_parameters_per_gpu(m, l) + stage_expert_parameters_per_gpu(m, l, stage);
   const double hv_t = h * d(m.vocab_size) / t;
   const bool first = stage == 0, last = stage == l.pp - 1;
   if (first) params += hv_t + (m.learned_positions ? d(m.max_context) * h : 0.0);
@@ -92,6 +138,17 @@ double stage_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_
   if (last && !(first && m.tied_embeddings)) params += hv_t;
   if (last) params += (m.norm == Norm::layernorm ? 2.0 : 1.0) * h;
   return params;
+}
+
+// PaRO's N / I / G over the expert data-parallel group (Layout::expert_dp), laid out with etp·ep innermost.
+double expert_shard_divisor(Shard shard, const Layout& l, std::int64_t gpus_per_node) {
+  const double group = d(l.expert_dp());
+  switch (shard) {
+    case Shard::none: return 1.0;
+    case Shard::intra: return std::clamp(d(gpus_per_node) / (d(l.expert_tp()) * d(l.ep)), 1.0, group);
+    case Shard::global: return group;
+  }
+  return 1.0;
 }
 
 // PaRO section 3 (N / I / G): the DP×CP group is laid out with TP innermost, so a node holds
@@ -131,6 +188,29 @@ double activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   return bytes;
 }
 
+// A layer with routed experts (SP on: Megatron-LM requires it with experts and t > 1), in units of s·b·h/(t·c) bytes
+// per local token: attention and norms as a dense layer, the FFN input (2), the router's FP32 probabilities (2E/h),
+// the shared expert's intermediates as a dense FFN of its width; each of the k routed copies of a token keeps its
+// expert input (all-gathered over etp: 2·etp), the expert's intermediates (8f_e/h gated, 4f_e/h not, split over
+// etp) and its output for the combine (2), scaled by the busiest GPU's load. Full recompute: the layer input only.
+double moe_activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
+  if (l.recompute == Recompute::full) return activation_bytes_per_layer(m, l);
+  const double h = d(m.hidden_size), gated = m.mlp == Mlp::swiglu ? 8.0 : 4.0;
+  const double routed =
+      d(m.moe_router_topk) * l.expert_load * (2.0 * d(l.expert_tp()) + gated * d(m.moe_ffn_hidden_size) / h + 2.0);
+  const double units = attention_activation_units(m) + norm_activation_units(m) + 2.0 + 2.0 * d(m.num_experts) / h +
+                       gated * d(m.shared_expert_ffn_hidden_size) / h + routed;
+  return sbh_per_gpu(m, l) * units;
+}
+
+// The mean over a stage's layers, dense and with experts.
+double stage_layer_activation_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  const std::int64_t moe = stage_moe_layers(m, l, stage);
+  if (moe == 0) return activation_bytes_per_layer(m, l);
+  const double share = d(moe) / d(stage_layers(m, l, stage));
+  return (1.0 - share) * activation_bytes_per_layer(m, l) + share * moe_activation_bytes_per_layer(m, l);
+}
+
 // Micro-batches whose activations stage `stage` holds at its peak. 1F1B: the first stage holds p
 // (4D paper Sec. 3.2.2, Narayanan et al. 2021 Fig. 4), stage i holds p − i; GPipe holds all m.
 double microbatches_in_flight(const Layout& l, std::int64_t stage) {
@@ -163,12 +243,14 @@ double lm_head_activation_bytes(const ModelSpec& m, const Layout& l) {
 }
 
 double stage_activation_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage) {
-  double bytes = layers_in_flight(m, l, stage) * activation_bytes_per_layer(m, l);
-  // Full recompute re-materialises one layer of one micro-batch at a time during backward.
+  double bytes = layers_in_flight(m, l, stage) * stage_layer_activation_bytes(m, l, stage);
+  // Full recompute re-materialises one layer of one micro-batch at a time during backward (a layer with experts
+  // where the stage has one).
   if (l.recompute == Recompute::full) {
     Layout stored = l;
     stored.recompute = Recompute::none;
-    bytes += activation_bytes_per_layer(m, stored);
+    bytes += stage_moe_layers(m, l, stage) > 0 ? moe_activation_bytes_per_layer(m, stored)
+                                               : activation_bytes_per_layer(m, stored);
   }
   if (stage == 0) bytes += embedding_activation_bytes(m, l) * microbatches_in_flight(l, 0);
   if (stage == l.pp - 1) bytes += lm_head_activation_bytes(m, l);
@@ -223,14 +305,21 @@ StageMemory eq18_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
   // Thesis Sec. 3.1.2: with LoRA the base weights are frozen (weights only) and the adapters train.
   const double trainable = l.lora.enabled() ? lora_stage_parameters_per_rank(m, l, stage).per_rank() : params;
   const double stored = l.lora.enabled() ? params + trainable : params;
+  // Routed experts are sharded over the expert data-parallel group instead (theoretical_memory_usage.py,
+  // num_bytes_per_parameter(expert_data_parallel_size)); LoRA on a model with experts is refused (build_layout).
+  const double experts = stage_expert_parameters_per_gpu(m, l, stage);
+  const auto sharded = [&](double dense_params, Shard shard) {
+    return (dense_params - experts) / shard_divisor(shard, l, c.gpus_per_node) +
+           experts / expert_shard_divisor(shard, l, c.gpus_per_node);
+  };
   const Precision& prec = l.precision;
   StageMemory s;
   s.stage = stage;
   // 4D paper Eq. 10: BF16 weights and FP32 gradients whole, 12 bytes of Adam state over d·c; PaRO
   // section 3 generalises each of the three to N / I / G sharding.
-  s.params = prec.weight_bytes * stored / shard_divisor(l.sharding.params, l, c.gpus_per_node);
-  s.grads = prec.grad_bytes * trainable / shard_divisor(l.sharding.grads, l, c.gpus_per_node);
-  const double optimizer_shard_params = trainable / shard_divisor(l.sharding.optimizer, l, c.gpus_per_node);
+  s.params = prec.weight_bytes * sharded(stored, l.sharding.params);
+  s.grads = prec.grad_bytes * sharded(trainable, l.sharding.grads);
+  const double optimizer_shard_params = sharded(trainable, l.sharding.optimizer);
   s.optimizer = prec.optimizer_bytes * optimizer_shard_params;
   s.activations = stage_activation_bytes(m, l, stage);
   s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params, c.gpu.usable_memory_bytes);

@@ -50,16 +50,32 @@ std::string join(const std::vector<std::string>& items) {
 void check_model_shape(const ModelSpec& m, std::string_view where) {
   const std::string w(where);
   const std::pair<const char*, std::int64_t> dimensions[] = {
-      {"hidden_size", m.hidden_size},         {"num_layers", m.num_layers},
-      {"num_attention_heads", m.num_heads},   {"num_kv_heads", m.num_kv_heads},
-      {"ffn_hidden_size", m.ffn_hidden_size}, {"vocab_size", m.vocab_size},
-      {"max_context_tokens", m.max_context},  {"head_dim", m.head_dim}};
+      {"hidden_size", m.hidden_size},
+      {"num_layers", m.num_layers},
+      {"num_attention_heads", m.num_heads},
+      {"num_kv_heads", m.num_kv_heads},
+      {"ffn_hidden_size", m.ffn_hidden_size},
+      {"vocab_size", m.vocab_size},
+      {"max_context_tokens", m.max_context},
+      {"head_dim", m.head_dim},
+      {"num_experts", m.num_experts},
+      {"moe_ffn_hidden_size", m.moe_ffn_hidden_size},
+      {"moe_shared_expert_intermediate_size", m.shared_expert_ffn_hidden_size}};
   for (const auto& [key, value] : dimensions) {
     if (value > kMaxDimension) throw Error(w + ": " + key + " " + std::to_string(value) + " is larger than 10^12");
   }
   if (m.head_dim == 0 && m.hidden_size % m.num_heads != 0)
     throw Error(w + ": hidden_size " + std::to_string(m.hidden_size) + " is not a multiple of num_attention_heads " +
                 std::to_string(m.num_heads) + " (give head_dim for heads of another width)");
+  if (m.num_experts > 0) {
+    if (m.moe_router_topk < 1 || m.moe_router_topk > m.num_experts)
+      throw Error(w + ": moe_router_topk " + std::to_string(m.moe_router_topk) + " must be 1.." +
+                  std::to_string(m.num_experts) + " (the experts)");
+    if (m.moe_ffn_hidden_size < 1) throw Error(w + ": a model with experts needs moe_ffn_hidden_size");
+    if (m.first_dense_layers >= m.num_layers)
+      throw Error(w + ": first_dense_layers " + std::to_string(m.first_dense_layers) + " leaves no layer of the " +
+                  std::to_string(m.num_layers) + " with experts");
+  }
   if (m.window_skip_freq == 1 || m.window_skip_freq > m.num_layers)
     throw Error(w + ": window_attn_skip_freq " + std::to_string(m.window_skip_freq) + " must be 0 (every layer " +
                 "windowed) or 2.." + std::to_string(m.num_layers) + " (every N-th layer attends fully)");
@@ -116,12 +132,16 @@ bool hf_bool(const json& j, const char* key, std::string_view where, bool fallba
 // carrying one is refused, naming it, rather than priced as a dense Llama (a Mixtral-8x7B config came out as
 // a 7.24B model). Sources: transformers' configuration_{mixtral,qwen2_moe,qwen3_moe,deepseek_v3,gemma2}.py.
 void refuse_unpriced_hf_keys(const json& j, std::string_view where) {
-  for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size"}) {
+  // Experts on some layers only (Qwen's decoder_sparse_step, mlp_only_layers; DeepSeek's moe_layer_freq): not priced.
+  for (const char* key : {"decoder_sparse_step", "moe_layer_freq"}) {
     const auto it = j.find(key);
-    if (it != j.end() && !it->is_null() && !(it->is_number() && it->get<double>() <= 1))
+    if (it != j.end() && !it->is_null() && *it != 1)
       throw Error(std::string(where) + ": " + key + " = " + it->dump() +
-                  ": mixture-of-experts models cannot be priced by headroom yet (dense models only)");
+                  ": experts on every N-th layer only cannot be priced by headroom yet (1 only)");
   }
+  if (const auto it = j.find("mlp_only_layers"); it != j.end() && !it->is_null() && !(it->is_array() && it->empty()))
+    throw Error(std::string(where) + ": mlp_only_layers = " + it->dump().substr(0, 60) +
+                ": dense layers between expert layers cannot be priced by headroom yet (empty only)");
   // Llama-family configs (configuration_llama.py, _mistral, _qwen3) may put biases on the attention projections
   // or the MLP; false by default, priced nowhere yet.
   for (const char* key : {"attention_bias", "mlp_bias"})
@@ -183,6 +203,37 @@ std::optional<std::int64_t> hf_window_skip_freq(const json& j, const std::string
   }
   if (!hf_bool(j, "use_sliding_window", where, true)) return std::nullopt;
   return 0;
+}
+
+// A count of a Hugging Face config that may be 0 or absent (-1); a negative or non-integer value names the key.
+std::int64_t hf_count(const json& j, const char* key, std::string_view where) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return -1;
+  if (!it->is_number_integer() || it->get<std::int64_t>() < 0 || it->get<std::int64_t>() > kMaxDimension)
+    throw Error(std::string(where) + ": " + key + " must be a non-negative integer up to 10^12 (got " + it->dump() +
+                ")");
+  return it->get<std::int64_t>();
+}
+
+// The experts of a Hugging Face MoE config (transformers' configuration_{mixtral,qwen2_moe,qwen3_moe,deepseek_v3}.py):
+// num_local_experts (Mixtral, whose intermediate_size is each expert's) or num_experts / n_routed_experts with
+// moe_intermediate_size; num_experts_per_tok; Qwen2-MoE's gated shared_expert_intermediate_size, DeepSeek's
+// n_shared_experts of moe_intermediate_size and first_k_dense_replace. One expert or none: a dense model.
+void read_hf_experts(const json& j, ModelSpec& m, std::string_view where) {
+  std::int64_t experts = -1;
+  for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts"})
+    if (experts < 0) experts = hf_count(j, key, where);
+  if (experts <= 1) return;
+  m.num_experts = experts;
+  m.moe_router_topk = hf_int(j, {"num_experts_per_tok"}, where);
+  m.moe_ffn_hidden_size = hf_int(j, {"moe_intermediate_size", "intermediate_size"}, where);
+  if (const std::int64_t shared = hf_count(j, "shared_expert_intermediate_size", where); shared > 0) {
+    m.shared_expert_ffn_hidden_size = shared;
+    m.shared_expert_gate = true;  // modeling_qwen2_moe.py: shared_expert_gate, Linear(h, 1)
+  }
+  if (const std::int64_t shared = hf_count(j, "n_shared_experts", where); shared > 0)
+    m.shared_expert_ffn_hidden_size = shared * m.moe_ffn_hidden_size;
+  m.first_dense_layers = std::max<std::int64_t>(0, hf_count(j, "first_k_dense_replace", where));
 }
 
 // Whether a model family's MLP is gated (gate, up and down projections: SwiGLU, GeGLU) or a plain two-matrix MLP,
@@ -299,6 +350,12 @@ ModelSpec model_from_json(const json& j, std::string_view where) {
   m.qk_norm = j.value("qk_norm", false);
   m.sliding_window = j.value("sliding_window", std::int64_t{0});
   m.window_skip_freq = j.value("window_attn_skip_freq", std::int64_t{0});
+  m.num_experts = j.value("num_experts", std::int64_t{0});
+  m.moe_router_topk = j.value("moe_router_topk", std::int64_t{0});
+  m.moe_ffn_hidden_size = j.value("moe_ffn_hidden_size", std::int64_t{0});
+  m.shared_expert_ffn_hidden_size = j.value("moe_shared_expert_intermediate_size", std::int64_t{0});
+  m.shared_expert_gate = j.value("moe_shared_expert_gate", false);
+  m.first_dense_layers = j.value("first_dense_layers", std::int64_t{0});
   check_model_shape(m, where);
   return m;
 }
@@ -326,11 +383,12 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   m.norm = gpt2_like ? Norm::layernorm : Norm::rmsnorm;
   m.linear_biases = gpt2_like;
   // Qwen2's attention has biases on q, k and v, hard-wired in transformers' modeling_qwen2.py (no config key).
-  m.qkv_bias = type == "qwen2";
+  m.qkv_bias = type == "qwen2" || type == "qwen2_moe";
   m.learned_positions = gpt2_like;
   m.attention_dropout = hf_probability(j, {"attention_dropout", "attn_pdrop"}, where);
   m.ffn_hidden_size =
       hf_int(j, {"intermediate_size", "n_inner", "ffn_dim"}, where, m.mlp == Mlp::gelu ? 4 * m.hidden_size : -1);
+  read_hf_experts(j, m, where);
   // Gemma 2/3 normalise attention and MLP outputs too; Qwen3 and Gemma 3 normalise q and k per head
   // (modeling_gemma2.py, modeling_gemma3.py, modeling_qwen3.py).
   m.sandwich_norms = type.rfind("gemma2", 0) == 0 || type.rfind("gemma3", 0) == 0;

@@ -261,8 +261,8 @@ namespace {
 
 // Per micro-batch, one pipeline stage: forward and backward seconds by kind.
 struct PassTimes {
-  double gemm = 0, attention = 0, elementwise = 0, overhead = 0, tp = 0, cp = 0, pp = 0;
-  [[nodiscard]] double total() const { return gemm + attention + elementwise + overhead + tp + cp + pp; }
+  double gemm = 0, attention = 0, elementwise = 0, overhead = 0, tp = 0, cp = 0, pp = 0, ep = 0;
+  [[nodiscard]] double total() const { return gemm + attention + elementwise + overhead + tp + cp + pp + ep; }
   PassTimes& operator+=(const PassTimes& o) {
     gemm += o.gemm;
     attention += o.attention;
@@ -271,6 +271,7 @@ struct PassTimes {
     tp += o.tp;
     cp += o.cp;
     pp += o.pp;
+    ep += o.ep;
     return *this;
   }
 };
@@ -283,6 +284,7 @@ PassTimes scaled(PassTimes x, double k) {
   x.tp *= k;
   x.cp *= k;
   x.pp *= k;
+  x.ep *= k;
   return x;
 }
 
@@ -313,17 +315,40 @@ AttentionSeconds unfused_attention_seconds(const ModelSpec& m, const PerfContext
           4.0 * gemm + backward_bytes * scores / p.hbm_bytes_per_s};
 }
 
-LayerPasses layer_compute_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
+namespace {
+
+// The FFN GEMMs of a layer with experts, one micro-batch forward (Megatron-LM's MoELayer with the alltoall
+// dispatcher and grouped GEMM): the shared expert as a dense FFN of its width over t; the router over the s·b/(t·c)
+// tokens this GPU holds (SP); the routed experts over the token copies this GPU receives, routed_copies_per_gpu,
+// spread over its E/ep experts, each GEMM of an expert timed at its own shape (a grouped GEMM runs them as one
+// launch, at the efficiency of the per-expert tiles).
+double moe_ffn_gemm_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
+  const double h = d(m.hidden_size), t = d(l.tp), tokens = d(l.seq) * d(l.mbs) / d(l.cp);
+  const double gated = m.mlp == Mlp::swiglu ? 2.0 : 1.0;
+  double seconds = gemm_seconds(p, {tokens / t, d(m.num_experts), h});
+  if (m.shared_expert_ffn_hidden_size > 0) {
+    const double f = d(m.shared_expert_ffn_hidden_size);
+    seconds += gemm_seconds(p, {tokens, gated * f / t, h}) + gemm_seconds(p, {tokens, h, f / t});
+  }
+  const double local_experts = d(m.num_experts) / d(l.ep), e = d(l.expert_tp());
+  const double per_expert = routed_copies_per_gpu(m, l) / local_experts, f = d(m.moe_ffn_hidden_size) / e;
+  return seconds + local_experts * (gemm_seconds(p, {per_expert, gated * f, h}) + gemm_seconds(p, {per_expert, h, f}));
+}
+
+LayerPasses layer_passes(const ModelSpec& m, const PerfContext& p, const Layout& l, bool experts) {
   const double s = d(l.seq), h = d(m.hidden_size);
   const LayerGemms g = layer_gemms(m, l);
-  const double gemm_f =
-      gemm_seconds(p, g.qkv) + gemm_seconds(p, g.proj) + gemm_seconds(p, g.fc1) + gemm_seconds(p, g.fc2);
+  const double attention_gemms = gemm_seconds(p, g.qkv) + gemm_seconds(p, g.proj);
+  const double gemm_f = experts ? attention_gemms + moe_ffn_gemm_seconds(m, p, l)
+                                : attention_gemms + gemm_seconds(p, g.fc1) + gemm_seconds(p, g.fc2);
   const AttentionSeconds unfused = l.flash_attention ? AttentionSeconds{} : unfused_attention_seconds(m, p, l);
   const double attn_f = l.flash_attention
                             ? attention_flops_forward(m, l) / (p.peak_flops * attention_efficiency(p, s / d(l.cp)))
                             : unfused.forward;
   const double attn_b = l.flash_attention ? kAttentionBackwardRatio * attn_f : unfused.backward;
-  const double elem_f = p.coef.elementwise_passes * activation_tensor_bytes(m, l) / p.hbm_bytes_per_s;
+  // With experts, the token copies are permuted before the dispatch and back after the combine: read and write each.
+  const double permute_bytes = experts ? 4.0 * 2.0 * routed_copies_per_gpu(m, l) * h : 0.0;
+  const double elem_f = (p.coef.elementwise_passes * activation_tensor_bytes(m, l) + permute_bytes) / p.hbm_bytes_per_s;
   const RecomputeFactors rc = recompute_factors(l.recompute);
   const double base_bwd = gemm_backward_ratio(!l.lora.enabled());  // frozen base weights: input gradient only
   // LoRA adapters: small GEMMs (k or n = r), timed at the efficiency of an s·b/c × r × h shape.
@@ -335,6 +360,45 @@ LayerPasses layer_compute_seconds(const ModelSpec& m, const PerfContext& p, cons
   out.backward = {(base_bwd + rc.gemm) * gemm_f + (kGemmBackwardRatio + rc.gemm) * lora_f,
                   attn_b + rc.attention * attn_f, (2.0 + rc.gemm) * elem_f, (1.0 + rc.gemm) * p.coef.layer_overhead_s};
   return out;
+}
+
+}  // namespace
+
+LayerPasses layer_compute_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
+  return layer_passes(m, p, l, false);
+}
+
+LayerPasses moe_layer_compute_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
+  return layer_passes(m, p, l, true);
+}
+
+// Each of the s·b/(t·c) tokens of a GPU goes to k experts; ETP all-gathers the copies of its etp ranks; the busiest
+// GPU takes expert_load times the mean.
+double routed_copies_per_gpu(const ModelSpec& m, const Layout& l) {
+  return d(m.moe_router_topk) * d(l.seq) * d(l.mbs) / (d(l.tp) * d(l.cp)) * d(l.expert_tp()) * l.expert_load;
+}
+
+// One all-to-all of the alltoall dispatcher (token_dispatcher.py), per GPU: its k·s·b/(t·c) BF16 token copies of h,
+// (ep − 1)/ep of them to other GPUs of the EP group (stride etp, Megatron's rank order tp-ep-dp); the part to other
+// nodes on the NIC, the rest on NVLink, concurrently. With etp > 1 the copies are also all-gathered (dispatch) or
+// reduce-scattered (combine) over the etp ranks, which sit in one node when etp divides it.
+double expert_dispatch_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
+  const double bytes =
+      2.0 * d(m.moe_router_topk) * d(l.seq) * d(l.mbs) / (d(l.tp) * d(l.cp)) * d(m.hidden_size) * l.expert_load;
+  double seconds = 0.0;
+  if (l.ep > 1) {
+    const double ep = d(l.ep), local = d(members_per_node(l.expert_tp(), l.ep, p.gpus_per_node));
+    const double intra = bytes * (local - 1.0) / ep, inter = bytes * (ep - local) / ep;
+    seconds = std::max(intra > 0 ? p.intra.seconds(intra) : 0.0, inter > 0 ? p.inter.seconds(inter) : 0.0);
+  }
+  if (l.expert_tp() > 1) {
+    const std::int64_t per_node = members_per_node(1, l.expert_tp(), p.gpus_per_node);
+    const double gathered = bytes * d(l.expert_tp());
+    seconds += per_node >= l.expert_tp()
+                   ? ring_gather_seconds(gathered, l.expert_tp(), p.intra)
+                   : ring_gather_across_nodes_seconds(gathered, l.expert_tp(), per_node, p.intra, p.inter);
+  }
+  return seconds;
 }
 
 PipelineEnds pipeline_end_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
@@ -376,10 +440,10 @@ struct LayerPassTimes {
   PassTimes forward, backward;
 };
 
-// One decoder layer, one micro-batch: compute, with its exposed TP/SP and CP traffic.
-LayerPassTimes layer_pass_times(const ModelSpec& m, const PerfContext& p, const Layout& l) {
+// One decoder layer, one micro-batch: compute, with its exposed TP/SP, CP and (a layer with experts) EP traffic.
+LayerPassTimes layer_pass_times(const ModelSpec& m, const PerfContext& p, const Layout& l, bool experts) {
   const PerfCoefficients& c = p.coef;
-  const LayerPasses lc = layer_compute_seconds(m, p, l);
+  const LayerPasses lc = layer_passes(m, p, l, experts);
   const double attn_f = lc.forward.attention;
   const RecomputeFactors rc = recompute_factors(l.recompute);
   LayerPassTimes x{compute_only(lc.forward), compute_only(lc.backward)};
@@ -407,6 +471,12 @@ LayerPassTimes layer_pass_times(const ModelSpec& m, const PerfContext& p, const 
     x.backward.cp =
         std::max(0.0, comm_b - c.cp_overlap * kAttentionBackwardRatio * attn_f) + rc.attention * x.forward.cp;
   }
+  // EP: dispatch and combine each pass (the backward's carry the gradients), exposed: Megatron-LM overlaps them only
+  // with --overlap-moe-expert-parallel-comm, which headroom does not price; full recompute repeats the forward's.
+  if (experts) {
+    x.forward.ep = 2.0 * expert_dispatch_seconds(m, p, l);
+    x.backward.ep = (1.0 + rc.gemm) * x.forward.ep;
+  }
   return x;
 }
 
@@ -416,23 +486,29 @@ struct StagePasses {
   std::int64_t middle_stage = 0;
 };
 
-StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Layout& l, const LayerPassTimes& layer) {
+StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Layout& l, const LayerPassTimes& layer,
+                             const LayerPassTimes& moe_layer) {
   // PP: each micro-batch sends its activations forward and their gradient backward across every stage boundary,
   // v times with interleaving.
   const double pp_comm = d(std::max<std::int64_t>(1, l.vpp)) * pipeline_send_seconds(m, p, l);
   // One micro-batch through the decoder layers of a stage (layout.hpp's stage_layers: L/p, or Megatron-LM's
   // uneven first/last stages), with its boundary traffic; the middle stages are all alike.
-  const auto stage_pass = [&](const PassTimes& one_layer, std::int64_t stage) {
-    PassTimes x = scaled(one_layer, d(stage_layers(m, l, stage)));
+  // Layers with experts (stage_moe_layers) take the MoE layer's times.
+  const auto stage_pass = [&](const PassTimes& one_layer, const PassTimes& one_moe_layer, std::int64_t stage) {
+    const std::int64_t moe = stage_moe_layers(m, l, stage);
+    PassTimes x = scaled(one_layer, d(stage_layers(m, l, stage) - moe));
+    if (moe > 0) x += scaled(one_moe_layer, d(moe));
     x.pp = pp_comm;
     return x;
   };
+  const auto forward = [&](std::int64_t stage) { return stage_pass(layer.forward, moe_layer.forward, stage); };
+  const auto backward = [&](std::int64_t stage) { return stage_pass(layer.backward, moe_layer.backward, stage); };
   StagePasses x;
   x.middle_stage = std::min<std::int64_t>(1, l.pp - 1);
-  x.body_f = stage_pass(layer.forward, x.middle_stage), x.body_b = stage_pass(layer.backward, x.middle_stage);
+  x.body_f = forward(x.middle_stage), x.body_b = backward(x.middle_stage);
   // First stage: embedding lookup (elementwise). Last stage: LM head GEMM and the FP32 loss.
-  x.first_f = stage_pass(layer.forward, 0), x.first_b = stage_pass(layer.backward, 0);
-  x.last_f = stage_pass(layer.forward, l.pp - 1), x.last_b = stage_pass(layer.backward, l.pp - 1);
+  x.first_f = forward(0), x.first_b = backward(0);
+  x.last_f = forward(l.pp - 1), x.last_b = backward(l.pp - 1);
   const PipelineEnds ends = pipeline_end_seconds(m, p, l);
   x.first_f.elementwise += ends.embedding_s;
   x.first_b.elementwise += ends.embedding_s;
@@ -452,15 +528,15 @@ StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Lay
 // DP over the DP×CP group (Megatron's distributed optimizer shards over both): PaRO volumes for the layout's
 // sharding, flat NCCL rings. Per-micro-batch gathers hide behind that micro-batch's pass (forward_s, backward_s);
 // the once-per-step gradient sync behind the last backward and the parameter gather behind the first forward.
-double exposed_dp_seconds(const PerfContext& p, const Layout& l, const DpParameters& stage_params, double forward_s,
-                          double backward_s) {
-  const std::int64_t group = l.dp * l.cp;
-  if (group <= 1) return 0.0;
+// Routed experts sync over the expert data-parallel group instead (`group`, with `group_size` GPUs of it per node).
+double exposed_dp_seconds(const PerfContext& p, const Layout& l, const DpParameters& stage_params, std::int64_t group,
+                          std::int64_t group_size, double forward_s, double backward_s) {
+  if (group <= 1 || stage_params.trainable <= 0) return 0.0;
   CommSetup cs;
   cs.params = stage_params.gathered;
   cs.trainable = stage_params.trainable;
   cs.gpus = group;
-  cs.group_size = sharding_group_size(l, p.gpus_per_node);
+  cs.group_size = group_size;
   cs.weight_bytes = l.precision.weight_bytes;
   cs.grad_bytes = l.precision.grad_bytes > 0 ? l.precision.grad_bytes : l.precision.weight_bytes;
   cs.optimizer_bytes = l.precision.optimizer_bytes;
@@ -483,7 +559,8 @@ double exposed_dp_seconds(const PerfContext& p, const Layout& l, const DpParamet
 PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layout& l) {
   const double pp = d(l.pp), v = d(std::max<std::int64_t>(1, l.vpp));
   const double micro = d(l.microbatches());
-  const StagePasses x = stage_pass_times(m, p, l, layer_pass_times(m, p, l));
+  const StagePasses x = stage_pass_times(m, p, l, layer_pass_times(m, p, l, false),
+                                         m.num_experts > 0 ? layer_pass_times(m, p, l, true) : LayerPassTimes{});
 
   // The slowest stage sets the 1F1B steady state; fill and drain cost (p − 1)/v stage-times (Narayanan et al.
   // 2021 Sec. 2.2: bubble (p − 1)/m of the ideal time, (p − 1)/(v·m) interleaved; GPipe's is the same as 1F1B).
@@ -510,11 +587,20 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   br.tp_comm_s = all.tp;
   br.cp_comm_s = all.cp;
   br.pp_comm_s = all.pp;
+  br.ep_comm_s = all.ep;
   br.bubble_s = (pp - 1.0) / v * mean;
-  const DpParameters stage_params = dp_parameters_per_gpu(m, l, br.slowest_stage);
-  br.dp_comm_s = exposed_dp_seconds(p, l, stage_params, sf.total(), sb.total());
-  br.optimizer_s =
-      optimizer_step_seconds(p, l, stage_params.trainable / shard_divisor(l.sharding.optimizer, l, p.gpus_per_node));
+  DpParameters dense = dp_parameters_per_gpu(m, l, br.slowest_stage);
+  const double experts = stage_expert_parameters_per_gpu(m, l, br.slowest_stage);
+  dense.gathered -= experts, dense.trainable -= experts;
+  br.dp_comm_s =
+      exposed_dp_seconds(p, l, dense, l.dp * l.cp, sharding_group_size(l, p.gpus_per_node), sf.total(), sb.total());
+  if (experts > 0) {
+    const std::int64_t per_node = std::clamp<std::int64_t>(p.gpus_per_node / (l.expert_tp() * l.ep), 1, l.expert_dp());
+    br.dp_comm_s += exposed_dp_seconds(p, l, {experts, experts}, l.expert_dp(), per_node, sf.total(), sb.total());
+  }
+  br.optimizer_s = optimizer_step_seconds(p, l,
+                                          dense.trainable / shard_divisor(l.sharding.optimizer, l, p.gpus_per_node) +
+                                              experts / expert_shard_divisor(l.sharding.optimizer, l, p.gpus_per_node));
 
   e.step_time_s = br.total_s();
   const double sequences = d(l.gbs);

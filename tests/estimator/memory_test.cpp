@@ -293,5 +293,53 @@ TEST_F(MemoryTest, WideHeadsMatchMegatronTheoreticalWeightAndOptimizerMemory) {
                    sbh * 4.0 * ((8192.0 + 1024.0) - (5120.0 + 640.0)) / 5120.0);
 }
 
+// Issue 14, item 1's oracle: weights, gradients and optimizer states of the first stage of a model with experts equal
+// Megatron-LM's compute_weight_and_optimizer_memory (theoretical_memory_usage.py at d98e8a6, run in Python with
+// --num-experts, --moe-router-topk, --moe-ffn-hidden-size, --expert-model-parallel-size,
+// --expert-tensor-parallel-size, distributed optimizer, the vocabulary unpadded) for Mixtral-8x7B and Qwen3-30B-A3B
+// (without its q/k norms, which Megatron's formula does not count), but for the final norm's 1/p share that Megatron
+// puts on every stage and headroom on the last (as for dense models above). Routed experts' optimizer states are
+// sharded over the expert data-parallel group t·c·d/(etp·ep).
+TEST_F(MemoryTest, ExpertModelsMatchMegatronTheoreticalWeightAndOptimizerMemory) {
+  ModelSpec qwen3 = lib.model("qwen3-30b-a3b");
+  qwen3.qk_norm = false;
+  const ModelSpec mixtral = lib.model("mixtral-8x7b");
+  struct Case {
+    const ModelSpec* m;
+    std::int64_t t, p, d, ep, etp;
+    double megatron_bytes;
+  };
+  ClusterSpec c = a100;
+  c.gpu.usable_memory_bytes = 1e15;
+  for (const Case& k : {Case{&mixtral, 1, 1, 8, 8, 1, 113510873088.0}, Case{&mixtral, 2, 1, 4, 4, 2, 108699881472.0},
+                        Case{&mixtral, 4, 2, 8, 8, 1, 26876132352.0}, Case{&mixtral, 2, 4, 8, 4, 1, 27119427072.0},
+                        Case{&qwen3, 1, 1, 16, 16, 1, 43017205248.0}, Case{&qwen3, 2, 2, 8, 8, 1, 24656764416.0},
+                        Case{&qwen3, 4, 1, 8, 32, 1, 19268877312.0}}) {
+    Layout l = layout(k.t, 1, k.p, 1, k.t * k.p * k.d);
+    l.ep = k.ep;
+    l.etp = k.etp;
+    validate_layout(*k.m, l);
+    const StageMemory s = stage_memory(*k.m, c, l, none, 0);
+    const double final_norm_share =
+        k.p > 1 ? static_cast<double>(k.m->hidden_size) / static_cast<double>(k.p) * (6.0 + 12.0 / k.d) : 0.0;
+    EXPECT_NEAR(s.params + s.grads + s.optimizer, k.megatron_bytes - final_norm_share, 1e-12 * k.megatron_bytes)
+        << k.m->name << " t" << k.t << " p" << k.p << " ep" << k.ep << " etp" << k.etp;
+  }
+}
+
+// DeepSeek-V3's leading dense layers sit on the first stages in Megatron-LM's layer order (virtual stage j·p + i
+// holds the layers after those of every virtual stage before it).
+TEST_F(MemoryTest, LeadingDenseLayersAreCountedOnTheirStages) {
+  ModelSpec m = lib.model("mixtral-8x7b");
+  m.first_dense_layers = 5;
+  Layout l = layout(1, 1, 4, 1, 8);  // 8 layers a stage
+  EXPECT_EQ(stage_moe_layers(m, l, 0), 3);
+  EXPECT_EQ(stage_moe_layers(m, l, 1), 8);
+  l.vpp = 2;  // chunks of 4: stage 0 holds layers 0-3 and 16-19, stage 1 holds 4-7 and 20-23
+  EXPECT_EQ(stage_moe_layers(m, l, 0), 4);
+  EXPECT_EQ(stage_moe_layers(m, l, 1), 7);
+  EXPECT_EQ(stage_moe_layers(lib.model("llama3.1-8b"), l, 0), 0);
+}
+
 }  // namespace
 }  // namespace headroom

@@ -76,6 +76,11 @@ void LayoutOptions::add_to(CLI::App& app, bool need_seq) {
                "the embedding counts as a layer: (L+1)/p per stage, one decoder layer fewer on the first");
   app.add_flag("--account-for-loss-in-pipeline-split", loss_in_split,
                "the loss counts as a layer: one decoder layer fewer on the last stage");
+  app.add_option("--ep,--expert-model-parallel-size", ep, "expert parallel size (models with experts)")
+      ->capture_default_str();
+  app.add_option("--etp,--expert-tensor-parallel-size", etp, "tensor parallel size of each expert (default: --tp)");
+  app.add_option("--moe-expert-capacity-factor", capacity_factor,
+                 "tokens an expert takes at most, over the mean (default: dropless, priced as balanced)");
   app.add_option("--mbs,--micro-batch-size", mbs, "micro-batch size b")->capture_default_str();
   app.add_option("--gpus,--num-gpus,--world-size", gpus, "number of GPUs N (DP = N / (t·c·p))");
   app.add_option("--dp,--data-parallel-size", dp, "data parallel size d (instead of --gpus)");
@@ -124,6 +129,17 @@ Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) c
     r.split.last_stage_layers = parse_count("--decoder-last-pipeline-num-layers", last_stage_layers);
   r.split.embedding_in_split = embedding_in_split;
   r.split.loss_in_split = loss_in_split;
+  r.ep = parse_count("--ep", ep);
+  if (!etp.empty()) r.etp = parse_count("--etp", etp);
+  if (!capacity_factor.empty()) {
+    const std::string shown = "--moe-expert-capacity-factor '" + capacity_factor + "'";
+    double value = 0;
+    const char* end = capacity_factor.data() + capacity_factor.size();
+    const auto [ptr, ec] = std::from_chars(capacity_factor.data(), end, value);
+    if (ec != std::errc() || ptr != end || !(value >= 1.0) || value > 1e6)
+      throw Error(shown + " must be a number from 1 to 10^6 (tokens per expert over the mean)");
+    r.expert_load = value;
+  }
   r.mbs = parse_count("--mbs", mbs);
   r.seq = seq.empty() && seq_optional ? (r.cp > 1 ? 2 * r.cp : 1) : parse_count("--seq", seq);
   if (!schedule.empty()) r.schedule = parse_schedule(schedule);
@@ -212,6 +228,8 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
           {"account_for_embedding_in_pipeline_split", l.split.embedding_in_split},
           {"account_for_loss_in_pipeline_split", l.split.loss_in_split},
           {"dp", l.dp},
+          {"ep", l.ep},
+          {"etp", l.expert_tp()},
           {"vpp", l.vpp},
           {"gpus", l.gpus()},
           {"mbs", l.mbs},

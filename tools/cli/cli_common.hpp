@@ -70,7 +70,9 @@ struct LayoutOptions {
   std::string lora_targets;  // comma-separated projections; default q,k,v,o,gate,up,down
   std::string first_stage_layers, last_stage_layers;       // Megatron-LM's --decoder-first/last-pipeline-num-layers
   bool embedding_in_split = false, loss_in_split = false;  // --account-for-embedding/loss-in-pipeline-split
-  bool seq_optional = false;                               // set by add_to(app, false)
+  std::string ep = "1", etp;    // Megatron-LM's --expert-model-parallel-size, --expert-tensor-parallel-size
+  std::string capacity_factor;  // --moe-expert-capacity-factor: the busiest expert GPU's load over the mean
+  bool seq_optional = false;    // set by add_to(app, false)
 
   // need_seq = false: --seq is optional (`mtsl` searches it) and defaults to the shortest valid length.
   void add_to(CLI::App& app, bool need_seq = true);

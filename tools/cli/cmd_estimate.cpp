@@ -49,7 +49,8 @@ void print_table(std::ostream& out, const ResolvedSpecs& r, const Layout& l, con
     out << line;
   }
   out << "(GiB per GPU)\n\n";
-  out << "4D paper Eq. 18 (first stage): " << format_gib(e.paper_total_bytes) << " GiB\n";
+  if (r.model.num_experts == 0)  // the paper's formula is for dense models
+    out << "4D paper Eq. 18 (first stage): " << format_gib(e.paper_total_bytes) << " GiB\n";
   const ErrorBand& band = r.framework.memory_band;
   out << "predicted peak: " << format_gib(e.peak_bytes) << " GiB on stage " << e.peak_stage << " of "
       << format_gib(e.capacity_bytes) << " GiB usable -> "
@@ -95,6 +96,7 @@ nlohmann::json perf_to_json(const PerfEstimate& p, const PerfCoefficients& k, co
             {"tp_comm_s", b.tp_comm_s},
             {"cp_comm_s", b.cp_comm_s},
             {"pp_comm_s", b.pp_comm_s},
+            {"ep_comm_s", b.ep_comm_s},
             {"dp_comm_s", b.dp_comm_s},
             {"bubble_s", b.bubble_s},
             {"optimizer_s", b.optimizer_s},
@@ -124,6 +126,26 @@ void print_perf(std::ostream& out, const PerfEstimate& p, const PerfCoefficients
                 b.compute_s(), b.gemm_s, b.attention_s, b.elementwise_s, b.overhead_s, b.tp_comm_s, b.cp_comm_s,
                 b.pp_comm_s, b.dp_comm_s, b.bubble_s, b.optimizer_s, static_cast<long long>(b.slowest_stage));
   out << line;
+  if (b.ep_comm_s > 0) {
+    std::snprintf(line, sizeof line, "  exposed expert all-to-alls (EP, ETP) %.3f s\n", b.ep_comm_s);
+    out << line;
+  }
+}
+
+// A model with experts: what it counts and how the layout splits and loads them.
+void print_experts(std::ostream& out, const ModelSpec& m, const Layout& l) {
+  if (m.num_experts == 0) return;
+  char line[320];
+  std::snprintf(
+      line, sizeof line,
+      "experts: %lld per layer on %lld of %lld layers, top %lld; %.2fB parameters, %.2fB active; ep %lld, "
+      "etp %lld, expert DP %lld; busiest expert GPU at %.2fx the mean load%s\n",
+      static_cast<long long>(m.num_experts), static_cast<long long>(moe_layers(m)),
+      static_cast<long long>(m.num_layers), static_cast<long long>(m.moe_router_topk), parameter_count(m) / 1e9,
+      active_parameter_count(m) / 1e9, static_cast<long long>(l.ep), static_cast<long long>(l.expert_tp()),
+      static_cast<long long>(l.expert_dp()), l.expert_load,
+      l.expert_load == 1.0 ? " (dropless routing priced as balanced; --moe-expert-capacity-factor bounds it)" : "");
+  out << line;
 }
 
 void run_estimate(const EstimateOptions& o, std::ostream& out) {
@@ -135,19 +157,19 @@ void run_estimate(const EstimateOptions& o, std::ostream& out) {
   const PerfEstimate perf = estimate_perf(r.model, ctx, l);
   if (!o.json) {
     print_table(out, r, l, e);
+    print_experts(out, r.model, l);
     print_perf(out, perf, coefficients, ctx, r.cluster.gpu.name);
     return;
   }
   nlohmann::json stages = nlohmann::json::array();
   for (const auto& s : e.stages) stages.push_back(stage_to_json(s));
-  const long long parameters = std::llround(parameter_count(r.model));
   const nlohmann::json doc = {
-      // Every parameter is active in a dense model; mixture-of-experts models, whose tokens use a few experts, are
-      // refused until priced (issue 14).
       {"model",
        {{"name", r.model.name},
-        {"parameters", parameters},
-        {"active_parameters", parameters},
+        {"parameters", std::llround(parameter_count(r.model))},
+        {"active_parameters", std::llround(active_parameter_count(r.model))},
+        {"experts", r.model.num_experts},
+        {"moe_router_topk", r.model.moe_router_topk},
         {"head_dim", std::llround(head_dim(r.model))},
         {"sliding_window", r.model.sliding_window},
         {"window_layers", window_layers(r.model)}}},
@@ -156,7 +178,7 @@ void run_estimate(const EstimateOptions& o, std::ostream& out) {
       {"framework", r.framework.name},
       {"layout", layout_to_json(r.model, l)},
       {"memory",
-       {{"paper_total_gib", e.paper_total_bytes / kGiB},
+       {{"paper_total_gib", r.model.num_experts == 0 ? nlohmann::json(e.paper_total_bytes / kGiB) : nlohmann::json()},
         {"stages", stages},
         {"peak_gib", e.peak_bytes / kGiB},
         {"peak_stage", e.peak_stage},

@@ -68,8 +68,8 @@ Interval interval(const ErrorBand& band, double value, double unit) {
 
 // The keywords of a layout, by name: integers, strings, booleans (None = not given). An unknown keyword is a
 // TypeError naming it, as Python's own.
-constexpr std::array<std::string_view, 10> kIntKeywords = {"seq", "tp",   "cp", "pp",  "vpp",
-                                                           "mbs", "gpus", "dp", "gbs", "lora_rank"};
+constexpr std::array<std::string_view, 12> kIntKeywords = {"seq",  "tp", "cp",  "pp",        "vpp", "mbs",
+                                                           "gpus", "dp", "gbs", "lora_rank", "ep",  "etp"};
 constexpr std::array<std::string_view, 6> kOtherKeywords = {"recompute",         "schedule",        "sharding",
                                                             "sequence_parallel", "flash_attention", "lora_targets"};
 
@@ -84,7 +84,9 @@ void set_int(LayoutKeywords& k, std::size_t which, std::int64_t v) {
     case 6: k.gpus = v; break;
     case 7: k.dp = v; break;
     case 8: k.gbs = v; break;
-    default: k.lora_rank = v; break;
+    case 9: k.lora_rank = v; break;
+    case 10: k.ep = v; break;
+    default: k.etp = v; break;
   }
 }
 
@@ -124,7 +126,7 @@ LayoutKeywords layout_keywords(const py::kwargs& kwargs) {
       set_other(k, name, value);
     } else {
       throw py::type_error("unexpected keyword '" + std::string(name) +
-                           "' (layout keywords: seq, tp, cp, pp, vpp, "
+                           "' (layout keywords: seq, tp, cp, pp, vpp, ep, etp, "
                            "mbs, gpus, dp, gbs, recompute, schedule, sharding, sequence_parallel, flash_attention, "
                            "lora_rank, lora_targets)");
     }
@@ -150,16 +152,23 @@ Planner::Planner(const std::string& model, const std::string& cluster, const std
   }
 }
 
+namespace {
+// The integer keywords of a layout, which estimate_many varies row by row.
+void set_sizes(LayoutRequest& r, const LayoutKeywords& k) {
+  r.tp = k.tp, r.cp = k.cp, r.pp = k.pp, r.vpp = k.vpp, r.mbs = k.mbs, r.seq = k.seq, r.ep = k.ep, r.etp = k.etp;
+  r.gpus = k.gpus.value_or(0), r.dp = k.dp.value_or(0), r.gbs = k.gbs.value_or(0);
+  r.lora_rank = k.lora_rank.value_or(0);
+}
+}  // namespace
+
 LayoutRequest Planner::request(const LayoutKeywords& k) const {
   LayoutRequest r;
-  r.tp = k.tp, r.cp = k.cp, r.pp = k.pp, r.vpp = k.vpp, r.mbs = k.mbs, r.seq = k.seq;
-  r.gpus = k.gpus.value_or(0), r.dp = k.dp.value_or(0), r.gbs = k.gbs.value_or(0);
+  set_sizes(r, k);
   if (k.recompute) r.recompute = parse_recompute(*k.recompute);
   if (k.schedule) r.schedule = parse_schedule(*k.schedule);
   if (k.sharding) r.sharding = parse_sharding(*k.sharding);
   r.sequence_parallel = k.sequence_parallel;
   r.flash_attention = k.flash_attention;
-  r.lora_rank = k.lora_rank.value_or(0);
   if (k.lora_targets) r.lora_targets = parse_lora_targets(*k.lora_targets);
   return r;
 }
@@ -383,9 +392,7 @@ py::dict Planner::estimate_many(const py::dict& columns, const std::string& on_e
       LayoutKeywords k = base;
       for (std::size_t c = 0; c < in.ints.size(); ++c)
         if (in.ints[c].given) set_int(k, c, in.ints[c].at(i));
-      r.tp = k.tp, r.cp = k.cp, r.pp = k.pp, r.vpp = k.vpp, r.mbs = k.mbs, r.seq = k.seq;
-      r.gpus = k.gpus.value_or(0), r.dp = k.dp.value_or(0), r.gbs = k.gbs.value_or(0),
-      r.lora_rank = k.lora_rank.value_or(0);
+      set_sizes(r, k);
       try {
         price_row(r, out, i);
       } catch (const Error& e) {
@@ -443,6 +450,7 @@ void bind_planner(py::module_& m) {
       .def_readonly("tp_comm_s", &StepBreakdown::tp_comm_s)
       .def_readonly("cp_comm_s", &StepBreakdown::cp_comm_s)
       .def_readonly("pp_comm_s", &StepBreakdown::pp_comm_s)
+      .def_readonly("ep_comm_s", &StepBreakdown::ep_comm_s)
       .def_readonly("dp_comm_s", &StepBreakdown::dp_comm_s)
       .def_readonly("bubble_s", &StepBreakdown::bubble_s)
       .def_readonly("optimizer_s", &StepBreakdown::optimizer_s)
@@ -475,7 +483,8 @@ void bind_planner(py::module_& m) {
   // per-argument matching of 16 optional keywords cost more than the estimate itself.
   planner.def(
       "estimate", [](const Planner& p, const py::kwargs& k) { return p.estimate(layout_keywords(k)); },
-      "estimate(*, seq, tp=1, cp=1, pp=1, vpp=1, mbs=1, gpus=None, dp=None, gbs=None, recompute=None, schedule=None, "
+      "estimate(*, seq, tp=1, cp=1, pp=1, vpp=1, ep=1, etp=None, mbs=1, gpus=None, dp=None, gbs=None, recompute=None, "
+      "schedule=None, "
       "sharding=None, sequence_parallel=None, flash_attention=None, lora_rank=None, lora_targets=None)\n"
       "Memory and speed of one layout: an Estimate equal to `headroom estimate --json`.");
   planner.def(

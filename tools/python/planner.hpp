@@ -15,7 +15,7 @@ namespace headroom::python {
 
 // The layout keywords of Planner's methods, as Python passed them (validated by build_layout).
 struct LayoutKeywords {
-  std::int64_t seq = 0, tp = 1, cp = 1, pp = 1, vpp = 1, mbs = 1;
+  std::int64_t seq = 0, tp = 1, cp = 1, pp = 1, vpp = 1, mbs = 1, ep = 1, etp = 0;
   std::optional<std::int64_t> gpus, dp, gbs;
   std::optional<std::string> recompute, schedule, sharding;
   std::optional<bool> sequence_parallel, flash_attention;

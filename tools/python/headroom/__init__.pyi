@@ -65,6 +65,7 @@ class Breakdown:
     tp_comm_s: float
     cp_comm_s: float
     pp_comm_s: float
+    ep_comm_s: float
     dp_comm_s: float
     bubble_s: float
     optimizer_s: float
@@ -92,14 +93,16 @@ class Estimate:
 class Planner:
     def __init__(self, *, model: str, cluster: str = ..., gpu: str = ..., framework: str = ...,
                  profile: str | os.PathLike[str] = ..., data_dir: str | os.PathLike[str] = ...) -> None: ...
-    def estimate(self, *, seq: int, tp: int = ..., cp: int = ..., pp: int = ..., vpp: int = ..., mbs: int = ...,
+    def estimate(self, *, seq: int, tp: int = ..., cp: int = ..., pp: int = ..., vpp: int = ..., ep: int = ...,
+                 etp: int | None = ..., mbs: int = ...,
                  gpus: int | None = ..., dp: int | None = ..., gbs: int | None = ..., recompute: str | None = ...,
                  schedule: str | None = ..., sharding: str | None = ..., sequence_parallel: bool | None = ...,
                  flash_attention: bool | None = ..., lora_rank: int | None = ...,
                  lora_targets: str | Sequence[str] | None = ...) -> Estimate: ...
     def estimate_many(self, columns: Mapping[str, Any], *, on_error: str = ...,
                       threads: int = ...) -> dict[str, np.ndarray]: ...
-    def mtsl(self, *, tp: int = ..., cp: int = ..., pp: int = ..., vpp: int = ..., mbs: int = ...,
+    def mtsl(self, *, tp: int = ..., cp: int = ..., pp: int = ..., vpp: int = ..., ep: int = ...,
+             etp: int | None = ..., mbs: int = ...,
              gpus: int | None = ..., dp: int | None = ..., gbs: int | None = ..., recompute: str | None = ...,
              schedule: str | None = ..., sharding: str | None = ..., sequence_parallel: bool | None = ...,
              flash_attention: bool | None = ..., lora_rank: int | None = ...,

@@ -90,15 +90,29 @@ struct Layout {
   // PyTorch FSDP keeps this many decoder layers (FSDP units) unsharded at a time: the one computing and the
   // one prefetched (FSDP paper Sec. 3.2 / fsdp-summary); 0 for frameworks without all-gathered parameters.
   std::int64_t fsdp_unit_buffers = 0;
-  PipelineSplit split;  // last: positional initialisers of the fields above stay as they were
+  PipelineSplit split;  // positional initialisers of the fields above stay as they were
+  // Mixture of experts (Megatron-LM's MoE parallel folding, megatron/core/parallel_state.py): the routed experts of a
+  // layer are split over ep GPUs and each expert over etp (0: etp = tp, arguments.py's default); the t·c·d GPUs of
+  // a stage form etp × ep × expert-DP groups, ETP innermost.
+  std::int64_t ep = 1;
+  std::int64_t etp = 0;
+  // Tokens the busiest expert GPU receives over the mean (Megatron-LM's --moe-expert-capacity-factor bounds it and
+  // drops the rest; dropless routing is priced as balanced, 1).
+  double expert_load = 1.0;
 
   [[nodiscard]] std::int64_t gpus() const { return tp * cp * pp * dp; }
+  [[nodiscard]] std::int64_t expert_tp() const { return etp > 0 ? etp : tp; }
+  // The expert data-parallel group: the stage's t·c·d GPUs over etp·ep.
+  [[nodiscard]] std::int64_t expert_dp() const { return tp * cp * dp / (expert_tp() * ep); }
   [[nodiscard]] std::int64_t microbatches() const { return gbs / (dp * mbs); }  // m, per pipeline
 };
 
 // Decoder layers on pipeline stage `stage` (0 ≤ stage < p), summed over its virtual chunks; the split is
 // assumed valid (validate_model_split).
 [[nodiscard]] std::int64_t stage_layers(const ModelSpec& model, const Layout& layout, std::int64_t stage);
+// The decoder layers of stage `stage` that have routed experts (all of stage_layers but DeepSeek-V3's leading
+// dense layers; 0 for a dense model).
+[[nodiscard]] std::int64_t stage_moe_layers(const ModelSpec& model, const Layout& layout, std::int64_t stage);
 // Decoder layers of virtual chunk `chunk` (0 ≤ chunk < v) of stage `stage` (transformer_block.py,
 // get_num_layers_to_build): stage_layers / v, except that an accounted embedding (loss) takes one layer's place
 // in the first chunk of the first stage (the last chunk of the last), which may leave it none.
@@ -118,7 +132,8 @@ struct Layout {
 // t | k, the pipeline split as Megatron-LM checks it (p | L when even), v | the layers of every stage, 2c | s.
 // Needs no DP size or batch.
 void validate_model_split(const ModelSpec& model, const Layout& layout);
-// validate_model_split, then the batch: d > 0, gbs a multiple of d·b, and interleaving_runs.
+// validate_model_split, then the batch: d > 0, gbs a multiple of d·b, interleaving_runs, and the experts' split
+// (ep | E, etp | the expert FFN, etp·ep | t·c·d; ep and etp only for a model with experts).
 void validate_layout(const ModelSpec& model, const Layout& layout);
 // Whether the framework runs the layout's pipeline schedule: the interleaved 1F1B needs m to be a multiple of p
 // (so m ≥ p, where the (p − 1)/(v·m) bubble holds).

@@ -20,13 +20,25 @@ namespace headroom {
 [[nodiscard]] double norm_parameters_per_layer(const ModelSpec& m);
 [[nodiscard]] double layer_parameters(const ModelSpec& m);
 [[nodiscard]] double embedding_parameters(const ModelSpec& m);
-[[nodiscard]] double parameter_count(const ModelSpec& m);
+[[nodiscard]] double parameter_count(const ModelSpec& m);  // all of them, every expert included
+// Parameters one token uses: moe_router_topk of the routed experts (equal to parameter_count for a dense model).
+[[nodiscard]] double active_parameter_count(const ModelSpec& m);
+// Mixture of experts: one routed expert's FFN, the shared expert, the router (and shared gate), a whole MoE layer.
+[[nodiscard]] double expert_ffn_parameters(const ModelSpec& m);
+[[nodiscard]] double shared_expert_parameters(const ModelSpec& m);
+[[nodiscard]] double router_parameters(const ModelSpec& m);
+[[nodiscard]] double moe_layer_parameters(const ModelSpec& m);
+// The routed experts of one MoE layer one GPU holds (E/ep experts, each split over etp), and of stage `stage`.
+[[nodiscard]] double expert_parameters_per_gpu(const ModelSpec& m, const Layout& l);
+[[nodiscard]] double stage_expert_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage);
 // Parameters one GPU of pipeline stage `stage` holds after TP sharding (elements).
 [[nodiscard]] double stage_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage);
 
 // ---- model states (bytes) ----
 // Size of the group a state is sharded over, given how the DP×CP group is placed on nodes.
 [[nodiscard]] double shard_divisor(Shard shard, const Layout& l, std::int64_t gpus_per_node);
+// The same over the expert data-parallel group (routed experts' states).
+[[nodiscard]] double expert_shard_divisor(Shard shard, const Layout& l, std::int64_t gpus_per_node);
 
 // ---- PyTorch FSDP (FSDP1 flat parameters; Layout::fsdp_unit_buffers > 0) ----
 // The step of an FSDP run peaks at one of two moments (zero_grad(set_to_none) frees gradients between steps):
@@ -49,6 +61,7 @@ enum class StepMoment { activations, gradients };
 
 // ---- activations (bytes) ----
 [[nodiscard]] double activation_bytes_per_layer(const ModelSpec& m, const Layout& l);
+[[nodiscard]] double moe_activation_bytes_per_layer(const ModelSpec& m, const Layout& l);  // a layer with experts
 [[nodiscard]] double layers_in_flight(const ModelSpec& m, const Layout& l,
                                       std::int64_t stage);  // layer-micro-batches held
 [[nodiscard]] double microbatches_in_flight(const Layout& l, std::int64_t stage);

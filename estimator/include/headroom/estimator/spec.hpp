@@ -42,7 +42,23 @@ struct ModelSpec {
   // Gemma 2: 2); 0: every layer windowed (Mistral-7B v0.1).
   std::int64_t sliding_window = 0;
   std::int64_t window_skip_freq = 0;
+  // Mixture of experts (Megatron-LM's names, megatron/training/arguments.py): num_experts routed experts with an
+  // FFN of moe_ffn_hidden_size each, moe_router_topk of them per token, a router (h × E), a shared expert of
+  // shared_expert_ffn_hidden_size (0: none; Qwen2-MoE's with a sigmoid gate of h weights) on every layer but the
+  // first first_dense_layers (DeepSeek-V3's first_k_dense_replace; those have an FFN of ffn_hidden_size).
+  // num_experts 0: a dense model.
+  std::int64_t num_experts = 0;
+  std::int64_t moe_router_topk = 0;
+  std::int64_t moe_ffn_hidden_size = 0;
+  std::int64_t shared_expert_ffn_hidden_size = 0;
+  bool shared_expert_gate = false;
+  std::int64_t first_dense_layers = 0;
 };
+
+// Layers with routed experts: all but the first dense ones, none in a dense model.
+[[nodiscard]] inline std::int64_t moe_layers(const ModelSpec& m) {
+  return m.num_experts > 0 ? m.num_layers - m.first_dense_layers : 0;
+}
 
 // Layers attending within the sliding window (megatron/core/transformer/utils.py, is_layer_window_attention).
 [[nodiscard]] inline std::int64_t window_layers(const ModelSpec& m) {

@@ -159,6 +159,13 @@ struct LayerPasses {
 // Narayanan et al. 2021 Sec. 3.2 (backward = 2× forward GEMM FLOPs; recompute repeats the forward), Dao 2023
 // (attention backward 2.5× forward), over the efficiencies above; frozen LoRA base weights skip dW (thesis Sec. 3.1.2).
 [[nodiscard]] LayerPasses layer_compute_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l);
+// The same for a layer with routed experts: its FFN is the router, the shared expert and the grouped expert GEMMs
+// over routed_copies_per_gpu token copies, plus permuting them (HBM); the all-to-alls are expert_dispatch_seconds.
+[[nodiscard]] LayerPasses moe_layer_compute_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l);
+// Token copies the busiest GPU's experts process per micro-batch and layer: k·s·b/(t·c)·etp·expert_load.
+[[nodiscard]] double routed_copies_per_gpu(const ModelSpec& m, const Layout& l);
+// One all-to-all (dispatch or combine) of a layer with experts, one micro-batch and pass, on one GPU's links.
+[[nodiscard]] double expert_dispatch_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l);
 
 // The ends of the pipeline per micro-batch: embedding lookup on the first stage (each pass); LM head GEMM and
 // the FP32 loss over s·b·v/(t·c) logits on the last (loss split evenly between the passes).
@@ -201,13 +208,15 @@ struct StepBreakdown {
   double tp_comm_s = 0;      // exposed TP/SP collectives
   double cp_comm_s = 0;      // exposed CP ring P2P
   double pp_comm_s = 0;      // exposed PP send/recv
+  double ep_comm_s = 0;      // exposed expert-parallel all-to-alls (and ETP gathers)
   double dp_comm_s = 0;      // exposed DP/FSDP collectives
   double bubble_s = 0;       // pipeline fill and drain
   double optimizer_s = 0;    // optimizer step (HBM-bound)
   std::int64_t slowest_stage = 0;
   [[nodiscard]] double compute_s() const { return gemm_s + attention_s + elementwise_s; }
   [[nodiscard]] double total_s() const {
-    return compute_s() + overhead_s + tp_comm_s + cp_comm_s + pp_comm_s + dp_comm_s + bubble_s + optimizer_s;
+    return compute_s() + overhead_s + tp_comm_s + cp_comm_s + pp_comm_s + ep_comm_s + dp_comm_s + bubble_s +
+           optimizer_s;
   }
 };
 
