@@ -1,6 +1,7 @@
 #include "headroom/estimator/launch_args.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 #include <tuple>
 
@@ -36,6 +37,27 @@ bool uniform(const StateSharding& s) { return s.params == s.grads && s.grads == 
 
 // ---- Megatron-LM ----
 
+// The experts as headroom prices them (transformer_config.py names): the alltoall dispatcher (the default is
+// allgather) with grouped GEMMs; leading dense layers as a --moe-layer-freq pattern; a capacity factor when the
+// layout bounds the busiest GPU's load.
+void megatron_experts(const ModelSpec& m, const Layout& l, std::vector<std::string>& a) {
+  a.insert(a.end(), {"--num-experts", num(m.num_experts), "--moe-router-topk", num(m.moe_router_topk),
+                     "--moe-ffn-hidden-size", num(m.moe_ffn_hidden_size)});
+  if (m.shared_expert_ffn_hidden_size > 0)
+    a.insert(a.end(), {"--moe-shared-expert-intermediate-size", num(m.shared_expert_ffn_hidden_size)});
+  if (m.shared_expert_gate) a.emplace_back("--moe-shared-expert-gate");
+  if (m.first_dense_layers > 0)
+    a.insert(a.end(), {"--moe-layer-freq",
+                       "([0]*" + num(m.first_dense_layers) + "+[1]*" + num(m.num_layers - m.first_dense_layers) + ")"});
+  a.insert(a.end(), {"--expert-model-parallel-size", num(l.ep), "--expert-tensor-parallel-size", num(l.expert_tp()),
+                     "--moe-token-dispatcher-type", "alltoall", "--moe-grouped-gemm"});
+  if (l.expert_load > 1.0) {
+    char factor[32];
+    std::snprintf(factor, sizeof factor, "%g", l.expert_load);
+    a.insert(a.end(), {"--moe-expert-capacity-factor", factor});
+  }
+}
+
 void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchExport& e) {
   auto& a = e.megatron;
   auto& issues = e.megatron_issues;
@@ -62,6 +84,7 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
   if (!m.tied_embeddings) a.emplace_back("--untie-embeddings-and-output-weights");
   a.insert(a.end(), {"--tensor-model-parallel-size", num(l.tp), "--pipeline-model-parallel-size", num(l.pp),
                      "--context-parallel-size", num(l.cp)});
+  if (m.num_experts > 0) megatron_experts(m, l, a);
   // Uneven stages (megatron/training/arguments.py): the virtual stage count must then be given as
   // --num-virtual-stages-per-pipeline-rank, not as layers per virtual stage.
   const PipelineSplit& x = l.split;
@@ -159,6 +182,8 @@ void torchtitan_limits(const Layout& l, std::vector<std::string>& issues) {
         "sequence");
   if (!l.flash_attention) issues.emplace_back("no FlashAttention: torchtitan uses SDPA's fused kernels; no setting");
   if (l.lora.enabled()) issues.emplace_back("LoRA: torchtitan v0.2.x has no LoRA");
+  if (l.ep > 1 || l.etp > 0)
+    issues.emplace_back("expert parallelism: headroom writes Megatron-LM's --expert-model-parallel-size only");
   if (!l.split.even())
     issues.emplace_back(
         "uneven pipeline stages: headroom exports Megatron-LM's --decoder-first/last-pipeline-num-"

@@ -129,8 +129,6 @@ void validate_model_split(const ModelSpec& m, const Layout& l) {
                 " (load-balanced context parallelism splits it into 2·cp chunks)");
 }
 
-namespace {
-
 // Megatron-LM's MoE parallel folding (arguments.py, parallel_state.py): ep | experts, etp·ep | t·c·d.
 void validate_experts(const ModelSpec& m, const Layout& l) {
   require_positive(l.ep, "expert parallel size", "ep");
@@ -158,8 +156,6 @@ void validate_experts(const ModelSpec& m, const Layout& l) {
     throw Error("etp·ep = " + s(l.expert_tp()) + "·" + s(l.ep) + " does not divide the t·c·d = " + s(stage_gpus) +
                 " GPUs of a pipeline stage (" + field("etp") + ", " + field("ep") + ")");
 }
-
-}  // namespace
 
 void validate_layout(const ModelSpec& m, const Layout& l) {
   validate_model_split(m, l);

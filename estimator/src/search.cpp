@@ -185,6 +185,28 @@ struct Search {
     }
   }
 
+  // The expert splits of one (t, c, p, d, v) shape (a dense model has one): etp = t (Megatron-LM's default) or 1,
+  // ep dividing the experts with etp·ep dividing t·c·d; then price_choices for each.
+  void price_expert_splits(Layout& l, std::int64_t v, const std::vector<std::int64_t>& mbss,
+                           std::vector<std::int64_t>& eps) {
+    if (m.num_experts == 0) {
+      price_choices(l, v, mbss);
+      return;
+    }
+    divisors_of(m.num_experts, eps);
+    const std::int64_t stage_gpus = l.tp * l.cp * l.dp;
+    for (const std::int64_t etp : {l.tp, std::int64_t{1}}) {
+      if (m.moe_ffn_hidden_size % etp != 0) continue;
+      l.etp = etp;
+      for (const std::int64_t ep : eps) {
+        if (stage_gpus % (etp * ep) != 0) continue;
+        l.ep = ep;
+        price_choices(l, v, mbss);
+      }
+      if (l.tp == 1) break;  // etp = t = 1: one split
+    }
+  }
+
   // The schedules, SP, shardings and recompute modes of one (t, c, p, d, v) shape, then its micro-batch sizes.
   void price_choices(Layout& l, std::int64_t v, const std::vector<std::int64_t>& mbss) {
     const std::int64_t p = l.pp;
@@ -197,6 +219,7 @@ struct Search {
       for (int sp = 0; sp < 2; ++sp) {  // the framework's default, then SP off
         if (sp == 1 && (l.tp == 1 || !o.try_without_sp || !base.sequence_parallel)) continue;
         l.sequence_parallel = sp == 0 ? base.sequence_parallel : false;
+        if (m.num_experts > 0 && l.tp > 1 && !l.sequence_parallel) continue;  // Megatron-LM requires SP with experts
         for (const StateSharding& s : shardings) {
           l.sharding = s;
           for (Recompute r : o.recomputes) {
@@ -216,6 +239,11 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
   if (o.gpus <= 0) throw Error(field("gpus") + " must be a positive integer (got " + std::to_string(o.gpus) + ")");
   if (o.seq <= 0) throw Error(field("seq") + " must be a positive integer (got " + std::to_string(o.seq) + ")");
   if (o.gbs <= 0) throw Error(field("gbs") + " must be a positive integer (got " + std::to_string(o.gbs) + ")");
+  if (m.num_experts > 0) {  // what no expert split can change: LoRA, FSDP
+    Layout one = base;
+    one.tp = one.cp = one.pp = one.dp = 1, one.ep = 1, one.etp = 0;
+    validate_experts(m, one);
+  }
   SearchResult result;
   Search search{m, cluster, residual, o, base, PerfContext(coefficients, cluster), o.shardings, result};
   if (search.shardings.empty())
@@ -223,7 +251,7 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
       if (satisfies_principle1(s)) search.shardings.push_back(s);
   result.best.reserve(o.top + 1);
   result.pareto.reserve(4096);
-  std::vector<std::int64_t> tps, cps, pps, vpps, mbss;
+  std::vector<std::int64_t> tps, cps, pps, vpps, mbss, eps;
   tps.reserve(4096);
   cps.reserve(4096);
   pps.reserve(4096);
@@ -255,7 +283,7 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
         l.split = split;
         divisors_of(chunkable_layers(m, l), vpps);
         for (std::int64_t v : vpps)
-          if ((o.max_vpp <= 0 || v <= o.max_vpp) && (p > 1 || v == 1)) search.price_choices(l, v, mbss);
+          if ((o.max_vpp <= 0 || v <= o.max_vpp) && (p > 1 || v == 1)) search.price_expert_splits(l, v, mbss, eps);
       }
     }
   }

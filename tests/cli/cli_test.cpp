@@ -168,10 +168,57 @@ const BadCase kBadCases[] = {
     {"target_seq_with_gpus",
      {"mtsl", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--tp", "2", "--target-seq", "65536"},
      "does nothing with --target-seq"},
+    {"ep_on_a_dense_model", with(kEstimate, {"--ep", "2"}), "--ep is for mixture-of-experts models"},
+    {"ep_not_dividing_experts",
+     {"estimate", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--seq", "4096", "--gpus", "16", "--ep", "16"},
+     "--ep 16 does not divide the 8 experts of mixtral-8x7b"},
+    {"etp_ep_not_dividing_stage",
+     {"estimate", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--seq", "4096", "--gpus", "8", "--tp", "2",
+      "--ep", "8"},
+     "etp·ep = 2·8 does not divide the t·c·d = 8 GPUs"},
+    {"capacity_factor_below_one",
+     {"estimate", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--seq", "4096", "--gpus", "8", "--ep", "8",
+      "--moe-expert-capacity-factor", "0.5"},
+     "--moe-expert-capacity-factor '0.5' must be a number from 1"},
+    {"experts_on_fsdp",
+     {"estimate", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--seq", "4096", "--gpus", "8", "--framework",
+      "pytorch-fsdp"},
+     "priced with Megatron-LM's expert parallelism only"},
+    {"simulate_experts",
+     {"simulate", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--seq", "4096", "--gpus", "8", "--ep", "8"},
+     "the event simulator does not schedule yet"},
     {"simulate_too_many_microbatches",
      {"simulate", "--model", "gpt2", "--cluster", "dgx-h100", "--seq", "1024", "--gpus", "8", "--gbs", "1000000000"},
      "at most 10^6 micro-batch stages"},
 };
+
+// Issue 14, item 1: a model with experts is priced with its experts (estimate --json: total and active parameters,
+// the EP all-to-alls), and the expert split matters where it should: a capacity factor (the busiest GPU's load) costs
+// memory and time, and EP8 x TP1 beats EP4 x TP2 for Mixtral-8x7B as Megatron-Core's MoE guide says
+// (megatron/core/transformer/moe/README.md, "Best Practices").
+TEST(Cli, ExpertModelsArePricedWithTheirExperts) {
+  const auto estimate = [](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"estimate", "--model", "mixtral-8x7b", "--cluster", "dgx-h100",
+                                     "--seq",    "4096",    "--gbs",        "512",       "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const Result r = run(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto ep8 = estimate({"--gpus", "64", "--pp", "2", "--ep", "8", "--etp", "1"});
+  EXPECT_EQ(ep8.at("model").at("parameters"), 46'702'792'704);
+  EXPECT_EQ(ep8.at("model").at("active_parameters"), 12'879'925'248);
+  EXPECT_EQ(ep8.at("layout").at("ep"), 8);
+  EXPECT_TRUE(ep8.at("memory").at("paper_total_gib").is_null());  // Eq. 18 is for dense models
+  const double ep_s = ep8.at("perf").at("breakdown").at("ep_comm_s").get<double>();
+  EXPECT_GT(ep_s, 0.0);
+  const auto loaded =
+      estimate({"--gpus", "64", "--pp", "2", "--ep", "8", "--etp", "1", "--moe-expert-capacity-factor", "1.5"});
+  EXPECT_GT(loaded.at("memory").at("peak_gib").get<double>(), ep8.at("memory").at("peak_gib").get<double>());
+  EXPECT_GT(loaded.at("perf").at("step_time_s").get<double>(), ep8.at("perf").at("step_time_s").get<double>());
+  const auto ep4_tp2 = estimate({"--gpus", "64", "--pp", "2", "--tp", "2", "--ep", "4", "--etp", "2"});
+  EXPECT_LT(ep8.at("perf").at("step_time_s").get<double>(), ep4_tp2.at("perf").at("step_time_s").get<double>());
+}
 
 TEST(Cli, AHugeValueIsNotEchoedWhole) {
   const Result r = run(replace("--model", std::string(100'000, 'x')));

@@ -78,6 +78,20 @@ TEST(Launch, MegatronArguments) {
   EXPECT_EQ(megatron_value(g, "--window-attn-skip-freq"), "2");
   EXPECT_EQ(megatron_value(j, "--kv-channels"), "");
   EXPECT_TRUE(contains(g.at("unsupported").at("megatron").dump(), "norms after attention and MLP"));
+  // Experts (issue 14): the model's experts, the split, the dispatcher headroom prices and the capacity factor.
+  const Result moe = run({"launch", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--seq", "4096", "--pp", "2",
+                          "--gpus", "64", "--ep", "8", "--etp", "1", "--moe-expert-capacity-factor", "1.25", "--json"});
+  ASSERT_EQ(moe.code, 0) << moe.err;
+  const auto x = nlohmann::json::parse(moe.out);
+  EXPECT_EQ(megatron_value(x, "--num-experts"), "8");
+  EXPECT_EQ(megatron_value(x, "--moe-router-topk"), "2");
+  EXPECT_EQ(megatron_value(x, "--moe-ffn-hidden-size"), "14336");
+  EXPECT_EQ(megatron_value(x, "--expert-model-parallel-size"), "8");
+  EXPECT_EQ(megatron_value(x, "--expert-tensor-parallel-size"), "1");
+  EXPECT_EQ(megatron_value(x, "--moe-token-dispatcher-type"), "alltoall");
+  EXPECT_EQ(megatron_value(x, "--moe-grouped-gemm"), "on");
+  EXPECT_EQ(megatron_value(x, "--moe-expert-capacity-factor"), "1.25");
+  EXPECT_TRUE(contains(x.at("unsupported").at("torchtitan").dump(), "expert parallelism"));
 
   const auto full = launch_json({"--recompute", "full", "--no-sp"});
   EXPECT_EQ(megatron_value(full, "--recompute-granularity"), "full");

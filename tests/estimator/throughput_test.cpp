@@ -110,6 +110,34 @@ TEST_F(ThroughputTest, CommunicationLevelFollowsRankPlacement) {
   EXPECT_GT(across.breakdown.tp_comm_s, 3 * in_node.breakdown.tp_comm_s);
 }
 
+// Issue 14, item 1: one all-to-all of the alltoall dispatcher moves each GPU's k·s·b/(t·c) token copies of h BF16
+// values, (ep − 1)/ep of them away: on NVLink when the EP group sits in a node, the off-node share on the NIC
+// otherwise; the expert GEMMs carry the active FLOPs of the copies a GPU receives.
+TEST_F(ThroughputTest, ExpertAllToAllsFollowWhereTheExpertGroupSits) {
+  const ModelSpec mixtral = lib.model("mixtral-8x7b");
+  ClusterSpec h100 = lib.cluster("dgx-h100");
+  const PerfContext p(datasheet, h100);
+  Layout l = layout(1, 1, 1, 1, 64);
+  l.seq = 4096;
+  l.ep = 8;
+  const double bytes = 2.0 * 2 * 4096 * 4096;  // k = 2 copies of 4,096 tokens of h = 4,096, BF16
+  EXPECT_DOUBLE_EQ(routed_copies_per_gpu(mixtral, l), 2.0 * 4096);
+  EXPECT_DOUBLE_EQ(expert_dispatch_seconds(mixtral, p, l), p.intra.seconds(bytes * 7.0 / 8.0));
+  h100.gpus_per_node = 4;  // the 8 experts' GPUs span two nodes: half of the copies leave the node
+  const PerfContext q(datasheet, h100);
+  EXPECT_DOUBLE_EQ(expert_dispatch_seconds(mixtral, q, l),
+                   std::max(q.intra.seconds(bytes * 3.0 / 8.0), q.inter.seconds(bytes * 4.0 / 8.0)));
+  EXPECT_GT(expert_dispatch_seconds(mixtral, q, l), 2.0 * expert_dispatch_seconds(mixtral, p, l));
+  // Active FLOPs: the routed GEMMs of a layer with experts carry k = 2 experts' FFN per token (2·3·h·f_e each),
+  // one more than Llama 3.1 8B's dense FFN of the same width under the same attention.
+  Layout one = l;
+  one.ep = 1;
+  const double flops_f = 2.0 * 4096 * 3.0 * 4096 * 14336;
+  const double seconds =
+      moe_layer_compute_seconds(mixtral, p, one).forward.gemm - layer_compute_seconds(llama8b, p, one).forward.gemm;
+  EXPECT_GT(seconds, flops_f / p.peak_flops);
+}
+
 // A TP ring across nodes crosses them through every NIC of a node (NCCL's channels): with instant intra-node
 // links it moves (n − 1)/n of the bytes over m NICs, not over one; on one node it is the plain ring.
 TEST_F(ThroughputTest, TensorParallelRingAcrossNodesUsesEveryNicOfTheNode) {

@@ -51,6 +51,22 @@ def test_estimate_equals_the_cli_document(planner, layout):
         assert getattr(p.breakdown, key) == value, key
 
 
+def test_experts_equal_the_cli_document():
+    """A model with experts (issue 14): ep and etp are keywords, the EP time is in the breakdown."""
+    moe = headroom.Planner(model="mixtral-8x7b", cluster="dgx-h100")
+    r = moe.estimate(seq=4096, gpus=64, pp=2, gbs=512, ep=8, etp=1)
+    doc = json.loads(headroom.run("estimate", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--seq", "4096",
+                                  "--gpus", "64", "--pp", "2", "--gbs", "512", "--ep", "8", "--etp", "1", "--json"))
+    assert r.memory.paper_total_gib is None and doc["memory"]["paper_total_gib"] is None
+    assert r.memory.peak_gib == doc["memory"]["peak_gib"]
+    assert r.perf.step_time_s == doc["perf"]["step_time_s"]
+    assert r.perf.breakdown.ep_comm_s == doc["perf"]["breakdown"]["ep_comm_s"] > 0
+    out = moe.estimate_many({"ep": np.array([1, 2, 4, 8]), "seq": 4096, "gpus": 64, "pp": 2, "gbs": 512, "etp": 1})
+    assert out["perf.step_time_s"][3] == r.perf.step_time_s
+    with pytest.raises(ValueError, match="ep 3 does not divide the 8 experts"):
+        moe.estimate(seq=4096, gpus=64, ep=3)
+
+
 def test_estimate_many_equals_single_estimates(planner):
     rng = np.random.default_rng(7)
     n = 300

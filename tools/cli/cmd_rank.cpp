@@ -30,9 +30,10 @@ std::string layout_name(const ModelSpec& m, const Layout& l) {
   const std::string stages = stage_layers_text(m, l);
   return "tp" + std::to_string(l.tp) + " cp" + std::to_string(l.cp) + " pp" + std::to_string(l.pp) +
          (l.vpp > 1 ? "x" + std::to_string(l.vpp) : "") + (stages.empty() ? "" : "[" + stages + "]") + " dp" +
-         std::to_string(l.dp) + " mbs" + std::to_string(l.mbs) + " " + sharding_code(l.sharding) +
-         " rc:" + std::string(to_string(l.recompute)) + (l.schedule == Schedule::gpipe ? " gpipe" : "") +
-         (l.sequence_parallel || l.tp == 1 ? "" : " no-sp");
+         std::to_string(l.dp) +
+         (m.num_experts > 0 ? " ep" + std::to_string(l.ep) + " etp" + std::to_string(l.expert_tp()) : "") + " mbs" +
+         std::to_string(l.mbs) + " " + sharding_code(l.sharding) + " rc:" + std::string(to_string(l.recompute)) +
+         (l.schedule == Schedule::gpipe ? " gpipe" : "") + (l.sequence_parallel || l.tp == 1 ? "" : " no-sp");
 }
 
 nlohmann::json ranked_to_json(const ModelSpec& m, const RankedLayout& r, const ErrorBand& peak_band,

@@ -39,7 +39,8 @@ struct Stage {
 };
 
 struct Memory {
-  double paper_total_gib = 0, peak_gib = 0, capacity_gib = 0, margin_gib = 0;
+  std::optional<double> paper_total_gib;  // None for a model with experts (Eq. 18 is for dense models)
+  double peak_gib = 0, capacity_gib = 0, margin_gib = 0;
   std::int64_t peak_stage = 0;
   std::string verdict;
   Interval peak_gib_interval;
@@ -186,7 +187,7 @@ py::object Planner::estimate(const LayoutKeywords& k) const {
     const PerfEstimate p = estimate_perf(specs_.model, *context_, l);
     const ErrorBand& band = specs_.framework.memory_band;
     Memory& m = out.memory;
-    m.paper_total_gib = e.paper_total_bytes / kGiB;
+    if (specs_.model.num_experts == 0) m.paper_total_gib = e.paper_total_bytes / kGiB;
     m.peak_gib = e.peak_bytes / kGiB;
     m.capacity_gib = e.capacity_bytes / kGiB;
     m.margin_gib = e.margin_bytes / kGiB;

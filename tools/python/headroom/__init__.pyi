@@ -47,7 +47,7 @@ class Stage:
     total: int
 
 class Memory:
-    paper_total_gib: float
+    paper_total_gib: float | None
     peak_gib: float
     peak_stage: int
     capacity_gib: float

@@ -3,7 +3,9 @@
 //
 // Versions targeted (flag and field names checked against the sources):
 //   Megatron-LM  core_r0.8.0 .. main (megatron/training/arguments.py); --num-distributed-optimizer-instances
-//                needs core_r0.10.0+, --window-size and --window-attn-skip-freq (sliding windows) core_v0.15.0+.
+//                needs core_r0.10.0+, --window-size and --window-attn-skip-freq (sliding windows) core_v0.15.0+;
+//                experts: --expert-tensor-parallel-size and --moe-layer-freq core_r0.10.0+, --moe-shared-expert-gate
+//                core_v0.16.0+.
 //   torchtitan   v0.1.0 .. v0.2.2 TOML job config (torchtitan/config_manager.py in v0.1.0,
 //                torchtitan/config/job_config.py in v0.2.x); torchtitan main has moved to Python configs.
 //   PyTorch      2.6+ (torch.distributed.fsdp.fully_shard, init_device_mesh; FSDP1 ShardingStrategy named too).
