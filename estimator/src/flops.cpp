@@ -1,6 +1,7 @@
 #include "headroom/estimator/flops.hpp"
 
 #include "headroom/estimator/lora.hpp"
+#include "headroom/estimator/memory.hpp"
 #include "headroom/core/units.hpp"
 
 namespace headroom {
@@ -24,8 +25,13 @@ double causal_attention_share(const ModelSpec& m, std::int64_t seq) {
 double model_flops_per_step(const ModelSpec& m, std::int64_t seq, double sequences) {
   const double h = d(m.hidden_size), s = d(seq), L = d(m.num_layers);
   // QKV+O GEMMs and s² terms, scaled by a·d_h/h (Megatron-LM's training.py, query_projection_to_hidden_size_ratio)
+  // Latent attention: its projections' weights (6 FLOPs per weight and token) and the q·k, p·v products of widths
+  // a·d_qk and a·d_v (training.py's multi_latent_attention branch, without its causal halving).
   const double attention =
-      (1.0 + d(m.num_kv_heads) / d(m.num_heads) + causal_attention_share(m, seq) * s / h) * (query_width(m) / h);
+      latent_attention(m)
+          ? attention_parameters_per_layer(m) / (2.0 * h * h) +
+                causal_attention_share(m, seq) * s * core_attention_width(m) / (h * h)
+          : (1.0 + d(m.num_kv_heads) / d(m.num_heads) + causal_attention_share(m, seq) * s / h) * (query_width(m) / h);
   // Layers with experts use k routed experts and the shared one (Megatron-LM's training.py, moe_layer_flops).
   const double moe = d(moe_layers(m)) / L;
   const double mlp = gated_multiplier(m) *
@@ -62,7 +68,7 @@ LayerGemms layer_gemms(const ModelSpec& m, const Layout& l) {
 // Dao 2023 Sec. 4: 4·s²·a·d_h (4·s²·h when a·d_h = h) per sequence and layer non-causal, halved by the causal mask.
 double attention_flops_forward(const ModelSpec& m, const Layout& l) {
   const double s = d(l.seq);
-  return 2.0 * s * s * causal_attention_share(m, l.seq) * d(l.mbs) * query_width(m) / (d(l.tp) * d(l.cp));
+  return 2.0 * s * s * causal_attention_share(m, l.seq) * d(l.mbs) * core_attention_width(m) / (d(l.tp) * d(l.cp));
 }
 
 double lm_head_flops_forward(const ModelSpec& m, const Layout& l) {

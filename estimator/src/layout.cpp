@@ -120,6 +120,12 @@ void validate_model_split(const ModelSpec& m, const Layout& l) {
   if (l.cp > 1 && !context_parallel_priced(m))
     throw Error(field("cp") + " " + s(l.cp) + ": context parallelism over the sliding-window attention of " + m.name +
                 " is not priced (cp 1 only)");
+  if (latent_attention(m) && !l.flash_attention)
+    throw Error("the latent attention of " + m.name +
+                " is priced with FlashAttention only (Megatron-LM runs it "
+                "through TransformerEngine's fused attention)");
+  if (latent_attention(m) && l.lora.enabled())
+    throw Error("LoRA on the latent attention of " + m.name + " is not priced (" + field("lora_rank") + ")");
   // Megatron-LM's unfused attention masks causally only.
   if (m.sliding_window > 0 && !l.flash_attention)
     throw Error("the sliding-window attention of " + m.name + " is priced with FlashAttention only");

@@ -13,7 +13,14 @@ using units::d;
 // 4D paper Eq. 11 in units of s·b·h: the attention input (2), Q and the attention output (2 each, a·d_h wide, h when
 // d_h = h/a) and K, V (2 each, k·d_h wide): 6 + 4k/a when a·d_h = h.
 // Per-head RMSNorms of q and k (Qwen3, Gemma 3) store their inputs too, 2·(a + k)·d_h/h more.
-double attention_activation_units(const ModelSpec& m) {
+// Latent attention stores the replicated down projections' outputs and their normed copies (q_r, kv_r + d_rope,
+// whole on every TP rank: × t), then Q, K (a·d_qk each), V and the output (a·d_v each), split over t.
+double attention_activation_units(const ModelSpec& m, const Layout& l) {
+  if (latent_attention(m)) {
+    const double down = 2.0 * d(m.q_lora_rank) + d(m.kv_lora_rank) + d(m.kv_lora_rank + m.qk_rope_head_dim);
+    const double heads = d(m.num_heads) * (2.0 * head_dim(m) + 2.0 * d(m.v_head_dim));
+    return 2.0 + 2.0 * (down * d(l.tp) + heads) / d(m.hidden_size);
+  }
   const double qk = (query_width(m) + kv_width(m)) / d(m.hidden_size);
   return 2.0 + 4.0 * qk + (m.qk_norm ? 2.0 * qk : 0.0);
 }
@@ -31,7 +38,28 @@ double sbh_per_gpu(const ModelSpec& m, const Layout& l) {
 // 4D paper Eq. 1: W_Q, W_O are h×h and W_K, W_V are h×(h·k/a), so 2h²(1 + k/a); with a head width d_h ≠ h/a,
 // W_Q and W_O are h×(a·d_h) and W_K, W_V h×(k·d_h) (Megatron-LM's theoretical_memory_usage.py, kv_channels).
 // GPT-2 adds q, k, v and o biases, Qwen2 q, k and v biases (column-parallel: split by t like the weights).
+// Latent attention (theoretical_memory_usage.py, multi_latent_attention): q down h·q_r, its norm q_r, q up
+// q_r·a·d_qk (h·a·d_qk directly without q_r); kv down h·(kv_r + d_rope), its norm kv_r, kv up kv_r·a·(d_nope + d_v);
+// o a·d_v·h. The down projections and their norms are replicated over TP (multi_latent_attention.py builds them with
+// parallel_mode 'duplicated'); mla_replicated_parameters counts them.
+namespace {
+double mla_replicated_parameters(const ModelSpec& m) {
+  if (!latent_attention(m)) return 0.0;
+  const double h = d(m.hidden_size), q_r = d(m.q_lora_rank), kv_r = d(m.kv_lora_rank);
+  const double norm = m.norm == Norm::layernorm ? 2.0 : 1.0;
+  return (q_r > 0 ? q_r * (h + norm) : 0.0) + h * (kv_r + d(m.qk_rope_head_dim)) + norm * kv_r;
+}
+
+double mla_parameters(const ModelSpec& m) {
+  const double h = d(m.hidden_size), a = d(m.num_heads), q_r = d(m.q_lora_rank), kv_r = d(m.kv_lora_rank);
+  const double d_qk = d(m.qk_nope_head_dim + m.qk_rope_head_dim), d_v = d(m.v_head_dim);
+  const double q_up = (q_r > 0 ? q_r : h) * a * d_qk;
+  return mla_replicated_parameters(m) + q_up + kv_r * a * (d(m.qk_nope_head_dim) + d_v) + a * d_v * h;
+}
+}  // namespace
+
 double attention_parameters_per_layer(const ModelSpec& m) {
+  if (latent_attention(m)) return mla_parameters(m);
   const double h = d(m.hidden_size), q = query_width(m), kv = kv_width(m);
   const double weights = 2.0 * h * (q + kv);
   const double qkv_biases = m.linear_biases || m.qkv_bias ? q + 2.0 * kv : 0.0;
@@ -94,6 +122,15 @@ double parameter_count(const ModelSpec& m) {
          moe * moe_layer_parameters(m);
 }
 
+// DeepSeek-V3 technical report Sec. 2.2: each MTP module is a transformer layer (with experts where the model has
+// them), a projection of the normed hidden state and embedding (2h × h) and three norms (h each); embedding and head
+// are shared with the main model.
+double mtp_parameters(const ModelSpec& m) {
+  const double h = d(m.hidden_size);
+  const double layer = m.num_experts > 0 ? moe_layer_parameters(m) : layer_parameters(m);
+  return d(m.mtp_layers) * (layer + 2.0 * h * h + 3.0 * h);
+}
+
 // theoretical_memory_usage.py's num_active_parameters: a token uses k of the E routed experts.
 double active_parameter_count(const ModelSpec& m) {
   return parameter_count(m) - d(moe_layers(m)) * d(m.num_experts - m.moe_router_topk) * expert_ffn_parameters(m);
@@ -104,16 +141,17 @@ double active_parameter_count(const ModelSpec& m) {
 // p = 1 the one stage holds both (Eq. 6). Row-parallel biases (o, down) are replicated across TP.
 namespace {
 double layer_parameters_per_gpu(const ModelSpec& m, const Layout& l) {
-  const double replicated_biases = m.linear_biases ? 2.0 * d(m.hidden_size) : 0.0;
-  return (layer_parameters(m) - norm_parameters_per_layer(m) - replicated_biases) / d(l.tp) +
-         norm_parameters_per_layer(m) + replicated_biases;
+  const double replicated = (m.linear_biases ? 2.0 * d(m.hidden_size) : 0.0) + mla_replicated_parameters(m);
+  return (layer_parameters(m) - norm_parameters_per_layer(m) - replicated) / d(l.tp) + norm_parameters_per_layer(m) +
+         replicated;
 }
 
 // theoretical_memory_usage.py's split of a layer with experts: attention and shared expert over t, norms, router
 // and shared gate whole; the routed experts are expert_parameters_per_gpu.
 double moe_layer_dense_parameters_per_gpu(const ModelSpec& m, const Layout& l) {
-  return (attention_parameters_per_layer(m) + shared_expert_parameters(m)) / d(l.tp) + norm_parameters_per_layer(m) +
-         router_parameters(m);
+  const double replicated = mla_replicated_parameters(m);
+  return (attention_parameters_per_layer(m) - replicated + shared_expert_parameters(m)) / d(l.tp) +
+         norm_parameters_per_layer(m) + router_parameters(m) + replicated;
 }
 }  // namespace
 
@@ -176,7 +214,7 @@ double activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   if (l.recompute == Recompute::full) return 2.0 * sbh * (l.sequence_parallel ? 1.0 : d(l.tp));
   const double ffn_ratio = d(m.ffn_hidden_size) / d(m.hidden_size);
   const double mlp_units = 2.0 + (m.mlp == Mlp::swiglu ? 8.0 : 4.0) * ffn_ratio;
-  const double all_units = attention_activation_units(m) + mlp_units + norm_activation_units(m);
+  const double all_units = attention_activation_units(m, l) + mlp_units + norm_activation_units(m);
   const double replicated_units = 4.0 + norm_activation_units(m);
   double bytes =
       l.sequence_parallel ? sbh * all_units : sbh * ((all_units - replicated_units) + replicated_units * d(l.tp));
@@ -198,7 +236,7 @@ double moe_activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   const double h = d(m.hidden_size), gated = m.mlp == Mlp::swiglu ? 8.0 : 4.0;
   const double routed =
       d(m.moe_router_topk) * l.expert_load * (2.0 * d(l.expert_tp()) + gated * d(m.moe_ffn_hidden_size) / h + 2.0);
-  const double units = attention_activation_units(m) + norm_activation_units(m) + 2.0 + 2.0 * d(m.num_experts) / h +
+  const double units = attention_activation_units(m, l) + norm_activation_units(m) + 2.0 + 2.0 * d(m.num_experts) / h +
                        gated * d(m.shared_expert_ffn_hidden_size) / h + routed;
   return sbh_per_gpu(m, l) * units;
 }
@@ -267,7 +305,7 @@ double paper_total_bytes(const ModelSpec& m, const Layout& l) {
       2.0 * (d(m.num_layers) / p) * h * h * ((attention + 1.5 * d(m.ffn_hidden_size) / h) / t + 1.0 / h);
   const double embed_part = (l.pp == 1 ? 2.0 : 1.0) * h * d(m.vocab_size) / t + (l.pp == 1 ? h : 0.0);
   const double per_layer_units =
-      attention_activation_units(m) + 2.0 + 8.0 * d(m.ffn_hidden_size) / h + norm_activation_units(m);
+      attention_activation_units(m, l) + 2.0 + 8.0 * d(m.ffn_hidden_size) / h + norm_activation_units(m);
   const double head_units = l.pp == 1 ? 4.0 * (1.0 + d(m.vocab_size) / h) : 0.0;
   const double activations = sbh_per_gpu(m, l) * (per_layer_units * d(m.num_layers) + 8.0 * p + head_units);
   return states_per_param * (embed_part + layer_part) + activations;

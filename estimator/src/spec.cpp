@@ -60,7 +60,12 @@ void check_model_shape(const ModelSpec& m, std::string_view where) {
       {"head_dim", m.head_dim},
       {"num_experts", m.num_experts},
       {"moe_ffn_hidden_size", m.moe_ffn_hidden_size},
-      {"moe_shared_expert_intermediate_size", m.shared_expert_ffn_hidden_size}};
+      {"moe_shared_expert_intermediate_size", m.shared_expert_ffn_hidden_size},
+      {"q_lora_rank", m.q_lora_rank},
+      {"kv_lora_rank", m.kv_lora_rank},
+      {"qk_nope_head_dim", m.qk_nope_head_dim},
+      {"qk_rope_head_dim", m.qk_rope_head_dim},
+      {"v_head_dim", m.v_head_dim}};
   for (const auto& [key, value] : dimensions) {
     if (value > kMaxDimension) throw Error(w + ": " + key + " " + std::to_string(value) + " is larger than 10^12");
   }
@@ -75,6 +80,14 @@ void check_model_shape(const ModelSpec& m, std::string_view where) {
     if (m.first_dense_layers >= m.num_layers)
       throw Error(w + ": first_dense_layers " + std::to_string(m.first_dense_layers) + " leaves no layer of the " +
                   std::to_string(m.num_layers) + " with experts");
+  }
+  if (latent_attention(m)) {
+    if (m.qk_nope_head_dim < 1 || m.qk_rope_head_dim < 1 || m.v_head_dim < 1)
+      throw Error(w + ": latent attention (kv_lora_rank " + std::to_string(m.kv_lora_rank) +
+                  ") needs qk_nope_head_dim, qk_rope_head_dim and v_head_dim");
+    if (m.num_kv_heads != m.num_heads || m.qkv_bias || m.linear_biases)
+      throw Error(w + ": latent attention has a key and value per head and no biases (num_kv_heads " +
+                  std::to_string(m.num_kv_heads) + ", num_attention_heads " + std::to_string(m.num_heads) + ")");
   }
   if (m.window_skip_freq == 1 || m.window_skip_freq > m.num_layers)
     throw Error(w + ": window_attn_skip_freq " + std::to_string(m.window_skip_freq) + " must be 0 (every layer " +
@@ -149,12 +162,6 @@ void refuse_unpriced_hf_keys(const json& j, std::string_view where) {
       throw Error(std::string(where) + ": " + key +
                   " = true: biases on these projections cannot be priced by headroom yet (Qwen2's q/k/v biases and "
                   "GPT's biases on every linear layer can)");
-  for (const char* key : {"kv_lora_rank", "q_lora_rank"}) {
-    const auto it = j.find(key);
-    if (it != j.end() && !it->is_null())
-      throw Error(std::string(where) + ": " + key + " = " + it->dump() +
-                  ": multi-head latent attention cannot be priced by headroom yet");
-  }
 }
 
 // Which layers attend within the sliding window, as Megatron-LM's --window-attn-skip-freq N (every N-th layer, counted
@@ -356,6 +363,12 @@ ModelSpec model_from_json(const json& j, std::string_view where) {
   m.shared_expert_ffn_hidden_size = j.value("moe_shared_expert_intermediate_size", std::int64_t{0});
   m.shared_expert_gate = j.value("moe_shared_expert_gate", false);
   m.first_dense_layers = j.value("first_dense_layers", std::int64_t{0});
+  m.q_lora_rank = j.value("q_lora_rank", std::int64_t{0});
+  m.kv_lora_rank = j.value("kv_lora_rank", std::int64_t{0});
+  m.qk_nope_head_dim = j.value("qk_nope_head_dim", std::int64_t{0});
+  m.qk_rope_head_dim = j.value("qk_rope_head_dim", std::int64_t{0});
+  m.v_head_dim = j.value("v_head_dim", std::int64_t{0});
+  m.mtp_layers = j.value("mtp_layers", std::int64_t{0});
   check_model_shape(m, where);
   return m;
 }
@@ -389,6 +402,16 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   m.ffn_hidden_size =
       hf_int(j, {"intermediate_size", "n_inner", "ffn_dim"}, where, m.mlp == Mlp::gelu ? 4 * m.hidden_size : -1);
   read_hf_experts(j, m, where);
+  // DeepSeek-V2/V3's latent attention (configuration_deepseek_v3.py); q_lora_rank null: q projected directly.
+  if (const std::int64_t kv_r = hf_count(j, "kv_lora_rank", where); kv_r > 0) {
+    m.kv_lora_rank = kv_r;
+    m.q_lora_rank = std::max<std::int64_t>(0, hf_count(j, "q_lora_rank", where));
+    m.qk_nope_head_dim = hf_int(j, {"qk_nope_head_dim"}, where);
+    m.qk_rope_head_dim = hf_int(j, {"qk_rope_head_dim"}, where);
+    m.v_head_dim = hf_int(j, {"v_head_dim"}, where);
+    m.head_dim = 0;  // the heads' widths are the three above
+  }
+  m.mtp_layers = std::max<std::int64_t>(0, hf_count(j, "num_nextn_predict_layers", where));
   // Gemma 2/3 normalise attention and MLP outputs too; Qwen3 and Gemma 3 normalise q and k per head
   // (modeling_gemma2.py, modeling_gemma3.py, modeling_qwen3.py).
   m.sandwich_norms = type.rfind("gemma2", 0) == 0 || type.rfind("gemma3", 0) == 0;

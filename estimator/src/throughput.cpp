@@ -335,10 +335,23 @@ double moe_ffn_gemm_seconds(const ModelSpec& m, const PerfContext& p, const Layo
   return seconds + local_experts * (gemm_seconds(p, {per_expert, gated * f, h}) + gemm_seconds(p, {per_expert, h, f}));
 }
 
+// Latent attention's GEMMs (multi_latent_attention.py): the down projections of q and kv on every TP rank over the
+// s·b/c tokens SP gathers, the up projections and the output projection split over t.
+double mla_gemm_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
+  const double h = d(m.hidden_size), t = d(l.tp), a = d(m.num_heads), tokens = d(l.seq) * d(l.mbs) / d(l.cp);
+  const double q_r = d(m.q_lora_rank), kv_r = d(m.kv_lora_rank), d_v = d(m.v_head_dim);
+  double seconds = gemm_seconds(p, {tokens, kv_r + d(m.qk_rope_head_dim), h}) +
+                   gemm_seconds(p, {tokens, a * (d(m.qk_nope_head_dim) + d_v) / t, kv_r}) +
+                   gemm_seconds(p, {tokens, h, a * d_v / t});
+  if (q_r > 0) seconds += gemm_seconds(p, {tokens, q_r, h});
+  return seconds + gemm_seconds(p, {tokens, a * head_dim(m) / t, q_r > 0 ? q_r : h});
+}
+
 LayerPasses layer_passes(const ModelSpec& m, const PerfContext& p, const Layout& l, bool experts) {
   const double s = d(l.seq), h = d(m.hidden_size);
   const LayerGemms g = layer_gemms(m, l);
-  const double attention_gemms = gemm_seconds(p, g.qkv) + gemm_seconds(p, g.proj);
+  const double attention_gemms =
+      latent_attention(m) ? mla_gemm_seconds(m, p, l) : gemm_seconds(p, g.qkv) + gemm_seconds(p, g.proj);
   const double gemm_f = experts ? attention_gemms + moe_ffn_gemm_seconds(m, p, l)
                                 : attention_gemms + gemm_seconds(p, g.fc1) + gemm_seconds(p, g.fc2);
   const AttentionSeconds unfused = l.flash_attention ? AttentionSeconds{} : unfused_attention_seconds(m, p, l);

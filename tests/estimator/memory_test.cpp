@@ -341,5 +341,31 @@ TEST_F(MemoryTest, LeadingDenseLayersAreCountedOnTheirStages) {
   EXPECT_EQ(stage_moe_layers(lib.model("llama3.1-8b"), l, 0), 0);
 }
 
+// Issue 14, item 2: DeepSeek-V3 (latent attention, 256 experts, a shared expert, 3 leading dense layers) against
+// Megatron-LM's compute_weight_and_optimizer_memory (d98e8a6, --multi-latent-attention --q-lora-rank 1536
+// --kv-lora-rank 512 --qk-head-dim 128 --qk-pos-emb-head-dim 64 --v-head-dim 128, --moe-layer-freq [0]*3+[1]*58,
+// ETP 1). Equal at t = 1; at t = 2 headroom holds the down projections of q and kv and their norms whole on every TP
+// rank, as multi_latent_attention.py builds them (parallel_mode 'duplicated'), where the formula splits them.
+TEST_F(MemoryTest, LatentAttentionMatchesMegatronTheoreticalWeightAndOptimizerMemory) {
+  const ModelSpec m = lib.model("deepseek-v3");
+  ClusterSpec c = a100;
+  c.gpu.usable_memory_bytes = 1e15;
+  struct Case {
+    std::int64_t t, d, ep;
+    double megatron_bytes;
+  };
+  const double down = 1536.0 * (7168 + 1) + 7168.0 * (512 + 64) + 512;  // per layer
+  for (const Case& k :
+       {Case{1, 64, 64, 289827199296.0}, Case{1, 256, 32, 256768058448.0}, Case{2, 128, 64, 144438177216.0}}) {
+    Layout l = layout(k.t, 1, 1, 1, k.t * k.d);
+    l.ep = k.ep;
+    l.etp = 1;
+    validate_layout(m, l);
+    const StageMemory s = stage_memory(m, c, l, none, 0);
+    const double duplicated = down * 61 * (1.0 - 1.0 / static_cast<double>(k.t)) * (6.0 + 12.0 / k.d);
+    EXPECT_NEAR(s.params + s.grads + s.optimizer, k.megatron_bytes + duplicated, 1e-12 * k.megatron_bytes) << k.t;
+  }
+}
+
 }  // namespace
 }  // namespace headroom

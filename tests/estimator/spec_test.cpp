@@ -217,7 +217,7 @@ TEST(HuggingFaceConfig, RefusesWhatItCannotPriceNamingTheKey) {
             std::string::npos);
   EXPECT_NE(model_error(R"({"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128,
     "num_hidden_layers": 61, "vocab_size": 129280, "intermediate_size": 18432, "kv_lora_rank": 512})")
-                .find("kv_lora_rank = 512: multi-head latent attention"),
+                .find("missing 'qk_nope_head_dim'"),
             std::string::npos);
   EXPECT_NE(model_error(R"({"model_type": "qwen3", "hidden_size": 4096, "num_attention_heads": 32,
     "num_hidden_layers": 36, "vocab_size": 151936, "intermediate_size": 12288, "sliding_window": 4096,
@@ -330,6 +330,24 @@ TEST(HuggingFaceConfig, ExpertModelsCountTotalAndActiveParameters) {
     EXPECT_EQ(static_cast<std::int64_t>(parameter_count(m)), c.total) << c.name;
     EXPECT_EQ(static_cast<std::int64_t>(active_parameter_count(m)), c.active) << c.name;
   }
+  // DeepSeek-V3: 671.0B and 37.5B without its multi-token-prediction layer (technical report Sec. 4.2; Megatron-LM's
+  // theoretical_memory_usage.py prints 671.03 and 37.55), read from its config.json as it is.
+  const ModelSpec v3 = lib.model("deepseek-v3");
+  EXPECT_EQ(static_cast<std::int64_t>(parameter_count(v3)), 671'026'404'352);
+  EXPECT_EQ(static_cast<std::int64_t>(active_parameter_count(v3)), 37'552'282'624);
+  EXPECT_GT(mtp_parameters(v3), 11e9);
+  const TempFile deepseek(R"({"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128,
+    "num_key_value_heads": 128, "num_hidden_layers": 61, "vocab_size": 129280, "intermediate_size": 18432,
+    "moe_intermediate_size": 2048, "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
+    "first_k_dense_replace": 3, "moe_layer_freq": 1, "q_lora_rank": 1536, "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "num_nextn_predict_layers": 1,
+    "max_position_embeddings": 163840, "hidden_act": "silu", "tie_word_embeddings": false, "n_group": 8,
+    "topk_group": 4, "scoring_func": "sigmoid", "rope_scaling": {"type": "yarn", "factor": 40}})",
+                          "config.json");
+  const ModelSpec read = lib.model(deepseek.path());
+  EXPECT_EQ(parameter_count(read), parameter_count(v3));
+  EXPECT_EQ(active_parameter_count(read), active_parameter_count(v3));
+  EXPECT_EQ(read.mtp_layers, 1);
   const TempFile mixtral(kMixtral, "config.json");
   const ModelSpec m = lib.model(mixtral.path());
   EXPECT_EQ(m.num_experts, 8);

@@ -132,10 +132,17 @@ void print_perf(std::ostream& out, const PerfEstimate& p, const PerfCoefficients
   }
 }
 
-// A model with experts: what it counts and how the layout splits and loads them.
+// A model with experts: what it counts and how the layout splits and loads them; multi-token prediction, not priced.
 void print_experts(std::ostream& out, const ModelSpec& m, const Layout& l) {
-  if (m.num_experts == 0) return;
   char line[320];
+  if (m.mtp_layers > 0) {
+    std::snprintf(line, sizeof line,
+                  "multi-token prediction: %lld layer(s), %.2fB parameters in the checkpoint, not priced: the run is "
+                  "priced without Megatron-LM's --mtp-num-layers\n",
+                  static_cast<long long>(m.mtp_layers), mtp_parameters(m) / 1e9);
+    out << line;
+  }
+  if (m.num_experts == 0) return;
   std::snprintf(
       line, sizeof line,
       "experts: %lld per layer on %lld of %lld layers, top %lld; %.2fB parameters, %.2fB active; ep %lld, "
@@ -168,6 +175,7 @@ void run_estimate(const EstimateOptions& o, std::ostream& out) {
        {{"name", r.model.name},
         {"parameters", std::llround(parameter_count(r.model))},
         {"active_parameters", std::llround(active_parameter_count(r.model))},
+        {"mtp_parameters", std::llround(mtp_parameters(r.model))},
         {"experts", r.model.num_experts},
         {"moe_router_topk", r.model.moe_router_topk},
         {"head_dim", std::llround(head_dim(r.model))},

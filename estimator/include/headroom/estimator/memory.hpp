@@ -23,6 +23,8 @@ namespace headroom {
 [[nodiscard]] double parameter_count(const ModelSpec& m);  // all of them, every expert included
 // Parameters one token uses: moe_router_topk of the routed experts (equal to parameter_count for a dense model).
 [[nodiscard]] double active_parameter_count(const ModelSpec& m);
+// Multi-token-prediction modules of the checkpoint (DeepSeek-V3), not in parameter_count and not priced.
+[[nodiscard]] double mtp_parameters(const ModelSpec& m);
 // Mixture of experts: one routed expert's FFN, the shared expert, the router (and shared gate), a whole MoE layer.
 [[nodiscard]] double expert_ffn_parameters(const ModelSpec& m);
 [[nodiscard]] double shared_expert_parameters(const ModelSpec& m);

@@ -53,7 +53,20 @@ struct ModelSpec {
   std::int64_t shared_expert_ffn_hidden_size = 0;
   bool shared_expert_gate = false;
   std::int64_t first_dense_layers = 0;
+  // Multi-head latent attention (DeepSeek-V2/V3; Hugging Face's and Megatron-LM's names): q projected down to
+  // q_lora_rank (0: projected directly) and k, v to kv_lora_rank (plus a shared RoPE key of qk_rope_head_dim), then
+  // up per head to qk_nope_head_dim + qk_rope_head_dim (q, k) and v_head_dim (v). kv_lora_rank 0: ordinary attention.
+  std::int64_t q_lora_rank = 0;
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_nope_head_dim = 0;
+  std::int64_t qk_rope_head_dim = 0;
+  std::int64_t v_head_dim = 0;
+  // Multi-token-prediction layers of the checkpoint (DeepSeek-V3's num_nextn_predict_layers): counted apart
+  // (mtp_parameters), not trained in what headroom prices.
+  std::int64_t mtp_layers = 0;
 };
+
+[[nodiscard]] inline bool latent_attention(const ModelSpec& m) { return m.kv_lora_rank > 0; }
 
 // Layers with routed experts: all but the first dense ones, none in a dense model.
 [[nodiscard]] inline std::int64_t moe_layers(const ModelSpec& m) {
@@ -66,21 +79,33 @@ struct ModelSpec {
   return m.window_skip_freq > 0 ? m.num_layers - m.num_layers / m.window_skip_freq : m.num_layers;
 }
 
-// d_h: the width of one attention head, h/a unless the model gives it (Gemma, Qwen3: a·d_h ≠ h).
-[[nodiscard]] inline double head_dim(const ModelSpec& m) {
-  return m.head_dim > 0 ? static_cast<double>(m.head_dim)
-                        : static_cast<double>(m.hidden_size) / static_cast<double>(m.num_heads);
-}
 // a·d_h: the width of Q and of the attention output, h for a model without head_dim (Megatron-LM's
 // query_projection_size, megatron/training/theoretical_memory_usage.py).
 [[nodiscard]] inline double query_width(const ModelSpec& m) {
   return m.head_dim > 0 ? static_cast<double>(m.num_heads * m.head_dim) : static_cast<double>(m.hidden_size);
 }
-// k·d_h: the width of K and of V (GQA: k KV heads), h·k/a without head_dim.
+// k·d_h: the width of K and of V (GQA: k KV heads), h·k/a without head_dim; with latent attention the mean of
+// the per-head K (a·(d_nope + d_rope)) and V (a·d_v), whose sum a context-parallel ring passes.
 [[nodiscard]] inline double kv_width(const ModelSpec& m) {
+  if (latent_attention(m))
+    return static_cast<double>(m.num_heads) *
+           static_cast<double>(m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim) / 2.0;
   return m.head_dim > 0 ? static_cast<double>(m.num_kv_heads * m.head_dim)
                         : static_cast<double>(m.hidden_size) * static_cast<double>(m.num_kv_heads) /
                               static_cast<double>(m.num_heads);
+}
+
+// d_h: the width of one attention head, h/a unless the model gives it (Gemma, Qwen3: a·d_h ≠ h); with latent
+// attention the width of q and k, qk_nope_head_dim + qk_rope_head_dim.
+[[nodiscard]] inline double head_dim(const ModelSpec& m) {
+  if (latent_attention(m)) return static_cast<double>(m.qk_nope_head_dim + m.qk_rope_head_dim);
+  return m.head_dim > 0 ? static_cast<double>(m.head_dim)
+                        : static_cast<double>(m.hidden_size) / static_cast<double>(m.num_heads);
+}
+// The mean width of the q·k and p·v products, a·(d_qk + d_v)/2 with latent attention, a·d_h otherwise (h without
+// head_dim): core attention's FLOPs scale with it.
+[[nodiscard]] inline double core_attention_width(const ModelSpec& m) {
+  return latent_attention(m) ? kv_width(m) : query_width(m);
 }
 
 struct GpuSpec {
