@@ -45,8 +45,14 @@ std::string short_source(const std::string& citation) {
   return citation.substr(0, std::min({citation.find(" ("), citation.find(';'), citation.find(" Table")}));
 }
 
+bool has(const ReferenceTable& t, const std::string& column) {
+  return std::find(t.header.begin(), t.header.end(), column) != t.header.end();
+}
+
 // Megatron-LM as the row ran it: FP16 (or BF16) weights and gradients, FP32 master weights and Adam states, no
-// distributed optimizer (it came in 2022, after these runs).
+// distributed optimizer (it came in 2022, after these runs), unless the row says distributed_optimizer True (then the
+// framework's precision and sharding: BF16 weights, FP32 main gradients, Adam sharded over DP). Rows of models with
+// experts give ep and etp.
 Layout row_layout(const ReferenceTable& t, const Record& row, const FrameworkProfile& framework) {
   Layout l = default_layout(framework);
   l.tp = integer(t, row, "tp");
@@ -60,6 +66,8 @@ Layout row_layout(const ReferenceTable& t, const Record& row, const FrameworkPro
   l.schedule = l.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
   l.sequence_parallel = truth(t, row, "sequence_parallel");
   l.flash_attention = truth(t, row, "flash_attention");
+  if (has(t, "ep")) l.ep = integer(t, row, "ep"), l.etp = integer(t, row, "etp");
+  if (has(t, "distributed_optimizer") && truth(t, row, "distributed_optimizer")) return l;
   l.precision = Precision{2, 2, 12};
   l.sharding = StateSharding{Shard::none, Shard::none, Shard::none};
   return l;
@@ -71,6 +79,9 @@ double measured_step_seconds(const ReferenceTable& t, const Record& row, const M
   if (unit.rfind("TFLOP/s per GPU, Narayanan et al. 2021 Eq. 3", 0) == 0)
     return narayanan_recompute_flops_per_step(m, l.seq, static_cast<double>(l.gbs)) /
            (value * 1e12 * static_cast<double>(l.gpus()));
+  // Megatron-LM's training.py before its causal halving (2025): headroom's model FLOPs (flops.hpp).
+  if (unit == "TFLOP/s per GPU, Megatron-LM num_floating_point_operations (non-causal)")
+    return model_flops_per_step(m, l.seq, static_cast<double>(l.gbs)) / (value * 1e12 * static_cast<double>(l.gpus()));
   if (unit.rfind("iteration time, seconds", 0) == 0) return value;
   throw Error(t.path.string() + ": measured_unit '" + unit + "' is not one headroom converts");
 }
