@@ -67,6 +67,7 @@ Layout row_layout(const ReferenceTable& t, const Record& row, const FrameworkPro
   l.sequence_parallel = truth(t, row, "sequence_parallel");
   l.flash_attention = truth(t, row, "flash_attention");
   if (has(t, "ep")) l.ep = integer(t, row, "ep"), l.etp = integer(t, row, "etp");
+  if (has(t, "dispatcher") && t.at(row, "dispatcher") == "flex") l.dispatcher = ExpertDispatcher::flex;
   if (has(t, "distributed_optimizer") && truth(t, row, "distributed_optimizer")) return l;
   l.precision = Precision{2, 2, 12};
   l.sharding = StateSharding{Shard::none, Shard::none, Shard::none};

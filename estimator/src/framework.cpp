@@ -91,6 +91,7 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   l.ep = positive("ep", r.ep);
   if (r.etp != 0) l.etp = positive("etp", r.etp);
   l.expert_load = r.expert_load;
+  l.dispatcher = r.dispatcher;
   l.mbs = positive("mbs", r.mbs);
   l.seq = positive("seq", r.seq);
   if (r.schedule) l.schedule = *r.schedule;

@@ -50,7 +50,7 @@ void megatron_experts(const ModelSpec& m, const Layout& l, std::vector<std::stri
     a.insert(a.end(), {"--moe-layer-freq",
                        "([0]*" + num(m.first_dense_layers) + "+[1]*" + num(m.num_layers - m.first_dense_layers) + ")"});
   a.insert(a.end(), {"--expert-model-parallel-size", num(l.ep), "--expert-tensor-parallel-size", num(l.expert_tp()),
-                     "--moe-token-dispatcher-type", "alltoall", "--moe-grouped-gemm"});
+                     "--moe-token-dispatcher-type", std::string(to_string(l.dispatcher)), "--moe-grouped-gemm"});
   if (l.expert_load > 1.0) {
     char factor[32];
     std::snprintf(factor, sizeof factor, "%g", l.expert_load);

@@ -259,6 +259,8 @@ std::string_view to_string(Schedule s) {
   return "?";
 }
 
+std::string_view to_string(ExpertDispatcher d) { return d == ExpertDispatcher::flex ? "flex" : "alltoall"; }
+
 std::string_view to_string(Shard s) {
   switch (s) {
     case Shard::none: return "N";

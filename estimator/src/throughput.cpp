@@ -393,15 +393,27 @@ double routed_copies_per_gpu(const ModelSpec& m, const Layout& l) {
 
 // One all-to-all of the alltoall dispatcher (token_dispatcher.py), per GPU: its k·s·b/(t·c) BF16 token copies of h,
 // (ep − 1)/ep of them to other GPUs of the EP group (stride etp, Megatron's rank order tp-ep-dp); the part to other
-// nodes on the NIC, the rest on NVLink, concurrently. With etp > 1 the copies are also all-gathered (dispatch) or
-// reduce-scattered (combine) over the etp ranks, which sit in one node when etp divides it.
+// nodes on the NIC, the rest on NVLink, concurrently. The flex dispatcher (DeepEP, HybridEP) sends a token across to
+// each remote node holding one of its k experts once (DeepSeek-V3 report Sec. 3.2.2) and fans it out there on NVLink:
+// expected_remote_nodes tokens on the NIC instead of k·(ep − local)/ep copies. With etp > 1 the copies are also
+// all-gathered (dispatch) or reduce-scattered (combine) over the etp ranks, which sit in one node when etp divides it.
+double expected_remote_nodes(const ModelSpec& m, double nodes) {
+  const double experts = d(m.num_experts), per_node = experts / nodes;
+  double none_there = 1.0;  // C(E − E_n, k)/C(E, k)
+  for (std::int64_t i = 0; i < m.moe_router_topk; ++i)
+    none_there *= std::max(0.0, (experts - per_node - d(i)) / (experts - d(i)));
+  return (nodes - 1.0) * (1.0 - none_there);
+}
+
 double expert_dispatch_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
-  const double bytes =
-      2.0 * d(m.moe_router_topk) * d(l.seq) * d(l.mbs) / (d(l.tp) * d(l.cp)) * d(m.hidden_size) * l.expert_load;
+  const double token_bytes = 2.0 * d(l.seq) * d(l.mbs) / (d(l.tp) * d(l.cp)) * d(m.hidden_size) * l.expert_load;
+  const double bytes = d(m.moe_router_topk) * token_bytes;
   double seconds = 0.0;
   if (l.ep > 1) {
     const double ep = d(l.ep), local = d(members_per_node(l.expert_tp(), l.ep, p.gpus_per_node));
-    const double intra = bytes * (local - 1.0) / ep, inter = bytes * (ep - local) / ep;
+    const double intra = bytes * (local - 1.0) / ep;
+    const double inter = l.dispatcher == ExpertDispatcher::flex ? token_bytes * expected_remote_nodes(m, ep / local)
+                                                                : bytes * (ep - local) / ep;
     seconds = std::max(intra > 0 ? p.intra.seconds(intra) : 0.0, inter > 0 ? p.inter.seconds(inter) : 0.0);
   }
   if (l.expert_tp() > 1) {

@@ -128,6 +128,13 @@ TEST_F(ThroughputTest, ExpertAllToAllsFollowWhereTheExpertGroupSits) {
   EXPECT_DOUBLE_EQ(expert_dispatch_seconds(mixtral, q, l),
                    std::max(q.intra.seconds(bytes * 3.0 / 8.0), q.inter.seconds(bytes * 4.0 / 8.0)));
   EXPECT_GT(expert_dispatch_seconds(mixtral, q, l), 2.0 * expert_dispatch_seconds(mixtral, p, l));
+  // The flex dispatcher sends a token across once per remote node holding one of its experts: with 4 of the 8
+  // experts on the other node, top 2, that node is hit with probability 1 − C(4, 2)/C(8, 2) = 22/28.
+  EXPECT_DOUBLE_EQ(expected_remote_nodes(mixtral, 2.0), 1.0 - (4.0 * 3.0) / (8.0 * 7.0));
+  l.dispatcher = ExpertDispatcher::flex;
+  EXPECT_DOUBLE_EQ(expert_dispatch_seconds(mixtral, q, l),
+                   std::max(q.intra.seconds(bytes * 3.0 / 8.0), q.inter.seconds(bytes / 2.0 * (22.0 / 28.0))));
+  l.dispatcher = ExpertDispatcher::alltoall;
   // Active FLOPs: the routed GEMMs of a layer with experts carry k = 2 experts' FFN per token (2·3·h·f_e each),
   // one more than Llama 3.1 8B's dense FFN of the same width under the same attention.
   Layout one = l;

@@ -79,6 +79,8 @@ void LayoutOptions::add_to(CLI::App& app, bool need_seq) {
   app.add_option("--ep,--expert-model-parallel-size", ep, "expert parallel size (models with experts)")
       ->capture_default_str();
   app.add_option("--etp,--expert-tensor-parallel-size", etp, "tensor parallel size of each expert (default: --tp)");
+  app.add_option("--moe-token-dispatcher-type", dispatcher,
+                 "alltoall (k copies per token) or flex (DeepEP/HybridEP: once per remote node)");
   app.add_option("--moe-expert-capacity-factor", capacity_factor,
                  "tokens an expert takes at most, over the mean (default: dropless, priced as balanced)");
   app.add_option("--mbs,--micro-batch-size", mbs, "micro-batch size b")->capture_default_str();
@@ -139,6 +141,12 @@ Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) c
     if (ec != std::errc() || ptr != end || !(value >= 1.0) || value > 1e6)
       throw Error(shown + " must be a number from 1 to 10^6 (tokens per expert over the mean)");
     r.expert_load = value;
+  }
+  if (!dispatcher.empty()) {
+    if (dispatcher != "alltoall" && dispatcher != "flex")
+      throw Error("--moe-token-dispatcher-type '" + dispatcher.substr(0, 40) +
+                  "' is not priced (alltoall or flex; allgather is not)");
+    r.dispatcher = dispatcher == "flex" ? ExpertDispatcher::flex : ExpertDispatcher::alltoall;
   }
   r.mbs = parse_count("--mbs", mbs);
   r.seq = seq.empty() && seq_optional ? (r.cp > 1 ? 2 * r.cp : 1) : parse_count("--seq", seq);
@@ -230,6 +238,7 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
           {"dp", l.dp},
           {"ep", l.ep},
           {"etp", l.expert_tp()},
+          {"moe_token_dispatcher_type", to_string(l.dispatcher)},
           {"vpp", l.vpp},
           {"gpus", l.gpus()},
           {"mbs", l.mbs},

@@ -72,6 +72,7 @@ struct LayoutOptions {
   bool embedding_in_split = false, loss_in_split = false;  // --account-for-embedding/loss-in-pipeline-split
   std::string ep = "1", etp;    // Megatron-LM's --expert-model-parallel-size, --expert-tensor-parallel-size
   std::string capacity_factor;  // --moe-expert-capacity-factor: the busiest expert GPU's load over the mean
+  std::string dispatcher;       // --moe-token-dispatcher-type: alltoall (default) or flex
   bool seq_optional = false;    // set by add_to(app, false)
 
   // need_seq = false: --seq is optional (`mtsl` searches it) and defaults to the shortest valid length.

@@ -57,6 +57,7 @@ struct LayoutRequest {
   PipelineSplit split;
   std::int64_t ep = 1, etp = 0;  // experts: Layout::ep, Layout::etp (0: tp)
   double expert_load = 1.0;      // Layout::expert_load
+  ExpertDispatcher dispatcher = ExpertDispatcher::alltoall;
 };
 // The framework's defaults, then the request; every size checked (each at most 10^12 and their products too),
 // then validate_model_split and validate_layout. Errors carry the fields they name (error.hpp field()).

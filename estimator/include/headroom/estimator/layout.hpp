@@ -12,6 +12,7 @@ struct ModelSpec;
 struct ClusterSpec;
 
 enum class Recompute { none, selective, full };
+enum class ExpertDispatcher { alltoall, flex };
 enum class Schedule { one_f_one_b, interleaved, gpipe };
 // How one of parameters, gradients or optimizer states is sharded over the data-parallel (DP×CP) group:
 // not at all, inside a group of GPUs (a node), or over the whole group (PaRO's N / I / G).
@@ -96,6 +97,9 @@ struct Layout {
   // a stage form etp × ep × expert-DP groups, ETP innermost.
   std::int64_t ep = 1;
   std::int64_t etp = 0;
+  // Megatron-LM's --moe-token-dispatcher-type: alltoall sends each of a token's k copies to its expert's GPU; flex
+  // (DeepEP, HybridEP) sends a token once to each remote node holding one of its experts and fans out on NVLink.
+  ExpertDispatcher dispatcher = ExpertDispatcher::alltoall;
   // Tokens the busiest expert GPU receives over the mean (Megatron-LM's --moe-expert-capacity-factor bounds it and
   // drops the rest; dropless routing is priced as balanced, 1).
   double expert_load = 1.0;
@@ -145,5 +149,6 @@ void validate_experts(const ModelSpec& model, const Layout& layout);
 [[nodiscard]] std::string_view to_string(Recompute r);
 [[nodiscard]] std::string_view to_string(Schedule s);
 [[nodiscard]] std::string_view to_string(Shard s);
+[[nodiscard]] std::string_view to_string(ExpertDispatcher d);
 
 }  // namespace headroom

@@ -164,6 +164,9 @@ struct LayerPasses {
 [[nodiscard]] LayerPasses moe_layer_compute_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l);
 // Token copies the busiest GPU's experts process per micro-batch and layer: k·s·b/(t·c)·etp·expert_load.
 [[nodiscard]] double routed_copies_per_gpu(const ModelSpec& m, const Layout& l);
+// For experts chosen uniformly, E/n on each of n nodes: the expected other nodes a token's k experts sit on,
+// (n − 1)·(1 − C(E − E/n, k)/C(E, k)).
+[[nodiscard]] double expected_remote_nodes(const ModelSpec& m, double nodes);
 // One all-to-all (dispatch or combine) of a layer with experts, one micro-batch and pass, on one GPU's links.
 [[nodiscard]] double expert_dispatch_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l);
 
