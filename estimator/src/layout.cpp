@@ -151,7 +151,8 @@ void validate_experts(const ModelSpec& m, const Layout& l) {
   if (l.tp > 1 && !l.sequence_parallel)
     throw Error(field("tp") + " " + s(l.tp) + " without sequence parallelism: Megatron-LM requires it with experts");
   if (!(l.expert_load >= 1.0) || l.expert_load > 1e6)
-    throw Error("expert load " + std::to_string(l.expert_load) + " must be at least 1 (the busiest GPU over the mean)");
+    throw Error(field("moe_expert_capacity_factor") + " " + std::to_string(l.expert_load) +
+                " must be from 1 to 10^6 (tokens per expert over the mean)");
   if (m.num_experts % l.ep != 0)
     throw Error(field("ep") + " " + s(l.ep) + " does not divide the " + s(m.num_experts) + " experts of " + m.name);
   if (m.moe_ffn_hidden_size % l.expert_tp() != 0)

@@ -63,6 +63,9 @@ def test_experts_equal_the_cli_document():
     assert r.perf.breakdown.ep_comm_s == doc["perf"]["breakdown"]["ep_comm_s"] > 0
     out = moe.estimate_many({"ep": np.array([1, 2, 4, 8]), "seq": 4096, "gpus": 64, "pp": 2, "gbs": 512, "etp": 1})
     assert out["perf.step_time_s"][3] == r.perf.step_time_s
+    flex = moe.estimate(seq=4096, gpus=64, pp=2, gbs=512, ep=8, etp=1, moe_token_dispatcher_type="flex",
+                        moe_expert_capacity_factor=1.2)
+    assert flex.memory.peak_gib > r.memory.peak_gib
     with pytest.raises(ValueError, match="ep 3 does not divide the 8 experts"):
         moe.estimate(seq=4096, gpus=64, ep=3)
 

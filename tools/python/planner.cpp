@@ -71,8 +71,14 @@ Interval interval(const ErrorBand& band, double value, double unit) {
 // TypeError naming it, as Python's own.
 constexpr std::array<std::string_view, 12> kIntKeywords = {"seq",  "tp", "cp",  "pp",        "vpp", "mbs",
                                                            "gpus", "dp", "gbs", "lora_rank", "ep",  "etp"};
-constexpr std::array<std::string_view, 6> kOtherKeywords = {"recompute",         "schedule",        "sharding",
-                                                            "sequence_parallel", "flash_attention", "lora_targets"};
+constexpr std::array<std::string_view, 8> kOtherKeywords = {"recompute",
+                                                            "schedule",
+                                                            "sharding",
+                                                            "sequence_parallel",
+                                                            "flash_attention",
+                                                            "lora_targets",
+                                                            "moe_token_dispatcher_type",
+                                                            "moe_expert_capacity_factor"};
 
 void set_int(LayoutKeywords& k, std::size_t which, std::int64_t v) {
   switch (which) {
@@ -110,6 +116,10 @@ void set_other(LayoutKeywords& k, std::string_view name, const py::handle& v) {
     k.schedule = v.cast<std::string>();
   else if (name == "sharding")
     k.sharding = v.cast<std::string>();
+  else if (name == "moe_token_dispatcher_type")
+    k.dispatcher = v.cast<std::string>();
+  else if (name == "moe_expert_capacity_factor")
+    k.expert_load = v.cast<double>();
   else
     k.lora_targets =
         py::isinstance<py::str>(v) ? v.cast<std::string>() : py::str(",").attr("join")(v).cast<std::string>();
@@ -129,7 +139,7 @@ LayoutKeywords layout_keywords(const py::kwargs& kwargs) {
       throw py::type_error("unexpected keyword '" + std::string(name) +
                            "' (layout keywords: seq, tp, cp, pp, vpp, ep, etp, "
                            "mbs, gpus, dp, gbs, recompute, schedule, sharding, sequence_parallel, flash_attention, "
-                           "lora_rank, lora_targets)");
+                           "lora_rank, lora_targets, moe_token_dispatcher_type, moe_expert_capacity_factor)");
     }
   }
   return k;
@@ -170,6 +180,12 @@ LayoutRequest Planner::request(const LayoutKeywords& k) const {
   if (k.sharding) r.sharding = parse_sharding(*k.sharding);
   r.sequence_parallel = k.sequence_parallel;
   r.flash_attention = k.flash_attention;
+  if (k.dispatcher) {
+    if (*k.dispatcher != "alltoall" && *k.dispatcher != "flex")
+      throw Error("moe_token_dispatcher_type '" + k.dispatcher->substr(0, 40) + "' is not priced (alltoall or flex)");
+    r.dispatcher = *k.dispatcher == "flex" ? ExpertDispatcher::flex : ExpertDispatcher::alltoall;
+  }
+  if (k.expert_load) r.expert_load = *k.expert_load;
   if (k.lora_targets) r.lora_targets = parse_lora_targets(*k.lora_targets);
   return r;
 }

@@ -21,6 +21,8 @@ struct LayoutKeywords {
   std::optional<bool> sequence_parallel, flash_attention;
   std::optional<std::int64_t> lora_rank;
   std::optional<std::string> lora_targets;
+  std::optional<std::string> dispatcher;  // moe_token_dispatcher_type
+  std::optional<double> expert_load;      // moe_expert_capacity_factor
 };
 
 struct Columns;

@@ -98,7 +98,8 @@ class Planner:
                  gpus: int | None = ..., dp: int | None = ..., gbs: int | None = ..., recompute: str | None = ...,
                  schedule: str | None = ..., sharding: str | None = ..., sequence_parallel: bool | None = ...,
                  flash_attention: bool | None = ..., lora_rank: int | None = ...,
-                 lora_targets: str | Sequence[str] | None = ...) -> Estimate: ...
+                 lora_targets: str | Sequence[str] | None = ..., moe_token_dispatcher_type: str | None = ...,
+                 moe_expert_capacity_factor: float | None = ...) -> Estimate: ...
     def estimate_many(self, columns: Mapping[str, Any], *, on_error: str = ...,
                       threads: int = ...) -> dict[str, np.ndarray]: ...
     def mtsl(self, *, tp: int = ..., cp: int = ..., pp: int = ..., vpp: int = ..., ep: int = ...,
