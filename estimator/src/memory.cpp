@@ -28,6 +28,19 @@ double attention_activation_units(const ModelSpec& m, const Layout& l) {
 // The inputs of the layer's norms, h wide: two (4 units), four with Gemma 2's norms after attention and MLP too.
 double norm_activation_units(const ModelSpec& m) { return m.sandwich_norms ? 8.0 : 4.0; }
 
+// Korthikanti et al. 2023 Eq. 1: without FlashAttention and without recompute, the softmax output 2·a·s²·b/(t·c),
+// with attention dropout also its mask (1) and output (2).
+double unfused_score_bytes(const ModelSpec& m, const Layout& l) {
+  if (l.flash_attention || l.recompute != Recompute::none) return 0.0;
+  const double bytes_per_score = m.attention_dropout > 0 ? 5.0 : 2.0;
+  return bytes_per_score * d(m.num_heads) * d(l.seq) * d(l.seq) * d(l.mbs) / (d(l.tp) * d(l.cp));
+}
+
+// A gated FFN of `width` (gate, up, down: 3·h·width), or a plain one (2·h·width).
+double ffn_weights(const ModelSpec& m, std::int64_t width) {
+  return (m.mlp == Mlp::swiglu ? 3.0 : 2.0) * d(m.hidden_size) * d(width);
+}
+
 // s·b·h/(t·c): the unit of the 4D paper's activation terms (Eq. 17).
 double sbh_per_gpu(const ModelSpec& m, const Layout& l) {
   return d(l.seq) * d(l.mbs) * d(m.hidden_size) / (d(l.tp) * d(l.cp));
@@ -87,14 +100,10 @@ double layer_parameters(const ModelSpec& m) {
 }
 
 // Megatron-LM's theoretical_memory_usage.py (routed_expert_params / E): one expert's FFN, 3·h·f_e gated, 2·h·f_e not.
-double expert_ffn_parameters(const ModelSpec& m) {
-  return (m.mlp == Mlp::swiglu ? 3.0 : 2.0) * d(m.hidden_size) * d(m.moe_ffn_hidden_size);
-}
+double expert_ffn_parameters(const ModelSpec& m) { return ffn_weights(m, m.moe_ffn_hidden_size); }
 
 // theoretical_memory_usage.py: the shared expert (shared_expert_params, TP-split like a dense FFN).
-double shared_expert_parameters(const ModelSpec& m) {
-  return (m.mlp == Mlp::swiglu ? 3.0 : 2.0) * d(m.hidden_size) * d(m.shared_expert_ffn_hidden_size);
-}
+double shared_expert_parameters(const ModelSpec& m) { return ffn_weights(m, m.shared_expert_ffn_hidden_size); }
 
 // theoretical_memory_usage.py: router_params h·E and shared_expert_gate_params h, replicated over TP.
 double router_parameters(const ModelSpec& m) {
@@ -218,12 +227,7 @@ double activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   const double replicated_units = 4.0 + norm_activation_units(m);
   double bytes =
       l.sequence_parallel ? sbh * all_units : sbh * ((all_units - replicated_units) + replicated_units * d(l.tp));
-  if (!l.flash_attention && l.recompute == Recompute::none) {
-    // Korthikanti et al. 2023 Eq. 1: softmax output 2·a·s²·b, with attention dropout also its mask (1) and output (2).
-    const double bytes_per_score = m.attention_dropout > 0 ? 5.0 : 2.0;
-    bytes += bytes_per_score * d(m.num_heads) * d(l.seq) * d(l.seq) * d(l.mbs) / (d(l.tp) * d(l.cp));
-  }
-  return bytes;
+  return bytes + unfused_score_bytes(m, l);
 }
 
 // A layer with routed experts (SP on: Megatron-LM requires it with experts and t > 1), in units of s·b·h/(t·c) bytes
@@ -238,7 +242,7 @@ double moe_activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
       d(m.moe_router_topk) * l.expert_load * (2.0 * d(l.expert_tp()) + gated * d(m.moe_ffn_hidden_size) / h + 2.0);
   const double units = attention_activation_units(m, l) + norm_activation_units(m) + 2.0 + 2.0 * d(m.num_experts) / h +
                        gated * d(m.shared_expert_ffn_hidden_size) / h + routed;
-  return sbh_per_gpu(m, l) * units;
+  return sbh_per_gpu(m, l) * units + unfused_score_bytes(m, l);
 }
 
 // The mean over a stage's layers, dense and with experts.
