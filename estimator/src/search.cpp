@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <numeric>
 
 #include "headroom/core/error.hpp"
 #include "headroom/estimator/memory.hpp"
@@ -188,12 +189,11 @@ struct Search {
   // The expert splits of one (t, c, p, d, v) shape (a dense model has one): etp = t (Megatron-LM's default) or 1,
   // ep dividing the experts with etp·ep dividing t·c·d; then price_choices for each.
   void price_expert_splits(Layout& l, std::int64_t v, const std::vector<std::int64_t>& mbss,
-                           std::vector<std::int64_t>& eps) {
+                           const std::vector<std::int64_t>& eps) {
     if (m.num_experts == 0) {
       price_choices(l, v, mbss);
       return;
     }
-    divisors_of(m.num_experts, eps);
     const std::int64_t stage_gpus = l.tp * l.cp * l.dp;
     for (const std::int64_t etp : {l.tp, std::int64_t{1}}) {
       if (m.moe_ffn_hidden_size % etp != 0) continue;
@@ -262,6 +262,7 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
   l.seq = o.seq;
   l.gbs = o.gbs;
   divisors_of(o.gpus, tps);
+  if (m.num_experts > 0) divisors_of(std::gcd(m.num_experts, o.gpus), eps);  // ep divides E and N
   for (std::int64_t t : tps) {
     if (m.num_heads % t != 0 || m.num_kv_heads % t != 0) continue;
     divisors_of(o.gpus / t, cps);

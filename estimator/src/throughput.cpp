@@ -398,10 +398,15 @@ double routed_copies_per_gpu(const ModelSpec& m, const Layout& l) {
 // expected_remote_nodes tokens on the NIC instead of k·(ep − local)/ep copies. With etp > 1 the copies are also
 // all-gathered (dispatch) or reduce-scattered (combine) over the etp ranks, which sit in one node when etp divides it.
 double expected_remote_nodes(const ModelSpec& m, double nodes) {
-  const double experts = d(m.num_experts), per_node = experts / nodes;
-  double none_there = 1.0;  // C(E − E_n, k)/C(E, k)
-  for (std::int64_t i = 0; i < m.moe_router_topk; ++i)
-    none_there *= std::max(0.0, (experts - per_node - d(i)) / (experts - d(i)));
+  const double experts = d(m.num_experts), others = experts - experts / nodes, k = d(m.moe_router_topk);
+  double none_there = 0.0;  // C(E − E_n, k)/C(E, k): 0 when k > E − E_n
+  if (k <= others && m.moe_router_topk <= 64) {
+    none_there = 1.0;
+    for (std::int64_t i = 0; i < m.moe_router_topk; ++i) none_there *= (others - d(i)) / (experts - d(i));
+  } else if (k <= others) {  // the same through log-gamma, without a loop over k
+    none_there = std::exp(std::lgamma(others + 1.0) - std::lgamma(others - k + 1.0) - std::lgamma(experts + 1.0) +
+                          std::lgamma(experts - k + 1.0));
+  }
   return (nodes - 1.0) * (1.0 - none_there);
 }
 
