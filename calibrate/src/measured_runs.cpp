@@ -250,9 +250,30 @@ std::vector<std::vector<std::string>> read_csv_records(std::string_view text, st
 }
 
 const std::vector<std::string_view>& run_layout_columns() {
-  static const std::vector<std::string_view> columns = {
-      "model", "gpu", "cluster", "framework", "gpus",     "dp",       "tp",        "cp",           "pp", "vpp",
-      "mbs",   "gbs", "seq",     "recompute", "schedule", "sharding", "lora_rank", "lora_targets", "sp", "flash_attn"};
+  static const std::vector<std::string_view> columns = {"model",
+                                                        "gpu",
+                                                        "cluster",
+                                                        "framework",
+                                                        "gpus",
+                                                        "dp",
+                                                        "tp",
+                                                        "cp",
+                                                        "pp",
+                                                        "vpp",
+                                                        "mbs",
+                                                        "gbs",
+                                                        "seq",
+                                                        "recompute",
+                                                        "schedule",
+                                                        "sharding",
+                                                        "lora_rank",
+                                                        "lora_targets",
+                                                        "sp",
+                                                        "flash_attn",
+                                                        "ep",
+                                                        "etp",
+                                                        "moe_token_dispatcher_type",
+                                                        "moe_expert_capacity_factor"};
   return columns;
 }
 
@@ -333,12 +354,49 @@ std::optional<std::int64_t> padded_vocab(const std::vector<std::string_view>& li
   return std::nullopt;
 }
 
+// The experts and latent attention of a Megatron-LM run (arguments.py names; moe_ffn_hidden_size defaults to
+// ffn_hidden_size there, moe_layer_freq 1 or a list of leading 0s then 1s); anything else is refused naming it.
+void megatron_experts(const std::map<std::string, std::string>& args, ModelSpec& m, std::string_view where) {
+  const std::string w(where);
+  if (arg(args, "num_experts")) {
+    m.num_experts = int_arg(args, "num_experts", where);
+    m.moe_router_topk = int_arg(args, "moe_router_topk", where);
+    m.moe_ffn_hidden_size =
+        arg(args, "moe_ffn_hidden_size") ? int_arg(args, "moe_ffn_hidden_size", where) : m.ffn_hidden_size;
+    if (arg(args, "moe_shared_expert_intermediate_size"))
+      m.shared_expert_ffn_hidden_size = int_arg(args, "moe_shared_expert_intermediate_size", where);
+    m.shared_expert_gate = flag_arg(args, "moe_shared_expert_gate");
+    const std::string freq = arg(args, "moe_layer_freq").value_or("1");
+    if (freq != "1") {  // "[0, 0, 0, 1, 1, ...]": leading dense layers only
+      std::int64_t dense = 0, moe = 0;
+      bool ok = freq.size() >= 2 && freq.front() == '[' && freq.back() == ']';
+      for (const char c : freq.substr(1, freq.size() - 2)) {
+        if (c == '0' && moe == 0)
+          ++dense;
+        else if (c == '1')
+          ++moe;
+        else if (c != ',' && c != ' ')
+          ok = false;
+      }
+      if (!ok || dense + moe != m.num_layers)
+        throw Error(w + ": moe_layer_freq " + freq.substr(0, 60) +
+                    ": only leading dense layers then experts on every layer are priced");
+      m.first_dense_layers = dense;
+    }
+  }
+  if (flag_arg(args, "multi_latent_attention")) {
+    m.q_lora_rank = arg(args, "q_lora_rank") ? int_arg(args, "q_lora_rank", where) : 0;
+    m.kv_lora_rank = int_arg(args, "kv_lora_rank", where);
+    m.qk_nope_head_dim = int_arg(args, "qk_head_dim", where);
+    m.qk_rope_head_dim = int_arg(args, "qk_pos_emb_head_dim", where);
+    m.v_head_dim = int_arg(args, "v_head_dim", where);
+    m.head_dim = 0;
+  }
+}
+
 // The model of a Megatron-LM GPT run from its arguments (megatron/training/arguments.py names).
 std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>& args,
                                         const std::vector<std::string_view>& lines, std::string_view where) {
-  if (const auto experts = arg(args, "num_experts"))
-    throw Error(std::string(where) + ": num_experts " + *experts +
-                ": a mixture-of-experts run cannot be priced by headroom yet (dense models only)");
   ModelSpec m;
   m.name = "megatron-args";
   m.hidden_size = int_arg(args, "hidden_size", where);
@@ -369,6 +427,7 @@ std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>
   m.qkv_bias = arg(args, "add_qkv_bias").value_or("False") == "True";
   m.learned_positions = arg(args, "position_embedding_type").value_or("learned_absolute") == "learned_absolute";
   m.qk_norm = arg(args, "qk_layernorm").value_or("False") == "True";
+  megatron_experts(args, m, where);
   if (const auto window = arg(args, "window_size"); window && *window != "None")
     throw Error(std::string(where) + ": window_size " + *window +
                 ": runs with sliding-window attention are not read from Megatron-LM logs yet (give a model spec)");
@@ -393,6 +452,15 @@ std::map<std::string, std::string> megatron_layout(const std::map<std::string, s
     l["vpp"] =
         std::to_string(int_arg(args, "num_layers", where) / int_arg(args, "pipeline_model_parallel_size", where) /
                        int_arg(args, "num_layers_per_virtual_pipeline_stage", where));
+  if (arg(args, "num_experts")) {
+    l["ep"] = std::to_string(
+        arg(args, "expert_model_parallel_size") ? int_arg(args, "expert_model_parallel_size", where) : 1);
+    if (arg(args, "expert_tensor_parallel_size"))
+      l["etp"] = std::to_string(int_arg(args, "expert_tensor_parallel_size", where));
+    // arguments.py's default dispatcher is allgather, which headroom does not price (the layout check says so).
+    l["moe_token_dispatcher_type"] = arg(args, "moe_token_dispatcher_type").value_or("allgather");
+    if (const auto factor = arg(args, "moe_expert_capacity_factor")) l["moe_expert_capacity_factor"] = *factor;
+  }
   l["recompute"] = arg(args, "recompute_granularity").value_or("none");
   l["sp"] = flag_arg(args, "sequence_parallel") ? "true" : "false";
   // Megatron-LM's distributed optimizer shards optimizer states over DP (ZeRO-1); without it, DDP.

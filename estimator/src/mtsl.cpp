@@ -129,8 +129,14 @@ std::vector<LayoutFit> smallest_layouts_for_seq(const ModelSpec& m, const Cluste
           l.split = {};  // the search keeps to p | L
           if (l.schedule == Schedule::interleaved) l.schedule = Schedule::one_f_one_b;
           l.gbs = per_pipeline * l.dp * l.mbs;
-          const double peak = peak_memory_bytes(m, c, l, r);
-          if (peak <= c.gpu.usable_memory_bytes) found.push_back({l, peak});
+          // Experts: every ep dividing E and the stage's t·c·d GPUs, each expert whole on its GPU (etp 1).
+          const std::int64_t stage_gpus = t * cp * l.dp;
+          for (std::int64_t ep = 1; ep <= (m.num_experts > 0 ? stage_gpus : 1); ++ep) {
+            if (m.num_experts > 0 && (m.num_experts % ep != 0 || stage_gpus % ep != 0)) continue;
+            if (m.num_experts > 0) l.ep = ep, l.etp = 1;
+            const double peak = peak_memory_bytes(m, c, l, r);
+            if (peak <= c.gpu.usable_memory_bytes) found.push_back({l, peak});
+          }
         }
       }
     }

@@ -154,9 +154,20 @@ TEST(MegatronLog, OutOfMemoryAndWhatCannotBePriced) {
   const auto oom = parse_megatron_log(slurp("megatron_oom_written.log"), "oom.log");
   EXPECT_EQ(oom.outcome, RunOutcome::oom);
   EXPECT_EQ(oom.layout.at("seq"), "32768");
-  EXPECT_NE(error_of([&] {
-              (void)parse_megatron_log(slurp("megatron_moe_written.log"), "moe.log");
-            }).find("num_experts 8: a mixture-of-experts run cannot be priced"),
+  // A run with experts reads with them (issue 14): 8 of 14,336 (moe_ffn_hidden_size None: ffn_hidden_size), top 2,
+  // two leading dense layers, EP 2, ETP 1, the alltoall dispatcher; an unpriced layer pattern is refused naming it.
+  const auto moe = parse_megatron_log(slurp("megatron_moe_written.log"), "moe.log");
+  ASSERT_TRUE(moe.model);
+  EXPECT_EQ(moe.model->num_experts, 8);
+  EXPECT_EQ(moe.model->moe_router_topk, 2);
+  EXPECT_EQ(moe.model->moe_ffn_hidden_size, 14336);
+  EXPECT_EQ(moe.model->first_dense_layers, 2);
+  EXPECT_EQ(moe.layout.at("ep"), "2");
+  EXPECT_EQ(moe.layout.at("etp"), "1");
+  EXPECT_EQ(moe.layout.at("moe_token_dispatcher_type"), "alltoall");
+  std::string every_other = slurp("megatron_moe_written.log");
+  every_other.replace(every_other.find("[0, 0, 1"), 8, "[0, 1, 0");
+  EXPECT_NE(error_of([&] { (void)parse_megatron_log(every_other, "moe.log"); }).find("moe_layer_freq [0, 1, 0"),
             std::string::npos);
   EXPECT_NE(error_of([&] {
               (void)parse_megatron_log("iteration 1/ 2 | elapsed time per iteration (ms): 5.0\n", "x.log");

@@ -88,6 +88,10 @@ Resolved resolve_run(const calibrate::MeasuredRun& r, const CalibrateRunsDefault
     lo.sharding = cell(r, "sharding");
     lo.lora_rank = cell(r, "lora_rank");
     lo.lora_targets = cell(r, "lora_targets");
+    lo.ep = cell(r, "ep", "1");
+    lo.etp = cell(r, "etp");
+    lo.dispatcher = cell(r, "moe_token_dispatcher_type");
+    lo.capacity_factor = cell(r, "moe_expert_capacity_factor");
     if (r.layout.count("sp")) (truth(r, "sp") ? lo.sp : lo.no_sp) = true;
     if (r.layout.count("flash_attn")) (truth(r, "flash_attn") ? lo.flash : lo.no_flash) = true;
     if (lo.seq.empty()) throw Error("no seq column: the sequence length of the run");

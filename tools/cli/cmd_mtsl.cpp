@@ -122,12 +122,20 @@ void run_target_seq(const MtslOptions& o, const ResolvedSpecs& r, const Layout& 
   }
   out << "smallest: " << fits.front().layout.gpus() << " GPUs, " << fits.size() << " layouts\n\n";
   char line[160];
-  std::snprintf(line, sizeof line, "%4s %4s %4s %4s %10s %8s\n", "tp", "cp", "pp", "dp", "peak GiB", "of GiB");
+  const bool experts = r.model.num_experts > 0;
+  std::snprintf(line, sizeof line, "%4s %4s %4s %4s%s %10s %8s\n", "tp", "cp", "pp", "dp", experts ? "   ep" : "",
+                "peak GiB", "of GiB");
   out << line;
   for (const auto& f : fits) {
-    std::snprintf(line, sizeof line, "%4lld %4lld %4lld %4lld %10.2f %8.2f\n", static_cast<long long>(f.layout.tp),
+    std::snprintf(line, sizeof line, "%4lld %4lld %4lld %4lld", static_cast<long long>(f.layout.tp),
                   static_cast<long long>(f.layout.cp), static_cast<long long>(f.layout.pp),
-                  static_cast<long long>(f.layout.dp), f.peak_bytes / kGiB, r.cluster.gpu.usable_memory_bytes / kGiB);
+                  static_cast<long long>(f.layout.dp));
+    out << line;
+    if (experts) {
+      std::snprintf(line, sizeof line, " %4lld", static_cast<long long>(f.layout.ep));
+      out << line;
+    }
+    std::snprintf(line, sizeof line, " %10.2f %8.2f\n", f.peak_bytes / kGiB, r.cluster.gpu.usable_memory_bytes / kGiB);
     out << line;
   }
 }

@@ -49,7 +49,8 @@ struct LayoutFit {
 };
 
 // The inverse question: the layouts with the fewest GPUs (at most max_gpus) that train `seq` tokens, every
-// split t | gcd(a, k), p | L, c with 2c | s, d = N/(t·c·p), each fitting at s; ordered by peak memory.
+// split t | gcd(a, k), p | L, c with 2c | s, d = N/(t·c·p) (and, with experts, every ep dividing E and t·c·d, etp
+// 1), each fitting at s; ordered by peak memory.
 // `base` supplies the framework settings, micro-batch size, LoRA and sharding; it keeps its micro-batches
 // per pipeline (gbs = m·d·b). Empty when no layout up to max_gpus fits.
 [[nodiscard]] std::vector<LayoutFit> smallest_layouts_for_seq(const ModelSpec& m, const ClusterSpec& c,
