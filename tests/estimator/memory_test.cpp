@@ -320,8 +320,9 @@ TEST_F(MemoryTest, ExpertModelsMatchMegatronTheoreticalWeightAndOptimizerMemory)
     l.etp = k.etp;
     validate_layout(*k.m, l);
     const StageMemory s = stage_memory(*k.m, c, l, none, 0);
-    const double final_norm_share =
-        k.p > 1 ? static_cast<double>(k.m->hidden_size) / static_cast<double>(k.p) * (6.0 + 12.0 / k.d) : 0.0;
+    const double final_norm_share = k.p > 1 ? static_cast<double>(k.m->hidden_size) / static_cast<double>(k.p) *
+                                                  (6.0 + 12.0 / static_cast<double>(k.d))
+                                            : 0.0;
     EXPECT_NEAR(s.params + s.grads + s.optimizer, k.megatron_bytes - final_norm_share, 1e-12 * k.megatron_bytes)
         << k.m->name << " t" << k.t << " p" << k.p << " ep" << k.ep << " etp" << k.etp;
   }
@@ -362,7 +363,8 @@ TEST_F(MemoryTest, LatentAttentionMatchesMegatronTheoreticalWeightAndOptimizerMe
     l.etp = 1;
     validate_layout(m, l);
     const StageMemory s = stage_memory(m, c, l, none, 0);
-    const double duplicated = down * 61 * (1.0 - 1.0 / static_cast<double>(k.t)) * (6.0 + 12.0 / k.d);
+    const double duplicated =
+        down * 61 * (1.0 - 1.0 / static_cast<double>(k.t)) * (6.0 + 12.0 / static_cast<double>(k.d));
     EXPECT_NEAR(s.params + s.grads + s.optimizer, k.megatron_bytes + duplicated, 1e-12 * k.megatron_bytes) << k.t;
   }
 }
