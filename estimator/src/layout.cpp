@@ -136,6 +136,14 @@ void validate_model_split(const ModelSpec& m, const Layout& l) {
 }
 
 // Megatron-LM's MoE parallel folding (arguments.py, parallel_state.py): ep | experts, etp·ep | t·c·d.
+void refuse_unpriced_experts(const ModelSpec& m, const Layout& l) {
+  if (m.num_experts == 0) return;
+  if (l.lora.enabled()) throw Error("LoRA on the experts of " + m.name + " is not priced (" + field("lora_rank") + ")");
+  if (l.fsdp_unit_buffers > 0)
+    throw Error("the experts of " + m.name +
+                " are priced with Megatron-LM's expert parallelism only, not PyTorch FSDP");
+}
+
 void validate_experts(const ModelSpec& m, const Layout& l) {
   require_positive(l.ep, "expert parallel size", "ep");
   if (l.etp < 0) throw Error(field("etp") + " " + s(l.etp) + " must be positive (0: the tensor parallel size)");
@@ -144,10 +152,7 @@ void validate_experts(const ModelSpec& m, const Layout& l) {
       throw Error(field(l.ep > 1 ? "ep" : "etp") + " is for mixture-of-experts models; " + m.name + " is dense");
     return;
   }
-  if (l.lora.enabled()) throw Error("LoRA on the experts of " + m.name + " is not priced (" + field("lora_rank") + ")");
-  if (l.fsdp_unit_buffers > 0)
-    throw Error("the experts of " + m.name +
-                " are priced with Megatron-LM's expert parallelism only, not PyTorch FSDP");
+  refuse_unpriced_experts(m, l);
   if (l.tp > 1 && !l.sequence_parallel)
     throw Error(field("tp") + " " + s(l.tp) + " without sequence parallelism: Megatron-LM requires it with experts");
   if (!(l.expert_load >= 1.0) || l.expert_load > 1e6)

@@ -239,11 +239,7 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
   if (o.gpus <= 0) throw Error(field("gpus") + " must be a positive integer (got " + std::to_string(o.gpus) + ")");
   if (o.seq <= 0) throw Error(field("seq") + " must be a positive integer (got " + std::to_string(o.seq) + ")");
   if (o.gbs <= 0) throw Error(field("gbs") + " must be a positive integer (got " + std::to_string(o.gbs) + ")");
-  if (m.num_experts > 0) {  // what no expert split can change: LoRA, FSDP
-    Layout one = base;
-    one.tp = one.cp = one.pp = one.dp = 1, one.ep = 1, one.etp = 0;
-    validate_experts(m, one);
-  }
+  refuse_unpriced_experts(m, base);
   SearchResult result;
   Search search{m, cluster, residual, o, base, PerfContext(coefficients, cluster), o.shardings, result};
   if (search.shardings.empty())

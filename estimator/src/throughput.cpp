@@ -208,11 +208,14 @@ std::int64_t members_per_node(std::int64_t stride, std::int64_t size, std::int64
   return std::min(size, gpus_per_node / stride);
 }
 
-std::int64_t sharding_group_size(const Layout& l, std::int64_t gpus_per_node) {
-  const std::int64_t group = l.dp * l.cp;
-  std::int64_t m = members_per_node(l.tp, group, gpus_per_node);
+std::int64_t sharding_group_size(std::int64_t stride, std::int64_t group, std::int64_t gpus_per_node) {
+  std::int64_t m = members_per_node(stride, group, gpus_per_node);
   while (group % m != 0) --m;
   return m;
+}
+
+std::int64_t sharding_group_size(const Layout& l, std::int64_t gpus_per_node) {
+  return sharding_group_size(l.tp, l.dp * l.cp, gpus_per_node);
 }
 
 double gemm_shape_factor(double m, double n, double k, double half_dim) {
@@ -625,7 +628,7 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   br.dp_comm_s =
       exposed_dp_seconds(p, l, dense, l.dp * l.cp, sharding_group_size(l, p.gpus_per_node), sf.total(), sb.total());
   if (experts > 0) {
-    const std::int64_t per_node = std::clamp<std::int64_t>(p.gpus_per_node / (l.expert_tp() * l.ep), 1, l.expert_dp());
+    const std::int64_t per_node = sharding_group_size(l.expert_tp() * l.ep, l.expert_dp(), p.gpus_per_node);
     br.dp_comm_s += exposed_dp_seconds(p, l, {experts, experts}, l.expert_dp(), per_node, sf.total(), sb.total());
   }
   br.optimizer_s = optimizer_step_seconds(p, l,

@@ -142,6 +142,8 @@ void validate_layout(const ModelSpec& model, const Layout& layout);
 // The experts' split and what headroom prices with experts (Megatron-LM's expert parallelism, SP with t > 1, no LoRA,
 // no FSDP); ep and etp are refused on a dense model. Part of validate_layout.
 void validate_experts(const ModelSpec& model, const Layout& layout);
+// The part of validate_experts that no expert split changes (LoRA, FSDP), for searches that vary the split.
+void refuse_unpriced_experts(const ModelSpec& model, const Layout& layout);
 // Whether the framework runs the layout's pipeline schedule: the interleaved 1F1B needs m to be a multiple of p
 // (so m ≥ p, where the (p − 1)/(v·m) bubble holds).
 [[nodiscard]] bool interleaving_runs(const Layout& layout);

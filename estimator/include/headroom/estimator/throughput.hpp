@@ -113,6 +113,9 @@ struct PerfContext {
 // PaRO's group size M for the DP×CP group (its members on one node, TP innermost), lowered until it divides
 // the group: the scope of 'intra' (I) sharding and of the intra-group collective phases.
 [[nodiscard]] std::int64_t sharding_group_size(const Layout& l, std::int64_t gpus_per_node);
+// The same for any group laid out with `stride` GPUs of other groups innermost (routed experts: etp·ep, over the
+// expert data-parallel group).
+[[nodiscard]] std::int64_t sharding_group_size(std::int64_t stride, std::int64_t group, std::int64_t gpus_per_node);
 
 // Tile occupancy: each GEMM dimension d scales the efficiency by d/(d + half).
 [[nodiscard]] double gemm_shape_factor(double m, double n, double k, double half_dim);
