@@ -44,6 +44,15 @@ Shard parse_shard(std::string_view text) {
   return *s;
 }
 
+Fp8Recipe parse_fp8_recipe(std::string_view text) {
+  const std::string name = lowered(text);
+  if (name == "none") return Fp8Recipe::none;
+  if (name == "delayed") return Fp8Recipe::delayed;
+  if (name == "tensorwise") return Fp8Recipe::tensorwise;
+  throw Error("FP8 recipe '" + std::string(text) +
+              "' is not priced (valid: delayed, tensorwise; mxfp8 and blockwise are not priced)");
+}
+
 StateSharding parse_sharding_code(std::string_view code) {
   const bool upper = std::all_of(code.begin(), code.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
   const auto s = upper ? sharding_from_code(code) : std::nullopt;
@@ -61,7 +70,17 @@ Layout default_layout(const FrameworkProfile& f) {
   l.precision = f.precision;
   l.sharding = f.sharding;
   l.fsdp_unit_buffers = f.fsdp_unit_buffers;
+  l.fp8_library = f.fp8_library;
   return l;
+}
+
+void require_fp8_recipe(const FrameworkProfile& f, Fp8Recipe recipe) {
+  if (recipe == Fp8Recipe::none || std::find(f.fp8_recipes.begin(), f.fp8_recipes.end(), recipe) != f.fp8_recipes.end())
+    return;
+  std::string valid;
+  for (const Fp8Recipe x : f.fp8_recipes) valid += (valid.empty() ? "" : ", ") + std::string(to_string(x));
+  throw Error("framework " + f.name + " does not train with the FP8 recipe " + std::string(to_string(recipe)) + " (" +
+              field("fp8_recipe") + "; " + (valid.empty() ? "it has no FP8" : "it runs: " + valid) + ")");
 }
 
 Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const LayoutRequest& r) {
@@ -92,6 +111,18 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   if (r.etp != 0) l.etp = positive("etp", r.etp);
   l.expert_load = r.expert_load;
   l.dispatcher = r.dispatcher;
+  require_fp8_recipe(f, r.fp8);
+  l.fp8 = r.fp8;
+  l.fp8_param_gather = r.fp8_param_gather;
+  if ((r.optimizer_offload > 0 || r.overlap_offload_copies) && !f.optimizer_offload)
+    throw Error("framework " + f.name + " does not offload the optimizer (" + field("optimizer_offload_fraction") +
+                "; Megatron-LM's --optimizer-cpu-offload: --framework megatron)");
+  if (r.activation_offload_layers != 0 && !f.activation_offload)
+    throw Error("framework " + f.name + " does not offload activations (" + field("cpu_offloading_num_layers") +
+                "; Megatron-LM's: --framework megatron)");
+  l.optimizer_offload = r.optimizer_offload;
+  l.overlap_offload_copies = r.overlap_offload_copies;
+  l.activation_offload_layers = r.activation_offload_layers;
   l.mbs = positive("mbs", r.mbs);
   l.seq = positive("seq", r.seq);
   if (r.schedule) l.schedule = *r.schedule;
@@ -153,6 +184,16 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
     for (const auto& x : j.at("supported_schedules"))
       f.supported_schedules.push_back(parse_schedule(x.get<std::string>()));
   f.uneven_pipeline_stages = j.value("uneven_pipeline_stages", false);
+  if (j.contains("fp8")) {
+    const auto& x = j.at("fp8");
+    f.fp8_library =
+        x.at("library").get<std::string>() == "torchao" ? Fp8Library::torchao : Fp8Library::transformer_engine;
+    for (const auto& r : x.at("recipes")) f.fp8_recipes.push_back(parse_fp8_recipe(r.get<std::string>()));
+  }
+  if (j.contains("offload")) {
+    f.optimizer_offload = j.at("offload").value("optimizer", false);
+    f.activation_offload = j.at("offload").value("activations", false);
+  }
   const auto& r = j.at("residual");
   f.residual.name = f.name;
   f.residual.fixed_bytes = r.at("fixed_GiB").get<double>() * kGiB;

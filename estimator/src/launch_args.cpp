@@ -11,6 +11,11 @@ namespace headroom {
 namespace {
 
 std::string num(std::int64_t v) { return std::to_string(v); }
+std::string decimal(double v) {  // shortest %g form: 1.25, 0.5
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", v);
+  return text;
+}
 
 // How one state is split over the DP×CP group, as data_parallel_replicate × data_parallel_shard (× cp). As in
 // memory.cpp's shard_divisor, the group is laid out with TP innermost: a node holds gpus_per_node / t of its
@@ -51,11 +56,7 @@ void megatron_experts(const ModelSpec& m, const Layout& l, std::vector<std::stri
                        "([0]*" + num(m.first_dense_layers) + "+[1]*" + num(m.num_layers - m.first_dense_layers) + ")"});
   a.insert(a.end(), {"--expert-model-parallel-size", num(l.ep), "--expert-tensor-parallel-size", num(l.expert_tp()),
                      "--moe-token-dispatcher-type", std::string(to_string(l.dispatcher)), "--moe-grouped-gemm"});
-  if (l.expert_load > 1.0) {
-    char factor[32];
-    std::snprintf(factor, sizeof factor, "%g", l.expert_load);
-    a.insert(a.end(), {"--moe-expert-capacity-factor", factor});
-  }
+  if (l.expert_load > 1.0) a.insert(a.end(), {"--moe-expert-capacity-factor", decimal(l.expert_load)});
 }
 
 void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchExport& e) {
@@ -99,6 +100,21 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
   if (l.tp > 1 && l.sequence_parallel) a.emplace_back("--sequence-parallel");
   a.insert(a.end(), {"--micro-batch-size", num(l.mbs), "--global-batch-size", num(l.gbs), "--seq-length", num(l.seq)});
   if (l.precision.weight_bytes == 2) a.emplace_back("--bf16");
+  // FP8 (transformer_config.py): E4M3 forward, E5M2 gradients ("hybrid"), the recipe; FP8 weights need the
+  // distributed optimizer (arguments.py).
+  if (l.fp8 != Fp8Recipe::none)
+    a.insert(a.end(), {"--fp8-format", "hybrid", "--fp8-recipe", std::string(to_string(l.fp8))});
+  if (l.fp8_param_gather) a.emplace_back("--fp8-param-gather");
+  if (l.fp8 != Fp8Recipe::none && l.fp8_library == Fp8Library::torchao)
+    issues.emplace_back("FP8 priced as torchao's (the framework's); Megatron-LM runs Transformer Engine's");
+  // Optimizer offload (arguments.py: needs --use-precision-aware-optimizer) and activation offload.
+  if (l.optimizer_offload > 0) {
+    a.insert(a.end(), {"--optimizer-cpu-offload", "--use-precision-aware-optimizer"});
+    if (l.optimizer_offload != 1.0) a.insert(a.end(), {"--optimizer-offload-fraction", decimal(l.optimizer_offload)});
+    if (l.overlap_offload_copies) a.emplace_back("--overlap-cpu-optimizer-d2h-h2d");
+  }
+  if (l.activation_offload_layers > 0)
+    a.insert(a.end(), {"--cpu-offloading-num-layers", num(l.activation_offload_layers)});
   if (l.flash_attention) a.emplace_back("--use-flash-attn");
   if (l.recompute == Recompute::selective) a.insert(a.end(), {"--recompute-granularity", "selective"});
   if (l.recompute == Recompute::full)
@@ -188,6 +204,10 @@ void torchtitan_limits(const Layout& l, std::vector<std::string>& issues) {
     issues.emplace_back(
         "uneven pipeline stages: headroom exports Megatron-LM's --decoder-first/last-pipeline-num-"
         "layers only; torchtitan's first/last_stage_less_layers are not mapped");
+  if (l.fp8 == Fp8Recipe::delayed)
+    issues.emplace_back("FP8 delayed scaling: torchtitan's float8 converter scales dynamically (tensorwise)");
+  if (l.optimizer_offload > 0 || l.activation_offload_layers > 0)
+    issues.emplace_back("offloading: torchtitan has no optimizer or activation CPU offload setting");
   if (l.pp > 1 && l.vpp > 2)
     issues.emplace_back(
         "pipeline_parallel_layers_per_stage: torchtitan v0.2 counts the embedding and output as "
@@ -222,6 +242,15 @@ std::vector<TomlEntry> torchtitan_entries(const ModelSpec& m, const Layout& l, c
   }
   t.emplace_back("activation_checkpoint", "mode", "\"" + std::string(to_string(l.recompute)) + "\"");
   if (l.recompute == Recompute::selective) t.emplace_back("activation_checkpoint", "selective_ac_option", "\"op\"");
+  // FP8 through torchao's converter (torchtitan's quantize.linear.float8; it needs torch.compile), the LM head in BF16.
+  if (l.fp8 != Fp8Recipe::none) {
+    t.emplace_back("model", "converters", "[\"quantize.linear.float8\"]");
+    t.emplace_back("quantize.linear.float8", "enable_fsdp_float8_all_gather", l.fp8_param_gather ? "true" : "false");
+    t.emplace_back("quantize.linear.float8", "precompute_float8_dynamic_scale_for_fsdp",
+                   l.fp8_param_gather ? "true" : "false");
+    t.emplace_back("quantize.linear.float8", "filter_fqns", "[\"output\"]");
+    t.emplace_back("compile", "enable", "true");
+  }
   return t;
 }
 

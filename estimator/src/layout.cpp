@@ -178,6 +178,31 @@ void validate_layout(const ModelSpec& m, const Layout& l) {
     throw Error(field("gbs") + " " + s(l.gbs) + " is not a multiple of dp·mbs = " + s(l.dp) + "·" + s(l.mbs) + " = " +
                 s(l.dp * l.mbs));
   validate_experts(m, l);
+  if (l.fp8 != Fp8Recipe::none && l.lora.enabled())
+    throw Error("FP8 training with LoRA adapters is not priced (" + field("fp8_recipe") + ", " + field("lora_rank") +
+                ")");
+  if (l.fp8_param_gather && l.fp8 == Fp8Recipe::none)
+    throw Error(field("fp8_param_gather") + " needs FP8 training (" + field("fp8_recipe") + ")");
+  if (l.fp8_param_gather && l.sharding.optimizer == Shard::none && l.sharding.params == Shard::none)
+    throw Error(field("fp8_param_gather") +
+                " needs gathered parameters: the distributed optimizer or sharded weights (Megatron-LM: "
+                "--use-distributed-optimizer)");
+  // megatron/training/arguments.py: an offloaded optimizer updates FP8 weights under delayed scaling only.
+  if (l.fp8_param_gather && l.optimizer_offload > 0 && l.fp8 != Fp8Recipe::delayed)
+    throw Error(field("fp8_param_gather") + " with an offloaded optimizer needs " + field("fp8_recipe") + " delayed");
+  if (!(l.optimizer_offload >= 0.0 && l.optimizer_offload <= 1.0))
+    throw Error(field("optimizer_offload_fraction") + " " + std::to_string(l.optimizer_offload) +
+                " must be from 0 to 1");
+  if (l.overlap_offload_copies && l.optimizer_offload == 0.0)
+    throw Error(field("overlap_cpu_optimizer_d2h_h2d") + " needs an offloaded optimizer (" +
+                field("optimizer_offload_fraction") + " > 0)");
+  // megatron/core/transformer/transformer_config.py: fewer layers than the model has, and no pipeline parallelism.
+  if (l.activation_offload_layers < 0 || l.activation_offload_layers >= m.num_layers)
+    throw Error(field("cpu_offloading_num_layers") + " " + s(l.activation_offload_layers) + " must be from 0 to " +
+                s(m.num_layers - 1) + " (fewer than the " + s(m.num_layers) + " layers of " + m.name + ")");
+  if (l.activation_offload_layers > 0 && l.pp > 1)
+    throw Error(field("cpu_offloading_num_layers") + " with " + field("pp") + " " + s(l.pp) +
+                ": Megatron-LM offloads activations without pipeline parallelism only");
   if (!interleaving_runs(l))
     throw Error("the interleaved schedule needs the micro-batches per pipeline (gbs/(dp·mbs) = " + s(l.microbatches()) +
                 ") to be a multiple of pp = " + s(l.pp) + " (Megatron-LM and PyTorch refuse it otherwise)");
@@ -266,6 +291,28 @@ std::string_view to_string(Schedule s) {
 }
 
 std::string_view to_string(ExpertDispatcher d) { return d == ExpertDispatcher::flex ? "flex" : "alltoall"; }
+
+std::string_view to_string(Fp8Recipe r) {
+  switch (r) {
+    case Fp8Recipe::none: return "none";
+    case Fp8Recipe::delayed: return "delayed";
+    case Fp8Recipe::tensorwise: return "tensorwise";
+  }
+  return "?";
+}
+
+std::string_view to_string(Fp8Library x) { return x == Fp8Library::torchao ? "torchao" : "transformer_engine"; }
+
+void validate_precision_and_offload(const Layout& l, const ClusterSpec& c) {
+  if (l.fp8 != Fp8Recipe::none && !(c.gpu.fp8_flops > 0))
+    throw Error("GPU " + c.gpu.name + " has no FP8 tensor cores (no fp8_dense_TFLOPs in its spec): " +
+                field("fp8_recipe") + " " + std::string(to_string(l.fp8)) + " cannot run there");
+  if ((l.optimizer_offload > 0 || l.activation_offload_layers > 0) &&
+      !(c.host_link.bytes_per_s > 0 && c.host_memory_bytes_per_s > 0))
+    throw Error("cluster " + c.name + " gives no host link (its spec's \"host\" key): offloading (" +
+                field(l.optimizer_offload > 0 ? "optimizer_offload_fraction" : "cpu_offloading_num_layers") +
+                ") cannot be priced there");
+}
 
 std::string_view to_string(Shard s) {
   switch (s) {

@@ -46,6 +46,26 @@ double sbh_per_gpu(const ModelSpec& m, const Layout& l) {
   return d(l.seq) * d(l.mbs) * d(m.hidden_size) / (d(l.tp) * d(l.cp));
 }
 
+// Transformer Engine saves the input of each FP8 linear layer in FP8 (1 B, transformer_engine/pytorch/module/linear.py
+// and layernorm_linear.py quantize it before ctx.save_for_backward), half of what the BF16 terms above count; in units
+// of s·b·h/(t·c) bytes, the units these inputs stop taking. Attention: the QKV input (the norm's output: 1, replicated
+// over t without SP) and the output projection's input (a·d_h/h); latent attention: the norm's output, the normed
+// q and kv latents (whole on every TP rank) and the output projection's input (a·d_v/h). torchao keeps the BF16
+// input (float8_linear.py saves input_hp): nothing. Full recompute stores the layer input alone, in BF16.
+double fp8_attention_saved_units(const ModelSpec& m, const Layout& l) {
+  if (l.fp8 == Fp8Recipe::none || l.fp8_library != Fp8Library::transformer_engine || l.recompute == Recompute::full)
+    return 0.0;
+  const double h = d(m.hidden_size), replicated = l.sequence_parallel ? 1.0 : d(l.tp);
+  if (latent_attention(m))
+    return replicated + d(l.tp) * d(m.q_lora_rank + m.kv_lora_rank) / h + d(m.num_heads) * d(m.v_head_dim) / h;
+  return replicated + query_width(m) / h;
+}
+// The FFN's: its input (1, replicated without SP) and the down projection's input (h_ffn/h).
+double fp8_ffn_saved_units(const ModelSpec& m, const Layout& l) {
+  if (fp8_attention_saved_units(m, l) == 0.0) return 0.0;
+  return (l.sequence_parallel ? 1.0 : d(l.tp)) + d(m.ffn_hidden_size) / d(m.hidden_size);
+}
+
 }  // namespace
 
 // 4D paper Eq. 1: W_Q, W_O are h×h and W_K, W_V are h×(h·k/a), so 2h²(1 + k/a); with a head width d_h ≠ h/a,
@@ -187,6 +207,58 @@ double stage_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_
   return params;
 }
 
+// The linear layers' weights (no biases, norms or router): attention without its replicated latent norms, the FFN, or
+// a layer with experts' shared expert and the GPU's routed experts.
+double linear_weight_parameters_per_gpu(const ModelSpec& m, const Layout& l, bool experts) {
+  const double h = d(m.hidden_size), t = d(l.tp), norm = m.norm == Norm::layernorm ? 2.0 : 1.0;
+  double attention = 2.0 * h * (query_width(m) + kv_width(m)) / t;
+  if (latent_attention(m)) {
+    const double replicated = mla_replicated_parameters(m);
+    const double latent_norms = norm * d(m.q_lora_rank + m.kv_lora_rank);
+    attention = (mla_parameters(m) - replicated) / t + replicated - latent_norms;
+  }
+  if (!experts) return attention + ffn_weights(m, m.ffn_hidden_size) / t;
+  return attention + shared_expert_parameters(m) / t + expert_parameters_per_gpu(m, l);
+}
+
+double stage_linear_weight_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  const std::int64_t moe = stage_moe_layers(m, l, stage);
+  return d(stage_layers(m, l, stage) - moe) * linear_weight_parameters_per_gpu(m, l, false) +
+         d(moe) * linear_weight_parameters_per_gpu(m, l, true);
+}
+
+double fp8_weight_copy_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  if (l.fp8 == Fp8Recipe::none || l.fp8_library != Fp8Library::transformer_engine || l.fp8_param_gather) return 0.0;
+  return 2.0 * stage_linear_weight_parameters_per_gpu(m, l, stage);
+}
+
+// Weight GEMMs of a layer: QKV (q, kv down and up with latent attention: 4, or 5 with a q latent), output projection,
+// and 2 per FFN (the shared expert's and each local routed expert's).
+double fp8_scaling_state_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  if (l.fp8 == Fp8Recipe::none) return 0.0;
+  const double attention = latent_attention(m) ? (m.q_lora_rank > 0 ? 5.0 : 4.0) : 2.0;
+  const std::int64_t moe = stage_moe_layers(m, l, stage);
+  const double moe_ffn = (m.shared_expert_ffn_hidden_size > 0 ? 2.0 : 0.0) + 2.0 * d(m.num_experts) / d(l.ep);
+  const double gemms = d(stage_layers(m, l, stage) - moe) * (attention + 2.0) + d(moe) * (attention + moe_ffn);
+  const double floats_per_tensor = l.fp8 == Fp8Recipe::delayed ? 3.0 : 2.0;  // scale, inverse, amax history of 1
+  return gemms * 5.0 * floats_per_tensor * 4.0;
+}
+
+// Megatron-LM's HybridDeviceOptimizer (megatron/core/optimizer/cpu_offloading): the offloaded share of the shard's
+// states and the FP32 gradients copied to pinned host memory for the CPU step.
+double host_optimizer_bytes(const Layout& l, double optimizer_shard_params) {
+  return l.optimizer_offload * optimizer_shard_params * (l.precision.optimizer_bytes + 4.0);
+}
+
+// The first activation_offload_layers layers' stored activations of the micro-batch in flight (Megatron-LM offloads
+// without pipeline parallelism only, one micro-batch at a time).
+double offloaded_activation_bytes(const ModelSpec& m, const Layout& l) {
+  const std::int64_t n = l.activation_offload_layers;
+  if (n == 0) return 0.0;
+  const std::int64_t dense = m.num_experts > 0 ? std::min(n, m.first_dense_layers) : n;
+  return d(dense) * activation_bytes_per_layer(m, l) + d(n - dense) * moe_activation_bytes_per_layer(m, l);
+}
+
 // PaRO's N / I / G over the expert data-parallel group (Layout::expert_dp), laid out with etp·ep innermost.
 double expert_shard_divisor(Shard shard, const Layout& l, std::int64_t gpus_per_node) {
   const double group = d(l.expert_dp());
@@ -227,6 +299,7 @@ double activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   const double replicated_units = 4.0 + norm_activation_units(m);
   double bytes =
       l.sequence_parallel ? sbh * all_units : sbh * ((all_units - replicated_units) + replicated_units * d(l.tp));
+  bytes -= sbh * (fp8_attention_saved_units(m, l) + fp8_ffn_saved_units(m, l));
   return bytes + unfused_score_bytes(m, l);
 }
 
@@ -240,8 +313,15 @@ double moe_activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   const double h = d(m.hidden_size), gated = m.mlp == Mlp::swiglu ? 8.0 : 4.0;
   const double routed =
       d(m.moe_router_topk) * l.expert_load * (2.0 * d(l.expert_tp()) + gated * d(m.moe_ffn_hidden_size) / h + 2.0);
-  const double units = attention_activation_units(m, l) + norm_activation_units(m) + 2.0 + 2.0 * d(m.num_experts) / h +
-                       gated * d(m.shared_expert_ffn_hidden_size) / h + routed;
+  double units = attention_activation_units(m, l) + norm_activation_units(m) + 2.0 + 2.0 * d(m.num_experts) / h +
+                 gated * d(m.shared_expert_ffn_hidden_size) / h + routed;
+  // FP8 (Transformer Engine): attention as a dense layer; each routed copy's expert input (etp) and down-projection
+  // input (f_e/h) in FP8; the shared expert's down-projection input (f_s/h) too, while its up projection saves an FP8
+  // copy (1) of the FFN input, which the router and dispatcher keep in BF16.
+  const double fp8_attention = fp8_attention_saved_units(m, l);
+  if (fp8_attention > 0)
+    units -= fp8_attention + d(m.moe_router_topk) * l.expert_load * (d(l.expert_tp()) + d(m.moe_ffn_hidden_size) / h) +
+             (m.shared_expert_ffn_hidden_size > 0 ? d(m.shared_expert_ffn_hidden_size) / h - 1.0 : 0.0);
   return sbh_per_gpu(m, l) * units + unfused_score_bytes(m, l);
 }
 
@@ -321,8 +401,12 @@ bool fsdp_step_model(const Layout& l) { return l.fsdp_unit_buffers > 0; }
 bool fsdp_gathers(const Layout& l) { return fsdp_step_model(l) && l.sharding.params != Shard::none && l.dp * l.cp > 1; }
 
 // FSDP (fsdp-summary; thesis Sec. 3.1.3): a sharded unit is all-gathered to its TP-sharded size, adapters included.
+// With FP8 all-gather (torchao's enable_fsdp_float8_all_gather) the linear weights arrive in FP8, 1 B each.
 double fsdp_unit_bytes(const ModelSpec& m, const Layout& l) {
-  return (layer_parameters_per_gpu(m, l) + lora_layer_split(m, l.lora, l.tp).per_rank()) * l.precision.weight_bytes;
+  const double bytes =
+      (layer_parameters_per_gpu(m, l) + lora_layer_split(m, l.lora, l.tp).per_rank()) * l.precision.weight_bytes;
+  if (!l.fp8_param_gather) return bytes;
+  return bytes - (l.precision.weight_bytes - 1.0) * linear_weight_parameters_per_gpu(m, l, false);
 }
 
 double fsdp_unit_buffer_bytes(const ModelSpec& m, const Layout& l) {
@@ -359,12 +443,16 @@ StageMemory eq18_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
   s.stage = stage;
   // 4D paper Eq. 10: BF16 weights and FP32 gradients whole, 12 bytes of Adam state over d·c; PaRO
   // section 3 generalises each of the three to N / I / G sharding.
-  s.params = prec.weight_bytes * sharded(stored, l.sharding.params);
+  s.fp8 = fp8_weight_copy_bytes(m, l, stage) + fp8_scaling_state_bytes(m, l, stage);
+  s.params = prec.weight_bytes * sharded(stored, l.sharding.params) + s.fp8;
   s.grads = prec.grad_bytes * sharded(trainable, l.sharding.grads);
   const double optimizer_shard_params = sharded(trainable, l.sharding.optimizer);
-  s.optimizer = prec.optimizer_bytes * optimizer_shard_params;
-  s.activations = stage_activation_bytes(m, l, stage);
-  s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params, c.gpu.usable_memory_bytes);
+  // An offloaded optimizer keeps (1 − fraction) of its states on the GPU.
+  s.optimizer = (1.0 - l.optimizer_offload) * prec.optimizer_bytes * optimizer_shard_params;
+  s.activations = stage_activation_bytes(m, l, stage) - offloaded_activation_bytes(m, l);
+  s.host = host_optimizer_bytes(l, optimizer_shard_params) + offloaded_activation_bytes(m, l);
+  s.residual =
+      residual_bytes(m, l, r, stage, (1.0 - l.optimizer_offload) * optimizer_shard_params, c.gpu.usable_memory_bytes);
   return s;
 }
 
@@ -381,8 +469,9 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
   s.moment = moment;
   // Sharded weights (frozen base BF16 + adapters), the root unit whole, the adapters' AdamW m and v (torch keeps
   // them in the parameter dtype: BF16 → optimizer_bytes 4).
+  s.fp8 = fp8_scaling_state_bytes(m, l, stage);
   s.params = prec.weight_bytes * stored / shard_divisor(l.sharding.params, l, c.gpus_per_node) +
-             fsdp_root_unit_bytes(m, l, stage);
+             fsdp_root_unit_bytes(m, l, stage) + s.fp8;
   s.optimizer = prec.optimizer_bytes * optimizer_shard_params;
   const double logits = logits_elements(m, l, stage);
   if (moment == StepMoment::activations) {

@@ -437,6 +437,7 @@ GpuSpec gpu_from_json(const json& j, std::string_view /*where*/) {
   g.fp16_flops = j.at("fp16_dense_TFLOPs").get<double>() * 1e12;
   g.fp32_flops = j.at("fp32_TFLOPs").get<double>() * 1e12;
   g.hbm_bytes_per_s = j.at("hbm_bandwidth_GBps").get<double>() * 1e9;
+  g.fp8_flops = j.value("fp8_dense_TFLOPs", 0.0) * 1e12;
   g.kernels_as = j.value("kernels_as", std::string());
   return g;
 }
@@ -512,6 +513,12 @@ ClusterSpec SpecLibrary::cluster(std::string_view name_or_path) const {
   const json& inter = j.at("inter_node");
   c.inter_node = {inter.at("kind").get<std::string>(), inter.at("bandwidth_GBps_per_gpu").get<double>() * 1e9,
                   inter.at("latency_us").get<double>() * 1e-6};
+  if (j.contains("host")) {
+    const json& host = j.at("host");
+    c.host_link = {host.at("kind").get<std::string>(), host.at("bandwidth_GBps_per_gpu").get<double>() * 1e9,
+                   host.at("latency_us").get<double>() * 1e-6};
+    c.host_memory_bytes_per_s = host.at("memory_bandwidth_GBps").get<double>() * 1e9;
+  }
   return c;
 }
 

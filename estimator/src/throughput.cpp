@@ -50,6 +50,8 @@ constexpr Field kFields[] = {
     {"cp_overlap", &PerfCoefficients::cp_overlap},
     {"pp_overlap", &PerfCoefficients::pp_overlap},
     {"dp_overlap", &PerfCoefficients::dp_overlap},
+    {"host_link_efficiency", &PerfCoefficients::host_link_efficiency},
+    {"host_memory_efficiency", &PerfCoefficients::host_memory_efficiency},
 };
 
 // Bytes of a DP volume (elements summed over all N GPUs, sharding.hpp) as seconds on one GPU's links.
@@ -165,7 +167,10 @@ PerfCoefficients default_perf_coefficients(const SpecLibrary& lib, std::string_v
 PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
     : coef(c),
       peak_flops(cluster.gpu.bf16_flops),
+      fp8_peak_flops(cluster.gpu.fp8_flops),
       hbm_bytes_per_s(cluster.gpu.hbm_bytes_per_s),
+      host{cluster.host_link.bytes_per_s * c.host_link_efficiency, cluster.host_link.latency_s},
+      host_memory_bytes_per_s(cluster.host_memory_bytes_per_s * c.host_memory_efficiency),
       gemm_efficiency(c.gemm_efficiency),
       attention_efficiency(c.attention_efficiency),
       gpus_per_node(std::max<std::int64_t>(1, cluster.gpus_per_node)),
@@ -300,9 +305,12 @@ PassTimes compute_only(const LayerCompute& c) {
   return x;
 }
 
-double gemm_seconds(const PerfContext& p, const GemmShape& g) {
-  return g.flops() / (p.peak_flops * gemm_efficiency(p, g));
+// At `peak` (FP8 or BF16): the shape's efficiency is the same fraction of either peak (torchao/float8/
+// roofline_utils.py: one pct_achievable_gemm_tops for both).
+double gemm_seconds(const PerfContext& p, const GemmShape& g, double peak) {
+  return g.flops() / (peak * gemm_efficiency(p, g));
 }
+double gemm_seconds(const PerfContext& p, const GemmShape& g) { return gemm_seconds(p, g, p.peak_flops); }
 
 }  // namespace
 
@@ -325,38 +333,41 @@ namespace {
 // tokens this GPU holds (SP); the routed experts over the token copies this GPU receives, routed_copies_per_gpu,
 // spread over its E/ep experts, each GEMM of an expert timed at its own shape (a grouped GEMM runs them as one
 // launch, at the efficiency of the per-expert tiles).
-double moe_ffn_gemm_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
+double moe_ffn_gemm_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l, double peak) {
   const double h = d(m.hidden_size), t = d(l.tp), tokens = d(l.seq) * d(l.mbs) / d(l.cp);
   const double gated = m.mlp == Mlp::swiglu ? 2.0 : 1.0;
   double seconds = gemm_seconds(p, {tokens / t, d(m.num_experts), h});
   if (m.shared_expert_ffn_hidden_size > 0) {
     const double f = d(m.shared_expert_ffn_hidden_size);
-    seconds += gemm_seconds(p, {tokens, gated * f / t, h}) + gemm_seconds(p, {tokens, h, f / t});
+    seconds += gemm_seconds(p, {tokens, gated * f / t, h}, peak) + gemm_seconds(p, {tokens, h, f / t}, peak);
   }
   const double local_experts = d(m.num_experts) / d(l.ep), e = d(l.expert_tp());
   const double per_expert = routed_copies_per_gpu(m, l) / local_experts, f = d(m.moe_ffn_hidden_size) / e;
-  return seconds + local_experts * (gemm_seconds(p, {per_expert, gated * f, h}) + gemm_seconds(p, {per_expert, h, f}));
+  return seconds + local_experts *
+                       (gemm_seconds(p, {per_expert, gated * f, h}, peak) + gemm_seconds(p, {per_expert, h, f}, peak));
 }
 
 // Latent attention's GEMMs (multi_latent_attention.py): the down projections of q and kv on every TP rank over the
 // s·b/c tokens SP gathers, the up projections and the output projection split over t.
-double mla_gemm_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
+double mla_gemm_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l, double peak) {
   const double h = d(m.hidden_size), t = d(l.tp), a = d(m.num_heads), tokens = d(l.seq) * d(l.mbs) / d(l.cp);
   const double q_r = d(m.q_lora_rank), kv_r = d(m.kv_lora_rank), d_v = d(m.v_head_dim);
-  double seconds = gemm_seconds(p, {tokens, kv_r + d(m.qk_rope_head_dim), h}) +
-                   gemm_seconds(p, {tokens, a * (d(m.qk_nope_head_dim) + d_v) / t, kv_r}) +
-                   gemm_seconds(p, {tokens, h, a * d_v / t});
-  if (q_r > 0) seconds += gemm_seconds(p, {tokens, q_r, h});
-  return seconds + gemm_seconds(p, {tokens, a * head_dim(m) / t, q_r > 0 ? q_r : h});
+  double seconds = gemm_seconds(p, {tokens, kv_r + d(m.qk_rope_head_dim), h}, peak) +
+                   gemm_seconds(p, {tokens, a * (d(m.qk_nope_head_dim) + d_v) / t, kv_r}, peak) +
+                   gemm_seconds(p, {tokens, h, a * d_v / t}, peak);
+  if (q_r > 0) seconds += gemm_seconds(p, {tokens, q_r, h}, peak);
+  return seconds + gemm_seconds(p, {tokens, a * head_dim(m) / t, q_r > 0 ? q_r : h}, peak);
 }
 
 LayerPasses layer_passes(const ModelSpec& m, const PerfContext& p, const Layout& l, bool experts) {
   const double s = d(l.seq), h = d(m.hidden_size);
   const LayerGemms g = layer_gemms(m, l);
-  const double attention_gemms =
-      latent_attention(m) ? mla_gemm_seconds(m, p, l) : gemm_seconds(p, g.qkv) + gemm_seconds(p, g.proj);
-  const double gemm_f = experts ? attention_gemms + moe_ffn_gemm_seconds(m, p, l)
-                                : attention_gemms + gemm_seconds(p, g.fc1) + gemm_seconds(p, g.fc2);
+  // FP8: the linear layers' GEMMs at the FP8 peak (validate_precision_and_offload checks the GPU has one).
+  const double peak = l.fp8 != Fp8Recipe::none ? p.fp8_peak_flops : p.peak_flops;
+  const double attention_gemms = latent_attention(m) ? mla_gemm_seconds(m, p, l, peak)
+                                                     : gemm_seconds(p, g.qkv, peak) + gemm_seconds(p, g.proj, peak);
+  const double gemm_f = experts ? attention_gemms + moe_ffn_gemm_seconds(m, p, l, peak)
+                                : attention_gemms + gemm_seconds(p, g.fc1, peak) + gemm_seconds(p, g.fc2, peak);
   const AttentionSeconds unfused = l.flash_attention ? AttentionSeconds{} : unfused_attention_seconds(m, p, l);
   const double attn_f = l.flash_attention
                             ? attention_flops_forward(m, l) / (p.peak_flops * attention_efficiency(p, s / d(l.cp)))
@@ -365,6 +376,8 @@ LayerPasses layer_passes(const ModelSpec& m, const PerfContext& p, const Layout&
   // With experts, the token copies are permuted before the dispatch and back after the combine: read and write each.
   const double permute_bytes = experts ? 4.0 * 2.0 * routed_copies_per_gpu(m, l) * h : 0.0;
   const double elem_f = (p.coef.elementwise_passes * activation_tensor_bytes(m, l) + permute_bytes) / p.hbm_bytes_per_s;
+  const Fp8CastBytes cast = fp8_cast_bytes(m, l, experts);
+  const double cast_f = cast.forward / p.hbm_bytes_per_s, cast_b = cast.backward / p.hbm_bytes_per_s;
   const RecomputeFactors rc = recompute_factors(l.recompute);
   const double base_bwd = gemm_backward_ratio(!l.lora.enabled());  // frozen base weights: input gradient only
   // LoRA adapters: small GEMMs (k or n = r), timed at the efficiency of an s·b/c × r × h shape.
@@ -372,13 +385,72 @@ LayerPasses layer_passes(const ModelSpec& m, const PerfContext& p, const Layout&
       l.lora.enabled() ? lora_flops_forward(m, l) / (p.peak_flops * gemm_efficiency(p, {g.qkv.m, d(l.lora.rank), h}))
                        : 0.0;
   LayerPasses out;
-  out.forward = {gemm_f + lora_f, attn_f, elem_f, p.coef.layer_overhead_s};
+  out.forward = {gemm_f + lora_f, attn_f, elem_f + cast_f, p.coef.layer_overhead_s};
   out.backward = {(base_bwd + rc.gemm) * gemm_f + (kGemmBackwardRatio + rc.gemm) * lora_f,
-                  attn_b + rc.attention * attn_f, (2.0 + rc.gemm) * elem_f, (1.0 + rc.gemm) * p.coef.layer_overhead_s};
+                  attn_b + rc.attention * attn_f, (2.0 + rc.gemm) * elem_f + cast_b + rc.gemm * cast_f,
+                  (1.0 + rc.gemm) * p.coef.layer_overhead_s};
   return out;
 }
 
 }  // namespace
+
+// Per GPU, T = s·b/c tokens: column-parallel inputs are cast on the GPU's T/t tokens before SP gathers them (TE casts
+// before the all-gather), row-parallel ones on T tokens of width/t; output gradients likewise. Latent attention's
+// down projections read the norm's output in separate GEMMs (not fused), its up projections the latents whole.
+Fp8CastElements fp8_cast_elements(const ModelSpec& m, const Layout& l, bool experts) {
+  Fp8CastElements x;
+  if (l.fp8 == Fp8Recipe::none) return x;
+  const double h = d(m.hidden_size), t = d(l.tp), tokens = d(l.seq) * d(l.mbs) / d(l.cp);
+  const double gated = m.mlp == Mlp::swiglu ? 2.0 : 1.0;
+  if (latent_attention(m)) {
+    const double q_r = d(m.q_lora_rank), kv_r = d(m.kv_lora_rank), a = d(m.num_heads), d_v = d(m.v_head_dim);
+    x.inputs += tokens * h / t * (q_r > 0 ? 2.0 : 1.0) + tokens * (q_r + kv_r) + tokens * a * d_v / t;
+    x.grad_outputs += tokens * (q_r + kv_r + d(m.qk_rope_head_dim)) +
+                      tokens * a * (head_dim(m) + d(m.qk_nope_head_dim) + d_v) / t + tokens * h / t;
+  } else {
+    const double q = query_width(m), kv = kv_width(m);
+    x.inputs_after_norm += tokens * h / t;
+    x.inputs += tokens * q / t;
+    x.grad_outputs += tokens * (q + 2.0 * kv) / t + tokens * h / t;
+  }
+  const auto ffn = [&](double token_count, double width, double in_tokens) {  // up and down projections
+    x.inputs += token_count * width;
+    x.grad_outputs += token_count * gated * width + in_tokens * h;
+  };
+  if (!experts) {
+    x.inputs_after_norm += tokens * h / t;
+    ffn(tokens, d(m.ffn_hidden_size) / t, tokens / t);
+  } else {
+    if (m.shared_expert_ffn_hidden_size > 0) {
+      x.inputs += tokens * h / t;
+      ffn(tokens, d(m.shared_expert_ffn_hidden_size) / t, tokens / t);
+    }
+    const double copies = routed_copies_per_gpu(m, l);
+    x.inputs += copies * h;
+    ffn(copies, d(m.moe_ffn_hidden_size) / d(l.expert_tp()), copies);
+  }
+  x.weights = linear_weight_parameters_per_gpu(m, l, experts);
+  return x;
+}
+
+Fp8CastBytes fp8_cast_bytes(const ModelSpec& m, const Layout& l, bool experts) {
+  const Fp8CastElements x = fp8_cast_elements(m, l, experts);
+  Fp8CastBytes b;
+  if (l.fp8 == Fp8Recipe::none) return b;
+  if (l.fp8_library == Fp8Library::torchao) {
+    // With FP8 all-gather the weight is cast on the GPU's shard before the gather.
+    const double weights = l.fp8_param_gather ? x.weights / (d(l.dp) * d(l.cp)) : x.weights;
+    b.forward = 4.0 * (x.inputs_after_norm + x.inputs) + 6.0 * weights;
+    b.backward = 4.0 * x.grad_outputs + 6.0 * weights + 6.0 * (x.inputs_after_norm + x.inputs);
+    return b;
+  }
+  const bool delayed = l.fp8 == Fp8Recipe::delayed;
+  const double per_element = delayed ? 4.0 : 6.0;
+  b.forward = per_element * x.inputs + (delayed ? 0.0 : 6.0) * x.inputs_after_norm;
+  b.backward = per_element * x.grad_outputs;
+  b.per_step = l.fp8_param_gather ? 0.0 : per_element * x.weights;  // FP8 weights are written by the optimizer
+  return b;
+}
 
 LayerPasses layer_compute_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
   return layer_passes(m, p, l, false);
@@ -457,6 +529,14 @@ double cp_kv_bytes(const ModelSpec& m, const Layout& l) {
 double optimizer_step_seconds(const PerfContext& p, const Layout& l, double shard_params) {
   const Precision& x = l.precision;
   return shard_params * (2.0 * x.optimizer_bytes + x.grad_bytes + x.weight_bytes) / p.hbm_bytes_per_s;
+}
+
+double offloaded_optimizer_seconds(const PerfContext& p, const Layout& l, double shard_params) {
+  if (l.optimizer_offload <= 0.0) return 0.0;
+  const double params = l.optimizer_offload * shard_params;
+  const double copies = 2.0 * p.host.seconds(4.0 * params);
+  const double cpu = 28.0 * params * d(p.gpus_per_node) / p.host_memory_bytes_per_s;
+  return l.overlap_offload_copies ? std::max(copies, cpu) : copies + cpu;
 }
 
 double pipeline_send_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
@@ -563,14 +643,14 @@ StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Lay
 // the once-per-step gradient sync behind the last backward and the parameter gather behind the first forward.
 // Routed experts sync over the expert data-parallel group instead (`group`, with `group_size` GPUs of it per node).
 double exposed_dp_seconds(const PerfContext& p, const Layout& l, const DpParameters& stage_params, std::int64_t group,
-                          std::int64_t group_size, double forward_s, double backward_s) {
+                          std::int64_t group_size, double forward_s, double backward_s, double gather_bytes) {
   if (group <= 1 || stage_params.trainable <= 0) return 0.0;
   CommSetup cs;
   cs.params = stage_params.gathered;
   cs.trainable = stage_params.trainable;
   cs.gpus = group;
   cs.group_size = group_size;
-  cs.weight_bytes = l.precision.weight_bytes;
+  cs.weight_bytes = gather_bytes;
   cs.grad_bytes = l.precision.grad_bytes > 0 ? l.precision.grad_bytes : l.precision.weight_bytes;
   cs.optimizer_bytes = l.precision.optimizer_bytes;
   Strategy st;
@@ -590,6 +670,10 @@ double exposed_dp_seconds(const PerfContext& p, const Layout& l, const DpParamet
 }  // namespace
 
 PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layout& l) {
+  if ((l.fp8 != Fp8Recipe::none && !(p.fp8_peak_flops > 0)) ||
+      ((l.optimizer_offload > 0 || l.activation_offload_layers > 0) &&
+       !(p.host.bytes_per_s > 0 && p.host_memory_bytes_per_s > 0)))
+    throw Error("the layout's FP8 or offloading cannot be priced on this cluster (validate_precision_and_offload)");
   const double pp = d(l.pp), v = d(std::max<std::int64_t>(1, l.vpp));
   const double micro = d(l.microbatches());
   const StagePasses x = stage_pass_times(m, p, l, layer_pass_times(m, p, l, false),
@@ -625,15 +709,43 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   DpParameters dense = dp_parameters_per_gpu(m, l, br.slowest_stage);
   const double experts = stage_expert_parameters_per_gpu(m, l, br.slowest_stage);
   dense.gathered -= experts, dense.trainable -= experts;
-  br.dp_comm_s =
-      exposed_dp_seconds(p, l, dense, l.dp * l.cp, sharding_group_size(l, p.gpus_per_node), sf.total(), sb.total());
+  // FP8 parameter gather: the linear layers' weights travel in FP8 (1 B), the rest (embedding, norms) in BF16.
+  const double weight_bytes = l.precision.weight_bytes;
+  double dense_gather_bytes = weight_bytes, expert_gather_bytes = weight_bytes;
+  if (l.fp8_param_gather) {
+    const double fp8_dense = stage_linear_weight_parameters_per_gpu(m, l, br.slowest_stage) - experts;
+    dense_gather_bytes = weight_bytes - (weight_bytes - 1.0) * fp8_dense / dense.gathered;
+    expert_gather_bytes = 1.0;
+  }
+  br.dp_comm_s = exposed_dp_seconds(p, l, dense, l.dp * l.cp, sharding_group_size(l, p.gpus_per_node), sf.total(),
+                                    sb.total(), dense_gather_bytes);
   if (experts > 0) {
     const std::int64_t per_node = sharding_group_size(l.expert_tp() * l.ep, l.expert_dp(), p.gpus_per_node);
-    br.dp_comm_s += exposed_dp_seconds(p, l, {experts, experts}, l.expert_dp(), per_node, sf.total(), sb.total());
+    br.dp_comm_s += exposed_dp_seconds(p, l, {experts, experts}, l.expert_dp(), per_node, sf.total(), sb.total(),
+                                       expert_gather_bytes);
   }
-  br.optimizer_s = optimizer_step_seconds(p, l,
-                                          dense.trainable / shard_divisor(l.sharding.optimizer, l, p.gpus_per_node) +
-                                              experts / expert_shard_divisor(l.sharding.optimizer, l, p.gpus_per_node));
+  const double shard_params = dense.trainable / shard_divisor(l.sharding.optimizer, l, p.gpus_per_node) +
+                              experts / expert_shard_divisor(l.sharding.optimizer, l, p.gpus_per_node);
+  br.optimizer_s = (1.0 - l.optimizer_offload) * optimizer_step_seconds(p, l, shard_params);
+  br.offload_s = offloaded_optimizer_seconds(p, l, shard_params);
+  // FP8 weights Transformer Engine casts once per step (the first micro-batch), on the slowest stage.
+  if (l.fp8 != Fp8Recipe::none) {
+    const std::int64_t moe = stage_moe_layers(m, l, br.slowest_stage);
+    br.elementwise_s += (d(stage_layers(m, l, br.slowest_stage) - moe) * fp8_cast_bytes(m, l, false).per_step +
+                         d(moe) * fp8_cast_bytes(m, l, true).per_step) /
+                        p.hbm_bytes_per_s;
+  }
+  // Activation offload (p = 1): each offloaded layer's stored activations go to the host during forward and come back
+  // during backward, behind the next layer's compute of that pass; what the copy takes beyond it is exposed.
+  if (l.activation_offload_layers > 0) {
+    const double bytes = offloaded_activation_bytes(m, l) / d(l.activation_offload_layers);
+    const LayerPasses one = m.num_experts > 0 && l.activation_offload_layers > m.first_dense_layers
+                                ? moe_layer_compute_seconds(m, p, l)
+                                : layer_compute_seconds(m, p, l);
+    const double copy = p.host.seconds(bytes);
+    br.offload_s += micro * d(l.activation_offload_layers) *
+                    (std::max(0.0, copy - one.forward.total()) + std::max(0.0, copy - one.backward.total()));
+  }
 
   e.step_time_s = br.total_s();
   const double sequences = d(l.gbs);

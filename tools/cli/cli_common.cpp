@@ -62,6 +62,25 @@ ClusterSpec resolve_cluster(const SpecOptions& o, const SpecLibrary& lib) {
   return c;
 }
 
+Fp8Recipe fp8_recipe_from_flags(const FrameworkProfile& f, const std::string& precision, const std::string& fp8_format,
+                                const std::string& fp8_recipe, bool fp8_param_gather) {
+  if (!precision.empty() && precision != "bf16" && precision != "fp8")
+    throw Error("--precision '" + precision.substr(0, 40) + "' is not priced (bf16 or fp8)");
+  if (!fp8_format.empty() && fp8_format != "hybrid" && fp8_format != "e4m3")
+    throw Error("--fp8-format '" + fp8_format.substr(0, 40) + "' is not Megatron-LM's (e4m3 or hybrid)");
+  if (precision == "bf16" && !fp8_format.empty())
+    throw Error("--precision bf16 and --fp8-format contradict each other");
+  const bool fp8 = precision == "fp8" || !fp8_format.empty();
+  if (!fp8 && (!fp8_recipe.empty() || fp8_param_gather))
+    throw Error(std::string(fp8_param_gather ? "--fp8-param-gather" : "--fp8-recipe") +
+                " needs FP8 training (--precision fp8 or --fp8-format)");
+  if (!fp8) return Fp8Recipe::none;
+  if (fp8_recipe.empty()) return f.fp8_recipes.empty() ? Fp8Recipe::delayed : f.fp8_recipes.front();
+  const Fp8Recipe r = parse_fp8_recipe(fp8_recipe);
+  if (r == Fp8Recipe::none) throw Error("--fp8-recipe none: use --precision bf16");
+  return r;
+}
+
 void LayoutOptions::add_to(CLI::App& app, bool need_seq) {
   app.add_option("--tp,--tensor-model-parallel-size", tp, "tensor parallel size t")->capture_default_str();
   app.add_option("--cp,--context-parallel-size", cp, "context parallel size c")->capture_default_str();
@@ -83,6 +102,17 @@ void LayoutOptions::add_to(CLI::App& app, bool need_seq) {
                  "alltoall (k copies per token) or flex (DeepEP/HybridEP: once per remote node)");
   app.add_option("--moe-expert-capacity-factor", capacity_factor,
                  "tokens an expert takes at most, over the mean (default: dropless, priced as balanced)");
+  app.add_option("--precision", precision, "GEMM precision: bf16 (default) or fp8 (the decoder's linear layers)");
+  app.add_option("--fp8-format", fp8_format, "Megatron-LM's FP8 format e4m3|hybrid (FP8 on, as --precision fp8)");
+  app.add_option("--fp8-recipe", fp8_recipe, "FP8 scaling: delayed (Megatron-LM's default) or tensorwise (current)");
+  app.add_flag("--fp8-param-gather", fp8_param_gather,
+               "weights kept in FP8 and all-gathered in FP8 (torchtitan: enable_fsdp_float8_all_gather)");
+  app.add_flag("--optimizer-cpu-offload", optimizer_cpu_offload, "optimizer states and step on the CPU (Megatron-LM)");
+  app.add_option("--optimizer-offload-fraction", offload_fraction,
+                 "share of the optimizer offloaded, 0..1 (default 1 with --optimizer-cpu-offload)");
+  app.add_flag("--overlap-cpu-optimizer-d2h-h2d", overlap_offload, "overlap the host copies with the CPU step");
+  app.add_option("--cpu-offloading-num-layers", offload_layers,
+                 "decoder layers whose activations go to host memory (Megatron-LM; pp 1 only)");
   app.add_option("--mbs,--micro-batch-size", mbs, "micro-batch size b")->capture_default_str();
   app.add_option("--gpus,--num-gpus,--world-size", gpus, "number of GPUs N (DP = N / (t·c·p))");
   app.add_option("--dp,--data-parallel-size", dp, "data parallel size d (instead of --gpus)");
@@ -148,6 +178,24 @@ Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) c
                   "' is not priced (alltoall or flex; allgather is not)");
     r.dispatcher = dispatcher == "flex" ? ExpertDispatcher::flex : ExpertDispatcher::alltoall;
   }
+  r.fp8 = fp8_recipe_from_flags(f, precision, fp8_format, fp8_recipe, fp8_param_gather);
+  r.fp8_param_gather = fp8_param_gather;
+  if (!offload_fraction.empty()) {
+    double value = -1;
+    const char* end = offload_fraction.data() + offload_fraction.size();
+    const auto [ptr, ec] = std::from_chars(offload_fraction.data(), end, value);
+    if (ec != std::errc() || ptr != end || !(value >= 0.0 && value <= 1.0))
+      throw Error("--optimizer-offload-fraction '" + offload_fraction.substr(0, 40) + "' must be a number from 0 to 1");
+    if (!optimizer_cpu_offload) throw Error("--optimizer-offload-fraction needs --optimizer-cpu-offload");
+    r.optimizer_offload = value;
+  } else if (optimizer_cpu_offload) {
+    r.optimizer_offload = 1.0;  // megatron/training/arguments.py's default
+  }
+  r.overlap_offload_copies = overlap_offload;
+  if (!offload_layers.empty()) {
+    r.activation_offload_layers =
+        offload_layers == "0" ? 0 : parse_count("--cpu-offloading-num-layers", offload_layers);
+  }
   r.mbs = parse_count("--mbs", mbs);
   r.seq = seq.empty() && seq_optional ? (r.cp > 1 ? 2 * r.cp : 1) : parse_count("--seq", seq);
   if (!schedule.empty()) r.schedule = parse_schedule(schedule);
@@ -155,6 +203,12 @@ Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) c
   if (!gpus.empty()) r.gpus = parse_count("--gpus", gpus);
   if (!gbs.empty()) r.gbs = parse_count("--gbs", gbs);
   return build_layout(model, f, r);
+}
+
+Layout LayoutOptions::build(const ResolvedSpecs& specs) const {
+  Layout l = build(specs.model, specs.framework);
+  validate_precision_and_offload(l, specs.cluster);
+  return l;
 }
 
 void refuse_given(const CLI::App& app, std::initializer_list<const char*> flags, std::string_view why) {
@@ -227,35 +281,43 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
   nlohmann::json stages = nlohmann::json::array();
   for (std::int64_t st = 0; st < l.pp; ++st) stages.push_back(stage_layers(m, l, st));
   const auto optional_count = [](std::int64_t n) { return n > 0 ? nlohmann::json(n) : nlohmann::json(nullptr); };
-  return {{"tp", l.tp},
-          {"cp", l.cp},
-          {"pp", l.pp},
-          {"stage_layers", stages},
-          {"decoder_first_pipeline_num_layers", optional_count(l.split.first_stage_layers)},
-          {"decoder_last_pipeline_num_layers", optional_count(l.split.last_stage_layers)},
-          {"account_for_embedding_in_pipeline_split", l.split.embedding_in_split},
-          {"account_for_loss_in_pipeline_split", l.split.loss_in_split},
-          {"dp", l.dp},
-          {"ep", l.ep},
-          {"etp", l.expert_tp()},
-          {"moe_token_dispatcher_type", to_string(l.dispatcher)},
-          {"vpp", l.vpp},
-          {"gpus", l.gpus()},
-          {"mbs", l.mbs},
-          {"gbs", l.gbs},
-          {"seq", l.seq},
-          {"microbatches", l.microbatches()},
-          {"recompute", to_string(l.recompute)},
-          {"schedule", to_string(l.schedule)},
-          {"sequence_parallel", l.sequence_parallel},
-          {"flash_attention", l.flash_attention},
-          {"lora", l.lora.enabled()
-                       ? nlohmann::json{{"rank", l.lora.rank}, {"targets", lora_targets_to_string(l.lora.targets)}}
-                       : nlohmann::json(nullptr)},
-          {"sharding",
-           {{"params", to_string(l.sharding.params)},
-            {"grads", to_string(l.sharding.grads)},
-            {"optimizer", to_string(l.sharding.optimizer)}}}};
+  return {
+      {"tp", l.tp},
+      {"cp", l.cp},
+      {"pp", l.pp},
+      {"stage_layers", stages},
+      {"decoder_first_pipeline_num_layers", optional_count(l.split.first_stage_layers)},
+      {"decoder_last_pipeline_num_layers", optional_count(l.split.last_stage_layers)},
+      {"account_for_embedding_in_pipeline_split", l.split.embedding_in_split},
+      {"account_for_loss_in_pipeline_split", l.split.loss_in_split},
+      {"dp", l.dp},
+      {"ep", l.ep},
+      {"etp", l.expert_tp()},
+      {"moe_token_dispatcher_type", to_string(l.dispatcher)},
+      {"precision", l.fp8 == Fp8Recipe::none ? "bf16" : "fp8"},
+      {"fp8_recipe", l.fp8 == Fp8Recipe::none ? nlohmann::json(nullptr) : nlohmann::json(to_string(l.fp8))},
+      {"fp8_library", l.fp8 == Fp8Recipe::none ? nlohmann::json(nullptr) : nlohmann::json(to_string(l.fp8_library))},
+      {"fp8_param_gather", l.fp8_param_gather},
+      {"optimizer_offload_fraction", l.optimizer_offload},
+      {"overlap_cpu_optimizer_d2h_h2d", l.overlap_offload_copies},
+      {"cpu_offloading_num_layers", l.activation_offload_layers},
+      {"vpp", l.vpp},
+      {"gpus", l.gpus()},
+      {"mbs", l.mbs},
+      {"gbs", l.gbs},
+      {"seq", l.seq},
+      {"microbatches", l.microbatches()},
+      {"recompute", to_string(l.recompute)},
+      {"schedule", to_string(l.schedule)},
+      {"sequence_parallel", l.sequence_parallel},
+      {"flash_attention", l.flash_attention},
+      {"lora", l.lora.enabled()
+                   ? nlohmann::json{{"rank", l.lora.rank}, {"targets", lora_targets_to_string(l.lora.targets)}}
+                   : nlohmann::json(nullptr)},
+      {"sharding",
+       {{"params", to_string(l.sharding.params)},
+        {"grads", to_string(l.sharding.grads)},
+        {"optimizer", to_string(l.sharding.optimizer)}}}};
 }
 
 std::string lower(std::string text) {

@@ -73,13 +73,29 @@ struct LayoutOptions {
   std::string ep = "1", etp;    // Megatron-LM's --expert-model-parallel-size, --expert-tensor-parallel-size
   std::string capacity_factor;  // --moe-expert-capacity-factor: the busiest expert GPU's load over the mean
   std::string dispatcher;       // --moe-token-dispatcher-type: alltoall (default) or flex
-  bool seq_optional = false;    // set by add_to(app, false)
+  std::string precision;        // --precision bf16|fp8
+  std::string fp8_format;       // Megatron-LM's --fp8-format e4m3|hybrid (FP8 on)
+  std::string fp8_recipe;       // --fp8-recipe delayed|tensorwise
+  bool fp8_param_gather = false;
+  bool optimizer_cpu_offload = false;  // --optimizer-cpu-offload
+  std::string offload_fraction;        // --optimizer-offload-fraction (Megatron-LM's default 1)
+  bool overlap_offload = false;        // --overlap-cpu-optimizer-d2h-h2d
+  std::string offload_layers;          // --cpu-offloading-num-layers
+  bool seq_optional = false;           // set by add_to(app, false)
 
   // need_seq = false: --seq is optional (`mtsl` searches it) and defaults to the shortest valid length.
   void add_to(CLI::App& app, bool need_seq = true);
   // Framework defaults, then the flags; DP from --gpus / (t·c·p) unless --dp is given. Validated.
   [[nodiscard]] Layout build(const ModelSpec& model, const FrameworkProfile& framework) const;
+  // The same, then what the precision and offloading need of the cluster (validate_precision_and_offload).
+  [[nodiscard]] Layout build(const struct ResolvedSpecs& specs) const;
 };
+
+// The FP8 recipe of --precision, Megatron-LM's --fp8-format and --fp8-recipe (default: the framework's first);
+// Fp8Recipe::none for BF16. Contradictions and unknown names are an Error naming the flag.
+[[nodiscard]] Fp8Recipe fp8_recipe_from_flags(const FrameworkProfile& f, const std::string& precision,
+                                              const std::string& fp8_format, const std::string& fp8_recipe,
+                                              bool fp8_param_gather);
 
 // Flags a mode does not use, given anyway: an Error naming the first one given and why it does nothing
 // (`simulate --collective ... --trace F` traced nothing; `mtsl --target-seq` ignored --gpus and --tp).

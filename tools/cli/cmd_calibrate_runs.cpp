@@ -95,7 +95,7 @@ Resolved resolve_run(const calibrate::MeasuredRun& r, const CalibrateRunsDefault
     if (r.layout.count("sp")) (truth(r, "sp") ? lo.sp : lo.no_sp) = true;
     if (r.layout.count("flash_attn")) (truth(r, "flash_attn") ? lo.flash : lo.no_flash) = true;
     if (lo.seq.empty()) throw Error("no seq column: the sequence length of the run");
-    out.layout = lo.build(out.specs.model, out.specs.framework);
+    out.layout = lo.build(out.specs);
     return out;
   } catch (const Error& e) {
     const std::string what = e.what();

@@ -26,6 +26,8 @@ nlohmann::json stage_to_json(const StageMemory& s) {
           {"optimizer", json_bytes(s.optimizer)},
           {"activations", json_bytes(s.activations)},
           {"residual", json_bytes(s.residual)},
+          {"fp8_copies_and_scales", json_bytes(s.fp8)},
+          {"host", json_bytes(s.host)},
           {"total", json_bytes(s.total())}};
 }
 
@@ -48,7 +50,16 @@ void print_table(std::ostream& out, const ResolvedSpecs& r, const Layout& l, con
                   s.total() / kGiB);
     out << line;
   }
-  out << "(GiB per GPU)\n\n";
+  out << "(GiB per GPU)\n";
+  if (l.fp8 != Fp8Recipe::none)
+    out << "FP8 (" << to_string(l.fp8) << " scaling, " << to_string(l.fp8_library)
+        << (l.fp8_param_gather ? ", FP8 weights and gather" : "")
+        << "): linear-layer GEMMs at the FP8 peak; weight copies and scales " << format_gib(e.stages[0].fp8)
+        << " GiB on stage 0 (in params)\n";
+  if (e.stages[0].host > 0)
+    out << "offloaded to host memory: " << format_gib(e.stages[0].host)
+        << " GiB per GPU of stage 0 (not in the total)\n";
+  out << "\n";
   if (r.model.num_experts == 0)  // the paper's formula is for dense models
     out << "4D paper Eq. 18 (first stage): " << format_gib(e.paper_total_bytes) << " GiB\n";
   const ErrorBand& band = r.framework.memory_band;
@@ -100,6 +111,7 @@ nlohmann::json perf_to_json(const PerfEstimate& p, const PerfCoefficients& k, co
             {"dp_comm_s", b.dp_comm_s},
             {"bubble_s", b.bubble_s},
             {"optimizer_s", b.optimizer_s},
+            {"offload_s", b.offload_s},
             {"slowest_stage", b.slowest_stage}}}};
 }
 
@@ -130,6 +142,11 @@ void print_perf(std::ostream& out, const PerfEstimate& p, const PerfCoefficients
     std::snprintf(line, sizeof line, "  exposed expert all-to-alls (EP, ETP) %.3f s\n", b.ep_comm_s);
     out << line;
   }
+  if (b.offload_s > 0) {
+    std::snprintf(line, sizeof line, "  offloading (host copies and CPU optimizer step, exposed) %.3f s\n",
+                  b.offload_s);
+    out << line;
+  }
 }
 
 // A model with experts: what it counts and how the layout splits and loads them; multi-token prediction, not priced.
@@ -157,7 +174,7 @@ void print_experts(std::ostream& out, const ModelSpec& m, const Layout& l) {
 
 void run_estimate(const EstimateOptions& o, std::ostream& out) {
   const ResolvedSpecs r = resolve(o.specs, o.profile);  // a calibration profile replaces its datasheet numbers
-  const Layout l = o.layout.build(r.model, r.framework);
+  const Layout l = o.layout.build(r);
   const MemoryEstimate e = estimate_memory(r.model, r.cluster, l, r.framework.residual);
   const PerfCoefficients& coefficients = r.coefficients;
   const PerfContext ctx(coefficients, r.cluster);

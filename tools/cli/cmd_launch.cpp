@@ -34,7 +34,7 @@ void run_launch(const LaunchOptions& o, std::ostream& out) {
   if (!o.only.empty() && o.only != "megatron" && o.only != "torchtitan" && o.only != "fsdp")
     throw Error("--export '" + o.only + "' is not understood (valid: megatron, torchtitan, fsdp)");
   const ResolvedSpecs r = resolve(o.specs);
-  const Layout l = o.layout.build(r.model, r.framework);
+  const Layout l = o.layout.build(r);
   const LaunchExport e = launch_export(r.model, r.cluster, l);
   if (o.json) {
     nlohmann::json doc = launch_to_json(e);

@@ -209,7 +209,7 @@ void print_sweep(const std::vector<SweepPoint>& points, const std::string& what,
 
 void run_mtsl(const MtslOptions& o, std::ostream& out) {
   const ResolvedSpecs r = resolve(o.specs, o.profile);
-  const Layout base = o.layout.build(r.model, r.framework);
+  const Layout base = o.layout.build(r);
   if (!o.sweep.empty() && !o.target_seq.empty()) throw Error("give at most one of --sweep and --target-seq");
   if (!o.target_seq.empty()) {
     run_target_seq(o, r, base, out);

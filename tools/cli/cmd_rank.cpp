@@ -20,6 +20,8 @@ struct RankOptions {
   std::string gpus, seq, gbs, top = "10";
   std::vector<std::string> constraints;
   std::string profile;
+  std::string precision, fp8_recipe;  // --precision bf16|fp8, --fp8-recipe
+  bool fp8_param_gather = false;
   std::string lora_rank, lora_targets;  // LoRA on frozen base weights (thesis Sec. 3.1.2); empty = full training
   bool all_shardings = false;
   std::string risk = "nominal";
@@ -198,6 +200,11 @@ void run_rank(const RankOptions& o, std::ostream& out) {
     if (o.lora_rank.empty()) throw Error("--lora-targets needs --lora-rank");
     base.lora.targets = parse_lora_targets(o.lora_targets);
   }
+  base.fp8 = fp8_recipe_from_flags(r.framework, o.precision, "", o.fp8_recipe, o.fp8_param_gather);
+  require_fp8_recipe(r.framework, base.fp8);
+  if (base.fp8 != Fp8Recipe::none && base.lora.enabled()) throw Error("FP8 with LoRA adapters is not priced");
+  base.fp8_param_gather = o.fp8_param_gather;
+  validate_precision_and_offload(base, r.cluster);
   const SearchResult res = rank_layouts(r.model, r.cluster, base, r.framework.residual, r.coefficients, so);
   if (o.json)
     print_json(out, rank_json(r, base, so, res));
@@ -218,6 +225,9 @@ void register_rank(CLI::App& app, std::ostream& out) {
   sub->add_option("--constraint", opts->constraints,
                   "restrict the search, repeatable: tp<=8, pp=1, mbs>=2, recompute=none, sharding=zero1 (any PaRO "
                   "strategy, also those the framework profile does not list), schedule=1f1b");
+  sub->add_option("--precision", opts->precision, "GEMM precision: bf16 (default) or fp8");
+  sub->add_option("--fp8-recipe", opts->fp8_recipe, "FP8 scaling: delayed or tensorwise (default: the framework's)");
+  sub->add_flag("--fp8-param-gather", opts->fp8_param_gather, "weights kept and all-gathered in FP8");
   sub->add_option("--lora-rank", opts->lora_rank,
                   "LoRA adapters of rank r on frozen base weights (default: full training)");
   sub->add_option("--lora-targets", opts->lora_targets, "LoRA target projections: q,k,v,o,gate,up,down (default all)");

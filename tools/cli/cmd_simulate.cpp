@@ -89,7 +89,7 @@ void run_collective(const SimulateOptions& o, std::ostream& out) {
 void run_step(const SimulateOptions& o, std::ostream& out) {
   if (o.layout.seq.empty()) throw Error("simulate --model needs --seq");
   const ResolvedSpecs r = resolve(o.specs, o.profile);  // a calibration profile replaces its datasheet numbers
-  const Layout l = o.layout.build(r.model, r.framework);
+  const Layout l = o.layout.build(r);
   const PerfCoefficients& k = r.coefficients;
   if (!o.trace.empty()) (void)check_output_path(o.trace, "--trace");  // before the simulation, not after it
   sim::StepOptions so;

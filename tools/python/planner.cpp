@@ -71,14 +71,20 @@ Interval interval(const ErrorBand& band, double value, double unit) {
 // TypeError naming it, as Python's own.
 constexpr std::array<std::string_view, 12> kIntKeywords = {"seq",  "tp", "cp",  "pp",        "vpp", "mbs",
                                                            "gpus", "dp", "gbs", "lora_rank", "ep",  "etp"};
-constexpr std::array<std::string_view, 8> kOtherKeywords = {"recompute",
-                                                            "schedule",
-                                                            "sharding",
-                                                            "sequence_parallel",
-                                                            "flash_attention",
-                                                            "lora_targets",
-                                                            "moe_token_dispatcher_type",
-                                                            "moe_expert_capacity_factor"};
+constexpr std::array<std::string_view, 14> kOtherKeywords = {"recompute",
+                                                             "schedule",
+                                                             "sharding",
+                                                             "sequence_parallel",
+                                                             "flash_attention",
+                                                             "lora_targets",
+                                                             "moe_token_dispatcher_type",
+                                                             "moe_expert_capacity_factor",
+                                                             "precision",
+                                                             "fp8_recipe",
+                                                             "fp8_param_gather",
+                                                             "optimizer_offload_fraction",
+                                                             "overlap_cpu_optimizer_d2h_h2d",
+                                                             "cpu_offloading_num_layers"};
 
 void set_int(LayoutKeywords& k, std::size_t which, std::int64_t v) {
   switch (which) {
@@ -120,6 +126,18 @@ void set_other(LayoutKeywords& k, std::string_view name, const py::handle& v) {
     k.dispatcher = v.cast<std::string>();
   else if (name == "moe_expert_capacity_factor")
     k.expert_load = v.cast<double>();
+  else if (name == "precision")
+    k.precision = v.cast<std::string>();
+  else if (name == "fp8_recipe")
+    k.fp8_recipe = v.cast<std::string>();
+  else if (name == "fp8_param_gather")
+    k.fp8_param_gather = v.cast<bool>();
+  else if (name == "optimizer_offload_fraction")
+    k.optimizer_offload = v.cast<double>();
+  else if (name == "overlap_cpu_optimizer_d2h_h2d")
+    k.overlap_offload = v.cast<bool>();
+  else if (name == "cpu_offloading_num_layers")
+    k.offload_layers = as_int(name, v);
   else
     k.lora_targets =
         py::isinstance<py::str>(v) ? v.cast<std::string>() : py::str(",").attr("join")(v).cast<std::string>();
@@ -139,7 +157,9 @@ LayoutKeywords layout_keywords(const py::kwargs& kwargs) {
       throw py::type_error("unexpected keyword '" + std::string(name) +
                            "' (layout keywords: seq, tp, cp, pp, vpp, ep, etp, "
                            "mbs, gpus, dp, gbs, recompute, schedule, sharding, sequence_parallel, flash_attention, "
-                           "lora_rank, lora_targets, moe_token_dispatcher_type, moe_expert_capacity_factor)");
+                           "lora_rank, lora_targets, moe_token_dispatcher_type, moe_expert_capacity_factor, "
+                           "precision, fp8_recipe, fp8_param_gather, optimizer_offload_fraction, "
+                           "overlap_cpu_optimizer_d2h_h2d, cpu_offloading_num_layers)");
     }
   }
   return k;
@@ -187,12 +207,20 @@ LayoutRequest Planner::request(const LayoutKeywords& k) const {
   }
   if (k.expert_load) r.expert_load = *k.expert_load;
   if (k.lora_targets) r.lora_targets = parse_lora_targets(*k.lora_targets);
+  r.fp8 = cli::fp8_recipe_from_flags(specs_.framework, k.precision.value_or(""), "", k.fp8_recipe.value_or(""),
+                                     k.fp8_param_gather.value_or(false));
+  r.fp8_param_gather = k.fp8_param_gather.value_or(false);
+  r.optimizer_offload = k.optimizer_offload.value_or(0.0);
+  r.overlap_offload_copies = k.overlap_offload.value_or(false);
+  r.activation_offload_layers = k.offload_layers.value_or(0);
   return r;
 }
 
 Layout Planner::layout(const LayoutKeywords& k) const {
   if (k.seq == 0) throw Error(field("seq") + " is required (tokens per sequence)");
-  return build_layout(specs_.model, specs_.framework, request(k));
+  Layout l = build_layout(specs_.model, specs_.framework, request(k));
+  validate_precision_and_offload(l, specs_.cluster);
+  return l;
 }
 
 py::object Planner::estimate(const LayoutKeywords& k) const {
@@ -430,6 +458,7 @@ py::dict Planner::estimate_many(const py::dict& columns, const std::string& on_e
 void Planner::price_row(const LayoutRequest& r, const Columns& out, std::size_t i) const {
   if (r.seq == 0) throw Error(field("seq") + " is required (tokens per sequence)");
   const Layout l = build_layout(specs_.model, specs_.framework, r);
+  validate_precision_and_offload(l, specs_.cluster);
   const double peak = peak_memory_bytes(specs_.model, specs_.cluster, l, specs_.framework.residual);
   const double capacity = specs_.cluster.gpu.usable_memory_bytes;
   const PerfEstimate e = estimate_perf(specs_.model, *context_, l);
@@ -471,6 +500,7 @@ void bind_planner(py::module_& m) {
       .def_readonly("dp_comm_s", &StepBreakdown::dp_comm_s)
       .def_readonly("bubble_s", &StepBreakdown::bubble_s)
       .def_readonly("optimizer_s", &StepBreakdown::optimizer_s)
+      .def_readonly("offload_s", &StepBreakdown::offload_s)
       .def_readonly("slowest_stage", &StepBreakdown::slowest_stage);
   py::class_<Perf>(m, "Perf", "The speed part of an estimate (`estimate --json`'s `perf`).")
       .def_readonly("step_time_s", &Perf::step_time_s)

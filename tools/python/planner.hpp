@@ -21,8 +21,12 @@ struct LayoutKeywords {
   std::optional<bool> sequence_parallel, flash_attention;
   std::optional<std::int64_t> lora_rank;
   std::optional<std::string> lora_targets;
-  std::optional<std::string> dispatcher;  // moe_token_dispatcher_type
-  std::optional<double> expert_load;      // moe_expert_capacity_factor
+  std::optional<std::string> dispatcher;                  // moe_token_dispatcher_type
+  std::optional<double> expert_load;                      // moe_expert_capacity_factor
+  std::optional<std::string> precision, fp8_recipe;       // "bf16" | "fp8"; "delayed" | "tensorwise"
+  std::optional<bool> fp8_param_gather, overlap_offload;  // overlap_cpu_optimizer_d2h_h2d
+  std::optional<double> optimizer_offload;                // optimizer_offload_fraction
+  std::optional<std::int64_t> offload_layers;             // cpu_offloading_num_layers
 };
 
 struct Columns;

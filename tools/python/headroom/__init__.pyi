@@ -69,6 +69,7 @@ class Breakdown:
     dp_comm_s: float
     bubble_s: float
     optimizer_s: float
+    offload_s: float
     slowest_stage: int
 
 class Perf:
@@ -99,7 +100,10 @@ class Planner:
                  schedule: str | None = ..., sharding: str | None = ..., sequence_parallel: bool | None = ...,
                  flash_attention: bool | None = ..., lora_rank: int | None = ...,
                  lora_targets: str | Sequence[str] | None = ..., moe_token_dispatcher_type: str | None = ...,
-                 moe_expert_capacity_factor: float | None = ...) -> Estimate: ...
+                 moe_expert_capacity_factor: float | None = ..., precision: str | None = ...,
+                 fp8_recipe: str | None = ..., fp8_param_gather: bool | None = ...,
+                 optimizer_offload_fraction: float | None = ..., overlap_cpu_optimizer_d2h_h2d: bool | None = ...,
+                 cpu_offloading_num_layers: int | None = ...) -> Estimate: ...
     def estimate_many(self, columns: Mapping[str, Any], *, on_error: str = ...,
                       threads: int = ...) -> dict[str, np.ndarray]: ...
     def mtsl(self, *, tp: int = ..., cp: int = ..., pp: int = ..., vpp: int = ..., ep: int = ...,

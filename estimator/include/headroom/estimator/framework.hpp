@@ -33,6 +33,13 @@ struct FrameworkProfile {
   // Pipeline stages of unequal layer counts (Megatron-LM's --decoder-first/last-pipeline-num-layers); optional
   // key, absent = no: `rank` then keeps to p | L.
   bool uneven_pipeline_stages = false;
+  // FP8 (optional key "fp8": {"library", "recipes"}): the library running the FP8 GEMMs and the recipes the framework
+  // launches; no recipes: FP8 is refused.
+  Fp8Library fp8_library = Fp8Library::transformer_engine;
+  std::vector<Fp8Recipe> fp8_recipes;
+  // Offloading the framework can launch (optional key "offload": {"optimizer": bool, "activations": bool}).
+  bool optimizer_offload = false;
+  bool activation_offload = false;
   ResidualModel residual;
   ErrorBand memory_band;  // held-out band of the predicted peak ("residual.uncertainty"; unknown when absent)
 };
@@ -42,6 +49,8 @@ struct FrameworkProfile {
 // A layout carrying the framework's defaults (SP, attention, schedule, recompute, precision, sharding);
 // the parallel sizes, batch and sequence are left at 1 for the caller to set.
 [[nodiscard]] Layout default_layout(const FrameworkProfile& f);
+// Throws Error unless the framework trains with the FP8 recipe (none always passes), naming the ones it runs.
+void require_fp8_recipe(const FrameworkProfile& f, Fp8Recipe recipe);
 
 // What a user asks for, typed (the CLI's layout flags, the Python Planner's keywords): 0 / nullopt = not given.
 struct LayoutRequest {
@@ -58,6 +67,11 @@ struct LayoutRequest {
   std::int64_t ep = 1, etp = 0;  // experts: Layout::ep, Layout::etp (0: tp)
   double expert_load = 1.0;      // Layout::expert_load
   ExpertDispatcher dispatcher = ExpertDispatcher::alltoall;
+  Fp8Recipe fp8 = Fp8Recipe::none;             // Layout::fp8; needs a framework recipe
+  bool fp8_param_gather = false;               // Layout::fp8_param_gather
+  double optimizer_offload = 0.0;              // Layout::optimizer_offload, 0..1
+  bool overlap_offload_copies = false;         // Layout::overlap_offload_copies
+  std::int64_t activation_offload_layers = 0;  // Layout::activation_offload_layers
 };
 // The framework's defaults, then the request; every size checked (each at most 10^12 and their products too),
 // then validate_model_split and validate_layout. Errors carry the fields they name (error.hpp field()).
@@ -67,6 +81,7 @@ inline constexpr std::int64_t kMaxCount = 1'000'000'000'000;     // 10^12
 [[nodiscard]] Recompute parse_recompute(std::string_view text);  // throws Error listing the valid names
 [[nodiscard]] Schedule parse_schedule(std::string_view text);
 [[nodiscard]] Shard parse_shard(std::string_view text);
+[[nodiscard]] Fp8Recipe parse_fp8_recipe(std::string_view text);  // delayed | tensorwise (none: BF16)
 // "NNG" → {N, N, G} (P, G, OS); throws Error naming the code.
 [[nodiscard]] StateSharding parse_sharding_code(std::string_view code);
 

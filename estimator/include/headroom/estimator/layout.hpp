@@ -14,6 +14,15 @@ struct ClusterSpec;
 enum class Recompute { none, selective, full };
 enum class ExpertDispatcher { alltoall, flex };
 enum class Schedule { one_f_one_b, interleaved, gpipe };
+// FP8 training of the decoder's linear layers (per-tensor scales; attention, embedding, router and LM head stay BF16):
+// delayed scaling from an amax history (Transformer Engine's DelayedScaling, Megatron-LM's --fp8-recipe delayed) or
+// current scaling from the tensor itself (TE's Float8CurrentScaling, --fp8-recipe tensorwise; torchao Float8Linear's
+// tensorwise recipe). none: BF16 GEMMs.
+enum class Fp8Recipe { none, delayed, tensorwise };
+// The library that runs the FP8 GEMMs, which sets what is cached and saved (framework profile key "fp8.library"):
+// Transformer Engine (Megatron-LM) caches each weight's FP8 copy and transpose across micro-batches and saves the
+// linear layers' inputs in FP8; torchao (torchtitan, FSDP2) casts every weight each micro-batch and saves them in BF16.
+enum class Fp8Library { transformer_engine, torchao };
 // How one of parameters, gradients or optimizer states is sharded over the data-parallel (DP×CP) group:
 // not at all, inside a group of GPUs (a node), or over the whole group (PaRO's N / I / G).
 enum class Shard { none, intra, global };
@@ -103,6 +112,18 @@ struct Layout {
   // Tokens the busiest expert GPU receives over the mean (Megatron-LM's --moe-expert-capacity-factor bounds it and
   // drops the rest; dropless routing is priced as balanced, 1).
   double expert_load = 1.0;
+  // FP8 (issue 14): the recipe, the framework's library, and whether the weights are kept in FP8 and all-gathered so
+  // (Megatron-LM's --fp8-param-gather with the distributed optimizer; torchao's enable_fsdp_float8_all_gather).
+  Fp8Recipe fp8 = Fp8Recipe::none;
+  Fp8Library fp8_library = Fp8Library::transformer_engine;
+  bool fp8_param_gather = false;
+  // Offloading (issue 14): the share of the optimizer states (and its step) held and run on the host (Megatron-LM's
+  // --optimizer-cpu-offload --optimizer-offload-fraction; DeepSpeed ZeRO-Offload is 1), whether the host copies
+  // overlap the CPU step (--overlap-cpu-optimizer-d2h-h2d), and decoder layers whose stored activations go to host
+  // memory during forward and come back for backward (--cpu-offloading-num-layers).
+  double optimizer_offload = 0.0;
+  bool overlap_offload_copies = false;
+  std::int64_t activation_offload_layers = 0;
 
   [[nodiscard]] std::int64_t gpus() const { return tp * cp * pp * dp; }
   [[nodiscard]] std::int64_t expert_tp() const { return etp > 0 ? etp : tp; }
@@ -152,5 +173,10 @@ void refuse_unpriced_experts(const ModelSpec& model, const Layout& layout);
 [[nodiscard]] std::string_view to_string(Schedule s);
 [[nodiscard]] std::string_view to_string(Shard s);
 [[nodiscard]] std::string_view to_string(ExpertDispatcher d);
+[[nodiscard]] std::string_view to_string(Fp8Recipe r);   // "none", "delayed", "tensorwise"
+[[nodiscard]] std::string_view to_string(Fp8Library x);  // "transformer_engine", "torchao"
+// What the precision and offloading need beyond validate_layout: an FP8 peak on the GPU (A100 and MI250X have none),
+// host links on the cluster for offloading; throws Error naming what is missing. Part of every priced estimate.
+void validate_precision_and_offload(const Layout& layout, const ClusterSpec& cluster);
 
 }  // namespace headroom

@@ -36,6 +36,28 @@ namespace headroom {
 // Parameters one GPU of pipeline stage `stage` holds after TP sharding (elements).
 [[nodiscard]] double stage_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage);
 
+// ---- FP8 (issue 14; Layout::fp8) ----
+// The weights of one decoder layer's linear layers one GPU holds (what FP8 GEMMs read): the attention projections,
+// the FFN or shared expert and the GPU's routed experts; not norms, biases, router, embedding or LM head (BF16).
+[[nodiscard]] double linear_weight_parameters_per_gpu(const ModelSpec& m, const Layout& l, bool experts);
+// The same summed over the decoder layers of stage `stage`.
+[[nodiscard]] double stage_linear_weight_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage);
+// Transformer Engine's FP8 copy and transpose of each such weight, cached from the first micro-batch to the end of
+// the step (megatron/core/extensions/transformer_engine.py passes is_first_microbatch): 2 B per weight. None with
+// fp8_param_gather (the weights are FP8 then: 1 B and its transpose, the 2 B of BF16) and none under torchao
+// (float8_linear.py casts each micro-batch and keeps nothing).
+[[nodiscard]] double fp8_weight_copy_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage);
+// Per-tensor scaling state of those GEMMs: input, weight, output, output gradient and input gradient of each weight
+// GEMM, each an FP32 scale, its inverse and (delayed scaling) an amax history of Megatron-LM's default length 1.
+[[nodiscard]] double fp8_scaling_state_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage);
+
+// ---- offloading (issue 14; Layout::optimizer_offload, Layout::activation_offload_layers) ----
+// What one GPU's offloaded optimizer keeps in host memory: the states' share (optimizer_bytes per parameter) plus the
+// FP32 gradient it is sent (Megatron-LM's HybridDeviceOptimizer, pinned).
+[[nodiscard]] double host_optimizer_bytes(const Layout& l, double optimizer_shard_params);
+// The activations of activation_offload_layers decoder layers (one micro-batch each), moved to host memory.
+[[nodiscard]] double offloaded_activation_bytes(const ModelSpec& m, const Layout& l);
+
 // ---- model states (bytes) ----
 // Size of the group a state is sharded over, given how the DP×CP group is placed on nodes.
 [[nodiscard]] double shard_divisor(Shard shard, const Layout& l, std::int64_t gpus_per_node);
@@ -83,6 +105,8 @@ struct StageMemory {
   double optimizer = 0;
   double activations = 0;
   double residual = 0;
+  double fp8 = 0;   // FP8 weight copies and scaling state (Transformer Engine), included in params
+  double host = 0;  // host memory the stage's GPU uses for offloaded states and activations (not in total)
   [[nodiscard]] double total() const { return params + grads + optimizer + activations + residual; }
 };
 

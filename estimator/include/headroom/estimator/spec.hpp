@@ -116,6 +116,7 @@ struct GpuSpec {
   double bf16_flops = 0;           // dense peak, FLOP/s
   double fp16_flops = 0;
   double fp32_flops = 0;
+  double fp8_flops = 0;  // dense FP8 tensor-core peak, FLOP/s; 0: no FP8 (A100, MI250X)
   double hbm_bytes_per_s = 0;
   // A GPU of the same die, clocks and power (a memory variant) whose fitted or measured GEMM and attention
   // efficiencies apply to this one where none names it ("kernels_as"; empty: none).
@@ -135,6 +136,10 @@ struct ClusterSpec {
   LinkSpec intra_node;
   LinkSpec inter_node;  // NIC bandwidth available to one GPU
   std::string topology;
+  // The host side, for offloading (optional "host" key): one GPU's link to host memory (PCIe), unidirectional, and the
+  // node's CPU memory bandwidth, all sockets together; bytes_per_s 0 when the spec does not give them.
+  LinkSpec host_link;
+  double host_memory_bytes_per_s = 0;
 };
 
 // Finds and parses specs. Names are case-insensitive; an argument that names an existing file is read

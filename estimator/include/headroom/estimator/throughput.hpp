@@ -61,6 +61,10 @@ struct PerfCoefficients {
   double cp_overlap = 1;  // CP ring P2P behind the attention compute it pipelines with
   double pp_overlap = 0;  // PP send/recv behind compute
   double dp_overlap = 0;  // DP reduce-scatter / all-gather behind one micro-batch's backward / forward
+  // offloading: achieved fraction of the host link's (PCIe) datasheet bandwidth (pinned copies), and of the host
+  // DRAM bandwidth a CPU Adam step streams at (STREAM-class; the step is memory-bound)
+  double host_link_efficiency = 0.8;
+  double host_memory_efficiency = 0.7;
   std::vector<GpuEfficiency> gpus;
   std::vector<ClusterEfficiency> clusters;
   // Where the generic GEMM/attention efficiencies come from: "datasheet" (defaults), "fitted" (to measured runs:
@@ -89,8 +93,11 @@ struct Link {
 struct PerfContext {
   PerfContext(const PerfCoefficients& coefficients, const ClusterSpec& cluster);
   PerfCoefficients coef;
-  double peak_flops = 0;  // BF16 dense
+  double peak_flops = 0;      // BF16 dense
+  double fp8_peak_flops = 0;  // FP8 dense; 0: the GPU has none
   double hbm_bytes_per_s = 0;
+  Link host;                           // GPU↔host copies (PCIe) at host_link_efficiency; 0 B/s: not given
+  double host_memory_bytes_per_s = 0;  // the node's CPU DRAM at host_memory_efficiency; 0: not given
   double gemm_efficiency = 0;
   double attention_efficiency = 0;
   std::int64_t gpus_per_node = 1;
@@ -159,6 +166,25 @@ struct LayerCompute {
 struct LayerPasses {
   LayerCompute forward, backward;
 };
+// FP8 casts of one layer and micro-batch on one GPU (elements): the linear layers' inputs (those a norm feeds, whose
+// cast Transformer Engine fuses into the norm with delayed scaling, and the others), their output gradients, and
+// the weights read.
+struct Fp8CastElements {
+  double inputs_after_norm = 0, inputs = 0, grad_outputs = 0, weights = 0;
+};
+[[nodiscard]] Fp8CastElements fp8_cast_elements(const ModelSpec& m, const Layout& l, bool experts);
+// HBM bytes those casts move, per micro-batch (forward, backward) and per step (the weight casts Transformer Engine
+// caches from the first micro-batch). Each cast reads BF16 (2 B) and writes FP8 row- and column-wise (2 B); current
+// (tensorwise) scaling reads it once more for the amax (2 B) unless it is fused with the op before
+// (torchao/float8/roofline_utils.py's traffic model). Transformer Engine, delayed: a norm writes its output in FP8
+// itself (0), other inputs and output gradients 4 B, weights 4 B per step; tensorwise: 6 B for all of them.
+// torchao (float8_linear.py: casts the BF16 input and weight it saved again in backward): forward inputs 4 B and
+// weights 6 B, backward output gradients 4 B, weights 6 B and inputs 6 B, every micro-batch.
+struct Fp8CastBytes {
+  double forward = 0, backward = 0, per_step = 0;
+};
+[[nodiscard]] Fp8CastBytes fp8_cast_bytes(const ModelSpec& m, const Layout& l, bool experts);
+
 // Narayanan et al. 2021 Sec. 3.2 (backward = 2× forward GEMM FLOPs; recompute repeats the forward), Dao 2023
 // (attention backward 2.5× forward), over the efficiencies above; frozen LoRA base weights skip dW (thesis Sec. 3.1.2).
 [[nodiscard]] LayerPasses layer_compute_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l);
@@ -191,6 +217,11 @@ struct PipelineEnds {
 // Adam's step over `shard_params` parameters, HBM-bound: read the gradient, master weight, m and v, write the
 // master weight, m, v and the BF16 weight (Precision's byte counts).
 [[nodiscard]] double optimizer_step_seconds(const PerfContext& p, const Layout& l, double shard_params);
+// The offloaded share of that step (Layout::optimizer_offload; Megatron-LM's HybridDeviceOptimizer): the FP32
+// gradients to the host and the updated FP32 parameters back over the GPU's host link (4 B each), and a CPU Adam step
+// streaming 28 B per parameter (gradient, parameter, m, v read; parameter, m, v written) through the node's DRAM for
+// all of its GPUs; the copies and the CPU step add, or overlap (--overlap-cpu-optimizer-d2h-h2d).
+[[nodiscard]] double offloaded_optimizer_seconds(const PerfContext& p, const Layout& l, double shard_params);
 // Exposed seconds of one pipeline send of a chunk's s·b·h/(t·c) BF16 activations (or their gradient) per micro-batch
 // and pass (Narayanan et al. 2021 Sec. 4.1, scatter/gather), on NVLink when two adjacent stages share a node,
 // else the network, less the pp_overlap the framework hides; 0 with p = 1.
@@ -218,11 +249,12 @@ struct StepBreakdown {
   double dp_comm_s = 0;      // exposed DP/FSDP collectives
   double bubble_s = 0;       // pipeline fill and drain
   double optimizer_s = 0;    // optimizer step (HBM-bound)
+  double offload_s = 0;      // exposed host copies and CPU optimizer step of offloading
   std::int64_t slowest_stage = 0;
   [[nodiscard]] double compute_s() const { return gemm_s + attention_s + elementwise_s; }
   [[nodiscard]] double total_s() const {
     return compute_s() + overhead_s + tp_comm_s + cp_comm_s + pp_comm_s + ep_comm_s + dp_comm_s + bubble_s +
-           optimizer_s;
+           optimizer_s + offload_s;
   }
 };
 
@@ -232,7 +264,7 @@ struct PerfEstimate {
   double model_flops = 0;     // per step, flops.hpp's convention
   double tokens_per_s = 0;    // whole job
   double tflops_per_gpu = 0;  // model FLOPs / step time / GPUs, in 10^12
-  double mfu = 0;             // model FLOPs utilisation against the BF16 dense peak
+  double mfu = 0;             // model FLOPs utilisation against the BF16 dense peak (with FP8 too, as NVIDIA reports)
   double pts_s = 0;           // processing time per sample: step time / sequences per step (thesis Sec. 4.2.3)
 };
 
