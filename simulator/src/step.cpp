@@ -541,6 +541,12 @@ StepResult simulate_step(const ModelSpec& m, const ClusterSpec& c, const Layout&
   if (m.num_experts > 0)
     throw Error("simulate: " + m.name +
                 " has experts, whose all-to-alls the event simulator does not schedule yet (estimate prices them)");
+  if (l.fp8 != Fp8Recipe::none || l.optimizer_offload > 0 || l.activation_offload_layers > 0)
+    throw Error(std::string("simulate: ") +
+                (l.fp8 != Fp8Recipe::none ? "FP8 training (its per-step weight casts and FP8 "
+                                            "gathers)"
+                                          : "offloading (its host copies)") +
+                " is not scheduled by the event simulator yet (estimate prices it)");
   return StepBuilder(m, c, l, k, o).build_and_run();
 }
 

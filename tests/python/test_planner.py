@@ -70,6 +70,22 @@ def test_experts_equal_the_cli_document():
         moe.estimate(seq=4096, gpus=64, ep=3)
 
 
+def test_fp8_and_offloading_equal_the_cli_document():
+    """FP8 and offloading (issue 14): keywords named as the JSON's, the offload time in the breakdown."""
+    h100 = headroom.Planner(model="llama3.1-8b", cluster="dgx-h100")
+    r = h100.estimate(seq=8192, gpus=8, gbs=64, precision="fp8", fp8_recipe="tensorwise",
+                      optimizer_offload_fraction=0.5, cpu_offloading_num_layers=2)
+    doc = json.loads(headroom.run("estimate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192",
+                                  "--gpus", "8", "--gbs", "64", "--precision", "fp8", "--fp8-recipe", "tensorwise",
+                                  "--optimizer-cpu-offload", "--optimizer-offload-fraction", "0.5",
+                                  "--cpu-offloading-num-layers", "2", "--json"))
+    assert r.memory.peak_gib == doc["memory"]["peak_gib"]
+    assert r.perf.step_time_s == doc["perf"]["step_time_s"]
+    assert r.perf.breakdown.offload_s == doc["perf"]["breakdown"]["offload_s"] > 0
+    with pytest.raises(ValueError, match="no FP8"):
+        headroom.Planner(model="llama3.1-8b", cluster="dgx-a100-80gb").estimate(seq=8192, gpus=8, precision="fp8")
+
+
 def test_estimate_many_equals_single_estimates(planner):
     rng = np.random.default_rng(7)
     n = 300

@@ -1,0 +1,191 @@
+// Issue 14, items 4 and 5: FP8 training and offloading, each term against its closed form.
+#include <gtest/gtest.h>
+
+#include "../test_support.hpp"
+#include "headroom/core/error.hpp"
+#include "headroom/estimator/framework.hpp"
+#include "headroom/estimator/memory.hpp"
+#include "headroom/estimator/throughput.hpp"
+
+namespace headroom {
+namespace {
+
+class PrecisionOffloadTest : public ::testing::Test {
+ protected:
+  SpecLibrary lib = test::library();
+  ModelSpec llama8b = lib.model("llama3.1-8b");
+  ModelSpec mixtral = lib.model("mixtral-8x7b");
+  ClusterSpec h100 = lib.cluster("dgx-h100");
+  FrameworkProfile megatron = lib.framework("megatron");
+  FrameworkProfile fsdp = lib.framework("pytorch-fsdp");
+  PerfCoefficients datasheet;
+
+  [[nodiscard]] Layout layout(const FrameworkProfile& f, Fp8Recipe fp8, std::int64_t tp = 1) const {
+    LayoutRequest r;
+    r.tp = tp;
+    r.gpus = 8;
+    r.seq = 8192;
+    r.gbs = 64;
+    r.fp8 = fp8;
+    return build_layout(llama8b, f, r);
+  }
+};
+
+// Llama-3.1-8B: per layer W_qkv 4096×6144, W_o 4096×4096, gate/up/down 3·4096·14336.
+TEST_F(PrecisionOffloadTest, LinearWeightsAreTheDecoderProjections) {
+  const Layout l = layout(megatron, Fp8Recipe::delayed);
+  EXPECT_DOUBLE_EQ(stage_linear_weight_parameters_per_gpu(llama8b, l, 0),
+                   32.0 * (4096.0 * 6144 + 4096.0 * 4096 + 3.0 * 4096 * 14336));
+  const Layout t2 = layout(megatron, Fp8Recipe::delayed, 2);
+  EXPECT_DOUBLE_EQ(linear_weight_parameters_per_gpu(llama8b, t2, false),
+                   linear_weight_parameters_per_gpu(llama8b, l, false) / 2.0);
+}
+
+TEST_F(PrecisionOffloadTest, TransformerEngineCachesTwoBytesPerWeightAndSavesInputsInFp8) {
+  const Layout bf16 = layout(megatron, Fp8Recipe::none), fp8 = layout(megatron, Fp8Recipe::delayed);
+  const StageMemory a = stage_memory(llama8b, h100, bf16, megatron.residual, 0);
+  const StageMemory b = stage_memory(llama8b, h100, fp8, megatron.residual, 0);
+  const double weights = stage_linear_weight_parameters_per_gpu(llama8b, fp8, 0);
+  EXPECT_DOUBLE_EQ(fp8_weight_copy_bytes(llama8b, fp8, 0), 2.0 * weights);
+  // 32 layers × 6 GEMMs' amax/scale state (5 tensors × 3 floats): a few KiB.
+  EXPECT_DOUBLE_EQ(fp8_scaling_state_bytes(llama8b, fp8, 0), 32.0 * 4.0 * 5.0 * 3.0 * 4.0);
+  EXPECT_DOUBLE_EQ(b.params - a.params, b.fp8);
+  EXPECT_DOUBLE_EQ(b.fp8, 2.0 * weights + fp8_scaling_state_bytes(llama8b, fp8, 0));
+  // Saved linear inputs in FP8: QKV input 1 + attention output a·d_h/h = 1 + FFN input 1 + down input 14336/4096.
+  const double sbh = 8192.0 * 4096.0;
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(llama8b, bf16) - activation_bytes_per_layer(llama8b, fp8),
+                   sbh * (1.0 + 1.0 + 1.0 + 14336.0 / 4096.0));
+  EXPECT_DOUBLE_EQ(a.grads, b.grads);
+  EXPECT_DOUBLE_EQ(a.optimizer, b.optimizer);
+}
+
+TEST_F(PrecisionOffloadTest, Fp8WeightsNeedNoCopyAndTorchaoKeepsBf16Inputs) {
+  LayoutRequest r;
+  r.gpus = 8, r.seq = 8192, r.gbs = 64, r.fp8 = Fp8Recipe::delayed, r.fp8_param_gather = true;
+  const Layout gathered = build_layout(llama8b, megatron, r);
+  EXPECT_DOUBLE_EQ(fp8_weight_copy_bytes(llama8b, gathered, 0), 0.0);
+  const Layout torchao = layout(fsdp, Fp8Recipe::tensorwise);
+  EXPECT_EQ(torchao.fp8_library, Fp8Library::torchao);
+  EXPECT_DOUBLE_EQ(fp8_weight_copy_bytes(llama8b, torchao, 0), 0.0);
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(llama8b, torchao),
+                   activation_bytes_per_layer(llama8b, layout(fsdp, Fp8Recipe::none)));
+}
+
+TEST_F(PrecisionOffloadTest, LinearGemmsRunAtTheFp8PeakAndCastsCostHbmTraffic) {
+  const PerfContext p(datasheet, h100);
+  const Layout bf16 = layout(megatron, Fp8Recipe::none), fp8 = layout(megatron, Fp8Recipe::delayed);
+  const LayerPasses a = layer_compute_seconds(llama8b, p, bf16), b = layer_compute_seconds(llama8b, p, fp8);
+  EXPECT_NEAR(b.forward.gemm, a.forward.gemm * h100.gpu.bf16_flops / h100.gpu.fp8_flops, 1e-15);
+  EXPECT_DOUBLE_EQ(b.forward.attention, a.forward.attention);  // FlashAttention stays BF16
+  // Delayed scaling, t = 1: the attention output (4096) and the FFN product (14336) cast at 4 B per element; the norms
+  // write FP8 themselves. Backward: the four GEMMs' output gradients (6144, 4096, 2·14336, 4096) at 4 B.
+  const double tokens = 8192.0;
+  const Fp8CastBytes cast = fp8_cast_bytes(llama8b, fp8, false);
+  EXPECT_DOUBLE_EQ(cast.forward, 4.0 * tokens * (4096.0 + 14336.0));
+  EXPECT_DOUBLE_EQ(cast.backward, 4.0 * tokens * (6144.0 + 4096.0 + 2.0 * 14336.0 + 4096.0));
+  EXPECT_DOUBLE_EQ(b.forward.elementwise - a.forward.elementwise, cast.forward / h100.gpu.hbm_bytes_per_s);
+  // Current scaling reads each tensor once more for its amax and cannot fuse the cast into the norm.
+  const Fp8CastBytes current = fp8_cast_bytes(llama8b, layout(megatron, Fp8Recipe::tensorwise), false);
+  EXPECT_DOUBLE_EQ(current.forward, 6.0 * tokens * (4096.0 + 4096.0 + 14336.0 + 4096.0));
+  const PerfEstimate eb = estimate_perf(llama8b, p, bf16), ef = estimate_perf(llama8b, p, fp8);
+  EXPECT_LT(ef.step_time_s, eb.step_time_s);
+  EXPECT_GT(ef.step_time_s, 0.5 * eb.step_time_s);
+  EXPECT_DOUBLE_EQ(ef.model_flops, eb.model_flops);
+}
+
+TEST_F(PrecisionOffloadTest, Fp8ParameterGatherHalvesTheLinearWeightsOnTheWire) {
+  const PerfContext p(datasheet, h100);
+  LayoutRequest r;
+  r.gpus = 8, r.seq = 8192, r.gbs = 8, r.fp8 = Fp8Recipe::delayed;
+  const Layout bf16_gather = build_layout(llama8b, megatron, r);
+  r.fp8_param_gather = true;
+  const Layout fp8_gather = build_layout(llama8b, megatron, r);
+  EXPECT_LT(estimate_perf(llama8b, p, fp8_gather).breakdown.dp_comm_s,
+            estimate_perf(llama8b, p, bf16_gather).breakdown.dp_comm_s);
+}
+
+TEST_F(PrecisionOffloadTest, RefusesWhatCannotBePriced) {
+  const Layout fp8 = layout(megatron, Fp8Recipe::delayed);
+  EXPECT_THROW(validate_precision_and_offload(fp8, lib.cluster("dgx-a100-80gb")), Error);  // no FP8 on A100
+  EXPECT_NO_THROW(validate_precision_and_offload(fp8, h100));
+  EXPECT_THROW((void)layout(fsdp, Fp8Recipe::delayed), Error);  // torchao scales dynamically only
+  LayoutRequest r;
+  r.gpus = 8, r.seq = 8192, r.gbs = 64;
+  r.fp8_param_gather = true;
+  EXPECT_THROW((void)build_layout(llama8b, megatron, r), Error);  // FP8 weights need FP8
+  r.fp8_param_gather = false, r.fp8 = Fp8Recipe::delayed, r.lora_rank = 16;
+  EXPECT_THROW((void)build_layout(llama8b, megatron, r), Error);  // FP8 LoRA
+  r.lora_rank = 0, r.fp8 = Fp8Recipe::none, r.optimizer_offload = 1.0;
+  EXPECT_THROW((void)build_layout(llama8b, fsdp, r), Error);  // no optimizer offload in the FSDP profile
+  r.optimizer_offload = 0, r.activation_offload_layers = 32;
+  EXPECT_THROW((void)build_layout(llama8b, megatron, r), Error);  // fewer than the 32 layers
+  r.activation_offload_layers = 4, r.tp = 1, r.pp = 2;
+  EXPECT_THROW((void)build_layout(llama8b, megatron, r), Error);  // not with pipeline parallelism
+  r.pp = 1, r.optimizer_offload = 1.0, r.activation_offload_layers = 0;
+  const Layout offload = build_layout(llama8b, megatron, r);
+  EXPECT_THROW(validate_precision_and_offload(offload, lib.cluster("lumi-mi250x")), Error);  // no host link given
+}
+
+TEST_F(PrecisionOffloadTest, OffloadedOptimizerMovesItsStatesAndPricesTheHostStep) {
+  LayoutRequest r;
+  r.gpus = 8, r.seq = 8192, r.gbs = 64, r.optimizer_offload = 0.5;
+  const Layout half = build_layout(llama8b, megatron, r);
+  r.optimizer_offload = 0;
+  const Layout none = build_layout(llama8b, megatron, r);
+  const StageMemory a = stage_memory(llama8b, h100, none, megatron.residual, 0);
+  const StageMemory b = stage_memory(llama8b, h100, half, megatron.residual, 0);
+  EXPECT_DOUBLE_EQ(b.optimizer, 0.5 * a.optimizer);
+  const double shard = a.optimizer / 12.0;  // parameters of the GPU's distributed-optimizer shard
+  EXPECT_NEAR(b.host, 0.5 * shard * (12.0 + 4.0), 1e-3 * b.host);
+  const PerfContext p(datasheet, h100);
+  // 4 B of gradient down and 4 B of parameter up over 0.8 × 64 GB/s; 28 B per parameter of 8 GPUs through 0.7 × 614.4
+  // GB/s of DRAM.
+  const double params = 0.5 * shard, link = 0.8 * 64e9, dram = 0.7 * 614.4e9;
+  const double copies = 2.0 * (10e-6 + 4.0 * params / link), cpu = 28.0 * params * 8.0 / dram;
+  EXPECT_NEAR(offloaded_optimizer_seconds(p, half, shard), copies + cpu, 1e-9);
+  Layout overlapped = half;
+  overlapped.overlap_offload_copies = true;
+  EXPECT_NEAR(offloaded_optimizer_seconds(p, overlapped, shard), std::max(copies, cpu), 1e-9);
+  const PerfEstimate e = estimate_perf(llama8b, p, half);
+  EXPECT_NEAR(e.breakdown.offload_s, copies + cpu, 1e-6);
+  EXPECT_NEAR(e.breakdown.optimizer_s, 0.5 * estimate_perf(llama8b, p, none).breakdown.optimizer_s, 1e-12);
+}
+
+TEST_F(PrecisionOffloadTest, OffloadedActivationsLeaveTheGpuAndCostExposedCopies) {
+  LayoutRequest r;
+  r.gpus = 8, r.seq = 8192, r.gbs = 64, r.activation_offload_layers = 8;
+  const Layout off = build_layout(llama8b, megatron, r);
+  r.activation_offload_layers = 0;
+  const Layout none = build_layout(llama8b, megatron, r);
+  const StageMemory a = stage_memory(llama8b, h100, none, megatron.residual, 0);
+  const StageMemory b = stage_memory(llama8b, h100, off, megatron.residual, 0);
+  EXPECT_DOUBLE_EQ(offloaded_activation_bytes(llama8b, off), 8.0 * activation_bytes_per_layer(llama8b, off));
+  EXPECT_DOUBLE_EQ(a.activations - b.activations, offloaded_activation_bytes(llama8b, off));
+  EXPECT_DOUBLE_EQ(b.host, offloaded_activation_bytes(llama8b, off));
+  const PerfContext p(datasheet, h100);
+  const LayerPasses one = layer_compute_seconds(llama8b, p, off);
+  const double copy = p.host.seconds(activation_bytes_per_layer(llama8b, off));
+  const double exposed = 8.0 * 8.0 *
+                         (std::max(0.0, copy - one.forward.total()) +
+                          std::max(0.0, copy - one.backward.total()));  // 8 micro-batches, 8 layers
+  EXPECT_NEAR(estimate_perf(llama8b, p, off).breakdown.offload_s, exposed, 1e-9);
+}
+
+TEST_F(PrecisionOffloadTest, ExpertLayersSaveTheirRoutedInputsInFp8) {
+  LayoutRequest r;
+  r.tp = 1, r.ep = 8, r.gpus = 8, r.seq = 4096, r.gbs = 64;
+  const Layout bf16 = build_layout(mixtral, megatron, r);
+  r.fp8 = Fp8Recipe::delayed;
+  const Layout fp8 = build_layout(mixtral, megatron, r);
+  // Attention (1 + 1) and, for each of the 2 routed copies, the expert input (etp 1) and down input (14336/4096).
+  EXPECT_DOUBLE_EQ(moe_activation_bytes_per_layer(mixtral, bf16) - moe_activation_bytes_per_layer(mixtral, fp8),
+                   4096.0 * 4096.0 * (2.0 + 2.0 * (1.0 + 14336.0 / 4096.0)));
+  // The GPU's one expert of each layer is an FP8 weight; the router is not.
+  EXPECT_DOUBLE_EQ(linear_weight_parameters_per_gpu(mixtral, fp8, true),
+                   2.0 * 4096.0 * (4096.0 + 1024.0) + 3.0 * 4096.0 * 14336.0);
+  const PerfContext p(datasheet, h100);
+  EXPECT_LT(estimate_perf(mixtral, p, fp8).step_time_s, estimate_perf(mixtral, p, bf16).step_time_s);
+}
+
+}  // namespace
+}  // namespace headroom
