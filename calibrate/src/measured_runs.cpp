@@ -273,7 +273,12 @@ const std::vector<std::string_view>& run_layout_columns() {
                                                         "ep",
                                                         "etp",
                                                         "moe_token_dispatcher_type",
-                                                        "moe_expert_capacity_factor"};
+                                                        "moe_expert_capacity_factor",
+                                                        "precision",
+                                                        "fp8_recipe",
+                                                        "fp8_param_gather",
+                                                        "optimizer_offload_fraction",
+                                                        "cpu_offloading_num_layers"};
   return columns;
 }
 
@@ -461,6 +466,17 @@ std::map<std::string, std::string> megatron_layout(const std::map<std::string, s
     l["moe_token_dispatcher_type"] = arg(args, "moe_token_dispatcher_type").value_or("allgather");
     if (const auto factor = arg(args, "moe_expert_capacity_factor")) l["moe_expert_capacity_factor"] = *factor;
   }
+  // FP8 (transformer_config.py: fp8 is the format, None without FP8; fp8_recipe defaults to delayed and is absent
+  // from logs before it existed) and offloading (arguments.py: optimizer_offload_fraction defaults to 1).
+  if (arg(args, "fp8")) {
+    l["precision"] = "fp8";
+    l["fp8_recipe"] = arg(args, "fp8_recipe").value_or("delayed");
+    l["fp8_param_gather"] = flag_arg(args, "fp8_param_gather") ? "true" : "false";
+  }
+  if (flag_arg(args, "optimizer_cpu_offload"))
+    l["optimizer_offload_fraction"] = arg(args, "optimizer_offload_fraction").value_or("1.0");
+  if (flag_arg(args, "cpu_offloading") && arg(args, "cpu_offloading_num_layers"))
+    l["cpu_offloading_num_layers"] = *arg(args, "cpu_offloading_num_layers");
   l["recompute"] = arg(args, "recompute_granularity").value_or("none");
   l["sp"] = flag_arg(args, "sequence_parallel") ? "true" : "false";
   // Megatron-LM's distributed optimizer shards optimizer states over DP (ZeRO-1); without it, DDP.
@@ -568,10 +584,24 @@ std::string torchtitan_model(const std::map<std::string, std::string>& t) {
 MeasuredRun parse_torchtitan_log(std::string_view log, std::string_view toml, std::int64_t gpus,
                                  std::string_view where) {
   const auto t = toml_values(toml, std::string(where) + " (TOML)");
-  // Float8 / MX linear layers (torchtitan's model.converters) change the GEMMs' arithmetic; not priced yet.
-  if (const auto it = t.find("model.converters"); it != t.end() && it->second.find('"') != std::string::npos)
-    throw Error(std::string(where) + ": model.converters = " + it->second +
-                ": low-precision (float8/MX) training cannot be priced by headroom yet");
+  // Float8 linear layers (torchtitan's model.converters "float8", later "quantize.linear.float8": torchao, dynamic
+  // tensorwise scaling unless a rowwise recipe is named); MX formats are not priced.
+  bool float8 = false, float8_gather = false;
+  if (const auto it = t.find("model.converters"); it != t.end() && it->second.find('"') != std::string::npos) {
+    const std::string& c = it->second;
+    float8 = c == "[\"float8\"]" || c == "[\"quantize.linear.float8\"]";
+    if (!float8)
+      throw Error(std::string(where) + ": model.converters = " + c.substr(0, 80) +
+                  ": only torchao's float8 converter is priced (MX and other formats are not)");
+    for (const char* section : {"float8.", "quantize.linear.float8."}) {
+      const auto recipe = t.find(std::string(section) + "recipe_name");
+      if (recipe != t.end() && recipe->second != "\"tensorwise\"")
+        throw Error(std::string(where) + ": " + section + "recipe_name = " + recipe->second.substr(0, 40) +
+                    ": only the tensorwise float8 recipe is priced");
+      const auto gather = t.find(std::string(section) + "enable_fsdp_float8_all_gather");
+      if (gather != t.end() && gather->second == "true") float8_gather = true;
+    }
+  }
   const auto tp = toml_int(t, "parallelism.tensor_parallel_degree", 1, where);
   const auto pp = toml_int(t, "parallelism.pipeline_parallel_degree", 1, where);
   const auto cp = toml_int(t, "parallelism.context_parallel_degree", 1, where);
@@ -609,6 +639,11 @@ MeasuredRun parse_torchtitan_log(std::string_view log, std::string_view toml, st
       {"seq", std::to_string(seq)},
       {"sharding", shard == 1 ? "ddp" : (replicate > 1 ? "hsdp" : "fsdp")}};
   if (const auto it = t.find("activation_checkpoint.mode"); it != t.end()) run.layout["recompute"] = it->second;
+  if (float8) {
+    run.layout["precision"] = "fp8";
+    run.layout["fp8_recipe"] = "tensorwise";
+    run.layout["fp8_param_gather"] = float8_gather ? "true" : "false";
+  }
   std::vector<double> tps, tflops, mem;
   for (const auto line : lines_of(log)) {
     if (line.find("step:") == std::string_view::npos || line.find("tps:") == std::string_view::npos) continue;

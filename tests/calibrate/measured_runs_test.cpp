@@ -150,6 +150,26 @@ TEST(MegatronLog, SteadyStateDropsTheFirstIterationAndTakesTheMedian) {
   EXPECT_DOUBLE_EQ(*run.peak_memory_gib, 66560.0 / 1024);  // the larger rank's max reserved, MiB -> GiB
 }
 
+// Megatron-LM's fp8 argument is the format (None without FP8): the run is read as FP8 with its recipe, FP8 weights and
+// offloading (issue 14), never as BF16.
+TEST(MegatronLog, Fp8AndOffloadingAreRead) {
+  std::string log = slurp("megatron_llama_written.log");
+  const std::string bf16 = "  bf16 ............................................ True\n";
+  ASSERT_NE(log.find(bf16), std::string::npos);
+  log.insert(log.find(bf16) + bf16.size(),
+             "  fp8 ............................................. hybrid\n"
+             "  fp8_recipe ...................................... tensorwise\n"
+             "  fp8_param_gather ................................ True\n"
+             "  optimizer_cpu_offload ........................... True\n"
+             "  optimizer_offload_fraction ...................... 0.5\n");
+  const auto run = parse_megatron_log(log, "fp8.log");
+  EXPECT_EQ(run.layout.at("precision"), "fp8");
+  EXPECT_EQ(run.layout.at("fp8_recipe"), "tensorwise");
+  EXPECT_EQ(run.layout.at("fp8_param_gather"), "true");
+  EXPECT_EQ(run.layout.at("optimizer_offload_fraction"), "0.5");
+  EXPECT_EQ(parse_megatron_log(slurp("megatron_llama_written.log"), "bf16.log").layout.count("precision"), 0U);
+}
+
 TEST(MegatronLog, OutOfMemoryAndWhatCannotBePriced) {
   const auto oom = parse_megatron_log(slurp("megatron_oom_written.log"), "oom.log");
   EXPECT_EQ(oom.outcome, RunOutcome::oom);
@@ -195,9 +215,19 @@ TEST(TorchtitanLog, RefusesWhatItCannotTell) {
   const auto log = slurp("torchtitan_llama3_8b_written.log");
   EXPECT_NE(error_of([&] { (void)parse_torchtitan_log(log, toml, 0, "tt.log"); }).find("needs the number of GPUs"),
             std::string::npos);
+  // torchao's float8 converter is read as FP8 (tensorwise, FP8 all-gather when enabled); MX formats are refused.
+  const auto fp8 = parse_torchtitan_log(log,
+                                        toml +
+                                            "\n[model]\nconverters = [\"quantize.linear.float8\"]\n"
+                                            "[quantize.linear.float8]\nenable_fsdp_float8_all_gather = true\n",
+                                        64, "tt.log");
+  EXPECT_EQ(fp8.layout.at("precision"), "fp8");
+  EXPECT_EQ(fp8.layout.at("fp8_recipe"), "tensorwise");
+  EXPECT_EQ(fp8.layout.at("fp8_param_gather"), "true");
   EXPECT_NE(error_of([&] {
-              (void)parse_torchtitan_log(log, toml + "\n[model]\nconverters = [\"float8\"]\n", 64, "tt.log");
-            }).find("float8/MX"),
+              (void)parse_torchtitan_log(log, toml + "\n[model]\nconverters = [\"quantize.linear.mx\"]\n", 64,
+                                         "tt.log");
+            }).find("only torchao's float8"),
             std::string::npos);
   EXPECT_NE(error_of([&] { (void)parse_torchtitan_log("nothing\n", toml, 64, "tt.log"); }).find("neither trained"),
             std::string::npos);

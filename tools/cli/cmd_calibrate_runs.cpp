@@ -92,6 +92,12 @@ Resolved resolve_run(const calibrate::MeasuredRun& r, const CalibrateRunsDefault
     lo.etp = cell(r, "etp");
     lo.dispatcher = cell(r, "moe_token_dispatcher_type");
     lo.capacity_factor = cell(r, "moe_expert_capacity_factor");
+    lo.precision = cell(r, "precision");
+    lo.fp8_recipe = cell(r, "fp8_recipe");
+    if (r.layout.count("fp8_param_gather")) lo.fp8_param_gather = truth(r, "fp8_param_gather");
+    lo.offload_fraction = cell(r, "optimizer_offload_fraction");
+    lo.optimizer_cpu_offload = !lo.offload_fraction.empty();
+    lo.offload_layers = cell(r, "cpu_offloading_num_layers");
     if (r.layout.count("sp")) (truth(r, "sp") ? lo.sp : lo.no_sp) = true;
     if (r.layout.count("flash_attn")) (truth(r, "flash_attn") ? lo.flash : lo.no_flash) = true;
     if (lo.seq.empty()) throw Error("no seq column: the sequence length of the run");
