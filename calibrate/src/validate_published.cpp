@@ -57,6 +57,7 @@ Layout row_layout(const ReferenceTable& t, const Record& row, const FrameworkPro
   Layout l = default_layout(framework);
   l.tp = integer(t, row, "tp");
   l.pp = integer(t, row, "pp");
+  if (has(t, "cp")) l.cp = integer(t, row, "cp");
   l.vpp = integer(t, row, "vpp");
   l.dp = integer(t, row, "dp");
   l.mbs = integer(t, row, "mbs");
@@ -68,6 +69,13 @@ Layout row_layout(const ReferenceTable& t, const Record& row, const FrameworkPro
   l.flash_attention = truth(t, row, "flash_attention");
   if (has(t, "ep")) l.ep = integer(t, row, "ep"), l.etp = integer(t, row, "etp");
   if (has(t, "dispatcher") && t.at(row, "dispatcher") == "flex") l.dispatcher = ExpertDispatcher::flex;
+  // fp8-<recipe> (Transformer Engine's: Megatron-LM and NeMo); anything else (bf16, fp16) is 16-bit GEMMs.
+  if (has(t, "precision") && t.at(row, "precision").rfind("fp8", 0) == 0) {
+    const std::string& p = t.at(row, "precision");
+    if (p.rfind("fp8-", 0) != 0)
+      throw Error(t.path.string() + ": precision '" + p + "' is not fp8-delayed or fp8-tensorwise");
+    l.fp8 = parse_fp8_recipe(p.substr(4));
+  }
   if (has(t, "distributed_optimizer") && truth(t, row, "distributed_optimizer")) return l;
   l.precision = Precision{2, 2, 12};
   l.sharding = StateSharding{Shard::none, Shard::none, Shard::none};
@@ -84,6 +92,8 @@ double measured_step_seconds(const ReferenceTable& t, const Record& row, const M
   if (unit == "TFLOP/s per GPU, Megatron-LM num_floating_point_operations (non-causal)")
     return model_flops_per_step(m, l.seq, static_cast<double>(l.gbs)) / (value * 1e12 * static_cast<double>(l.gpus()));
   if (unit.rfind("iteration time, seconds", 0) == 0) return value;
+  if (unit == "tokens/s per GPU")
+    return static_cast<double>(l.gbs) * static_cast<double>(l.seq) / (value * static_cast<double>(l.gpus()));
   throw Error(t.path.string() + ": measured_unit '" + unit + "' is not one headroom converts");
 }
 

@@ -87,5 +87,19 @@ TEST(PublishedMoeRuns, ReadWithTheirExpertSplitAndConvertedByModelFlops) {
   EXPECT_EQ(runs[3].measured_step_s, 24.7138);
 }
 
+// Issue 14: published FP8 runs (data/reference/published_fp8_priced.csv: NeMo 24.07's and Megatron-Bridge 25.11's
+// DGX-H100 tables) read with their recipe and context parallelism; tokens/s per GPU become step times as
+// gbs·seq/(tokens/s·N). Their errors are reported by `headroom validate` (published_fp8_runs), not held to a goal here.
+TEST(PublishedFp8Runs, ReadWithTheirRecipeAndConvertedFromTokens) {
+  const SpecLibrary lib = test::library();
+  const auto ref = lib.data_dir() / "reference";
+  const auto runs = validate::published_runs(lib, lib.framework("megatron"), ref / "published_fp8_priced.csv", "");
+  ASSERT_EQ(runs.size(), 6u);
+  EXPECT_EQ(runs[0].layout.fp8, Fp8Recipe::delayed);
+  EXPECT_DOUBLE_EQ(runs[0].measured_step_s, 128.0 * 4096 / (16934.0 * 8));
+  EXPECT_EQ(runs[2].layout.cp, 2);  // Llama 3 8B with CP 2
+  EXPECT_EQ(runs[5].layout.fp8, Fp8Recipe::tensorwise);
+}
+
 }  // namespace
 }  // namespace headroom

@@ -654,6 +654,10 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
   const auto moe_data = validate::published_runs(lib, fw, ref / "published_moe_priced.csv", "");
   const validate::PublishedValidation moe =
       validate::validate_published(moe_data, default_perf_coefficients(lib, fw.name));
+  // Published FP8 runs (issue 14), the same way.
+  const auto fp8_data = validate::published_runs(lib, fw, ref / "published_fp8_priced.csv", "");
+  const validate::PublishedValidation fp8 =
+      validate::validate_published(fp8_data, default_perf_coefficients(lib, fw.name));
   const bool passed = estimates.failures == 0 && verdicts.ok() && perf_ok && thesis_ok;
 
   if (o.json) {
@@ -665,6 +669,7 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
                      {"thesis_throughput", thesis_perf_json(thesis)},
                      {"published_runs", published_json(published)},
                      {"published_moe_runs", published_json(moe)},
+                     {"published_fp8_runs", published_json(fp8)},
                      {"passed", passed}});
   } else {
     print_estimates(out, estimates);
@@ -675,6 +680,7 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
     print_thesis_perf(out, thesis);
     print_published(out, published, "Published large-scale runs", "published_runs.csv");
     print_published(out, moe, "Published runs of models with experts", "published_moe_priced.csv");
+    print_published(out, fp8, "Published FP8 runs", "published_fp8_priced.csv");
     out << "\n" << (passed ? "validation passed" : "VALIDATION FAILED") << "\n";
   }
   if (!passed) throw CheckFailed("validation failed: see the tables above");
