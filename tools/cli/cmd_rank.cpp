@@ -149,6 +149,8 @@ nlohmann::json rank_json(const ResolvedSpecs& r, const Layout& base, const Searc
       {"lora", base.lora.enabled()
                    ? nlohmann::json{{"rank", base.lora.rank}, {"targets", lora_targets_to_string(base.lora.targets)}}
                    : nlohmann::json(nullptr)},
+      {"precision", base.fp8 == Fp8Recipe::none ? "bf16" : "fp8"},
+      {"fp8_recipe", base.fp8 == Fp8Recipe::none ? nlohmann::json(nullptr) : nlohmann::json(to_string(base.fp8))},
       {"memory_checked", res.memory_checked},
       {"fitting", res.fitting},
       {"layouts", layouts},
@@ -167,6 +169,8 @@ void print_rank(std::ostream& out, const ResolvedSpecs& r, const Layout& base, c
       << r.coefficients.name << ")";
   if (base.lora.enabled())
     out << ", LoRA rank " << base.lora.rank << " on " << lora_targets_to_string(base.lora.targets);
+  if (base.fp8 != Fp8Recipe::none)
+    out << ", FP8 " << to_string(base.fp8) << (base.fp8_param_gather ? " with FP8 weights" : "");
   if (so.peak_band.known)
     out << ", risk pessimistic (a layout fits if its peak + " << format_gib(100.0 * so.peak_band.high * kGiB, 2)
         << "% of held-out error does)";

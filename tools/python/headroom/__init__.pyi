@@ -111,5 +111,8 @@ class Planner:
              gpus: int | None = ..., dp: int | None = ..., gbs: int | None = ..., recompute: str | None = ...,
              schedule: str | None = ..., sharding: str | None = ..., sequence_parallel: bool | None = ...,
              flash_attention: bool | None = ..., lora_rank: int | None = ...,
-             lora_targets: str | Sequence[str] | None = ...) -> dict[str, Any]: ...
+             lora_targets: str | Sequence[str] | None = ..., precision: str | None = ...,
+             fp8_recipe: str | None = ..., fp8_param_gather: bool | None = ...,
+             optimizer_offload_fraction: float | None = ..., overlap_cpu_optimizer_d2h_h2d: bool | None = ...,
+             cpu_offloading_num_layers: int | None = ...) -> dict[str, Any]: ...
     def rank(self, **search: Any) -> dict[str, Any]: ...

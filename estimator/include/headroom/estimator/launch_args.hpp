@@ -5,9 +5,12 @@
 //   Megatron-LM  core_r0.8.0 .. main (megatron/training/arguments.py); --num-distributed-optimizer-instances
 //                needs core_r0.10.0+, --window-size and --window-attn-skip-freq (sliding windows) core_v0.15.0+;
 //                experts: --expert-tensor-parallel-size and --moe-layer-freq core_r0.10.0+, --moe-shared-expert-gate
-//                core_v0.16.0+.
+//                core_v0.16.0+; FP8: --fp8-format and --fp8-param-gather core_r0.9.0+, --fp8-recipe core_v0.12.0+;
+//                offloading: --optimizer-cpu-offload core_v0.12.0+, --cpu-offloading-num-layers core_v0.16.0+.
 //   torchtitan   v0.1.0 .. v0.2.2 TOML job config (torchtitan/config_manager.py in v0.1.0,
-//                torchtitan/config/job_config.py in v0.2.x); torchtitan main has moved to Python configs.
+//                torchtitan/config/job_config.py in v0.2.x); torchtitan main has moved to Python configs. FP8 is
+//                written with v0.2.x names (converter "quantize.linear.float8", [quantize.linear.float8], [compile]);
+//                v0.1.0 calls them "float8", [float8] and [training] compile.
 //   PyTorch      2.6+ (torch.distributed.fsdp.fully_shard, init_device_mesh; FSDP1 ShardingStrategy named too).
 //
 // What a framework cannot express (a sharding code, GPipe on Megatron-LM, LoRA, TP without SP on torchtitan)
