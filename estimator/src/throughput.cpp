@@ -394,36 +394,43 @@ LayerPasses layer_passes(const ModelSpec& m, const PerfContext& p, const Layout&
 
 }  // namespace
 
-// Per GPU, T = s·b/c tokens: column-parallel inputs are cast on the GPU's T/t tokens before SP gathers them (TE casts
-// before the all-gather), row-parallel ones on T tokens of width/t; output gradients likewise. Latent attention's
-// down projections read the norm's output in separate GEMMs (not fused), its up projections the latents whole.
+bool fp8_sequence_gathers(const Layout& l) {
+  return l.fp8 != Fp8Recipe::none && (l.fp8_library == Fp8Library::torchao || l.fp8 == Fp8Recipe::delayed);
+}
+
+// Per GPU, T = s·b/c tokens: row-parallel inputs are cast on T tokens of width/t; column-parallel inputs (h wide) on
+// the GPU's T/t tokens where SP gathers them in FP8 (fp8_sequence_gathers), on all T where it gathers BF16 first or
+// there is no SP; the output gradients of row-parallel GEMMs (h wide), which SP gathers in backward, likewise. Latent
+// attention's down projections read the norm's output in separate GEMMs (not fused), its up projections the latents
+// whole.
 Fp8CastElements fp8_cast_elements(const ModelSpec& m, const Layout& l, bool experts) {
   Fp8CastElements x;
   if (l.fp8 == Fp8Recipe::none) return x;
   const double h = d(m.hidden_size), t = d(l.tp), tokens = d(l.seq) * d(l.mbs) / d(l.cp);
+  const double local = l.sequence_parallel && fp8_sequence_gathers(l) ? tokens / t : tokens;  // h-wide casts
   const double gated = m.mlp == Mlp::swiglu ? 2.0 : 1.0;
   if (latent_attention(m)) {
     const double q_r = d(m.q_lora_rank), kv_r = d(m.kv_lora_rank), a = d(m.num_heads), d_v = d(m.v_head_dim);
-    x.inputs += tokens * h / t * (q_r > 0 ? 2.0 : 1.0) + tokens * (q_r + kv_r) + tokens * a * d_v / t;
+    x.inputs += local * h * (q_r > 0 ? 2.0 : 1.0) + tokens * (q_r + kv_r) + tokens * a * d_v / t;
     x.grad_outputs += tokens * (q_r + kv_r + d(m.qk_rope_head_dim)) +
-                      tokens * a * (head_dim(m) + d(m.qk_nope_head_dim) + d_v) / t + tokens * h / t;
+                      tokens * a * (head_dim(m) + d(m.qk_nope_head_dim) + d_v) / t + local * h;
   } else {
     const double q = query_width(m), kv = kv_width(m);
-    x.inputs_after_norm += tokens * h / t;
+    x.inputs_after_norm += local * h;
     x.inputs += tokens * q / t;
-    x.grad_outputs += tokens * (q + 2.0 * kv) / t + tokens * h / t;
+    x.grad_outputs += tokens * (q + 2.0 * kv) / t + local * h;
   }
   const auto ffn = [&](double token_count, double width, double in_tokens) {  // up and down projections
     x.inputs += token_count * width;
     x.grad_outputs += token_count * gated * width + in_tokens * h;
   };
   if (!experts) {
-    x.inputs_after_norm += tokens * h / t;
-    ffn(tokens, d(m.ffn_hidden_size) / t, tokens / t);
+    x.inputs_after_norm += local * h;
+    ffn(tokens, d(m.ffn_hidden_size) / t, local);
   } else {
     if (m.shared_expert_ffn_hidden_size > 0) {
-      x.inputs += tokens * h / t;
-      ffn(tokens, d(m.shared_expert_ffn_hidden_size) / t, tokens / t);
+      x.inputs += local * h;
+      ffn(tokens, d(m.shared_expert_ffn_hidden_size) / t, local);
     }
     const double copies = routed_copies_per_gpu(m, l);
     x.inputs += copies * h;
@@ -565,9 +572,14 @@ LayerPassTimes layer_pass_times(const ModelSpec& m, const PerfContext& p, const 
   if (l.tp > 1) {
     const std::int64_t per_node = members_per_node(1, l.tp, p.gpus_per_node);
     const double bytes = activation_tensor_bytes(m, l) * d(l.tp);  // the whole s·b·h/c tensor the SP ring assembles
-    const double gather = per_node >= l.tp ? ring_gather_seconds(bytes, l.tp, p.intra)
-                                           : ring_gather_across_nodes_seconds(bytes, l.tp, per_node, p.intra, p.inter);
-    const double one = 4.0 * gather * (1.0 - c.tp_overlap);
+    const auto ring = [&](double b) {
+      return per_node >= l.tp ? ring_gather_seconds(b, l.tp, p.intra)
+                              : ring_gather_across_nodes_seconds(b, l.tp, per_node, p.intra, p.inter);
+    };
+    const double gather = ring(bytes);
+    // With SP the two all-gathers of a pass move FP8 (1 B) where the inputs are quantized before the gather.
+    const double all_gathers = l.sequence_parallel && fp8_sequence_gathers(l) ? 2.0 * ring(0.5 * bytes) : 2.0 * gather;
+    const double one = (all_gathers + 2.0 * gather) * (1.0 - c.tp_overlap);
     x.forward.tp = one;
     x.backward.tp = (1.0 + rc.gemm) * one;
   }

@@ -93,6 +93,21 @@ TEST_F(PrecisionOffloadTest, LinearGemmsRunAtTheFp8PeakAndCastsCostHbmTraffic) {
   EXPECT_DOUBLE_EQ(ef.model_flops, eb.model_flops);
 }
 
+// SP's all-gathers move FP8 where the inputs are quantized before the gather (TE delayed scaling, torchao); TE's
+// current scaling gathers BF16 and casts the gathered tensor (t times the elements).
+TEST_F(PrecisionOffloadTest, SequenceParallelGathersFp8UnderDelayedScalingOnly) {
+  const PerfContext p(datasheet, h100);
+  const Layout bf16 = layout(megatron, Fp8Recipe::none, 4), delayed = layout(megatron, Fp8Recipe::delayed, 4);
+  const Layout current = layout(megatron, Fp8Recipe::tensorwise, 4);
+  const double tp_bf16 = estimate_perf(llama8b, p, bf16).breakdown.tp_comm_s;
+  EXPECT_LT(estimate_perf(llama8b, p, delayed).breakdown.tp_comm_s, tp_bf16);
+  EXPECT_GT(estimate_perf(llama8b, p, delayed).breakdown.tp_comm_s, 0.5 * tp_bf16);
+  EXPECT_DOUBLE_EQ(estimate_perf(llama8b, p, current).breakdown.tp_comm_s, tp_bf16);
+  const double tokens = 8192.0;
+  EXPECT_DOUBLE_EQ(fp8_cast_elements(llama8b, delayed, false).inputs_after_norm, 2.0 * tokens / 4.0 * 4096.0);
+  EXPECT_DOUBLE_EQ(fp8_cast_elements(llama8b, current, false).inputs_after_norm, 2.0 * tokens * 4096.0);
+}
+
 TEST_F(PrecisionOffloadTest, Fp8ParameterGatherHalvesTheLinearWeightsOnTheWire) {
   const PerfContext p(datasheet, h100);
   LayoutRequest r;

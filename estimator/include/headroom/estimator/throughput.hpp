@@ -166,6 +166,11 @@ struct LayerCompute {
 struct LayerPasses {
   LayerCompute forward, backward;
 };
+// Whether sequence parallelism all-gathers the linear layers' inputs (forward) and output gradients (backward) in
+// FP8: Transformer Engine quantizes before the gather with delayed scaling (transformer_engine/pytorch/distributed.py
+// gather_along_first_dim: Float8Quantizer), not with current scaling, which needs the gathered tensor's amax;
+// torchtitan's Float8ColwiseParallel gathers FP8 (torchtitan docs/float8.md).
+[[nodiscard]] bool fp8_sequence_gathers(const Layout& l);
 // FP8 casts of one layer and micro-batch on one GPU (elements): the linear layers' inputs (those a norm feeds, whose
 // cast Transformer Engine fuses into the norm with delayed scaling, and the others), their output gradients, and
 // the weights read.
