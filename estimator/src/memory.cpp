@@ -232,10 +232,11 @@ double fp8_weight_copy_bytes(const ModelSpec& m, const Layout& l, std::int64_t s
   return 2.0 * stage_linear_weight_parameters_per_gpu(m, l, stage);
 }
 
-// Weight GEMMs of a layer: QKV (q, kv down and up with latent attention: 4, or 5 with a q latent), output projection,
-// and 2 per FFN (the shared expert's and each local routed expert's).
+// Transformer Engine's per-module FP8 metadata; weight GEMMs of a layer: QKV (q, kv down and up with latent attention:
+// 4, or 5 with a q latent), output projection, and 2 per FFN (the shared expert's and each local routed expert's).
+// torchao's dynamic scales live only while a cast runs: none.
 double fp8_scaling_state_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage) {
-  if (l.fp8 == Fp8Recipe::none) return 0.0;
+  if (l.fp8 == Fp8Recipe::none || l.fp8_library != Fp8Library::transformer_engine) return 0.0;
   const double attention = latent_attention(m) ? (m.q_lora_rank > 0 ? 5.0 : 4.0) : 2.0;
   const std::int64_t moe = stage_moe_layers(m, l, stage);
   const double moe_ffn = (m.shared_expert_ffn_hidden_size > 0 ? 2.0 : 0.0) + 2.0 * d(m.num_experts) / d(l.ep);

@@ -47,8 +47,9 @@ namespace headroom {
 // fp8_param_gather (the weights are FP8 then: 1 B and its transpose, the 2 B of BF16) and none under torchao
 // (float8_linear.py casts each micro-batch and keeps nothing).
 [[nodiscard]] double fp8_weight_copy_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage);
-// Per-tensor scaling state of those GEMMs: input, weight, output, output gradient and input gradient of each weight
-// GEMM, each an FP32 scale, its inverse and (delayed scaling) an amax history of Megatron-LM's default length 1.
+// Transformer Engine's per-tensor scaling state of those GEMMs: input, weight, output, output gradient and input
+// gradient of each weight GEMM, each an FP32 scale, its inverse and (delayed scaling) an amax history of Megatron-LM's
+// default length 1; none under torchao.
 [[nodiscard]] double fp8_scaling_state_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage);
 
 // ---- offloading (issue 14; Layout::optimizer_offload, Layout::activation_offload_layers) ----
