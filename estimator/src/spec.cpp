@@ -1,6 +1,7 @@
 #include "headroom/estimator/spec.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
@@ -427,17 +428,26 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   return m;
 }
 
-GpuSpec gpu_from_json(const json& j, std::string_view /*where*/) {
+namespace {
+// A spec's number in SI units (key's unit × scale), which must stay finite: 1e305 GB/s is refused, not infinity.
+double si_number(const json& j, const char* key, double scale, std::string_view where) {
+  const double v = j.at(key).get<double>() * scale;
+  if (!std::isfinite(v)) throw Error(std::string(where) + ": " + key + " " + j.at(key).dump() + " is too large");
+  return v;
+}
+}  // namespace
+
+GpuSpec gpu_from_json(const json& j, std::string_view where) {
   GpuSpec g;
   g.name = j.at("name").get<std::string>();
   g.vendor = j.at("vendor").get<std::string>();
-  g.memory_bytes = j.at("memory_GiB").get<double>() * kGiB;
-  g.usable_memory_bytes = j.at("usable_memory_GiB").get<double>() * kGiB;
-  g.bf16_flops = j.at("bf16_dense_TFLOPs").get<double>() * 1e12;
-  g.fp16_flops = j.at("fp16_dense_TFLOPs").get<double>() * 1e12;
-  g.fp32_flops = j.at("fp32_TFLOPs").get<double>() * 1e12;
-  g.hbm_bytes_per_s = j.at("hbm_bandwidth_GBps").get<double>() * 1e9;
-  g.fp8_flops = j.value("fp8_dense_TFLOPs", 0.0) * 1e12;
+  g.memory_bytes = si_number(j, "memory_GiB", kGiB, where);
+  g.usable_memory_bytes = si_number(j, "usable_memory_GiB", kGiB, where);
+  g.bf16_flops = si_number(j, "bf16_dense_TFLOPs", 1e12, where);
+  g.fp16_flops = si_number(j, "fp16_dense_TFLOPs", 1e12, where);
+  g.fp32_flops = si_number(j, "fp32_TFLOPs", 1e12, where);
+  g.hbm_bytes_per_s = si_number(j, "hbm_bandwidth_GBps", 1e9, where);
+  if (j.contains("fp8_dense_TFLOPs")) g.fp8_flops = si_number(j, "fp8_dense_TFLOPs", 1e12, where);
   g.kernels_as = j.value("kernels_as", std::string());
   return g;
 }
@@ -508,16 +518,16 @@ ClusterSpec SpecLibrary::cluster(std::string_view name_or_path) const {
   c.gpus_per_node = j.at("gpus_per_node").get<std::int64_t>();
   c.topology = j.at("topology").get<std::string>();
   const json& intra = j.at("intra_node");
-  c.intra_node = {intra.at("kind").get<std::string>(), intra.at("bandwidth_GBps").get<double>() * 1e9,
-                  intra.at("latency_us").get<double>() * 1e-6};
+  c.intra_node = {intra.at("kind").get<std::string>(), si_number(intra, "bandwidth_GBps", 1e9, where),
+                  si_number(intra, "latency_us", 1e-6, where)};
   const json& inter = j.at("inter_node");
-  c.inter_node = {inter.at("kind").get<std::string>(), inter.at("bandwidth_GBps_per_gpu").get<double>() * 1e9,
-                  inter.at("latency_us").get<double>() * 1e-6};
+  c.inter_node = {inter.at("kind").get<std::string>(), si_number(inter, "bandwidth_GBps_per_gpu", 1e9, where),
+                  si_number(inter, "latency_us", 1e-6, where)};
   if (j.contains("host")) {
     const json& host = j.at("host");
-    c.host_link = {host.at("kind").get<std::string>(), host.at("bandwidth_GBps_per_gpu").get<double>() * 1e9,
-                   host.at("latency_us").get<double>() * 1e-6};
-    c.host_memory_bytes_per_s = host.at("memory_bandwidth_GBps").get<double>() * 1e9;
+    c.host_link = {host.at("kind").get<std::string>(), si_number(host, "bandwidth_GBps_per_gpu", 1e9, where),
+                   si_number(host, "latency_us", 1e-6, where)};
+    c.host_memory_bytes_per_s = si_number(host, "memory_bandwidth_GBps", 1e9, where);
   }
   return c;
 }

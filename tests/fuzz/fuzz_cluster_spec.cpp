@@ -18,6 +18,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fuzz::require(fuzz::non_negative(c.intra_node.latency_s) && fuzz::non_negative(c.inter_node.latency_s),
                   "finite non-negative link latencies");
     fuzz::require(fuzz::positive(c.gpu.bf16_flops) && fuzz::positive(c.gpu.usable_memory_bytes), "a usable GPU");
+    fuzz::require(fuzz::non_negative(c.host_link.bytes_per_s) && fuzz::non_negative(c.host_memory_bytes_per_s) &&
+                      fuzz::non_negative(c.host_link.latency_s),
+                  "host link and DRAM bandwidth finite, 0 when not given");
+    fuzz::require((c.host_link.bytes_per_s > 0) == (c.host_memory_bytes_per_s > 0), "a host spec is whole or absent");
   });
   return 0;
 }

@@ -17,6 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fuzz::require(fuzz::positive(g.bf16_flops) && fuzz::positive(g.fp16_flops) && fuzz::positive(g.fp32_flops) &&
                       fuzz::positive(g.hbm_bytes_per_s),
                   "finite positive peaks and HBM bandwidth");
+    fuzz::require(fuzz::non_negative(g.fp8_flops), "an FP8 peak is finite, 0 when the GPU has none");
   });
   return 0;
 }
