@@ -46,23 +46,29 @@ double sbh_per_gpu(const ModelSpec& m, const Layout& l) {
   return d(l.seq) * d(l.mbs) * d(m.hidden_size) / (d(l.tp) * d(l.cp));
 }
 
+// Whether Transformer Engine's FP8 changes what a layer stores (recompute full: it stores the BF16 input only).
+bool fp8_saves_inputs(const Layout& l) {
+  return l.fp8 != Fp8Recipe::none && l.fp8_library == Fp8Library::transformer_engine && l.recompute != Recompute::full;
+}
+
 // Transformer Engine saves the input of each FP8 linear layer in FP8 (1 B, transformer_engine/pytorch/module/linear.py
-// and layernorm_linear.py quantize it before ctx.save_for_backward), half of what the BF16 terms above count; in units
-// of s·b·h/(t·c) bytes, the units these inputs stop taking. Attention: the QKV input (the norm's output: 1, replicated
-// over t without SP) and the output projection's input (a·d_h/h); latent attention: the norm's output, the normed
-// q and kv latents (whole on every TP rank) and the output projection's input (a·d_v/h). torchao keeps the BF16
-// input (float8_linear.py saves input_hp): nothing. Full recompute stores the layer input alone, in BF16.
+// and layernorm_linear.py quantize it before ctx.save_for_backward), half of what the BF16 terms above count where
+// the linear layer is the input's only holder; in units of s·b·h/(t·c) bytes, the units FP8 saves. Attention: the QKV
+// input (the norm's output: 1, replicated over t without SP) is saved; the output projection's input is the core
+// attention's output, which FlashAttention keeps in BF16 for its backward, so the FP8 copy adds a·d_h/h. Latent
+// attention: the norm's output and the normed q and kv latents (whole on every TP rank, held by the up projections
+// only) are saved, the output projection's FP8 copy adds a·d_v/h. torchao keeps the BF16 input (float8_linear.py saves
+// input_hp): nothing. Full recompute stores the layer input alone, in BF16.
 double fp8_attention_saved_units(const ModelSpec& m, const Layout& l) {
-  if (l.fp8 == Fp8Recipe::none || l.fp8_library != Fp8Library::transformer_engine || l.recompute == Recompute::full)
-    return 0.0;
+  if (!fp8_saves_inputs(l)) return 0.0;
   const double h = d(m.hidden_size), replicated = l.sequence_parallel ? 1.0 : d(l.tp);
   if (latent_attention(m))
-    return replicated + d(l.tp) * d(m.q_lora_rank + m.kv_lora_rank) / h + d(m.num_heads) * d(m.v_head_dim) / h;
-  return replicated + query_width(m) / h;
+    return replicated + d(l.tp) * d(m.q_lora_rank + m.kv_lora_rank) / h - d(m.num_heads) * d(m.v_head_dim) / h;
+  return replicated - query_width(m) / h;
 }
 // The FFN's: its input (1, replicated without SP) and the down projection's input (h_ffn/h).
 double fp8_ffn_saved_units(const ModelSpec& m, const Layout& l) {
-  if (fp8_attention_saved_units(m, l) == 0.0) return 0.0;
+  if (!fp8_saves_inputs(l)) return 0.0;
   return (l.sequence_parallel ? 1.0 : d(l.tp)) + d(m.ffn_hidden_size) / d(m.hidden_size);
 }
 
@@ -319,9 +325,9 @@ double moe_activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   // FP8 (Transformer Engine): attention as a dense layer; each routed copy's expert input (etp) and down-projection
   // input (f_e/h) in FP8; the shared expert's down-projection input (f_s/h) too, while its up projection saves an FP8
   // copy (1) of the FFN input, which the router and dispatcher keep in BF16.
-  const double fp8_attention = fp8_attention_saved_units(m, l);
-  if (fp8_attention > 0)
-    units -= fp8_attention + d(m.moe_router_topk) * l.expert_load * (d(l.expert_tp()) + d(m.moe_ffn_hidden_size) / h) +
+  if (fp8_saves_inputs(l))
+    units -= fp8_attention_saved_units(m, l) +
+             d(m.moe_router_topk) * l.expert_load * (d(l.expert_tp()) + d(m.moe_ffn_hidden_size) / h) +
              (m.shared_expert_ffn_hidden_size > 0 ? d(m.shared_expert_ffn_hidden_size) / h - 1.0 : 0.0);
   return sbh_per_gpu(m, l) * units + unfused_score_bytes(m, l);
 }

@@ -223,27 +223,29 @@ TEST(Cli, ExpertModelsArePricedWithTheirExperts) {
 TEST(Cli, Fp8AndOffloadingArePricedAndLaunched) {
   const std::vector<std::string> base = {"--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus",
                                          "8",       "--seq",       "8192",      "--gbs",    "64"};
-  const auto with = [&base](std::string command, const std::vector<std::string>& extra) {
+  const auto run_with = [&base](std::string command, const std::vector<std::string>& extra) {
     std::vector<std::string> args = {std::move(command)};
     args.insert(args.end(), base.begin(), base.end());
     args.insert(args.end(), extra.begin(), extra.end());
     return run(args);
   };
-  const Result fp8 = with("estimate", {"--precision", "fp8", "--json"});
+  const Result fp8 = run_with("estimate", {"--precision", "fp8", "--json"});
   ASSERT_EQ(fp8.code, 0) << fp8.err;
   const auto j = nlohmann::json::parse(fp8.out);
   EXPECT_EQ(j.at("layout").at("precision"), "fp8");
   EXPECT_EQ(j.at("layout").at("fp8_recipe"), "delayed");  // Megatron-LM's default
   EXPECT_GT(j.at("memory").at("stages").at(0).at("fp8_copies_and_scales").get<std::int64_t>(), 0);
-  const Result megatron_names = with("estimate", {"--fp8-format", "hybrid", "--fp8-recipe", "tensorwise", "--json"});
+  const Result megatron_names =
+      run_with("estimate", {"--fp8-format", "hybrid", "--fp8-recipe", "tensorwise", "--json"});
   ASSERT_EQ(megatron_names.code, 0) << megatron_names.err;
   EXPECT_EQ(nlohmann::json::parse(megatron_names.out).at("layout").at("fp8_recipe"), "tensorwise");
-  const Result launch = with("launch", {"--precision", "fp8", "--fp8-param-gather", "--optimizer-cpu-offload"});
+  const Result launch = run_with("launch", {"--precision", "fp8", "--fp8-param-gather", "--optimizer-cpu-offload"});
   ASSERT_EQ(launch.code, 0) << launch.err;
   for (const char* arg : {"--fp8-format hybrid", "--fp8-recipe delayed", "--fp8-param-gather",
                           "--optimizer-cpu-offload", "--use-precision-aware-optimizer"})
     EXPECT_NE(launch.out.find(arg), std::string::npos) << arg;
-  const Result offload = with("estimate", {"--optimizer-cpu-offload", "--cpu-offloading-num-layers", "4", "--json"});
+  const Result offload =
+      run_with("estimate", {"--optimizer-cpu-offload", "--cpu-offloading-num-layers", "4", "--json"});
   ASSERT_EQ(offload.code, 0) << offload.err;
   const auto o = nlohmann::json::parse(offload.out);
   EXPECT_GT(o.at("memory").at("stages").at(0).at("host").get<std::int64_t>(), 0);
@@ -256,14 +258,15 @@ TEST(Cli, Fp8AndOffloadingArePricedAndLaunched) {
                            "8192", "--precision", "fp8"});
   EXPECT_EQ(a100.code, 2);
   EXPECT_NE(a100.err.find("no FP8"), std::string::npos) << a100.err;
-  EXPECT_EQ(with("estimate", {"--precision", "fp8", "--fp8-recipe", "mxfp8"}).code, 2);
-  EXPECT_EQ(with("estimate", {"--fp8-recipe", "delayed"}).code, 2);  // needs --precision fp8
-  EXPECT_EQ(with("estimate", {"--framework", "pytorch-fsdp", "--precision", "fp8", "--fp8-recipe", "delayed"}).code, 2);
+  EXPECT_EQ(run_with("estimate", {"--precision", "fp8", "--fp8-recipe", "mxfp8"}).code, 2);
+  EXPECT_EQ(run_with("estimate", {"--fp8-recipe", "delayed"}).code, 2);  // needs --precision fp8
+  EXPECT_EQ(run_with("estimate", {"--framework", "pytorch-fsdp", "--precision", "fp8", "--fp8-recipe", "delayed"}).code,
+            2);
   EXPECT_EQ(run({"estimate", "--model", "llama3.1-8b", "--cluster", "lumi-mi250x", "--gpus", "8", "--seq", "8192",
                  "--optimizer-cpu-offload"})
                 .code,
             2);
-  EXPECT_EQ(with("simulate", {"--precision", "fp8"}).code, 2);
+  EXPECT_EQ(run_with("simulate", {"--precision", "fp8"}).code, 2);
 }
 
 TEST(Cli, AHugeValueIsNotEchoedWhole) {

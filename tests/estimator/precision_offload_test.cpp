@@ -51,10 +51,11 @@ TEST_F(PrecisionOffloadTest, TransformerEngineCachesTwoBytesPerWeightAndSavesInp
   EXPECT_DOUBLE_EQ(fp8_scaling_state_bytes(llama8b, fp8, 0), 32.0 * 4.0 * 5.0 * 3.0 * 4.0);
   EXPECT_DOUBLE_EQ(b.params - a.params, b.fp8);
   EXPECT_DOUBLE_EQ(b.fp8, 2.0 * weights + fp8_scaling_state_bytes(llama8b, fp8, 0));
-  // Saved linear inputs in FP8: QKV input 1 + attention output a·d_h/h = 1 + FFN input 1 + down input 14336/4096.
+  // Linear inputs saved in FP8: QKV input 1, FFN input 1, down input 14336/4096; the output projection's FP8 copy adds
+  // a·d_h/h = 1, as FlashAttention keeps its BF16 output.
   const double sbh = 8192.0 * 4096.0;
   EXPECT_DOUBLE_EQ(activation_bytes_per_layer(llama8b, bf16) - activation_bytes_per_layer(llama8b, fp8),
-                   sbh * (1.0 + 1.0 + 1.0 + 14336.0 / 4096.0));
+                   sbh * (1.0 - 1.0 + 1.0 + 14336.0 / 4096.0));
   EXPECT_DOUBLE_EQ(a.grads, b.grads);
   EXPECT_DOUBLE_EQ(a.optimizer, b.optimizer);
 }
@@ -192,9 +193,9 @@ TEST_F(PrecisionOffloadTest, ExpertLayersSaveTheirRoutedInputsInFp8) {
   const Layout bf16 = build_layout(mixtral, megatron, r);
   r.fp8 = Fp8Recipe::delayed;
   const Layout fp8 = build_layout(mixtral, megatron, r);
-  // Attention (1 + 1) and, for each of the 2 routed copies, the expert input (etp 1) and down input (14336/4096).
+  // Attention (1 − 1) and, for each of the 2 routed copies, the expert input (etp 1) and down input (14336/4096).
   EXPECT_DOUBLE_EQ(moe_activation_bytes_per_layer(mixtral, bf16) - moe_activation_bytes_per_layer(mixtral, fp8),
-                   4096.0 * 4096.0 * (2.0 + 2.0 * (1.0 + 14336.0 / 4096.0)));
+                   4096.0 * 4096.0 * (0.0 + 2.0 * (1.0 + 14336.0 / 4096.0)));
   // The GPU's one expert of each layer is an FP8 weight; the router is not.
   EXPECT_DOUBLE_EQ(linear_weight_parameters_per_gpu(mixtral, fp8, true),
                    2.0 * 4096.0 * (4096.0 + 1024.0) + 3.0 * 4096.0 * 14336.0);
