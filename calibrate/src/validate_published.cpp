@@ -58,6 +58,11 @@ Layout row_layout(const ReferenceTable& t, const Record& row, const FrameworkPro
   l.tp = integer(t, row, "tp");
   l.pp = integer(t, row, "pp");
   if (has(t, "cp")) l.cp = integer(t, row, "cp");
+  // Megatron-LM's --account-for-embedding/loss-in-pipeline-split (optional columns).
+  if (has(t, "account_for_embedding_in_pipeline_split"))
+    l.split.embedding_in_split = truth(t, row, "account_for_embedding_in_pipeline_split");
+  if (has(t, "account_for_loss_in_pipeline_split"))
+    l.split.loss_in_split = truth(t, row, "account_for_loss_in_pipeline_split");
   l.vpp = integer(t, row, "vpp");
   l.dp = integer(t, row, "dp");
   l.mbs = integer(t, row, "mbs");

@@ -7,6 +7,7 @@
 
 #include "../test_support.hpp"
 #include "headroom/estimator/flops.hpp"
+#include "headroom/estimator/layout.hpp"
 #include "headroom/calibrate/validate_published.hpp"
 
 namespace headroom {
@@ -94,11 +95,14 @@ TEST(PublishedFp8Runs, ReadWithTheirRecipeAndConvertedFromTokens) {
   const SpecLibrary lib = test::library();
   const auto ref = lib.data_dir() / "reference";
   const auto runs = validate::published_runs(lib, lib.framework("megatron"), ref / "published_fp8_priced.csv", "");
-  ASSERT_EQ(runs.size(), 6u);
+  ASSERT_EQ(runs.size(), 7u);
   EXPECT_EQ(runs[0].layout.fp8, Fp8Recipe::delayed);
   EXPECT_DOUBLE_EQ(runs[0].measured_step_s, 128.0 * 4096 / (16934.0 * 8));
   EXPECT_EQ(runs[2].layout.cp, 2);  // Llama 3 8B with CP 2
   EXPECT_EQ(runs[5].layout.fp8, Fp8Recipe::tensorwise);
+  // Llama 3.1 405B on PP 8: 126 layers and the embedding and loss make 16 a stage (Megatron-Bridge's recipe).
+  EXPECT_TRUE(runs[6].layout.split.embedding_in_split && runs[6].layout.split.loss_in_split);
+  EXPECT_EQ(stage_layers(runs[6].model, runs[6].layout, 0), 15);
 }
 
 }  // namespace
