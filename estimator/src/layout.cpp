@@ -144,6 +144,14 @@ void refuse_unpriced_experts(const ModelSpec& m, const Layout& l) {
                 " are priced with Megatron-LM's expert parallelism only, not PyTorch FSDP");
 }
 
+void refuse_unpriced_precision(const Layout& l) {
+  if (l.fp8 != Fp8Recipe::none && l.lora.enabled())
+    throw Error("FP8 training with LoRA adapters is not priced (" + field("fp8_recipe") + ", " + field("lora_rank") +
+                ")");
+  if (l.fp8_param_gather && l.fp8 == Fp8Recipe::none)
+    throw Error(field("fp8_param_gather") + " needs FP8 training (" + field("fp8_recipe") + ")");
+}
+
 void validate_experts(const ModelSpec& m, const Layout& l) {
   require_positive(l.ep, "expert parallel size", "ep");
   if (l.etp < 0) throw Error(field("etp") + " " + s(l.etp) + " must be positive (0: the tensor parallel size)");
@@ -178,11 +186,7 @@ void validate_layout(const ModelSpec& m, const Layout& l) {
     throw Error(field("gbs") + " " + s(l.gbs) + " is not a multiple of dp·mbs = " + s(l.dp) + "·" + s(l.mbs) + " = " +
                 s(l.dp * l.mbs));
   validate_experts(m, l);
-  if (l.fp8 != Fp8Recipe::none && l.lora.enabled())
-    throw Error("FP8 training with LoRA adapters is not priced (" + field("fp8_recipe") + ", " + field("lora_rank") +
-                ")");
-  if (l.fp8_param_gather && l.fp8 == Fp8Recipe::none)
-    throw Error(field("fp8_param_gather") + " needs FP8 training (" + field("fp8_recipe") + ")");
+  refuse_unpriced_precision(l);
   if (l.fp8_param_gather && l.sharding.optimizer == Shard::none && l.sharding.params == Shard::none)
     throw Error(field("fp8_param_gather") +
                 " needs gathered parameters: the distributed optimizer or sharded weights (Megatron-LM: "

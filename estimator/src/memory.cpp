@@ -456,8 +456,9 @@ StageMemory eq18_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
   const double optimizer_shard_params = sharded(trainable, l.sharding.optimizer);
   // An offloaded optimizer keeps (1 − fraction) of its states on the GPU.
   s.optimizer = (1.0 - l.optimizer_offload) * prec.optimizer_bytes * optimizer_shard_params;
-  s.activations = stage_activation_bytes(m, l, stage) - offloaded_activation_bytes(m, l);
-  s.host = host_optimizer_bytes(l, optimizer_shard_params) + offloaded_activation_bytes(m, l);
+  const double offloaded = offloaded_activation_bytes(m, l);
+  s.activations = stage_activation_bytes(m, l, stage) - offloaded;
+  s.host = host_optimizer_bytes(l, optimizer_shard_params) + offloaded;
   s.residual =
       residual_bytes(m, l, r, stage, (1.0 - l.optimizer_offload) * optimizer_shard_params, c.gpu.usable_memory_bytes);
   return s;

@@ -240,6 +240,8 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
   if (o.seq <= 0) throw Error(field("seq") + " must be a positive integer (got " + std::to_string(o.seq) + ")");
   if (o.gbs <= 0) throw Error(field("gbs") + " must be a positive integer (got " + std::to_string(o.gbs) + ")");
   refuse_unpriced_experts(m, base);
+  refuse_unpriced_precision(base);
+  validate_precision_and_offload(base, cluster);
   SearchResult result;
   Search search{m, cluster, residual, o, base, PerfContext(coefficients, cluster), o.shardings, result};
   if (search.shardings.empty())

@@ -440,6 +440,12 @@ Fp8CastElements fp8_cast_elements(const ModelSpec& m, const Layout& l, bool expe
   return x;
 }
 
+namespace {
+// Transformer Engine's cast of one element: read BF16, write FP8 row- and column-wise (4 B); current scaling reads it
+// once more for the amax (6 B).
+double te_cast_bytes_per_element(const Layout& l) { return l.fp8 == Fp8Recipe::delayed ? 4.0 : 6.0; }
+}  // namespace
+
 Fp8CastBytes fp8_cast_bytes(const ModelSpec& m, const Layout& l, bool experts) {
   const Fp8CastElements x = fp8_cast_elements(m, l, experts);
   Fp8CastBytes b;
@@ -451,12 +457,15 @@ Fp8CastBytes fp8_cast_bytes(const ModelSpec& m, const Layout& l, bool experts) {
     b.backward = 4.0 * x.grad_outputs + 6.0 * weights + 6.0 * (x.inputs_after_norm + x.inputs);
     return b;
   }
-  const bool delayed = l.fp8 == Fp8Recipe::delayed;
-  const double per_element = delayed ? 4.0 : 6.0;
-  b.forward = per_element * x.inputs + (delayed ? 0.0 : 6.0) * x.inputs_after_norm;
+  const double per_element = te_cast_bytes_per_element(l);
+  b.forward = per_element * x.inputs + (l.fp8 == Fp8Recipe::delayed ? 0.0 : per_element) * x.inputs_after_norm;
   b.backward = per_element * x.grad_outputs;
-  b.per_step = l.fp8_param_gather ? 0.0 : per_element * x.weights;  // FP8 weights are written by the optimizer
   return b;
+}
+
+double fp8_weight_cast_bytes_per_step(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  if (l.fp8 == Fp8Recipe::none || l.fp8_library != Fp8Library::transformer_engine || l.fp8_param_gather) return 0.0;
+  return te_cast_bytes_per_element(l) * stage_linear_weight_parameters_per_gpu(m, l, stage);
 }
 
 LayerPasses layer_compute_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
@@ -741,12 +750,7 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   br.optimizer_s = (1.0 - l.optimizer_offload) * optimizer_step_seconds(p, l, shard_params);
   br.offload_s = offloaded_optimizer_seconds(p, l, shard_params);
   // FP8 weights Transformer Engine casts once per step (the first micro-batch), on the slowest stage.
-  if (l.fp8 != Fp8Recipe::none) {
-    const std::int64_t moe = stage_moe_layers(m, l, br.slowest_stage);
-    br.elementwise_s += (d(stage_layers(m, l, br.slowest_stage) - moe) * fp8_cast_bytes(m, l, false).per_step +
-                         d(moe) * fp8_cast_bytes(m, l, true).per_step) /
-                        p.hbm_bytes_per_s;
-  }
+  br.elementwise_s += fp8_weight_cast_bytes_per_step(m, l, br.slowest_stage) / p.hbm_bytes_per_s;
   // Activation offload (p = 1): each offloaded layer's stored activations go to the host during forward and come back
   // during backward, behind the next layer's compute of that pass; what the copy takes beyond it is exposed.
   if (l.activation_offload_layers > 0) {

@@ -206,9 +206,7 @@ void run_rank(const RankOptions& o, std::ostream& out) {
   }
   base.fp8 = fp8_recipe_from_flags(r.framework, o.precision, "", o.fp8_recipe, o.fp8_param_gather);
   require_fp8_recipe(r.framework, base.fp8);
-  if (base.fp8 != Fp8Recipe::none && base.lora.enabled()) throw Error("FP8 with LoRA adapters is not priced");
   base.fp8_param_gather = o.fp8_param_gather;
-  validate_precision_and_offload(base, r.cluster);
   const SearchResult res = rank_layouts(r.model, r.cluster, base, r.framework.residual, r.coefficients, so);
   if (o.json)
     print_json(out, rank_json(r, base, so, res));

@@ -165,6 +165,9 @@ void validate_layout(const ModelSpec& model, const Layout& layout);
 void validate_experts(const ModelSpec& model, const Layout& layout);
 // The part of validate_experts that no expert split changes (LoRA, FSDP), for searches that vary the split.
 void refuse_unpriced_experts(const ModelSpec& model, const Layout& layout);
+// The part of validate_layout about precision that no split or sharding changes (FP8 with LoRA, FP8 weights without
+// FP8), for searches that vary the rest.
+void refuse_unpriced_precision(const Layout& layout);
 // Whether the framework runs the layout's pipeline schedule: the interleaved 1F1B needs m to be a multiple of p
 // (so m ≥ p, where the (p − 1)/(v·m) bubble holds).
 [[nodiscard]] bool interleaving_runs(const Layout& layout);

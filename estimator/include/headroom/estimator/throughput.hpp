@@ -178,17 +178,20 @@ struct Fp8CastElements {
   double inputs_after_norm = 0, inputs = 0, grad_outputs = 0, weights = 0;
 };
 [[nodiscard]] Fp8CastElements fp8_cast_elements(const ModelSpec& m, const Layout& l, bool experts);
-// HBM bytes those casts move, per micro-batch (forward, backward) and per step (the weight casts Transformer Engine
-// caches from the first micro-batch). Each cast reads BF16 (2 B) and writes FP8 row- and column-wise (2 B); current
-// (tensorwise) scaling reads it once more for the amax (2 B) unless it is fused with the op before
-// (torchao/float8/roofline_utils.py's traffic model). Transformer Engine, delayed: a norm writes its output in FP8
-// itself (0), other inputs and output gradients 4 B, weights 4 B per step; tensorwise: 6 B for all of them.
-// torchao (float8_linear.py: casts the BF16 input and weight it saved again in backward): forward inputs 4 B and
-// weights 6 B, backward output gradients 4 B, weights 6 B and inputs 6 B, every micro-batch.
+// HBM bytes those casts move per micro-batch (forward, backward); fp8_weight_cast_bytes_per_step adds the weight
+// casts Transformer Engine caches from the first micro-batch. Each cast reads BF16 (2 B) and writes FP8 row- and
+// column-wise (2 B); current (tensorwise) scaling reads it once more for the amax (2 B) unless it is fused with the op
+// before (torchao/float8/roofline_utils.py's traffic model). Transformer Engine, delayed: a norm writes its output in
+// FP8 itself (0), other inputs and output gradients 4 B, weights 4 B per step; tensorwise: 6 B for all of them. torchao
+// (float8_linear.py: casts the BF16 input and weight it saved again in backward): forward inputs 4 B and weights 6 B,
+// backward output gradients 4 B, weights 6 B and inputs 6 B, every micro-batch.
 struct Fp8CastBytes {
-  double forward = 0, backward = 0, per_step = 0;
+  double forward = 0, backward = 0;
 };
 [[nodiscard]] Fp8CastBytes fp8_cast_bytes(const ModelSpec& m, const Layout& l, bool experts);
+// Transformer Engine's once-a-step casts of stage `stage`'s linear weights (none with FP8 weights, which the optimizer
+// writes, and none under torchao, which casts them every micro-batch in fp8_cast_bytes).
+[[nodiscard]] double fp8_weight_cast_bytes_per_step(const ModelSpec& m, const Layout& l, std::int64_t stage);
 
 // Narayanan et al. 2021 Sec. 3.2 (backward = 2× forward GEMM FLOPs; recompute repeats the forward), Dao 2023
 // (attention backward 2.5× forward), over the efficiencies above; frozen LoRA base weights skip dW (thesis Sec. 3.1.2).
