@@ -123,6 +123,7 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   l.optimizer_offload = r.optimizer_offload;
   l.overlap_offload_copies = r.overlap_offload_copies;
   l.activation_offload_layers = r.activation_offload_layers;
+  l.overlap_p2p_comm = r.overlap_p2p_comm;
   l.mbs = positive("mbs", r.mbs);
   l.seq = positive("seq", r.seq);
   if (r.schedule) l.schedule = *r.schedule;

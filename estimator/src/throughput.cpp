@@ -563,6 +563,8 @@ double pipeline_send_seconds(const ModelSpec& m, const PerfContext& p, const Lay
   return (inside ? p.intra : p.inter).seconds(act_bytes) * (1.0 - p.coef.pp_overlap);
 }
 
+bool pipeline_sends_overlap(const Layout& l) { return l.schedule == Schedule::interleaved && l.overlap_p2p_comm; }
+
 namespace {
 
 struct LayerPassTimes {
@@ -623,8 +625,9 @@ struct StagePasses {
 StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Layout& l, const LayerPassTimes& layer,
                              const LayerPassTimes& moe_layer) {
   // PP: each micro-batch sends its activations forward and their gradient backward across every stage boundary,
-  // v times with interleaving.
-  const double pp_comm = d(std::max<std::int64_t>(1, l.vpp)) * pipeline_send_seconds(m, p, l);
+  // v times with interleaving, behind the next chunk's pass where the sends overlap.
+  const double v_chunks = d(std::max<std::int64_t>(1, l.vpp));
+  const double send = pipeline_send_seconds(m, p, l);
   // One micro-batch through the decoder layers of a stage (layout.hpp's stage_layers: L/p, or Megatron-LM's
   // uneven first/last stages), with its boundary traffic; the middle stages are all alike.
   // Layers with experts (stage_moe_layers) take the MoE layer's times.
@@ -632,7 +635,7 @@ StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Lay
     const std::int64_t moe = stage_moe_layers(m, l, stage);
     PassTimes x = scaled(one_layer, d(stage_layers(m, l, stage) - moe));
     if (moe > 0) x += scaled(one_moe_layer, d(moe));
-    x.pp = pp_comm;
+    x.pp = pipeline_sends_overlap(l) ? v_chunks * std::max(0.0, send - x.total() / v_chunks) : v_chunks * send;
     return x;
   };
   const auto forward = [&](std::int64_t stage) { return stage_pass(layer.forward, moe_layer.forward, stage); };

@@ -412,6 +412,7 @@ class StepBuilder {
     if (update.gather_s > 0)
       chain.update_gather.push_back(add_task(g, stage_task(OpKind::dp_comm, st, Lane::dp, update.gather_s), {}));
     TaskId last_work{};
+    std::vector<TaskId> in_flight;  // an overlapped send (pipeline_sends_overlap), running beside the next pass
     for (std::size_t index = 0; index < ops.size(); ++index) {
       const PassOp& op = ops[index];
       // The stage's last v passes (backward, one per chunk with interleaving): one stage-backward of one
@@ -423,9 +424,17 @@ class StepBuilder {
       last_work = last;
       pass[{op.chunk * p + st, op.microbatch, op.forward}] = {first, last};
       // The stage is held while its pipeline send (or receive) of the pass runs, less what the framework
-      // overlaps (throughput.hpp's pipeline_send_seconds, as the analytical model charges every stage and pass).
-      if (pp_send_s > 0)
-        chain.prev = {add_task(g, stage_task(OpKind::pp_send, st, Lane::pp_send, pp_send_s, &op), chain.prev)};
+      // overlaps (throughput.hpp's pipeline_send_seconds, as the analytical model charges every stage and pass);
+      // an overlapped send runs beside the next pass, and the pass after that waits for both.
+      chain.prev.insert(chain.prev.end(), in_flight.begin(), in_flight.end());
+      in_flight.clear();
+      if (pp_send_s > 0) {
+        const TaskId send = add_task(g, stage_task(OpKind::pp_send, st, Lane::pp_send, pp_send_s, &op), chain.prev);
+        if (pipeline_sends_overlap(l_))
+          in_flight = {send};
+        else
+          chain.prev = {send};
+      }
     }
     return last_work;
   }

@@ -220,6 +220,35 @@ TEST(Cli, ExpertModelsArePricedWithTheirExperts) {
   EXPECT_LT(ep8.at("perf").at("step_time_s").get<double>(), ep4_tp2.at("perf").at("step_time_s").get<double>());
 }
 
+// Megatron-LM's --no-overlap-p2p-communication: read, reported (the overlap is the interleaved schedule's only), priced
+// and passed on in the launch line.
+TEST(Cli, PipelineSendOverlapFollowsMegatronLm) {
+  const std::vector<std::string> base = {"--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "32", "--tp", "2",
+                                         "--pp",    "4",           "--seq",     "8192",     "--gbs",  "64"};
+  const auto json = [&base](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"estimate"};
+    args.insert(args.end(), base.begin(), base.end());
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.emplace_back("--json");
+    const Result r = run(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  EXPECT_FALSE(json({}).at("layout").at("overlap_p2p_comm").get<bool>());  // 1F1B: Megatron-LM turns it off
+  const auto overlapped = json({"--vpp", "2"});
+  const auto held = json({"--vpp", "2", "--no-overlap-p2p-communication"});
+  EXPECT_TRUE(overlapped.at("layout").at("overlap_p2p_comm").get<bool>());
+  EXPECT_FALSE(held.at("layout").at("overlap_p2p_comm").get<bool>());
+  EXPECT_LT(overlapped.at("perf").at("breakdown").at("pp_comm_s").get<double>(),
+            held.at("perf").at("breakdown").at("pp_comm_s").get<double>());
+  std::vector<std::string> launch = {"launch"};
+  launch.insert(launch.end(), base.begin(), base.end());
+  launch.insert(launch.end(), {"--vpp", "2", "--no-overlap-p2p-communication"});
+  const Result line = run(launch);
+  ASSERT_EQ(line.code, 0) << line.err;
+  EXPECT_NE(line.out.find("--no-overlap-p2p-communication"), std::string::npos) << line.out;
+}
+
 TEST(Cli, Fp8AndOffloadingArePricedAndLaunched) {
   const std::vector<std::string> base = {"--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus",
                                          "8",       "--seq",       "8192",      "--gbs",    "64"};

@@ -58,6 +58,24 @@ TEST_F(ThroughputTest, BubbleShrinksWithMicrobatchesAndInterleaving) {
   EXPECT_EQ(estimate_perf(llama8b, a100, single, datasheet).breakdown.bubble_s, 0.0);
 }
 
+// Issue 13: Megatron-LM overlaps pipeline sends with the interleaved schedule's chunks (arguments.py's
+// overlap_p2p_comm), not with 1F1B's: a send shorter than a chunk's pass is hidden, and
+// --no-overlap-p2p-communication exposes it again.
+TEST_F(ThroughputTest, InterleavedPipelineSendsHideBehindTheNextChunk) {
+  Layout l = layout(2, 1, 4, 1, 64);
+  const double send = pipeline_send_seconds(llama8b, PerfContext(datasheet, a100), l);
+  ASSERT_GT(send, 0);
+  const double m = static_cast<double>(l.microbatches());
+  EXPECT_NEAR(estimate_perf(llama8b, a100, l, datasheet).breakdown.pp_comm_s, 2 * m * send, 1e-9);  // 1F1B: all
+  l.vpp = 2;
+  l.schedule = Schedule::interleaved;
+  EXPECT_TRUE(pipeline_sends_overlap(l));
+  EXPECT_EQ(estimate_perf(llama8b, a100, l, datasheet).breakdown.pp_comm_s, 0.0);
+  l.overlap_p2p_comm = false;
+  EXPECT_FALSE(pipeline_sends_overlap(l));
+  EXPECT_NEAR(estimate_perf(llama8b, a100, l, datasheet).breakdown.pp_comm_s, 2 * 2 * m * send, 1e-9);
+}
+
 TEST_F(ThroughputTest, RecomputeAddsComputeTime) {
   Layout l = layout(4, 1, 1, 1, 8);
   const double none = estimate_perf(llama8b, a100, l, datasheet).breakdown.compute_s();

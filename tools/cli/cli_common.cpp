@@ -111,6 +111,8 @@ void LayoutOptions::add_to(CLI::App& app, bool need_seq) {
   app.add_option("--optimizer-offload-fraction", offload_fraction,
                  "share of the optimizer offloaded, 0..1 (default 1 with --optimizer-cpu-offload)");
   app.add_flag("--overlap-cpu-optimizer-d2h-h2d", overlap_offload, "overlap the host copies with the CPU step");
+  app.add_flag("--no-overlap-p2p-communication", no_overlap_p2p,
+               "pipeline sends hold the stage (Megatron-LM overlaps them with the interleaved schedule by default)");
   app.add_option("--cpu-offloading-num-layers", offload_layers,
                  "decoder layers whose activations go to host memory (Megatron-LM; pp 1 only)");
   app.add_option("--mbs,--micro-batch-size", mbs, "micro-batch size b")->capture_default_str();
@@ -192,6 +194,7 @@ Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) c
     r.optimizer_offload = 1.0;  // megatron/training/arguments.py's default
   }
   r.overlap_offload_copies = overlap_offload;
+  r.overlap_p2p_comm = !no_overlap_p2p;
   if (!offload_layers.empty()) {
     r.activation_offload_layers =
         offload_layers == "0" ? 0 : parse_count("--cpu-offloading-num-layers", offload_layers);
@@ -301,6 +304,7 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
       {"optimizer_offload_fraction", l.optimizer_offload},
       {"overlap_cpu_optimizer_d2h_h2d", l.overlap_offload_copies},
       {"cpu_offloading_num_layers", l.activation_offload_layers},
+      {"overlap_p2p_comm", pipeline_sends_overlap(l)},
       {"vpp", l.vpp},
       {"gpus", l.gpus()},
       {"mbs", l.mbs},

@@ -80,6 +80,7 @@ struct LayoutOptions {
   bool optimizer_cpu_offload = false;  // --optimizer-cpu-offload
   std::string offload_fraction;        // --optimizer-offload-fraction (Megatron-LM's default 1)
   bool overlap_offload = false;        // --overlap-cpu-optimizer-d2h-h2d
+  bool no_overlap_p2p = false;         // --no-overlap-p2p-communication
   std::string offload_layers;          // --cpu-offloading-num-layers
   bool seq_optional = false;           // set by add_to(app, false)
 

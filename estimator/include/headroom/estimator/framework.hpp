@@ -72,6 +72,7 @@ struct LayoutRequest {
   double optimizer_offload = 0.0;              // Layout::optimizer_offload, 0..1
   bool overlap_offload_copies = false;         // Layout::overlap_offload_copies
   std::int64_t activation_offload_layers = 0;  // Layout::activation_offload_layers
+  bool overlap_p2p_comm = true;                // Layout::overlap_p2p_comm
 };
 // The framework's defaults, then the request; every size checked (each at most 10^12 and their products too),
 // then validate_model_split and validate_layout. Errors carry the fields they name (error.hpp field()).

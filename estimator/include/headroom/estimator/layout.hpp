@@ -124,6 +124,9 @@ struct Layout {
   double optimizer_offload = 0.0;
   bool overlap_offload_copies = false;
   std::int64_t activation_offload_layers = 0;
+  // Megatron-LM's overlap_p2p_comm (off with --no-overlap-p2p-communication); only the interleaved schedule runs it
+  // (throughput.hpp pipeline_sends_overlap).
+  bool overlap_p2p_comm = true;
 
   [[nodiscard]] std::int64_t gpus() const { return tp * cp * pp * dp; }
   [[nodiscard]] std::int64_t expert_tp() const { return etp > 0 ? etp : tp; }

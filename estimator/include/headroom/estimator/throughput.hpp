@@ -234,6 +234,12 @@ struct PipelineEnds {
 // and pass (Narayanan et al. 2021 Sec. 4.1, scatter/gather), on NVLink when two adjacent stages share a node,
 // else the network, less the pp_overlap the framework hides; 0 with p = 1.
 [[nodiscard]] double pipeline_send_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l);
+// Whether a stage's pipeline sends run behind its next pass instead of holding it: Megatron-LM overlaps P2P with the
+// interleaved schedule's chunks (overlap_p2p_comm, on unless --no-overlap-p2p-communication) and forces it off
+// otherwise (megatron/training/arguments.py, "non-interleaved schedule does not support overlapping p2p
+// communication"); Layout::overlap_p2p_comm. Overlapped, a chunk's send is exposed only by what it takes beyond a
+// chunk's pass.
+[[nodiscard]] bool pipeline_sends_overlap(const Layout& l);
 
 // DP/FSDP traffic of one pipeline stage per GPU, after TP and before DP sharding: the parameter all-gathers
 // move every stored weight (frozen base and LoRA adapters alike), the gradient reductions only what trains
