@@ -81,8 +81,8 @@ Layout row_layout(const ReferenceTable& t, const Record& row, const FrameworkPro
       throw Error(t.path.string() + ": precision '" + p + "' is not fp8-delayed or fp8-tensorwise");
     l.fp8 = parse_fp8_recipe(p.substr(4));
   }
-  // Megatron-LM before 2023 waited for each pipeline send (megatron/p2p_communication.py at de7dc40f88: batch_isend_irecv,
-  // then wait; overlap_p2p_comm came with f9283c5a8a, 2023).
+  // Megatron-LM before 2023 waited for each pipeline send (megatron/p2p_communication.py at de7dc40f88:
+  // batch_isend_irecv, then wait; overlap_p2p_comm came with f9283c5a8a, 2023).
   if (has(t, "p2p_overlap")) l.overlap_p2p_comm = truth(t, row, "p2p_overlap");
   if (has(t, "distributed_optimizer") && truth(t, row, "distributed_optimizer")) return l;
   l.precision = Precision{2, 2, 12};

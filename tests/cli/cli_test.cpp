@@ -223,8 +223,8 @@ TEST(Cli, ExpertModelsArePricedWithTheirExperts) {
 // Megatron-LM's --no-overlap-p2p-communication: read, reported (the overlap is the interleaved schedule's only), priced
 // and passed on in the launch line.
 TEST(Cli, PipelineSendOverlapFollowsMegatronLm) {
-  const std::vector<std::string> base = {"--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "32", "--tp", "2",
-                                         "--pp",    "4",           "--seq",     "8192",     "--gbs",  "64"};
+  const std::vector<std::string> base = {"--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "32",    "--tp",
+                                         "2",       "--pp",        "4",         "--seq",    "8192",   "--gbs", "64"};
   const auto json = [&base](const std::vector<std::string>& extra) {
     std::vector<std::string> args = {"estimate"};
     args.insert(args.end(), base.begin(), base.end());

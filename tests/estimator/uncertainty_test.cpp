@@ -112,17 +112,16 @@ TEST(CoefficientsSource, EstimateSaysFittedDatasheetOrMeasured) {
     EXPECT_EQ(r.code, 0) << r.err;
     return nlohmann::json::parse(r.out)["perf"]["coefficients_source"].get<std::string>();
   };
-  EXPECT_EQ(source("h100-94gb"), "fitted");     // a gpus entry of data/perf/megatron.json
-  EXPECT_EQ(source("h100-80gb"), "fitted");     // h100-94gb's entry: the spec's kernels_as (same die and clocks)
-  EXPECT_EQ(source("mi300x"), "datasheet");     // none: said, not silent
-  EXPECT_EQ(source("a100-80gb"), "fitted");     // a100-40gb's entry: the spec's kernels_as (same die and clocks)
+  EXPECT_EQ(source("h100-94gb"), "fitted");  // a gpus entry of data/perf/megatron.json
+  EXPECT_EQ(source("h100-80gb"), "fitted");  // h100-94gb's entry: the spec's kernels_as (same die and clocks)
+  EXPECT_EQ(source("mi300x"), "datasheet");  // none: said, not silent
+  EXPECT_EQ(source("a100-80gb"), "fitted");  // a100-40gb's entry: the spec's kernels_as (same die and clocks)
   const auto a100 = test::run_cli(
       {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-80gb", "--seq", "4096", "--tp", "8", "--gpus", "8"});
   EXPECT_NE(a100.out.find("fitted for a100-40gb (same die and clocks as a100-80gb)"), std::string::npos) << a100.out;
   const auto text = test::run_cli(
       {"estimate", "--model", "llama3.1-8b", "--gpu", "mi300x", "--seq", "4096", "--tp", "8", "--gpus", "8"});
-  EXPECT_NE(text.out.find("datasheet defaults, nothing fitted or measured for mi300x"), std::string::npos)
-      << text.out;
+  EXPECT_NE(text.out.find("datasheet defaults, nothing fitted or measured for mi300x"), std::string::npos) << text.out;
   PerfCoefficients measured;
   measured.generic_source = "measured";
   EXPECT_EQ(PerfContext(measured, test::library().cluster("dgx-h100")).efficiency_source, "measured");

@@ -86,6 +86,19 @@ def test_fp8_and_offloading_equal_the_cli_document():
         headroom.Planner(model="llama3.1-8b", cluster="dgx-a100-80gb").estimate(seq=8192, gpus=8, precision="fp8")
 
 
+def test_pipeline_send_overlap_equals_the_cli_document():
+    """Megatron-LM's overlap_p2p_comm (issue 13): the JSON's name; False is --no-overlap-p2p-communication."""
+    h100 = headroom.Planner(model="llama3.1-8b", cluster="dgx-h100")
+    r = h100.estimate(seq=8192, gpus=32, tp=2, pp=4, vpp=2, gbs=64, overlap_p2p_comm=False)
+    doc = json.loads(headroom.run("estimate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192",
+                                  "--gpus", "32", "--tp", "2", "--pp", "4", "--vpp", "2", "--gbs", "64",
+                                  "--no-overlap-p2p-communication", "--json"))
+    assert doc["layout"]["overlap_p2p_comm"] is False
+    assert r.perf.step_time_s == doc["perf"]["step_time_s"]
+    overlapped = h100.estimate(seq=8192, gpus=32, tp=2, pp=4, vpp=2, gbs=64)
+    assert r.perf.breakdown.pp_comm_s > overlapped.perf.breakdown.pp_comm_s
+
+
 def test_estimate_many_equals_single_estimates(planner):
     rng = np.random.default_rng(7)
     n = 300

@@ -27,6 +27,7 @@ struct LayoutKeywords {
   std::optional<bool> fp8_param_gather, overlap_offload;  // overlap_cpu_optimizer_d2h_h2d
   std::optional<double> optimizer_offload;                // optimizer_offload_fraction
   std::optional<std::int64_t> offload_layers;             // cpu_offloading_num_layers
+  std::optional<bool> overlap_p2p_comm;                   // Megatron-LM's (--no-overlap-p2p-communication: False)
 };
 
 struct Columns;
