@@ -175,7 +175,7 @@ PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
       attention_efficiency(c.attention_efficiency),
       gpus_per_node(std::max<std::int64_t>(1, cluster.gpus_per_node)),
       efficiency_source(c.generic_source) {
-  // The GPU's own entry, else one of the GPU its spec computes as (same die and clocks: kernels_as).
+  // The GPU's own entry, else one of the GPU its spec computes as (kernels_as: the same fractions of peak).
   const auto entry_for = [&c](const std::string& name) {
     return std::find_if(c.gpus.begin(), c.gpus.end(), [&](const GpuEfficiency& g) { return same_name(g.gpu, name); });
   };

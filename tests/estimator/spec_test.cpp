@@ -50,9 +50,9 @@ TEST(SpecFiles, RequiredSpecsAreShipped) {
   for (const char* m : {"llama-7b", "llama-65b", "llama2-7b", "llama2-70b", "llama3.1-8b", "llama3.1-70b",
                         "llama3.1-405b", "gpt2", "gpt2-large", "gpt2-xl"})
     EXPECT_NO_THROW((void)lib.model(m)) << m;
-  for (const char* g : {"a100-40gb", "a100-80gb", "h100-80gb", "h100-94gb", "h200", "mi250x-gcd", "mi300x"})
+  for (const char* g : {"a100-40gb", "a100-80gb", "h100-80gb", "h100-94gb", "h200", "mi250x-gcd", "mi300x", "b200"})
     EXPECT_NO_THROW((void)lib.gpu(g)) << g;
-  for (const char* c : {"dgx-a100-40gb", "dgx-a100-80gb", "dgx-h100", "h100-94gb-x4", "lumi-mi250x"})
+  for (const char* c : {"dgx-a100-40gb", "dgx-a100-80gb", "dgx-h100", "dgx-b200", "h100-94gb-x4", "lumi-mi250x"})
     EXPECT_NO_THROW((void)lib.cluster(c)) << c;
   EXPECT_EQ(lib.cluster("h100-94gb-x4").gpus_per_node, 4);
   EXPECT_DOUBLE_EQ(lib.cluster("lumi-mi250x").gpu.memory_bytes, 64 * kGiB);

@@ -97,7 +97,7 @@ TEST(PublishedFp8Runs, ReadWithTheirRecipeAndConvertedFromTokens) {
   const SpecLibrary lib = test::library();
   const auto ref = lib.data_dir() / "reference";
   const auto runs = validate::published_runs(lib, lib.framework("megatron"), ref / "published_fp8_priced.csv", "");
-  ASSERT_EQ(runs.size(), 16u);
+  ASSERT_EQ(runs.size(), 18u);
   EXPECT_EQ(runs[0].layout.fp8, Fp8Recipe::delayed);
   EXPECT_DOUBLE_EQ(runs[0].measured_step_s, 128.0 * 4096 / (16934.0 * 8));
   EXPECT_EQ(runs[2].layout.cp, 2);  // Llama 3 8B with CP 2
@@ -112,6 +112,10 @@ TEST(PublishedFp8Runs, ReadWithTheirRecipeAndConvertedFromTokens) {
   EXPECT_EQ(longest.layout.cp, 32);
   EXPECT_TRUE(longest.layout.sequence_parallel);
   EXPECT_DOUBLE_EQ(longest.measured_step_s, model_flops_per_step(longest.model, 1048576, 4.0) / (536e12 * 1024));
+  // Megatron-Bridge's DGX-B200 rows: a GPU priced at H100's fitted fractions of peak (b200.json kernels_as).
+  EXPECT_EQ(runs[16].cluster.gpu.name, "b200");
+  EXPECT_EQ(runs[16].cluster.gpu.kernels_as, "h100-94gb");
+  EXPECT_DOUBLE_EQ(runs[17].measured_step_s, 64.0 * 8192 / (661.0 * 128));
 }
 
 }  // namespace

@@ -77,7 +77,8 @@ void print_table(std::ostream& out, const ResolvedSpecs& r, const Layout& l, con
 // Where the GPU's GEMM and attention efficiencies come from, in words (issue 13: said, not silent).
 std::string efficiency_text(const PerfContext& ctx, const std::string& gpu) {
   if (ctx.efficiency_source == "fitted" && ctx.efficiency_gpu != gpu)
-    return "GEMM/attention efficiencies fitted for " + ctx.efficiency_gpu + " (same die and clocks as " + gpu + ")";
+    return "GEMM/attention efficiencies (fractions of peak) fitted for " + ctx.efficiency_gpu + ", which " + gpu +
+           " computes as (its spec's kernels_as and kernels_as_reason)";
   if (ctx.efficiency_source == "fitted") return "GEMM/attention efficiencies fitted for " + gpu;
   if (ctx.efficiency_source == "measured") return "GEMM/attention efficiencies measured (calibration profile)";
   return "GEMM/attention efficiencies: datasheet defaults, nothing fitted or measured for " + gpu +
