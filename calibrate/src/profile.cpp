@@ -434,7 +434,7 @@ Calibrated apply_profile(const Profile& p, std::int64_t head_dim, ClusterSpec cl
     ClusterEfficiency& entry = cluster_links(k, cluster.name);
     (intra ? entry.intra : entry.inter) = 1.0;
     entry.source = "measured";
-    if (!intra) k.cp_inter_efficiency = 1.0;
+    if (!intra) entry.cp_inter = 1.0;
   }
   k.name = "profile " + p.machine.backend + " " + p.machine.device;
   k.source = "calibration profile of " + p.date;

@@ -95,8 +95,8 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
     }
     if (key == "clusters") {
       for (const auto& x : value)
-        c.clusters.push_back({x.at("cluster").get<std::string>(), x.at("intra_efficiency").get<double>(),
-                              x.at("inter_efficiency").get<double>()});
+        c.clusters.push_back({x.at("cluster").get<std::string>(), x.value("intra_efficiency", 0.0),
+                              x.value("inter_efficiency", 0.0), x.value("cp_inter_efficiency", 0.0)});
       continue;
     }
     if (key == "gpus") {
@@ -137,8 +137,13 @@ nlohmann::json perf_coefficients_to_json(const PerfCoefficients& c) {
   j["gpus"] = gpus;
   if (!c.clusters.empty()) {
     nlohmann::json clusters = nlohmann::json::array();
-    for (const auto& x : c.clusters)
-      clusters.push_back({{"cluster", x.cluster}, {"intra_efficiency", x.intra}, {"inter_efficiency", x.inter}});
+    for (const auto& x : c.clusters) {
+      nlohmann::json e = {{"cluster", x.cluster}};
+      if (x.intra > 0) e["intra_efficiency"] = x.intra;
+      if (x.inter > 0) e["inter_efficiency"] = x.inter;
+      if (x.cp_inter > 0) e["cp_inter_efficiency"] = x.cp_inter;
+      clusters.push_back(e);
+    }
     j["clusters"] = clusters;
   }
   if (c.step_time_band.known)
@@ -194,16 +199,18 @@ PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
   const double inter_bw = cluster.inter_node.bytes_per_s > 0 ? cluster.inter_node.bytes_per_s : 25e9;
   intra_efficiency = c.intra_efficiency;
   inter_efficiency = c.inter_efficiency;
+  cp_inter_efficiency = c.cp_inter_efficiency;
   link_source = "generic";
   for (const auto& x : c.clusters) {
     if (!same_name(x.cluster, cluster.name)) continue;
-    intra_efficiency = x.intra;
-    inter_efficiency = x.inter;
+    if (x.intra > 0) intra_efficiency = x.intra;
+    if (x.inter > 0) inter_efficiency = x.inter;
+    if (x.cp_inter > 0) cp_inter_efficiency = x.cp_inter;
     link_source = x.source + " on " + x.cluster;
   }
   intra = {intra_bw * intra_efficiency, cluster.intra_node.latency_s};
   inter = {inter_bw * inter_efficiency, cluster.inter_node.latency_s};
-  cp_inter = {inter_bw * c.cp_inter_efficiency, cluster.inter_node.latency_s};
+  cp_inter = {inter_bw * cp_inter_efficiency, cluster.inter_node.latency_s};
   if (intra.bytes_per_s <= 0 || inter.bytes_per_s <= 0 || cp_inter.bytes_per_s <= 0)
     throw Error("performance coefficients " + c.name + ": link efficiencies must be positive");
 }

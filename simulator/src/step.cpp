@@ -385,7 +385,7 @@ class StepBuilder {
       std::vector<std::int64_t> g;
       for (std::int64_t i = 0; i < l_.cp; ++i) g.push_back(ranks_.rank(0, i, 0, 0));
       const bool across_nodes = topo_.node_of(g.front()) != topo_.node_of(g.back());
-      const double p2p = across_nodes ? perf_.inter_efficiency / perf_.coef.cp_inter_efficiency : 1.0;
+      const double p2p = across_nodes ? perf_.inter_efficiency / perf_.cp_inter_efficiency : 1.0;
       const double kv = cp_kv_bytes(m_, l_);
       const double ring_f = collective(Collective::all_gather, p2p * kv * d(l_.cp), g, Group::cp);
       const double ring_b = collective(Collective::all_gather, p2p * 2.0 * kv * d(l_.cp), g, Group::cp);

@@ -29,11 +29,13 @@ struct GpuEfficiency {
 };
 
 // Link efficiencies fitted on one cluster (a name of data/clusters), overriding the generic ones there only: what
-// a cluster's network stack achieves (LUMI's RCCL over Slingshot in the thesis) is not the framework's to carry.
+// a cluster's network stack achieves (LUMI's RCCL over Slingshot in the thesis, the 4D paper's clusters' CP ring) is
+// not the framework's to carry. 0: the generic one.
 struct ClusterEfficiency {
   std::string cluster;
   double intra = 0;               // fraction of the intra-node link's datasheet bandwidth
   double inter = 0;               // fraction of the inter-node link's
+  double cp_inter = 0;            // the CP ring's P2P across nodes, fraction of the inter-node link's
   std::string source = "fitted";  // or "measured": a calibration profile's link, at its own bandwidth (1)
 };
 
@@ -55,7 +57,9 @@ struct PerfCoefficients {
   // communication: achieved fraction of the link's datasheet bandwidth per level
   double intra_efficiency = 0.7;
   double inter_efficiency = 0.7;
-  double cp_inter_efficiency = 0.7;  // CP ring P2P across nodes (many small isend/irecv)
+  // CP ring P2P across nodes: what one 400 Gb/s NDR NIC carries in nccl-tests, 46-48 of 50 GB/s (NVIDIA/nccl-tests
+  // issues #290 and #319, maintainers' statements), unless a `clusters` entry names the cluster.
+  double cp_inter_efficiency = 0.94;
   // overlap: fraction of a collective hidden behind compute
   double tp_overlap = 0;  // TP/SP collectives behind the layer's GEMMs
   double cp_overlap = 1;  // CP ring P2P behind the attention compute it pipelines with
@@ -109,7 +113,7 @@ struct PerfContext {
   std::string efficiency_gpu;
   // The link efficiencies in force here (a `clusters` entry naming the cluster, else the generic ones) and where
   // they come from: "fitted on <cluster>", "measured on <cluster>" or "generic".
-  double intra_efficiency = 0, inter_efficiency = 0;
+  double intra_efficiency = 0, inter_efficiency = 0, cp_inter_efficiency = 0;
   std::string link_source;
 };
 
