@@ -278,7 +278,8 @@ const std::vector<std::string_view>& run_layout_columns() {
                                                         "fp8_recipe",
                                                         "fp8_param_gather",
                                                         "optimizer_offload_fraction",
-                                                        "cpu_offloading_num_layers"};
+                                                        "cpu_offloading_num_layers",
+                                                        "overlap_p2p_comm"};
   return columns;
 }
 
@@ -477,6 +478,8 @@ std::map<std::string, std::string> megatron_layout(const std::map<std::string, s
     l["optimizer_offload_fraction"] = arg(args, "optimizer_offload_fraction").value_or("1.0");
   if (flag_arg(args, "cpu_offloading") && arg(args, "cpu_offloading_num_layers"))
     l["cpu_offloading_num_layers"] = *arg(args, "cpu_offloading_num_layers");
+  // arguments.py prints overlap_p2p_comm (False with --no-overlap-p2p-communication or without interleaving).
+  if (arg(args, "overlap_p2p_comm")) l["overlap_p2p_comm"] = flag_arg(args, "overlap_p2p_comm") ? "true" : "false";
   l["recompute"] = arg(args, "recompute_granularity").value_or("none");
   l["sp"] = flag_arg(args, "sequence_parallel") ? "true" : "false";
   // Megatron-LM's distributed optimizer shards optimizer states over DP (ZeRO-1); without it, DDP.
