@@ -240,15 +240,17 @@ PerfCoefficients fit_perf(const std::vector<PerfRun>& runs, const PerfCoefficien
   knobs.push_back({&c.pp_overlap, 0, 1});
   knobs.push_back({&c.dp_overlap, 0, 1});
   coordinate_descent(knobs, 12, [&] { return objective(runs, c, tables); });
-  // The CP ring's P2P efficiency is the fitted clusters' (their network stacks), not the framework's: it goes into an
-  // entry for each, and the generic one returns to the measured NIC default (predictions on them are unchanged).
+  // The CP ring's P2P efficiency and overlap are the fitted clusters' (their network stacks), not the framework's:
+  // they go into an entry for each, and the generic ones return to the measured NIC default and Transformer Engine's
+  // full overlap (predictions on the fitted clusters are unchanged).
   for (const auto& r : runs) {
     if (!tables.empty() && std::find(tables.begin(), tables.end(), r.run.table) == tables.end()) continue;
     const auto it = std::find_if(c.clusters.begin(), c.clusters.end(),
                                  [&](const ClusterEfficiency& x) { return x.cluster == r.cluster.name; });
-    if (it == c.clusters.end()) c.clusters.push_back({r.cluster.name, 0.0, 0.0, c.cp_inter_efficiency});
+    if (it == c.clusters.end()) c.clusters.push_back({r.cluster.name, 0.0, 0.0, c.cp_inter_efficiency, c.cp_overlap});
   }
   c.cp_inter_efficiency = PerfCoefficients{}.cp_inter_efficiency;
+  c.cp_overlap = PerfCoefficients{}.cp_overlap;
   return c;
 }
 
@@ -272,7 +274,8 @@ bool same_perf_coefficients(const PerfCoefficients& a, const PerfCoefficients& b
   if (a.clusters.size() != b.clusters.size()) return false;
   for (std::size_t i = 0; i < a.clusters.size(); ++i)
     if (a.clusters[i].cluster != b.clusters[i].cluster || !close(a.clusters[i].intra, b.clusters[i].intra) ||
-        !close(a.clusters[i].inter, b.clusters[i].inter) || !close(a.clusters[i].cp_inter, b.clusters[i].cp_inter))
+        !close(a.clusters[i].inter, b.clusters[i].inter) || !close(a.clusters[i].cp_inter, b.clusters[i].cp_inter) ||
+        !close(a.clusters[i].cp_overlap, b.clusters[i].cp_overlap))
       return false;
   return true;
 }

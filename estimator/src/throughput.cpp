@@ -96,7 +96,8 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
     if (key == "clusters") {
       for (const auto& x : value)
         c.clusters.push_back({x.at("cluster").get<std::string>(), x.value("intra_efficiency", 0.0),
-                              x.value("inter_efficiency", 0.0), x.value("cp_inter_efficiency", 0.0)});
+                              x.value("inter_efficiency", 0.0), x.value("cp_inter_efficiency", 0.0),
+                              x.value("cp_overlap", -1.0)});
       continue;
     }
     if (key == "gpus") {
@@ -142,6 +143,7 @@ nlohmann::json perf_coefficients_to_json(const PerfCoefficients& c) {
       if (x.intra > 0) e["intra_efficiency"] = x.intra;
       if (x.inter > 0) e["inter_efficiency"] = x.inter;
       if (x.cp_inter > 0) e["cp_inter_efficiency"] = x.cp_inter;
+      if (x.cp_overlap >= 0) e["cp_overlap"] = x.cp_overlap;
       clusters.push_back(e);
     }
     j["clusters"] = clusters;
@@ -200,12 +202,14 @@ PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
   intra_efficiency = c.intra_efficiency;
   inter_efficiency = c.inter_efficiency;
   cp_inter_efficiency = c.cp_inter_efficiency;
+  cp_overlap = c.cp_overlap;
   link_source = "generic";
   for (const auto& x : c.clusters) {
     if (!same_name(x.cluster, cluster.name)) continue;
     if (x.intra > 0) intra_efficiency = x.intra;
     if (x.inter > 0) inter_efficiency = x.inter;
     if (x.cp_inter > 0) cp_inter_efficiency = x.cp_inter;
+    if (x.cp_overlap >= 0) cp_overlap = x.cp_overlap;
     link_source = x.source + " on " + x.cluster;
   }
   intra = {intra_bw * intra_efficiency, cluster.intra_node.latency_s};
@@ -610,9 +614,9 @@ LayerPassTimes layer_pass_times(const ModelSpec& m, const PerfContext& p, const 
     const double kv = cp_kv_bytes(m, l);
     const double steps = d(l.cp) - 1.0;
     const double comm_f = steps * link.seconds(kv), comm_b = steps * link.seconds(2.0 * kv);
-    x.forward.cp = std::max(0.0, comm_f - c.cp_overlap * attn_f);
+    x.forward.cp = std::max(0.0, comm_f - p.cp_overlap * attn_f);
     x.backward.cp =
-        std::max(0.0, comm_b - c.cp_overlap * kAttentionBackwardRatio * attn_f) + rc.attention * x.forward.cp;
+        std::max(0.0, comm_b - p.cp_overlap * kAttentionBackwardRatio * attn_f) + rc.attention * x.forward.cp;
   }
   // EP: dispatch and combine each pass (the backward's carry the gradients), exposed: Megatron-LM overlaps them only
   // with --overlap-moe-expert-parallel-comm, which headroom does not price; full recompute repeats the forward's.

@@ -390,9 +390,9 @@ class StepBuilder {
       const double ring_f = collective(Collective::all_gather, p2p * kv * d(l_.cp), g, Group::cp);
       const double ring_b = collective(Collective::all_gather, p2p * 2.0 * kv * d(l_.cp), g, Group::cp);
       const double attention = x.compute.forward.attention;
-      x.cp_fwd = std::max(0.0, ring_f - perf_.coef.cp_overlap * attention);
+      x.cp_fwd = std::max(0.0, ring_f - perf_.cp_overlap * attention);
       x.cp_bwd =
-          std::max(0.0, ring_b - perf_.coef.cp_overlap * kAttentionBackwardRatio * attention) + rc.attention * x.cp_fwd;
+          std::max(0.0, ring_b - perf_.cp_overlap * kAttentionBackwardRatio * attention) + rc.attention * x.cp_fwd;
     }
     return x;
   }

@@ -36,6 +36,7 @@ struct ClusterEfficiency {
   double intra = 0;               // fraction of the intra-node link's datasheet bandwidth
   double inter = 0;               // fraction of the inter-node link's
   double cp_inter = 0;            // the CP ring's P2P across nodes, fraction of the inter-node link's
+  double cp_overlap = -1;         // share of the CP ring hidden behind the attention it feeds; < 0: the generic one
   std::string source = "fitted";  // or "measured": a calibration profile's link, at its own bandwidth (1)
 };
 
@@ -62,7 +63,11 @@ struct PerfCoefficients {
   double cp_inter_efficiency = 0.94;
   // overlap: fraction of a collective hidden behind compute
   double tp_overlap = 0;  // TP/SP collectives behind the layer's GEMMs
-  double cp_overlap = 1;  // CP ring P2P behind the attention compute it pipelines with
+  // CP ring P2P behind the attention compute it pipelines with: all of it, as Transformer Engine's ring attention
+  // waits for step i's K and V, posts step i + 1's send/recv, then runs step i's attention (transformer_engine/pytorch/
+  // attention/dot_product_attention/context_parallel.py, AttnFuncWithCPAndKVP2P.forward), unless a `clusters` entry
+  // names the cluster
+  double cp_overlap = 1;
   double pp_overlap = 0;  // PP send/recv behind compute
   double dp_overlap = 0;  // DP reduce-scatter / all-gather behind one micro-batch's backward / forward
   // offloading: achieved fraction of the host link's (PCIe) datasheet bandwidth (pinned copies), and of the host
@@ -114,6 +119,7 @@ struct PerfContext {
   // The link efficiencies in force here (a `clusters` entry naming the cluster, else the generic ones) and where
   // they come from: "fitted on <cluster>", "measured on <cluster>" or "generic".
   double intra_efficiency = 0, inter_efficiency = 0, cp_inter_efficiency = 0;
+  double cp_overlap = 0;  // the same for the CP ring's overlap with attention
   std::string link_source;
 };
 
