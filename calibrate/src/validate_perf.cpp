@@ -19,13 +19,16 @@ std::string name_of(const RunConfig& r) {
 
 using Column = std::vector<const PerfRun*>;
 
+// Whether run r belongs to the tables a fit or score uses (all of them when none is named).
+bool in_tables(const PerfRun& r, const std::vector<int>& tables) {
+  return tables.empty() || std::find(tables.begin(), tables.end(), r.run.table) != tables.end();
+}
+
 std::map<std::pair<int, std::int64_t>, Column> columns_of(const std::vector<PerfRun>& runs,
                                                           const std::vector<int>& tables) {
   std::map<std::pair<int, std::int64_t>, Column> cols;
-  for (const auto& r : runs) {
-    if (!tables.empty() && std::find(tables.begin(), tables.end(), r.run.table) == tables.end()) continue;
-    cols[{r.run.table, r.run.gpus}].push_back(&r);
-  }
+  for (const auto& r : runs)
+    if (in_tables(r, tables)) cols[{r.run.table, r.run.gpus}].push_back(&r);
   return cols;
 }
 
@@ -212,7 +215,7 @@ PerfCoefficients fit_perf(const std::vector<PerfRun>& runs, const PerfCoefficien
   PerfCoefficients c = start;
   // GPU efficiencies: one entry per GPU of the fitted tables.
   for (const auto& r : runs) {
-    if (!tables.empty() && std::find(tables.begin(), tables.end(), r.run.table) == tables.end()) continue;
+    if (!in_tables(r, tables)) continue;
     const bool known =
         std::any_of(c.gpus.begin(), c.gpus.end(), [&](const GpuEfficiency& g) { return g.gpu == r.cluster.gpu.name; });
     if (!known) c.gpus.push_back({r.cluster.gpu.name, c.gemm_efficiency, c.attention_efficiency});
@@ -220,8 +223,7 @@ PerfCoefficients fit_perf(const std::vector<PerfRun>& runs, const PerfCoefficien
   std::vector<Knob> knobs;
   for (auto& g : c.gpus) {
     const bool fitted = std::any_of(runs.begin(), runs.end(), [&](const PerfRun& r) {
-      return r.cluster.gpu.name == g.gpu &&
-             (tables.empty() || std::find(tables.begin(), tables.end(), r.run.table) != tables.end());
+      return r.cluster.gpu.name == g.gpu && in_tables(r, tables);
     });
     if (!fitted) continue;
     knobs.push_back({&g.gemm, 0.5, 0.9});
@@ -244,10 +246,12 @@ PerfCoefficients fit_perf(const std::vector<PerfRun>& runs, const PerfCoefficien
   // they go into an entry for each, and the generic ones return to the measured NIC default and Transformer Engine's
   // full overlap (predictions on the fitted clusters are unchanged).
   for (const auto& r : runs) {
-    if (!tables.empty() && std::find(tables.begin(), tables.end(), r.run.table) == tables.end()) continue;
-    const auto it = std::find_if(c.clusters.begin(), c.clusters.end(),
-                                 [&](const ClusterEfficiency& x) { return x.cluster == r.cluster.name; });
-    if (it == c.clusters.end()) c.clusters.push_back({r.cluster.name, 0.0, 0.0, c.cp_inter_efficiency, c.cp_overlap});
+    if (!in_tables(r, tables)) continue;
+    auto it = std::find_if(c.clusters.begin(), c.clusters.end(),
+                           [&](const ClusterEfficiency& x) { return x.cluster == r.cluster.name; });
+    if (it == c.clusters.end()) it = c.clusters.insert(c.clusters.end(), ClusterEfficiency{r.cluster.name});
+    if (it->cp_inter <= 0) it->cp_inter = c.cp_inter_efficiency;  // what the fit ran this cluster with
+    if (it->cp_overlap < 0) it->cp_overlap = c.cp_overlap;
   }
   c.cp_inter_efficiency = PerfCoefficients{}.cp_inter_efficiency;
   c.cp_overlap = PerfCoefficients{}.cp_overlap;
