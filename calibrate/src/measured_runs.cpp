@@ -279,7 +279,8 @@ const std::vector<std::string_view>& run_layout_columns() {
                                                         "fp8_param_gather",
                                                         "optimizer_offload_fraction",
                                                         "cpu_offloading_num_layers",
-                                                        "overlap_p2p_comm"};
+                                                        "overlap_p2p_comm",
+                                                        "tp_comm_overlap"};
   return columns;
 }
 
@@ -480,6 +481,8 @@ std::map<std::string, std::string> megatron_layout(const std::map<std::string, s
     l["cpu_offloading_num_layers"] = *arg(args, "cpu_offloading_num_layers");
   // arguments.py prints overlap_p2p_comm (False with --no-overlap-p2p-communication or without interleaving).
   if (arg(args, "overlap_p2p_comm")) l["overlap_p2p_comm"] = flag_arg(args, "overlap_p2p_comm") ? "true" : "false";
+  // arguments.py prints tp_comm_overlap (--tp-comm-overlap).
+  if (arg(args, "tp_comm_overlap")) l["tp_comm_overlap"] = flag_arg(args, "tp_comm_overlap") ? "true" : "false";
   l["recompute"] = arg(args, "recompute_granularity").value_or("none");
   l["sp"] = flag_arg(args, "sequence_parallel") ? "true" : "false";
   // Megatron-LM's distributed optimizer shards optimizer states over DP (ZeRO-1); without it, DDP.

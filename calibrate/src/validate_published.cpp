@@ -84,6 +84,8 @@ Layout row_layout(const ReferenceTable& t, const Record& row, const FrameworkPro
   // Megatron-LM before 2023 waited for each pipeline send (megatron/p2p_communication.py at de7dc40f88:
   // batch_isend_irecv, then wait; overlap_p2p_comm came with f9283c5a8a, 2023).
   if (has(t, "p2p_overlap")) l.overlap_p2p_comm = truth(t, row, "p2p_overlap");
+  // TransformerEngine userbuffers (Megatron-LM --tp-comm-overlap, NeMo ub_tp_comm_overlap): as the row's recipe says.
+  if (has(t, "tp_comm_overlap")) l.tp_comm_overlap = truth(t, row, "tp_comm_overlap");
   if (has(t, "distributed_optimizer") && truth(t, row, "distributed_optimizer")) return l;
   l.precision = Precision{2, 2, 12};
   l.sharding = StateSharding{Shard::none, Shard::none, Shard::none};

@@ -124,6 +124,10 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   l.overlap_offload_copies = r.overlap_offload_copies;
   l.activation_offload_layers = r.activation_offload_layers;
   l.overlap_p2p_comm = r.overlap_p2p_comm;
+  if (r.tp_comm_overlap && !f.tp_comm_overlap)
+    throw Error("framework " + f.name + " does not overlap TP communication with GEMMs (" + field("tp_comm_overlap") +
+                "; Megatron-LM's --tp-comm-overlap: --framework megatron)");
+  l.tp_comm_overlap = r.tp_comm_overlap;
   l.mbs = positive("mbs", r.mbs);
   l.seq = positive("seq", r.seq);
   if (r.schedule) l.schedule = *r.schedule;
@@ -195,6 +199,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
     f.optimizer_offload = j.at("offload").value("optimizer", false);
     f.activation_offload = j.at("offload").value("activations", false);
   }
+  if (j.contains("tp_comm_overlap")) f.tp_comm_overlap = j.at("tp_comm_overlap").at("supported").get<bool>();
   const auto& r = j.at("residual");
   f.residual.name = f.name;
   f.residual.fixed_bytes = r.at("fixed_GiB").get<double>() * kGiB;

@@ -114,6 +114,7 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
     if (l.overlap_offload_copies) a.emplace_back("--overlap-cpu-optimizer-d2h-h2d");
   }
   if (l.schedule == Schedule::interleaved && !l.overlap_p2p_comm) a.emplace_back("--no-overlap-p2p-communication");
+  if (l.tp_comm_overlap) a.emplace_back("--tp-comm-overlap");
   if (l.activation_offload_layers > 0)
     a.insert(a.end(), {"--cpu-offloading-num-layers", num(l.activation_offload_layers)});
   if (l.flash_attention) a.emplace_back("--use-flash-attn");

@@ -197,6 +197,12 @@ void validate_layout(const ModelSpec& m, const Layout& l) {
   if (!(l.optimizer_offload >= 0.0 && l.optimizer_offload <= 1.0))
     throw Error(field("optimizer_offload_fraction") + " " + std::to_string(l.optimizer_offload) +
                 " must be from 0 to 1");
+  // megatron/training/arguments.py: "Tensor parallel communication/GEMM overlap can happen only when sequence
+  // parallelism is enabled" (and SP is off at t = 1).
+  if (l.tp_comm_overlap && (l.tp < 2 || !l.sequence_parallel))
+    throw Error(field("tp_comm_overlap") + " needs " + field("tp") +
+                " 2 or more with sequence parallelism (Megatron-LM " +
+                "asserts --sequence-parallel with --tp-comm-overlap)");
   if (l.overlap_offload_copies && l.optimizer_offload == 0.0)
     throw Error(field("overlap_cpu_optimizer_d2h_h2d") + " needs an offloaded optimizer (" +
                 field("optimizer_offload_fraction") + " > 0)");

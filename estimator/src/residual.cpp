@@ -15,11 +15,20 @@ double logits_elements(const ModelSpec& m, const Layout& l, std::int64_t stage) 
 
 double cp_extra_communicators(const Layout& l) { return (l.cp > 1 ? 1.0 : 0.0) + (l.cp > 2 ? 2.0 : 0.0); }
 
+double tp_comm_buffer_bytes(const ModelSpec& m, const Layout& l) {
+  if (!l.tp_comm_overlap) return 0.0;
+  const double elements = static_cast<double>(l.seq) * static_cast<double>(l.mbs) / static_cast<double>(l.cp) *
+                          static_cast<double>(m.hidden_size);
+  const double all_gather_bytes = l.fp8 != Fp8Recipe::none ? 1.0 : 2.0;
+  return elements * (8.0 * all_gather_bytes + 4.0 * 2.0);
+}
+
 double residual_bytes(const ModelSpec& m, const Layout& l, const ResidualModel& r, std::int64_t stage,
                       double optimizer_shard_params, double usable_memory_bytes, bool with_logits) {
   return r.fixed_bytes + (with_logits ? r.logits_bytes_per_element * logits_elements(m, l, stage) : 0.0) +
          r.optimizer_shard_bytes_per_param * optimizer_shard_params +
-         r.cp_communicator_bytes * cp_extra_communicators(l) + r.capacity_share * usable_memory_bytes;
+         r.cp_communicator_bytes * cp_extra_communicators(l) + tp_comm_buffer_bytes(m, l) +
+         r.capacity_share * usable_memory_bytes;
 }
 
 }  // namespace headroom

@@ -268,6 +268,11 @@ double ring_gather_across_nodes_seconds(double bytes, std::int64_t n, std::int64
          per_gpu * crossing / inter.bytes_per_s;
 }
 
+double tp_overlapped_comm_seconds(double comm, double gemm, std::int64_t tp) {
+  if (tp <= 1) return comm;
+  return std::max(0.0, comm - gemm) + std::min(comm, gemm) / d(tp);
+}
+
 // Thesis Sec. 3.1.2: LoRA freezes the base weights; its adapters are stored (and gathered) next to them.
 DpParameters dp_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage) {
   const double base = stage_parameters_per_gpu(m, l, stage);
@@ -604,6 +609,10 @@ LayerPassTimes layer_pass_times(const ModelSpec& m, const PerfContext& p, const 
     const double one = (all_gathers + 2.0 * gather) * (1.0 - c.tp_overlap);
     x.forward.tp = one;
     x.backward.tp = (1.0 + rc.gemm) * one;
+    if (l.tp_comm_overlap) {
+      x.forward.tp = tp_overlapped_comm_seconds(x.forward.tp, x.forward.gemm, l.tp);
+      x.backward.tp = tp_overlapped_comm_seconds(x.backward.tp, x.backward.gemm, l.tp);
+    }
   }
   // CP (Liu et al. 2023 ring attention; TransformerEngine's load-balanced variant): c − 1 ring steps pass the
   // local K and V (2·(s/c)·b·h·k/a BF16, heads split over t) forward; backward passes K, V and dK, dV.

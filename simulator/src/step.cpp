@@ -376,6 +376,10 @@ class StepBuilder {
                  (1.0 - perf_.coef.tp_overlap);
     }
     x.tp_bwd = (1.0 + rc.gemm) * x.tp_fwd;
+    if (l_.tp_comm_overlap) {
+      x.tp_fwd = tp_overlapped_comm_seconds(x.tp_fwd, x.compute.forward.gemm, l_.tp);
+      x.tp_bwd = tp_overlapped_comm_seconds(x.tp_bwd, x.compute.backward.gemm, l_.tp);
+    }
     // CP ring attention: c − 1 exchanges of the local K, V (backward: K, V, dK, dV), behind attention. The
     // exchanges are P2P sends to the ring neighbour (TransformerEngine's CP), so a ring across nodes crosses each
     // boundary through one NIC (one channel, collective() below) at cp_inter_efficiency of it where collectives

@@ -119,7 +119,8 @@ TEST(MegatronLog, RealArgumentsBlockOfARunThatCrashed) {
                                                      {"recompute", "selective"},
                                                      {"sp", "true"},
                                                      {"sharding", "zero1"},
-                                                     {"overlap_p2p_comm", "false"}};  // 1F1B: arguments.py's
+                                                     {"overlap_p2p_comm", "false"},  // 1F1B: arguments.py's
+                                                     {"tp_comm_overlap", "false"}};
   EXPECT_EQ(run.layout, layout);
   ASSERT_TRUE(run.model);
   EXPECT_EQ(run.model->hidden_size, 3072);
@@ -163,9 +164,11 @@ TEST(MegatronLog, Fp8AndOffloadingAreRead) {
              "  fp8_param_gather ................................ True\n"
              "  optimizer_cpu_offload ........................... True\n"
              "  optimizer_offload_fraction ...................... 0.5\n"
-             "  overlap_p2p_comm ................................ False\n");
+             "  overlap_p2p_comm ................................ False\n"
+             "  tp_comm_overlap ................................. True\n");
   const auto run = parse_megatron_log(log, "fp8.log");
   EXPECT_EQ(run.layout.at("overlap_p2p_comm"), "false");  // --no-overlap-p2p-communication
+  EXPECT_EQ(run.layout.at("tp_comm_overlap"), "true");    // --tp-comm-overlap
   EXPECT_EQ(run.layout.at("precision"), "fp8");
   EXPECT_EQ(run.layout.at("fp8_recipe"), "tensorwise");
   EXPECT_EQ(run.layout.at("fp8_param_gather"), "true");

@@ -249,6 +249,38 @@ TEST(Cli, PipelineSendOverlapFollowsMegatronLm) {
   EXPECT_NE(line.out.find("--no-overlap-p2p-communication"), std::string::npos) << line.out;
 }
 
+// Megatron-LM's --tp-comm-overlap: priced (TP time, userbuffers in memory), reported, launched, and refused where
+// Megatron-LM refuses it (no sequence parallelism) or where the framework has no such overlap.
+TEST(Cli, TpCommOverlapIsPricedReportedAndLaunched) {
+  const std::vector<std::string> base = {"--model", "llama3.1-70b", "--cluster", "dgx-h100", "--gpus", "32",    "--tp",
+                                         "4",       "--pp",         "4",         "--seq",    "8192",   "--gbs", "64"};
+  const auto estimate = [&base](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"estimate"};
+    args.insert(args.end(), base.begin(), base.end());
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args);
+  };
+  const Result held = estimate({"--json"}), overlapped = estimate({"--tp-comm-overlap", "--json"});
+  ASSERT_EQ(overlapped.code, 0) << overlapped.err;
+  const auto a = nlohmann::json::parse(held.out), b = nlohmann::json::parse(overlapped.out);
+  EXPECT_FALSE(a.at("layout").at("tp_comm_overlap").get<bool>());
+  EXPECT_TRUE(b.at("layout").at("tp_comm_overlap").get<bool>());
+  EXPECT_LT(b.at("perf").at("breakdown").at("tp_comm_s").get<double>(),
+            a.at("perf").at("breakdown").at("tp_comm_s").get<double>());
+  EXPECT_GT(b.at("memory").at("peak_gib").get<double>(), a.at("memory").at("peak_gib").get<double>());  // userbuffers
+  const Result no_sp = estimate({"--tp-comm-overlap", "--no-sp"});
+  EXPECT_EQ(no_sp.code, 2);
+  EXPECT_NE(no_sp.err.find("--tp-comm-overlap"), std::string::npos) << no_sp.err;
+  std::vector<std::string> fsdp = {"estimate", "--framework", "pytorch-fsdp", "--tp-comm-overlap"};
+  fsdp.insert(fsdp.end(), base.begin(), base.end());
+  EXPECT_EQ(run(fsdp).code, 2);
+  std::vector<std::string> launch = {"launch", "--tp-comm-overlap"};
+  launch.insert(launch.end(), base.begin(), base.end());
+  const Result line = run(launch);
+  ASSERT_EQ(line.code, 0) << line.err;
+  EXPECT_NE(line.out.find("--tp-comm-overlap"), std::string::npos) << line.out;
+}
+
 TEST(Cli, Fp8AndOffloadingArePricedAndLaunched) {
   const std::vector<std::string> base = {"--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus",
                                          "8",       "--seq",       "8192",      "--gbs",    "64"};

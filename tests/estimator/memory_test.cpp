@@ -226,6 +226,14 @@ TEST(Residual, TermsFollowTheirCarriers) {
   r.fixed_bytes = 1.5 * kGiB;
   r.optimizer_shard_bytes_per_param = 2;
   EXPECT_DOUBLE_EQ(residual_bytes(m, l, r, 1, 1e9, 80.0 * kGiB), 1.5 * kGiB + 2e9);
+  // --tp-comm-overlap: TransformerEngine's 12 userbuffers of (s·b/c)·h, the 8 all-gather ones in FP8 under FP8.
+  EXPECT_EQ(tp_comm_buffer_bytes(m, l), 0.0);
+  l.tp_comm_overlap = true;
+  const double elements = 4096.0 * 2 / 4 * 4096;
+  EXPECT_DOUBLE_EQ(tp_comm_buffer_bytes(m, l), 12 * 2 * elements);
+  EXPECT_DOUBLE_EQ(residual_bytes(m, l, r, 1, 1e9, 80.0 * kGiB), 1.5 * kGiB + 2e9 + 24 * elements);
+  l.fp8 = Fp8Recipe::delayed;
+  EXPECT_DOUBLE_EQ(tp_comm_buffer_bytes(m, l), (8 * 1 + 4 * 2) * elements);
 }
 
 // The one-parameter form: the smallest share that keeps every OOM run out, raised to the largest that loses no

@@ -76,6 +76,25 @@ TEST_F(ThroughputTest, InterleavedPipelineSendsHideBehindTheNextChunk) {
   EXPECT_NEAR(estimate_perf(llama8b, a100, l, datasheet).breakdown.pp_comm_s, 2 * 2 * m * send, 1e-9);
 }
 
+// Issue 13: --tp-comm-overlap (TransformerEngine userbuffers) pipelines each TP collective with its GEMM in t chunks:
+// exposed is one chunk of the shorter and whatever the longer exceeds.
+TEST_F(ThroughputTest, TpCommOverlapLeavesOneChunkExposed) {
+  EXPECT_DOUBLE_EQ(tp_overlapped_comm_seconds(1.0, 3.0, 4), 0.25);        // comm hidden but its first chunk
+  EXPECT_DOUBLE_EQ(tp_overlapped_comm_seconds(3.0, 1.0, 4), 2.0 + 0.25);  // the GEMM's chunk and the excess
+  EXPECT_DOUBLE_EQ(tp_overlapped_comm_seconds(1.0, 3.0, 1), 1.0);         // no TP group: nothing to pipeline
+  Layout l = layout(4, 1, 1, 1, 8);
+  const PerfEstimate held = estimate_perf(llama8b, a100, l, datasheet);
+  l.tp_comm_overlap = true;
+  const PerfEstimate overlapped = estimate_perf(llama8b, a100, l, datasheet);
+  ASSERT_GT(held.breakdown.tp_comm_s, 0.0);
+  EXPECT_LT(overlapped.breakdown.tp_comm_s, 0.5 * held.breakdown.tp_comm_s);
+  EXPECT_GE(overlapped.breakdown.tp_comm_s, held.breakdown.tp_comm_s / 4 - 1e-12);
+  EXPECT_DOUBLE_EQ(overlapped.breakdown.compute_s(), held.breakdown.compute_s());
+  // Megatron-LM asserts sequence parallelism with --tp-comm-overlap.
+  l.sequence_parallel = false;
+  EXPECT_THROW(validate_layout(llama8b, l), Error);
+}
+
 TEST_F(ThroughputTest, RecomputeAddsComputeTime) {
   Layout l = layout(4, 1, 1, 1, 8);
   const double none = estimate_perf(llama8b, a100, l, datasheet).breakdown.compute_s();

@@ -86,6 +86,18 @@ def test_fp8_and_offloading_equal_the_cli_document():
         headroom.Planner(model="llama3.1-8b", cluster="dgx-a100-80gb").estimate(seq=8192, gpus=8, precision="fp8")
 
 
+def test_tp_comm_overlap_equals_the_cli_document():
+    """Megatron-LM's --tp-comm-overlap (issue 13): the keyword, the JSON's name, the same price as the CLI's."""
+    h100 = headroom.Planner(model="llama3.1-70b", cluster="dgx-h100")
+    r = h100.estimate(seq=8192, gpus=32, tp=4, pp=4, gbs=64, tp_comm_overlap=True)
+    doc = json.loads(headroom.run("estimate", "--model", "llama3.1-70b", "--cluster", "dgx-h100", "--seq", "8192",
+                                  "--gpus", "32", "--tp", "4", "--pp", "4", "--gbs", "64", "--tp-comm-overlap",
+                                  "--json"))
+    assert doc["layout"]["tp_comm_overlap"] is True
+    assert r.perf.step_time_s == doc["perf"]["step_time_s"]
+    assert r.perf.breakdown.tp_comm_s < h100.estimate(seq=8192, gpus=32, tp=4, pp=4, gbs=64).perf.breakdown.tp_comm_s
+
+
 def test_pipeline_send_overlap_equals_the_cli_document():
     """Megatron-LM's overlap_p2p_comm (issue 13): the JSON's name; False is --no-overlap-p2p-communication."""
     h100 = headroom.Planner(model="llama3.1-8b", cluster="dgx-h100")

@@ -113,6 +113,9 @@ void LayoutOptions::add_to(CLI::App& app, bool need_seq) {
   app.add_flag("--overlap-cpu-optimizer-d2h-h2d", overlap_offload, "overlap the host copies with the CPU step");
   app.add_flag("--no-overlap-p2p-communication", no_overlap_p2p,
                "pipeline sends hold the stage (Megatron-LM overlaps them with the interleaved schedule by default)");
+  app.add_flag("--tp-comm-overlap", tp_comm_overlap,
+               "TP all-gathers/reduce-scatters pipelined with their GEMMs (Megatron-LM, TransformerEngine userbuffers; "
+               "needs sequence parallelism)");
   app.add_option("--cpu-offloading-num-layers", offload_layers,
                  "decoder layers whose activations go to host memory (Megatron-LM; pp 1 only)");
   app.add_option("--mbs,--micro-batch-size", mbs, "micro-batch size b")->capture_default_str();
@@ -195,6 +198,7 @@ Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) c
   }
   r.overlap_offload_copies = overlap_offload;
   r.overlap_p2p_comm = !no_overlap_p2p;
+  r.tp_comm_overlap = tp_comm_overlap;
   if (!offload_layers.empty()) {
     r.activation_offload_layers =
         offload_layers == "0" ? 0 : parse_count("--cpu-offloading-num-layers", offload_layers);
@@ -305,6 +309,7 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
       {"overlap_cpu_optimizer_d2h_h2d", l.overlap_offload_copies},
       {"cpu_offloading_num_layers", l.activation_offload_layers},
       {"overlap_p2p_comm", pipeline_sends_overlap(l)},
+      {"tp_comm_overlap", l.tp_comm_overlap},
       {"vpp", l.vpp},
       {"gpus", l.gpus()},
       {"mbs", l.mbs},

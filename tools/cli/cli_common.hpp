@@ -81,6 +81,7 @@ struct LayoutOptions {
   std::string offload_fraction;        // --optimizer-offload-fraction (Megatron-LM's default 1)
   bool overlap_offload = false;        // --overlap-cpu-optimizer-d2h-h2d
   bool no_overlap_p2p = false;         // --no-overlap-p2p-communication
+  bool tp_comm_overlap = false;        // --tp-comm-overlap
   std::string offload_layers;          // --cpu-offloading-num-layers
   bool seq_optional = false;           // set by add_to(app, false)
 

@@ -99,6 +99,7 @@ Resolved resolve_run(const calibrate::MeasuredRun& r, const CalibrateRunsDefault
     lo.optimizer_cpu_offload = !lo.offload_fraction.empty();
     lo.offload_layers = cell(r, "cpu_offloading_num_layers");
     if (r.layout.count("overlap_p2p_comm")) lo.no_overlap_p2p = !truth(r, "overlap_p2p_comm");
+    if (r.layout.count("tp_comm_overlap")) lo.tp_comm_overlap = truth(r, "tp_comm_overlap");
     if (r.layout.count("sp")) (truth(r, "sp") ? lo.sp : lo.no_sp) = true;
     if (r.layout.count("flash_attn")) (truth(r, "flash_attn") ? lo.flash : lo.no_flash) = true;
     if (lo.seq.empty()) throw Error("no seq column: the sequence length of the run");

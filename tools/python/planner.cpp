@@ -71,7 +71,7 @@ Interval interval(const ErrorBand& band, double value, double unit) {
 // TypeError naming it, as Python's own.
 constexpr std::array<std::string_view, 12> kIntKeywords = {"seq",  "tp", "cp",  "pp",        "vpp", "mbs",
                                                            "gpus", "dp", "gbs", "lora_rank", "ep",  "etp"};
-constexpr std::array<std::string_view, 15> kOtherKeywords = {"recompute",
+constexpr std::array<std::string_view, 16> kOtherKeywords = {"recompute",
                                                              "schedule",
                                                              "sharding",
                                                              "sequence_parallel",
@@ -85,7 +85,8 @@ constexpr std::array<std::string_view, 15> kOtherKeywords = {"recompute",
                                                              "optimizer_offload_fraction",
                                                              "overlap_cpu_optimizer_d2h_h2d",
                                                              "cpu_offloading_num_layers",
-                                                             "overlap_p2p_comm"};
+                                                             "overlap_p2p_comm",
+                                                             "tp_comm_overlap"};
 
 void set_int(LayoutKeywords& k, std::size_t which, std::int64_t v) {
   switch (which) {
@@ -141,6 +142,8 @@ void set_other(LayoutKeywords& k, std::string_view name, const py::handle& v) {
     k.offload_layers = as_int(name, v);
   else if (name == "overlap_p2p_comm")
     k.overlap_p2p_comm = v.cast<bool>();
+  else if (name == "tp_comm_overlap")
+    k.tp_comm_overlap = v.cast<bool>();
   else
     k.lora_targets =
         py::isinstance<py::str>(v) ? v.cast<std::string>() : py::str(",").attr("join")(v).cast<std::string>();
@@ -157,12 +160,13 @@ LayoutKeywords layout_keywords(const py::kwargs& kwargs) {
     } else if (std::find(kOtherKeywords.begin(), kOtherKeywords.end(), name) != kOtherKeywords.end()) {
       set_other(k, name, value);
     } else {
-      throw py::type_error("unexpected keyword '" + std::string(name) +
-                           "' (layout keywords: seq, tp, cp, pp, vpp, ep, etp, "
-                           "mbs, gpus, dp, gbs, recompute, schedule, sharding, sequence_parallel, flash_attention, "
-                           "lora_rank, lora_targets, moe_token_dispatcher_type, moe_expert_capacity_factor, "
-                           "precision, fp8_recipe, fp8_param_gather, optimizer_offload_fraction, "
-                           "overlap_cpu_optimizer_d2h_h2d, cpu_offloading_num_layers, overlap_p2p_comm)");
+      throw py::type_error(
+          "unexpected keyword '" + std::string(name) +
+          "' (layout keywords: seq, tp, cp, pp, vpp, ep, etp, "
+          "mbs, gpus, dp, gbs, recompute, schedule, sharding, sequence_parallel, flash_attention, "
+          "lora_rank, lora_targets, moe_token_dispatcher_type, moe_expert_capacity_factor, "
+          "precision, fp8_recipe, fp8_param_gather, optimizer_offload_fraction, "
+          "overlap_cpu_optimizer_d2h_h2d, cpu_offloading_num_layers, overlap_p2p_comm, tp_comm_overlap)");
     }
   }
   return k;
@@ -216,6 +220,7 @@ LayoutRequest Planner::request(const LayoutKeywords& k) const {
   r.optimizer_offload = k.optimizer_offload.value_or(0.0);
   r.overlap_offload_copies = k.overlap_offload.value_or(false);
   r.overlap_p2p_comm = k.overlap_p2p_comm.value_or(true);
+  r.tp_comm_overlap = k.tp_comm_overlap.value_or(false);
   r.activation_offload_layers = k.offload_layers.value_or(0);
   return r;
 }

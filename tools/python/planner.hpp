@@ -28,6 +28,7 @@ struct LayoutKeywords {
   std::optional<double> optimizer_offload;                // optimizer_offload_fraction
   std::optional<std::int64_t> offload_layers;             // cpu_offloading_num_layers
   std::optional<bool> overlap_p2p_comm;                   // Megatron-LM's (--no-overlap-p2p-communication: False)
+  std::optional<bool> tp_comm_overlap;                    // Megatron-LM's --tp-comm-overlap
 };
 
 struct Columns;

@@ -40,6 +40,8 @@ struct FrameworkProfile {
   // Offloading the framework can launch (optional key "offload": {"optimizer": bool, "activations": bool}).
   bool optimizer_offload = false;
   bool activation_offload = false;
+  // TP collectives pipelined with their GEMMs (optional key "tp_comm_overlap": {"supported": bool}).
+  bool tp_comm_overlap = false;
   ResidualModel residual;
   ErrorBand memory_band;  // held-out band of the predicted peak ("residual.uncertainty"; unknown when absent)
 };
@@ -73,6 +75,7 @@ struct LayoutRequest {
   bool overlap_offload_copies = false;         // Layout::overlap_offload_copies
   std::int64_t activation_offload_layers = 0;  // Layout::activation_offload_layers
   bool overlap_p2p_comm = true;                // Layout::overlap_p2p_comm
+  bool tp_comm_overlap = false;                // Layout::tp_comm_overlap; needs a framework that runs it
 };
 // The framework's defaults, then the request; every size checked (each at most 10^12 and their products too),
 // then validate_model_split and validate_layout. Errors carry the fields they name (error.hpp field()).

@@ -127,6 +127,9 @@ struct Layout {
   // Megatron-LM's overlap_p2p_comm (off with --no-overlap-p2p-communication); only the interleaved schedule runs it
   // (throughput.hpp pipeline_sends_overlap).
   bool overlap_p2p_comm = true;
+  // Megatron-LM's --tp-comm-overlap: TransformerEngine's userbuffers pipeline each TP all-gather/reduce-scatter with
+  // the GEMM it feeds or follows (needs sequence parallelism; throughput.hpp tp_overlapped_comm_seconds).
+  bool tp_comm_overlap = false;
 
   [[nodiscard]] std::int64_t gpus() const { return tp * cp * pp * dp; }
   [[nodiscard]] std::int64_t expert_tp() const { return etp > 0 ? etp : tp; }

@@ -31,6 +31,12 @@ struct ResidualModel {
 // builds a 2-rank communicator per ring neighbour (3).
 [[nodiscard]] double cp_extra_communicators(const Layout& l);
 
+// TransformerEngine's userbuffers under --tp-comm-overlap (transformer_engine/pytorch/module/base.py initialize_ub,
+// shape (s·b/c, h) from megatron/training/initialize.py): 12 communication buffers of s·b/c·h elements, the 8
+// all-gather ones in FP8 (1 B) when training in FP8, the 4 reduce-scatter ones and all under BF16 2 B. Physical,
+// not fitted; 0 without the overlap.
+[[nodiscard]] double tp_comm_buffer_bytes(const ModelSpec& m, const Layout& l);
+
 // Residual bytes of one pipeline stage, given how many parameters this GPU's optimizer shard holds and the
 // GPU's usable memory; `with_logits` false leaves the loss temporaries out (a moment when none are live).
 [[nodiscard]] double residual_bytes(const ModelSpec& m, const Layout& l, const ResidualModel& r, std::int64_t stage,

@@ -154,6 +154,11 @@ struct PerfContext {
 // g·(n − 1)/n inter-node and (n − g)·(n − 1)/n intra, g = n/m, per n GPUs); the two parts add, as for DP.
 [[nodiscard]] double ring_gather_across_nodes_seconds(double bytes, std::int64_t n, std::int64_t m, const Link& intra,
                                                       const Link& inter);
+// TP communication pipelined with its GEMMs (Megatron-LM's --tp-comm-overlap): TransformerEngine's userbuffers
+// split each all-gather/reduce-scatter and its GEMM into t chunks (transformer_engine/pytorch/module/base.py
+// initialize_ub: ring_exchange with num_splits = t, pipeline, bulk), so one chunk of the shorter of the two and
+// whatever the longer exceeds stay exposed: max(0, comm − gemm) + min(comm, gemm)/t.
+[[nodiscard]] double tp_overlapped_comm_seconds(double comm, double gemm, std::int64_t tp);
 
 // Core attention without FlashAttention as Megatron-LM's unfused CoreAttention runs it (megatron/core/transformer/
 // dot_product_attention.py: baddbmm QKᵀ, fused scale-mask-softmax, dropout, bmm with V), one micro-batch and layer,
