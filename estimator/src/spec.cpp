@@ -449,6 +449,15 @@ GpuSpec gpu_from_json(const json& j, std::string_view where) {
   g.hbm_bytes_per_s = si_number(j, "hbm_bandwidth_GBps", 1e9, where);
   if (j.contains("fp8_dense_TFLOPs")) g.fp8_flops = si_number(j, "fp8_dense_TFLOPs", 1e12, where);
   g.kernels_as = j.value("kernels_as", std::string());
+  if (j.contains("kernels_scale")) {
+    const json& s = j.at("kernels_scale");
+    const std::string w = std::string(where) + " kernels_scale";
+    if (g.kernels_as.empty()) throw Error(w + ": scales kernels_as's fractions of peak, and kernels_as is not given");
+    g.kernels_gemm_scale = si_number(s, "gemm", 1.0, w);
+    g.kernels_attention_scale = si_number(s, "attention", 1.0, w);
+    for (const double x : {g.kernels_gemm_scale, g.kernels_attention_scale})
+      if (!(x > 0.0 && x <= 2.0)) throw Error(w + ": each scale must be in (0, 2]");
+  }
   return g;
 }
 

@@ -187,10 +187,14 @@ PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
     return std::find_if(c.gpus.begin(), c.gpus.end(), [&](const GpuEfficiency& g) { return same_name(g.gpu, name); });
   };
   auto g = entry_for(cluster.gpu.name);
-  if (g == c.gpus.end() && !cluster.gpu.kernels_as.empty()) g = entry_for(cluster.gpu.kernels_as);
+  const bool own = g != c.gpus.end();
+  if (!own && !cluster.gpu.kernels_as.empty()) g = entry_for(cluster.gpu.kernels_as);
   if (g != c.gpus.end()) {
-    gemm_efficiency = g->gemm;
-    attention_efficiency = g->attention;
+    // Another die's entry at the multiples of its fractions of peak that the published kernel benchmarks give.
+    gemm_scale = own ? 1.0 : cluster.gpu.kernels_gemm_scale;
+    attention_scale = own ? 1.0 : cluster.gpu.kernels_attention_scale;
+    gemm_efficiency = g->gemm * gemm_scale;
+    attention_efficiency = g->attention * attention_scale;
     efficiency_source = "fitted";
     efficiency_gpu = g->gpu;
   }

@@ -11,6 +11,7 @@
 #include "headroom/estimator/framework.hpp"
 #include "headroom/core/json_schema.hpp"
 #include "headroom/estimator/memory.hpp"
+#include "headroom/estimator/throughput.hpp"
 
 namespace headroom {
 namespace {
@@ -161,6 +162,35 @@ TEST(SpecLibrary, FuzzFoundSpecsAreErrors) {
     "tie_word_embeddings": false, "norm": "rmsnorm", "activation": "gelu"})",
                       "wide.json");
   refused([&] { (void)lib.model(wide.path()); }, "hidden_size 8000000000000000000 is larger than 10^12");
+}
+
+// A different die's kernels_scale multiplies the fractions of peak of the GPU it computes as; without kernels_as,
+// or out of (0, 2], it is refused.
+TEST(SpecLibrary, KernelsScaleNeedsKernelsAsAndABound) {
+  const SpecLibrary lib = test::library();
+  const GpuSpec mi300x = lib.gpu("mi300x");
+  EXPECT_EQ(mi300x.kernels_as, "h100-94gb");
+  EXPECT_DOUBLE_EQ(mi300x.kernels_gemm_scale, 0.69);
+  EXPECT_DOUBLE_EQ(mi300x.kernels_attention_scale, 0.76);
+  EXPECT_DOUBLE_EQ(lib.gpu("h200").kernels_gemm_scale, 1.0);
+  nlohmann::json j = nlohmann::json::parse(R"({"name": "x", "vendor": "amd", "memory_GiB": 1, "usable_memory_GiB": 1,
+    "bf16_dense_TFLOPs": 1, "fp16_dense_TFLOPs": 1, "fp32_TFLOPs": 1, "hbm_bandwidth_GBps": 1,
+    "kernels_scale": {"gemm": 0.5, "attention": 0.5}})");
+  EXPECT_THROW((void)gpu_from_json(j, "x.json"), Error);  // no kernels_as
+  j["kernels_as"] = "h100-94gb";
+  EXPECT_DOUBLE_EQ(gpu_from_json(j, "x.json").kernels_gemm_scale, 0.5);
+  j["kernels_scale"]["attention"] = 3.0;
+  EXPECT_THROW((void)gpu_from_json(j, "x.json"), Error);
+  // The context takes the other GPU's entry at the scales; its own entry would not be scaled.
+  PerfCoefficients c;
+  c.gpus.push_back({"h100-94gb", 0.6, 0.3});
+  ClusterSpec cluster = lib.cluster("dgx-h100");
+  cluster.gpu = mi300x;
+  const PerfContext p(c, cluster);
+  EXPECT_DOUBLE_EQ(p.gemm_efficiency, 0.6 * 0.69);
+  EXPECT_DOUBLE_EQ(p.attention_efficiency, 0.3 * 0.76);
+  c.gpus.push_back({"mi300x", 0.4, 0.2});
+  EXPECT_DOUBLE_EQ(PerfContext(c, cluster).gemm_efficiency, 0.4);
 }
 
 TEST(JsonSchema, ReportsPathAndBound) {

@@ -106,22 +106,37 @@ namespace {
 
 // Issue 13, item 1 in part: every estimate says where its GPU's GEMM and attention efficiencies come from.
 TEST(CoefficientsSource, EstimateSaysFittedDatasheetOrMeasured) {
-  const auto source = [](const char* gpu) {
-    const auto r = test::run_cli(
-        {"estimate", "--model", "llama3.1-8b", "--gpu", gpu, "--seq", "4096", "--tp", "8", "--gpus", "8", "--json"});
+  const auto perf = [](const char* gpu, const char* framework) {
+    const auto r = test::run_cli({"estimate", "--model", "llama3.1-8b", "--gpu", gpu, "--framework", framework, "--seq",
+                                  "4096", "--tp", "8", "--gpus", "8", "--json"});
     EXPECT_EQ(r.code, 0) << r.err;
-    return nlohmann::json::parse(r.out)["perf"]["coefficients_source"].get<std::string>();
+    return nlohmann::json::parse(r.out)["perf"];
+  };
+  const auto source = [&perf](const char* gpu, const char* framework = "megatron") {
+    return perf(gpu, framework)["coefficients_source"].get<std::string>();
   };
   EXPECT_EQ(source("h100-94gb"), "fitted");  // a gpus entry of data/perf/megatron.json
   EXPECT_EQ(source("h100-80gb"), "fitted");  // h100-94gb's entry: the spec's kernels_as (same die and clocks)
-  EXPECT_EQ(source("mi300x"), "datasheet");  // none: said, not silent
+  EXPECT_EQ(source("mi300x", "pytorch-fsdp"), "datasheet");  // no entry, nor one for h100-94gb: said, not silent
+  // A different die: h100-94gb's entry times the published kernel benchmarks' ratio (mi300x.json kernels_scale).
+  const auto mi300x = perf("mi300x", "megatron");
+  EXPECT_EQ(mi300x["coefficients_source"], "fitted");
+  EXPECT_EQ(mi300x["coefficients_gpu"], "h100-94gb");
+  EXPECT_DOUBLE_EQ(mi300x["coefficients_scale"]["gemm"].get<double>(), 0.69);
+  EXPECT_EQ(perf("h100-80gb", "megatron")["coefficients_scale"]["gemm"].get<double>(), 1.0);
   EXPECT_EQ(source("a100-80gb"), "fitted");  // a100-40gb's entry: the spec's kernels_as (same die and clocks)
   const auto a100 = test::run_cli(
       {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-80gb", "--seq", "4096", "--tp", "8", "--gpus", "8"});
   EXPECT_NE(a100.out.find("fitted for a100-40gb, which a100-80gb computes as"), std::string::npos) << a100.out;
   const auto text = test::run_cli(
       {"estimate", "--model", "llama3.1-8b", "--gpu", "mi300x", "--seq", "4096", "--tp", "8", "--gpus", "8"});
-  EXPECT_NE(text.out.find("datasheet defaults, nothing fitted or measured for mi300x"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("fitted for h100-94gb, scaled for mi300x by its published kernel benchmarks (GEMM x0.69, "
+                          "attention x0.76"),
+            std::string::npos)
+      << text.out;
+  const auto fsdp = test::run_cli({"estimate", "--model", "llama3.1-8b", "--gpu", "mi300x", "--framework",
+                                   "pytorch-fsdp", "--seq", "4096", "--tp", "8", "--gpus", "8"});
+  EXPECT_NE(fsdp.out.find("datasheet defaults, nothing fitted or measured for mi300x"), std::string::npos) << fsdp.out;
   PerfCoefficients measured;
   measured.generic_source = "measured";
   EXPECT_EQ(PerfContext(measured, test::library().cluster("dgx-h100")).efficiency_source, "measured");

@@ -76,9 +76,15 @@ void print_table(std::ostream& out, const ResolvedSpecs& r, const Layout& l, con
 // Performance part: step time, throughput and where the time goes (throughput.hpp).
 // Where the GPU's GEMM and attention efficiencies come from, in words (issue 13: said, not silent).
 std::string efficiency_text(const PerfContext& ctx, const std::string& gpu) {
-  if (ctx.efficiency_source == "fitted" && ctx.efficiency_gpu != gpu)
-    return "GEMM/attention efficiencies (fractions of peak) fitted for " + ctx.efficiency_gpu + ", which " + gpu +
-           " computes as (its spec's kernels_as and kernels_as_reason)";
+  if (ctx.efficiency_source == "fitted" && ctx.efficiency_gpu != gpu) {
+    if (ctx.gemm_scale == 1.0 && ctx.attention_scale == 1.0)
+      return "GEMM/attention efficiencies (fractions of peak) fitted for " + ctx.efficiency_gpu + ", which " + gpu +
+             " computes as (its spec's kernels_as and kernels_as_reason)";
+    char scales[64];
+    std::snprintf(scales, sizeof scales, "GEMM x%.3g, attention x%.3g", ctx.gemm_scale, ctx.attention_scale);
+    return "GEMM/attention efficiencies (fractions of peak) fitted for " + ctx.efficiency_gpu + ", scaled for " + gpu +
+           " by its published kernel benchmarks (" + scales + "; its spec's kernels_scale and kernels_as_reason)";
+  }
   if (ctx.efficiency_source == "fitted") return "GEMM/attention efficiencies fitted for " + gpu;
   if (ctx.efficiency_source == "measured") return "GEMM/attention efficiencies measured (calibration profile)";
   return "GEMM/attention efficiencies: datasheet defaults, nothing fitted or measured for " + gpu +
@@ -90,6 +96,7 @@ nlohmann::json perf_to_json(const PerfEstimate& p, const PerfCoefficients& k, co
   return {{"step_time_s", p.step_time_s},
           {"coefficients_source", ctx.efficiency_source},
           {"coefficients_gpu", ctx.efficiency_gpu},
+          {"coefficients_scale", {{"gemm", ctx.gemm_scale}, {"attention", ctx.attention_scale}}},
           {"link_coefficients_source", ctx.link_source},
           {"step_time_s_interval", interval_json(k.step_time_band, p.step_time_s)},
           {"interval_source", band_source(k.step_time_band, "coefficients " + k.name)},

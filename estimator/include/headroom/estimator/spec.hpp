@@ -121,6 +121,10 @@ struct GpuSpec {
   // A GPU of the same die, clocks and power (a memory variant) whose fitted or measured GEMM and attention
   // efficiencies apply to this one where none names it ("kernels_as"; empty: none).
   std::string kernels_as;
+  // A different die computes at these multiples of kernels_as's fractions of peak ("kernels_scale": {"gemm",
+  // "attention"}): the ratio of the two GPUs' published kernel benchmarks (fraction of peak over fraction of peak).
+  double kernels_gemm_scale = 1.0;
+  double kernels_attention_scale = 1.0;
 };
 
 struct LinkSpec {

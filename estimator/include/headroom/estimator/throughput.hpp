@@ -116,6 +116,7 @@ struct PerfContext {
   // generic_source; efficiency_gpu is the GPU the entry names.
   std::string efficiency_source;
   std::string efficiency_gpu;
+  double gemm_scale = 1.0, attention_scale = 1.0;  // the GPU spec's kernels_scale where it uses another's entry
   // The link efficiencies in force here (a `clusters` entry naming the cluster, else the generic ones) and where
   // they come from: "fitted on <cluster>", "measured on <cluster>" or "generic".
   double intra_efficiency = 0, inter_efficiency = 0, cp_inter_efficiency = 0;
