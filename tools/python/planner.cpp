@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <thread>
 #include <algorithm>
@@ -51,6 +52,7 @@ struct Perf {
   double step_time_s = 0, tokens_per_s = 0, tflops_per_gpu = 0, mfu = 0, pts_s = 0, model_flops_per_step = 0;
   Interval step_time_s_interval;
   std::string coefficients, coefficients_source, coefficients_gpu, link_coefficients_source;
+  std::map<std::string, double> coefficients_scale;  // {"gemm", "attention"}: the GPU spec's kernels_scale
   StepBreakdown breakdown;
 };
 
@@ -258,6 +260,7 @@ py::object Planner::estimate(const LayoutKeywords& k) const {
     f.coefficients = specs_.coefficients.name;
     f.coefficients_source = context_->efficiency_source;
     f.coefficients_gpu = context_->efficiency_gpu;
+    f.coefficients_scale = {{"gemm", context_->gemm_scale}, {"attention", context_->attention_scale}};
     f.link_coefficients_source = context_->link_source;
     f.breakdown = p.breakdown;
   } catch (const Error& e) {
@@ -522,6 +525,7 @@ void bind_planner(py::module_& m) {
       .def_readonly("coefficients", &Perf::coefficients)
       .def_readonly("coefficients_source", &Perf::coefficients_source)
       .def_readonly("coefficients_gpu", &Perf::coefficients_gpu)
+      .def_readonly("coefficients_scale", &Perf::coefficients_scale)
       .def_readonly("link_coefficients_source", &Perf::link_coefficients_source)
       .def_readonly("breakdown", &Perf::breakdown);
   py::class_<Estimate>(m, "Estimate", "One layout's memory and speed, equal to `headroom estimate --json`.")

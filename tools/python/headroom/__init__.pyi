@@ -83,6 +83,7 @@ class Perf:
     coefficients: str
     coefficients_source: str
     coefficients_gpu: str
+    coefficients_scale: dict[str, float]
     link_coefficients_source: str
     breakdown: Breakdown
 
