@@ -182,3 +182,56 @@ PublishedValidation validate_published(const std::vector<PublishedRun>& runs, co
 }
 
 }  // namespace headroom::validate
+
+namespace headroom::validate {
+
+std::vector<PublishedCollective> published_collectives(const SpecLibrary& lib, const std::filesystem::path& csv) {
+  const ReferenceTable t = read_reference_table(csv);
+  std::vector<PublishedCollective> out;
+  for (const auto& row : t.rows) {
+    PublishedCollective c;
+    c.source = short_source(t.at(row, "source"));
+    c.id = t.at(row, "id");
+    c.cluster = lib.cluster(t.at(row, "cluster"));
+    const auto op = collective_from_name(t.at(row, "collective"));
+    if (!op) throw Error(csv.string() + ": " + c.id + ": unknown collective '" + t.at(row, "collective") + "'");
+    c.op = *op;
+    c.gpus = integer(t, row, "gpus");
+    c.gpus_per_node = integer(t, row, "gpus_per_node");
+    if (c.gpus_per_node > c.cluster.gpus_per_node || c.gpus % c.gpus_per_node != 0)
+      throw Error(csv.string() + ": " + c.id + ": gpus_per_node must divide gpus and fit the cluster's nodes");
+    c.bytes = positive(t, row, "bytes");
+    c.busbw_bytes_per_s = positive(t, row, "busbw_GBps") * 1e9;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+CollectiveValidation validate_collectives(const std::vector<PublishedCollective>& rows,
+                                          const PerfCoefficients& coefficients) {
+  CollectiveValidation v;
+  // Latency-bound, bandwidth-bound, across nodes: the three regimes the link model has to get right.
+  const auto group_of = [](const PublishedCollective& c) {
+    if (c.gpus > c.gpus_per_node) return std::string("across nodes");
+    return std::string(c.bytes <= 64.0 * 1024 * 1024 ? "one node, up to 64 MiB" : "one node, over 64 MiB");
+  };
+  for (const auto& c : rows) {
+    const PerfContext p(coefficients, c.cluster);
+    const double t = ring_collective_seconds(c.op, c.bytes, c.gpus, c.gpus_per_node, p.intra, p.inter);
+    const double busbw = c.bytes * bus_bandwidth_factor(c.op, c.gpus) / t;
+    v.rows.push_back({&c, busbw, busbw / c.busbw_bytes_per_s - 1.0});
+    const std::string g = group_of(c);
+    auto it = std::find_if(v.groups.begin(), v.groups.end(), [&](const auto& x) { return x.group == g; });
+    if (it == v.groups.end()) it = v.groups.insert(v.groups.end(), CollectiveGroupScore{g});
+    ++it->rows;
+    it->mean_abs_error += std::abs(v.rows.back().error);
+    it->mean_error += v.rows.back().error;
+  }
+  for (auto& g : v.groups) {
+    g.mean_abs_error /= g.rows;
+    g.mean_error /= g.rows;
+  }
+  return v;
+}
+
+}  // namespace headroom::validate

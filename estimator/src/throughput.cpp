@@ -272,6 +272,15 @@ double ring_gather_across_nodes_seconds(double bytes, std::int64_t n, std::int64
          per_gpu * crossing / inter.bytes_per_s;
 }
 
+double ring_collective_seconds(Collective op, double bytes, std::int64_t n, std::int64_t m, const Link& intra,
+                               const Link& inter) {
+  if (op != Collective::all_gather && op != Collective::reduce_scatter && op != Collective::all_reduce)
+    throw Error("collective " + std::string(to_string(op)) + " is not a ring (all_gather, reduce_scatter, all_reduce)");
+  const double one =
+      m >= n ? ring_gather_seconds(bytes, n, intra) : ring_gather_across_nodes_seconds(bytes, n, m, intra, inter);
+  return op == Collective::all_reduce ? 2.0 * one : one;
+}
+
 double tp_overlapped_comm_seconds(double comm, double gemm, std::int64_t tp) {
   if (tp <= 1) return comm;
   return std::max(0.0, comm - gemm) + std::min(comm, gemm) / d(tp);

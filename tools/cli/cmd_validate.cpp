@@ -420,6 +420,47 @@ void print_published(std::ostream& out, const validate::PublishedValidation& v, 
   }
 }
 
+nlohmann::json collectives_json(const validate::CollectiveValidation& v) {
+  nlohmann::json groups = nlohmann::json::array(), rows = nlohmann::json::array();
+  for (const auto& g : v.groups)
+    groups.push_back(
+        {{"group", g.group}, {"rows", g.rows}, {"mean_abs_error", g.mean_abs_error}, {"mean_error", g.mean_error}});
+  for (const auto& r : v.rows)
+    rows.push_back({{"id", r.row->id},
+                    {"source", r.row->source},
+                    {"cluster", r.row->cluster.name},
+                    {"collective", to_string(r.row->op)},
+                    {"gpus", r.row->gpus},
+                    {"bytes", static_cast<std::int64_t>(r.row->bytes)},
+                    {"measured_busbw_GBps", r.row->busbw_bytes_per_s / 1e9},
+                    {"predicted_busbw_GBps", r.predicted_busbw_bytes_per_s / 1e9},
+                    {"error", r.error}});
+  return {{"held_out", "every row: the link efficiencies are not fitted on these measurements"},
+          {"groups", groups},
+          {"rows", rows}};
+}
+
+void print_collectives(std::ostream& out, const validate::CollectiveValidation& v) {
+  out << "\nPublished collective bandwidths (data/reference/published_collectives.csv): nccl-tests busbw against the\n"
+      << "link model (ring_collective_seconds on the cluster's links, megatron coefficients); held out\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-24s %5s %10s %10s\n", "group", "rows", "mean|err|", "mean err");
+  out << line;
+  for (const auto& g : v.groups) {
+    std::snprintf(line, sizeof line, "%-24s %5d %9.1f%% %+9.1f%%\n", g.group.c_str(), g.rows, 100 * g.mean_abs_error,
+                  100 * g.mean_error);
+    out << line;
+  }
+  for (const auto& r : v.rows) {
+    std::snprintf(line, sizeof line,
+                  "  %-26s %-14s %3lld GPUs %9.4g MiB: measured %6.1f GB/s, predicted %6.1f (%+6.1f%%)\n",
+                  r.row->id.c_str(), std::string(to_string(r.row->op)).c_str(), static_cast<long long>(r.row->gpus),
+                  r.row->bytes / (1024.0 * 1024.0), r.row->busbw_bytes_per_s / 1e9, r.predicted_busbw_bytes_per_s / 1e9,
+                  100 * r.error);
+    out << line;
+  }
+}
+
 // 4D paper estimate tables: every printed cell of Eq. 18 reproduced or a documented typo.
 struct EstimateSection {
   std::map<int, TableSummary> tables;
@@ -658,6 +699,10 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
   const auto fp8_data = validate::published_runs(lib, fw, ref / "published_fp8_priced.csv", "");
   const validate::PublishedValidation fp8 =
       validate::validate_published(fp8_data, default_perf_coefficients(lib, fw.name));
+  // Published nccl-tests bandwidths against the link model (issue 13, item 2), held out, informative.
+  const auto collective_rows = validate::published_collectives(lib, ref / "published_collectives.csv");
+  const validate::CollectiveValidation collectives =
+      validate::validate_collectives(collective_rows, default_perf_coefficients(lib, fw.name));
   const bool passed = estimates.failures == 0 && verdicts.ok() && perf_ok && thesis_ok;
 
   if (o.json) {
@@ -670,6 +715,7 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
                      {"published_runs", published_json(published)},
                      {"published_moe_runs", published_json(moe)},
                      {"published_fp8_runs", published_json(fp8)},
+                     {"published_collectives", collectives_json(collectives)},
                      {"passed", passed}});
   } else {
     print_estimates(out, estimates);
@@ -681,6 +727,7 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
     print_published(out, published, "Published large-scale runs", "published_runs.csv");
     print_published(out, moe, "Published runs of models with experts", "published_moe_priced.csv");
     print_published(out, fp8, "Published FP8 runs", "published_fp8_priced.csv");
+    print_collectives(out, collectives);
     out << "\n" << (passed ? "validation passed" : "VALIDATION FAILED") << "\n";
   }
   if (!passed) throw CheckFailed("validation failed: see the tables above");

@@ -65,4 +65,36 @@ inline constexpr double kPublishedMeanErrorGoal = 0.10;
 [[nodiscard]] PublishedValidation validate_published(const std::vector<PublishedRun>& runs,
                                                      const PerfCoefficients& coefficients);
 
+// Published nccl-tests / rccl-tests bus bandwidths (data/reference/published_collectives.csv) against the link model
+// the estimator prices collectives with (throughput.hpp ring_collective_seconds on the cluster's links at the
+// framework's efficiencies): issue 13, item 2, NCCL efficiency against message size, ring size and node count.
+struct PublishedCollective {
+  std::string source;  // short citation
+  std::string id;
+  ClusterSpec cluster;
+  Collective op = Collective::all_reduce;
+  std::int64_t gpus = 0, gpus_per_node = 0;
+  double bytes = 0;              // as nccl-tests prints the size
+  double busbw_bytes_per_s = 0;  // measured
+};
+[[nodiscard]] std::vector<PublishedCollective> published_collectives(const SpecLibrary& lib,
+                                                                     const std::filesystem::path& csv);
+
+struct CollectiveScore {
+  const PublishedCollective* row = nullptr;
+  double predicted_busbw_bytes_per_s = 0;
+  double error = 0;  // predicted / measured busbw − 1 (> 0: the model's link is faster)
+};
+struct CollectiveGroupScore {
+  std::string group;  // "one node, <= 64 MiB", "one node, > 64 MiB", "across nodes"
+  int rows = 0;
+  double mean_abs_error = 0, mean_error = 0;
+};
+struct CollectiveValidation {
+  std::vector<CollectiveScore> rows;
+  std::vector<CollectiveGroupScore> groups;
+};
+[[nodiscard]] CollectiveValidation validate_collectives(const std::vector<PublishedCollective>& rows,
+                                                        const PerfCoefficients& coefficients);
+
 }  // namespace headroom::validate

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "headroom/core/collectives.hpp"
 #include "headroom/estimator/flops.hpp"
 #include "headroom/estimator/layout.hpp"
 #include "headroom/estimator/spec.hpp"
@@ -155,6 +156,13 @@ struct PerfContext {
 // g·(n − 1)/n inter-node and (n − g)·(n − 1)/n intra, g = n/m, per n GPUs); the two parts add, as for DP.
 [[nodiscard]] double ring_gather_across_nodes_seconds(double bytes, std::int64_t n, std::int64_t m, const Link& intra,
                                                       const Link& inter);
+// One collective as nccl-tests sizes it (`bytes`: all-gather's output, reduce-scatter's input, all-reduce's buffer)
+// over n ranks on nodes of m of them, priced as the estimator prices rings: all-gather and reduce-scatter one ring,
+// all-reduce a reduce-scatter then an all-gather (Patarasuk & Yuan 2009); across nodes (m < n) the flat ring above.
+// All-to-all and send/recv are not rings: Error.
+[[nodiscard]] double ring_collective_seconds(Collective op, double bytes, std::int64_t n, std::int64_t m,
+                                             const Link& intra, const Link& inter);
+
 // TP communication pipelined with its GEMMs (Megatron-LM's --tp-comm-overlap): TransformerEngine's userbuffers
 // split each all-gather/reduce-scatter and its GEMM into t chunks (transformer_engine/pytorch/module/base.py
 // initialize_ub: ring_exchange with num_splits = t, pipeline, bulk), so one chunk of the shorter of the two and
