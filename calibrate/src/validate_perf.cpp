@@ -309,6 +309,16 @@ PerfValidation validate_perf(const std::vector<PerfRun>& runs, const PerfCoeffic
   for (const auto& [t, s] : v.held_out)
     for (const auto& c : s.columns) ratios.insert(ratios.end(), c.step_time_ratios.begin(), c.step_time_ratios.end());
   v.held_out_band = band_from_ratios(std::move(ratios), kStepTimeBandCoverage);
+  std::map<std::int64_t, std::vector<double>> by_gpus;
+  for (const auto& [t, s] : v.held_out)
+    for (const auto& c : s.columns)
+      by_gpus[c.gpus].insert(by_gpus[c.gpus].end(), c.step_time_ratios.begin(), c.step_time_ratios.end());
+  for (auto& [gpus, r] : by_gpus) {
+    std::sort(r.begin(), r.end());
+    const double median = r.size() % 2 == 1 ? r[r.size() / 2] : 0.5 * (r[r.size() / 2 - 1] + r[r.size() / 2]);
+    v.held_out_by_gpus.push_back(
+        {gpus, static_cast<int>(r.size()), median, band_from_ratios(r, kStepTimeBandCoverage)});
+  }
   // Pool the held-out columns.
   double abs_err = 0;
   int n_runs = 0;

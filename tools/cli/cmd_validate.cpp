@@ -226,6 +226,13 @@ void print_band(std::ostream& out, const ErrorBand& shipped, const ErrorBand& co
 nlohmann::json perf_json(const validate::PerfValidation& v) {
   nlohmann::json cv = nlohmann::json::array();
   for (const auto& [t, s] : v.held_out) cv.push_back({{"held_out_table", t}, {"score", perf_score_to_json(s)}});
+  nlohmann::json by_gpus = nlohmann::json::array();
+  for (const auto& g : v.held_out_by_gpus)
+    by_gpus.push_back({{"gpus", g.gpus},
+                       {"runs", g.runs},
+                       {"median_ratio", g.median_ratio},
+                       {"low", g.band.low},
+                       {"high", g.band.high}});
   return {
       {"coefficients", perf_coefficients_to_json(v.shipped)},
       {"score", perf_score_to_json(v.score)},
@@ -234,6 +241,7 @@ nlohmann::json perf_json(const validate::PerfValidation& v) {
       {"shipped_equals_fit", v.shipped_is_fit},
       {"leave_one_table_out", {{"tables", cv}, {"pooled", perf_score_to_json(v.pooled)}}},
       {"step_time_band", band_json(v.shipped.step_time_band, v.held_out_band)},
+      {"step_time_band_by_gpus", by_gpus},
       {"goals", {{"mean_regret", validate::kPerfMeanRegretGoal}, {"worst_regret", validate::kPerfWorstRegretGoal}}}};
 }
 
@@ -253,6 +261,16 @@ void print_perf_validation(std::ostream& out, const validate::PerfValidation& v)
   out << "pooled: ";
   print_perf_score(out, v.pooled, false);
   print_band(out, v.shipped.step_time_band, v.held_out_band);
+  out << "  by GPU count (measured / predicted step time: median, the band of 90% of the runs; the model grows "
+         "optimistic\n"
+         "  with scale, which it does not price):";
+  for (const auto& g : v.held_out_by_gpus) {
+    char cell[96];
+    std::snprintf(cell, sizeof cell, " %lld: %.2f [-%.0f%%, +%.0f%%] (%d);", static_cast<long long>(g.gpus),
+                  g.median_ratio, 100 * g.band.low, 100 * g.band.high, g.runs);
+    out << cell;
+  }
+  out << "\n";
 }
 
 nlohmann::json thesis_score_to_json(const validate::ThesisPerfScore& s, bool cells) {

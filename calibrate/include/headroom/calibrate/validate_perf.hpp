@@ -84,6 +84,14 @@ struct PerfValidation {
   std::vector<std::pair<int, PerfScore>> held_out;  // table → its score under the fit without it
   PerfScore pooled;                                 // the held-out columns together
   ErrorBand held_out_band;                          // of the held-out runs' step times (kStepTimeBandCoverage of them)
+  // The same by GPU count (issue 13, item 2: how the error grows with scale), informative.
+  struct GpuCountBand {
+    std::int64_t gpus = 0;
+    int runs = 0;
+    double median_ratio = 0;  // measured / predicted step time
+    ErrorBand band;
+  };
+  std::vector<GpuCountBand> held_out_by_gpus;
 };
 
 // The share of held-out runs a shipped step-time band covers.
