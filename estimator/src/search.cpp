@@ -219,6 +219,8 @@ struct Search {
       for (int sp = 0; sp < 2; ++sp) {  // the framework's default, then SP off
         if (sp == 1 && (l.tp == 1 || !o.try_without_sp || !base.sequence_parallel)) continue;
         l.sequence_parallel = sp == 0 ? base.sequence_parallel : false;
+        // --tp-comm-overlap: wherever Megatron-LM runs it (t ≥ 2 with SP; layout.cpp).
+        l.tp_comm_overlap = base.tp_comm_overlap && l.tp > 1 && l.sequence_parallel;
         if (m.num_experts > 0 && l.tp > 1 && !l.sequence_parallel) continue;  // Megatron-LM requires SP with experts
         for (const StateSharding& s : shardings) {
           l.sharding = s;

@@ -281,6 +281,28 @@ TEST(Cli, TpCommOverlapIsPricedReportedAndLaunched) {
   EXPECT_NE(line.out.find("--tp-comm-overlap"), std::string::npos) << line.out;
 }
 
+// rank --tp-comm-overlap: priced on every layout Megatron-LM runs it on (t >= 2 with SP), passed on in the launch line.
+TEST(Cli, RankWithTpCommOverlap) {
+  const std::vector<std::string> base = {"rank",   "--model",      "llama3.1-70b", "--cluster", "dgx-h100",
+                                         "--gpus", "64",           "--seq",        "8192",      "--gbs",
+                                         "128",    "--constraint", "tp>=4",        "--json"};
+  const auto best = [&base](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    const Result r = run(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto held = best({}), overlapped = best({"--tp-comm-overlap"});
+  EXPECT_TRUE(overlapped.at("tp_comm_overlap").get<bool>());
+  EXPECT_LT(overlapped.at("layouts").at(0).at("step_time_s").get<double>(),
+            held.at("layouts").at(0).at("step_time_s").get<double>());
+  EXPECT_NE(overlapped.dump().find("--tp-comm-overlap"), std::string::npos);  // the best layout's launch line
+  std::vector<std::string> fsdp = base;
+  fsdp.insert(fsdp.end(), {"--framework", "pytorch-fsdp", "--tp-comm-overlap"});
+  EXPECT_EQ(run(fsdp).code, 2);
+}
+
 TEST(Cli, Fp8AndOffloadingArePricedAndLaunched) {
   const std::vector<std::string> base = {"--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus",
                                          "8",       "--seq",       "8192",      "--gbs",    "64"};

@@ -22,6 +22,7 @@ struct RankOptions {
   std::string profile;
   std::string precision, fp8_recipe;  // --precision bf16|fp8, --fp8-recipe
   bool fp8_param_gather = false;
+  bool tp_comm_overlap = false;         // --tp-comm-overlap: on every layout with t >= 2 and SP
   std::string lora_rank, lora_targets;  // LoRA on frozen base weights (thesis Sec. 3.1.2); empty = full training
   bool all_shardings = false;
   std::string risk = "nominal";
@@ -151,6 +152,7 @@ nlohmann::json rank_json(const ResolvedSpecs& r, const Layout& base, const Searc
                    : nlohmann::json(nullptr)},
       {"precision", base.fp8 == Fp8Recipe::none ? "bf16" : "fp8"},
       {"fp8_recipe", base.fp8 == Fp8Recipe::none ? nlohmann::json(nullptr) : nlohmann::json(to_string(base.fp8))},
+      {"tp_comm_overlap", base.tp_comm_overlap},
       {"memory_checked", res.memory_checked},
       {"fitting", res.fitting},
       {"layouts", layouts},
@@ -207,6 +209,11 @@ void run_rank(const RankOptions& o, std::ostream& out) {
   base.fp8 = fp8_recipe_from_flags(r.framework, o.precision, "", o.fp8_recipe, o.fp8_param_gather);
   require_fp8_recipe(r.framework, base.fp8);
   base.fp8_param_gather = o.fp8_param_gather;
+  if (o.tp_comm_overlap && !r.framework.tp_comm_overlap)
+    throw Error("framework " + r.framework.name +
+                " does not overlap TP communication with GEMMs (--tp-comm-overlap is Megatron-LM's: --framework "
+                "megatron)");
+  base.tp_comm_overlap = o.tp_comm_overlap;
   const SearchResult res = rank_layouts(r.model, r.cluster, base, r.framework.residual, r.coefficients, so);
   if (o.json)
     print_json(out, rank_json(r, base, so, res));
@@ -230,6 +237,8 @@ void register_rank(CLI::App& app, std::ostream& out) {
   sub->add_option("--precision", opts->precision, "GEMM precision: bf16 (default) or fp8");
   sub->add_option("--fp8-recipe", opts->fp8_recipe, "FP8 scaling: delayed or tensorwise (default: the framework's)");
   sub->add_flag("--fp8-param-gather", opts->fp8_param_gather, "weights kept and all-gathered in FP8");
+  sub->add_flag("--tp-comm-overlap", opts->tp_comm_overlap,
+                "TP collectives pipelined with their GEMMs (Megatron-LM) on every layout with tp >= 2 and SP");
   sub->add_option("--lora-rank", opts->lora_rank,
                   "LoRA adapters of rank r on frozen base weights (default: full training)");
   sub->add_option("--lora-targets", opts->lora_targets, "LoRA target projections: q,k,v,o,gate,up,down (default all)");
