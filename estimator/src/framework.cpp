@@ -74,6 +74,12 @@ Layout default_layout(const FrameworkProfile& f) {
   return l;
 }
 
+void require_tp_comm_overlap(const FrameworkProfile& f, bool wanted) {
+  if (wanted && !f.tp_comm_overlap)
+    throw Error("framework " + f.name + " does not overlap TP communication with GEMMs (" + field("tp_comm_overlap") +
+                "; Megatron-LM's --tp-comm-overlap: --framework megatron)");
+}
+
 void require_fp8_recipe(const FrameworkProfile& f, Fp8Recipe recipe) {
   if (recipe == Fp8Recipe::none || std::find(f.fp8_recipes.begin(), f.fp8_recipes.end(), recipe) != f.fp8_recipes.end())
     return;
@@ -124,9 +130,7 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   l.overlap_offload_copies = r.overlap_offload_copies;
   l.activation_offload_layers = r.activation_offload_layers;
   l.overlap_p2p_comm = r.overlap_p2p_comm;
-  if (r.tp_comm_overlap && !f.tp_comm_overlap)
-    throw Error("framework " + f.name + " does not overlap TP communication with GEMMs (" + field("tp_comm_overlap") +
-                "; Megatron-LM's --tp-comm-overlap: --framework megatron)");
+  require_tp_comm_overlap(f, r.tp_comm_overlap);
   l.tp_comm_overlap = r.tp_comm_overlap;
   l.mbs = positive("mbs", r.mbs);
   l.seq = positive("seq", r.seq);

@@ -201,8 +201,7 @@ void validate_layout(const ModelSpec& m, const Layout& l) {
   // parallelism is enabled" (and SP is off at t = 1).
   if (l.tp_comm_overlap && (l.tp < 2 || !l.sequence_parallel))
     throw Error(field("tp_comm_overlap") + " needs " + field("tp") +
-                " 2 or more with sequence parallelism (Megatron-LM " +
-                "asserts --sequence-parallel with --tp-comm-overlap)");
+                " 2 or more with sequence parallelism (Megatron-LM asserts --sequence-parallel with it)");
   if (l.overlap_offload_copies && l.optimizer_offload == 0.0)
     throw Error(field("overlap_cpu_optimizer_d2h_h2d") + " needs an offloaded optimizer (" +
                 field("optimizer_offload_fraction") + " > 0)");

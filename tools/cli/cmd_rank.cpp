@@ -209,10 +209,7 @@ void run_rank(const RankOptions& o, std::ostream& out) {
   base.fp8 = fp8_recipe_from_flags(r.framework, o.precision, "", o.fp8_recipe, o.fp8_param_gather);
   require_fp8_recipe(r.framework, base.fp8);
   base.fp8_param_gather = o.fp8_param_gather;
-  if (o.tp_comm_overlap && !r.framework.tp_comm_overlap)
-    throw Error("framework " + r.framework.name +
-                " does not overlap TP communication with GEMMs (--tp-comm-overlap is Megatron-LM's: --framework "
-                "megatron)");
+  require_tp_comm_overlap(r.framework, o.tp_comm_overlap);
   base.tp_comm_overlap = o.tp_comm_overlap;
   const SearchResult res = rank_layouts(r.model, r.cluster, base, r.framework.residual, r.coefficients, so);
   if (o.json)

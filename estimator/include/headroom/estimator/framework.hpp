@@ -53,6 +53,8 @@ struct FrameworkProfile {
 [[nodiscard]] Layout default_layout(const FrameworkProfile& f);
 // Throws Error unless the framework trains with the FP8 recipe (none always passes), naming the ones it runs.
 void require_fp8_recipe(const FrameworkProfile& f, Fp8Recipe recipe);
+// Error when the TP overlap is asked of a framework that does not run it.
+void require_tp_comm_overlap(const FrameworkProfile& f, bool wanted);
 
 // What a user asks for, typed (the CLI's layout flags, the Python Planner's keywords): 0 / nullopt = not given.
 struct LayoutRequest {
