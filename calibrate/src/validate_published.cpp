@@ -181,10 +181,6 @@ PublishedValidation validate_published(const std::vector<PublishedRun>& runs, co
   return v;
 }
 
-}  // namespace headroom::validate
-
-namespace headroom::validate {
-
 std::vector<PublishedCollective> published_collectives(const SpecLibrary& lib, const std::filesystem::path& csv) {
   const ReferenceTable t = read_reference_table(csv);
   std::vector<PublishedCollective> out;

@@ -77,13 +77,13 @@ void print_table(std::ostream& out, const ResolvedSpecs& r, const Layout& l, con
 // Where the GPU's GEMM and attention efficiencies come from, in words (issue 13: said, not silent).
 std::string efficiency_text(const PerfContext& ctx, const std::string& gpu) {
   if (ctx.efficiency_source == "fitted" && ctx.efficiency_gpu != gpu) {
+    const std::string fitted = "GEMM/attention efficiencies (fractions of peak) fitted for " + ctx.efficiency_gpu;
     if (ctx.gemm_scale == 1.0 && ctx.attention_scale == 1.0)
-      return "GEMM/attention efficiencies (fractions of peak) fitted for " + ctx.efficiency_gpu + ", which " + gpu +
-             " computes as (its spec's kernels_as and kernels_as_reason)";
+      return fitted + ", which " + gpu + " computes as (its spec's kernels_as and kernels_as_reason)";
     char scales[64];
     std::snprintf(scales, sizeof scales, "GEMM x%.3g, attention x%.3g", ctx.gemm_scale, ctx.attention_scale);
-    return "GEMM/attention efficiencies (fractions of peak) fitted for " + ctx.efficiency_gpu + ", scaled for " + gpu +
-           " by its published kernel benchmarks (" + scales + "; its spec's kernels_scale and kernels_as_reason)";
+    return fitted + ", scaled for " + gpu + " by its published kernel benchmarks (" + scales +
+           "; its spec's kernels_scale and kernels_as_reason)";
   }
   if (ctx.efficiency_source == "fitted") return "GEMM/attention efficiencies fitted for " + gpu;
   if (ctx.efficiency_source == "measured") return "GEMM/attention efficiencies measured (calibration profile)";
