@@ -263,6 +263,14 @@ bool same_band(const ErrorBand& shipped, const ErrorBand& computed) {
   return shipped.known == computed.known && close(shipped.low, computed.low) && close(shipped.high, computed.high);
 }
 
+bool same_bands_by_gpus(const std::vector<GpuCountBand>& shipped,
+                        const std::vector<PerfValidation::GpuCountBand>& computed) {
+  return std::equal(shipped.begin(), shipped.end(), computed.begin(), computed.end(),
+                    [](const GpuCountBand& a, const PerfValidation::GpuCountBand& b) {
+                      return a.gpus == b.gpus && a.runs == b.runs && same_band(a.band, b.shipped_form);
+                    });
+}
+
 bool same_perf_coefficients(const PerfCoefficients& a, const PerfCoefficients& b) {
   const auto close = [](double x, double y) { return std::abs(x - y) <= 1e-4 * std::max(1e-9, std::abs(y)) + 1e-12; };
   const nlohmann::json ja = perf_coefficients_to_json(a), jb = perf_coefficients_to_json(b);
@@ -316,8 +324,8 @@ PerfValidation validate_perf(const std::vector<PerfRun>& runs, const PerfCoeffic
   for (auto& [gpus, r] : by_gpus) {
     std::sort(r.begin(), r.end());
     const double median = r.size() % 2 == 1 ? r[r.size() / 2] : 0.5 * (r[r.size() / 2 - 1] + r[r.size() / 2]);
-    v.held_out_by_gpus.push_back(
-        {gpus, static_cast<int>(r.size()), median, band_from_ratios(r, kStepTimeBandCoverage)});
+    const ErrorBand band = band_from_ratios(r, kStepTimeBandCoverage);
+    v.held_out_by_gpus.push_back({gpus, static_cast<int>(r.size()), median, band, widened(v.held_out_band, band)});
   }
   // Pool the held-out columns.
   double abs_err = 0;

@@ -112,6 +112,7 @@ void add(PublishedSourceScore& s, const PublishedRunScore& r) {
   s.mean_abs_error += std::abs(r.error);
   s.mean_error += r.error;
   s.worst_abs_error = std::max(s.worst_abs_error, std::abs(r.error));
+  s.inside_band += r.inside_band ? 1 : 0;
   if (r.run->calculon_step_s > 0) {
     s.calculon_runs += 1;
     s.calculon_mean_abs_error += std::abs(r.run->calculon_step_s / r.run->measured_step_s - 1.0);
@@ -166,7 +167,10 @@ PublishedValidation validate_published(const std::vector<PublishedRun>& runs, co
   for (const auto& run : runs) {
     const double predicted =
         estimate_perf(run.model, run.cluster, run.layout, run_coefficients(run, coefficients)).step_time_s;
-    v.runs.push_back({&run, predicted, predicted / run.measured_step_s - 1.0});
+    const ErrorBand& band = step_time_band_for(coefficients, run.layout.gpus());
+    const bool inside =
+        band.known && band.lower(predicted) <= run.measured_step_s && run.measured_step_s <= band.upper(predicted);
+    v.runs.push_back({&run, predicted, predicted / run.measured_step_s - 1.0, inside});
   }
   for (const auto& r : v.runs) {
     auto it =

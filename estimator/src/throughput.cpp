@@ -91,6 +91,27 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
           !value.at("step_time_low").is_number() || !value.at("step_time_high").is_number())
         throw Error(w + ": uncertainty must be an object with numbers step_time_low and step_time_high");
       c.step_time_band = {value.at("step_time_low").get<double>(), value.at("step_time_high").get<double>(), true};
+      c.step_time_bands_by_gpus.clear();
+      if (value.contains("by_gpus")) {
+        const auto& by = value.at("by_gpus");
+        const std::string what = w +
+                                 ": uncertainty.by_gpus must be an array of {gpus, runs, step_time_low, "
+                                 "step_time_high} in ascending gpus (a positive integer count; bands >= 0)";
+        if (!by.is_array()) throw Error(what);
+        for (const auto& x : by) {
+          if (!x.is_object() || !x.contains("gpus") || !x.at("gpus").is_number_integer() || !x.contains("runs") ||
+              !x.at("runs").is_number_integer() || !x.contains("step_time_low") || !x.at("step_time_low").is_number() ||
+              !x.contains("step_time_high") || !x.at("step_time_high").is_number())
+            throw Error(what);
+          const auto gpus = x.at("gpus").get<std::int64_t>();
+          const auto runs = x.at("runs").get<std::int64_t>();
+          const double low = x.at("step_time_low").get<double>(), high = x.at("step_time_high").get<double>();
+          if (gpus < 1 || runs < 1 || runs > 1'000'000'000 || !(low >= 0 && low <= 1) || !(high >= 0) ||
+              (!c.step_time_bands_by_gpus.empty() && gpus <= c.step_time_bands_by_gpus.back().gpus))
+            throw Error(what + " (got " + x.dump() + ")");
+          c.step_time_bands_by_gpus.push_back({gpus, static_cast<int>(runs), {low, high, true}});
+        }
+      }
       continue;
     }
     if (key == "clusters") {
@@ -148,9 +169,52 @@ nlohmann::json perf_coefficients_to_json(const PerfCoefficients& c) {
     }
     j["clusters"] = clusters;
   }
-  if (c.step_time_band.known)
+  if (c.step_time_band.known) {
     j["uncertainty"] = {{"step_time_low", c.step_time_band.low}, {"step_time_high", c.step_time_band.high}};
+    if (!c.step_time_bands_by_gpus.empty()) {
+      nlohmann::json by = nlohmann::json::array();
+      for (const auto& x : c.step_time_bands_by_gpus)
+        by.push_back(
+            {{"gpus", x.gpus}, {"runs", x.runs}, {"step_time_low", x.band.low}, {"step_time_high", x.band.high}});
+      j["uncertainty"]["by_gpus"] = by;
+    }
+  }
   return j;
+}
+
+namespace {
+
+const GpuCountBand* band_entry_for(const PerfCoefficients& c, std::int64_t gpus) {
+  const auto& by = c.step_time_bands_by_gpus;
+  if (by.empty()) return nullptr;
+  const auto above =
+      std::upper_bound(by.begin(), by.end(), gpus, [](std::int64_t n, const GpuCountBand& x) { return n < x.gpus; });
+  return above == by.begin() ? &by.front() : &*(above - 1);
+}
+
+}  // namespace
+
+const ErrorBand& step_time_band_for(const PerfCoefficients& c, std::int64_t gpus) {
+  const GpuCountBand* x = band_entry_for(c, gpus);
+  return x != nullptr ? x->band : c.step_time_band;
+}
+
+std::string step_time_band_source(const PerfCoefficients& c, std::int64_t gpus) {
+  const std::string what = "coefficients " + c.name;
+  if (!c.step_time_band.known)
+    return "none: no held-out data behind the " + what + " (the step time is the prediction's)";
+  const GpuCountBand* x = band_entry_for(c, gpus);
+  if (x == nullptr) return "held-out residuals of the " + what + " (headroom validate)";
+  const std::string n = std::to_string(x->gpus);
+  std::string where = "at " + n + " GPUs";
+  if (gpus < x->gpus)
+    where += ", the smallest held-out count";
+  else if (gpus > c.step_time_bands_by_gpus.back().gpus)
+    where += ", the largest held-out count (extrapolated)";
+  else if (gpus > x->gpus)
+    where += ", the held-out count next below " + std::to_string(gpus);
+  return "held-out residuals of the " + what + " " + where + ", " + std::to_string(x->runs) +
+         " runs (headroom validate)";
 }
 
 ClusterEfficiency& cluster_links(PerfCoefficients& c, const std::string& cluster) {

@@ -18,6 +18,12 @@ ErrorBand band_from_ratios(std::vector<double> ratios, double coverage) {
   return {std::max(0.0, 1.0 - rank(tail)), std::max(0.0, rank(1.0 - tail) - 1.0), true};
 }
 
+ErrorBand widened(const ErrorBand& a, const ErrorBand& b) {
+  if (!a.known) return b;
+  if (!b.known) return a;
+  return {std::max(a.low, b.low), std::max(a.high, b.high), true};
+}
+
 ErrorBand band_from_verdicts(std::span<const HeldOutVerdict> runs) {
   if (runs.empty()) return {};
   ErrorBand b{0.0, 0.0, true};

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../cli_support.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/throughput.hpp"
 
@@ -47,6 +48,60 @@ TEST(Uncertainty, ShippedBandsAreLoaded) {
   EXPECT_TRUE(default_perf_coefficients(lib, "megatron").step_time_band.known);
   EXPECT_TRUE(default_perf_coefficients(lib, "pytorch-fsdp").step_time_band.known);
   EXPECT_FALSE(PerfCoefficients{}.step_time_band.known);  // datasheet defaults: nothing held out
+}
+
+TEST(Uncertainty, StepTimeBandByGpuCountTakesTheLargestCountNotAbove) {
+  PerfCoefficients c;
+  c.name = "x";
+  EXPECT_FALSE(step_time_band_for(c, 64).known);
+  c.step_time_band = {0.1, 0.4, true};
+  EXPECT_DOUBLE_EQ(step_time_band_for(c, 64).high, 0.4);  // no entries: the pooled band
+  c.step_time_bands_by_gpus = {{4, 10, {0.2, 0.1, true}}, {64, 10, {0.15, 0.45, true}}, {256, 5, {0.05, 0.8, true}}};
+  EXPECT_DOUBLE_EQ(step_time_band_for(c, 1).high, 0.1);  // below the smallest count: its band
+  EXPECT_DOUBLE_EQ(step_time_band_for(c, 4).high, 0.1);
+  EXPECT_DOUBLE_EQ(step_time_band_for(c, 63).high, 0.1);
+  EXPECT_DOUBLE_EQ(step_time_band_for(c, 64).high, 0.45);
+  EXPECT_DOUBLE_EQ(step_time_band_for(c, 16384).high, 0.8);
+  EXPECT_NE(step_time_band_source(c, 16384).find("extrapolated"), std::string::npos);
+  EXPECT_NE(step_time_band_source(c, 100).find("at 64 GPUs, the held-out count next below 100"), std::string::npos);
+  // The file form round-trips; a count out of order or a band out of range is refused, naming the key.
+  const nlohmann::json j = perf_coefficients_to_json(c);
+  ASSERT_TRUE(j["uncertainty"].contains("by_gpus"));
+  EXPECT_EQ(perf_coefficients_from_json(j, "t").step_time_bands_by_gpus.size(), 3U);
+  for (const char* bad : {R"([{"gpus": 8, "runs": 1, "step_time_low": 0.1, "step_time_high": 0.2},
+                              {"gpus": 8, "runs": 1, "step_time_low": 0.1, "step_time_high": 0.2}])",
+                          R"([{"gpus": 8, "runs": 1, "step_time_low": 1.5, "step_time_high": 0.2}])",
+                          R"([{"gpus": 0, "runs": 1, "step_time_low": 0.1, "step_time_high": 0.2}])",
+                          R"([{"gpus": 8, "step_time_low": 0.1, "step_time_high": 0.2}])", R"({"gpus": 8})"}) {
+    nlohmann::json k = j;
+    k["uncertainty"]["by_gpus"] = nlohmann::json::parse(bad);
+    try {
+      (void)perf_coefficients_from_json(k, "t");
+      ADD_FAILURE() << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("uncertainty.by_gpus"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Uncertainty, ShippedStepTimeBandWidensWithTheGpuCount) {
+  // megatron's held-out residuals by GPU count (4D paper Tables 3, 4, 10): the error grows with scale.
+  const PerfCoefficients c = default_perf_coefficients(test::library(), "megatron");
+  ASSERT_GE(c.step_time_bands_by_gpus.size(), 2U);
+  EXPECT_LT(step_time_band_for(c, 4).high, step_time_band_for(c, 256).high);
+  const auto at = [](int gpus) {
+    const auto r = test::run_cli({"estimate", "--model", "llama3.1-8b", "--cluster", "dgx-a100-40gb", "--seq", "8192",
+                                  "--tp", "4", "--gpus", std::to_string(gpus), "--gbs", "1024", "--json"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    const auto p = nlohmann::json::parse(r.out)["perf"];
+    return std::pair{p["step_time_s_interval"][1].get<double>() / p["step_time_s"].get<double>(),
+                     p["interval_source"].get<std::string>()};
+  };
+  const auto [small, small_source] = at(8);
+  const auto [large, large_source] = at(256);
+  EXPECT_LT(small, large);
+  EXPECT_NE(small_source.find("at 8 GPUs"), std::string::npos) << small_source;
+  EXPECT_NE(large_source.find("at 256 GPUs"), std::string::npos) << large_source;
 }
 
 TEST(Uncertainty, EstimateReportsIntervalsAndAnUncertainVerdict) {

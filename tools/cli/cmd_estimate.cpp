@@ -91,15 +91,16 @@ std::string efficiency_text(const PerfContext& ctx, const std::string& gpu) {
          " (headroom calibrate, or calibrate --from-runs)";
 }
 
-nlohmann::json perf_to_json(const PerfEstimate& p, const PerfCoefficients& k, const PerfContext& ctx) {
+nlohmann::json perf_to_json(const PerfEstimate& p, const PerfCoefficients& k, const PerfContext& ctx,
+                            std::int64_t gpus) {
   const StepBreakdown& b = p.breakdown;
   return {{"step_time_s", p.step_time_s},
           {"coefficients_source", ctx.efficiency_source},
           {"coefficients_gpu", ctx.efficiency_gpu},
           {"coefficients_scale", {{"gemm", ctx.gemm_scale}, {"attention", ctx.attention_scale}}},
           {"link_coefficients_source", ctx.link_source},
-          {"step_time_s_interval", interval_json(k.step_time_band, p.step_time_s)},
-          {"interval_source", band_source(k.step_time_band, "coefficients " + k.name)},
+          {"step_time_s_interval", interval_json(step_time_band_for(k, gpus), p.step_time_s)},
+          {"interval_source", step_time_band_source(k, gpus)},
           {"tokens_per_s", p.tokens_per_s},
           {"tflops_per_gpu", p.tflops_per_gpu},
           {"mfu", p.mfu},
@@ -124,7 +125,7 @@ nlohmann::json perf_to_json(const PerfEstimate& p, const PerfCoefficients& k, co
 }
 
 void print_perf(std::ostream& out, const PerfEstimate& p, const PerfCoefficients& k, const PerfContext& ctx,
-                const std::string& gpu) {
+                const std::string& gpu, std::int64_t gpus) {
   const StepBreakdown& b = p.breakdown;
   char line[320];
   std::snprintf(line, sizeof line,
@@ -135,10 +136,10 @@ void print_perf(std::ostream& out, const PerfEstimate& p, const PerfCoefficients
       << (ctx.link_source == "generic" ? "the framework's generic ones (none fitted for this cluster)"
                                        : ctx.link_source)
       << "\n";
-  if (k.step_time_band.known) {
-    std::snprintf(line, sizeof line, "  held-out band of the step time: %.3f-%.3f s\n",
-                  k.step_time_band.lower(p.step_time_s), k.step_time_band.upper(p.step_time_s));
-    out << line;
+  if (const ErrorBand& band = step_time_band_for(k, gpus); band.known) {
+    std::snprintf(line, sizeof line, "  held-out band of the step time: %.3f-%.3f s (", band.lower(p.step_time_s),
+                  band.upper(p.step_time_s));
+    out << line << step_time_band_source(k, gpus) << ")\n";
   }
   std::snprintf(line, sizeof line,
                 "  compute %.3f s (GEMM %.3f, attention %.3f, elementwise %.3f), overhead %.3f, exposed comm: "
@@ -190,7 +191,7 @@ void run_estimate(const EstimateOptions& o, std::ostream& out) {
   if (!o.json) {
     print_table(out, r, l, e);
     print_experts(out, r.model, l);
-    print_perf(out, perf, coefficients, ctx, r.cluster.gpu.name);
+    print_perf(out, perf, coefficients, ctx, r.cluster.gpu.name, l.gpus());
     return;
   }
   nlohmann::json stages = nlohmann::json::array();
@@ -221,7 +222,7 @@ void run_estimate(const EstimateOptions& o, std::ostream& out) {
         {"verdict", to_string(memory_verdict(e.peak_bytes, e.capacity_bytes, r.framework.memory_band))},
         {"margin_gib", e.margin_bytes / kGiB},
         {"units", "stages in bytes; *_gib in GiB (2^30 bytes)"}}},
-      {"perf", perf_to_json(perf, coefficients, ctx)}};
+      {"perf", perf_to_json(perf, coefficients, ctx, l.gpus())}};
   print_json(out, doc);
 }
 

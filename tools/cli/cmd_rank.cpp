@@ -40,7 +40,8 @@ std::string layout_name(const ModelSpec& m, const Layout& l) {
 }
 
 nlohmann::json ranked_to_json(const ModelSpec& m, const RankedLayout& r, const ErrorBand& peak_band,
-                              const ErrorBand& step_band) {
+                              const PerfCoefficients& coefficients) {
+  const ErrorBand& step_band = step_time_band_for(coefficients, r.layout.gpus());
   nlohmann::json j = layout_to_json(m, r.layout);
   j["sharding_code"] = sharding_code(r.layout.sharding);
   return {{"layout", j},
@@ -133,10 +134,8 @@ SearchOptions search_options(const RankOptions& o, const ResolvedSpecs& r) {
 nlohmann::json rank_json(const ResolvedSpecs& r, const Layout& base, const SearchOptions& so, const SearchResult& res) {
   const PerfCoefficients& coefficients = r.coefficients;
   nlohmann::json layouts = nlohmann::json::array(), pareto = nlohmann::json::array();
-  for (const auto& x : res.best)
-    layouts.push_back(ranked_to_json(r.model, x, r.framework.memory_band, coefficients.step_time_band));
-  for (const auto& x : res.pareto)
-    pareto.push_back(ranked_to_json(r.model, x, r.framework.memory_band, coefficients.step_time_band));
+  for (const auto& x : res.best) layouts.push_back(ranked_to_json(r.model, x, r.framework.memory_band, coefficients));
+  for (const auto& x : res.pareto) pareto.push_back(ranked_to_json(r.model, x, r.framework.memory_band, coefficients));
   nlohmann::json doc = {
       {"model", r.model.name},
       {"gpu", r.cluster.gpu.name},

@@ -256,7 +256,7 @@ py::object Planner::estimate(const LayoutKeywords& k) const {
     Perf& f = out.perf;
     f.step_time_s = p.step_time_s, f.tokens_per_s = p.tokens_per_s, f.tflops_per_gpu = p.tflops_per_gpu;
     f.mfu = p.mfu, f.pts_s = p.pts_s, f.model_flops_per_step = p.model_flops;
-    f.step_time_s_interval = interval(specs_.coefficients.step_time_band, p.step_time_s, 1.0);
+    f.step_time_s_interval = interval(step_time_band_for(specs_.coefficients, l.gpus()), p.step_time_s, 1.0);
     f.coefficients = specs_.coefficients.name;
     f.coefficients_source = context_->efficiency_source;
     f.coefficients_gpu = context_->efficiency_gpu;

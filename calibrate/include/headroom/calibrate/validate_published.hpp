@@ -43,6 +43,7 @@ struct PublishedSourceScore {
   double mean_abs_error = 0;  // mean |predicted − measured| / measured step time
   double mean_error = 0;      // signed: > 0 predicts slower than measured
   double worst_abs_error = 0;
+  int inside_band = 0;  // runs measured inside the held-out step-time band at their GPU count (step_time_band_for)
   int calculon_runs = 0;
   double calculon_mean_abs_error = 0;
 };
@@ -51,6 +52,7 @@ struct PublishedRunScore {
   const PublishedRun* run = nullptr;
   double predicted_step_s = 0;
   double error = 0;  // predicted / measured − 1
+  bool inside_band = false;
 };
 
 struct PublishedValidation {

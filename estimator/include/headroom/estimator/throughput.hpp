@@ -81,7 +81,16 @@ struct PerfCoefficients {
   // calibrate --from-runs) or "measured" (a calibration profile's microkernels). A `gpus` entry is fitted.
   std::string generic_source = "datasheet";
   ErrorBand step_time_band;  // held-out band of the step time ("uncertainty"; unknown for the datasheet defaults)
+  // The same by the GPU counts of the held-out runs ("uncertainty.by_gpus", ascending; issue 13, item 2: the error
+  // grows with the GPU count); empty: step_time_band at every count.
+  std::vector<GpuCountBand> step_time_bands_by_gpus;
 };
+
+// The held-out step-time band for a job of `gpus` GPUs: the by-GPU-count entry of the largest count not above it
+// (the smallest count's below all of them), else the pooled one.
+[[nodiscard]] const ErrorBand& step_time_band_for(const PerfCoefficients& c, std::int64_t gpus);
+// Where that band comes from, for the estimate's interval_source.
+[[nodiscard]] std::string step_time_band_source(const PerfCoefficients& c, std::int64_t gpus);
 
 // The `clusters` entry of `cluster`, appended with the generic link efficiencies when there is none.
 [[nodiscard]] ClusterEfficiency& cluster_links(PerfCoefficients& c, const std::string& cluster);

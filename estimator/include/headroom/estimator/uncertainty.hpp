@@ -3,6 +3,7 @@
 // (framework "residual.uncertainty", performance "uncertainty"); estimate and rank apply them.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -17,9 +18,19 @@ struct ErrorBand {
   [[nodiscard]] double upper(double predicted) const { return predicted * (1.0 + high); }
 };
 
+// A band computed from the held-out runs of one GPU count.
+struct GpuCountBand {
+  std::int64_t gpus = 0;
+  int runs = 0;
+  ErrorBand band;
+};
+
 // From measured / predicted ratios of held-out runs: the central `coverage` of them (nearest-rank quantiles),
 // widened to include 1. Unknown when `ratios` is empty.
 [[nodiscard]] ErrorBand band_from_ratios(std::vector<double> ratios, double coverage);
+
+// The narrowest band containing both.
+[[nodiscard]] ErrorBand widened(const ErrorBand& a, const ErrorBand& b);
 
 // A held-out run seen only as trained or out of memory, with the peak the fit without it predicted.
 struct HeldOutVerdict {
