@@ -51,6 +51,7 @@ struct Memory {
 struct Perf {
   double step_time_s = 0, tokens_per_s = 0, tflops_per_gpu = 0, mfu = 0, pts_s = 0, model_flops_per_step = 0;
   Interval step_time_s_interval;
+  std::string interval_source;  // where the band comes from (the GPU count's held-out runs, or none)
   std::string coefficients, coefficients_source, coefficients_gpu, link_coefficients_source;
   std::map<std::string, double> coefficients_scale;  // {"gemm", "attention"}: the GPU spec's kernels_scale
   StepBreakdown breakdown;
@@ -257,6 +258,7 @@ py::object Planner::estimate(const LayoutKeywords& k) const {
     f.step_time_s = p.step_time_s, f.tokens_per_s = p.tokens_per_s, f.tflops_per_gpu = p.tflops_per_gpu;
     f.mfu = p.mfu, f.pts_s = p.pts_s, f.model_flops_per_step = p.model_flops;
     f.step_time_s_interval = interval(step_time_band_for(specs_.coefficients, l.gpus()), p.step_time_s, 1.0);
+    f.interval_source = step_time_band_source(specs_.coefficients, l.gpus());
     f.coefficients = specs_.coefficients.name;
     f.coefficients_source = context_->efficiency_source;
     f.coefficients_gpu = context_->efficiency_gpu;
@@ -517,6 +519,7 @@ void bind_planner(py::module_& m) {
   py::class_<Perf>(m, "Perf", "The speed part of an estimate (`estimate --json`'s `perf`).")
       .def_readonly("step_time_s", &Perf::step_time_s)
       .def_readonly("step_time_s_interval", &Perf::step_time_s_interval)
+      .def_readonly("interval_source", &Perf::interval_source)
       .def_readonly("tokens_per_s", &Perf::tokens_per_s)
       .def_readonly("tflops_per_gpu", &Perf::tflops_per_gpu)
       .def_readonly("mfu", &Perf::mfu)

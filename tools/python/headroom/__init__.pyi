@@ -75,6 +75,7 @@ class Breakdown:
 class Perf:
     step_time_s: float
     step_time_s_interval: tuple[float, float] | None
+    interval_source: str
     tokens_per_s: float
     tflops_per_gpu: float
     mfu: float
