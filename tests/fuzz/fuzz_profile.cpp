@@ -1,6 +1,7 @@
 // `--profile FILE` of estimate, rank and mtsl: performance coefficients (data/perf format) or a calibration
 // profile (data/schema/profile.schema.json), read by the CLI's own resolve (with_profile), then used for one
-// estimate as the CLI would: what the file sets must give a finite, positive step time or an Error.
+// estimate as the CLI would: what the file sets must give a finite, positive step time (and a step-time band at the
+// layout's GPU count) or an Error.
 #include <cstdint>
 
 #include "cli_common.hpp"
@@ -47,6 +48,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const cli::ResolvedSpecs r = cli::with_profile(resolved(), path.string(), specs().library());
     const PerfEstimate e = estimate_perf(r.model, r.cluster, layout(), r.coefficients);
     fuzz::require(fuzz::positive(e.step_time_s), "a finite, positive step time");
+    // The held-out band at this GPU count (uncertainty.by_gpus or the pooled one), as estimate --json reports it.
+    const ErrorBand& band = step_time_band_for(r.coefficients, layout().gpus());
+    fuzz::require(!band.known || (band.lower(e.step_time_s) >= 0 && band.upper(e.step_time_s) >= e.step_time_s),
+                  "a step-time band around the step time, from at least 0");
+    fuzz::require(!step_time_band_source(r.coefficients, layout().gpus()).empty(), "a named band source");
   });
   return 0;
 }
