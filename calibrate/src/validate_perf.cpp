@@ -218,7 +218,7 @@ PerfCoefficients fit_perf(const std::vector<PerfRun>& runs, const PerfCoefficien
     if (!in_tables(r, tables)) continue;
     const bool known =
         std::any_of(c.gpus.begin(), c.gpus.end(), [&](const GpuEfficiency& g) { return g.gpu == r.cluster.gpu.name; });
-    if (!known) c.gpus.push_back({r.cluster.gpu.name, c.gemm_efficiency, c.attention_efficiency});
+    if (!known) c.gpus.push_back({r.cluster.gpu.name, c.gemm_efficiency, c.attention_efficiency, ""});
   }
   std::vector<Knob> knobs;
   for (auto& g : c.gpus) {
@@ -287,7 +287,8 @@ bool same_perf_coefficients(const PerfCoefficients& a, const PerfCoefficients& b
   for (std::size_t i = 0; i < a.clusters.size(); ++i)
     if (a.clusters[i].cluster != b.clusters[i].cluster || !close(a.clusters[i].intra, b.clusters[i].intra) ||
         !close(a.clusters[i].inter, b.clusters[i].inter) || !close(a.clusters[i].cp_inter, b.clusters[i].cp_inter) ||
-        !close(a.clusters[i].cp_overlap, b.clusters[i].cp_overlap))
+        !close(a.clusters[i].cp_overlap, b.clusters[i].cp_overlap) ||
+        !close(a.clusters[i].dp_overlap, b.clusters[i].dp_overlap))
       return false;
   return true;
 }

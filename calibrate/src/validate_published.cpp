@@ -5,6 +5,7 @@
 #include <map>
 
 #include "headroom/core/error.hpp"
+#include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/flops.hpp"
 
 namespace headroom::validate {
@@ -51,8 +52,8 @@ bool has(const ReferenceTable& t, const std::string& column) {
 
 // Megatron-LM as the row ran it: FP16 (or BF16) weights and gradients, FP32 master weights and Adam states, no
 // distributed optimizer (it came in 2022, after these runs), unless the row says distributed_optimizer True (then the
-// framework's precision and sharding: BF16 weights, FP32 main gradients, Adam sharded over DP). Rows of models with
-// experts give ep and etp.
+// framework's precision and sharding: BF16 weights, FP32 main gradients, Adam sharded over DP) or gives a sharding
+// code (another framework's run: its precision, that sharding). Rows of models with experts give ep and etp.
 Layout row_layout(const ReferenceTable& t, const Record& row, const FrameworkProfile& framework) {
   Layout l = default_layout(framework);
   l.tp = integer(t, row, "tp");
@@ -87,6 +88,11 @@ Layout row_layout(const ReferenceTable& t, const Record& row, const FrameworkPro
   // TransformerEngine userbuffers (Megatron-LM --tp-comm-overlap, NeMo ub_tp_comm_overlap): as the row's recipe says.
   if (has(t, "tp_comm_overlap")) l.tp_comm_overlap = truth(t, row, "tp_comm_overlap");
   if (has(t, "distributed_optimizer") && truth(t, row, "distributed_optimizer")) return l;
+  // Another framework's run (PyTorch FSDP): the framework's precision, the row's sharding code (III: HSDP).
+  if (has(t, "sharding")) {
+    l.sharding = parse_sharding_code(t.at(row, "sharding"));
+    return l;
+  }
   l.precision = Precision{2, 2, 12};
   l.sharding = StateSharding{Shard::none, Shard::none, Shard::none};
   return l;
@@ -158,7 +164,10 @@ std::vector<PublishedRun> published_runs(const SpecLibrary& lib, const Framework
 
 PerfCoefficients run_coefficients(const PublishedRun& run, const PerfCoefficients& framework) {
   PerfCoefficients c = framework;
-  if (!run.grad_overlap) c.dp_overlap = 0.0;
+  if (!run.grad_overlap) {
+    c.dp_overlap = 0.0;
+    for (auto& x : c.clusters) x.dp_overlap = -1.0;  // the generic one: none
+  }
   return c;
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cctype>
 #include <filesystem>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -118,13 +119,13 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
       for (const auto& x : value)
         c.clusters.push_back({x.at("cluster").get<std::string>(), x.value("intra_efficiency", 0.0),
                               x.value("inter_efficiency", 0.0), x.value("cp_inter_efficiency", 0.0),
-                              x.value("cp_overlap", -1.0)});
+                              x.value("cp_overlap", -1.0), x.value("dp_overlap", -1.0)});
       continue;
     }
     if (key == "gpus") {
       for (const auto& g : value)
         c.gpus.push_back({g.at("gpu").get<std::string>(), g.at("gemm_efficiency").get<double>(),
-                          g.at("attention_efficiency").get<double>()});
+                          g.at("attention_efficiency").get<double>(), ""});
       continue;
     }
     const Field* f =
@@ -165,6 +166,7 @@ nlohmann::json perf_coefficients_to_json(const PerfCoefficients& c) {
       if (x.inter > 0) e["inter_efficiency"] = x.inter;
       if (x.cp_inter > 0) e["cp_inter_efficiency"] = x.cp_inter;
       if (x.cp_overlap >= 0) e["cp_overlap"] = x.cp_overlap;
+      if (x.dp_overlap >= 0) e["dp_overlap"] = x.dp_overlap;
       clusters.push_back(e);
     }
     j["clusters"] = clusters;
@@ -224,15 +226,40 @@ ClusterEfficiency& cluster_links(PerfCoefficients& c, const std::string& cluster
   return c.clusters.emplace_back(ClusterEfficiency{cluster, c.intra_efficiency, c.inter_efficiency});
 }
 
-PerfCoefficients default_perf_coefficients(const SpecLibrary& lib, std::string_view framework) {
-  std::string name(framework);
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
+namespace {
+
+// One data/perf file, checked against its schema; nullopt where there is none.
+std::optional<PerfCoefficients> perf_file(const SpecLibrary& lib, const std::string& name) {
   const auto path = lib.data_dir() / "perf" / (name + ".json");
-  if (!std::filesystem::exists(path)) return PerfCoefficients{};
+  if (!std::filesystem::exists(path)) return std::nullopt;
   const nlohmann::json doc = read_json_file(path);
   const auto schema = lib.data_dir() / "schema" / "perf.schema.json";
   if (std::filesystem::exists(schema)) validate_against_schema(doc, read_json_file(schema), path.string());
   return perf_coefficients_from_json(doc, path.string());
+}
+
+}  // namespace
+
+PerfCoefficients default_perf_coefficients(const SpecLibrary& lib, std::string_view framework) {
+  std::string name(framework);
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  std::optional<PerfCoefficients> c = perf_file(lib, name);
+  if (!c) c = PerfCoefficients{};
+  // The other files' fitted GPU entries, for GPUs this file has none for (the first file, by name, that has one).
+  for (const auto& other : lib.names("perf")) {
+    if (other == name) continue;
+    const std::optional<PerfCoefficients> o = perf_file(lib, other);
+    if (!o) continue;
+    for (GpuEfficiency g : o->gpus) {
+      const auto known = [&](const std::vector<GpuEfficiency>& v) {
+        return std::any_of(v.begin(), v.end(), [&](const GpuEfficiency& x) { return same_name(x.gpu, g.gpu); });
+      };
+      if (known(c->gpus) || known(c->device_gpus)) continue;
+      g.fitted_under = o->name;
+      c->device_gpus.push_back(std::move(g));
+    }
+  }
+  return *c;
 }
 
 PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
@@ -246,14 +273,22 @@ PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
       attention_efficiency(c.attention_efficiency),
       gpus_per_node(std::max<std::int64_t>(1, cluster.gpus_per_node)),
       efficiency_source(c.generic_source) {
-  // The GPU's own entry, else one of the GPU its spec computes as (kernels_as: the same fractions of peak).
-  const auto entry_for = [&c](const std::string& name) {
-    return std::find_if(c.gpus.begin(), c.gpus.end(), [&](const GpuEfficiency& g) { return same_name(g.gpu, name); });
-  };
-  auto g = entry_for(cluster.gpu.name);
-  const bool own = g != c.gpus.end();
-  if (!own && !cluster.gpu.kernels_as.empty()) g = entry_for(cluster.gpu.kernels_as);
-  if (g != c.gpus.end()) {
+  // The GPU's own entry, else one of the GPU its spec computes as (kernels_as: the same fractions of peak); in these
+  // coefficients' entries first, then in the other coefficients' (device_gpus: the device's, fitted elsewhere).
+  const GpuEfficiency* g = nullptr;
+  bool own = false;
+  for (const auto* entries : {&c.gpus, &c.device_gpus}) {
+    const auto entry_for = [entries](const std::string& name) -> const GpuEfficiency* {
+      const auto it = std::find_if(entries->begin(), entries->end(),
+                                   [&](const GpuEfficiency& x) { return same_name(x.gpu, name); });
+      return it == entries->end() ? nullptr : &*it;
+    };
+    g = entry_for(cluster.gpu.name);
+    own = g != nullptr;
+    if (!own && !cluster.gpu.kernels_as.empty()) g = entry_for(cluster.gpu.kernels_as);
+    if (g != nullptr) break;
+  }
+  if (g != nullptr) {
     // Another die's entry at the multiples of its fractions of peak that the published kernel benchmarks give.
     gemm_scale = own ? 1.0 : cluster.gpu.kernels_gemm_scale;
     attention_scale = own ? 1.0 : cluster.gpu.kernels_attention_scale;
@@ -261,6 +296,7 @@ PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
     attention_efficiency = g->attention * attention_scale;
     efficiency_source = "fitted";
     efficiency_gpu = g->gpu;
+    efficiency_fitted_under = g->fitted_under.empty() ? c.name : g->fitted_under;
   }
   if (peak_flops <= 0) throw Error("GPU " + cluster.gpu.name + " has no BF16 peak (bf16_dense_TFLOPs)");
   if (hbm_bytes_per_s <= 0) throw Error("GPU " + cluster.gpu.name + " has no HBM bandwidth (hbm_bandwidth_GBps)");
@@ -271,6 +307,7 @@ PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
   inter_efficiency = c.inter_efficiency;
   cp_inter_efficiency = c.cp_inter_efficiency;
   cp_overlap = c.cp_overlap;
+  dp_overlap = c.dp_overlap;
   link_source = "generic";
   for (const auto& x : c.clusters) {
     if (!same_name(x.cluster, cluster.name)) continue;
@@ -278,6 +315,7 @@ PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
     if (x.inter > 0) inter_efficiency = x.inter;
     if (x.cp_inter > 0) cp_inter_efficiency = x.cp_inter;
     if (x.cp_overlap >= 0) cp_overlap = x.cp_overlap;
+    if (x.dp_overlap >= 0) dp_overlap = x.dp_overlap;
     link_source = x.source + " on " + x.cluster;
   }
   intra = {intra_bw * intra_efficiency, cluster.intra_node.latency_s};
@@ -778,7 +816,7 @@ double exposed_dp_seconds(const PerfContext& p, const Layout& l, const DpParamet
   st.sharding = l.sharding;
   st.collectives = Collectives::ring;
   const StageVolumes vol = communication_volume(st, cs);
-  const double f = p.coef.dp_overlap;
+  const double f = p.dp_overlap;
   const double mb_f = volume_seconds(vol.forward_gather_params, cs.weight_bytes, cs, p);
   const double mb_b = volume_seconds(vol.backward_gather_params, cs.weight_bytes, cs, p) +
                       volume_seconds(vol.backward_reduce_grads, cs.grad_bytes, cs, p);

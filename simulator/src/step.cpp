@@ -346,7 +346,7 @@ class StepBuilder {
 
   // Virtual stages per GPU (v ≥ 1) and the share of a pass that DP traffic may overlap.
   [[nodiscard]] std::int64_t virtual_stages() const { return std::max<std::int64_t>(1, l_.vpp); }
-  [[nodiscard]] double dp_overlap() const { return std::clamp(perf_.coef.dp_overlap, 0.0, 1.0); }
+  [[nodiscard]] double dp_overlap() const { return std::clamp(perf_.dp_overlap, 0.0, 1.0); }
 
   // One decoder layer's compute per pass (the throughput model's) and its exposed TP/SP and CP time; the
   // pipeline's ends (embedding on the first stage, LM head and FP32 loss on the last).

@@ -183,13 +183,13 @@ TEST(SpecLibrary, KernelsScaleNeedsKernelsAsAndABound) {
   EXPECT_THROW((void)gpu_from_json(j, "x.json"), Error);
   // The context takes the other GPU's entry at the scales; its own entry would not be scaled.
   PerfCoefficients c;
-  c.gpus.push_back({"h100-94gb", 0.6, 0.3});
+  c.gpus.push_back({"h100-94gb", 0.6, 0.3, ""});
   ClusterSpec cluster = lib.cluster("dgx-h100");
   cluster.gpu = mi300x;
   const PerfContext p(c, cluster);
   EXPECT_DOUBLE_EQ(p.gemm_efficiency, 0.6 * 0.69);
   EXPECT_DOUBLE_EQ(p.attention_efficiency, 0.3 * 0.76);
-  c.gpus.push_back({"mi300x", 0.4, 0.2});
+  c.gpus.push_back({"mi300x", 0.4, 0.2, ""});
   EXPECT_DOUBLE_EQ(PerfContext(c, cluster).gemm_efficiency, 0.4);
 }
 

@@ -255,7 +255,7 @@ TEST_F(ThroughputTest, CoefficientsRoundTripAndRejectUnknownKeys) {
   c.name = "x";
   c.gemm_efficiency = 0.61;
   c.layer_overhead_s = 25e-6;
-  c.gpus.push_back({"a100-40gb", 0.8, 0.4});
+  c.gpus.push_back({"a100-40gb", 0.8, 0.4, ""});
   const PerfCoefficients back = perf_coefficients_from_json(perf_coefficients_to_json(c), "test");
   EXPECT_EQ(back.name, "x");
   EXPECT_DOUBLE_EQ(back.gemm_efficiency, 0.61);

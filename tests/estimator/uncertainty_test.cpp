@@ -172,7 +172,13 @@ TEST(CoefficientsSource, EstimateSaysFittedDatasheetOrMeasured) {
   };
   EXPECT_EQ(source("h100-94gb"), "fitted");  // a gpus entry of data/perf/megatron.json
   EXPECT_EQ(source("h100-80gb"), "fitted");  // h100-94gb's entry: the spec's kernels_as (same die and clocks)
-  EXPECT_EQ(source("mi300x", "pytorch-fsdp"), "datasheet");  // no entry, nor one for h100-94gb: said, not silent
+  // pytorch-fsdp has no entry for mi300x nor for h100-94gb: the device's, fitted under megatron (device_gpus).
+  const auto shared = perf("mi300x", "pytorch-fsdp");
+  EXPECT_EQ(shared["coefficients_source"], "fitted");
+  EXPECT_EQ(shared["coefficients_gpu"], "h100-94gb");
+  EXPECT_EQ(shared["coefficients_fitted_under"], "megatron");
+  EXPECT_EQ(perf("h100-94gb", "megatron")["coefficients_fitted_under"], "megatron");
+  EXPECT_EQ(perf("mi250x-gcd", "pytorch-fsdp")["coefficients_fitted_under"], "pytorch-fsdp");
   // A different die: h100-94gb's entry times the published kernel benchmarks' ratio (mi300x.json kernels_scale).
   const auto mi300x = perf("mi300x", "megatron");
   EXPECT_EQ(mi300x["coefficients_source"], "fitted");
@@ -191,7 +197,12 @@ TEST(CoefficientsSource, EstimateSaysFittedDatasheetOrMeasured) {
       << text.out;
   const auto fsdp = test::run_cli({"estimate", "--model", "llama3.1-8b", "--gpu", "mi300x", "--framework",
                                    "pytorch-fsdp", "--seq", "4096", "--tp", "8", "--gpus", "8"});
-  EXPECT_NE(fsdp.out.find("datasheet defaults, nothing fitted or measured for mi300x"), std::string::npos) << fsdp.out;
+  EXPECT_NE(fsdp.out.find("fitted for h100-94gb under the megatron coefficients (the device's, shared), scaled for "
+                          "mi300x"),
+            std::string::npos)
+      << fsdp.out;
+  // Nothing fitted anywhere for the GPU: the datasheet defaults, said.
+  EXPECT_EQ(PerfContext(PerfCoefficients{}, test::library().cluster("dgx-h100")).efficiency_source, "datasheet");
   PerfCoefficients measured;
   measured.generic_source = "measured";
   EXPECT_EQ(PerfContext(measured, test::library().cluster("dgx-h100")).efficiency_source, "measured");
@@ -217,6 +228,12 @@ TEST(CoefficientsSource, LinkEfficienciesFittedOnOneClusterStayThere) {
   ASSERT_EQ(back.clusters.size(), 1u);
   EXPECT_EQ(back.clusters[0].cluster, "lumi-mi250x");
   EXPECT_DOUBLE_EQ(back.clusters[0].inter, fsdp.clusters[0].inter);
+  // The overlap of FSDP's collectives with the passes too: LUMI's fitted share there, FSDP's design (all of the pass)
+  // elsewhere.
+  EXPECT_DOUBLE_EQ(on_lumi.dp_overlap, fsdp.clusters[0].dp_overlap);
+  EXPECT_LT(on_lumi.dp_overlap, 0.5);
+  EXPECT_DOUBLE_EQ(on_h100.dp_overlap, 1.0);
+  EXPECT_DOUBLE_EQ(back.clusters[0].dp_overlap, fsdp.clusters[0].dp_overlap);
 }
 
 // The same for megatron's CP ring: its P2P efficiency and overlap fitted on the 4D paper's clusters (entries that name

@@ -8,6 +8,7 @@
 #include "../test_support.hpp"
 #include "headroom/estimator/flops.hpp"
 #include "headroom/estimator/layout.hpp"
+#include "headroom/estimator/sharding.hpp"
 #include "headroom/calibrate/validate_published.hpp"
 
 namespace headroom {
@@ -116,6 +117,27 @@ TEST(PublishedFp8Runs, ReadWithTheirRecipeAndConvertedFromTokens) {
   EXPECT_EQ(runs[16].cluster.gpu.name, "b200");
   EXPECT_EQ(runs[16].cluster.gpu.kernels_as, "h100-94gb");
   EXPECT_DOUBLE_EQ(runs[17].measured_step_s, 64.0 * 8192 / (661.0 * 128));
+}
+
+// Issue 13: published PyTorch FSDP runs (data/reference/published_fsdp_runs.csv: the fms-fsdp README's Llama 2 7B
+// HSDP rows on A100 and H100) read under pytorch-fsdp with their sharding code and the framework's precision, the
+// clusters as the README states their networks. Their errors are reported by `headroom validate`
+// (published_fsdp_runs), not held to a goal here.
+TEST(PublishedFsdpRuns, ReadWithTheirShardingUnderPytorchFsdp) {
+  const SpecLibrary lib = test::library();
+  const FrameworkProfile fsdp = lib.framework("pytorch-fsdp");
+  const auto runs = validate::published_runs(lib, fsdp, lib.data_dir() / "reference" / "published_fsdp_runs.csv", "");
+  ASSERT_EQ(runs.size(), 2u);
+  for (const auto& r : runs) {
+    EXPECT_EQ(sharding_code(r.layout.sharding), "III") << r.id;  // HSDP
+    EXPECT_EQ(r.layout.precision.optimizer_bytes, fsdp.precision.optimizer_bytes) << r.id;
+    EXPECT_EQ(r.layout.recompute, Recompute::none) << r.id;
+    EXPECT_DOUBLE_EQ(r.measured_step_s, 2.0 * 4096 / (r.id == "FMS-7b-a100" ? 4550.0 : 9600.0)) << r.id;
+  }
+  EXPECT_EQ(runs[0].cluster.inter_node.bytes_per_s, 6.25e9);  // 400 Gb/s per node of 8 GPUs
+  // The README's clusters do not become a bare GPU's default: --gpu a100-80gb still means a DGX A100.
+  EXPECT_EQ(lib.cluster_for_gpu(lib.gpu("a100-80gb")).name, "dgx-a100-80gb");
+  EXPECT_EQ(lib.cluster_for_gpu(lib.gpu("h100-80gb")).name, "dgx-h100");
 }
 
 }  // namespace

@@ -44,7 +44,8 @@ def test_estimate_equals_the_cli_document(planner, layout):
         for s in memory["stages"]]
     p, perf = r.perf, doc["perf"]
     for key in ("step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "pts_s", "coefficients",
-                "coefficients_source", "coefficients_gpu", "coefficients_scale", "link_coefficients_source",
+                "coefficients_source", "coefficients_gpu", "coefficients_fitted_under", "coefficients_scale",
+                "link_coefficients_source",
                 "interval_source"):
         assert getattr(p, key) == perf[key], key
     assert p.model_flops_per_step == perf["model_flops_per_step"]

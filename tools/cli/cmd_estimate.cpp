@@ -76,8 +76,13 @@ void print_table(std::ostream& out, const ResolvedSpecs& r, const Layout& l, con
 // Performance part: step time, throughput and where the time goes (throughput.hpp).
 // Where the GPU's GEMM and attention efficiencies come from, in words (issue 13: said, not silent).
 std::string efficiency_text(const PerfContext& ctx, const std::string& gpu) {
+  // Another coefficients' fit: the device's efficiencies, shared across frameworks (throughput.hpp device_gpus).
+  const std::string under = ctx.efficiency_fitted_under == ctx.coef.name
+                                ? ""
+                                : " under the " + ctx.efficiency_fitted_under + " coefficients (the device's, shared)";
   if (ctx.efficiency_source == "fitted" && ctx.efficiency_gpu != gpu) {
-    const std::string fitted = "GEMM/attention efficiencies (fractions of peak) fitted for " + ctx.efficiency_gpu;
+    const std::string fitted =
+        "GEMM/attention efficiencies (fractions of peak) fitted for " + ctx.efficiency_gpu + under;
     if (ctx.gemm_scale == 1.0 && ctx.attention_scale == 1.0)
       return fitted + ", which " + gpu + " computes as (its spec's kernels_as and kernels_as_reason)";
     char scales[64];
@@ -85,7 +90,7 @@ std::string efficiency_text(const PerfContext& ctx, const std::string& gpu) {
     return fitted + ", scaled for " + gpu + " by its published kernel benchmarks (" + scales +
            "; its spec's kernels_scale and kernels_as_reason)";
   }
-  if (ctx.efficiency_source == "fitted") return "GEMM/attention efficiencies fitted for " + gpu;
+  if (ctx.efficiency_source == "fitted") return "GEMM/attention efficiencies fitted for " + gpu + under;
   if (ctx.efficiency_source == "measured") return "GEMM/attention efficiencies measured (calibration profile)";
   return "GEMM/attention efficiencies: datasheet defaults, nothing fitted or measured for " + gpu +
          " (headroom calibrate, or calibrate --from-runs)";
@@ -97,6 +102,7 @@ nlohmann::json perf_to_json(const PerfEstimate& p, const PerfCoefficients& k, co
   return {{"step_time_s", p.step_time_s},
           {"coefficients_source", ctx.efficiency_source},
           {"coefficients_gpu", ctx.efficiency_gpu},
+          {"coefficients_fitted_under", ctx.efficiency_fitted_under},
           {"coefficients_scale", {{"gemm", ctx.gemm_scale}, {"attention", ctx.attention_scale}}},
           {"link_coefficients_source", ctx.link_source},
           {"step_time_s_interval", interval_json(step_time_band_for(k, gpus), p.step_time_s)},

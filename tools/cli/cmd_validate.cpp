@@ -423,9 +423,9 @@ void print_published_line(std::ostream& out, const validate::PublishedSourceScor
 }
 
 void print_published(std::ostream& out, const validate::PublishedValidation& v, const std::string& what,
-                     const std::string& file) {
+                     const std::string& file, const std::string& coefficients = "megatron") {
   out << "\n"
-      << what << " (data/reference/" << file << "), step time, megatron coefficients;\n"
+      << what << " (data/reference/" << file << "), step time, " << coefficients << " coefficients;\n"
       << "held out: nothing is fitted on these sources (goal: mean |error| <= "
       << 100 * validate::kPublishedMeanErrorGoal
       << "% per source); in band: runs measured inside the held-out step-time band at their GPU count\n";
@@ -728,6 +728,11 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
   const auto fp8_data = validate::published_runs(lib, fw, ref / "published_fp8_priced.csv", "");
   const validate::PublishedValidation fp8 =
       validate::validate_published(fp8_data, default_perf_coefficients(lib, fw.name));
+  // Published PyTorch FSDP runs on NVIDIA GPUs, under pytorch-fsdp's coefficients (fitted on the thesis's LUMI runs
+  // only): held out, informative.
+  const auto fsdp_data = validate::published_runs(lib, fsdp, ref / "published_fsdp_runs.csv", "");
+  const validate::PublishedValidation fsdp_runs =
+      validate::validate_published(fsdp_data, default_perf_coefficients(lib, fsdp.name));
   // Published nccl-tests bandwidths against the link model (issue 13, item 2), held out, informative.
   const auto collective_rows = validate::published_collectives(lib, ref / "published_collectives.csv");
   const validate::CollectiveValidation collectives =
@@ -744,6 +749,7 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
                      {"published_runs", published_json(published)},
                      {"published_moe_runs", published_json(moe)},
                      {"published_fp8_runs", published_json(fp8)},
+                     {"published_fsdp_runs", published_json(fsdp_runs)},
                      {"published_collectives", collectives_json(collectives)},
                      {"passed", passed}});
   } else {
@@ -756,6 +762,7 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
     print_published(out, published, "Published large-scale runs", "published_runs.csv");
     print_published(out, moe, "Published runs of models with experts", "published_moe_priced.csv");
     print_published(out, fp8, "Published FP8 runs", "published_fp8_priced.csv");
+    print_published(out, fsdp_runs, "Published PyTorch FSDP runs", "published_fsdp_runs.csv", fsdp.name);
     print_collectives(out, collectives);
     out << "\n" << (passed ? "validation passed" : "VALIDATION FAILED") << "\n";
   }

@@ -52,7 +52,7 @@ struct Perf {
   double step_time_s = 0, tokens_per_s = 0, tflops_per_gpu = 0, mfu = 0, pts_s = 0, model_flops_per_step = 0;
   Interval step_time_s_interval;
   std::string interval_source;  // where the band comes from (the GPU count's held-out runs, or none)
-  std::string coefficients, coefficients_source, coefficients_gpu, link_coefficients_source;
+  std::string coefficients, coefficients_source, coefficients_gpu, coefficients_fitted_under, link_coefficients_source;
   std::map<std::string, double> coefficients_scale;  // {"gemm", "attention"}: the GPU spec's kernels_scale
   StepBreakdown breakdown;
 };
@@ -262,6 +262,7 @@ py::object Planner::estimate(const LayoutKeywords& k) const {
     f.coefficients = specs_.coefficients.name;
     f.coefficients_source = context_->efficiency_source;
     f.coefficients_gpu = context_->efficiency_gpu;
+    f.coefficients_fitted_under = context_->efficiency_fitted_under;
     f.coefficients_scale = {{"gemm", context_->gemm_scale}, {"attention", context_->attention_scale}};
     f.link_coefficients_source = context_->link_source;
     f.breakdown = p.breakdown;
@@ -528,6 +529,7 @@ void bind_planner(py::module_& m) {
       .def_readonly("coefficients", &Perf::coefficients)
       .def_readonly("coefficients_source", &Perf::coefficients_source)
       .def_readonly("coefficients_gpu", &Perf::coefficients_gpu)
+      .def_readonly("coefficients_fitted_under", &Perf::coefficients_fitted_under)
       .def_readonly("coefficients_scale", &Perf::coefficients_scale)
       .def_readonly("link_coefficients_source", &Perf::link_coefficients_source)
       .def_readonly("breakdown", &Perf::breakdown);

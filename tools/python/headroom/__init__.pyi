@@ -84,6 +84,7 @@ class Perf:
     coefficients: str
     coefficients_source: str
     coefficients_gpu: str
+    coefficients_fitted_under: str
     coefficients_scale: dict[str, float]
     link_coefficients_source: str
     breakdown: Breakdown

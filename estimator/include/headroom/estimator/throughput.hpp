@@ -25,8 +25,9 @@ namespace headroom {
 // Efficiencies of one GPU model (a name of data/gpus), overriding the generic ones.
 struct GpuEfficiency {
   std::string gpu;
-  double gemm = 0;       // fraction of dense BF16 peak a large GEMM reaches
-  double attention = 0;  // fraction of dense BF16 peak FlashAttention reaches at long sequences
+  double gemm = 0;           // fraction of dense BF16 peak a large GEMM reaches
+  double attention = 0;      // fraction of dense BF16 peak FlashAttention reaches at long sequences
+  std::string fitted_under;  // the coefficients whose fit gave it, for an entry of device_gpus
 };
 
 // Link efficiencies fitted on one cluster (a name of data/clusters), overriding the generic ones there only: what
@@ -38,6 +39,7 @@ struct ClusterEfficiency {
   double inter = 0;               // fraction of the inter-node link's
   double cp_inter = 0;            // the CP ring's P2P across nodes, fraction of the inter-node link's
   double cp_overlap = -1;         // share of the CP ring hidden behind the attention it feeds; < 0: the generic one
+  double dp_overlap = -1;         // share of a pass hiding DP/FSDP collectives there; < 0: the generic one
   std::string source = "fitted";  // or "measured": a calibration profile's link, at its own bandwidth (1)
 };
 
@@ -76,6 +78,10 @@ struct PerfCoefficients {
   double host_link_efficiency = 0.8;
   double host_memory_efficiency = 0.7;
   std::vector<GpuEfficiency> gpus;
+  // Other coefficients' fitted GPU entries (default_perf_coefficients reads them from the other data/perf files; not
+  // part of this file): a GPU's GEMM and attention efficiencies are the device's and its kernel libraries', not the
+  // framework's (issue 13, item 1), used for a GPU that `gpus` does not name, directly or as its kernels_as.
+  std::vector<GpuEfficiency> device_gpus;
   std::vector<ClusterEfficiency> clusters;
   // Where the generic GEMM/attention efficiencies come from: "datasheet" (defaults), "fitted" (to measured runs:
   // calibrate --from-runs) or "measured" (a calibration profile's microkernels). A `gpus` entry is fitted.
@@ -126,11 +132,13 @@ struct PerfContext {
   // generic_source; efficiency_gpu is the GPU the entry names.
   std::string efficiency_source;
   std::string efficiency_gpu;
+  std::string efficiency_fitted_under;  // the coefficients whose fit gave the entry (another's: a device_gpus one)
   double gemm_scale = 1.0, attention_scale = 1.0;  // the GPU spec's kernels_scale where it uses another's entry
   // The link efficiencies in force here (a `clusters` entry naming the cluster, else the generic ones) and where
   // they come from: "fitted on <cluster>", "measured on <cluster>" or "generic".
   double intra_efficiency = 0, inter_efficiency = 0, cp_inter_efficiency = 0;
   double cp_overlap = 0;  // the same for the CP ring's overlap with attention
+  double dp_overlap = 0;  // and for the DP/FSDP collectives' overlap with the passes
   std::string link_source;
 };
 
