@@ -52,6 +52,9 @@ double argmin_scale(const std::vector<PricedRun>& runs, const PerfCoefficients& 
 
 PerfCoefficients with_compute_scale(const PerfCoefficients& k, double scale) {
   PerfCoefficients out = k;
+  // The device entries it prices GPUs at become its own (written with it), scaled like the rest.
+  out.gpus.insert(out.gpus.end(), out.device_gpus.begin(), out.device_gpus.end());
+  out.device_gpus.clear();
   out.generic_source = "fitted";
   out.gemm_efficiency = std::min(1.0, k.gemm_efficiency * scale);
   out.attention_efficiency = std::min(1.0, k.attention_efficiency * scale);
@@ -64,7 +67,8 @@ PerfCoefficients with_compute_scale(const PerfCoefficients& k, double scale) {
 
 double max_compute_scale(const PerfCoefficients& k) {
   double top = std::max(k.gemm_efficiency, k.attention_efficiency);
-  for (const auto& g : k.gpus) top = std::max({top, g.gemm, g.attention});
+  for (const auto* entries : {&k.gpus, &k.device_gpus})
+    for (const auto& g : *entries) top = std::max({top, g.gemm, g.attention});
   return top > 0 ? 1.0 / top : 1.0;
 }
 

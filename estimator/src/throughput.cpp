@@ -248,18 +248,23 @@ PerfCoefficients default_perf_coefficients(const SpecLibrary& lib, std::string_v
   // The other files' fitted GPU entries, for GPUs this file has none for (the first file, by name, that has one).
   for (const auto& other : lib.names("perf")) {
     if (other == name) continue;
-    const std::optional<PerfCoefficients> o = perf_file(lib, other);
-    if (!o) continue;
-    for (GpuEfficiency g : o->gpus) {
-      const auto known = [&](const std::vector<GpuEfficiency>& v) {
-        return std::any_of(v.begin(), v.end(), [&](const GpuEfficiency& x) { return same_name(x.gpu, g.gpu); });
-      };
-      if (known(c->gpus) || known(c->device_gpus)) continue;
-      g.fitted_under = o->name;
-      c->device_gpus.push_back(std::move(g));
-    }
+    if (const std::optional<PerfCoefficients> o = perf_file(lib, other)) add_device_entries(*c, *o);
   }
   return *c;
+}
+
+void add_device_entries(PerfCoefficients& c, const PerfCoefficients& from) {
+  const auto known = [&c](const std::string& gpu) {
+    const auto named = [&](const GpuEfficiency& x) { return same_name(x.gpu, gpu); };
+    return std::any_of(c.gpus.begin(), c.gpus.end(), named) ||
+           std::any_of(c.device_gpus.begin(), c.device_gpus.end(), named);
+  };
+  for (const auto* entries : {&from.gpus, &from.device_gpus})
+    for (GpuEfficiency g : *entries) {
+      if (known(g.gpu)) continue;
+      if (g.fitted_under.empty()) g.fitted_under = from.name;
+      c.device_gpus.push_back(std::move(g));
+    }
 }
 
 PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)

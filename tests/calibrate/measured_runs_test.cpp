@@ -344,6 +344,20 @@ TEST(FitRuns, RecoversAKnownComputeScaleAndHeldOutBeatsShipped) {
   EXPECT_NEAR(fit.coefficients.gemm_efficiency, shipped.gemm_efficiency * 0.8, 1e-4);
 }
 
+// pytorch-fsdp prices the H100 at megatron's fitted entry (a device entry): the fit scales it too, and the written
+// coefficients carry it as their own, so that loading them gives the same step times.
+TEST(FitRuns, ScalesTheDeviceEntryItPricesAGpuAtAndWritesItAsItsOwn) {
+  const PerfCoefficients shipped = default_perf_coefficients(test::library(), "pytorch-fsdp");
+  ASSERT_FALSE(shipped.device_gpus.empty());
+  const auto fit = fit_compute_scale(runs_at_scale(shipped, 0.8), shipped);
+  EXPECT_NEAR(fit.compute_scale, 0.8, 1e-4);
+  EXPECT_TRUE(fit.coefficients.device_gpus.empty());
+  const PerfCoefficients loaded = perf_coefficients_from_json(perf_coefficients_to_json(fit.coefficients), "written");
+  const auto run = runs_at_scale(shipped, 0.8).front();
+  EXPECT_NEAR(estimate_perf(run.model, run.cluster, run.layout, loaded).step_time_s, run.measured_step_s,
+              1e-9 * run.measured_step_s);
+}
+
 TEST(FitRuns, EfficienciesStayPhysicalAndOneRunIsNotEnough) {
   const PerfCoefficients shipped = default_perf_coefficients(test::library(), "megatron");
   // Step times no efficiency ≤ 1 reaches: the scale stops where the fastest efficiency hits the peak.

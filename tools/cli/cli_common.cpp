@@ -356,7 +356,9 @@ ResolvedSpecs with_profile(ResolvedSpecs r, const std::string& profile, const Sp
     r.coefficients = std::move(coefficients);
     return r;
   }
-  r.coefficients = perf_coefficients_file(profile, doc, lib);
+  PerfCoefficients file = perf_coefficients_file(profile, doc, lib);
+  add_device_entries(file, r.coefficients);  // a GPU the file has no entry for: the shipped device entries
+  r.coefficients = std::move(file);
   if (!doc.is_object() || !doc.contains("memory")) return r;
   // A coefficients file of `calibrate --from-runs` may carry a memory fit: its fixed term replaces the framework's.
   const auto& memory = doc.at("memory");

@@ -104,8 +104,11 @@ struct PerfCoefficients {
 // Coefficients from JSON (data/perf/*.json); unknown keys are errors naming the key and the valid ones.
 [[nodiscard]] PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::string_view where);
 [[nodiscard]] nlohmann::json perf_coefficients_to_json(const PerfCoefficients& c);
-// data_dir/perf/<framework>.json when present, else the datasheet defaults.
+// data_dir/perf/<framework>.json when present, else the datasheet defaults; with the other data/perf files' GPU
+// entries as its device_gpus.
 [[nodiscard]] PerfCoefficients default_perf_coefficients(const SpecLibrary& lib, std::string_view framework);
+// Adds `from`'s GPU entries (its own and its device ones) to c.device_gpus where c has none for that GPU.
+void add_device_entries(PerfCoefficients& c, const PerfCoefficients& from);
 
 // Alpha-beta link: time(bytes) = latency + bytes / bandwidth.
 struct Link {
