@@ -264,10 +264,10 @@ bool same_band(const ErrorBand& shipped, const ErrorBand& computed) {
 }
 
 bool same_bands_by_gpus(const std::vector<GpuCountBand>& shipped,
-                        const std::vector<PerfValidation::GpuCountBand>& computed) {
+                        const std::vector<PerfValidation::GpuCountResiduals>& computed) {
   return std::equal(shipped.begin(), shipped.end(), computed.begin(), computed.end(),
-                    [](const GpuCountBand& a, const PerfValidation::GpuCountBand& b) {
-                      return a.gpus == b.gpus && a.runs == b.runs && same_band(a.band, b.shipped_form);
+                    [](const GpuCountBand& a, const PerfValidation::GpuCountResiduals& b) {
+                      return a.gpus == b.shipped.gpus && a.runs == b.shipped.runs && same_band(a.band, b.shipped.band);
                     });
 }
 
@@ -326,7 +326,7 @@ PerfValidation validate_perf(const std::vector<PerfRun>& runs, const PerfCoeffic
     std::sort(r.begin(), r.end());
     const double median = r.size() % 2 == 1 ? r[r.size() / 2] : 0.5 * (r[r.size() / 2 - 1] + r[r.size() / 2]);
     const ErrorBand band = band_from_ratios(r, kStepTimeBandCoverage);
-    v.held_out_by_gpus.push_back({gpus, static_cast<int>(r.size()), median, band, widened(v.held_out_band, band)});
+    v.held_out_by_gpus.push_back({{gpus, static_cast<int>(r.size()), widened(v.held_out_band, band)}, median, band});
   }
   // Pool the held-out columns.
   double abs_err = 0;

@@ -203,10 +203,8 @@ const ErrorBand& step_time_band_for(const PerfCoefficients& c, std::int64_t gpus
 
 std::string step_time_band_source(const PerfCoefficients& c, std::int64_t gpus) {
   const std::string what = "coefficients " + c.name;
-  if (!c.step_time_band.known)
-    return "none: no held-out data behind the " + what + " (the step time is the prediction's)";
   const GpuCountBand* x = band_entry_for(c, gpus);
-  if (x == nullptr) return "held-out residuals of the " + what + " (headroom validate)";
+  if (!c.step_time_band.known || x == nullptr) return band_source(c.step_time_band, what);
   const std::string n = std::to_string(x->gpus);
   std::string where = "at " + n + " GPUs";
   if (gpus < x->gpus)
@@ -215,8 +213,7 @@ std::string step_time_band_source(const PerfCoefficients& c, std::int64_t gpus) 
     where += ", the largest held-out count (extrapolated)";
   else if (gpus > x->gpus)
     where += ", the held-out count next below " + std::to_string(gpus);
-  return "held-out residuals of the " + what + " " + where + ", " + std::to_string(x->runs) +
-         " runs (headroom validate)";
+  return band_source(x->band, what, where + ", " + std::to_string(x->runs) + " runs");
 }
 
 ClusterEfficiency& cluster_links(PerfCoefficients& c, const std::string& cluster) {

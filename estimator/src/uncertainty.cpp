@@ -24,6 +24,15 @@ ErrorBand widened(const ErrorBand& a, const ErrorBand& b) {
   return {std::max(a.low, b.low), std::max(a.high, b.high), true};
 }
 
+std::string band_source(const ErrorBand& band, std::string_view what, std::string_view where) {
+  if (!band.known)
+    return "none: no held-out data behind the " + std::string(what) + " (the verdict is the prediction's)";
+  std::string s = "held-out residuals of the ";
+  s.append(what);
+  if (!where.empty()) s.append(" ").append(where);
+  return s.append(" (headroom validate)");
+}
+
 ErrorBand band_from_verdicts(std::span<const HeldOutVerdict> runs) {
   if (runs.empty()) return {};
   ErrorBand b{0.0, 0.0, true};

@@ -230,12 +230,6 @@ nlohmann::json interval_json(const ErrorBand& band, double value, double unit) {
   return nlohmann::json::array({band.lower(value) / unit, band.upper(value) / unit});
 }
 
-std::string band_source(const ErrorBand& band, std::string_view what) {
-  if (!band.known)
-    return "none: no held-out data behind the " + std::string(what) + " (the verdict is the prediction's)";
-  return "held-out residuals of the " + std::string(what) + " (headroom validate)";
-}
-
 nlohmann::json memory_verdict_json(const ResolvedSpecs& r, const Layout& l) {
   const MemoryEstimate e = estimate_memory(r.model, r.cluster, l, r.framework.residual);
   const ErrorBand& band = r.framework.memory_band;

@@ -109,8 +109,6 @@ void refuse_given(const CLI::App& app, std::initializer_list<const char*> flags,
 nlohmann::json memory_verdict_json(const ResolvedSpecs& r, const Layout& l);
 // [value × (1 − low), value × (1 + high)] divided by `unit`, or null where the band is unknown (issue 15, item 3).
 [[nodiscard]] nlohmann::json interval_json(const ErrorBand& band, double value, double unit = 1.0);
-// Where a band comes from, for the JSON and the table.
-[[nodiscard]] std::string band_source(const ErrorBand& band, std::string_view what);
 [[nodiscard]] std::string memory_warning(const ResolvedSpecs& r, const Layout& l);
 
 // Version of every JSON document the CLI prints (`schema_version`); raised when a field changes meaning or goes.

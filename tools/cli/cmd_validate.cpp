@@ -228,12 +228,12 @@ nlohmann::json perf_json(const validate::PerfValidation& v) {
   for (const auto& [t, s] : v.held_out) cv.push_back({{"held_out_table", t}, {"score", perf_score_to_json(s)}});
   nlohmann::json by_gpus = nlohmann::json::array();
   for (const auto& g : v.held_out_by_gpus)
-    by_gpus.push_back({{"gpus", g.gpus},
-                       {"runs", g.runs},
+    by_gpus.push_back({{"gpus", g.shipped.gpus},
+                       {"runs", g.shipped.runs},
                        {"median_ratio", g.median_ratio},
-                       {"low", g.band.low},
-                       {"high", g.band.high},
-                       {"shipped_form", {{"low", g.shipped_form.low}, {"high", g.shipped_form.high}}}});
+                       {"low", g.runs_band.low},
+                       {"high", g.runs_band.high},
+                       {"shipped_form", {{"low", g.shipped.band.low}, {"high", g.shipped.band.high}}}});
   return {
       {"coefficients", perf_coefficients_to_json(v.shipped)},
       {"score", perf_score_to_json(v.score)},
@@ -274,8 +274,8 @@ void print_perf_validation(std::ostream& out, const validate::PerfValidation& v)
   for (const auto& g : v.held_out_by_gpus) {
     char line[128];
     std::snprintf(line, sizeof line, "  %5lld %5d %7.2f  [-%4.1f%%, +%5.1f%%]  [-%4.1f%%, +%5.1f%%]\n",
-                  static_cast<long long>(g.gpus), g.runs, g.median_ratio, 100 * g.band.low, 100 * g.band.high,
-                  100 * g.shipped_form.low, 100 * g.shipped_form.high);
+                  static_cast<long long>(g.shipped.gpus), g.shipped.runs, g.median_ratio, 100 * g.runs_band.low,
+                  100 * g.runs_band.high, 100 * g.shipped.band.low, 100 * g.shipped.band.high);
     out << line;
   }
 }
@@ -700,7 +700,8 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
   const VerdictSection verdicts = verdict_section(lib, measured, fw);
   // Throughput: rank the measured layouts of every (table, GPU count) column by predicted speed.
   const auto perf_runs = validate::perf_runs(lib, measured, fw);
-  const validate::PerfValidation perf = validate::validate_perf(perf_runs, default_perf_coefficients(lib, fw.name));
+  const PerfCoefficients coefficients = default_perf_coefficients(lib, fw.name);
+  const validate::PerfValidation perf = validate::validate_perf(perf_runs, coefficients);
   const nlohmann::json simulator = simulator_agreement(lib);  // informative: not part of `passed`
   const bool perf_ok = perf.shipped_is_fit && perf.score.mean_regret <= validate::kPerfMeanRegretGoal &&
                        perf.score.worst_regret <= validate::kPerfWorstRegretGoal &&
@@ -709,34 +710,29 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
   // The thesis under pytorch-fsdp: MTSL (its form by leave-one-rank-out) and throughput (its own coefficients).
   const FrameworkProfile fsdp = lib.framework("pytorch-fsdp");
   const validate::ThesisMtslValidation thesis_mtsl = validate::validate_thesis_mtsl(lib, fsdp);
+  const PerfCoefficients fsdp_coefficients = default_perf_coefficients(lib, fsdp.name);
   const validate::ThesisPerfData thesis_data = validate::thesis_perf_data(lib, fsdp);  // scores point into it
-  const validate::ThesisPerfValidation thesis =
-      validate::validate_thesis_perf(thesis_data, default_perf_coefficients(lib, fsdp.name));
+  const validate::ThesisPerfValidation thesis = validate::validate_thesis_perf(thesis_data, fsdp_coefficients);
   const bool thesis_ok = thesis_mtsl.shipped_is_fit && thesis.shipped_is_fit &&
                          thesis.score.mean_error() <= validate::kThesisMeanErrorGoal &&
                          validate::same_band(thesis.shipped.step_time_band, thesis.held_out_band);
   // Published runs: held out (informative, not part of `passed`: the goal is issue 13's, not yet met everywhere).
   const auto published_data =
       validate::published_runs(lib, fw, ref / "published_runs.csv", ref / "published_runs_calculon.csv");
-  const validate::PublishedValidation published =
-      validate::validate_published(published_data, default_perf_coefficients(lib, fw.name));
+  const validate::PublishedValidation published = validate::validate_published(published_data, coefficients);
   // Published runs of models with experts (issue 14): as above, held out, informative.
   const auto moe_data = validate::published_runs(lib, fw, ref / "published_moe_priced.csv", "");
-  const validate::PublishedValidation moe =
-      validate::validate_published(moe_data, default_perf_coefficients(lib, fw.name));
+  const validate::PublishedValidation moe = validate::validate_published(moe_data, coefficients);
   // Published FP8 runs (issue 14), the same way.
   const auto fp8_data = validate::published_runs(lib, fw, ref / "published_fp8_priced.csv", "");
-  const validate::PublishedValidation fp8 =
-      validate::validate_published(fp8_data, default_perf_coefficients(lib, fw.name));
+  const validate::PublishedValidation fp8 = validate::validate_published(fp8_data, coefficients);
   // Published PyTorch FSDP runs on NVIDIA GPUs, under pytorch-fsdp's coefficients (fitted on the thesis's LUMI runs
-  // only): held out, informative.
+  // only): informative, a check (read while the shared device entries were made).
   const auto fsdp_data = validate::published_runs(lib, fsdp, ref / "published_fsdp_runs.csv", "");
-  const validate::PublishedValidation fsdp_runs =
-      validate::validate_published(fsdp_data, default_perf_coefficients(lib, fsdp.name));
+  const validate::PublishedValidation fsdp_runs = validate::validate_published(fsdp_data, fsdp_coefficients);
   // Published nccl-tests bandwidths against the link model (issue 13, item 2), held out, informative.
   const auto collective_rows = validate::published_collectives(lib, ref / "published_collectives.csv");
-  const validate::CollectiveValidation collectives =
-      validate::validate_collectives(collective_rows, default_perf_coefficients(lib, fw.name));
+  const validate::CollectiveValidation collectives = validate::validate_collectives(collective_rows, coefficients);
   const bool passed = estimates.failures == 0 && verdicts.ok() && perf_ok && thesis_ok;
 
   if (o.json) {

@@ -85,17 +85,15 @@ struct PerfValidation {
   PerfScore pooled;                                 // the held-out columns together
   ErrorBand held_out_band;                          // of the held-out runs' step times (kStepTimeBandCoverage of them)
   // The same by GPU count (issue 13, item 2: how the error grows with scale), shipped as uncertainty.by_gpus.
-  struct GpuCountBand {
-    std::int64_t gpus = 0;
-    int runs = 0;
+  struct GpuCountResiduals {
+    // What ships (uncertainty.by_gpus): the count, its runs and the pooled band widened by these runs' one. A count's
+    // runs say how the error grows with scale, not that it narrows: the 18 runs at 128 and 256 GPUs are one table's
+    // on one cluster, and their narrow low side misses held-out published runs that the pooled band covers.
+    GpuCountBand shipped;
     double median_ratio = 0;  // measured / predicted step time
-    ErrorBand band;           // of these runs
-    // What ships (uncertainty.by_gpus): the pooled band widened by these runs' one. A count's runs say how the error
-    // grows with scale, not that it narrows: the 18 runs at 128 and 256 GPUs are one table's on one cluster, and
-    // their narrow low side misses held-out published runs that the pooled band covers.
-    ErrorBand shipped_form;
+    ErrorBand runs_band;      // of these runs alone
   };
-  std::vector<GpuCountBand> held_out_by_gpus;
+  std::vector<GpuCountResiduals> held_out_by_gpus;
 };
 
 // The share of held-out runs a shipped step-time band covers.
@@ -104,7 +102,7 @@ inline constexpr double kStepTimeBandCoverage = 0.9;
 [[nodiscard]] bool same_band(const ErrorBand& shipped, const ErrorBand& computed);
 // The shipped bands by GPU count ("uncertainty.by_gpus") are the computed ones: the same counts, runs and bands.
 [[nodiscard]] bool same_bands_by_gpus(const std::vector<GpuCountBand>& shipped,
-                                      const std::vector<PerfValidation::GpuCountBand>& computed);
+                                      const std::vector<PerfValidation::GpuCountResiduals>& computed);
 
 [[nodiscard]] PerfValidation validate_perf(const std::vector<PerfRun>& runs, const PerfCoefficients& shipped);
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -31,6 +32,10 @@ struct GpuCountBand {
 
 // The narrowest band containing both.
 [[nodiscard]] ErrorBand widened(const ErrorBand& a, const ErrorBand& b);
+
+// Where a band comes from, for an estimate's interval_source: the held-out residuals of `what` (at `where`, e.g. a
+// GPU count's runs, when given), or none.
+[[nodiscard]] std::string band_source(const ErrorBand& band, std::string_view what, std::string_view where = {});
 
 // A held-out run seen only as trained or out of memory, with the peak the fit without it predicted.
 struct HeldOutVerdict {
