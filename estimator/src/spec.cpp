@@ -523,6 +523,7 @@ ClusterSpec SpecLibrary::cluster(std::string_view name_or_path) const {
   validate_against_schema(j, read_json_file(data_dir_ / "schema" / "cluster.schema.json"), where);
   ClusterSpec c;
   c.name = j.at("name").get<std::string>();
+  c.source = j.value("source", std::string());
   c.gpu = gpu(j.at("gpu").get<std::string>());
   c.gpus_per_node = j.at("gpus_per_node").get<std::int64_t>();
   c.topology = j.at("topology").get<std::string>();
@@ -555,6 +556,12 @@ ClusterSpec SpecLibrary::cluster_for_gpu(const GpuSpec& g) const {
   c.gpu = g;
   c.gpus_per_node = 8;
   c.topology = "nvswitch";
+  c.intra_node = {"assumed", 150e9, 3e-6};
+  c.inter_node = {"assumed", 25e9, 5e-6};
+  c.assumed = true;
+  c.source = "assumed: no cluster in data/clusters has GPU " + g.name +
+             ", so nodes of 8 with 150 GB/s per GPU inside and a 25 GB/s NIC per GPU between them (--cluster FILE "
+             "names your network)";
   return c;
 }
 

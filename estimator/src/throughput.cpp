@@ -302,9 +302,9 @@ PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
   }
   if (peak_flops <= 0) throw Error("GPU " + cluster.gpu.name + " has no BF16 peak (bf16_dense_TFLOPs)");
   if (hbm_bytes_per_s <= 0) throw Error("GPU " + cluster.gpu.name + " has no HBM bandwidth (hbm_bandwidth_GBps)");
-  // A cluster made up for a bare GPU names no links: NVLink-class inside, a 25 GB/s NIC outside.
-  const double intra_bw = cluster.intra_node.bytes_per_s > 0 ? cluster.intra_node.bytes_per_s : 150e9;
-  const double inter_bw = cluster.inter_node.bytes_per_s > 0 ? cluster.inter_node.bytes_per_s : 25e9;
+  const double intra_bw = cluster.intra_node.bytes_per_s, inter_bw = cluster.inter_node.bytes_per_s;
+  if (intra_bw <= 0 || inter_bw <= 0)
+    throw Error("cluster " + cluster.name + " names no intra_node/inter_node bandwidth");
   intra_efficiency = c.intra_efficiency;
   inter_efficiency = c.inter_efficiency;
   cp_inter_efficiency = c.cp_inter_efficiency;

@@ -400,6 +400,38 @@ namespace {
 
 // Issue 17: an output path that is a directory fails before any work (calibrate measured its whole sweep
 // first and left DIR.partial), with one line naming the flag and the path.
+// Issue 13, "nothing falls back silently": a GPU no shipped cluster has is priced on an assumed cluster, which every
+// output says (text and JSON), and the simulator runs on the same links as the model.
+TEST(Cli, AGpuWithoutAClusterIsPricedOnAnAssumedOneThatTheOutputsName) {
+  const auto dir = std::filesystem::temp_directory_path() / ("headroom_cli_gpu_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string gpu = (dir / "l40s-like.json").string();
+  std::ofstream(gpu) << R"({"name": "l40s-like", "vendor": "nvidia", "memory_GiB": 48, "usable_memory_GiB": 47,
+    "bf16_dense_TFLOPs": 362, "fp16_dense_TFLOPs": 362, "fp32_TFLOPs": 91.6, "hbm_bandwidth_GBps": 864})";
+  const std::vector<std::string> job = {"--model", "llama3.1-8b", "--gpu", gpu,    "--gpus", "16",
+                                        "--tp",    "2",           "--seq", "4096", "--gbs",  "64"};
+  const Result table = run(with({"estimate"}, job));
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("cluster l40s-like-node assumed: no cluster in data/clusters has GPU l40s-like"),
+            std::string::npos)
+      << table.out;
+  const Result estimate = run(with(with({"estimate"}, job), {"--json"}));
+  ASSERT_EQ(estimate.code, 0) << estimate.err;
+  const auto e = nlohmann::json::parse(estimate.out);
+  EXPECT_EQ(e["cluster"], "l40s-like-node");
+  EXPECT_EQ(e["cluster_assumed"], true);
+  EXPECT_NE(e["cluster_source"].get<std::string>().find("150 GB/s"), std::string::npos);
+  const Result simulate = run(with(with({"simulate"}, job), {"--json"}));
+  ASSERT_EQ(simulate.code, 0) << simulate.err;  // it refused a cluster without links before
+  const auto s = nlohmann::json::parse(simulate.out);
+  EXPECT_EQ(s["cluster_assumed"], true);
+  EXPECT_NEAR(s["analytical_step_time_s"].get<double>(), e["perf"]["step_time_s"].get<double>(), 1e-9);
+  const auto shipped = nlohmann::json::parse(run(with(kEstimate, {"--json"})).out);
+  EXPECT_EQ(shipped["cluster_assumed"], false);
+  EXPECT_NE(shipped["cluster_source"].get<std::string>().find("DGX A100"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CliOutputs, DirectoryOutputsAreRefusedBeforeAnyWork) {
   const auto dir = std::filesystem::temp_directory_path() / ("headroom_cli_outdir_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

@@ -42,6 +42,8 @@ def test_estimate_equals_the_cli_document(planner, layout):
     assert [(s.stage, s.params, s.grads, s.optimizer, s.activations, s.residual, s.total) for s in m.stages] == [
         (s["stage"], s["params"], s["grads"], s["optimizer"], s["activations"], s["residual"], s["total"])
         for s in memory["stages"]]
+    assert (planner.cluster, planner.cluster_assumed, planner.cluster_source) == (
+        doc["cluster"], doc["cluster_assumed"], doc["cluster_source"])
     p, perf = r.perf, doc["perf"]
     for key in ("step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "pts_s", "coefficients",
                 "coefficients_source", "coefficients_gpu", "coefficients_fitted_under", "coefficients_scale",

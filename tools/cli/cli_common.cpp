@@ -375,4 +375,14 @@ ResolvedSpecs resolve(const SpecOptions& o, const std::string& profile) {
   return with_profile(std::move(r), profile, lib);
 }
 
+void add_cluster_json(nlohmann::json& doc, const ClusterSpec& c) {
+  doc["cluster"] = c.name;
+  doc["cluster_assumed"] = c.assumed;
+  doc["cluster_source"] = c.source;
+}
+
+std::string assumed_cluster_line(const ClusterSpec& c) {
+  return c.assumed ? "cluster " + c.name + " " + c.source + "\n" : std::string();
+}
+
 }  // namespace headroom::cli

@@ -119,6 +119,11 @@ void print_json(std::ostream& out, nlohmann::json doc);
 [[nodiscard]] std::int64_t json_bytes(double bytes);
 
 nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l);
+// The cluster of a document: "cluster" (its name), "cluster_assumed" (true when made up around a bare GPU, whose links
+// nothing measured) and "cluster_source" (its spec's source, or what was assumed).
+void add_cluster_json(nlohmann::json& doc, const ClusterSpec& c);
+// For the text outputs: "cluster NAME assumed: ...\n" when the cluster was made up around a bare GPU, else "".
+[[nodiscard]] std::string assumed_cluster_line(const ClusterSpec& c);
 // The decoder layers per pipeline stage, run-length: "7+14x8+7" (Llama 3 405B); "" for an even split.
 [[nodiscard]] std::string stage_layers_text(const ModelSpec& m, const Layout& l);
 // " (layers 7+14x8+7)" for the text headers; "" for an even split.

@@ -36,6 +36,7 @@ void print_table(std::ostream& out, const ResolvedSpecs& r, const Layout& l, con
   out << "headroom estimate: " << r.model.name << " on " << r.cluster.gpu.name << " (" << r.cluster.name << "), "
       << l.gpus() << " GPUs = tp " << l.tp << " x cp " << l.cp << " x pp " << l.pp << stage_text(r.model, l) << " x dp "
       << l.dp << "\n";
+  out << assumed_cluster_line(r.cluster);
   out << "seq " << l.seq << ", mbs " << l.mbs << ", gbs " << l.gbs << " (" << l.microbatches()
       << " micro-batches per pipeline), " << r.framework.name << ": SP " << (l.sequence_parallel ? "on" : "off") << ", "
       << (l.flash_attention ? "FlashAttention" : "no FlashAttention") << ", " << to_string(l.schedule)
@@ -202,7 +203,7 @@ void run_estimate(const EstimateOptions& o, std::ostream& out) {
   }
   nlohmann::json stages = nlohmann::json::array();
   for (const auto& s : e.stages) stages.push_back(stage_to_json(s));
-  const nlohmann::json doc = {
+  nlohmann::json doc = {
       {"model",
        {{"name", r.model.name},
         {"parameters", std::llround(parameter_count(r.model))},
@@ -229,6 +230,7 @@ void run_estimate(const EstimateOptions& o, std::ostream& out) {
         {"margin_gib", e.margin_bytes / kGiB},
         {"units", "stages in bytes; *_gib in GiB (2^30 bytes)"}}},
       {"perf", perf_to_json(perf, coefficients, ctx, l.gpus())}};
+  add_cluster_json(doc, r.cluster);
   print_json(out, doc);
 }
 

@@ -86,7 +86,7 @@ void print_header(std::ostream& out, const ResolvedSpecs& r, const Layout& l) {
       << " x dp " << l.dp << ", mbs " << l.mbs << ", sharding " << to_string(l.sharding.params)
       << to_string(l.sharding.grads) << to_string(l.sharding.optimizer);
   if (l.lora.enabled()) out << ", LoRA rank " << l.lora.rank << " on " << lora_targets_to_string(l.lora.targets);
-  out << "\n";
+  out << "\n" << assumed_cluster_line(r.cluster);
 }
 
 // The predicted step at the MTSL with --profile's coefficients (throughput.hpp); the layout at s = MTSL.
@@ -104,14 +104,12 @@ void run_target_seq(const MtslOptions& o, const ResolvedSpecs& r, const Layout& 
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& f : fits)
       arr.push_back({{"layout", layout_to_json(r.model, f.layout)}, {"peak_gib", f.peak_bytes / kGiB}});
-    print_json(out, nlohmann::json{{"model", r.model.name},
-                                   {"gpu", r.cluster.gpu.name},
-                                   {"cluster", r.cluster.name},
-                                   {"framework", r.framework.name},
-                                   {"target_seq", s},
-                                   {"max_gpus", n_max},
-                                   {"gpus", fits.empty() ? 0 : fits.front().layout.gpus()},
-                                   {"layouts", arr}});
+    nlohmann::json doc = {
+        {"model", r.model.name}, {"gpu", r.cluster.gpu.name}, {"framework", r.framework.name},
+        {"target_seq", s},       {"max_gpus", n_max},         {"gpus", fits.empty() ? 0 : fits.front().layout.gpus()},
+        {"layouts", arr}};
+    add_cluster_json(doc, r.cluster);
+    print_json(out, doc);
     return;
   }
   out << "headroom mtsl --target-seq " << s << ": " << r.model.name << " on " << r.cluster.gpu.name << ", "
@@ -145,9 +143,9 @@ nlohmann::json mtsl_json(const MtslOptions& o, const ResolvedSpecs& r, const Lay
                          const std::vector<SweepPoint>& points, const std::string& what) {
   nlohmann::json doc = {{"model", r.model.name},
                         {"gpu", r.cluster.gpu.name},
-                        {"cluster", r.cluster.name},
                         {"framework", r.framework.name},
                         {"layout", layout_to_json(r.model, base)}};
+  add_cluster_json(doc, r.cluster);
   doc["layout"].erase("seq");
   if (o.sweep.empty()) {
     doc.update(result_to_json(points.front().result));

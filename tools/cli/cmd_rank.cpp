@@ -156,6 +156,7 @@ nlohmann::json rank_json(const ResolvedSpecs& r, const Layout& base, const Searc
       {"fitting", res.fitting},
       {"layouts", layouts},
       {"pareto", pareto}};
+  add_cluster_json(doc, r.cluster);
   if (!res.best.empty()) {
     const LaunchExport e = launch_export(r.model, r.cluster, res.best.front().layout);
     doc["launch"] = {{"megatron", megatron_line(e)}, {"torchtitan", torchtitan_line(e)}};
@@ -175,7 +176,7 @@ void print_rank(std::ostream& out, const ResolvedSpecs& r, const Layout& base, c
   if (so.peak_band.known)
     out << ", risk pessimistic (a layout fits if its peak + " << format_gib(100.0 * so.peak_band.high * kGiB, 2)
         << "% of held-out error does)";
-  out << "\n";
+  out << "\n" << assumed_cluster_line(r.cluster);
   out << res.evaluated << " layouts evaluated, " << res.memory_checked
       << " memory-checked (larger micro-batches pruned), " << res.fitting << " fit in "
       << format_gib(r.cluster.gpu.usable_memory_bytes) << " GiB\n\n";

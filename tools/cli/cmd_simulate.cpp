@@ -114,18 +114,19 @@ void run_step(const SimulateOptions& o, std::ostream& out) {
                         {"peak_microbatches", st.peak_microbatches},
                         {"memory", {{"columns", {"time_s", "activation_gib", "microbatches"}}, {"points", mem}}}});
     }
-    print_json(out, nlohmann::json{{"model", r.model.name},
-                                   {"cluster", r.cluster.name},
-                                   {"layout", layout_to_json(r.model, l)},
-                                   {"step_time_s", s.step_time_s},
-                                   {"bubble_s", s.bubble_s},
-                                   {"bubble_fraction", s.bubble_fraction},
-                                   {"analytical_step_time_s", a.step_time_s},
-                                   {"tasks", boost::num_vertices(s.graph)},
-                                   {"events", s.run.events},
-                                   {"trace", o.trace},
-                                   {"stages", stages},
-                                   {"memory", memory_verdict_json(r, l)}});
+    nlohmann::json doc = {{"model", r.model.name},
+                          {"layout", layout_to_json(r.model, l)},
+                          {"step_time_s", s.step_time_s},
+                          {"bubble_s", s.bubble_s},
+                          {"bubble_fraction", s.bubble_fraction},
+                          {"analytical_step_time_s", a.step_time_s},
+                          {"tasks", boost::num_vertices(s.graph)},
+                          {"events", s.run.events},
+                          {"trace", o.trace},
+                          {"stages", stages},
+                          {"memory", memory_verdict_json(r, l)}};
+    add_cluster_json(doc, r.cluster);
+    print_json(out, doc);
     return;
   }
   char line[256];
@@ -133,6 +134,7 @@ void run_step(const SimulateOptions& o, std::ostream& out) {
       << r.cluster.name << "), tp " << l.tp << " x cp " << l.cp << " x pp " << l.pp << stage_text(r.model, l)
       << " x dp " << l.dp << ", " << to_string(l.schedule) << (l.vpp > 1 ? " x" + std::to_string(l.vpp) : "") << ", "
       << l.microbatches() << " micro-batches\n";
+  out << assumed_cluster_line(r.cluster);
   if (const std::string w = memory_warning(r, l); !w.empty()) out << w << "\n";
   std::snprintf(line, sizeof line,
                 "step %.4f s simulated (analytical %.4f s, %+.1f%%); bubble %.4f s = %.3f of the busiest stage's work "

@@ -544,6 +544,14 @@ void bind_planner(py::module_& m) {
                        const std::string&, const std::string&>(),
               py::kw_only(), py::arg("model"), py::arg("cluster") = "", py::arg("gpu") = "",
               py::arg("framework") = "megatron", py::arg("profile") = "", py::arg("data_dir") = "");
+  planner.def_property_readonly(
+      "cluster", [](const Planner& p) { return p.cluster().name; }, "The cluster's name, as the CLI's \"cluster\".");
+  planner.def_property_readonly(
+      "cluster_assumed", [](const Planner& p) { return p.cluster().assumed; },
+      "True when no shipped cluster has the GPU and its links are assumed (the CLI's \"cluster_assumed\").");
+  planner.def_property_readonly(
+      "cluster_source", [](const Planner& p) { return p.cluster().source; },
+      "The cluster spec's source, or what was assumed (the CLI's \"cluster_source\").");
   // The layout keywords (the CLI's layout flags, '_' for '-') are read from **kwargs by name: pybind11's
   // per-argument matching of 16 optional keywords cost more than the estimate itself.
   planner.def(

@@ -43,6 +43,8 @@ class Planner {
   Planner& operator=(Planner&&) = delete;
   ~Planner() = default;
 
+  // The cluster resolved from the constructor's cluster/gpu (an assumed one where no shipped cluster has the GPU).
+  [[nodiscard]] const ClusterSpec& cluster() const { return specs_.cluster; }
   [[nodiscard]] pybind11::object estimate(const LayoutKeywords& k) const;
   [[nodiscard]] pybind11::object mtsl(const LayoutKeywords& k) const;
   [[nodiscard]] pybind11::dict estimate_many(const pybind11::dict& columns, const std::string& on_error,

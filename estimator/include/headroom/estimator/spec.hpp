@@ -135,6 +135,8 @@ struct LinkSpec {
 
 struct ClusterSpec {
   std::string name;
+  std::string source;    // the spec's "source"; for an assumed cluster, what was assumed
+  bool assumed = false;  // made up around a bare GPU (SpecLibrary::cluster_for_gpu): its links are not measured
   GpuSpec gpu;
   std::int64_t gpus_per_node = 0;
   LinkSpec intra_node;
@@ -155,7 +157,8 @@ class SpecLibrary {
   [[nodiscard]] ModelSpec model(std::string_view name_or_path) const;
   [[nodiscard]] GpuSpec gpu(std::string_view name_or_path) const;
   [[nodiscard]] ClusterSpec cluster(std::string_view name_or_path) const;
-  // A shipped cluster whose GPU is `gpu`, else a one-node cluster of 8 such GPUs with no links named.
+  // A shipped cluster whose GPU is `gpu`, else an assumed one (`assumed`, `source` says what): nodes of 8 such GPUs
+  // with NVLink-class links inside (150 GB/s per GPU) and a 25 GB/s NIC per GPU between nodes.
   [[nodiscard]] ClusterSpec cluster_for_gpu(const GpuSpec& gpu) const;
   [[nodiscard]] FrameworkProfile framework(std::string_view name_or_path) const;
 
