@@ -429,6 +429,7 @@ Calibrated apply_profile(const Profile& p, std::int64_t head_dim, ClusterSpec cl
     link.bytes_per_s = best->busbw_bytes_per_s();
     link.latency_s = per_step;
     link.kind = "measured (" + std::string(to_string(best->op)) + ", " + std::to_string(best->ranks) + " ranks)";
+    if (cluster.assumed) cluster.source += "; its " + std::string(level) + "-node link measured by the profile";
     // A measured link needs no efficiency: this cluster's entry runs it at 1 (the other level keeps its own).
     const bool intra = std::string(level) == "intra";
     ClusterEfficiency& entry = cluster_links(k, cluster.name);
@@ -436,6 +437,10 @@ Calibrated apply_profile(const Profile& p, std::int64_t head_dim, ClusterSpec cl
     entry.source = "measured";
     if (!intra) entry.cp_inter = 1.0;
   }
+  // An assumed cluster (a bare GPU's) whose two links were both measured assumes nothing any more.
+  if (cluster.assumed && cluster.intra_node.kind.starts_with("measured") &&
+      cluster.inter_node.kind.starts_with("measured"))
+    cluster.assumed = false;
   k.name = "profile " + p.machine.backend + " " + p.machine.device;
   k.source = "calibration profile of " + p.date;
   return {std::move(cluster), std::move(k)};

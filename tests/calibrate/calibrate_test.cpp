@@ -434,6 +434,27 @@ TEST(Apply, ProfileReplacesDatasheetNumbers) {
   EXPECT_TRUE(k.gpus.empty());
 }
 
+// An assumed cluster (a GPU no shipped cluster has) says which of its links a profile measured, and stops being
+// assumed once both are.
+TEST(Apply, AnAssumedClusterSaysWhichLinksAProfileMeasured) {
+  std::vector<CollectivePoint> exact;
+  for (int log2_b = 3; log2_b <= 24; ++log2_b)
+    exact.push_back({std::ldexp(1.0, log2_b), 5e-6 + std::ldexp(1.0, log2_b) / 20e9});
+  Profile p = sample_profile();
+  p.collectives = {fit_collective(exact, Collective::all_gather, 2, "intra")};
+  GpuSpec bare = test::library().gpu("h100-80gb");
+  bare.name = "bare";
+  const ClusterSpec assumed = test::library().cluster_for_gpu(bare);
+  ASSERT_TRUE(assumed.assumed);
+  const ClusterSpec one = apply_profile(p, 128, assumed, PerfCoefficients{}).cluster;
+  EXPECT_TRUE(one.assumed);
+  EXPECT_NE(one.source.find("its intra-node link measured by the profile"), std::string::npos) << one.source;
+  p.collectives.push_back(fit_collective(exact, Collective::all_gather, 2, "inter"));
+  const ClusterSpec both = apply_profile(p, 128, assumed, PerfCoefficients{}).cluster;
+  EXPECT_FALSE(both.assumed);
+  EXPECT_NE(both.source.find("its inter-node link measured by the profile"), std::string::npos) << both.source;
+}
+
 // A GPU profile's wave term reaches the throughput model: a GEMM whose output tiles spill one tile into a
 // second wave of 132 SMs runs at about half the efficiency, and the step time of a layout moves with it.
 TEST(Apply, WaveUnitsReachTheThroughputModel) {
