@@ -80,6 +80,20 @@ void require_tp_comm_overlap(const FrameworkProfile& f, bool wanted) {
                 "; Megatron-LM's --tp-comm-overlap: --framework megatron)");
 }
 
+// The framework's supported_recompute bounds estimate as it bounds rank: Megatron-LM's selective recompute (core
+// attention only) is not PyTorch FSDP's, and torchtitan's op-level selective checkpointing is priced by nothing here.
+void require_recompute(const FrameworkProfile& f, Recompute r) {
+  const auto& ok = f.supported_recompute;
+  if (ok.empty() || std::find(ok.begin(), ok.end(), r) != ok.end()) return;
+  std::string valid;
+  for (const Recompute x : ok) valid += (valid.empty() ? "" : ", ") + std::string(to_string(x));
+  throw Error(
+      "framework " + f.name + " does not recompute " + std::string(to_string(r)) + " (" + field("recompute") +
+      "; it runs: " + valid +
+      (r == Recompute::selective ? "; selective is Megatron-LM's core-attention recompute: --framework megatron" : "") +
+      ")");
+}
+
 void require_fp8_recipe(const FrameworkProfile& f, Fp8Recipe recipe) {
   if (recipe == Fp8Recipe::none || std::find(f.fp8_recipes.begin(), f.fp8_recipes.end(), recipe) != f.fp8_recipes.end())
     return;
@@ -104,7 +118,10 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   if (r.sharding) l.sharding = *r.sharding;
   if (r.sequence_parallel) l.sequence_parallel = *r.sequence_parallel;
   if (r.flash_attention) l.flash_attention = *r.flash_attention;
-  if (r.recompute) l.recompute = *r.recompute;
+  if (r.recompute) {
+    require_recompute(f, *r.recompute);
+    l.recompute = *r.recompute;
+  }
   l.tp = positive("tp", r.tp);
   l.cp = positive("cp", r.cp);
   l.pp = positive("pp", r.pp);

@@ -432,6 +432,22 @@ TEST(Cli, AGpuWithoutAClusterIsPricedOnAnAssumedOneThatTheOutputsName) {
   std::filesystem::remove_all(dir);
 }
 
+// A recompute the framework does not run is refused as rank already leaves it out: Megatron-LM's selective recompute
+// is not PyTorch FSDP's, and torchtitan's op-level selective checkpointing is priced by nothing here.
+TEST(Cli, ARecomputeTheFrameworkDoesNotRunIsRefused) {
+  const std::vector<std::string> fsdp = {"estimate", "--model",     "llama3.1-8b", "--cluster", "dgx-h100",
+                                         "--gpus",   "8",           "--seq",       "8192",      "--gbs",
+                                         "8",        "--framework", "pytorch-fsdp"};
+  const Result selective = run(with(fsdp, {"--recompute", "selective"}));
+  EXPECT_EQ(selective.code, 2);
+  EXPECT_EQ(selective.err,
+            "error: framework pytorch-fsdp does not recompute selective (--recompute; it runs: none, full; selective "
+            "is Megatron-LM's core-attention recompute: --framework megatron)\n");
+  EXPECT_EQ(selective.out, "");
+  EXPECT_EQ(run(with(fsdp, {"--recompute", "full"})).code, 0);
+  EXPECT_EQ(run(with(kEstimate, {"--recompute", "selective"})).code, 0);  // megatron runs it
+}
+
 TEST(CliOutputs, DirectoryOutputsAreRefusedBeforeAnyWork) {
   const auto dir = std::filesystem::temp_directory_path() / ("headroom_cli_outdir_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

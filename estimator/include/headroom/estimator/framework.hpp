@@ -55,6 +55,8 @@ struct FrameworkProfile {
 void require_fp8_recipe(const FrameworkProfile& f, Fp8Recipe recipe);
 // Error when the TP overlap is asked of a framework that does not run it.
 void require_tp_comm_overlap(const FrameworkProfile& f, bool wanted);
+// Error when the recompute is not one the framework runs (its supported_recompute), naming the ones it does.
+void require_recompute(const FrameworkProfile& f, Recompute r);
 
 // What a user asks for, typed (the CLI's layout flags, the Python Planner's keywords): 0 / nullopt = not given.
 struct LayoutRequest {
