@@ -146,6 +146,28 @@ bool hf_bool(const json& j, const char* key, std::string_view where, bool fallba
 // carrying one is refused, naming it, rather than priced as a dense Llama (a Mixtral-8x7B config came out as
 // a 7.24B model). Sources: transformers' configuration_{mixtral,qwen2_moe,qwen3_moe,deepseek_v3,gemma2}.py.
 void refuse_unpriced_hf_keys(const json& j, std::string_view where) {
+  // Layers that are not attention + MLP: state-space (Mamba), recurrent or linear-attention blocks, alone or mixed with
+  // attention (configuration_{jamba,nemotron_h,falcon_h1,zamba2,bamba,recurrent_gemma,qwen3_next,lfm2}.py). Every
+  // layer would be priced as attention + MLP.
+  const std::string type = lower(hf_string(j, "model_type", where, ""));
+  for (const char* hybrid :
+       {"jamba", "nemotron_h", "falcon_h1", "falcon_mamba", "mamba", "mamba2", "zamba", "zamba2", "bamba",
+        "granitemoehybrid", "recurrent_gemma", "qwen3_next", "lfm2", "minimax", "rwkv", "xlstm", "plamo2"})
+    if (type == hybrid)
+      throw Error(std::string(where) + ": model_type " + type +
+                  " has state-space, recurrent or linear-attention layers, which headroom cannot price (attention + "
+                  "MLP decoders only)");
+  for (const char* key : {"hybrid_override_pattern", "layers_block_type", "attn_layer_period", "block_types",
+                          "ssm_state_size", "mamba_d_state", "linear_num_key_heads"})
+    if (j.contains(key))
+      throw Error(std::string(where) + ": " + key +
+                  " describes layers that are not attention + MLP (state-space, recurrent or linear-attention "
+                  "blocks), which headroom cannot price");
+  if (const auto it = j.find("layer_types"); it != j.end() && it->is_array())
+    for (const auto& kind : *it)
+      if (kind != "sliding_attention" && kind != "full_attention")
+        throw Error(std::string(where) + ": layer_types entry " + kind.dump().substr(0, 40) +
+                    " is not sliding_attention or full_attention: headroom prices attention + MLP decoders only");
   // Experts on some layers only (Qwen's decoder_sparse_step, mlp_only_layers; DeepSeek's moe_layer_freq): not priced.
   for (const char* key : {"decoder_sparse_step", "moe_layer_freq"}) {
     const auto it = j.find(key);
@@ -177,12 +199,7 @@ std::optional<std::int64_t> hf_window_skip_freq(const json& j, const std::string
     if (!it->is_array() || static_cast<std::int64_t>(it->size()) != layers)
       throw Error(w + ": layer_types must be a list of " + std::to_string(layers) + " layer kinds");
     std::vector<bool> windowed;
-    for (const auto& kind : *it) {
-      if (kind != "sliding_attention" && kind != "full_attention")
-        throw Error(w + ": layer_types entry " + kind.dump().substr(0, 40) +
-                    " is not sliding_attention or full_attention");
-      windowed.push_back(kind == "sliding_attention");
-    }
+    for (const auto& kind : *it) windowed.push_back(kind == "sliding_attention");  // kinds: refuse_unpriced_hf_keys
     if (std::none_of(windowed.begin(), windowed.end(), [](bool b) { return b; })) return std::nullopt;
     // The first full layer fixes N (0 if none); every layer must then follow the pattern.
     const auto first_full = std::find(windowed.begin(), windowed.end(), false);

@@ -259,6 +259,21 @@ TEST(HuggingFaceConfig, RefusesWhatItCannotPriceNamingTheKey) {
     "max_position_embeddings": 64, "layer_types": ["full_attention", "sliding_attention", "sliding_attention"]})")
                 .find("layer_types mixes windowed and full layers in a pattern headroom cannot price"),
             std::string::npos);
+  // Layers that are not attention + MLP (Mamba, recurrent, linear attention) are refused, not priced as attention: by
+  // model_type (Jamba), by the keys that lay them out (Nemotron-H's pattern) and by layer_types (Qwen3-Next).
+  EXPECT_NE(model_error(R"({"model_type": "jamba", "hidden_size": 4096, "num_attention_heads": 32,
+    "num_hidden_layers": 32, "vocab_size": 65536, "intermediate_size": 14336})")
+                .find("model_type jamba has state-space, recurrent or linear-attention layers"),
+            std::string::npos);
+  EXPECT_NE(model_error(R"({"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
+    "num_hidden_layers": 4, "vocab_size": 131072, "intermediate_size": 21504, "hybrid_override_pattern": "M-M*"})")
+                .find("hybrid_override_pattern describes layers that are not attention + MLP"),
+            std::string::npos);
+  EXPECT_NE(model_error(R"({"model_type": "custom", "hidden_size": 2048, "num_attention_heads": 16,
+    "num_hidden_layers": 2, "vocab_size": 151936, "intermediate_size": 5120,
+    "layer_types": ["linear_attention", "full_attention"]})")
+                .find("layer_types entry \"linear_attention\" is not sliding_attention or full_attention"),
+            std::string::npos);
   for (const char* key : {"tie_word_embeddings", "model_type", "hidden_act", "_name_or_path"}) {
     const std::string bad = R"({"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
       "vocab_size": 100, "intermediate_size": 128, ")" +
