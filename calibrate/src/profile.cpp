@@ -413,6 +413,7 @@ Calibrated apply_profile(const Profile& p, std::int64_t head_dim, ClusterSpec cl
   // Links: the largest measured group of each level; all-gather first (the ring the model times), then
   // reduce-scatter, all-reduce. The model's link bandwidth is nccl-tests' busbw; its per-step latency is the
   // small-message α spread over the ring's n − 1 steps.
+  int measured_levels = 0;
   for (const char* level : {"intra", "inter"}) {
     const CollectiveFit* best = nullptr;
     for (const Collective op : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce}) {
@@ -429,6 +430,7 @@ Calibrated apply_profile(const Profile& p, std::int64_t head_dim, ClusterSpec cl
     link.bytes_per_s = best->busbw_bytes_per_s();
     link.latency_s = per_step;
     link.kind = "measured (" + std::string(to_string(best->op)) + ", " + std::to_string(best->ranks) + " ranks)";
+    ++measured_levels;
     if (cluster.assumed) cluster.source += "; its " + std::string(level) + "-node link measured by the profile";
     // A measured link needs no efficiency: this cluster's entry runs it at 1 (the other level keeps its own).
     const bool intra = std::string(level) == "intra";
@@ -438,9 +440,7 @@ Calibrated apply_profile(const Profile& p, std::int64_t head_dim, ClusterSpec cl
     if (!intra) entry.cp_inter = 1.0;
   }
   // An assumed cluster (a bare GPU's) whose two links were both measured assumes nothing any more.
-  if (cluster.assumed && cluster.intra_node.kind.starts_with("measured") &&
-      cluster.inter_node.kind.starts_with("measured"))
-    cluster.assumed = false;
+  if (measured_levels == 2) cluster.assumed = false;
   k.name = "profile " + p.machine.backend + " " + p.machine.device;
   k.source = "calibration profile of " + p.date;
   return {std::move(cluster), std::move(k)};

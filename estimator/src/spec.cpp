@@ -145,11 +145,10 @@ bool hf_bool(const json& j, const char* key, std::string_view where, bool fallba
 // Keys of current Hugging Face configs that change the arithmetic in ways headroom does not price yet: a config
 // carrying one is refused, naming it, rather than priced as a dense Llama (a Mixtral-8x7B config came out as
 // a 7.24B model). Sources: transformers' configuration_{mixtral,qwen2_moe,qwen3_moe,deepseek_v3,gemma2}.py.
-void refuse_unpriced_hf_keys(const json& j, std::string_view where) {
+void refuse_unpriced_hf_keys(const json& j, const std::string& type, std::string_view where) {
   // Layers that are not attention + MLP: state-space (Mamba), recurrent or linear-attention blocks, alone or mixed with
   // attention (configuration_{jamba,nemotron_h,falcon_h1,zamba2,bamba,recurrent_gemma,qwen3_next,lfm2}.py). Every
   // layer would be priced as attention + MLP.
-  const std::string type = lower(hf_string(j, "model_type", where, ""));
   for (const char* hybrid :
        {"jamba", "nemotron_h", "falcon_h1", "falcon_mamba", "mamba", "mamba2", "zamba", "zamba2", "bamba",
         "granitemoehybrid", "recurrent_gemma", "qwen3_next", "lfm2", "minimax", "rwkv", "xlstm", "plamo2"})
@@ -403,7 +402,7 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   m.max_context = hf_int(j, {"max_position_embeddings", "n_positions", "n_ctx"}, where, 2048);
   const std::string type = lower(hf_string(j, "model_type", where, ""));
   const std::string act = lower(hf_string(j, "hidden_act", where, hf_string(j, "activation_function", where, "silu")));
-  refuse_unpriced_hf_keys(j, where);
+  refuse_unpriced_hf_keys(j, type, where);
   // Gemma (256 = 3072/16 for 7B, 128 for Gemma-2-27B's 4608/32) and Qwen3 set the head width apart from h/a.
   m.head_dim = hf_int(j, {"head_dim"}, where, 0);
   if (m.head_dim * m.num_heads == m.hidden_size) m.head_dim = 0;  // h/a, as given: one spelling of one model

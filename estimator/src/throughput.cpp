@@ -204,7 +204,7 @@ const ErrorBand& step_time_band_for(const PerfCoefficients& c, std::int64_t gpus
 std::string step_time_band_source(const PerfCoefficients& c, std::int64_t gpus) {
   const std::string what = "coefficients " + c.name;
   const GpuCountBand* x = band_entry_for(c, gpus);
-  if (!c.step_time_band.known || x == nullptr) return band_source(c.step_time_band, what);
+  if (!c.step_time_band.known || x == nullptr) return band_source(c.step_time_band, what, "step time");
   const std::string n = std::to_string(x->gpus);
   std::string where = "at " + n + " GPUs";
   if (gpus < x->gpus)
@@ -213,7 +213,7 @@ std::string step_time_band_source(const PerfCoefficients& c, std::int64_t gpus) 
     where += ", the largest held-out count (extrapolated)";
   else if (gpus > x->gpus)
     where += ", the held-out count next below " + std::to_string(gpus);
-  return band_source(x->band, what, where + ", " + std::to_string(x->runs) + " runs");
+  return band_source(x->band, what, "step time", where + ", " + std::to_string(x->runs) + " runs");
 }
 
 ClusterEfficiency& cluster_links(PerfCoefficients& c, const std::string& cluster) {

@@ -24,9 +24,11 @@ ErrorBand widened(const ErrorBand& a, const ErrorBand& b) {
   return {std::max(a.low, b.low), std::max(a.high, b.high), true};
 }
 
-std::string band_source(const ErrorBand& band, std::string_view what, std::string_view where) {
+std::string band_source(const ErrorBand& band, std::string_view what, std::string_view predicted,
+                        std::string_view where) {
   if (!band.known)
-    return "none: no held-out data behind the " + std::string(what) + " (the verdict is the prediction's)";
+    return "none: no held-out data behind the " + std::string(what) + " (the " + std::string(predicted) +
+           " is the prediction's)";
   std::string s = "held-out residuals of the ";
   s.append(what);
   if (!where.empty()) s.append(" ").append(where);
