@@ -10,9 +10,15 @@
 #include <nlohmann/json.hpp>
 
 #include "headroom/core/error.hpp"
+#include "headroom/core/knobs.hpp"
 
 namespace headroom::calibrate {
 namespace {
+
+std::string lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
 
 std::string at(std::string_view where, int line) { return std::string(where) + ":" + std::to_string(line); }
 
@@ -119,7 +125,7 @@ void put_cell(MeasuredRun& run, std::string_view column, std::string_view value,
     if (!x)
       throw Error(here + ": " + std::string(column) + " '" + std::string(value) + "' is not a non-negative number");
     set_measured(run, column, *x);
-  } else if (std::find(layout.begin(), layout.end(), column) != layout.end()) {
+  } else if (std::find(layout.begin(), layout.end(), column) != layout.end() || find_knob(column) != nullptr) {
     run.layout[std::string(column)] = std::string(value);
   } else {
     throw Error(here + ": unknown column '" + std::string(column) + "' (valid: " + joined(layout) + ", outcome, " +
@@ -250,37 +256,11 @@ std::vector<std::vector<std::string>> read_csv_records(std::string_view text, st
 }
 
 const std::vector<std::string_view>& run_layout_columns() {
-  static const std::vector<std::string_view> columns = {"model",
-                                                        "gpu",
-                                                        "cluster",
-                                                        "framework",
-                                                        "gpus",
-                                                        "dp",
-                                                        "tp",
-                                                        "cp",
-                                                        "pp",
-                                                        "vpp",
-                                                        "mbs",
-                                                        "gbs",
-                                                        "seq",
-                                                        "recompute",
-                                                        "schedule",
-                                                        "sharding",
-                                                        "lora_rank",
-                                                        "lora_targets",
-                                                        "sp",
-                                                        "flash_attn",
-                                                        "ep",
-                                                        "etp",
-                                                        "moe_token_dispatcher_type",
-                                                        "moe_expert_capacity_factor",
-                                                        "precision",
-                                                        "fp8_recipe",
-                                                        "fp8_param_gather",
-                                                        "optimizer_offload_fraction",
-                                                        "cpu_offloading_num_layers",
-                                                        "overlap_p2p_comm",
-                                                        "tp_comm_overlap"};
+  static const std::vector<std::string_view> columns = [] {
+    std::vector<std::string_view> c = {"model", "gpu", "cluster", "framework"};
+    for (const Knob& k : knobs()) c.push_back(k.name);  // every knob under its name (find_knob takes older ones)
+    return c;
+  }();
   return columns;
 }
 
@@ -441,50 +421,46 @@ std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>
   return m;
 }
 
+// Whether a knob Megatron-LM prints whatever the run does means something in this run: the experts' only with
+// experts, FP8's only with an FP8 format, the optimizer offload's only with --optimizer-cpu-offload, the activation
+// offload's only with --cpu-offloading (arguments.py prints them all, with their defaults).
+bool megatron_knob_applies(KnobId id, const std::map<std::string, std::string>& args) {
+  switch (id) {
+    case KnobId::ep:
+    case KnobId::etp:
+    case KnobId::moe_token_dispatcher_type:
+    case KnobId::moe_expert_capacity_factor: return arg(args, "num_experts").has_value();
+    case KnobId::fp8_recipe:
+    case KnobId::fp8_param_gather: return arg(args, "fp8").has_value();
+    case KnobId::optimizer_offload_fraction:
+    case KnobId::overlap_cpu_optimizer_d2h_h2d: return flag_arg(args, "optimizer_cpu_offload");
+    case KnobId::cpu_offloading_num_layers: return flag_arg(args, "cpu_offloading");
+    default: return true;
+  }
+}
+
+// The run's knobs from the arguments block: each knob's log_key (knobs.hpp), as printed; then what arguments.py
+// derives or defaults differently.
 std::map<std::string, std::string> megatron_layout(const std::map<std::string, std::string>& args,
                                                    std::string_view where) {
   std::map<std::string, std::string> l;
   l["framework"] = "megatron";
-  const std::pair<const char*, const char*> same[] = {{"world_size", "gpus"},
-                                                      {"tensor_model_parallel_size", "tp"},
-                                                      {"pipeline_model_parallel_size", "pp"},
-                                                      {"context_parallel_size", "cp"},
-                                                      {"micro_batch_size", "mbs"},
-                                                      {"global_batch_size", "gbs"},
-                                                      {"seq_length", "seq"}};
-  for (const auto& [from, to] : same) l[to] = std::to_string(int_arg(args, from, where));
-  if (arg(args, "virtual_pipeline_model_parallel_size"))
-    l["vpp"] = std::to_string(int_arg(args, "virtual_pipeline_model_parallel_size", where));
-  else if (arg(args, "num_layers_per_virtual_pipeline_stage"))
+  for (const Knob& k : knobs()) {
+    if (k.log_key.empty() || !megatron_knob_applies(k.id, args)) continue;
+    const auto v = arg(args, std::string(k.log_key));
+    if (v) l[std::string(k.name)] = k.type == KnobType::flag && (*v == "True" || *v == "False") ? lower(*v) : *v;
+  }
+  for (const char* required : {"world_size", "tensor_model_parallel_size", "pipeline_model_parallel_size",
+                               "context_parallel_size", "micro_batch_size", "global_batch_size", "seq_length"})
+    (void)int_arg(args, required, where);
+  if (!arg(args, "virtual_pipeline_model_parallel_size") && arg(args, "num_layers_per_virtual_pipeline_stage"))
     l["vpp"] =
         std::to_string(int_arg(args, "num_layers", where) / int_arg(args, "pipeline_model_parallel_size", where) /
                        int_arg(args, "num_layers_per_virtual_pipeline_stage", where));
-  if (arg(args, "num_experts")) {
-    l["ep"] = std::to_string(
-        arg(args, "expert_model_parallel_size") ? int_arg(args, "expert_model_parallel_size", where) : 1);
-    if (arg(args, "expert_tensor_parallel_size"))
-      l["etp"] = std::to_string(int_arg(args, "expert_tensor_parallel_size", where));
-    // arguments.py's default dispatcher is allgather, which headroom does not price (the layout check says so).
-    l["moe_token_dispatcher_type"] = arg(args, "moe_token_dispatcher_type").value_or("allgather");
-    if (const auto factor = arg(args, "moe_expert_capacity_factor")) l["moe_expert_capacity_factor"] = *factor;
-  }
-  // FP8 (transformer_config.py: fp8 is the format, None without FP8; fp8_recipe defaults to delayed and is absent
-  // from logs before it existed) and offloading (arguments.py: optimizer_offload_fraction defaults to 1).
-  if (arg(args, "fp8")) {
-    l["precision"] = "fp8";
-    l["fp8_recipe"] = arg(args, "fp8_recipe").value_or("delayed");
-    l["fp8_param_gather"] = flag_arg(args, "fp8_param_gather") ? "true" : "false";
-  }
-  if (flag_arg(args, "optimizer_cpu_offload"))
-    l["optimizer_offload_fraction"] = arg(args, "optimizer_offload_fraction").value_or("1.0");
-  if (flag_arg(args, "cpu_offloading") && arg(args, "cpu_offloading_num_layers"))
-    l["cpu_offloading_num_layers"] = *arg(args, "cpu_offloading_num_layers");
-  // arguments.py prints overlap_p2p_comm (False with --no-overlap-p2p-communication or without interleaving).
-  if (arg(args, "overlap_p2p_comm")) l["overlap_p2p_comm"] = flag_arg(args, "overlap_p2p_comm") ? "true" : "false";
-  // arguments.py prints tp_comm_overlap (--tp-comm-overlap).
-  if (arg(args, "tp_comm_overlap")) l["tp_comm_overlap"] = flag_arg(args, "tp_comm_overlap") ? "true" : "false";
-  l["recompute"] = arg(args, "recompute_granularity").value_or("none");
-  l["sp"] = flag_arg(args, "sequence_parallel") ? "true" : "false";
+  // recompute_granularity None is no recompute, whatever the framework profile's default.
+  if (!l.contains("recompute")) l["recompute"] = "none";
+  // arguments.py's default dispatcher is allgather, which headroom does not price (the knob's check says so).
+  if (arg(args, "num_experts") && !arg(args, "moe_token_dispatcher_type")) l["moe_token_dispatcher_type"] = "allgather";
   // Megatron-LM's distributed optimizer shards optimizer states over DP (ZeRO-1); without it, DDP.
   l["sharding"] = flag_arg(args, "use_distributed_optimizer") ? "zero1" : "ddp";
   return l;

@@ -8,6 +8,8 @@
 
 #include "headroom/core/error.hpp"
 #include "headroom/core/units.hpp"
+#include "headroom/estimator/lora.hpp"
+#include "headroom/estimator/sharding.hpp"
 
 namespace headroom {
 
@@ -101,6 +103,86 @@ void require_fp8_recipe(const FrameworkProfile& f, Fp8Recipe recipe) {
   for (const Fp8Recipe x : f.fp8_recipes) valid += (valid.empty() ? "" : ", ") + std::string(to_string(x));
   throw Error("framework " + f.name + " does not train with the FP8 recipe " + std::string(to_string(recipe)) + " (" +
               field("fp8_recipe") + "; " + (valid.empty() ? "it has no FP8" : "it runs: " + valid) + ")");
+}
+
+namespace {
+
+// The FP8 recipe of precision, fp8_format and fp8_recipe; Fp8Recipe::none for BF16.
+Fp8Recipe fp8_recipe_of(const KnobSettings& k, const FrameworkProfile& f) {
+  using enum KnobId;
+  const std::string* precision_name = k.text(precision);
+  const bool bf16 = precision_name != nullptr && *precision_name == "bf16";
+  if (bf16 && k.given(fp8_format))
+    throw Error(field("precision") + " bf16 and " + field("fp8_format") + " contradict each other");
+  const bool fp8 = (precision_name != nullptr && *precision_name == "fp8") || k.given(fp8_format);
+  if (!fp8 && (k.given(fp8_recipe) || k.flag(fp8_param_gather, false)))
+    throw Error(field(k.flag(fp8_param_gather, false) ? "fp8_param_gather" : "fp8_recipe") + " needs FP8 training (" +
+                field("precision") + " fp8 or " + field("fp8_format") + ")");
+  if (!fp8) return Fp8Recipe::none;
+  if (const std::string* recipe = k.text(fp8_recipe)) return parse_fp8_recipe(*recipe);
+  return f.fp8_recipes.empty() ? Fp8Recipe::delayed : f.fp8_recipes.front();
+}
+
+}  // namespace
+
+std::int64_t* integer_field(LayoutRequest& r, KnobId id) {
+  switch (id) {
+    case KnobId::tp: return &r.tp;
+    case KnobId::cp: return &r.cp;
+    case KnobId::pp: return &r.pp;
+    case KnobId::vpp: return &r.vpp;
+    case KnobId::decoder_first_pipeline_num_layers: return &r.split.first_stage_layers;
+    case KnobId::decoder_last_pipeline_num_layers: return &r.split.last_stage_layers;
+    case KnobId::ep: return &r.ep;
+    case KnobId::etp: return &r.etp;
+    case KnobId::cpu_offloading_num_layers: return &r.activation_offload_layers;
+    case KnobId::mbs: return &r.mbs;
+    case KnobId::gpus: return &r.gpus;
+    case KnobId::dp: return &r.dp;
+    case KnobId::gbs: return &r.gbs;
+    case KnobId::seq: return &r.seq;
+    case KnobId::lora_rank: return &r.lora_rank;
+    default: return nullptr;
+  }
+}
+
+LayoutRequest layout_request(const KnobSettings& k, const FrameworkProfile& f) {
+  using enum KnobId;
+  LayoutRequest r;
+  for (const Knob& x : knobs())
+    if (std::int64_t* to = integer_field(r, x.id); to != nullptr && k.given(x.id)) *to = k.integer(x.id, 0);
+  if (const std::string* x = k.text(recompute)) r.recompute = parse_recompute(*x);
+  if (const std::string* x = k.text(schedule)) r.schedule = parse_schedule(*x);
+  if (const std::string* x = k.text(sharding)) {
+    try {
+      r.sharding = parse_sharding(*x);
+    } catch (const Error& e) {
+      throw Error(field("sharding") + ": " + e.what());
+    }
+  }
+  r.sequence_parallel = k.flag(sequence_parallel);
+  r.flash_attention = k.flag(flash_attention);
+  if (const std::string* x = k.text(lora_targets)) {
+    if (!k.given(lora_rank)) throw Error(field("lora_targets") + " needs " + field("lora_rank"));
+    r.lora_targets = parse_lora_targets(*x);
+  }
+  r.split.embedding_in_split = k.flag(account_for_embedding_in_pipeline_split, false);
+  r.split.loss_in_split = k.flag(account_for_loss_in_pipeline_split, false);
+  r.expert_load = k.number(moe_expert_capacity_factor, 1.0);
+  if (const std::string* x = k.text(moe_token_dispatcher_type))
+    r.dispatcher = *x == "flex" ? ExpertDispatcher::flex : ExpertDispatcher::alltoall;
+  r.fp8 = fp8_recipe_of(k, f);
+  r.fp8_param_gather = k.flag(fp8_param_gather, false);
+  const bool offload = k.flag(optimizer_cpu_offload, false);
+  r.overlap_offload_copies = k.flag(overlap_cpu_optimizer_d2h_h2d, false);
+  if (!offload && (k.given(optimizer_offload_fraction) || r.overlap_offload_copies))
+    throw Error(
+        field(k.given(optimizer_offload_fraction) ? "optimizer_offload_fraction" : "overlap_cpu_optimizer_d2h_h2d") +
+        " needs " + field("optimizer_cpu_offload"));
+  if (offload) r.optimizer_offload = k.number(optimizer_offload_fraction, 1.0);  // arguments.py's default
+  r.overlap_p2p_comm = k.flag(overlap_p2p_comm, true);
+  r.tp_comm_overlap = k.flag(tp_comm_overlap, false);
+  return r;
 }
 
 Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const LayoutRequest& r) {

@@ -81,7 +81,8 @@ void validate_even_split(const ModelSpec& m, const Layout& l) {
       counted == m.num_layers ? "" : " (+" + s(counted - m.num_layers) + " for the embedding/loss)";
   if (counted % l.pp != 0)
     throw Error(field("pp") + " " + s(l.pp) + " does not divide the " + s(m.num_layers) + " layers of " + m.name +
-                extra + "; uneven stages: " + field("first_stage_layers") + " / " + field("last_stage_layers"));
+                extra + "; uneven stages: " + field("decoder_first_pipeline_num_layers") + " / " +
+                field("decoder_last_pipeline_num_layers"));
   if (l.vpp > 1 && (counted / l.pp) % l.vpp != 0)
     throw Error(field("vpp") + " " + s(l.vpp) + " does not divide the " + s(counted / l.pp) + " layers per stage" +
                 extra);

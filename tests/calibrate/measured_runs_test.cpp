@@ -15,6 +15,7 @@
 
 #include "headroom/calibrate/measured_runs.hpp"
 #include "headroom/core/error.hpp"
+#include "headroom/core/knobs.hpp"
 
 namespace headroom::calibrate {
 namespace {
@@ -117,7 +118,7 @@ TEST(MegatronLog, RealArgumentsBlockOfARunThatCrashed) {
                                                      {"gbs", "512"},
                                                      {"seq", "2048"},
                                                      {"recompute", "selective"},
-                                                     {"sp", "true"},
+                                                     {"sequence_parallel", "true"},
                                                      {"sharding", "zero1"},
                                                      {"overlap_p2p_comm", "false"},  // 1F1B: arguments.py's
                                                      {"tp_comm_overlap", "false"}};
@@ -169,11 +170,43 @@ TEST(MegatronLog, Fp8AndOffloadingAreRead) {
   const auto run = parse_megatron_log(log, "fp8.log");
   EXPECT_EQ(run.layout.at("overlap_p2p_comm"), "false");  // --no-overlap-p2p-communication
   EXPECT_EQ(run.layout.at("tp_comm_overlap"), "true");    // --tp-comm-overlap
-  EXPECT_EQ(run.layout.at("precision"), "fp8");
+  EXPECT_EQ(run.layout.at("fp8_format"), "hybrid");       // FP8 on (knobs.hpp fp8_format)
   EXPECT_EQ(run.layout.at("fp8_recipe"), "tensorwise");
   EXPECT_EQ(run.layout.at("fp8_param_gather"), "true");
+  EXPECT_EQ(run.layout.at("optimizer_cpu_offload"), "true");
   EXPECT_EQ(run.layout.at("optimizer_offload_fraction"), "0.5");
-  EXPECT_EQ(parse_megatron_log(slurp("megatron_llama_written.log"), "bf16.log").layout.count("precision"), 0U);
+  const auto bf16_run = parse_megatron_log(slurp("megatron_llama_written.log"), "bf16.log");
+  EXPECT_EQ(bf16_run.layout.count("fp8_format"), 0U);
+  EXPECT_EQ(bf16_run.layout.count("fp8_recipe"), 0U);  // printed, but meaningless without FP8
+}
+
+// Every knob with a Megatron-LM argument name (knobs.hpp log_key) is read from the arguments block under the knob's
+// name: the reader's mapping is the knob table.
+TEST(MegatronLog, EveryKnobWithALogKeyIsRead) {
+  std::string block;
+  for (const Knob& k : knobs()) {
+    if (k.log_key.empty()) continue;
+    const std::string choice(k.choices.substr(0, k.choices.find('|')));
+    const std::string value = k.type == KnobType::flag     ? "True"
+                              : k.type == KnobType::choice ? choice
+                              : k.type == KnobType::number ? "1.0"
+                                                           : "2";
+    block += "  " + std::string(k.log_key) + " .......... " + value + "\n";
+  }
+  // The settings that give the experts', FP8's and offloading's knobs a meaning.
+  block +=
+      "  num_experts .......... 8\n  moe_router_topk .......... 2\n  cpu_offloading .......... True\n"
+      "  optimizer_cpu_offload .......... True\n";
+  std::string log = slurp("megatron_llama_written.log");
+  const std::string end = "---- end of arguments ----";
+  ASSERT_NE(log.find(end), std::string::npos);
+  log.insert(log.rfind('\n', log.find(end)) + 1, block);
+  const auto run = parse_megatron_log(log, "all.log");
+  for (const Knob& k : knobs()) {
+    if (!k.log_key.empty()) {
+      EXPECT_TRUE(run.layout.contains(std::string(k.name))) << k.name << " from " << k.log_key;
+    }
+  }
 }
 
 TEST(MegatronLog, OutOfMemoryAndWhatCannotBePriced) {

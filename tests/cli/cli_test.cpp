@@ -105,13 +105,13 @@ const BadCase kBadCases[] = {
     {"tcp_not_dividing_gpus", replace("--gpus", "12"), "does not divide --gpus 12"},
     {"gbs_not_multiple", with(replace("--gbs", "1001"), {"--mbs", "2"}), "--gbs 1001 is not a multiple of dp·mbs"},
     {"zero_tp", replace("--tp", "0"), "--tp '0' must be positive"},
-    {"negative_seq", replace("--seq", "-8192"), "--seq '-8192' must be positive"},
-    {"non_numeric_seq", replace("--seq", "long"), "--seq 'long' is not a number"},
+    {"negative_seq", replace("--seq", "-8192"), "--seq '-8192' must not be negative"},
+    {"non_numeric_seq", replace("--seq", "long"), "--seq 'long' is not an integer"},
     {"fractional_mbs",
      {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb", "--seq", "8192", "--mbs", "1.5", "--gpus", "8"},
      "--mbs '1.5' is not an integer"},
     {"overflowing_gpus", replace("--gpus", "99999999999999999999999"), "--gpus '99999999999999999999999' is too large"},
-    {"huge_exponent", replace("--gbs", "1e999"), "out of range"},
+    {"huge_exponent", replace("--gbs", "1e999"), "--gbs '1e999' is not an integer"},
     {"empty_number", replace("--seq", ""), "--seq is empty"},
     {"missing_seq", {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb", "--gpus", "8"}, "--seq"},
     {"missing_model", {"estimate", "--gpu", "a100-40gb", "--seq", "8", "--gpus", "8"}, "--model"},
@@ -120,7 +120,8 @@ const BadCase kBadCases[] = {
     {"neither_gpus_nor_dp",
      {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb", "--seq", "8192"},
      "give --gpus"},
-    {"bad_recompute", with(kEstimate, {"--recompute", "most"}), "unknown recompute mode 'most'"},
+    {"bad_recompute", with(kEstimate, {"--recompute", "most"}),
+     "--recompute 'most' is not priced (valid: none|selective|full)"},
     {"vpp_without_pp",
      {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb", "--seq", "8192", "--vpp", "2", "--gpus", "8"},
      "--vpp 2 needs --pp > 1"},
@@ -578,10 +579,14 @@ TEST(CliRules, CountsNamesProfilesAndNotes) {
                                          "h100-94gb", "--gpus",  "8",           "--json"};
   const auto plain = test::run_cli(with(base, {"--seq", "8192", "--recompute", "full", "--schedule", "1f1b"}));
   ASSERT_EQ(plain.code, 0) << plain.err;
-  for (const auto& seq : {"+8192", "8192.0", "8.192e3"}) {
-    const auto r = test::run_cli(with(base, {"--seq", seq, "--recompute", "FULL", "--schedule", "1F1B"}));
-    ASSERT_EQ(r.code, 0) << seq << ": " << r.err;
-    EXPECT_EQ(r.out, plain.out) << seq;
+  const auto same = test::run_cli(with(base, {"--seq", "+8192", "--recompute", "FULL", "--schedule", "1F1B"}));
+  ASSERT_EQ(same.code, 0) << same.err;
+  EXPECT_EQ(same.out, plain.out);
+  // One integer grammar for every count: digits, no fraction or exponent, even where the value is whole.
+  for (const auto& seq : {"8192.0", "8.192e3", "8192.0000000000001", "0x2000"}) {
+    const auto r = test::run_cli(with(base, {"--seq", seq}));
+    EXPECT_EQ(r.code, 2) << seq;
+    EXPECT_NE(r.err.find("--seq '" + std::string(seq) + "' is not an integer"), std::string::npos) << r.err;
   }
   const auto sim = test::run_cli({"simulate", "--model", "llama3.1-8b", "--cluster", "dgx-a100-80gb", "--gpus", "8",
                                   "--tp", "8", "--seq", "4096", "--profile",

@@ -10,11 +10,11 @@ namespace headroom {
 namespace {
 
 TEST(Error, NamesItsFieldsAsFlagsOrKeywords) {
-  const Error e(field("tp") + " 3 does not divide " + field("first_stage_layers") + " 5");
+  const Error e(field("tp") + " 3 does not divide " + field("decoder_first_pipeline_num_layers") + " 5");
   EXPECT_STREQ(e.what(), "--tp 3 does not divide --decoder-first-pipeline-num-layers 5");
   EXPECT_EQ(e.message(FieldNames::flags), e.what());
-  EXPECT_EQ(e.message(FieldNames::keywords), "tp 3 does not divide first_stage_layers 5");
-  EXPECT_EQ(e.fields(), (std::vector<std::string>{"tp", "first_stage_layers"}));
+  EXPECT_EQ(e.message(FieldNames::keywords), "tp 3 does not divide decoder_first_pipeline_num_layers 5");
+  EXPECT_EQ(e.fields(), (std::vector<std::string>{"tp", "decoder_first_pipeline_num_layers"}));
 }
 
 TEST(Error, AMessageWithoutFieldsIsItsText) {
@@ -26,7 +26,10 @@ TEST(Error, AMessageWithoutFieldsIsItsText) {
 
 TEST(Error, FlagOfAFieldIsMegatronsArgumentName) {
   EXPECT_EQ(flag_of_field("lora_rank"), "--lora-rank");
-  EXPECT_EQ(flag_of_field("last_stage_layers"), "--decoder-last-pipeline-num-layers");
+  EXPECT_EQ(flag_of_field("decoder_last_pipeline_num_layers"), "--decoder-last-pipeline-num-layers");
+  EXPECT_EQ(flag_of_field("last_stage_layers"), "--decoder-last-pipeline-num-layers");  // an older name
+  EXPECT_EQ(flag_of_field("overlap_p2p_comm"), "--no-overlap-p2p-communication");       // its only spelling
+  EXPECT_EQ(flag_of_field("top"), "--top");                                             // not a knob
 }
 
 TEST(Error, BuildLayoutNamesTheFieldItRefuses) {

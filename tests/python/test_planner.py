@@ -78,7 +78,7 @@ def test_experts_equal_the_cli_document():
 def test_fp8_and_offloading_equal_the_cli_document():
     """FP8 and offloading (issue 14): keywords named as the JSON's, the offload time in the breakdown."""
     h100 = headroom.Planner(model="llama3.1-8b", cluster="dgx-h100")
-    r = h100.estimate(seq=8192, gpus=8, gbs=64, precision="fp8", fp8_recipe="tensorwise",
+    r = h100.estimate(seq=8192, gpus=8, gbs=64, precision="fp8", fp8_recipe="tensorwise", optimizer_cpu_offload=True,
                       optimizer_offload_fraction=0.5, cpu_offloading_num_layers=2)
     doc = json.loads(headroom.run("estimate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192",
                                   "--gpus", "8", "--gbs", "64", "--precision", "fp8", "--fp8-recipe", "tensorwise",

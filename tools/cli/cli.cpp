@@ -4,12 +4,14 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <sstream>
 #include <string_view>
 
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
 #include "headroom/core/error.hpp"
+#include "headroom/core/knobs.hpp"
 
 namespace headroom::cli {
 
@@ -100,20 +102,9 @@ void check_empty_values(const std::vector<std::string>& args) {
 }
 
 // Metavariables by what a flag takes (CLI11 calls every string option TEXT, counts included).
-constexpr std::pair<const char*, const char*> kOptionKinds[] = {{"--tp", "INT"},
-                                                                {"--cp", "INT"},
-                                                                {"--pp", "INT"},
-                                                                {"--vpp", "INT"},
-                                                                {"--ep", "INT"},
-                                                                {"--etp", "INT"},
-                                                                {"--moe-expert-capacity-factor", "NUMBER"},
-                                                                {"--mbs", "INT"},
-                                                                {"--gpus", "INT"},
-                                                                {"--dp", "INT"},
-                                                                {"--gbs", "INT"},
-                                                                {"--seq", "INT"},
-                                                                {"--lora-rank", "INT"},
-                                                                {"--top", "INT"},
+constexpr std::pair<const char*, const char*> kOptionKinds[] = {{"--top", "INT"},
+                                                                {"--gpus", "INT"},  // comm's (the knob's is INT too)
+                                                                {"--sharding", "NAME|CODE"},
                                                                 {"--max-gpus", "INT"},
                                                                 {"--target-seq", "INT"},
                                                                 {"--nodes", "INT"},
@@ -124,8 +115,6 @@ constexpr std::pair<const char*, const char*> kOptionKinds[] = {{"--tp", "INT"},
                                                                 {"--gpus-per-node", "INT"},
                                                                 {"--group-size", "INT"},
                                                                 {"--accum", "INT"},
-                                                                {"--decoder-first-pipeline-num-layers", "INT"},
-                                                                {"--decoder-last-pipeline-num-layers", "INT"},
                                                                 {"--params", "NUMBER"},
                                                                 {"--trainable", "NUMBER"},
                                                                 {"--min-r2", "NUMBER"},
@@ -145,10 +134,6 @@ constexpr std::pair<const char*, const char*> kOptionKinds[] = {{"--tp", "INT"},
                                                                 {"--export", "megatron|torchtitan|fsdp"},
                                                                 {"--sweep", "VAR=V1,V2,..."},
                                                                 {"--constraint", "KNOB<=N|KNOB=VALUE"},
-                                                                {"--lora-targets", "LIST"},
-                                                                {"--recompute", "MODE"},
-                                                                {"--schedule", "NAME"},
-                                                                {"--sharding", "NAME|CODE"},
                                                                 {"--strategy", "NAME|CODE"}};
 // Each command's --help footer.
 constexpr std::pair<const char*, const char*> kExamples[] = {
@@ -174,24 +159,19 @@ constexpr std::pair<const char*, const char*> kExamples[] = {
      "all_reduce_perf.txt --out my-cluster.json\n  headroom calibrate --from-runs runs.csv "
      "--cluster dgx-h100 --out fitted.json"},
     {"validate", "headroom validate\n  headroom validate --json"}};
-// --help: the metavariables, each command's examples, and the defaults that come from the framework profile rather
-// than from the flag.
+// --help: the metavariables of the flags that are not knobs (the knobs set theirs, knobs.hpp) and each command's
+// examples.
 void describe_options(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({})) {
     for (const auto& [name, text] : kExamples)
       if (sub->get_name() == name) sub->footer(std::string("\nExamples:\n  ") + text);
     for (const auto& [flag, kind] : kOptionKinds)
       if (CLI::Option* o = sub->get_option_no_throw(flag)) o->type_name(kind);
-    for (const char* flag : {"--recompute", "--schedule", "--sharding"})
-      if (CLI::Option* o = sub->get_option_no_throw(flag))
-        o->description(o->get_description() + " (default: the --framework profile's)");
   }
 }
 
-}  // namespace
-
-int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  CLI::App app("headroom: memory and throughput planning for LLM training", "headroom");
+// The command line: every command registered, with its flags described.
+void build_app(CLI::App& app, std::ostream& out, std::ostream& err) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "headroom 0.1.0");
   register_calibrate(app, out, err);
@@ -203,6 +183,81 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   register_simulate(app, out);
   register_validate(app, out);
   describe_options(app);
+}
+
+std::vector<std::string> split(std::string_view list, char separator = ',') {
+  std::vector<std::string> out;
+  while (!list.empty()) {
+    const auto cut = list.find(separator);
+    out.emplace_back(list.substr(0, cut));
+    if (cut == std::string_view::npos) break;
+    list.remove_prefix(cut + 1);
+  }
+  return out;
+}
+
+const Knob* knob_of_option(const CLI::Option& o) {
+  for (const Knob& k : knobs())
+    for (const std::string_view spellings : {k.flags, k.off_flags})
+      for (const std::string& flag : split(spellings))
+        for (const std::string& name : o.get_lnames())
+          if (flag == "--" + name) return &k;
+  return nullptr;
+}
+
+std::string_view type_name(KnobType t) {
+  switch (t) {
+    case KnobType::count: return "count";
+    case KnobType::whole: return "whole";
+    case KnobType::flag: return "flag";
+    case KnobType::number: return "number";
+    case KnobType::choice: return "choice";
+    case KnobType::list: return "list";
+    case KnobType::text: return "text";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string describe() {
+  std::ostringstream sink;
+  CLI::App app("headroom: memory and throughput planning for LLM training", "headroom");
+  build_app(app, sink, sink);
+  nlohmann::json commands = nlohmann::json::object();
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    nlohmann::json options = nlohmann::json::array();
+    for (const CLI::Option* o : sub->get_options()) {
+      if (o->get_lnames().empty() || o->get_lnames().front() == "help") continue;
+      const Knob* k = knob_of_option(*o);
+      options.push_back({{"names", o->get_lnames()},
+                         {"type", o->get_expected_min() == 0 ? "" : o->get_type_name()},
+                         {"flag", o->get_expected_min() == 0},
+                         {"multi", o->get_items_expected_max() > 1},
+                         {"required", o->get_required()},
+                         {"knob", k != nullptr ? nlohmann::json(k->name) : nlohmann::json(nullptr)}});
+    }
+    commands[sub->get_name()] = options;
+  }
+  nlohmann::json table = nlohmann::json::array();
+  for (const Knob& k : knobs())
+    table.push_back({{"name", k.name},
+                     {"type", type_name(k.type)},
+                     {"flags", split(k.flags)},
+                     {"off_flags", split(k.off_flags)},
+                     {"choices", k.choices.empty() ? nlohmann::json::array() : nlohmann::json(split(k.choices, '|'))},
+                     {"aliases", split(k.aliases)},
+                     {"default", k.default_text},
+                     {"unit", k.unit},
+                     {"help", k.help.empty() ? k.off_help : k.help},
+                     {"json", k.json},
+                     {"log_key", k.log_key}});
+  return nlohmann::json{{"commands", commands}, {"knobs", table}}.dump();
+}
+
+int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  CLI::App app("headroom: memory and throughput planning for LLM training", "headroom");
+  build_app(app, out, err);
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them back to front
   try {
     check_subcommand(app, args);

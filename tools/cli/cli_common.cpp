@@ -14,24 +14,7 @@
 
 namespace headroom::cli {
 
-std::int64_t parse_count(std::string_view flag, std::string_view text) {
-  const std::string shown = "'" + std::string(text) + "'";
-  const std::string expected = " (expected a positive integer up to 10^12)";
-  if (text.empty()) throw Error(std::string(flag) + " is empty" + expected);
-  // One rule for every count: a decimal number equal to a positive integer, with an optional sign ("8192",
-  // "+8192", "8192.0" and "8.192e3" are one value).
-  const std::string_view digits = text.front() == '+' ? text.substr(1) : text;
-  double value = 0;
-  const char* end = digits.data() + digits.size();
-  auto [ptr, ec] = std::from_chars(digits.data(), end, value);
-  if (ec == std::errc::result_out_of_range || (ec == std::errc() && ptr == end && !std::isfinite(value)))
-    throw Error(std::string(flag) + " " + shown + " is out of range" + expected);
-  if (ec != std::errc() || ptr != end) throw Error(std::string(flag) + " " + shown + " is not a number" + expected);
-  if (value <= 0) throw Error(std::string(flag) + " " + shown + " must be positive" + expected);
-  if (value > static_cast<double>(kMaxCount)) throw Error(std::string(flag) + " " + shown + " is too large" + expected);
-  if (std::floor(value) != value) throw Error(std::string(flag) + " " + shown + " is not an integer" + expected);
-  return static_cast<std::int64_t>(value);
-}
+std::int64_t parse_count(std::string_view flag, std::string_view text) { return parse_integer(flag, text); }
 
 void SpecOptions::add_to(CLI::App& app, bool need_model) {
   auto* m = app.add_option("--model", model, "model name (data/models), HF config.json or headroom model JSON");
@@ -62,153 +45,64 @@ ClusterSpec resolve_cluster(const SpecOptions& o, const SpecLibrary& lib) {
   return c;
 }
 
-Fp8Recipe fp8_recipe_from_flags(const FrameworkProfile& f, const std::string& precision, const std::string& fp8_format,
-                                const std::string& fp8_recipe, bool fp8_param_gather) {
-  if (!precision.empty() && precision != "bf16" && precision != "fp8")
-    throw Error("--precision '" + precision.substr(0, 40) + "' is not priced (bf16 or fp8)");
-  if (!fp8_format.empty() && fp8_format != "hybrid" && fp8_format != "e4m3")
-    throw Error("--fp8-format '" + fp8_format.substr(0, 40) + "' is not Megatron-LM's (e4m3 or hybrid)");
-  if (precision == "bf16" && !fp8_format.empty())
-    throw Error("--precision bf16 and --fp8-format contradict each other");
-  const bool fp8 = precision == "fp8" || !fp8_format.empty();
-  if (!fp8 && (!fp8_recipe.empty() || fp8_param_gather))
-    throw Error(std::string(fp8_param_gather ? "--fp8-param-gather" : "--fp8-recipe") +
-                " needs FP8 training (--precision fp8 or --fp8-format)");
-  if (!fp8) return Fp8Recipe::none;
-  if (fp8_recipe.empty()) return f.fp8_recipes.empty() ? Fp8Recipe::delayed : f.fp8_recipes.front();
-  const Fp8Recipe r = parse_fp8_recipe(fp8_recipe);
-  if (r == Fp8Recipe::none) throw Error("--fp8-recipe none: use --precision bf16");
-  return r;
+namespace {
+
+// "--tp,--tensor-model-parallel-size" as CLI11 takes it.
+std::string cli_names(std::string_view flags) { return std::string(flags); }
+
+void add_knob(CLI::App& app, const Knob& k, LayoutOptions& o, bool required) {
+  const auto i = static_cast<std::size_t>(k.id);
+  if (k.type == KnobType::flag) {
+    if (!k.off_flags.empty()) o.off_option[i] = app.add_flag(cli_names(k.off_flags), o.off[i], std::string(k.off_help));
+    if (!k.flags.empty()) o.option[i] = app.add_flag(cli_names(k.flags), o.on[i], std::string(k.help));
+    return;
+  }
+  CLI::Option* opt = app.add_option(cli_names(k.flags), o.text[i], std::string(k.help));
+  opt->type_name(std::string(knob_metavar(k)));
+  if (k.show_default) {
+    o.text[i] = std::string(k.default_text);
+    opt->capture_default_str();
+  }
+  if (required) opt->required();
+  o.option[i] = opt;
 }
 
+}  // namespace
+
 void LayoutOptions::add_to(CLI::App& app, bool need_seq) {
-  app.add_option("--tp,--tensor-model-parallel-size", tp, "tensor parallel size t")->capture_default_str();
-  app.add_option("--cp,--context-parallel-size", cp, "context parallel size c")->capture_default_str();
-  app.add_option("--pp,--pipeline-model-parallel-size", pp, "pipeline parallel size p")->capture_default_str();
-  app.add_option("--vpp,--num-virtual-stages-per-pipeline-rank", vpp, "virtual stages per GPU (interleaved 1F1B)")
-      ->capture_default_str();
-  app.add_option("--decoder-first-pipeline-num-layers", first_stage_layers,
-                 "decoder layers on the first pipeline stage (uneven stages; the middle ones share the rest)");
-  app.add_option("--decoder-last-pipeline-num-layers", last_stage_layers,
-                 "decoder layers on the last pipeline stage (uneven stages)");
-  app.add_flag("--account-for-embedding-in-pipeline-split", embedding_in_split,
-               "the embedding counts as a layer: (L+1)/p per stage, one decoder layer fewer on the first");
-  app.add_flag("--account-for-loss-in-pipeline-split", loss_in_split,
-               "the loss counts as a layer: one decoder layer fewer on the last stage");
-  app.add_option("--ep,--expert-model-parallel-size", ep, "expert parallel size (models with experts)")
-      ->capture_default_str();
-  app.add_option("--etp,--expert-tensor-parallel-size", etp, "tensor parallel size of each expert (default: --tp)");
-  app.add_option("--moe-token-dispatcher-type", dispatcher,
-                 "alltoall (k copies per token) or flex (DeepEP/HybridEP: once per remote node)");
-  app.add_option("--moe-expert-capacity-factor", capacity_factor,
-                 "tokens an expert takes at most, over the mean (default: dropless, priced as balanced)");
-  app.add_option("--precision", precision, "GEMM precision: bf16 (default) or fp8 (the decoder's linear layers)");
-  app.add_option("--fp8-format", fp8_format, "Megatron-LM's FP8 format e4m3|hybrid (FP8 on, as --precision fp8)");
-  app.add_option("--fp8-recipe", fp8_recipe, "FP8 scaling: delayed (Megatron-LM's default) or tensorwise (current)");
-  app.add_flag("--fp8-param-gather", fp8_param_gather,
-               "weights kept in FP8 and all-gathered in FP8 (torchtitan: enable_fsdp_float8_all_gather)");
-  app.add_flag("--optimizer-cpu-offload", optimizer_cpu_offload, "optimizer states and step on the CPU (Megatron-LM)");
-  app.add_option("--optimizer-offload-fraction", offload_fraction,
-                 "share of the optimizer offloaded, 0..1 (default 1 with --optimizer-cpu-offload)");
-  app.add_flag("--overlap-cpu-optimizer-d2h-h2d", overlap_offload, "overlap the host copies with the CPU step");
-  app.add_flag("--no-overlap-p2p-communication", no_overlap_p2p,
-               "pipeline sends hold the stage (Megatron-LM overlaps them with the interleaved schedule by default)");
-  app.add_flag("--tp-comm-overlap", tp_comm_overlap,
-               "TP all-gathers/reduce-scatters pipelined with their GEMMs (Megatron-LM, TransformerEngine userbuffers; "
-               "needs sequence parallelism)");
-  app.add_option("--cpu-offloading-num-layers", offload_layers,
-                 "decoder layers whose activations go to host memory (Megatron-LM; pp 1 only)");
-  app.add_option("--mbs,--micro-batch-size", mbs, "micro-batch size b")->capture_default_str();
-  app.add_option("--gpus,--num-gpus,--world-size", gpus, "number of GPUs N (DP = N / (t·c·p))");
-  app.add_option("--dp,--data-parallel-size", dp, "data parallel size d (instead of --gpus)");
-  app.add_option("--gbs,--global-batch-size", gbs, "global batch size in sequences (default: DP·mbs)");
-  auto* seq_opt = app.add_option("--seq,--seq-length", seq, "sequence length s in tokens");
-  if (need_seq) seq_opt->required();
+  for (const Knob& k : knobs()) add_knob(app, k, *this, need_seq && k.id == KnobId::seq);
   seq_optional = !need_seq;
-  app.add_option("--lora-rank", lora_rank, "LoRA adapters of rank r on frozen base weights (default: full training)");
-  app.add_option("--lora-targets", lora_targets, "LoRA target projections: q,k,v,o,gate,up,down (default all)");
-  app.add_option("--recompute,--recompute-granularity", recompute, "activation recompute: none|selective|full");
-  app.add_option("--schedule", schedule, "pipeline schedule: 1f1b|interleaved|gpipe");
-  app.add_flag("--no-sp", no_sp, "sequence parallelism off");
-  app.add_flag("--sp,--sequence-parallel", sp, "sequence parallelism on");
-  app.add_flag("--no-flash-attn", no_flash, "attention without FlashAttention (stores the s² softmax)");
-  app.add_flag("--flash-attn,--use-flash-attn", flash, "FlashAttention on");
-  app.add_option("--sharding", sharding,
-                 "DP sharding of P/G/OS: ddp, zero1, zero2, zero3, fsdp, mics, hsdp, paro-XYZ or a code like NIG");
+}
+
+void LayoutOptions::add_to(CLI::App& app, std::initializer_list<KnobId> which) {
+  for (const KnobId id : which) add_knob(app, knob(id), *this, false);
+}
+
+bool LayoutOptions::given(KnobId id) const {
+  const auto i = static_cast<std::size_t>(id);
+  return (option[i] != nullptr && option[i]->count() > 0) || (off_option[i] != nullptr && off_option[i]->count() > 0);
+}
+
+KnobSettings LayoutOptions::settings() const {
+  KnobSettings k = fallback;
+  for (const Knob& x : knobs()) {
+    const auto i = static_cast<std::size_t>(x.id);
+    if (!given(x.id)) continue;
+    if (x.type != KnobType::flag) {
+      k.set(x.id, parse_knob(x, text[i]));
+      continue;
+    }
+    if (on[i] && off[i])
+      throw Error(std::string(x.off_flags.substr(0, x.off_flags.find(','))) + " and " +
+                  std::string(x.flags.substr(0, x.flags.find(','))) + " contradict each other");
+    k.set(x.id, on[i]);
+  }
+  return k;
 }
 
 Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) const {
-  LayoutRequest r;
-  if (!lora_rank.empty()) r.lora_rank = parse_count("--lora-rank", lora_rank);
-  if (!lora_targets.empty()) {
-    if (lora_rank.empty()) throw Error("--lora-targets needs --lora-rank");
-    r.lora_targets = parse_lora_targets(lora_targets);
-  }
-  if (!sharding.empty()) {
-    try {
-      r.sharding = parse_sharding(sharding);
-    } catch (const Error& e) {
-      throw Error(std::string("--sharding: ") + e.what());
-    }
-  }
-  if (no_sp && sp) throw Error("--no-sp and --sequence-parallel contradict each other");
-  if (no_flash && flash) throw Error("--no-flash-attn and --use-flash-attn contradict each other");
-  if (no_sp || sp) r.sequence_parallel = sp;
-  if (no_flash || flash) r.flash_attention = flash;
-  if (!recompute.empty()) r.recompute = parse_recompute(recompute);
-  r.tp = parse_count("--tp", tp);
-  r.cp = parse_count("--cp", cp);
-  r.pp = parse_count("--pp", pp);
-  r.vpp = parse_count("--vpp", vpp);
-  if (!first_stage_layers.empty())
-    r.split.first_stage_layers = parse_count("--decoder-first-pipeline-num-layers", first_stage_layers);
-  if (!last_stage_layers.empty())
-    r.split.last_stage_layers = parse_count("--decoder-last-pipeline-num-layers", last_stage_layers);
-  r.split.embedding_in_split = embedding_in_split;
-  r.split.loss_in_split = loss_in_split;
-  r.ep = parse_count("--ep", ep);
-  if (!etp.empty()) r.etp = parse_count("--etp", etp);
-  if (!capacity_factor.empty()) {
-    const std::string shown = "--moe-expert-capacity-factor '" + capacity_factor + "'";
-    double value = 0;
-    const char* end = capacity_factor.data() + capacity_factor.size();
-    const auto [ptr, ec] = std::from_chars(capacity_factor.data(), end, value);
-    if (ec != std::errc() || ptr != end || !(value >= 1.0) || value > 1e6)
-      throw Error(shown + " must be a number from 1 to 10^6 (tokens per expert over the mean)");
-    r.expert_load = value;
-  }
-  if (!dispatcher.empty()) {
-    if (dispatcher != "alltoall" && dispatcher != "flex")
-      throw Error("--moe-token-dispatcher-type '" + dispatcher.substr(0, 40) +
-                  "' is not priced (alltoall or flex; allgather is not)");
-    r.dispatcher = dispatcher == "flex" ? ExpertDispatcher::flex : ExpertDispatcher::alltoall;
-  }
-  r.fp8 = fp8_recipe_from_flags(f, precision, fp8_format, fp8_recipe, fp8_param_gather);
-  r.fp8_param_gather = fp8_param_gather;
-  if (!offload_fraction.empty()) {
-    double value = -1;
-    const char* end = offload_fraction.data() + offload_fraction.size();
-    const auto [ptr, ec] = std::from_chars(offload_fraction.data(), end, value);
-    if (ec != std::errc() || ptr != end || !(value >= 0.0 && value <= 1.0))
-      throw Error("--optimizer-offload-fraction '" + offload_fraction.substr(0, 40) + "' must be a number from 0 to 1");
-    if (!optimizer_cpu_offload) throw Error("--optimizer-offload-fraction needs --optimizer-cpu-offload");
-    r.optimizer_offload = value;
-  } else if (optimizer_cpu_offload) {
-    r.optimizer_offload = 1.0;  // megatron/training/arguments.py's default
-  }
-  r.overlap_offload_copies = overlap_offload;
-  r.overlap_p2p_comm = !no_overlap_p2p;
-  r.tp_comm_overlap = tp_comm_overlap;
-  if (!offload_layers.empty()) {
-    r.activation_offload_layers =
-        offload_layers == "0" ? 0 : parse_count("--cpu-offloading-num-layers", offload_layers);
-  }
-  r.mbs = parse_count("--mbs", mbs);
-  r.seq = seq.empty() && seq_optional ? (r.cp > 1 ? 2 * r.cp : 1) : parse_count("--seq", seq);
-  if (!schedule.empty()) r.schedule = parse_schedule(schedule);
-  if (!dp.empty()) r.dp = parse_count("--dp", dp);
-  if (!gpus.empty()) r.gpus = parse_count("--gpus", gpus);
-  if (!gbs.empty()) r.gbs = parse_count("--gbs", gbs);
+  LayoutRequest r = layout_request(settings(), f);
+  if (!given(KnobId::seq) && seq_optional) r.seq = r.cp > 1 ? 2 * r.cp : 1;
   return build_layout(model, f, r);
 }
 

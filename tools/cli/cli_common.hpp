@@ -1,6 +1,7 @@
 // Pieces shared by the subcommands: strict number parsing, spec options, layout options, printing.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <ostream>
@@ -10,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "headroom/core/knobs.hpp"
 #include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/layout.hpp"
 #include "headroom/estimator/spec.hpp"
@@ -17,8 +19,7 @@
 
 namespace headroom::cli {
 
-// Parses a positive integer such as "8192" (also "8e3" when it is an integer); rejects zero,
-// negatives, fractions, garbage and values above kMaxCount with an Error naming `flag`.
+// A positive integer flag such as "8192", by the one integer grammar (knobs.hpp parse_integer); an Error naming `flag`.
 std::int64_t parse_count(std::string_view flag, std::string_view text);
 
 // --model/--gpu/--cluster/--framework/--data-dir, shared by every subcommand that needs specs.
@@ -55,49 +56,27 @@ struct ResolvedSpecs {
 // when neither is given.
 [[nodiscard]] ClusterSpec resolve_cluster(const SpecOptions& o, const SpecLibrary& lib);
 
-// Layout flags with Megatron-LM aliases; numbers kept as text so that errors can name the flag.
+// The layout flags, registered from the knob table (knobs.hpp) with their Megatron-LM spellings; values kept as text
+// so that errors name the flag.
 struct LayoutOptions {
-  std::string tp = "1", cp = "1", pp = "1", mbs = "1", vpp = "1";
-  std::string gpus, dp, gbs, seq;
-  std::string recompute;
-  std::string sharding;  // strategy name (sharding.hpp parse_sharding); default: the framework's
-  std::string schedule;
-  bool no_sp = false;
-  bool sp = false;
-  bool no_flash = false;
-  bool flash = false;
-  std::string lora_rank;     // LoRA adapters of this rank (thesis Sec. 3.2); empty = full training
-  std::string lora_targets;  // comma-separated projections; default q,k,v,o,gate,up,down
-  std::string first_stage_layers, last_stage_layers;       // Megatron-LM's --decoder-first/last-pipeline-num-layers
-  bool embedding_in_split = false, loss_in_split = false;  // --account-for-embedding/loss-in-pipeline-split
-  std::string ep = "1", etp;    // Megatron-LM's --expert-model-parallel-size, --expert-tensor-parallel-size
-  std::string capacity_factor;  // --moe-expert-capacity-factor: the busiest expert GPU's load over the mean
-  std::string dispatcher;       // --moe-token-dispatcher-type: alltoall (default) or flex
-  std::string precision;        // --precision bf16|fp8
-  std::string fp8_format;       // Megatron-LM's --fp8-format e4m3|hybrid (FP8 on)
-  std::string fp8_recipe;       // --fp8-recipe delayed|tensorwise
-  bool fp8_param_gather = false;
-  bool optimizer_cpu_offload = false;  // --optimizer-cpu-offload
-  std::string offload_fraction;        // --optimizer-offload-fraction (Megatron-LM's default 1)
-  bool overlap_offload = false;        // --overlap-cpu-optimizer-d2h-h2d
-  bool no_overlap_p2p = false;         // --no-overlap-p2p-communication
-  bool tp_comm_overlap = false;        // --tp-comm-overlap
-  std::string offload_layers;          // --cpu-offloading-num-layers
-  bool seq_optional = false;           // set by add_to(app, false)
+  std::array<std::string, kKnobCount> text;
+  std::array<bool, kKnobCount> on{}, off{};  // flags: the on and off spellings given
+  std::array<CLI::Option*, kKnobCount> option{}, off_option{};
+  bool seq_optional = false;  // set by add_to(app, false)
+  KnobSettings fallback;      // what applies to a knob not given (beyond the framework's defaults)
 
-  // need_seq = false: --seq is optional (`mtsl` searches it) and defaults to the shortest valid length.
+  // Every knob; need_seq = false: --seq is optional (`mtsl` searches it) and defaults to the shortest valid length.
   void add_to(CLI::App& app, bool need_seq = true);
+  // Only these knobs (rank takes those it does not search).
+  void add_to(CLI::App& app, std::initializer_list<KnobId> which);
+  [[nodiscard]] bool given(KnobId id) const;
+  // The knobs given, typed (knobs.hpp parse_knob); both spellings of one flag are an Error.
+  [[nodiscard]] KnobSettings settings() const;
   // Framework defaults, then the flags; DP from --gpus / (t·c·p) unless --dp is given. Validated.
   [[nodiscard]] Layout build(const ModelSpec& model, const FrameworkProfile& framework) const;
   // The same, then what the precision and offloading need of the cluster (validate_precision_and_offload).
   [[nodiscard]] Layout build(const struct ResolvedSpecs& specs) const;
 };
-
-// The FP8 recipe of --precision, Megatron-LM's --fp8-format and --fp8-recipe (default: the framework's first);
-// Fp8Recipe::none for BF16. Contradictions and unknown names are an Error naming the flag.
-[[nodiscard]] Fp8Recipe fp8_recipe_from_flags(const FrameworkProfile& f, const std::string& precision,
-                                              const std::string& fp8_format, const std::string& fp8_recipe,
-                                              bool fp8_param_gather);
 
 // Flags a mode does not use, given anyway: an Error naming the first one given and why it does nothing
 // (`simulate --collective ... --trace F` traced nothing; `mtsl --target-seq` ignored --gpus and --tp).

@@ -41,13 +41,6 @@ std::string cell(const calibrate::MeasuredRun& r, const std::string& column, con
   return it == r.layout.end() ? fallback : it->second;
 }
 
-bool truth(const calibrate::MeasuredRun& r, const std::string& column) {
-  const auto v = cell(r, column);
-  if (v == "true" || v == "1") return true;
-  if (v == "false" || v == "0") return false;
-  throw Error(r.source + ": " + column + " '" + v + "' (valid: true, false)");
-}
-
 struct Resolved {
   ResolvedSpecs specs;
   Layout layout;
@@ -73,37 +66,17 @@ Resolved resolve_run(const calibrate::MeasuredRun& r, const CalibrateRunsDefault
     out.specs.model = r.model ? *r.model : lib.model(so.model);
     out.specs.cluster = resolve_cluster(so, lib);
     out.specs.framework = lib.framework(so.framework);
-    LayoutOptions lo;
-    lo.tp = cell(r, "tp", "1");
-    lo.cp = cell(r, "cp", "1");
-    lo.pp = cell(r, "pp", "1");
-    lo.vpp = cell(r, "vpp", "1");
-    lo.mbs = cell(r, "mbs", "1");
-    lo.gpus = cell(r, "gpus");
-    lo.dp = cell(r, "dp");
-    lo.gbs = cell(r, "gbs");
-    lo.seq = cell(r, "seq");
-    lo.recompute = cell(r, "recompute");
-    lo.schedule = cell(r, "schedule");
-    lo.sharding = cell(r, "sharding");
-    lo.lora_rank = cell(r, "lora_rank");
-    lo.lora_targets = cell(r, "lora_targets");
-    lo.ep = cell(r, "ep", "1");
-    lo.etp = cell(r, "etp");
-    lo.dispatcher = cell(r, "moe_token_dispatcher_type");
-    lo.capacity_factor = cell(r, "moe_expert_capacity_factor");
-    lo.precision = cell(r, "precision");
-    lo.fp8_recipe = cell(r, "fp8_recipe");
-    if (r.layout.count("fp8_param_gather")) lo.fp8_param_gather = truth(r, "fp8_param_gather");
-    lo.offload_fraction = cell(r, "optimizer_offload_fraction");
-    lo.optimizer_cpu_offload = !lo.offload_fraction.empty();
-    lo.offload_layers = cell(r, "cpu_offloading_num_layers");
-    if (r.layout.count("overlap_p2p_comm")) lo.no_overlap_p2p = !truth(r, "overlap_p2p_comm");
-    if (r.layout.count("tp_comm_overlap")) lo.tp_comm_overlap = truth(r, "tp_comm_overlap");
-    if (r.layout.count("sp")) (truth(r, "sp") ? lo.sp : lo.no_sp) = true;
-    if (r.layout.count("flash_attn")) (truth(r, "flash_attn") ? lo.flash : lo.no_flash) = true;
-    if (lo.seq.empty()) throw Error("no seq column: the sequence length of the run");
-    out.layout = lo.build(out.specs);
+    // The row's knobs (knobs.hpp: a column per knob, under its name or an older one), by the knobs' grammar.
+    KnobSettings k;
+    for (const auto& [column, value] : r.layout) {
+      const Knob* x = find_knob(column);
+      if (x == nullptr) continue;
+      if (k.given(x->id)) throw Error("two columns give " + std::string(x->name) + " (" + column + " is another name)");
+      k.set(x->id, parse_knob(*x, value));
+    }
+    if (!k.given(KnobId::seq)) throw Error("no seq column: the sequence length of the run");
+    out.layout = build_layout(out.specs.model, out.specs.framework, layout_request(k, out.specs.framework));
+    validate_precision_and_offload(out.layout, out.specs.cluster);
     return out;
   } catch (const Error& e) {
     const std::string what = e.what();

@@ -34,13 +34,21 @@ double parse_positive(std::string_view flag, std::string_view text) {
   return value;
 }
 
+// A parameter count, written as an integer or with an exponent ("7e9"): a whole number from 1 to 10^12.
+double parse_parameters(std::string_view flag, std::string_view text) {
+  const double value = parse_positive(flag, text);
+  if (std::floor(value) != value || value > static_cast<double>(kMaxInteger))
+    throw Error(std::string(flag) + " '" + std::string(text) + "' is not a whole number of parameters up to 10^12");
+  return value;
+}
+
 CommSetup build_setup(const CommOptions& o) {
   if (o.params.empty()) throw Error("--params is required (number of model parameters Ψ, e.g. 7e9)");
   if (o.gpus.empty()) throw Error("--gpus is required (number of GPUs N in the data-parallel group)");
   if (o.group_size.empty()) throw Error("--group-size is required (GPUs M per group, usually per node)");
   CommSetup s;
-  s.params = static_cast<double>(parse_count("--params", o.params));
-  s.trainable = o.trainable.empty() ? s.params : static_cast<double>(parse_count("--trainable", o.trainable));
+  s.params = parse_parameters("--params", o.params);
+  s.trainable = o.trainable.empty() ? s.params : parse_parameters("--trainable", o.trainable);
   s.gpus = parse_count("--gpus", o.gpus);
   s.group_size = parse_count("--group-size", o.group_size);
   s.accum = parse_count("--accum", o.accum);

@@ -251,7 +251,7 @@ void register_mtsl(CLI::App& app, std::ostream& out) {
                     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
                     "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"},
                    "with --target-seq (it searches the layouts up to --max-gpus)");
-      opts->layout.gpus = "1";  // the search sets t, c, p and d
+      opts->layout.fallback.set(KnobId::gpus, std::int64_t{1});  // the search sets t, c, p and d
     } else {
       refuse_given(*sub, {"--max-gpus"}, "without --target-seq");
     }

@@ -17,13 +17,10 @@ namespace {
 
 struct RankOptions {
   SpecOptions specs;
-  std::string gpus, seq, gbs, top = "10";
+  LayoutOptions layout;  // the job (--gpus, --seq, --gbs) and the knobs the search does not vary
+  std::string top = "10";
   std::vector<std::string> constraints;
   std::string profile;
-  std::string precision, fp8_recipe;  // --precision bf16|fp8, --fp8-recipe
-  bool fp8_param_gather = false;
-  bool tp_comm_overlap = false;         // --tp-comm-overlap: on every layout with t >= 2 and SP
-  std::string lora_rank, lora_targets;  // LoRA on frozen base weights (thesis Sec. 3.1.2); empty = full training
   bool all_shardings = false;
   std::string risk = "nominal";
   bool json = false;
@@ -107,11 +104,11 @@ std::string no_fit_advice(const ResolvedSpecs& r, const Layout& base, const Perf
 }
 
 // The search asked for by rank's flags: sizes, constraints, the framework's choices, the risk.
-SearchOptions search_options(const RankOptions& o, const ResolvedSpecs& r) {
+SearchOptions search_options(const RankOptions& o, const KnobSettings& k, const ResolvedSpecs& r) {
   SearchOptions so;
-  so.gpus = parse_count("--gpus", o.gpus);
-  so.seq = parse_count("--seq", o.seq);
-  so.gbs = parse_count("--gbs", o.gbs);
+  so.gpus = k.integer(KnobId::gpus, 0);
+  so.seq = k.integer(KnobId::seq, 0);
+  so.gbs = k.integer(KnobId::gbs, 0);
   so.top = static_cast<std::size_t>(parse_count("--top", o.top));
   // The kept layouts are a sorted list (insertion is linear in its length): a top of 10^9 asked for 10^9 slots.
   constexpr std::size_t kMaxTop = 100'000;
@@ -199,18 +196,17 @@ void print_rank(std::ostream& out, const ResolvedSpecs& r, const Layout& base, c
 
 void run_rank(const RankOptions& o, std::ostream& out) {
   const ResolvedSpecs r = resolve(o.specs, o.profile);  // a calibration profile replaces its datasheet numbers
-  const SearchOptions so = search_options(o, r);
+  const KnobSettings k = o.layout.settings();
+  const SearchOptions so = search_options(o, k, r);
+  const LayoutRequest q = layout_request(k, r.framework);
   Layout base = default_layout(r.framework);
-  if (!o.lora_rank.empty()) base.lora.rank = parse_count("--lora-rank", o.lora_rank);
-  if (!o.lora_targets.empty()) {
-    if (o.lora_rank.empty()) throw Error("--lora-targets needs --lora-rank");
-    base.lora.targets = parse_lora_targets(o.lora_targets);
-  }
-  base.fp8 = fp8_recipe_from_flags(r.framework, o.precision, "", o.fp8_recipe, o.fp8_param_gather);
-  require_fp8_recipe(r.framework, base.fp8);
-  base.fp8_param_gather = o.fp8_param_gather;
-  require_tp_comm_overlap(r.framework, o.tp_comm_overlap);
-  base.tp_comm_overlap = o.tp_comm_overlap;
+  base.lora.rank = q.lora_rank;
+  if (q.lora_targets) base.lora.targets = *q.lora_targets;
+  require_fp8_recipe(r.framework, q.fp8);
+  base.fp8 = q.fp8;
+  base.fp8_param_gather = q.fp8_param_gather;
+  require_tp_comm_overlap(r.framework, q.tp_comm_overlap);
+  base.tp_comm_overlap = q.tp_comm_overlap;
   const SearchResult res = rank_layouts(r.model, r.cluster, base, r.framework.residual, r.coefficients, so);
   if (o.json)
     print_json(out, rank_json(r, base, so, res));
@@ -224,21 +220,16 @@ void register_rank(CLI::App& app, std::ostream& out) {
   auto opts = std::make_shared<RankOptions>();
   CLI::App* sub = app.add_subcommand("rank", "rank every layout that fits by predicted step time");
   opts->specs.add_to(*sub, true);
-  sub->add_option("--gpus,--num-gpus,--world-size", opts->gpus, "number of GPUs N")->required();
-  sub->add_option("--seq,--seq-length", opts->seq, "sequence length s in tokens")->required();
-  sub->add_option("--gbs,--global-batch-size", opts->gbs, "global batch size in sequences")->required();
+  opts->layout.add_to(*sub, {KnobId::gpus, KnobId::seq, KnobId::gbs});
+  for (const KnobId id : {KnobId::gpus, KnobId::seq, KnobId::gbs})
+    opts->layout.option[static_cast<std::size_t>(id)]->required();
   sub->add_option("--top", opts->top, "how many of the fastest layouts to print")->capture_default_str();
   sub->add_option("--constraint", opts->constraints,
                   "restrict the search, repeatable: tp<=8, pp=1, mbs>=2, recompute=none, sharding=zero1 (any PaRO "
                   "strategy, also those the framework profile does not list), schedule=1f1b");
-  sub->add_option("--precision", opts->precision, "GEMM precision: bf16 (default) or fp8");
-  sub->add_option("--fp8-recipe", opts->fp8_recipe, "FP8 scaling: delayed or tensorwise (default: the framework's)");
-  sub->add_flag("--fp8-param-gather", opts->fp8_param_gather, "weights kept and all-gathered in FP8");
-  sub->add_flag("--tp-comm-overlap", opts->tp_comm_overlap,
-                "TP collectives pipelined with their GEMMs (Megatron-LM) on every layout with tp >= 2 and SP");
-  sub->add_option("--lora-rank", opts->lora_rank,
-                  "LoRA adapters of rank r on frozen base weights (default: full training)");
-  sub->add_option("--lora-targets", opts->lora_targets, "LoRA target projections: q,k,v,o,gate,up,down (default all)");
+  // The knobs every ranked layout shares (--tp-comm-overlap: on every layout with tp >= 2 and SP).
+  opts->layout.add_to(*sub, {KnobId::precision, KnobId::fp8_format, KnobId::fp8_recipe, KnobId::fp8_param_gather,
+                             KnobId::tp_comm_overlap, KnobId::lora_rank, KnobId::lora_targets});
   sub->add_option("--profile", opts->profile,
                   "performance coefficients JSON or a calibration profile (headroom calibrate); default "
                   "data/perf/<framework>.json");

@@ -87,7 +87,7 @@ void run_collective(const SimulateOptions& o, std::ostream& out) {
 }
 
 void run_step(const SimulateOptions& o, std::ostream& out) {
-  if (o.layout.seq.empty()) throw Error("simulate --model needs --seq");
+  if (!o.layout.given(KnobId::seq)) throw Error("simulate --model needs --seq");
   const ResolvedSpecs r = resolve(o.specs, o.profile);  // a calibration profile replaces its datasheet numbers
   const Layout l = o.layout.build(r);
   const PerfCoefficients& k = r.coefficients;

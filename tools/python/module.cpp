@@ -46,5 +46,7 @@ PYBIND11_MODULE(_headroom, m) {
   m.doc() = "headroom's command line, callable in-process; use the `headroom` package instead";
   m.def("run", &run, py::arg("args"), "Run `headroom ARGS...`; returns (exit code, stdout, stderr).");
   m.def("load_profile", &load_profile, py::arg("path"), "A validated calibration profile as JSON text.");
+  m.def("describe", &headroom::cli::describe,
+        "The command line's commands and options and the knob table, as JSON text (the keyword mapping and stubs).");
   headroom::python::bind_planner(m);
 }

@@ -70,106 +70,80 @@ Interval interval(const ErrorBand& band, double value, double unit) {
   return std::array<double, 2>{band.lower(value) / unit, band.upper(value) / unit};
 }
 
-// The keywords of a layout, by name: integers, strings, booleans (None = not given). An unknown keyword is a
-// TypeError naming it, as Python's own.
-constexpr std::array<std::string_view, 12> kIntKeywords = {"seq",  "tp", "cp",  "pp",        "vpp", "mbs",
-                                                           "gpus", "dp", "gbs", "lora_rank", "ep",  "etp"};
-constexpr std::array<std::string_view, 16> kOtherKeywords = {"recompute",
-                                                             "schedule",
-                                                             "sharding",
-                                                             "sequence_parallel",
-                                                             "flash_attention",
-                                                             "lora_targets",
-                                                             "moe_token_dispatcher_type",
-                                                             "moe_expert_capacity_factor",
-                                                             "precision",
-                                                             "fp8_recipe",
-                                                             "fp8_param_gather",
-                                                             "optimizer_offload_fraction",
-                                                             "overlap_cpu_optimizer_d2h_h2d",
-                                                             "cpu_offloading_num_layers",
-                                                             "overlap_p2p_comm",
-                                                             "tp_comm_overlap"};
+// Python's text of a value, for errors.
+std::string shown(const py::handle& v) { return py::repr(v).cast<std::string>().substr(0, 60); }
 
-void set_int(LayoutKeywords& k, std::size_t which, std::int64_t v) {
-  switch (which) {
-    case 0: k.seq = v; break;
-    case 1: k.tp = v; break;
-    case 2: k.cp = v; break;
-    case 3: k.pp = v; break;
-    case 4: k.vpp = v; break;
-    case 5: k.mbs = v; break;
-    case 6: k.gpus = v; break;
-    case 7: k.dp = v; break;
-    case 8: k.gbs = v; break;
-    case 9: k.lora_rank = v; break;
-    case 10: k.ep = v; break;
-    default: k.etp = v; break;
+bool is_bool(const py::handle& v) {
+  return py::isinstance<py::bool_>(v) || (py::hasattr(v, "dtype") && py::hasattr(v, "item") &&
+                                          py::str(v.attr("dtype").attr("kind")).cast<std::string>() == "b");
+}
+
+// A keyword's value as its knob takes it (knobs.hpp check_knob): integers must be Python integers (or NumPy's),
+// flags booleans, numbers real, names strings; anything else is a ValueError naming the keyword and what is valid.
+KnobValue knob_value(const Knob& k, const py::handle& v) {
+  const std::string name(k.name);
+  switch (k.type) {
+    case KnobType::count:
+    case KnobType::whole: {
+      if (is_bool(v) || !py::hasattr(v, "__index__")) throw Error(field(name) + " " + shown(v) + " is not an integer");
+      const py::int_ i(v.attr("__index__")());
+      int overflow = 0;
+      const long long x = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+      if (overflow != 0 || x > kMaxInteger) throw Error(field(name) + " " + shown(v) + " is too large (at most 10^12)");
+      return check_knob(k, static_cast<std::int64_t>(x));
+    }
+    case KnobType::flag:
+      if (!is_bool(v)) throw Error(field(name) + " " + shown(v) + " is not True or False");
+      return check_knob(k, v.cast<bool>());
+    case KnobType::number:
+      if (is_bool(v) ||
+          !(py::isinstance<py::int_>(v) || py::isinstance<py::float_>(v) || py::hasattr(v, "__float__")) ||
+          py::isinstance<py::str>(v))
+        throw Error(field(name) + " " + shown(v) + " is not a number");
+      return check_knob(k, PyFloat_AsDouble(v.ptr()));
+    case KnobType::list:
+      if (!py::isinstance<py::str>(v)) {
+        std::string joined;
+        for (const py::handle item : py::iter(v)) {
+          if (!py::isinstance<py::str>(item)) throw Error(field(name) + " " + shown(v) + " is not names (strings)");
+          joined += (joined.empty() ? "" : ",") + item.cast<std::string>();
+        }
+        return check_knob(k, joined);
+      }
+      return check_knob(k, v.cast<std::string>());
+    case KnobType::choice:
+    case KnobType::text:
+      if (!py::isinstance<py::str>(v))
+        throw Error(field(name) + " " + shown(v) + " is not a string" +
+                    (k.type == KnobType::choice ? " (valid: " + std::string(k.choices) + ")" : ""));
+      return check_knob(k, v.cast<std::string>());
   }
+  return check_knob(k, v.cast<std::string>());
 }
 
-std::int64_t as_int(std::string_view name, const py::handle& v) {
-  if (py::isinstance<py::bool_>(v) || !py::isinstance<py::int_>(v)) {
-    if (!py::hasattr(v, "__index__"))
-      throw py::value_error(std::string(name) + " " + py::str(v).cast<std::string>() + " is not an integer");
-  }
-  return v.cast<std::int64_t>();
+// Every knob's name, for the TypeError of an unknown keyword.
+std::string knob_names() {
+  std::string names;
+  for (const Knob& k : knobs()) names += (names.empty() ? "" : ", ") + std::string(k.name);
+  return names;
 }
 
-void set_other(LayoutKeywords& k, std::string_view name, const py::handle& v) {
-  if (name == "sequence_parallel")
-    k.sequence_parallel = v.cast<bool>();
-  else if (name == "flash_attention")
-    k.flash_attention = v.cast<bool>();
-  else if (name == "recompute")
-    k.recompute = v.cast<std::string>();
-  else if (name == "schedule")
-    k.schedule = v.cast<std::string>();
-  else if (name == "sharding")
-    k.sharding = v.cast<std::string>();
-  else if (name == "moe_token_dispatcher_type")
-    k.dispatcher = v.cast<std::string>();
-  else if (name == "moe_expert_capacity_factor")
-    k.expert_load = v.cast<double>();
-  else if (name == "precision")
-    k.precision = v.cast<std::string>();
-  else if (name == "fp8_recipe")
-    k.fp8_recipe = v.cast<std::string>();
-  else if (name == "fp8_param_gather")
-    k.fp8_param_gather = v.cast<bool>();
-  else if (name == "optimizer_offload_fraction")
-    k.optimizer_offload = v.cast<double>();
-  else if (name == "overlap_cpu_optimizer_d2h_h2d")
-    k.overlap_offload = v.cast<bool>();
-  else if (name == "cpu_offloading_num_layers")
-    k.offload_layers = as_int(name, v);
-  else if (name == "overlap_p2p_comm")
-    k.overlap_p2p_comm = v.cast<bool>();
-  else if (name == "tp_comm_overlap")
-    k.tp_comm_overlap = v.cast<bool>();
-  else
-    k.lora_targets =
-        py::isinstance<py::str>(v) ? v.cast<std::string>() : py::str(",").attr("join")(v).cast<std::string>();
-}
-
-LayoutKeywords layout_keywords(const py::kwargs& kwargs) {
-  LayoutKeywords k;
+// The keywords of a layout (knobs.hpp: a knob's name or an older one; None = not given). An unknown keyword is a
+// TypeError naming it, as Python's own; a bad value a ValueError.
+KnobSettings knob_settings(const py::kwargs& kwargs) {
+  KnobSettings k;
   for (const auto& [key, value] : kwargs) {
     const auto name = key.cast<std::string_view>();
+    const Knob* x = find_knob(name);
+    if (x == nullptr)
+      throw py::type_error("unexpected keyword '" + std::string(name) + "' (layout keywords: " + knob_names() + ")");
     if (value.is_none()) continue;
-    const auto i = std::find(kIntKeywords.begin(), kIntKeywords.end(), name);
-    if (i != kIntKeywords.end()) {
-      set_int(k, static_cast<std::size_t>(i - kIntKeywords.begin()), as_int(name, value));
-    } else if (std::find(kOtherKeywords.begin(), kOtherKeywords.end(), name) != kOtherKeywords.end()) {
-      set_other(k, name, value);
-    } else {
-      throw py::type_error(
-          "unexpected keyword '" + std::string(name) +
-          "' (layout keywords: seq, tp, cp, pp, vpp, ep, etp, "
-          "mbs, gpus, dp, gbs, recompute, schedule, sharding, sequence_parallel, flash_attention, "
-          "lora_rank, lora_targets, moe_token_dispatcher_type, moe_expert_capacity_factor, "
-          "precision, fp8_recipe, fp8_param_gather, optimizer_offload_fraction, "
-          "overlap_cpu_optimizer_d2h_h2d, cpu_offloading_num_layers, overlap_p2p_comm, tp_comm_overlap)");
+    if (k.given(x->id))
+      throw py::type_error("keyword " + std::string(x->name) + " given twice (as " + std::string(name) + ")");
+    try {
+      k.set(x->id, knob_value(*x, value));
+    } catch (const Error& e) {
+      raise(e);
     }
   }
   return k;
@@ -193,49 +167,14 @@ Planner::Planner(const std::string& model, const std::string& cluster, const std
   }
 }
 
-namespace {
-// The integer keywords of a layout, which estimate_many varies row by row.
-void set_sizes(LayoutRequest& r, const LayoutKeywords& k) {
-  r.tp = k.tp, r.cp = k.cp, r.pp = k.pp, r.vpp = k.vpp, r.mbs = k.mbs, r.seq = k.seq, r.ep = k.ep, r.etp = k.etp;
-  r.gpus = k.gpus.value_or(0), r.dp = k.dp.value_or(0), r.gbs = k.gbs.value_or(0);
-  r.lora_rank = k.lora_rank.value_or(0);
-}
-}  // namespace
-
-LayoutRequest Planner::request(const LayoutKeywords& k) const {
-  LayoutRequest r;
-  set_sizes(r, k);
-  if (k.recompute) r.recompute = parse_recompute(*k.recompute);
-  if (k.schedule) r.schedule = parse_schedule(*k.schedule);
-  if (k.sharding) r.sharding = parse_sharding(*k.sharding);
-  r.sequence_parallel = k.sequence_parallel;
-  r.flash_attention = k.flash_attention;
-  if (k.dispatcher) {
-    if (*k.dispatcher != "alltoall" && *k.dispatcher != "flex")
-      throw Error("moe_token_dispatcher_type '" + k.dispatcher->substr(0, 40) + "' is not priced (alltoall or flex)");
-    r.dispatcher = *k.dispatcher == "flex" ? ExpertDispatcher::flex : ExpertDispatcher::alltoall;
-  }
-  if (k.expert_load) r.expert_load = *k.expert_load;
-  if (k.lora_targets) r.lora_targets = parse_lora_targets(*k.lora_targets);
-  r.fp8 = cli::fp8_recipe_from_flags(specs_.framework, k.precision.value_or(""), "", k.fp8_recipe.value_or(""),
-                                     k.fp8_param_gather.value_or(false));
-  r.fp8_param_gather = k.fp8_param_gather.value_or(false);
-  r.optimizer_offload = k.optimizer_offload.value_or(0.0);
-  r.overlap_offload_copies = k.overlap_offload.value_or(false);
-  r.overlap_p2p_comm = k.overlap_p2p_comm.value_or(true);
-  r.tp_comm_overlap = k.tp_comm_overlap.value_or(false);
-  r.activation_offload_layers = k.offload_layers.value_or(0);
-  return r;
-}
-
-Layout Planner::layout(const LayoutKeywords& k) const {
-  if (k.seq == 0) throw Error(field("seq") + " is required (tokens per sequence)");
-  Layout l = build_layout(specs_.model, specs_.framework, request(k));
+Layout Planner::layout(const KnobSettings& k) const {
+  if (!k.given(KnobId::seq)) throw Error(field("seq") + " is required (tokens per sequence)");
+  Layout l = build_layout(specs_.model, specs_.framework, layout_request(k, specs_.framework));
   validate_precision_and_offload(l, specs_.cluster);
   return l;
 }
 
-py::object Planner::estimate(const LayoutKeywords& k) const {
+py::object Planner::estimate(const KnobSettings& k) const {
   Estimate out;
   try {
     const Layout l = layout(k);
@@ -272,11 +211,12 @@ py::object Planner::estimate(const LayoutKeywords& k) const {
   return py::cast(std::move(out));
 }
 
-py::object Planner::mtsl(const LayoutKeywords& k) const {
+py::object Planner::mtsl(KnobSettings k) const {
   try {
-    LayoutKeywords shortest = k;
-    if (shortest.seq == 0) shortest.seq = k.cp > 1 ? 2 * k.cp : 1;  // mtsl searches s: any valid one
-    const MtslResult r = max_trainable_seq(specs_.model, specs_.cluster, layout(shortest), specs_.framework.residual);
+    if (k.given(KnobId::seq)) throw Error(field("seq") + " is what mtsl searches: leave it out");
+    const std::int64_t cp = k.integer(KnobId::cp, 1);
+    k.set(KnobId::seq, cp > 1 ? 2 * cp : 1);  // mtsl searches s: any valid one
+    const MtslResult r = max_trainable_seq(specs_.model, specs_.cluster, layout(k), specs_.framework.residual);
     py::dict d;  // the keys of `headroom mtsl --json`
     d["mtsl_tokens"] = r.tokens;
     d["granularity_tokens"] = r.granularity;
@@ -315,13 +255,39 @@ NumpyColumn numpy_empty(std::size_t n, const char* dtype) {
   return c;
 }
 
-// One integer column of estimate_many: a scalar for every row, or n values.
+// One integer knob varied row by row in estimate_many.
 struct IntColumn {
+  KnobId id{};
   py::object values;  // a C-contiguous int64 array, kept alive while `data` is read
   const std::int64_t* data = nullptr;
-  bool given = false;
-  [[nodiscard]] std::int64_t at(std::size_t i) const { return data[i]; }
 };
+
+bool integer_knob(const Knob& k) { return k.type == KnobType::count || k.type == KnobType::whole; }
+
+// A column of an integer knob as int64. A NumPy array of integers is taken as it is; any other column is checked
+// element by element as the keyword would be for one layout (a float, even 2.0, a bool, NaN, a string is a ValueError
+// naming its row and the keyword).
+py::object integer_column(const Knob& k, const py::handle& value) {
+  const py::module_ np = py::module_::import("numpy");
+  if (py::hasattr(value, "dtype") && py::hasattr(value, "shape")) {
+    if (py::len(value.attr("shape")) != 1)
+      throw py::value_error("column '" + std::string(k.name) + "' is not one-dimensional");
+    const std::string kind = py::str(value.attr("dtype").attr("kind")).cast<std::string>();
+    const bool fits = value.attr("size").cast<std::size_t>() == 0 ||
+                      value.attr("max")().cast<double>() <= static_cast<double>(kMaxInteger);
+    if ((kind == "i" || kind == "u") && fits) return np.attr("ascontiguousarray")(value, "int64");
+  }
+  const py::list items = py::hasattr(value, "tolist") ? py::list(value.attr("tolist")())
+                                                      : py::list(py::reinterpret_borrow<py::object>(value));
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    try {
+      (void)knob_value(k, items[i]);
+    } catch (const Error& e) {
+      throw py::value_error("row " + std::to_string(i) + ": " + cli::one_line(e.message(FieldNames::keywords)));
+    }
+  }
+  return np.attr("ascontiguousarray")(items, "int64");
+}
 
 std::size_t column_length(const py::handle& v) {
   return py::isinstance<py::str>(v) || !py::hasattr(v, "__len__") ? 0 : py::len(v);
@@ -333,10 +299,10 @@ void write_verdict(char32_t* out, std::string_view v) {
   for (std::size_t c = 0; c < kVerdictChars; ++c) out[c] = c < v.size() ? static_cast<char32_t>(v[c]) : U'\0';
 }
 
-// estimate_many's input: the integer keywords given as columns (they may vary per row) and the other keywords, one
+// estimate_many's input: the integer knobs given as columns (they may vary per row) and the other keywords, one
 // value for every row (a scalar).
 struct Inputs {
-  std::array<IntColumn, kIntKeywords.size()> ints;
+  std::vector<IntColumn> ints;
   py::kwargs scalars;
   std::size_t rows = 1;
 };
@@ -346,26 +312,19 @@ Inputs read_inputs(const py::dict& columns) {
   std::size_t n = 0;
   for (const auto& [key, value] : columns) {
     const auto name = key.cast<std::string_view>();
-    const auto it = std::find(kIntKeywords.begin(), kIntKeywords.end(), name);
+    const Knob* k = find_knob(name);
     const std::size_t len = column_length(value);
-    if (it == kIntKeywords.end() || len == 0) {
-      in.scalars[key] = value;  // checked, and an unknown name refused, by layout_keywords
+    if (k == nullptr || !integer_knob(*k) || len == 0) {
+      in.scalars[key] = value;  // checked, and an unknown name refused, by knob_settings
       continue;
     }
     if (n != 0 && len != n)
       throw py::value_error("column '" + std::string(name) + "' has " + std::to_string(len) + " values, another " +
                             std::to_string(n));
     n = len;
-    IntColumn& c = in.ints[static_cast<std::size_t>(it - kIntKeywords.begin())];
-    try {
-      c.values = py::module_::import("numpy").attr("ascontiguousarray")(value, "int64");
-    } catch (const py::error_already_set&) {
-      throw py::value_error("column '" + std::string(name) + "' is not integers");
-    }
-    const py::buffer_info info = py::buffer(c.values).request();
-    if (info.ndim != 1) throw py::value_error("column '" + std::string(name) + "' is not one-dimensional");
-    c.data = static_cast<const std::int64_t*>(info.ptr);
-    c.given = true;
+    IntColumn c{k->id, integer_column(*k, value), nullptr};
+    c.data = static_cast<const std::int64_t*>(py::buffer(c.values).request().ptr);
+    in.ints.push_back(std::move(c));
   }
   in.rows = std::max<std::size_t>(1, n);  // every column a scalar: one row
   return in;
@@ -431,10 +390,11 @@ py::dict Planner::estimate_many(const py::dict& columns, const std::string& on_e
   if (threads < 0) throw py::value_error("threads " + std::to_string(threads) + ": valid: 0 (every core) or more");
   const Inputs in = read_inputs(columns);
   const std::size_t n = in.rows;
-  const LayoutKeywords base = layout_keywords(in.scalars);
+  KnobSettings base = knob_settings(in.scalars);
+  for (const IntColumn& c : in.ints) base.set(c.id, c.data[0]);  // a value, so that the request sees it given
   LayoutRequest request_base;
   try {
-    request_base = request(base);
+    request_base = layout_request(base, specs_.framework);
   } catch (const Error& e) {
     raise(e);
   }
@@ -449,11 +409,13 @@ py::dict Planner::estimate_many(const py::dict& columns, const std::string& on_e
     const double nan = std::numeric_limits<double>::quiet_NaN();
     LayoutRequest r = request_base;
     for (std::size_t i = part * chunk; i < std::min(n, (part + 1) * chunk); ++i) {
-      LayoutKeywords k = base;
-      for (std::size_t c = 0; c < in.ints.size(); ++c)
-        if (in.ints[c].given) set_int(k, c, in.ints[c].at(i));
-      set_sizes(r, k);
       try {
+        for (const IntColumn& c : in.ints) {
+          const std::int64_t v = c.data[i];
+          if (v < (knob(c.id).type == KnobType::whole ? 0 : 1) || v > kMaxInteger)
+            (void)check_knob(knob(c.id), v);  // the Error naming it
+          *integer_field(r, c.id) = v;
+        }
         price_row(r, out, i);
       } catch (const Error& e) {
         if (errors[part].first == n) errors[part] = {i, cli::one_line(e.message(FieldNames::keywords))};
@@ -472,7 +434,7 @@ py::dict Planner::estimate_many(const py::dict& columns, const std::string& on_e
 
 void Planner::price_row(const LayoutRequest& r, const Columns& out, std::size_t i) const {
   if (r.seq == 0) throw Error(field("seq") + " is required (tokens per sequence)");
-  const Layout l = build_layout(specs_.model, specs_.framework, r);
+  const Layout l = build_layout(specs_.model, specs_.framework, r);  // sizes checked there
   validate_precision_and_offload(l, specs_.cluster);
   const double peak = peak_memory_bytes(specs_.model, specs_.cluster, l, specs_.framework.residual);
   const double capacity = specs_.cluster.gpu.usable_memory_bytes;
@@ -555,13 +517,13 @@ void bind_planner(py::module_& m) {
   // The layout keywords (the CLI's layout flags, '_' for '-') are read from **kwargs by name: pybind11's
   // per-argument matching of 16 optional keywords cost more than the estimate itself.
   planner.def(
-      "estimate", [](const Planner& p, const py::kwargs& k) { return p.estimate(layout_keywords(k)); },
+      "estimate", [](const Planner& p, const py::kwargs& k) { return p.estimate(knob_settings(k)); },
       "estimate(*, seq, tp=1, cp=1, pp=1, vpp=1, ep=1, etp=None, mbs=1, gpus=None, dp=None, gbs=None, recompute=None, "
       "schedule=None, "
       "sharding=None, sequence_parallel=None, flash_attention=None, lora_rank=None, lora_targets=None)\n"
       "Memory and speed of one layout: an Estimate equal to `headroom estimate --json`.");
   planner.def(
-      "mtsl", [](const Planner& p, const py::kwargs& k) { return p.mtsl(layout_keywords(k)); },
+      "mtsl", [](const Planner& p, const py::kwargs& k) { return p.mtsl(knob_settings(k)); },
       "mtsl(*, tp=1, cp=1, pp=1, ..., the keywords of estimate but seq)\n"
       "The longest trainable sequence of a layout (`headroom mtsl`): tokens, binding stage and term.");
   planner.def(

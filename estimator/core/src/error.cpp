@@ -1,18 +1,13 @@
 #include "headroom/core/error.hpp"
 
-#include <array>
 #include <utility>
+
+#include "headroom/core/knobs.hpp"
 
 namespace headroom {
 namespace {
 
 constexpr char kOpen = '\x1e', kClose = '\x1f';  // ASCII record/unit separators: in no text headroom writes
-
-// The fields whose flag is not "--" + the name with '-' for '_' (field, flag): Megatron-LM's argument names.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 2> kRenamed{{
-    {"first_stage_layers", "--decoder-first-pipeline-num-layers"},
-    {"last_stage_layers", "--decoder-last-pipeline-num-layers"},
-}};
 
 std::string render(const std::string& marked, FieldNames names) {
   std::string out;
@@ -45,8 +40,10 @@ std::vector<std::string> fields_in(const std::string& marked) {
 std::string field(std::string_view name) { return kOpen + std::string(name) + kClose; }
 
 std::string flag_of_field(std::string_view name) {
-  for (const auto& [renamed, flag] : kRenamed)
-    if (renamed == name) return std::string(flag);
+  if (const Knob* k = find_knob(name)) {  // the knob's first CLI spelling (a flag without one: its off spelling)
+    const std::string_view flags = k->flags.empty() ? k->off_flags : k->flags;
+    return std::string(flags.substr(0, flags.find(',')));
+  }
   std::string flag = "--";
   for (const char c : name) flag += c == '_' ? '-' : c;
   return flag;

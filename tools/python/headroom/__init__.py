@@ -13,8 +13,9 @@ estimator directly (microseconds, not the command line's milliseconds), with obj
     >>> cols["memory.verdict"].tolist()
     ['uncertain', 'fits', 'fits', 'fits']
 
-The functions below take the command line's flags as keyword arguments (``tp=2`` for ``--tp 2``, ``no_sp=True``
-for ``--no-sp``, lists for comma-separated values or repeated flags such as ``constraint=[...]``) and returns the
+The functions below take the command line's flags as keyword arguments (``tp=2`` for ``--tp 2``; a layout setting
+under its knob name, ``sequence_parallel=False`` for ``--no-sp``; lists for comma-separated values or repeated flags
+such as ``constraint=[...]``) and return the
 plain ``dict`` that the same command prints with ``--json``. Bad input raises ``ValueError`` with the command
 line's one-line message; a failure of headroom itself raises ``InternalError``.
 
@@ -38,7 +39,7 @@ if _PACKAGE_DATA.is_dir() and not os.environ.get("HEADROOM_DATA_DIR"):
 
 from . import _headroom  # noqa: E402
 
-__all__ = ["Planner", "Estimate", "estimate", "mtsl", "rank", "launch", "comm", "simulate", "calibrate", "validate", "load_profile", "run",
+__all__ = ["Planner", "Estimate", "estimate", "mtsl", "rank", "launch", "comm", "simulate", "calibrate", "validate", "load_profile", "knobs", "run",
            "help", "InternalError"]
 
 
@@ -53,18 +54,42 @@ class CheckFailed(RuntimeError):
 # Flags a command takes several times (``--constraint A --constraint B``); other lists are comma-separated.
 _REPEATED = {"constraint", "ingest", "from_runs", "model"}
 __version__ = "0.1.0"
+# The knob table (knobs.hpp): a layout keyword by its knob name or an older one, and the flags that spell it.
+_KNOBS = {name: knob for knob in json.loads(_headroom.describe())["knobs"]
+          for name in [knob["name"], *knob["aliases"]]}
 
 
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def _knob_arguments(name: str, value: Any) -> list[str] | None:
+    """A knob's keyword as flags: True/False as the flag's on or off spelling (none: the default, nothing); other
+    values after the knob's first flag. None when the keyword is not a knob's."""
+    knob = _KNOBS.get(name)
+    if knob is None:
+        return None
+    if knob["type"] == "flag":
+        if not isinstance(value, bool):
+            raise ValueError(f"{knob['name']} {value!r} is not True or False")
+        spelling = knob["flags"] if value else knob["off_flags"]
+        return spelling[:1]
+    if isinstance(value, (list, tuple)):
+        value = ",".join(str(v) for v in value)
+    return [knob["flags"][0], str(value)]
+
+
 def _arguments(command: str, kwargs: dict[str, Any]) -> list[str]:
     args = [command]
     for name, value in kwargs.items():
-        if value is None or value is False:
+        if value is None:
             continue
-        if value is True:
+        knob = _knob_arguments(name, value)
+        if knob is not None:
+            args += knob
+        elif value is False:
+            continue
+        elif value is True:
             args.append(_flag(name))
         elif isinstance(value, (list, tuple)) and name in _REPEATED:
             for v in value:
@@ -151,10 +176,10 @@ class Planner(_headroom.Planner):
     ``r.memory.stages[i].activations``, ``r.perf.step_time_s``, ``r.perf.breakdown.dp_comm_s``, ...), equal to
     ``headroom estimate --json``; ``estimate_many(columns)`` prices many layouts at once into NumPy columns keyed
     like the JSON paths; ``mtsl(**layout)`` the longest trainable sequence; ``rank(**search)`` the command line's
-    ``rank`` document for this model, cluster and framework. Layout keywords are the command line's layout flags
-    with ``_`` for ``-`` (``seq``, ``tp``, ``cp``, ``pp``, ``vpp``, ``mbs``, ``gpus`` or ``dp``, ``gbs``,
-    ``recompute``, ``schedule``, ``sharding``, ``sequence_parallel``, ``flash_attention``, ``lora_rank``,
-    ``lora_targets``). Bad values raise ``ValueError`` naming the keyword; an unknown keyword ``TypeError``.
+    ``rank`` document for this model, cluster and framework. Layout keywords are the knobs (``knobs()`` lists them:
+    ``seq``, ``tp``, ``gpus``, ``sequence_parallel``, ``recompute``, ...), typed: an integer knob takes an ``int``,
+    not ``2.0``; a flag a ``bool``. Bad values raise ``ValueError`` naming the keyword; an unknown keyword
+    ``TypeError``.
     """
 
     def __init__(self, *, model: str, cluster: str = "", gpu: str = "", framework: str = "megatron",
@@ -168,6 +193,12 @@ class Planner(_headroom.Planner):
     def rank(self, **search: Any) -> dict:
         """``headroom rank`` for this planner's model, cluster and framework: every valid layout that fits."""
         return rank(**self._specs, **search)
+
+
+def knobs() -> list[dict]:
+    """The knob table: every layout setting's name (the keyword), type, default, unit, command-line flags, run-file
+    column (its name, or an older alias), Megatron-LM log key and JSON path."""
+    return json.loads(_headroom.describe())["knobs"]
 
 
 def load_profile(path: str | os.PathLike) -> dict:

@@ -17,9 +17,9 @@ namespace headroom::calibrate {
 
 enum class RunOutcome { ok, oom };
 
-// One run. Layout columns are named after `headroom estimate`'s long flags with '_' for '-' (model, gpu,
-// cluster, framework, gpus, dp, tp, cp, pp, vpp, mbs, gbs, seq, recompute, schedule, sharding, lora_rank,
-// lora_targets, sp, flash_attn); values stay text and are checked where they are used, like flags.
+// One run. Layout columns are the specs (model, gpu, cluster, framework) and the knobs (knobs.hpp: tp, gpus,
+// sequence_parallel, ..., or an older name such as sp); values stay text and are checked by the knobs' grammar
+// where they are used, like flags.
 struct MeasuredRun {
   std::map<std::string, std::string> layout;
   std::optional<ModelSpec> model;  // the model's shape when the source gave it (a log's arguments)
@@ -31,7 +31,7 @@ struct MeasuredRun {
   std::string source;                     // "file:line" or "file"
 };
 
-// The layout columns a runs table may have (estimate's long flags) and the measured ones.
+// The layout columns a runs table may have (the specs and every knob's name) and the measured ones.
 [[nodiscard]] const std::vector<std::string_view>& run_layout_columns();
 [[nodiscard]] const std::vector<std::string_view>& run_measured_columns();
 

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "headroom/core/knobs.hpp"
 #include "headroom/estimator/layout.hpp"
 #include "headroom/estimator/residual.hpp"
 #include "headroom/estimator/uncertainty.hpp"
@@ -81,11 +82,20 @@ struct LayoutRequest {
   bool overlap_p2p_comm = true;                // Layout::overlap_p2p_comm
   bool tp_comm_overlap = false;                // Layout::tp_comm_overlap; needs a framework that runs it
 };
+// The request of the knobs a user gave (knobs.hpp: the CLI's flags, the Python keywords, a run file's columns), with
+// the rules that join knobs: fp8_format turns FP8 on and contradicts precision bf16; fp8_recipe and fp8_param_gather
+// need FP8, whose recipe defaults to the framework's first; optimizer_offload_fraction and the copies' overlap need
+// optimizer_cpu_offload, which offloads all of the optimizer unless a fraction is given (Megatron-LM's arguments.py
+// defaults); cpu_offloading_num_layers 0 is none. Errors name the knobs as fields.
+[[nodiscard]] LayoutRequest layout_request(const KnobSettings& k, const FrameworkProfile& f);
+// The request's field of an integer knob (count or whole: tp, gpus, cpu_offloading_num_layers, ...), for callers
+// that vary it row by row; nullptr for another knob.
+[[nodiscard]] std::int64_t* integer_field(LayoutRequest& r, KnobId id);
 // The framework's defaults, then the request; every size checked (each at most 10^12 and their products too),
 // then validate_model_split and validate_layout. Errors carry the fields they name (error.hpp field()).
 [[nodiscard]] Layout build_layout(const ModelSpec& model, const FrameworkProfile& framework, const LayoutRequest& r);
 // Largest count accepted (sizes, batch, sequence): keeps every product of two counts inside int64.
-inline constexpr std::int64_t kMaxCount = 1'000'000'000'000;     // 10^12
+inline constexpr std::int64_t kMaxCount = kMaxInteger;           // 10^12 (knobs.hpp)
 [[nodiscard]] Recompute parse_recompute(std::string_view text);  // throws Error listing the valid names
 [[nodiscard]] Schedule parse_schedule(std::string_view text);
 [[nodiscard]] Shard parse_shard(std::string_view text);

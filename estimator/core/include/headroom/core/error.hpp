@@ -17,7 +17,7 @@ namespace headroom {
 // How an Error's fields read: as the CLI's flags or as the field names (the Python API's keywords).
 enum class FieldNames { flags, keywords };
 
-// The CLI flag of a field: Megatron-LM's argument name where the CLI takes one (first_stage_layers →
+// The CLI flag of a field: a knob's first CLI spelling (knobs.hpp: tp → --tp, decoder_first_pipeline_num_layers →
 // --decoder-first-pipeline-num-layers), else "--" and the name with '-' for '_'.
 [[nodiscard]] std::string flag_of_field(std::string_view name);
 

@@ -1,0 +1,330 @@
+#include "headroom/core/knobs.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+#include "headroom/core/error.hpp"
+
+namespace headroom {
+namespace {
+
+using enum KnobId;
+using T = KnobType;
+
+// Megatron-LM's argument names are megatron/training/arguments.py's; torchtitan's settings are read by their own
+// reader (calibrate/src/measured_runs.cpp parse_torchtitan_log).
+// One knob a row: a knob is added by adding its row (and pricing it).
+// clang-format off
+constexpr std::array<Knob, kKnobCount> kKnobs = {{
+    {.id = tp, .name = "tp", .type = T::count, .default_text = "1", .unit = "GPUs",
+     .flags = "--tp,--tensor-model-parallel-size", .help = "tensor parallel size t",
+     .log_key = "tensor_model_parallel_size", .json = "layout.tp", .show_default = true},
+    {.id = cp, .name = "cp", .type = T::count, .default_text = "1", .unit = "GPUs",
+     .flags = "--cp,--context-parallel-size", .help = "context parallel size c", .log_key = "context_parallel_size",
+     .json = "layout.cp", .show_default = true},
+    {.id = pp, .name = "pp", .type = T::count, .default_text = "1", .unit = "stages",
+     .flags = "--pp,--pipeline-model-parallel-size", .help = "pipeline parallel size p",
+     .log_key = "pipeline_model_parallel_size", .json = "layout.pp", .show_default = true},
+    {.id = vpp, .name = "vpp", .type = T::count, .default_text = "1", .unit = "virtual stages per GPU",
+     .flags = "--vpp,--num-virtual-stages-per-pipeline-rank", .help = "virtual stages per GPU (interleaved 1F1B)",
+     .log_key = "virtual_pipeline_model_parallel_size", .json = "layout.vpp", .show_default = true},
+    {.id = decoder_first_pipeline_num_layers, .name = "decoder_first_pipeline_num_layers", .type = T::count,
+     .default_text = "even split", .unit = "layers", .flags = "--decoder-first-pipeline-num-layers",
+     .help = "decoder layers on the first pipeline stage (uneven stages; the middle ones share the rest)",
+     .log_key = "decoder_first_pipeline_num_layers", .aliases = "first_stage_layers",
+     .json = "layout.decoder_first_pipeline_num_layers"},
+    {.id = decoder_last_pipeline_num_layers, .name = "decoder_last_pipeline_num_layers", .type = T::count,
+     .default_text = "even split", .unit = "layers", .flags = "--decoder-last-pipeline-num-layers",
+     .help = "decoder layers on the last pipeline stage (uneven stages)", .log_key = "decoder_last_pipeline_num_layers",
+     .aliases = "last_stage_layers", .json = "layout.decoder_last_pipeline_num_layers"},
+    {.id = account_for_embedding_in_pipeline_split, .name = "account_for_embedding_in_pipeline_split", .type = T::flag,
+     .default_text = "false", .flags = "--account-for-embedding-in-pipeline-split",
+     .help = "the embedding counts as a layer: (L+1)/p per stage, one decoder layer fewer on the first",
+     .log_key = "account_for_embedding_in_pipeline_split", .json = "layout.account_for_embedding_in_pipeline_split"},
+    {.id = account_for_loss_in_pipeline_split, .name = "account_for_loss_in_pipeline_split", .type = T::flag,
+     .default_text = "false", .flags = "--account-for-loss-in-pipeline-split",
+     .help = "the loss counts as a layer: one decoder layer fewer on the last stage",
+     .log_key = "account_for_loss_in_pipeline_split", .json = "layout.account_for_loss_in_pipeline_split"},
+    {.id = ep, .name = "ep", .type = T::count, .default_text = "1", .unit = "GPUs",
+     .flags = "--ep,--expert-model-parallel-size", .help = "expert parallel size (models with experts)",
+     .log_key = "expert_model_parallel_size", .json = "layout.ep", .show_default = true},
+    {.id = etp, .name = "etp", .type = T::count, .default_text = "tp", .unit = "GPUs",
+     .flags = "--etp,--expert-tensor-parallel-size", .help = "tensor parallel size of each expert (default: --tp)",
+     .log_key = "expert_tensor_parallel_size", .json = "layout.etp"},
+    {.id = moe_token_dispatcher_type, .name = "moe_token_dispatcher_type", .type = T::choice,
+     .default_text = "alltoall", .flags = "--moe-token-dispatcher-type",
+     .help = "alltoall (k copies per token) or flex (DeepEP/HybridEP: once per remote node)",
+     .choices = "alltoall|flex", .log_key = "moe_token_dispatcher_type", .json = "layout.moe_token_dispatcher_type"},
+    {.id = moe_expert_capacity_factor, .name = "moe_expert_capacity_factor", .type = T::number,
+     .default_text = "dropless (1)", .unit = "of the mean load", .flags = "--moe-expert-capacity-factor",
+     .help = "tokens an expert takes at most, over the mean (default: dropless, priced as balanced)", .min = 1,
+     .max = 1e6, .log_key = "moe_expert_capacity_factor"},
+    {.id = precision, .name = "precision", .type = T::choice, .default_text = "bf16", .flags = "--precision",
+     .help = "GEMM precision: bf16 (default) or fp8 (the decoder's linear layers)", .choices = "bf16|fp8",
+     .json = "layout.precision"},
+    {.id = fp8_format, .name = "fp8_format", .type = T::choice, .default_text = "none", .flags = "--fp8-format",
+     .help = "Megatron-LM's FP8 format e4m3|hybrid (FP8 on, as --precision fp8)", .choices = "e4m3|hybrid",
+     .log_key = "fp8"},
+    {.id = fp8_recipe, .name = "fp8_recipe", .type = T::choice, .default_text = "the framework's first",
+     .flags = "--fp8-recipe", .help = "FP8 scaling: delayed (Megatron-LM's default) or tensorwise (current)",
+     .choices = "delayed|tensorwise", .log_key = "fp8_recipe", .json = "layout.fp8_recipe"},
+    {.id = fp8_param_gather, .name = "fp8_param_gather", .type = T::flag, .default_text = "false",
+     .flags = "--fp8-param-gather",
+     .help = "weights kept in FP8 and all-gathered in FP8 (torchtitan: enable_fsdp_float8_all_gather)",
+     .log_key = "fp8_param_gather", .json = "layout.fp8_param_gather"},
+    {.id = optimizer_cpu_offload, .name = "optimizer_cpu_offload", .type = T::flag, .default_text = "false",
+     .flags = "--optimizer-cpu-offload", .help = "optimizer states and step on the CPU (Megatron-LM)",
+     .log_key = "optimizer_cpu_offload"},
+    {.id = optimizer_offload_fraction, .name = "optimizer_offload_fraction", .type = T::number,
+     .default_text = "1 with optimizer_cpu_offload", .unit = "of the optimizer states",
+     .flags = "--optimizer-offload-fraction",
+     .help = "share of the optimizer offloaded, 0..1 (default 1 with --optimizer-cpu-offload)", .min = 0, .max = 1,
+     .log_key = "optimizer_offload_fraction", .json = "layout.optimizer_offload_fraction"},
+    {.id = overlap_cpu_optimizer_d2h_h2d, .name = "overlap_cpu_optimizer_d2h_h2d", .type = T::flag,
+     .default_text = "false", .flags = "--overlap-cpu-optimizer-d2h-h2d",
+     .help = "overlap the host copies with the CPU step", .log_key = "overlap_cpu_optimizer_d2h_h2d",
+     .json = "layout.overlap_cpu_optimizer_d2h_h2d"},
+    {.id = overlap_p2p_comm, .name = "overlap_p2p_comm", .type = T::flag, .default_text = "true", .flags = "",
+     .help = "", .off_flags = "--no-overlap-p2p-communication",
+     .off_help = "pipeline sends hold the stage (Megatron-LM overlaps them with the interleaved schedule by default)",
+     .log_key = "overlap_p2p_comm", .json = "layout.overlap_p2p_comm"},
+    {.id = tp_comm_overlap, .name = "tp_comm_overlap", .type = T::flag, .default_text = "false",
+     .flags = "--tp-comm-overlap",
+     .help = "TP all-gathers/reduce-scatters pipelined with their GEMMs (Megatron-LM, TransformerEngine " "userbuffers; needs sequence parallelism)",
+     .log_key = "tp_comm_overlap", .json = "layout.tp_comm_overlap"},
+    {.id = cpu_offloading_num_layers, .name = "cpu_offloading_num_layers", .type = T::whole, .default_text = "0",
+     .unit = "layers", .flags = "--cpu-offloading-num-layers",
+     .help = "decoder layers whose activations go to host memory (Megatron-LM; pp 1 only)",
+     .log_key = "cpu_offloading_num_layers", .json = "layout.cpu_offloading_num_layers"},
+    {.id = mbs, .name = "mbs", .type = T::count, .default_text = "1", .unit = "sequences",
+     .flags = "--mbs,--micro-batch-size", .help = "micro-batch size b", .log_key = "micro_batch_size",
+     .json = "layout.mbs", .show_default = true},
+    {.id = gpus, .name = "gpus", .type = T::count, .default_text = "t·c·p·d", .unit = "GPUs",
+     .flags = "--gpus,--num-gpus,--world-size", .help = "number of GPUs N (DP = N / (t·c·p))", .log_key = "world_size",
+     .json = "layout.gpus"},
+    {.id = dp, .name = "dp", .type = T::count, .default_text = "N / (t·c·p)", .unit = "GPUs",
+     .flags = "--dp,--data-parallel-size", .help = "data parallel size d (instead of --gpus)", .json = "layout.dp"},
+    {.id = gbs, .name = "gbs", .type = T::count, .default_text = "d·mbs", .unit = "sequences",
+     .flags = "--gbs,--global-batch-size", .help = "global batch size in sequences (default: DP·mbs)",
+     .log_key = "global_batch_size", .json = "layout.gbs"},
+    {.id = seq, .name = "seq", .type = T::count, .default_text = "required", .unit = "tokens",
+     .flags = "--seq,--seq-length", .help = "sequence length s in tokens", .log_key = "seq_length",
+     .json = "layout.seq"},
+    {.id = lora_rank, .name = "lora_rank", .type = T::count, .default_text = "full training", .unit = "",
+     .flags = "--lora-rank", .help = "LoRA adapters of rank r on frozen base weights (default: full training)",
+     .json = "layout.lora.rank"},
+    {.id = lora_targets, .name = "lora_targets", .type = T::list, .default_text = "q,k,v,o,gate,up,down",
+     .flags = "--lora-targets", .help = "LoRA target projections: q,k,v,o,gate,up,down (default all)",
+     .json = "layout.lora.targets"},
+    {.id = recompute, .name = "recompute", .type = T::choice, .default_text = "the framework's",
+     .flags = "--recompute,--recompute-granularity",
+     .help = "activation recompute: none|selective|full (default: the --framework profile's)",
+     .choices = "none|selective|full", .log_key = "recompute_granularity", .json = "layout.recompute"},
+    {.id = schedule, .name = "schedule", .type = T::choice, .default_text = "the framework's", .flags = "--schedule",
+     .help = "pipeline schedule: 1f1b|interleaved|gpipe (default: the --framework profile's)",
+     .choices = "1f1b|interleaved|gpipe", .json = "layout.schedule"},
+    {.id = sequence_parallel, .name = "sequence_parallel", .type = T::flag, .default_text = "the framework's",
+     .flags = "--sp,--sequence-parallel", .help = "sequence parallelism on", .off_flags = "--no-sp",
+     .off_help = "sequence parallelism off", .log_key = "sequence_parallel", .aliases = "sp",
+     .json = "layout.sequence_parallel"},
+    {.id = flash_attention, .name = "flash_attention", .type = T::flag, .default_text = "the framework's",
+     .flags = "--flash-attn,--use-flash-attn", .help = "FlashAttention on", .off_flags = "--no-flash-attn",
+     .off_help = "attention without FlashAttention (stores the s² softmax)", .aliases = "flash_attn",
+     .json = "layout.flash_attention"},
+    {.id = sharding, .name = "sharding", .type = T::text, .default_text = "the framework's", .flags = "--sharding",
+     .help = "DP sharding of P/G/OS: ddp, zero1, zero2, zero3, fsdp, mics, hsdp, paro-XYZ or a code like NIG " "(default: the --framework profile's)",
+     .json = "layout.sharding"},
+}};
+// clang-format on
+
+constexpr bool in_id_order() {
+  for (std::size_t i = 0; i < kKnobs.size(); ++i)
+    if (static_cast<std::size_t>(kKnobs[i].id) != i) return false;
+  return true;
+}
+static_assert(in_id_order(), "kKnobs lists the knobs in KnobId order");
+
+bool listed(std::string_view list, std::string_view name, char separator) {
+  while (!list.empty()) {
+    const auto cut = list.find(separator);
+    if (list.substr(0, cut) == name) return true;
+    if (cut == std::string_view::npos) break;
+    list.remove_prefix(cut + 1);
+  }
+  return false;
+}
+
+std::string lowered(std::string_view text) {
+  std::string s(text);
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// A value as errors show it: quoted, and cut where it is long.
+std::string shown(std::string_view text) {
+  std::string out(1, '\'');
+  out.append(text.substr(0, 40));
+  out.append(text.size() > 40 ? "...'" : "'");
+  return out;
+}
+
+std::string number_range_error(const Knob& k, const std::string& value) {
+  char range[64];
+  std::snprintf(range, sizeof range, " must be a number from %g to %g", k.min, k.max);
+  return field(k.name) + " " + value + range + (k.unit.empty() ? "" : " (" + std::string(k.unit) + ")");
+}
+
+}  // namespace
+
+std::int64_t parse_integer(std::string_view who, std::string_view text, std::int64_t min) {
+  const std::string expected =
+      min == 0 ? " (expected an integer from 0 to 10^12)" : " (expected a positive integer up to 10^12)";
+  const std::string_view digits = !text.empty() && text.front() == '+' ? text.substr(1) : text;
+  const bool all_digits =
+      !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (text.empty()) throw Error(std::string(who) + " is empty" + expected);
+  if (!all_digits) {
+    const bool negative = text.front() == '-';
+    throw Error(std::string(who) + " " + shown(text) + (negative ? " must not be negative" : " is not an integer") +
+                expected);
+  }
+  std::int64_t value = 0;
+  const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (ec != std::errc() || value > kMaxInteger)
+    throw Error(std::string(who) + " " + shown(text) + " is too large" + expected);
+  if (value < min) throw Error(std::string(who) + " " + shown(text) + " must be positive" + expected);
+  return value;
+}
+
+const std::array<Knob, kKnobCount>& knobs() { return kKnobs; }
+
+const Knob& knob(KnobId id) { return kKnobs[static_cast<std::size_t>(id)]; }
+
+const Knob* find_knob(std::string_view name) {
+  for (const Knob& k : kKnobs)
+    if (k.name == name || listed(k.aliases, name, ',')) return &k;
+  return nullptr;
+}
+
+std::string_view knob_metavar(const Knob& k) {
+  switch (k.type) {
+    case KnobType::count:
+    case KnobType::whole: return "INT";
+    case KnobType::number: return "NUMBER";
+    case KnobType::choice: return k.choices;
+    case KnobType::list: return "LIST";
+    case KnobType::text: return "NAME|CODE";
+    case KnobType::flag: break;
+  }
+  return "";
+}
+
+KnobValue check_knob(const Knob& k, KnobValue v) {
+  const std::string name = field(k.name);
+  switch (k.type) {
+    case KnobType::count:
+    case KnobType::whole: {
+      const auto* i = std::get_if<std::int64_t>(&v);
+      if (i == nullptr) break;
+      const std::int64_t min = k.type == KnobType::whole ? 0 : 1;
+      if (*i < min || *i > kMaxInteger)
+        throw Error(
+            name + " " + std::to_string(*i) +
+            (min == 0 ? " must be an integer from 0 to 10^12" : " must be a positive integer of at most 10^12"));
+      return v;
+    }
+    case KnobType::flag:
+      if (std::holds_alternative<bool>(v)) return v;
+      break;
+    case KnobType::number: {
+      const auto* x = std::get_if<double>(&v);
+      if (x == nullptr) break;
+      if (!std::isfinite(*x) || *x < k.min || *x > k.max) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%g", *x);
+        throw Error(number_range_error(k, text));
+      }
+      return v;
+    }
+    case KnobType::choice: {
+      const auto* t = std::get_if<std::string>(&v);
+      if (t == nullptr) break;
+      std::string low = lowered(*t);
+      if (!listed(k.choices, low, '|'))
+        throw Error(name + " " + shown(*t) + " is not priced (valid: " + std::string(k.choices) + ")");
+      return low;
+    }
+    case KnobType::list:
+    case KnobType::text: {
+      const auto* t = std::get_if<std::string>(&v);
+      if (t == nullptr) break;
+      if (t->empty()) throw Error(name + " is empty");
+      return v;
+    }
+  }
+  throw Error(name + " has a value of the wrong kind");
+}
+
+KnobValue parse_knob(const Knob& k, std::string_view text) {
+  switch (k.type) {
+    case KnobType::count:
+    case KnobType::whole: return parse_integer(field(k.name), text, k.type == KnobType::whole ? 0 : 1);
+    case KnobType::flag: {
+      const std::string t = lowered(text);
+      if (t == "true" || t == "1") return true;
+      if (t == "false" || t == "0") return false;
+      throw Error(field(k.name) + " " + shown(text) + " is not true or false");
+    }
+    case KnobType::number: {
+      double value = 0;
+      const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+      if (text.empty() || ec != std::errc() || ptr != text.data() + text.size())
+        throw Error(field(k.name) + " " + shown(text) + " is not a number");
+      if (!std::isfinite(value) || value < k.min || value > k.max) throw Error(number_range_error(k, shown(text)));
+      return value;
+    }
+    case KnobType::choice:
+    case KnobType::list:
+    case KnobType::text: return check_knob(k, std::string(text));
+  }
+  return std::string(text);
+}
+
+std::string knob_text(const KnobValue& v) {
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return std::to_string(*i);
+  if (const auto* b = std::get_if<bool>(&v)) return *b ? "true" : "false";
+  if (const auto* d = std::get_if<double>(&v)) {
+    char text[32];  // the shortest text that reads back as the same double
+    const auto [end, ec] = std::to_chars(text, text + sizeof text, *d);
+    return std::string(text, end);
+  }
+  return std::get<std::string>(v);
+}
+
+std::int64_t KnobSettings::integer(KnobId id, std::int64_t fallback) const {
+  const auto& v = (*this)[id];
+  return v ? std::get<std::int64_t>(*v) : fallback;
+}
+
+double KnobSettings::number(KnobId id, double fallback) const {
+  const auto& v = (*this)[id];
+  return v ? std::get<double>(*v) : fallback;
+}
+
+bool KnobSettings::flag(KnobId id, bool fallback) const { return flag(id).value_or(fallback); }
+
+std::optional<bool> KnobSettings::flag(KnobId id) const {
+  const auto& v = (*this)[id];
+  if (!v) return std::nullopt;
+  return std::get<bool>(*v);
+}
+
+const std::string* KnobSettings::text(KnobId id) const {
+  const auto& v = (*this)[id];
+  return v ? &std::get<std::string>(*v) : nullptr;
+}
+
+}  // namespace headroom
