@@ -1,4 +1,5 @@
 // The command line in-process: exit codes, one-line errors, JSON shape.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -10,6 +11,7 @@
 
 #include "cli.hpp"
 #include "../cli_support.hpp"
+#include "../watchdog.hpp"
 
 namespace headroom {
 namespace {
@@ -462,6 +464,23 @@ TEST(CliOutputs, DirectoryOutputsAreRefusedBeforeAnyWork) {
   r = test::run_cli({"calibrate", "--backend", "cpu", "--quick", "--out", (dir / "no" / "p.json").string()});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
+// A --trace naming a named pipe that no process reads is refused after a short wait, not blocked on forever.
+TEST(CliOutputs, APipeNobodyReadsIsRefusedNotBlockedOn) {
+  const auto dir = std::filesystem::temp_directory_path() / ("headroom_cli_fifo_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string fifo = (dir / "trace").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const Result r = test::within(60, "simulate --trace FIFO", [&fifo] {
+    return run(
+        {"simulate", "--model", "gpt2", "--cluster", "dgx-h100", "--gpus", "8", "--seq", "1024", "--trace", fifo});
+  });
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+  EXPECT_NE(r.err.find(fifo + ": no process has the named pipe open for reading"), std::string::npos) << r.err;
   std::filesystem::remove_all(dir);
 }
 

@@ -156,7 +156,8 @@ void print_profile_json(std::ostream& out, const calibrate::Profile& p, const st
 void run_ingest(const CalibrateOptions& o, const SpecLibrary& lib, std::ostream& out) {
   std::ostringstream table;  // the tables; --json prints the fits instead
   calibrate::Profile p;
-  const bool existing = fs::exists(o.out);
+  // Only a regular file is a profile to add to: a stream (a pipe, /dev/null) is written into, never read.
+  const bool existing = check_output_path(o.out, "--out") == OutputKind::file && fs::exists(o.out);
   if (existing) p = calibrate::load_profile(o.out, lib.data_dir());
   for (const auto& file : o.ingest) {
     std::ifstream in(file);
