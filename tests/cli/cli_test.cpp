@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "headroom/core/read_file.hpp"
 #include "../cli_support.hpp"
 #include "../watchdog.hpp"
 
@@ -464,6 +465,30 @@ TEST(CliOutputs, DirectoryOutputsAreRefusedBeforeAnyWork) {
   r = test::run_cli({"calibrate", "--backend", "cpu", "--quick", "--out", (dir / "no" / "p.json").string()});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
+// A file past the bound of the shared reader (read_file_bounded) is refused by its size, unread, naming the flag, the
+// file and the bound (a device that never ends: tests/estimator/read_file_test.cpp).
+TEST(CliInputs, AFileLargerThanTheReaderTakesIsRefused) {
+  const auto dir = std::filesystem::temp_directory_path() / ("headroom_cli_large_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string big = (dir / "big.json").string();
+  std::ofstream(big).close();
+  std::filesystem::resize_file(big, kMaxInputFileBytes + 1);  // sparse: no disk, no memory
+  const std::string limit = " is larger than 256 MiB, the most headroom reads from one file";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {with(kEstimate, {"--profile", big}), big + limit},
+      {{"calibrate", "--from-runs", big, "--out", (dir / "p.json").string()}, "--from-runs " + big + limit},
+      {{"calibrate", "--ingest", big, "--out", (dir / "q.json").string()}, "--ingest " + big + limit}};
+  for (const auto& [args, expected] : cases) {
+    const Result r = test::within(60, "a command reading a file past the bound", [&args] { return run(args); });
+    EXPECT_EQ(r.code, 2) << args[1];
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_EQ(r.err, "error: " + expected + "\n");
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "p.json"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "q.json"));
   std::filesystem::remove_all(dir);
 }
 
