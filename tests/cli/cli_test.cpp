@@ -197,6 +197,9 @@ const BadCase kBadCases[] = {
     {"estimate_bytes_past_int64",
      {"estimate", "--model", "llama3.1-405b", "--cluster", "dgx-h100", "--gpus", "8", "--seq", "1e12", "--json"},
      "llama3.1-405b at --seq 1000000000000, --mbs 1: a GPU of stage 0 would hold more bytes than"},
+    {"lora_rank_above_the_projections", with(kEstimate, {"--lora-rank", "100000"}),
+     "--lora-rank 100000 is larger than the k projection of llama3.1-8b (4096 -> 1024): a LoRA rank is at most "
+     "min(in, out) = 1024"},
     {"simulate_too_many_microbatches",
      {"simulate", "--model", "gpt2", "--cluster", "dgx-h100", "--seq", "1024", "--gpus", "8", "--gbs", "1000000000"},
      "at most 10^6 micro-batch stages"},
