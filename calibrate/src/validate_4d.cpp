@@ -2,13 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "headroom/calibrate/measured_runs.hpp"
 #include "headroom/core/error.hpp"
+#include "headroom/core/read_file.hpp"
 #include "headroom/estimator/memory.hpp"
 
 namespace headroom::validate {
@@ -41,11 +40,8 @@ const std::string& ReferenceTable::at(const std::vector<std::string>& row, const
 }
 
 ReferenceTable read_reference_table(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read reference table " + path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  auto records = calibrate::read_csv_records(text.str(), path.string());
+  auto records =
+      calibrate::read_csv_records(read_file_bounded(path, "reference table " + path.string()), path.string());
   if (records.empty()) throw Error("reference table " + path.string() + " is empty");
   ReferenceTable t{path, records.front(), {}};
   t.rows.assign(records.begin() + 1, records.end());

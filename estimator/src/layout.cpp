@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "headroom/core/error.hpp"
+#include "headroom/estimator/lora.hpp"
 #include "headroom/estimator/spec.hpp"
 
 namespace headroom {
@@ -187,6 +188,7 @@ void validate_layout(const ModelSpec& m, const Layout& l) {
     throw Error(field("gbs") + " " + s(l.gbs) + " is not a multiple of dp·mbs = " + s(l.dp) + "·" + s(l.mbs) + " = " +
                 s(l.dp * l.mbs));
   validate_experts(m, l);
+  validate_lora_rank(m, l.lora);
   refuse_unpriced_precision(l);
   if (l.fp8_param_gather && l.sharding.optimizer == Shard::none && l.sharding.params == Shard::none)
     throw Error(field("fp8_param_gather") +

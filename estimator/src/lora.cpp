@@ -1,6 +1,9 @@
 #include "headroom/estimator/lora.hpp"
 
+#include <algorithm>
 #include <array>
+#include <optional>
+#include <string>
 
 #include "headroom/core/error.hpp"
 #include "headroom/core/units.hpp"
@@ -38,6 +41,28 @@ ProjectionShape projection_shape(const ModelSpec& m, LoraTarget target) {
     case LoraTarget::down: return {f, h, false};
   }
   return {};
+}
+
+// The update A·B of a projection has rank at most min(in, out): a larger r only adds parameters (A is in × r, B is
+// r × out), more than W itself holds once r·(in + out) > in·out. The targeted projection with the lowest bound is
+// named.
+void validate_lora_rank(const ModelSpec& m, const Lora& lora) {
+  if (!lora.enabled()) return;
+  std::optional<TargetName> binding;
+  ProjectionShape bound;
+  for (const TargetName& t : kTargets) {
+    if (!lora.targets_module(t.target)) continue;
+    const ProjectionShape p = projection_shape(m, t.target);
+    if (!binding || std::min(p.in, p.out) < std::min(bound.in, bound.out)) binding = t, bound = p;
+  }
+  const auto limit = static_cast<std::int64_t>(std::min(bound.in, bound.out));
+  if (!binding || lora.rank <= limit) return;
+  throw Error(field("lora_rank") + " " + std::to_string(lora.rank) + " is larger than the " +
+              std::string(binding->name) + " projection of " + m.name + " (" +
+              std::to_string(static_cast<std::int64_t>(bound.in)) + " -> " +
+              std::to_string(static_cast<std::int64_t>(bound.out)) +
+              "): a LoRA rank is at most min(in, out) = " + std::to_string(limit) + " of every targeted projection (" +
+              field("lora_targets") + " " + lora_targets_to_string(lora.targets) + ")");
 }
 
 // Thesis Eq. 3.3: A is in × r, B is r × out, so r·(in + out) per adapted projection.

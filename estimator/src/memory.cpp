@@ -1,7 +1,10 @@
 #include "headroom/estimator/memory.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
 
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/lora.hpp"
 #include "headroom/core/units.hpp"
 
@@ -525,11 +528,28 @@ StageMemory stage_memory(const ModelSpec& m, const ClusterSpec& c, const Layout&
   return g.total() > a.total() ? g : a;
 }
 
+namespace {
+
+// A stage's bytes (on the GPU and on the host) stay countable: every output reports them as 64-bit integers
+// (kMaxByteCount); past it the layout is refused, naming the sequence and micro-batch that drive activations.
+void require_countable_bytes(const ModelSpec& m, const Layout& l, const StageMemory& s) {
+  const double bytes = s.total() + s.host;
+  if (bytes <= kMaxByteCount) return;
+  char text[160];
+  std::snprintf(text, sizeof text, ": a GPU of stage %lld would hold more bytes than the %.4g (2^62) headroom counts",
+                static_cast<long long>(s.stage), kMaxByteCount);
+  throw Error(m.name + " at " + field("seq") + " " + std::to_string(l.seq) + ", " + field("mbs") + " " +
+              std::to_string(l.mbs) + text);
+}
+
+}  // namespace
+
 MemoryEstimate estimate_memory(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r) {
   MemoryEstimate e;
   e.stages.reserve(static_cast<std::size_t>(l.pp));
   for (std::int64_t i = 0; i < l.pp; ++i) {
     e.stages.push_back(stage_memory(m, c, l, r, i));
+    require_countable_bytes(m, l, e.stages.back());
     if (e.stages.back().total() > e.peak_bytes) {
       e.peak_bytes = e.stages.back().total();
       e.peak_stage = i;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 
 #include "headroom/core/error.hpp"
 #include "headroom/core/units.hpp"
@@ -86,6 +87,20 @@ void validate_comm_setup(const CommSetup& s) {
                 " must divide the GPU count N = " + std::to_string(s.gpus));
   if (!(s.weight_bytes > 0) || !(s.grad_bytes > 0) || !(s.optimizer_bytes > 0))
     throw Error("bytes per parameter, gradient and optimizer state must be positive");
+  // No strategy holds more than three times the unsharded states a GPU (ZeRO++'s second parameter shard, RTP's
+  // rotation buffer): bounding those keeps every reported byte count countable (kMaxByteCount).
+  const double states = s.weight_bytes * s.params + (s.grad_bytes + s.optimizer_bytes) * s.trainable;
+  if (!(3.0 * states <= kMaxByteCount)) {
+    const auto g = [](double v) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%.4g", v);
+      return std::string(text);
+    };
+    throw Error(field("params") + " " + g(s.params) + " at " + field("weight_bytes") + " " + g(s.weight_bytes) + " + " +
+                field("grad_bytes") + " " + g(s.grad_bytes) + " + " + field("optimizer_bytes") + " " +
+                g(s.optimizer_bytes) + " make more bytes of model states than the " + g(kMaxByteCount / 3.0) +
+                " (2^62 / 3) headroom counts");
+  }
 }
 
 // ---- names ----

@@ -4,10 +4,8 @@
 #include <cmath>
 #include <cctype>
 #include <cstdlib>
-#include <fstream>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -15,6 +13,7 @@
 
 #include "headroom/core/error.hpp"
 #include "headroom/core/json_schema.hpp"
+#include "headroom/core/read_file.hpp"
 
 #ifndef HEADROOM_SOURCE_DATA_DIR
 #define HEADROOM_SOURCE_DATA_DIR "data"
@@ -313,10 +312,7 @@ class DuplicateKeyFinder final : public nlohmann::json_sax<json> {
 }  // namespace
 
 json read_json_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read " + path.string() + ": no such file or not readable");
-  std::stringstream buf;
-  buf << in.rdbuf();
+  const std::string text = read_file_bounded(path);
   // Deeper nesting than any spec has is refused while parsing: nlohmann's dump() and the schema checker recurse,
   // and a file of nested brackets would overflow the stack.
   const json::parser_callback_t depth_limit = [&path](int depth, json::parse_event_t /*event*/, json& /*parsed*/) {
@@ -326,9 +322,9 @@ json read_json_file(const fs::path& path) {
     return true;
   };
   try {
-    json doc = json::parse(buf.str(), depth_limit);
+    json doc = json::parse(text, depth_limit);
     DuplicateKeyFinder finder;
-    if (!json::sax_parse(buf.str(), &finder) && !finder.duplicate.empty())
+    if (!json::sax_parse(text, &finder) && !finder.duplicate.empty())
       throw Error("malformed JSON in " + path.string() + ": the key \"" + finder.duplicate +
                   "\" appears twice in one object");
     return doc;

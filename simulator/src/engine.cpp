@@ -126,7 +126,7 @@ class Run {
         if (static_cast<std::uint64_t>(ev.task) != version_) return false;
         std::size_t keep = 0;
         for (const ActiveFlow& f : flows_) {  // finish() leaves flows_ alone
-          if (f.remaining <= f.tolerance) {
+          if (done(f, now)) {
             finish(f.task, now, finished);
           } else {
             flows_[keep++] = f;
@@ -137,6 +137,13 @@ class Run {
       }
     }
     return false;
+  }
+
+  // A flow is done when what remains is within rounding of its size, or when finishing it would take less time
+  // than `now` can resolve (a fraction of a byte at hundreds of GB/s): its next tick would fall at `now` again,
+  // forever.
+  static bool done(const ActiveFlow& f, double now) {
+    return f.remaining <= f.tolerance || now + f.remaining / f.rate <= now;
   }
 
   void advance(double now) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include "headroom/kernels/harness.hpp"
 #include "headroom/kernels/mpi.hpp"
 #include "cli_support.hpp"
+#include "watchdog.hpp"
 
 // ASan: GCC defines __SANITIZE_ADDRESS__, clang (the asan preset) answers __has_feature(address_sanitizer).
 #define HEADROOM_TEST_ASAN 0
@@ -177,6 +179,22 @@ TEST(CalibrateCli, IngestTurnsNcclTestsLogsIntoCollectives) {
   ASSERT_EQ(prof.code, 0) << prof.err;
   EXPECT_NE(nlohmann::json::parse(base.out)["perf"]["step_time_s"],
             nlohmann::json::parse(prof.out)["perf"]["step_time_s"]);
+}
+
+// --out naming a named pipe that no process reads is refused after a short wait, not blocked on forever.
+TEST(CalibrateCliErrors, APipeNobodyReadsIsRefusedNotBlockedOn) {
+  const fs::path dir = scratch("fifo");
+  const std::string fifo = (dir / "profile.json").string();
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const fs::path logs = fs::path(HEADROOM_TEST_SOURCE_DIR) / "data" / "nccl-tests";
+  const Result r = test::within(60, "calibrate --ingest LOG --out FIFO", [&] {
+    return run({"calibrate", "--ingest", (logs / "all_reduce_perf_1x8_h100.txt").string(), "--out", fifo});
+  });
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+  EXPECT_NE(r.err.find(fifo + ": no process has the named pipe open for reading"), std::string::npos) << r.err;
+  fs::remove_all(dir);
 }
 
 TEST(CalibrateCliErrors, BadOptionsExitTwo) {

@@ -1,4 +1,5 @@
 // The command line in-process: exit codes, one-line errors, JSON shape.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -9,7 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "headroom/core/read_file.hpp"
 #include "../cli_support.hpp"
+#include "../watchdog.hpp"
 
 namespace headroom {
 namespace {
@@ -188,6 +191,16 @@ const BadCase kBadCases[] = {
     {"simulate_experts",
      {"simulate", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--seq", "4096", "--gpus", "8", "--ep", "8"},
      "the event simulator does not schedule yet"},
+    {"comm_bytes_past_int64",
+     {"comm", "--strategy", "zero3", "--params", "7e9", "--gpus", "8", "--group-size", "8", "--optimizer-bytes",
+      "1e300", "--json"},
+     "--optimizer-bytes 1e+300 make more bytes of model states than"},
+    {"estimate_bytes_past_int64",
+     {"estimate", "--model", "llama3.1-405b", "--cluster", "dgx-h100", "--gpus", "8", "--seq", "1e12", "--json"},
+     "llama3.1-405b at --seq 1000000000000, --mbs 1: a GPU of stage 0 would hold more bytes than"},
+    {"lora_rank_above_the_projections", with(kEstimate, {"--lora-rank", "100000"}),
+     "--lora-rank 100000 is larger than the k projection of llama3.1-8b (4096 -> 1024): a LoRA rank is at most "
+     "min(in, out) = 1024"},
     {"simulate_too_many_microbatches",
      {"simulate", "--model", "gpt2", "--cluster", "dgx-h100", "--seq", "1024", "--gpus", "8", "--gbs", "1000000000"},
      "at most 10^6 micro-batch stages"},
@@ -463,6 +476,47 @@ TEST(CliOutputs, DirectoryOutputsAreRefusedBeforeAnyWork) {
   r = test::run_cli({"calibrate", "--backend", "cpu", "--quick", "--out", (dir / "no" / "p.json").string()});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
+// A file past the bound of the shared reader (read_file_bounded) is refused by its size, unread, naming the flag, the
+// file and the bound (a device that never ends: tests/estimator/read_file_test.cpp).
+TEST(CliInputs, AFileLargerThanTheReaderTakesIsRefused) {
+  const auto dir = std::filesystem::temp_directory_path() / ("headroom_cli_large_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string big = (dir / "big.json").string();
+  std::ofstream(big).close();
+  std::filesystem::resize_file(big, kMaxInputFileBytes + 1);  // sparse: no disk, no memory
+  const std::string limit = " is larger than 256 MiB, the most headroom reads from one file";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {with(kEstimate, {"--profile", big}), big + limit},
+      {{"calibrate", "--from-runs", big, "--out", (dir / "p.json").string()}, "--from-runs " + big + limit},
+      {{"calibrate", "--ingest", big, "--out", (dir / "q.json").string()}, "--ingest " + big + limit}};
+  for (const auto& [args, expected] : cases) {
+    const Result r = test::within(60, "a command reading a file past the bound", [&args] { return run(args); });
+    EXPECT_EQ(r.code, 2) << args[1];
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_EQ(r.err, "error: " + expected + "\n");
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "p.json"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "q.json"));
+  std::filesystem::remove_all(dir);
+}
+
+// A --trace naming a named pipe that no process reads is refused after a short wait, not blocked on forever.
+TEST(CliOutputs, APipeNobodyReadsIsRefusedNotBlockedOn) {
+  const auto dir = std::filesystem::temp_directory_path() / ("headroom_cli_fifo_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string fifo = (dir / "trace").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const Result r = test::within(60, "simulate --trace FIFO", [&fifo] {
+    return run(
+        {"simulate", "--model", "gpt2", "--cluster", "dgx-h100", "--gpus", "8", "--seq", "1024", "--trace", fifo});
+  });
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+  EXPECT_NE(r.err.find(fifo + ": no process has the named pipe open for reading"), std::string::npos) << r.err;
   std::filesystem::remove_all(dir);
 }
 

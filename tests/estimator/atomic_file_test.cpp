@@ -13,6 +13,7 @@
 
 #include "headroom/core/atomic_file.hpp"
 #include "headroom/core/error.hpp"
+#include "../watchdog.hpp"
 
 namespace headroom {
 namespace {
@@ -103,6 +104,27 @@ TEST(AtomicFile, DevicesAndPipesAreWrittenIntoNeverReplaced) {
   write_file_atomically(null, "discarded");
   ASSERT_EQ(::stat(null.c_str(), &st), 0);
   EXPECT_TRUE(S_ISCHR(st.st_mode)) << "the device node was replaced";
+  fs::remove_all(dir);
+}
+
+// A named pipe that no process reads would block open(2) forever: the write is refused, naming the pipe, instead.
+TEST(AtomicFile, APipeNobodyReadsIsRefusedNotWaitedOnForever) {
+  const fs::path dir = scratch();
+  const fs::path fifo = dir / "pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string message = test::within(30, "a write into a pipe nobody reads", [&fifo] {
+    try {
+      write_file_atomically(fifo, "nobody reads this");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(written)");
+  });
+  EXPECT_NE(message.find(fifo.string() + ": no process has the named pipe open for reading"), std::string::npos)
+      << message;
+  struct stat st {};
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
   fs::remove_all(dir);
 }
 

@@ -93,5 +93,33 @@ TEST_F(LoraTest, BadTargetNamesTheValidOnes) {
   }
 }
 
+// The rank of A·B is at most min(in, out) of its projection: a larger rank is refused naming the value, the
+// projection with the lowest bound among the targets and that bound (Llama 3.1 70B: K and V are 8192 -> 1024).
+TEST_F(LoraTest, RankAboveAProjectionsDimensionsIsRefused) {
+  const auto message = [this](std::int64_t r, const char* targets) {
+    Lora l = lora(r);
+    l.targets = parse_lora_targets(targets);
+    try {
+      validate_lora_rank(m, l);
+    } catch (const Error& e) {
+      return e.message(FieldNames::keywords);
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(message(1024, "all"), "(accepted)");
+  EXPECT_EQ(message(1025, "all"),
+            "lora_rank 1025 is larger than the k projection of llama3.1-70b (8192 -> 1024): a LoRA rank is at most "
+            "min(in, out) = 1024 of every targeted projection (lora_targets q,k,v,o,gate,up,down)");
+  EXPECT_EQ(message(8192, "q,o,mlp"), "(accepted)");
+  EXPECT_NE(message(100000, "q,o,mlp").find("larger than the q projection of llama3.1-70b (8192 -> 8192)"),
+            std::string::npos);
+  // Part of every layout's validation.
+  Layout l;
+  l.lora = lora(100000);
+  l.seq = 4096;
+  l.gbs = 1;
+  EXPECT_THROW(validate_layout(m, l), Error);
+}
+
 }  // namespace
 }  // namespace headroom

@@ -163,6 +163,25 @@ TEST_F(MemoryTest, HugeSizesStayFinite) {
   EXPECT_GT(peak, 0);
 }
 
+// Every output reports a stage's bytes as a 64-bit integer: a layout whose stage holds more than kMaxByteCount is
+// refused naming the sequence length and micro-batch size, not reported as a wrapped-around count.
+TEST_F(MemoryTest, BytesPastWhatAnOutputCanCountAreRefused) {
+  const ModelSpec llama405b = lib.model("llama3.1-405b");
+  const Layout l = layout(8, 1, 1, 1, 8, 1'000'000'000'000, 1);
+  ASSERT_GT(stage_memory(llama405b, a100, l, none, 0).total(), kMaxByteCount);
+  try {
+    (void)estimate_memory(llama405b, a100, l, none);
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message(FieldNames::keywords).find("llama3.1-405b at seq 1000000000000, mbs 1: a GPU of stage 0"),
+              std::string::npos)
+        << e.what();
+  }
+  // Below the bound every stage is reported as it is.
+  const MemoryEstimate e = estimate_memory(llama405b, a100, layout(8, 1, 1, 1, 8, 1'000'000, 1), none);
+  EXPECT_LT(e.peak_bytes, kMaxByteCount);
+}
+
 // Sliding windows are priced with FlashAttention and without context parallelism only.
 TEST_F(MemoryTest, SlidingWindowsRefuseContextParallelismAndUnfusedAttention) {
   const ModelSpec gemma = lib.model("gemma-2-27b");

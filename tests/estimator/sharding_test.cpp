@@ -372,6 +372,17 @@ TEST(ShardingSetup, BadValuesThrow) {
   EXPECT_THROW(validate_comm_setup(s), Error);
   s = setup(64, 8, 0);
   EXPECT_THROW(validate_comm_setup(s), Error);
+  // Model states past what a 64-bit byte count holds (kMaxByteCount) are refused naming the bytes per value.
+  s = setup(64, 8, 8);
+  s.optimizer_bytes = 1e300;
+  try {
+    validate_comm_setup(s);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--optimizer-bytes 1e+300 make more bytes of model states than"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // ---- the command line ----

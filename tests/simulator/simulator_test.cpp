@@ -19,6 +19,7 @@
 #include "headroom/simulator/step.hpp"
 #include "headroom/simulator/trace.hpp"
 #include "../cli_support.hpp"
+#include "../watchdog.hpp"
 
 namespace headroom {
 namespace {
@@ -53,6 +54,31 @@ TEST(Engine, RunsAreBitForBitReproducible) {
   const auto b = sim::simulate_collective(topo, Collective::all_reduce, sim::Algorithm::horing, 3e8);
   EXPECT_EQ(a.time_s, b.time_s);
   EXPECT_EQ(a.events, b.events);
+}
+
+// A collective of no more bytes than GPUs moves chunks of a byte or less, which finish in less time than the clock
+// resolves at their start: each finishes instead of ticking at the same instant forever.
+TEST(Engine, CollectivesOfAFewBytesFinish) {
+  const ClusterSpec c = test::library().cluster("dgx-h100");
+  const std::vector<double> times = test::within(60, "collectives of 1 to 16 bytes", [&c] {
+    std::vector<double> out;
+    for (const std::int64_t nodes : {1, 2, 4}) {
+      const sim::Topology topo(c, {nodes, 0, 1.0, 1.0});
+      for (const Collective op : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce})
+        for (const double bytes : {1.0, 8.0, 16.0})
+          for (const std::int64_t channels : {1, 2})
+            out.push_back(
+                sim::simulate_collective(topo, op, sim::Algorithm::ring, bytes, sim::EngineOptions{}, channels).time_s);
+      for (const sim::Algorithm a : {sim::Algorithm::hring, sim::Algorithm::horing, sim::Algorithm::tree})
+        out.push_back(sim::simulate_collective(topo, Collective::all_reduce, a, 1.0).time_s);
+    }
+    return out;
+  });
+  for (const double t : times) EXPECT_GT(t, 0.0);
+  const test::CliResult r = test::within(60, "simulate --collective all-gather --bytes 1", [] {
+    return test::run_cli({"simulate", "--collective", "all-gather", "--bytes", "1", "--cluster", "dgx-h100"});
+  });
+  EXPECT_EQ(r.code, 0) << r.err;
 }
 
 TEST(Collectives, RingMatchesTheAlphaBetaFormula) {

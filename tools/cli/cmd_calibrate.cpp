@@ -26,6 +26,7 @@
 #include "headroom/calibrate/sweep.hpp"
 #include "headroom/core/atomic_file.hpp"
 #include "headroom/core/error.hpp"
+#include "headroom/core/read_file.hpp"
 #include "headroom/kernels/backend.hpp"
 #include "headroom/kernels/mpi.hpp"
 
@@ -156,14 +157,12 @@ void print_profile_json(std::ostream& out, const calibrate::Profile& p, const st
 void run_ingest(const CalibrateOptions& o, const SpecLibrary& lib, std::ostream& out) {
   std::ostringstream table;  // the tables; --json prints the fits instead
   calibrate::Profile p;
-  const bool existing = fs::exists(o.out);
+  // Only a regular file is a profile to add to: a stream (a pipe, /dev/null) is written into, never read.
+  const bool existing = check_output_path(o.out, "--out") == OutputKind::file && fs::exists(o.out);
   if (existing) p = calibrate::load_profile(o.out, lib.data_dir());
   for (const auto& file : o.ingest) {
-    std::ifstream in(file);
-    if (!in) throw Error("--ingest " + file + ": cannot read the file");
-    std::stringstream text;
-    text << in.rdbuf();
-    const calibrate::NcclTestsLog log = calibrate::parse_nccl_tests(text.str(), file, o.ingest_op);
+    const calibrate::NcclTestsLog log =
+        calibrate::parse_nccl_tests(read_file_bounded(file, "--ingest " + file), file, o.ingest_op);
     if (!existing && p.machine.backend.empty()) {
       p.machine = {"nccl-tests", log.device, "", log.ranks, log.ranks / log.nodes, 0, 0};
       p.date = calibrate::utc_now();

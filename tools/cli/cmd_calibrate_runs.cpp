@@ -16,18 +16,13 @@
 #include "headroom/calibrate/measured_runs.hpp"
 #include "headroom/calibrate/profile.hpp"
 #include "headroom/core/error.hpp"
+#include "headroom/core/read_file.hpp"
 #include "headroom/estimator/memory.hpp"
 
 namespace headroom::cli {
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("--from-runs " + path + ": cannot read the file");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string read_text(const std::string& path) { return read_file_bounded(path, "--from-runs " + path); }
 
 // A file of runs: a Megatron-LM log (it has the arguments block) is one run; anything else is a table.
 std::vector<calibrate::MeasuredRun> read_runs(const std::string& path) {

@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "headroom/core/error.hpp"
 
@@ -37,9 +39,36 @@ OutputKind check_output_path(const fs::path& path, std::string_view flag) {
 
 namespace {
 
+// How long a write into a named pipe waits for a process to open it for reading: a reader started beside the
+// writer (a shell's `cat PIPE &`) has it open by then; with none, open(2) would block forever.
+constexpr auto kPipeReaderWait = std::chrono::seconds(2);
+
+// Opens a stream to write. A named pipe is opened without blocking, retried until a reader has it open or
+// kPipeReaderWait has passed, then switched back to blocking writes (a full pipe waits for its reader).
+int open_stream(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISFIFO(st.st_mode)) return ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  const auto deadline = std::chrono::steady_clock::now() + kPipeReaderWait;
+  for (;;) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) {
+      if (::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0) return fd;
+      const int err = errno;
+      ::close(fd);
+      errno = err;
+      return -1;
+    }
+    if (errno != ENXIO) return -1;
+    if (std::chrono::steady_clock::now() >= deadline)
+      throw Error("cannot write " + path.string() + ": no process has the named pipe open for reading (waited " +
+                  std::to_string(kPipeReaderWait.count()) + " s)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 // A stream is written into as it is: no temporary, no rename (renaming over /dev/null would replace it).
 void write_stream(const fs::path& path, std::string_view text) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  const int fd = open_stream(path);
   if (fd < 0) throw Error("cannot write " + path.string() + ": " + std::strerror(errno));
   for (std::size_t done = 0; done < text.size();) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);

@@ -21,6 +21,10 @@ struct ProjectionShape {
 };
 [[nodiscard]] ProjectionShape projection_shape(const ModelSpec& m, LoraTarget target);
 
+// Throws Error naming lora_rank, the projection and the limit when the rank is above min(in, out) of a targeted
+// projection (no rank of A·B is higher). Part of validate_layout.
+void validate_lora_rank(const ModelSpec& m, const Lora& lora);
+
 // Adapter elements of one layer, r·(in + out) summed over the targets (thesis Eq. 3.3).
 [[nodiscard]] double lora_parameters_per_layer(const ModelSpec& m, const Lora& lora);
 // All layers: the trainable parameter count Ψ' of a LoRA run.

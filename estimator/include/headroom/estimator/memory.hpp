@@ -128,7 +128,8 @@ struct MemoryEstimate {
   [[nodiscard]] bool fits() const { return margin_bytes >= 0; }
 };
 
-// Every stage, the paper's number, the peak and the verdict against the GPU's usable memory.
+// Every stage, the paper's number, the peak and the verdict against the GPU's usable memory. Throws Error when a
+// stage holds more than kMaxByteCount bytes (units.hpp), which no output could report.
 [[nodiscard]] MemoryEstimate estimate_memory(const ModelSpec& m, const ClusterSpec& c, const Layout& l,
                                              const ResidualModel& r);
 

@@ -176,7 +176,8 @@ class SpecLibrary {
 [[nodiscard]] ModelSpec model_from_hf_config(const nlohmann::json& j, std::string_view name, std::string_view where);
 [[nodiscard]] GpuSpec gpu_from_json(const nlohmann::json& j, std::string_view where);
 
-// Reads a whole JSON file; malformed JSON or an unreadable file is an Error naming the file.
+// Reads a whole JSON file (read_file_bounded: at most 256 MiB); malformed JSON, an unreadable file or one past the
+// bound is an Error naming the file.
 [[nodiscard]] nlohmann::json read_json_file(const std::filesystem::path& path);
 
 // Default data directory: $HEADROOM_DATA_DIR, else the source tree's data/ compiled in.

@@ -16,7 +16,8 @@ enum class OutputKind { file, stream };
 [[nodiscard]] OutputKind check_output_path(const std::filesystem::path& path, std::string_view flag);
 
 // Writes `text` to `path` atomically through PATH.tmp.PID, then removes temporaries of `path` that writers
-// killed on this host left behind (remove_stale_temporaries); a stream (check_output_path) is written into.
+// killed on this host left behind (remove_stale_temporaries); a stream (check_output_path) is written into, a named
+// pipe only once a process has it open for reading (an Error if none has within 2 s, instead of blocking forever).
 // Never replaces anything that is not a regular file. Throws Error naming the path.
 void write_file_atomically(const std::filesystem::path& path, std::string_view text);
 
