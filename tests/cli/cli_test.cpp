@@ -196,7 +196,7 @@ const BadCase kBadCases[] = {
       "1e300", "--json"},
      "--optimizer-bytes 1e+300 make more bytes of model states than"},
     {"estimate_bytes_past_int64",
-     {"estimate", "--model", "llama3.1-405b", "--cluster", "dgx-h100", "--gpus", "8", "--seq", "1e12", "--json"},
+     {"estimate", "--model", "llama3.1-405b", "--cluster", "dgx-h100", "--gpus", "8", "--seq", "1000000000000", "--json"},
      "llama3.1-405b at --seq 1000000000000, --mbs 1: a GPU of stage 0 would hold more bytes than"},
     {"lora_rank_above_the_projections", with(kEstimate, {"--lora-rank", "100000"}),
      "--lora-rank 100000 is larger than the k projection of llama3.1-8b (4096 -> 1024): a LoRA rank is at most "
