@@ -52,10 +52,6 @@ void need_points(std::string_view what, std::size_t have, std::size_t need) {
 
 }  // namespace
 
-double GemmFit::predict_efficiency(double m, double n, double k) const {
-  return efficiency * gemm_shape_factor(m, n, k, half_dim) * gemm_wave_factor(m, n, wave_units, tile);
-}
-
 // For a fixed h the best log e is the mean of log(eff / shape); h itself by golden-section search on log h.
 GemmFit fit_gemm(const std::vector<GemmPoint>& points, double peak_flops, int wave_units, int tile) {
   need_points("GEMM fit", points.size(), 3);
@@ -180,15 +176,6 @@ Regime fit_regime(const std::vector<CollectivePoint>& p, std::size_t b, std::siz
 }
 
 }  // namespace
-
-double CollectiveFit::predict_seconds(double bytes) const {
-  const Regime& r = bytes < breakpoint_bytes ? small : large;
-  return r.alpha_s + r.beta_s_per_byte * bytes;
-}
-
-double CollectiveFit::busbw_bytes_per_s() const {
-  return large.beta_s_per_byte > 0 ? bus_bandwidth_factor(op, ranks) / large.beta_s_per_byte : 0.0;
-}
 
 CollectiveFit fit_collective(std::vector<CollectivePoint> points, Collective op, int ranks, std::string level) {
   need_points(std::string(to_string(op)) + " fit over " + std::to_string(ranks) + " ranks", points.size(), 3);

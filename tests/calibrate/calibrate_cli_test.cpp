@@ -80,7 +80,7 @@ TEST(CalibrateCli, QuickCpuEndToEndRunFitWriteLoadPredict) {
   EXPECT_EQ(cal.err.find('\033'), std::string::npos) << cal.err;
   EXPECT_FALSE(fs::exists(profile + ".partial"));
 
-  const calibrate::Profile p = calibrate::load_profile(profile, test::library().data_dir());
+  const Profile p = load_profile(profile, test::library().data_dir());
   EXPECT_EQ(p.machine.backend, "cpu");
   EXPECT_EQ(p.machine.ranks, 4);
   ASSERT_TRUE(p.gemm.has_value());
@@ -114,7 +114,7 @@ TEST(CalibrateCli, InterruptedRunResumesFromThePartialFile) {
   const fs::path dir = scratch("resume");
   const std::string out = (dir / "p.json").string();
   // A partial file holding one measurement of the plan, as an interrupted run leaves it.
-  calibrate::Profile part;
+  Profile part;
   part.machine = {"cpu", "CPU", "", 2, 2, 1, 0};
   part.date = calibrate::utc_now();
   part.partial = true;
@@ -122,7 +122,7 @@ TEST(CalibrateCli, InterruptedRunResumesFromThePartialFile) {
   t.repeats = 1;
   auto b = kernels::make_cpu_backend(2);
   part.raw.push_back(kernels::measure(*b, kernels::GemmCase{32, 32, 32}, t));
-  calibrate::write_json_atomically(out + ".partial", calibrate::profile_to_json(part));
+  calibrate::write_json_atomically(out + ".partial", profile_to_json(part));
   const Result r = run({"calibrate", "--backend", "cpu", "--ranks", "2", "--quick", "--out", out, "--min-r2", "0"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("resuming from"), std::string::npos) << r.err;
@@ -130,7 +130,7 @@ TEST(CalibrateCli, InterruptedRunResumesFromThePartialFile) {
   EXPECT_FALSE(fs::exists(out + ".partial"));
   // A partial file of other options is refused rather than mixed in; --fresh starts over instead.
   part.machine.ranks = 3;
-  calibrate::write_json_atomically(out + ".partial", calibrate::profile_to_json(part));
+  calibrate::write_json_atomically(out + ".partial", profile_to_json(part));
   EXPECT_EQ(run({"calibrate", "--backend", "cpu", "--ranks", "2", "--quick", "--out", out}).code, 2);
   const Result fresh = run(
       {"calibrate", "--backend", "cpu", "--ranks", "2", "--quick", "--out", out, "--min-r2", "0", "--fresh", "--json"});
@@ -170,7 +170,7 @@ TEST(CalibrateCli, IngestTurnsNcclTestsLogsIntoCollectives) {
                         (logs / "all_gather_perf_2x8_h100.txt").string(), "--out", out});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("algbw"), std::string::npos);
-  const calibrate::Profile p = calibrate::load_profile(out, test::library().data_dir());
+  const Profile p = load_profile(out, test::library().data_dir());
   ASSERT_EQ(p.collectives.size(), 2u);
   EXPECT_EQ(p.collectives[1].level, "inter");
   EXPECT_NEAR(p.collectives[0].busbw_bytes_per_s() / 1e9, 360, 15);

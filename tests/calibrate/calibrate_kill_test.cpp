@@ -184,7 +184,7 @@ std::vector<std::string> temporaries(const fs::path& dir) {
 }
 
 std::size_t measurements_in(const fs::path& partial) {
-  return calibrate::load_profile(partial, test::library().data_dir(), true).raw.size();
+  return load_profile(partial, test::library().data_dir(), true).raw.size();
 }
 
 class CalibrateKill : public ::testing::Test {
@@ -215,7 +215,7 @@ class CalibrateKill : public ::testing::Test {
       EXPECT_EQ(o.progress, total_) << "the profile changed before the sweep had finished";
       ++renamed_;
     }
-    EXPECT_NO_THROW((void)calibrate::load_profile(out_, test::library().data_dir())) << "the profile no longer loads";
+    EXPECT_NO_THROW((void)load_profile(out_, test::library().data_dir())) << "the profile no longer loads";
     if (fs::exists(partial_)) {
       EXPECT_NO_THROW((void)measurements_in(partial_)) << "the partial file does not load";
     }
@@ -287,7 +287,7 @@ TEST_F(CalibrateKill, KilledAtAnyMomentThePreviousProfileSurvivesAndTheRunResume
   EXPECT_EQ(reused, had);
   std::printf("resumed: %zu of %zu cases reused, %zu measured anew\n", reused, total_, total_ - reused);
   EXPECT_LT(total_ - reused, total_);
-  const calibrate::Profile done = calibrate::load_profile(out_, test::library().data_dir());
+  const Profile done = load_profile(out_, test::library().data_dir());
   EXPECT_FALSE(done.partial);
   EXPECT_EQ(done.raw.size(), total_);
   EXPECT_FALSE(fs::exists(partial_));
@@ -328,7 +328,7 @@ TEST_F(CalibrateKill, KilledAtAnyMomentThePreviousProfileSurvivesAndTheRunResume
     std::printf("%-28s %3zu+%6.2f ms %8s %10s %s\n", k.what.c_str(), k.progress, k.delay_us / 1e3,
                 o.killed ? std::to_string(o.progress).c_str() : "finished", fs::exists(partial_) ? "complete" : "-",
                 in_write_ > write_before ? "1 (killed inside the write)" : "0");
-    EXPECT_NO_THROW((void)calibrate::load_profile(out_, test::library().data_dir()));
+    EXPECT_NO_THROW((void)load_profile(out_, test::library().data_dir()));
     before = slurp(out_);
   }
   // The last word: resume whatever was left and finish cleanly.
@@ -336,7 +336,7 @@ TEST_F(CalibrateKill, KilledAtAnyMomentThePreviousProfileSurvivesAndTheRunResume
   ASSERT_EQ(last.exit_code, 0) << last.err;
   EXPECT_FALSE(fs::exists(partial_));
   EXPECT_TRUE(temporaries(dir_).empty());
-  EXPECT_NO_THROW((void)calibrate::load_profile(out_, test::library().data_dir()));
+  EXPECT_NO_THROW((void)load_profile(out_, test::library().data_dir()));
   std::printf(
       "one sweep %.1f s; %zu mid-sweep kills, %d of them inside a checkpoint write; fit+write window %.1f ms: "
       "16 runs, %d killed inside the final write, %d killed after its rename, %d finished first; total %.1f s\n",

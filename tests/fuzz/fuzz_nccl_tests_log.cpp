@@ -13,7 +13,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace headroom;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  calibrate::Profile p;
+  Profile p;
   try {
     // The file name names the collective when the text does not, as in tests/data/nccl-tests.
     const calibrate::NcclTestsLog log = calibrate::parse_nccl_tests(text, "all_reduce_perf.txt");
@@ -24,8 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       fuzz::require(m.seconds > 0 && m.bytes >= 0, "positive times, non-negative sizes");
       points.push_back({m.bytes, m.seconds});
     }
-    calibrate::CollectiveFit f =
-        calibrate::fit_collective(points, log.op, log.ranks, log.nodes > 1 ? "inter" : "intra");
+    CollectiveFit f = calibrate::fit_collective(points, log.op, log.ranks, log.nodes > 1 ? "inter" : "intra");
     f.source = "nccl-tests";
     p.machine = {"nccl-tests", log.device, "", log.ranks, log.ranks / log.nodes, 0, 0};
     p.date = "2025-01-01T00:00:00Z";
@@ -41,8 +40,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // What was accepted is written and must load back.
   const auto path = fuzz::scratch_dir() / "ingested.json";
   try {
-    calibrate::write_json_atomically(path, calibrate::profile_to_json(p));
-    (void)calibrate::load_profile(path, fuzz::data_dir());
+    calibrate::write_json_atomically(path, profile_to_json(p));
+    (void)load_profile(path, fuzz::data_dir());
   } catch (const std::exception& e) {
     fuzz::fail(std::string("an ingested log gave a profile that does not load back: ") + e.what());
   }

@@ -237,9 +237,9 @@ ResolvedSpecs with_profile(ResolvedSpecs r, const std::string& profile, const Sp
   if (profile.empty()) return r;
   const nlohmann::json doc = read_json_file(profile);
   if (doc.is_object() && doc.contains("format")) {  // a calibration profile: coefficients and the cluster's numbers
-    const calibrate::Profile p = calibrate::load_profile(profile, lib.data_dir());
+    const Profile p = load_profile(profile, lib.data_dir());
     auto [cluster, coefficients] =
-        calibrate::apply_profile(p, static_cast<std::int64_t>(head_dim(r.model)), r.cluster, r.coefficients);
+        apply_profile(p, static_cast<std::int64_t>(head_dim(r.model)), r.cluster, r.coefficients);
     r.cluster = std::move(cluster);
     r.coefficients = std::move(coefficients);
     return r;

@@ -44,7 +44,7 @@ struct ResolvedSpecs {
 
 // The specs of --model, --cluster/--gpu and --framework, with --profile FILE applied when it is not empty:
 //  - a calibration profile (`headroom calibrate`, data/schema/profile.schema.json) replaces the coefficients'
-//    efficiencies and the cluster's datasheet peak, HBM and link numbers (calibrate::apply_profile);
+//    efficiencies and the cluster's datasheet peak, HBM and link numbers (apply_profile);
 //  - a data/perf coefficients file replaces the coefficients; its memory section (`calibrate --from-runs`), if any,
 //    replaces the framework's fixed residual term, whose held-out band was computed for the shipped residual and is
 //    dropped (a section fitted for another framework is an Error naming both).

@@ -49,7 +49,7 @@ struct CalibrateOptions {
   std::string cluster;
   std::string framework = "megatron";
   std::string ingest_op;
-  double min_r2 = calibrate::kDefaultMinR2;
+  double min_r2 = kDefaultMinR2;
   bool no_progress = false;
   bool fresh = false;  // ignore (and remove) FILE.partial: start the sweep over
   bool json = false;
@@ -75,7 +75,7 @@ void print_collective_table(std::ostream& out, const std::vector<kernels::Measur
   }
 }
 
-void print_fits(std::ostream& out, const calibrate::Profile& p) {
+void print_fits(std::ostream& out, const Profile& p) {
   char line[240];
   if (p.peak_flops > 0) {
     std::snprintf(line, sizeof line, "peak %.3f TFLOP/s (%s)", p.peak_flops / 1e12, p.peak_source.c_str());
@@ -147,8 +147,8 @@ std::string hostname() {
 }
 
 // --json: the profile just written, without its raw points.
-void print_profile_json(std::ostream& out, const calibrate::Profile& p, const std::string& written) {
-  nlohmann::json doc = calibrate::profile_to_json(p);
+void print_profile_json(std::ostream& out, const Profile& p, const std::string& written) {
+  nlohmann::json doc = profile_to_json(p);
   doc.erase("raw");
   doc["written"] = written;
   print_json(out, doc);
@@ -156,10 +156,10 @@ void print_profile_json(std::ostream& out, const calibrate::Profile& p, const st
 
 void run_ingest(const CalibrateOptions& o, const SpecLibrary& lib, std::ostream& out) {
   std::ostringstream table;  // the tables; --json prints the fits instead
-  calibrate::Profile p;
+  Profile p;
   // Only a regular file is a profile to add to: a stream (a pipe, /dev/null) is written into, never read.
   const bool existing = check_output_path(o.out, "--out") == OutputKind::file && fs::exists(o.out);
-  if (existing) p = calibrate::load_profile(o.out, lib.data_dir());
+  if (existing) p = load_profile(o.out, lib.data_dir());
   for (const auto& file : o.ingest) {
     const calibrate::NcclTestsLog log =
         calibrate::parse_nccl_tests(read_file_bounded(file, "--ingest " + file), file, o.ingest_op);
@@ -169,8 +169,7 @@ void run_ingest(const CalibrateOptions& o, const SpecLibrary& lib, std::ostream&
     }
     std::vector<calibrate::CollectivePoint> points;
     for (const auto& m : log.rows) points.push_back({m.bytes, m.seconds});
-    calibrate::CollectiveFit f =
-        calibrate::fit_collective(points, log.op, log.ranks, log.nodes > 1 ? "inter" : "intra");
+    CollectiveFit f = calibrate::fit_collective(points, log.op, log.ranks, log.nodes > 1 ? "inter" : "intra");
     f.source = "nccl-tests";
     calibrate::require_quality(file + ": " + std::string(to_string(log.op)) + " fit", f.r2, o.min_r2);
     std::erase_if(p.collectives,
@@ -189,7 +188,7 @@ void run_ingest(const CalibrateOptions& o, const SpecLibrary& lib, std::ostream&
     print_collective_table(table, log.rows, log.op, log.ranks);
   }
   p.partial = false;
-  calibrate::write_json_atomically(o.out, calibrate::profile_to_json(p));
+  calibrate::write_json_atomically(o.out, profile_to_json(p));
   if (o.json) return print_profile_json(out, p, o.out);
   out << table.str();
   print_fits(out, p);
@@ -253,9 +252,9 @@ std::vector<kernels::Case> plan_everywhere(const CalibrateOptions& o, const Spec
 
 // Rank 0 takes the --out lock, clears what killed writers left, and resumes OUT.partial (unless --fresh) if it was
 // measured with the same backend and ranks; every rank gets the resumed profile.
-calibrate::Profile resume_partial(const CalibrateOptions& o, const SpecLibrary& lib, const Ranks& ranks,
-                                  const Team& team, std::optional<OutputLock>& lock, std::ostream& err) {
-  calibrate::Profile p;
+Profile resume_partial(const CalibrateOptions& o, const SpecLibrary& lib, const Ranks& ranks, const Team& team,
+                       std::optional<OutputLock>& lock, std::ostream& err) {
+  Profile p;
   const std::string partial = o.out + ".partial";
   std::string resumed;  // rank 0's partial profile as JSON, for the other ranks
   team.on_root([&] {
@@ -269,8 +268,8 @@ calibrate::Profile resume_partial(const CalibrateOptions& o, const SpecLibrary& 
       err << "--fresh: " << partial << " removed, measuring every case again\n";
     }
     if (!fs::exists(partial)) return;
-    p = calibrate::load_profile(partial, lib.data_dir(), true);
-    const auto options = [](const calibrate::Machine& m) {
+    p = load_profile(partial, lib.data_dir(), true);
+    const auto options = [](const Machine& m) {
       return "--backend " + m.backend + (m.mpi ? " --mpi with " : " --ranks ") + std::to_string(m.ranks) +
              (m.mpi ? " ranks" : "");
     };
@@ -279,10 +278,10 @@ calibrate::Profile resume_partial(const CalibrateOptions& o, const SpecLibrary& 
                   options({o.backend, "", "", ranks.count, 0, 0, 0, 1, ranks.mpi}) +
                   "; rerun with those options, or with --fresh to start over");
     err << "resuming from " << partial << " (" << p.raw.size() << " measurements)\n";
-    resumed = calibrate::profile_to_json(p).dump();
+    resumed = profile_to_json(p).dump();
   });
   resumed = team.share(resumed);
-  if (!team.root() && !resumed.empty()) p = calibrate::profile_from_json(nlohmann::json::parse(resumed), partial);
+  if (!team.root() && !resumed.empty()) p = profile_from_json(nlohmann::json::parse(resumed), partial);
   return p;
 }
 
@@ -341,7 +340,7 @@ class SweepProgress {
 
 // Rank 0 fits p on what was measured; a fit below --min-r2 names the cases of its noisiest point, which every rank
 // measures again (sweep_until_fitted).
-calibrate::Refit fit_or_name_noisy(calibrate::Profile& p, const std::vector<kernels::Measurement>& have, int round,
+calibrate::Refit fit_or_name_noisy(Profile& p, const std::vector<kernels::Measurement>& have, int round,
                                    const Ranks& ranks, const Team& team, std::ostream& err) {
   std::string cases, why;
   team.on_root([&] {
@@ -374,7 +373,7 @@ void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ra
                      const Team& team, std::ostream& out, std::ostream& err) {
   const auto plan = plan_everywhere(o, lib, ranks, team);
   std::optional<OutputLock> lock;
-  calibrate::Profile p = resume_partial(o, lib, ranks, team, lock, err);
+  Profile p = resume_partial(o, lib, ranks, team, lock, err);
   const std::string partial = o.out + ".partial";
   const kernels::DeviceInfo dev = backend.device();
   p.machine = {o.backend,           dev.name,         hostname(),  ranks.count, ranks.per_node,
@@ -391,11 +390,11 @@ void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ra
   SweepProgress progress(o, team, err);
   const auto checkpoint = [&](const std::vector<kernels::Measurement>& have) {
     team.on_root([&] {
-      calibrate::Profile snapshot = p;
+      Profile snapshot = p;
       snapshot.partial = true;
       snapshot.date = calibrate::utc_now();
       snapshot.raw = have;
-      calibrate::write_json_atomically(partial, calibrate::profile_to_json(snapshot));
+      calibrate::write_json_atomically(partial, profile_to_json(snapshot));
     });
   };
   const auto refit = [&](const std::vector<kernels::Measurement>& have, int round) {
@@ -405,7 +404,7 @@ void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ra
   calibrate::sweep_until_fitted(backend, plan, sweep_timing(o.quick), have, std::ref(progress), checkpoint,
                                 kRemeasureRounds, refit);
   team.on_root([&] {
-    calibrate::write_json_atomically(o.out, calibrate::profile_to_json(p));
+    calibrate::write_json_atomically(o.out, profile_to_json(p));
     fs::remove(partial);
     if (o.json) return print_profile_json(out, p, o.out);
 

@@ -33,8 +33,7 @@ std::tuple<int, py::bytes, py::bytes> run(const std::vector<std::string>& args) 
 // A calibration profile, checked exactly as `--profile` checks it, back as JSON text; Error → ValueError.
 std::string load_profile(const std::string& path) {
   try {
-    return headroom::calibrate::profile_to_json(headroom::calibrate::load_profile(path, headroom::default_data_dir()))
-        .dump();
+    return headroom::profile_to_json(headroom::load_profile(path, headroom::default_data_dir())).dump();
   } catch (const headroom::Error& e) {
     throw py::value_error(headroom::cli::one_line(e.what()));
   }

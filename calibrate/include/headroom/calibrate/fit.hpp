@@ -11,11 +11,9 @@
 
 #include "headroom/core/collectives.hpp"
 #include "headroom/core/error.hpp"
+#include "headroom/estimator/profile.hpp"
 
 namespace headroom::calibrate {
-
-// Fits below this R² (of log time, see below) are refused unless the caller lowers it (--min-r2).
-inline constexpr double kDefaultMinR2 = 0.9;
 
 // ---- GEMM ----
 
@@ -23,20 +21,7 @@ struct GemmPoint {
   double m = 0, n = 0, k = 0;
   double seconds = 0;
 };
-// efficiency(m, n, k) = e · m/(m + h) · n/(n + h) · k/(k + h) · wave(m, n): the throughput model's own form
-// (throughput.hpp: gemm_shape_factor × gemm_wave_factor, the wave term on when `wave_units` > 0), so that
-// applying the profile (apply_profile) predicts exactly what was fitted.
-struct GemmFit {
-  double efficiency = 0;  // e, of `peak_flops`
-  double half_dim = 0;    // h
-  int wave_units = 0;     // 0: no wave term (CPU)
-  int tile = 128;
-  double peak_flops = 0;
-  double r2 = 0;                  // of log time (what the throughput model predicts)
-  double r2_efficiency = 0;       // of efficiency itself (small when the surface is flat)
-  std::vector<double> residuals;  // measured / predicted time − 1, per point
-  [[nodiscard]] double predict_efficiency(double m, double n, double k) const;
-};
+// The GEMM surface (estimator/profile.hpp GemmFit) fitted to the points.
 [[nodiscard]] GemmFit fit_gemm(const std::vector<GemmPoint>& points, double peak_flops, int wave_units, int tile = 128);
 
 // ---- attention ----
@@ -50,14 +35,6 @@ struct AttentionPoint {
 // Bounded to what the points support: e ≤ 1 and s½ ≤ kMaxAttentionHalfOverRange × the longest sequence measured,
 // else a constant efficiency; a constant above 1 is an Error.
 inline constexpr double kMaxAttentionHalfOverRange = 2.0;
-struct AttentionFit {
-  std::int64_t head_dim = 0;
-  bool causal = true;
-  double efficiency = 0;
-  double half_tokens = 0;
-  double r2 = 0;  // of log time
-  std::vector<double> residuals;
-};
 [[nodiscard]] AttentionFit fit_attention(const std::vector<AttentionPoint>& points, double peak_flops,
                                          std::int64_t head_dim, bool causal);
 
@@ -67,25 +44,7 @@ struct CollectivePoint {
   double bytes = 0;  // nccl-tests' size
   double seconds = 0;
 };
-// time = α + β·bytes in each regime (β in s/byte); the breakpoint minimises the relative squared error.
-struct Regime {
-  double alpha_s = 0;
-  double beta_s_per_byte = 0;
-  double min_bytes = 0, max_bytes = 0;
-};
-struct CollectiveFit {
-  Collective op = Collective::all_reduce;
-  int ranks = 0;
-  std::string level;                // "intra" or "inter"
-  std::string source = "measured";  // or "nccl-tests"
-  Regime small, large;
-  double breakpoint_bytes = 0;  // first size of the large regime
-  double r2 = 0;                // of log time over both regimes
-  std::vector<double> residuals;
-  [[nodiscard]] double predict_seconds(double bytes) const;
-  // nccl-tests' busbw of the large regime: factor / β.
-  [[nodiscard]] double busbw_bytes_per_s() const;
-};
+// α/β per regime (estimator/profile.hpp CollectiveFit); the breakpoint minimises the relative squared error.
 [[nodiscard]] CollectiveFit fit_collective(std::vector<CollectivePoint> points, Collective op, int ranks,
                                            std::string level);
 
