@@ -279,18 +279,22 @@ Profile profile_from_json(const json& j, std::string_view where) {
 }
 
 Profile load_profile(const std::filesystem::path& path, const std::filesystem::path& data_dir, bool allow_partial) {
-  const json doc = read_json_file(path);
+  return profile_from_document(read_json_file(path), path.string(), data_dir, allow_partial);
+}
+
+Profile profile_from_document(const json& doc, const std::string& path, const std::filesystem::path& data_dir,
+                              bool allow_partial) {
   const auto schema = data_dir / "schema" / "profile.schema.json";
   // Another version gets its own message before the schema's; both fields are compared as JSON, whatever their type
   // (value() threw type_error for a non-string format, narrowed 8e18 to int, and [] read a missing version).
   if (doc.is_object() && doc.contains("format") && doc["format"] == kFormat && doc.contains("version") &&
       doc["version"] != kProfileVersion)
-    throw Error(path.string() + ": profile version " + doc["version"].dump() +
-                " is not supported (this headroom reads " + std::to_string(kProfileVersion) + ")");
-  validate_against_schema(doc, read_json_file(schema), path.string());
-  Profile p = profile_from_json(doc, path.string());
+    throw Error(path + ": profile version " + doc["version"].dump() + " is not supported (this headroom reads " +
+                std::to_string(kProfileVersion) + ")");
+  validate_against_schema(doc, read_json_file(schema), path);
+  Profile p = profile_from_json(doc, path);
   if (p.partial && !allow_partial)
-    throw Error(path.string() +
+    throw Error(path +
                 ": a partial profile (calibration was interrupted): rerun headroom calibrate with the "
                 "same --out to finish it");
   return p;
@@ -351,6 +355,9 @@ Calibrated apply_profile(const Profile& p, std::int64_t head_dim, ClusterSpec cl
   if (measured_levels == 2) cluster.assumed = false;
   k.name = "profile " + p.machine.backend + " " + p.machine.device;
   k.source = "calibration profile of " + p.date;
+  // The held-out band belongs to the coefficients whose fit was scored; a profile's measurements were not.
+  k.step_time_band = ErrorBand{};
+  k.step_time_bands_by_gpus.clear();
   return {std::move(cluster), std::move(k)};
 }
 

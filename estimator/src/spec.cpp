@@ -531,12 +531,16 @@ GpuSpec SpecLibrary::gpu(std::string_view name_or_path) const {
 ClusterSpec SpecLibrary::cluster(std::string_view name_or_path) const {
   fs::path path;
   const json j = load_validated("clusters", name_or_path, &path);
+  return cluster_from_document(j, path, nullptr);
+}
+
+ClusterSpec SpecLibrary::cluster_from_document(const json& j, const fs::path& path, const GpuSpec* known_gpu) const {
   const std::string where = "cluster " + path.string();
   validate_against_schema(j, read_json_file(data_dir_ / "schema" / "cluster.schema.json"), where);
   ClusterSpec c;
   c.name = j.at("name").get<std::string>();
   c.source = j.value("source", std::string());
-  c.gpu = gpu(j.at("gpu").get<std::string>());
+  c.gpu = known_gpu != nullptr ? *known_gpu : gpu(j.at("gpu").get<std::string>());
   c.gpus_per_node = j.at("gpus_per_node").get<std::int64_t>();
   c.topology = j.at("topology").get<std::string>();
   const json& intra = j.at("intra_node");
@@ -556,12 +560,9 @@ ClusterSpec SpecLibrary::cluster(std::string_view name_or_path) const {
 
 ClusterSpec SpecLibrary::cluster_for_gpu(const GpuSpec& g) const {
   for (const auto& name : names("clusters")) {
-    const json j = read_json_file(data_dir_ / "clusters" / (name + ".json"));
-    if (j.is_object() && j.value("gpu", std::string()) == g.name) {
-      ClusterSpec c = cluster(name);
-      c.gpu = g;
-      return c;
-    }
+    const fs::path path = data_dir_ / "clusters" / (name + ".json");
+    const json j = read_json_file(path);
+    if (j.is_object() && j.value("gpu", std::string()) == g.name) return cluster_from_document(j, path, &g);
   }
   ClusterSpec c;
   c.name = g.name + "-node";

@@ -225,29 +225,43 @@ ClusterEfficiency& cluster_links(PerfCoefficients& c, const std::string& cluster
 
 namespace {
 
-// One data/perf file, checked against its schema; nullopt where there is none.
-std::optional<PerfCoefficients> perf_file(const SpecLibrary& lib, const std::string& name) {
+// One data/perf file, checked against the schema (null: none shipped); nullopt where there is no file.
+std::optional<PerfCoefficients> perf_file(const SpecLibrary& lib, const std::string& name,
+                                          const nlohmann::json& schema) {
   const auto path = lib.data_dir() / "perf" / (name + ".json");
   if (!std::filesystem::exists(path)) return std::nullopt;
-  const nlohmann::json doc = read_json_file(path);
-  const auto schema = lib.data_dir() / "schema" / "perf.schema.json";
-  if (std::filesystem::exists(schema)) validate_against_schema(doc, read_json_file(schema), path.string());
-  return perf_coefficients_from_json(doc, path.string());
+  return perf_coefficients_file(path.string(), read_json_file(path), schema);
 }
 
 }  // namespace
 
-PerfCoefficients default_perf_coefficients(const SpecLibrary& lib, std::string_view framework) {
+nlohmann::json perf_schema(const SpecLibrary& lib) {
+  const auto path = lib.data_dir() / "schema" / "perf.schema.json";
+  return std::filesystem::exists(path) ? read_json_file(path) : nlohmann::json();
+}
+
+PerfCoefficients perf_coefficients_file(const std::string& path, const nlohmann::json& doc,
+                                        const nlohmann::json& schema) {
+  if (!schema.is_null()) validate_against_schema(doc, schema, path);
+  return perf_coefficients_from_json(doc, path);
+}
+
+PerfCoefficients default_perf_coefficients(const SpecLibrary& lib, std::string_view framework,
+                                           const nlohmann::json& schema) {
   std::string name(framework);
   std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
-  std::optional<PerfCoefficients> c = perf_file(lib, name);
+  std::optional<PerfCoefficients> c = perf_file(lib, name, schema);
   if (!c) c = PerfCoefficients{};
   // The other files' fitted GPU entries, for GPUs this file has none for (the first file, by name, that has one).
   for (const auto& other : lib.names("perf")) {
     if (other == name) continue;
-    if (const std::optional<PerfCoefficients> o = perf_file(lib, other)) add_device_entries(*c, *o);
+    if (const std::optional<PerfCoefficients> o = perf_file(lib, other, schema)) add_device_entries(*c, *o);
   }
   return *c;
+}
+
+PerfCoefficients default_perf_coefficients(const SpecLibrary& lib, std::string_view framework) {
+  return default_perf_coefficients(lib, framework, perf_schema(lib));
 }
 
 void add_device_entries(PerfCoefficients& c, const PerfCoefficients& from) {

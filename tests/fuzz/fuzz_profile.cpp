@@ -1,41 +1,35 @@
 // `--profile FILE` of estimate, rank and mtsl: performance coefficients (data/perf format) or a calibration
-// profile (data/schema/profile.schema.json), read by the CLI's own resolve (with_profile), then used for one
-// estimate as the CLI would: what the file sets must give a finite, positive step time (and a step-time band at the
-// layout's GPU count) or an Error.
+// profile (data/schema/profile.schema.json), read by the request pipeline's with_profile (plan.hpp), then used for
+// one estimate as the CLI would: what the file sets must give a finite, positive step time (and a step-time band at
+// the layout's GPU count) or an Error.
 #include <cstdint>
 
-#include "cli_common.hpp"
 #include "fuzz_support.hpp"
+#include "headroom/estimator/plan.hpp"
 #include "headroom/estimator/throughput.hpp"
 
 namespace {
 
 using namespace headroom;
 
-const cli::SpecOptions& specs() {
-  static const cli::SpecOptions s = [] {
-    cli::SpecOptions o;
-    o.model = "llama3.1-8b";
-    o.cluster = "dgx-h100";
-    o.data_dir = fuzz::data_dir().string();
-    return o;
-  }();
-  return s;
+const SpecLibrary& library() {
+  static const SpecLibrary lib(fuzz::data_dir());
+  return lib;
 }
 
-const cli::ResolvedSpecs& resolved() {
-  static const cli::ResolvedSpecs r = cli::resolve(specs());
-  return r;
+const Plan& resolved() {
+  static const Plan p = resolve_plan({"llama3.1-8b", "", "dgx-h100", "megatron", "", fuzz::data_dir()});
+  return p;
 }
 
 // Two nodes: TP inside a node, DP across both, so that intra- and inter-node links are both timed.
 const Layout& layout() {
   static const Layout l = [] {
-    cli::LayoutOptions o;
-    o.tp = "2";
-    o.gpus = "16";
-    o.seq = "4096";
-    return o.build(resolved().model, resolved().framework);
+    KnobSettings k;
+    k.set(KnobId::tp, std::int64_t{2});
+    k.set(KnobId::gpus, std::int64_t{16});
+    k.set(KnobId::seq, std::int64_t{4096});
+    return plan_layout(resolved(), k);
   }();
   return l;
 }
@@ -45,7 +39,7 @@ const Layout& layout() {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto path = fuzz::write_input("profile.json", data, size);
   fuzz::value_or_error([&] {
-    const cli::ResolvedSpecs r = cli::with_profile(resolved(), path.string(), specs().library());
+    const Plan r = with_profile(resolved(), path.string(), library());
     const PerfEstimate e = estimate_perf(r.model, r.cluster, layout(), r.coefficients);
     fuzz::require(fuzz::positive(e.step_time_s), "a finite, positive step time");
     // The held-out band at this GPU count (uncertainty.by_gpus or the pooled one), as estimate --json reports it.

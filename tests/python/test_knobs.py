@@ -101,3 +101,22 @@ def test_an_offload_fraction_needs_the_offload(planner):
         planner.estimate(seq=8192, gpus=8, optimizer_offload_fraction=0.5)
     with pytest.raises(ValueError, match="--optimizer-offload-fraction needs --optimizer-cpu-offload"):
         headroom.estimate(**JOB, optimizer_offload_fraction=0.5)
+
+
+def test_one_result_type_pickles_and_equals_the_cli_document(planner):
+    """The Planner returns the library's result type: the JSON's fields, a repr, and pickling that keeps them."""
+    import pickle
+    r = planner.estimate(seq=8192, tp=2, gpus=8, gbs=1024)
+    doc = headroom.estimate(**JOB)
+    assert json.loads(r.to_json()) == {"memory": doc["memory"], "perf": doc["perf"]}
+    again = pickle.loads(pickle.dumps(r))
+    assert again == r and again.memory.stages[0].total == r.memory.stages[0].total
+    assert repr(r).startswith("Estimate(peak_gib=") and "verdict='fits'" in repr(r)
+
+
+def test_a_profile_carries_no_band_it_was_not_scored_for():
+    """A calibration profile's measurements were not held out: its estimate has no step-time band, and says so."""
+    profile = Path(__file__).resolve().parents[2] / "data" / "profiles" / "cpu-example-quick.json"
+    doc = headroom.estimate(**JOB, profile=str(profile))
+    assert doc["perf"]["step_time_s_interval"] is None
+    assert doc["perf"]["interval_source"].startswith("none: no held-out data behind the coefficients profile")

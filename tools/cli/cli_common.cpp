@@ -29,20 +29,8 @@ SpecLibrary SpecOptions::library() const {
   return SpecLibrary(data_dir.empty() ? default_data_dir() : std::filesystem::path(data_dir));
 }
 
-ClusterSpec resolve_cluster(const SpecOptions& o, const SpecLibrary& lib) {
-  if (o.cluster.empty() && o.gpu.empty()) {
-    std::string known;
-    for (const auto& n : lib.names("gpus")) known += (known.empty() ? "" : ", ") + n;
-    throw Error("give --gpu or --cluster (known GPUs: " + known + ")");
-  }
-  if (o.cluster.empty()) return lib.cluster_for_gpu(lib.gpu(o.gpu));
-  ClusterSpec c = lib.cluster(o.cluster);
-  // A cluster file names its GPU; another GPU in its nodes would mix datasheets silently (H100s priced on an
-  // A100 cluster's NVLink and NICs).
-  if (!o.gpu.empty() && lib.gpu(o.gpu).name != c.gpu.name)
-    throw Error("--gpu " + o.gpu + " is not the GPU of --cluster " + o.cluster + " (" + c.gpu.name +
-                "): give one of them, or a cluster file with that GPU");
-  return c;
+PlanRequest SpecOptions::request(const std::string& profile) const {
+  return {model, gpu, cluster, framework, profile, data_dir};
 }
 
 namespace {
@@ -106,9 +94,9 @@ Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) c
   return build_layout(model, f, r);
 }
 
-Layout LayoutOptions::build(const ResolvedSpecs& specs) const {
-  Layout l = build(specs.model, specs.framework);
-  validate_precision_and_offload(l, specs.cluster);
+Layout LayoutOptions::build(const Plan& plan) const {
+  Layout l = build(plan.model, plan.framework);
+  validate_precision_and_offload(l, plan.cluster);
   return l;
 }
 
@@ -124,7 +112,7 @@ nlohmann::json interval_json(const ErrorBand& band, double value, double unit) {
   return nlohmann::json::array({band.lower(value) / unit, band.upper(value) / unit});
 }
 
-nlohmann::json memory_verdict_json(const ResolvedSpecs& r, const Layout& l) {
+nlohmann::json memory_verdict_json(const Plan& r, const Layout& l) {
   const MemoryEstimate e = estimate_memory(r.model, r.cluster, l, r.framework.residual);
   const ErrorBand& band = r.framework.memory_band;
   return {{"peak_gib", e.peak_bytes / kGiB},
@@ -133,7 +121,7 @@ nlohmann::json memory_verdict_json(const ResolvedSpecs& r, const Layout& l) {
           {"verdict", to_string(memory_verdict(e.peak_bytes, e.capacity_bytes, band))}};
 }
 
-std::string memory_warning(const ResolvedSpecs& r, const Layout& l) {
+std::string memory_warning(const Plan& r, const Layout& l) {
   const MemoryEstimate e = estimate_memory(r.model, r.cluster, l, r.framework.residual);
   if (memory_verdict(e.peak_bytes, e.capacity_bytes, r.framework.memory_band) == MemoryVerdict::uncertain)
     return "WARNING: predicted peak " + format_gib(e.peak_bytes) + " GiB of " + format_gib(e.capacity_bytes) +
@@ -226,47 +214,6 @@ std::string format_gib(double bytes, int precision) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", precision, bytes / kGiB);
   return buf;
-}
-
-PerfCoefficients perf_coefficients_file(const std::string& path, const nlohmann::json& doc, const SpecLibrary& lib) {
-  validate_against_schema(doc, read_json_file(lib.data_dir() / "schema" / "perf.schema.json"), path);
-  return perf_coefficients_from_json(doc, path);
-}
-
-ResolvedSpecs with_profile(ResolvedSpecs r, const std::string& profile, const SpecLibrary& lib) {
-  if (profile.empty()) return r;
-  const nlohmann::json doc = read_json_file(profile);
-  if (doc.is_object() && doc.contains("format")) {  // a calibration profile: coefficients and the cluster's numbers
-    const Profile p = load_profile(profile, lib.data_dir());
-    auto [cluster, coefficients] =
-        apply_profile(p, static_cast<std::int64_t>(head_dim(r.model)), r.cluster, r.coefficients);
-    r.cluster = std::move(cluster);
-    r.coefficients = std::move(coefficients);
-    return r;
-  }
-  PerfCoefficients file = perf_coefficients_file(profile, doc, lib);
-  add_device_entries(file, r.coefficients);  // a GPU the file has no entry for: the shipped device entries
-  r.coefficients = std::move(file);
-  if (!doc.is_object() || !doc.contains("memory")) return r;
-  // A coefficients file of `calibrate --from-runs` may carry a memory fit: its fixed term replaces the framework's.
-  const auto& memory = doc.at("memory");
-  const std::string fitted_for = memory.at("framework").get<std::string>();
-  if (lower(fitted_for) != lower(r.framework.name))
-    throw Error("--profile " + profile + ": its memory fit is for framework " + fitted_for + ", not " +
-                r.framework.name);
-  r.framework.residual.fixed_bytes = memory.at("fixed_GiB").get<double>() * kGiB;
-  r.framework.memory_band = ErrorBand{};
-  return r;
-}
-
-ResolvedSpecs resolve(const SpecOptions& o, const std::string& profile) {
-  const SpecLibrary lib = o.library();
-  ResolvedSpecs r;
-  r.model = lib.model(o.model);
-  r.cluster = resolve_cluster(o, lib);
-  r.framework = lib.framework(o.framework);
-  r.coefficients = default_perf_coefficients(lib, r.framework.name);
-  return with_profile(std::move(r), profile, lib);
 }
 
 void add_cluster_json(nlohmann::json& doc, const ClusterSpec& c) {

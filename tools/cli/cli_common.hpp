@@ -13,6 +13,7 @@
 
 #include "headroom/core/knobs.hpp"
 #include "headroom/estimator/framework.hpp"
+#include "headroom/estimator/plan.hpp"
 #include "headroom/estimator/layout.hpp"
 #include "headroom/estimator/spec.hpp"
 #include "headroom/estimator/throughput.hpp"
@@ -32,29 +33,9 @@ struct SpecOptions {
 
   void add_to(CLI::App& app, bool need_model);
   [[nodiscard]] SpecLibrary library() const;
+  // The request of these flags and --profile (plan.hpp).
+  [[nodiscard]] PlanRequest request(const std::string& profile = "") const;
 };
-
-// The specs a command prices with, resolved once: nothing changes them afterwards.
-struct ResolvedSpecs {
-  ModelSpec model;
-  ClusterSpec cluster;
-  FrameworkProfile framework;
-  PerfCoefficients coefficients;  // the framework's data/perf/<framework>.json, or --profile's
-};
-
-// The specs of --model, --cluster/--gpu and --framework, with --profile FILE applied when it is not empty:
-//  - a calibration profile (`headroom calibrate`, data/schema/profile.schema.json) replaces the coefficients'
-//    efficiencies and the cluster's datasheet peak, HBM and link numbers (apply_profile);
-//  - a data/perf coefficients file replaces the coefficients; its memory section (`calibrate --from-runs`), if any,
-//    replaces the framework's fixed residual term, whose held-out band was computed for the shipped residual and is
-//    dropped (a section fitted for another framework is an Error naming both).
-// A corrupt or incompatible file is an Error.
-[[nodiscard]] ResolvedSpecs resolve(const SpecOptions& o, const std::string& profile = "");
-// The --profile part of resolve: `r` (resolved without a profile) with `profile` applied.
-[[nodiscard]] ResolvedSpecs with_profile(ResolvedSpecs r, const std::string& profile, const SpecLibrary& lib);
-// The cluster of --cluster / --gpu (a --gpu alone: a shipped cluster of that GPU); an Error naming both flags
-// when neither is given.
-[[nodiscard]] ClusterSpec resolve_cluster(const SpecOptions& o, const SpecLibrary& lib);
 
 // The layout flags, registered from the knob table (knobs.hpp) with their Megatron-LM spellings; values kept as text
 // so that errors name the flag.
@@ -75,7 +56,7 @@ struct LayoutOptions {
   // Framework defaults, then the flags; DP from --gpus / (t·c·p) unless --dp is given. Validated.
   [[nodiscard]] Layout build(const ModelSpec& model, const FrameworkProfile& framework) const;
   // The same, then what the precision and offloading need of the cluster (validate_precision_and_offload).
-  [[nodiscard]] Layout build(const struct ResolvedSpecs& specs) const;
+  [[nodiscard]] Layout build(const Plan& plan) const;
 };
 
 // Flags a mode does not use, given anyway: an Error naming the first one given and why it does nothing
@@ -85,10 +66,10 @@ void refuse_given(const CLI::App& app, std::initializer_list<const char*> flags,
 // A layout predicted not to fit, said where a command runs it anyway (launch, simulate): the JSON fields
 // ("memory": peak, capacity, verdict) and, when it does not fit, one warning line ("# " prefixed for launch
 // output that is pasted as a script).
-nlohmann::json memory_verdict_json(const ResolvedSpecs& r, const Layout& l);
+nlohmann::json memory_verdict_json(const Plan& r, const Layout& l);
 // [value × (1 − low), value × (1 + high)] divided by `unit`, or null where the band is unknown (issue 15, item 3).
 [[nodiscard]] nlohmann::json interval_json(const ErrorBand& band, double value, double unit = 1.0);
-[[nodiscard]] std::string memory_warning(const ResolvedSpecs& r, const Layout& l);
+[[nodiscard]] std::string memory_warning(const Plan& r, const Layout& l);
 
 // Version of every JSON document the CLI prints (`schema_version`); raised when a field changes meaning or goes.
 inline constexpr int kJsonSchemaVersion = 2;

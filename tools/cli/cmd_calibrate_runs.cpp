@@ -37,7 +37,7 @@ std::string cell(const calibrate::MeasuredRun& r, const std::string& column, con
 }
 
 struct Resolved {
-  ResolvedSpecs specs;
+  Plan specs;
   Layout layout;
 };
 
@@ -59,7 +59,7 @@ Resolved resolve_run(const calibrate::MeasuredRun& r, const CalibrateRunsDefault
     Resolved out;
     const SpecLibrary lib = so.library();
     out.specs.model = r.model ? *r.model : lib.model(so.model);
-    out.specs.cluster = resolve_cluster(so, lib);
+    out.specs.cluster = resolve_cluster(so.request(), lib);
     out.specs.framework = lib.framework(so.framework);
     // The row's knobs (knobs.hpp: a column per knob, under its name or an older one), by the knobs' grammar.
     KnobSettings k;

@@ -19,19 +19,13 @@ struct EstimateOptions {
   bool json = false;
 };
 
-nlohmann::json stage_to_json(const StageMemory& s) {
-  return {{"stage", s.stage},
-          {"params", json_bytes(s.params)},
-          {"grads", json_bytes(s.grads)},
-          {"optimizer", json_bytes(s.optimizer)},
-          {"activations", json_bytes(s.activations)},
-          {"residual", json_bytes(s.residual)},
-          {"fp8_copies_and_scales", json_bytes(s.fp8)},
-          {"host", json_bytes(s.host)},
-          {"total", json_bytes(s.total())}};
+std::string gib(double value) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", value);
+  return buf;
 }
 
-void print_table(std::ostream& out, const ResolvedSpecs& r, const Layout& l, const MemoryEstimate& e) {
+void print_table(std::ostream& out, const Plan& r, const Layout& l, const MemoryResult& e) {
   char line[256];
   out << "headroom estimate: " << r.model.name << " on " << r.cluster.gpu.name << " (" << r.cluster.name << "), "
       << l.gpus() << " GPUs = tp " << l.tp << " x cp " << l.cp << " x pp " << l.pp << stage_text(r.model, l) << " x dp "
@@ -45,108 +39,70 @@ void print_table(std::ostream& out, const ResolvedSpecs& r, const Layout& l, con
   std::snprintf(line, sizeof line, "%6s %9s %9s %10s %12s %9s %9s\n", "stage", "params", "grads", "optimizer",
                 "activations", "residual", "total");
   out << line;
+  const auto in_gib = [](std::int64_t bytes) { return static_cast<double>(bytes) / kGiB; };
   for (const auto& s : e.stages) {
     std::snprintf(line, sizeof line, "%6lld %9.2f %9.2f %10.2f %12.2f %9.2f %9.2f\n", static_cast<long long>(s.stage),
-                  s.params / kGiB, s.grads / kGiB, s.optimizer / kGiB, s.activations / kGiB, s.residual / kGiB,
-                  s.total() / kGiB);
+                  in_gib(s.params), in_gib(s.grads), in_gib(s.optimizer), in_gib(s.activations), in_gib(s.residual),
+                  in_gib(s.total));
     out << line;
   }
   out << "(GiB per GPU)\n";
   if (l.fp8 != Fp8Recipe::none)
     out << "FP8 (" << to_string(l.fp8) << " scaling, " << to_string(l.fp8_library)
         << (l.fp8_param_gather ? ", FP8 weights and gather" : "")
-        << "): linear-layer GEMMs at the FP8 peak; weight copies and scales " << format_gib(e.stages[0].fp8)
-        << " GiB on stage 0 (in params)\n";
+        << "): linear-layer GEMMs at the FP8 peak; weight copies and scales "
+        << gib(in_gib(e.stages[0].fp8_copies_and_scales)) << " GiB on stage 0 (in params)\n";
   if (e.stages[0].host > 0)
-    out << "offloaded to host memory: " << format_gib(e.stages[0].host)
+    out << "offloaded to host memory: " << gib(in_gib(e.stages[0].host))
         << " GiB per GPU of stage 0 (not in the total)\n";
   out << "\n";
-  if (r.model.num_experts == 0)  // the paper's formula is for dense models
-    out << "4D paper Eq. 18 (first stage): " << format_gib(e.paper_total_bytes) << " GiB\n";
-  const ErrorBand& band = r.framework.memory_band;
-  out << "predicted peak: " << format_gib(e.peak_bytes) << " GiB on stage " << e.peak_stage << " of "
-      << format_gib(e.capacity_bytes) << " GiB usable -> "
-      << to_string(memory_verdict(e.peak_bytes, e.capacity_bytes, band)) << ", margin " << format_gib(e.margin_bytes)
-      << " GiB";
-  if (band.known)
-    out << " (held-out band " << format_gib(band.lower(e.peak_bytes)) << "-" << format_gib(band.upper(e.peak_bytes))
-        << " GiB)";
+  if (e.paper_total_gib)  // the paper's formula is for dense models
+    out << "4D paper Eq. 18 (first stage): " << gib(*e.paper_total_gib) << " GiB\n";
+  out << "predicted peak: " << gib(e.peak_gib) << " GiB on stage " << e.peak_stage << " of " << gib(e.capacity_gib)
+      << " GiB usable -> " << e.verdict << ", margin " << gib(e.margin_gib) << " GiB";
+  if (e.peak_gib_interval)
+    out << " (held-out band " << gib((*e.peak_gib_interval)[0]) << "-" << gib((*e.peak_gib_interval)[1]) << " GiB)";
   out << "\n";
 }
 
 // Performance part: step time, throughput and where the time goes (throughput.hpp).
-// Where the GPU's GEMM and attention efficiencies come from, in words (issue 13: said, not silent).
-std::string efficiency_text(const PerfContext& ctx, const std::string& gpu) {
+// Where the GPU's GEMM and attention efficiencies come from, in words (nothing falls back silently).
+std::string efficiency_text(const PerfResult& p, const std::string& gpu) {
   // Another coefficients' fit: the device's efficiencies, shared across frameworks (throughput.hpp device_gpus).
-  const std::string under = ctx.efficiency_fitted_under == ctx.coef.name
+  const std::string under = p.coefficients_fitted_under == p.coefficients
                                 ? ""
-                                : " under the " + ctx.efficiency_fitted_under + " coefficients (the device's, shared)";
-  if (ctx.efficiency_source == "fitted" && ctx.efficiency_gpu != gpu) {
+                                : " under the " + p.coefficients_fitted_under + " coefficients (the device's, shared)";
+  if (p.coefficients_source == "fitted" && p.coefficients_gpu != gpu) {
     const std::string fitted =
-        "GEMM/attention efficiencies (fractions of peak) fitted for " + ctx.efficiency_gpu + under;
-    if (ctx.gemm_scale == 1.0 && ctx.attention_scale == 1.0)
+        "GEMM/attention efficiencies (fractions of peak) fitted for " + p.coefficients_gpu + under;
+    if (p.gemm_scale == 1.0 && p.attention_scale == 1.0)
       return fitted + ", which " + gpu + " computes as (its spec's kernels_as and kernels_as_reason)";
     char scales[64];
-    std::snprintf(scales, sizeof scales, "GEMM x%.3g, attention x%.3g", ctx.gemm_scale, ctx.attention_scale);
+    std::snprintf(scales, sizeof scales, "GEMM x%.3g, attention x%.3g", p.gemm_scale, p.attention_scale);
     return fitted + ", scaled for " + gpu + " by its published kernel benchmarks (" + scales +
            "; its spec's kernels_scale and kernels_as_reason)";
   }
-  if (ctx.efficiency_source == "fitted") return "GEMM/attention efficiencies fitted for " + gpu + under;
-  if (ctx.efficiency_source == "measured") return "GEMM/attention efficiencies measured (calibration profile)";
+  if (p.coefficients_source == "fitted") return "GEMM/attention efficiencies fitted for " + gpu + under;
+  if (p.coefficients_source == "measured") return "GEMM/attention efficiencies measured (calibration profile)";
   return "GEMM/attention efficiencies: datasheet defaults, nothing fitted or measured for " + gpu +
          " (headroom calibrate, or calibrate --from-runs)";
 }
 
-nlohmann::json perf_to_json(const PerfEstimate& p, const PerfCoefficients& k, const PerfContext& ctx,
-                            std::int64_t gpus) {
-  const StepBreakdown& b = p.breakdown;
-  return {{"step_time_s", p.step_time_s},
-          {"coefficients_source", ctx.efficiency_source},
-          {"coefficients_gpu", ctx.efficiency_gpu},
-          {"coefficients_fitted_under", ctx.efficiency_fitted_under},
-          {"coefficients_scale", {{"gemm", ctx.gemm_scale}, {"attention", ctx.attention_scale}}},
-          {"link_coefficients_source", ctx.link_source},
-          {"step_time_s_interval", interval_json(step_time_band_for(k, gpus), p.step_time_s)},
-          {"interval_source", step_time_band_source(k, gpus)},
-          {"tokens_per_s", p.tokens_per_s},
-          {"tflops_per_gpu", p.tflops_per_gpu},
-          {"mfu", p.mfu},
-          {"pts_s", p.pts_s},
-          {"model_flops_per_step", p.model_flops},
-          {"coefficients", k.name},
-          {"breakdown",
-           {{"gemm_s", b.gemm_s},
-            {"attention_s", b.attention_s},
-            {"elementwise_s", b.elementwise_s},
-            {"compute_s", b.compute_s()},
-            {"overhead_s", b.overhead_s},
-            {"tp_comm_s", b.tp_comm_s},
-            {"cp_comm_s", b.cp_comm_s},
-            {"pp_comm_s", b.pp_comm_s},
-            {"ep_comm_s", b.ep_comm_s},
-            {"dp_comm_s", b.dp_comm_s},
-            {"bubble_s", b.bubble_s},
-            {"optimizer_s", b.optimizer_s},
-            {"offload_s", b.offload_s},
-            {"slowest_stage", b.slowest_stage}}}};
-}
-
-void print_perf(std::ostream& out, const PerfEstimate& p, const PerfCoefficients& k, const PerfContext& ctx,
-                const std::string& gpu, std::int64_t gpus) {
+void print_perf(std::ostream& out, const PerfResult& p, const std::string& gpu) {
   const StepBreakdown& b = p.breakdown;
   char line[320];
   std::snprintf(line, sizeof line,
                 "\npredicted step %.3f s: %.0f tokens/s, %.1f TFLOP/s per GPU (MFU %.1f%%), %.3f s per sample "
                 "(coefficients: %s)\n",
-                p.step_time_s, p.tokens_per_s, p.tflops_per_gpu, 100.0 * p.mfu, p.pts_s, k.name.c_str());
-  out << line << "  " << efficiency_text(ctx, gpu) << "; link efficiencies "
-      << (ctx.link_source == "generic" ? "the framework's generic ones (none fitted for this cluster)"
-                                       : ctx.link_source)
+                p.step_time_s, p.tokens_per_s, p.tflops_per_gpu, 100.0 * p.mfu, p.pts_s, p.coefficients.c_str());
+  out << line << "  " << efficiency_text(p, gpu) << "; link efficiencies "
+      << (p.link_coefficients_source == "generic" ? "the framework's generic ones (none fitted for this cluster)"
+                                                  : p.link_coefficients_source)
       << "\n";
-  if (const ErrorBand& band = step_time_band_for(k, gpus); band.known) {
-    std::snprintf(line, sizeof line, "  held-out band of the step time: %.3f-%.3f s (", band.lower(p.step_time_s),
-                  band.upper(p.step_time_s));
-    out << line << step_time_band_source(k, gpus) << ")\n";
+  if (p.step_time_s_interval) {
+    std::snprintf(line, sizeof line, "  held-out band of the step time: %.3f-%.3f s (", (*p.step_time_s_interval)[0],
+                  (*p.step_time_s_interval)[1]);
+    out << line << p.interval_source << ")\n";
   }
   std::snprintf(line, sizeof line,
                 "  compute %.3f s (GEMM %.3f, attention %.3f, elementwise %.3f), overhead %.3f, exposed comm: "
@@ -189,48 +145,30 @@ void print_experts(std::ostream& out, const ModelSpec& m, const Layout& l) {
 }
 
 void run_estimate(const EstimateOptions& o, std::ostream& out) {
-  const ResolvedSpecs r = resolve(o.specs, o.profile);  // a calibration profile replaces its datasheet numbers
+  const Plan r = resolve_plan(o.specs.request(o.profile));  // a calibration profile replaces its datasheet numbers
   const Layout l = o.layout.build(r);
-  const MemoryEstimate e = estimate_memory(r.model, r.cluster, l, r.framework.residual);
-  const PerfCoefficients& coefficients = r.coefficients;
-  const PerfContext ctx(coefficients, r.cluster);
-  const PerfEstimate perf = estimate_perf(r.model, ctx, l);
+  const Estimate x = estimate(r, PerfContext(r.coefficients, r.cluster), l);
   if (!o.json) {
-    print_table(out, r, l, e);
+    print_table(out, r, l, x.memory);
     print_experts(out, r.model, l);
-    print_perf(out, perf, coefficients, ctx, r.cluster.gpu.name, l.gpus());
+    print_perf(out, x.perf, r.cluster.gpu.name);
     return;
   }
-  nlohmann::json stages = nlohmann::json::array();
-  for (const auto& s : e.stages) stages.push_back(stage_to_json(s));
-  nlohmann::json doc = {
-      {"model",
-       {{"name", r.model.name},
-        {"parameters", std::llround(parameter_count(r.model))},
-        {"active_parameters", std::llround(active_parameter_count(r.model))},
-        {"mtp_parameters", std::llround(mtp_parameters(r.model))},
-        {"experts", r.model.num_experts},
-        {"moe_router_topk", r.model.moe_router_topk},
-        {"head_dim", std::llround(head_dim(r.model))},
-        {"sliding_window", r.model.sliding_window},
-        {"window_layers", window_layers(r.model)}}},
-      {"gpu", r.cluster.gpu.name},
-      {"cluster", r.cluster.name},
-      {"framework", r.framework.name},
-      {"layout", layout_to_json(r.model, l)},
-      {"memory",
-       {{"paper_total_gib", r.model.num_experts == 0 ? nlohmann::json(e.paper_total_bytes / kGiB) : nlohmann::json()},
-        {"stages", stages},
-        {"peak_gib", e.peak_bytes / kGiB},
-        {"peak_stage", e.peak_stage},
-        {"capacity_gib", e.capacity_bytes / kGiB},
-        {"peak_gib_interval", interval_json(r.framework.memory_band, e.peak_bytes, kGiB)},
-        {"interval_source",
-         band_source(r.framework.memory_band, "framework " + r.framework.name + "'s memory model", "verdict")},
-        {"verdict", to_string(memory_verdict(e.peak_bytes, e.capacity_bytes, r.framework.memory_band))},
-        {"margin_gib", e.margin_bytes / kGiB},
-        {"units", "stages in bytes; *_gib in GiB (2^30 bytes)"}}},
-      {"perf", perf_to_json(perf, coefficients, ctx, l.gpus())}};
+  nlohmann::json doc = {{"model",
+                         {{"name", r.model.name},
+                          {"parameters", std::llround(parameter_count(r.model))},
+                          {"active_parameters", std::llround(active_parameter_count(r.model))},
+                          {"mtp_parameters", std::llround(mtp_parameters(r.model))},
+                          {"experts", r.model.num_experts},
+                          {"moe_router_topk", r.model.moe_router_topk},
+                          {"head_dim", std::llround(head_dim(r.model))},
+                          {"sliding_window", r.model.sliding_window},
+                          {"window_layers", window_layers(r.model)}}},
+                        {"gpu", r.cluster.gpu.name},
+                        {"cluster", r.cluster.name},
+                        {"framework", r.framework.name},
+                        {"layout", layout_to_json(r.model, l)}};
+  doc.update(to_json(x));
   add_cluster_json(doc, r.cluster);
   print_json(out, doc);
 }

@@ -33,7 +33,7 @@ void print_megatron(std::ostream& out, const LaunchExport& e) {
 void run_launch(const LaunchOptions& o, std::ostream& out) {
   if (!o.only.empty() && o.only != "megatron" && o.only != "torchtitan" && o.only != "fsdp")
     throw Error("--export '" + o.only + "' is not understood (valid: megatron, torchtitan, fsdp)");
-  const ResolvedSpecs r = resolve(o.specs);
+  const Plan r = resolve_plan(o.specs.request());
   const Layout l = o.layout.build(r);
   const LaunchExport e = launch_export(r.model, r.cluster, l);
   if (o.json) {

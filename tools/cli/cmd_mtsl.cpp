@@ -48,7 +48,7 @@ nlohmann::json result_to_json(const MtslResult& r) {
           {"capped", r.capped}};
 }
 
-std::vector<SweepPoint> run_sweep(const MtslOptions& o, const ResolvedSpecs& r, const Layout& base) {
+std::vector<SweepPoint> run_sweep(const MtslOptions& o, const Plan& r, const Layout& base) {
   const auto eq = o.sweep.find('=');
   const std::string what = o.sweep.substr(0, eq);
   if (eq == std::string::npos || (what != "lora-rank" && what != "gpus"))
@@ -80,7 +80,7 @@ std::vector<SweepPoint> run_sweep(const MtslOptions& o, const ResolvedSpecs& r, 
   return points;
 }
 
-void print_header(std::ostream& out, const ResolvedSpecs& r, const Layout& l) {
+void print_header(std::ostream& out, const Plan& r, const Layout& l) {
   out << "headroom mtsl: " << r.model.name << " on " << r.cluster.gpu.name << " (" << r.cluster.name << "), "
       << r.framework.name << ", " << l.gpus() << " GPUs = tp " << l.tp << " x cp " << l.cp << " x pp " << l.pp
       << " x dp " << l.dp << ", mbs " << l.mbs << ", sharding " << to_string(l.sharding.params)
@@ -90,13 +90,13 @@ void print_header(std::ostream& out, const ResolvedSpecs& r, const Layout& l) {
 }
 
 // The predicted step at the MTSL with --profile's coefficients (throughput.hpp); the layout at s = MTSL.
-PerfEstimate perf_at(const ResolvedSpecs& r, Layout l, std::int64_t tokens) {
+PerfEstimate perf_at(const Plan& r, Layout l, std::int64_t tokens) {
   l.seq = tokens;
   return estimate_perf(r.model, r.cluster, l, r.coefficients);
 }
 
 // --target-seq: the smallest layouts that train s tokens.
-void run_target_seq(const MtslOptions& o, const ResolvedSpecs& r, const Layout& base, std::ostream& out) {
+void run_target_seq(const MtslOptions& o, const Plan& r, const Layout& base, std::ostream& out) {
   const std::int64_t s = parse_count("--target-seq", o.target_seq);
   const std::int64_t n_max = parse_count("--max-gpus", o.max_gpus);
   const auto fits = smallest_layouts_for_seq(r.model, r.cluster, base, r.framework.residual, s, n_max);
@@ -139,8 +139,8 @@ void run_target_seq(const MtslOptions& o, const ResolvedSpecs& r, const Layout& 
 }
 
 // mtsl --json: the one MTSL (with the step at it under --profile) or the sweep's points.
-nlohmann::json mtsl_json(const MtslOptions& o, const ResolvedSpecs& r, const Layout& base,
-                         const std::vector<SweepPoint>& points, const std::string& what) {
+nlohmann::json mtsl_json(const MtslOptions& o, const Plan& r, const Layout& base, const std::vector<SweepPoint>& points,
+                         const std::string& what) {
   nlohmann::json doc = {{"model", r.model.name},
                         {"gpu", r.cluster.gpu.name},
                         {"framework", r.framework.name},
@@ -169,8 +169,7 @@ nlohmann::json mtsl_json(const MtslOptions& o, const ResolvedSpecs& r, const Lay
 }
 
 // The one MTSL as text: tokens, the peak there, what binds, and the step at it under --profile.
-void print_mtsl(const MtslOptions& o, const ResolvedSpecs& r, const Layout& base, const MtslResult& m,
-                std::ostream& out) {
+void print_mtsl(const MtslOptions& o, const Plan& r, const Layout& base, const MtslResult& m, std::ostream& out) {
   out << "MTSL: " << m.tokens << " tokens" << (m.capped ? " (capped: memory barely grows with s)" : "")
       << (m.granularity > 1 ? " (multiples of " + std::to_string(m.granularity) + ")" : "") << "\n";
   out << "peak at MTSL: " << format_gib(m.peak_bytes, 3) << " GiB of " << format_gib(m.capacity_bytes, 3)
@@ -206,7 +205,7 @@ void print_sweep(const std::vector<SweepPoint>& points, const std::string& what,
 }
 
 void run_mtsl(const MtslOptions& o, std::ostream& out) {
-  const ResolvedSpecs r = resolve(o.specs, o.profile);
+  const Plan r = resolve_plan(o.specs.request(o.profile));
   const Layout base = o.layout.build(r);
   if (!o.sweep.empty() && !o.target_seq.empty()) throw Error("give at most one of --sweep and --target-seq");
   if (!o.target_seq.empty()) {

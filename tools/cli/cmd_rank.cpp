@@ -70,7 +70,7 @@ void print_rows(std::ostream& out, const ModelSpec& m, const std::vector<RankedL
 // Why nothing fits, and what would lift it: the layout that needs the least memory (the same search with
 // unbounded memory) says whether weights and optimizer states alone are too large (shard them, another
 // framework, more GPUs, LoRA) or activations are (shorter sequences, recompute, more CP or TP).
-std::string no_fit_advice(const ResolvedSpecs& r, const Layout& base, const PerfCoefficients& k, SearchOptions so,
+std::string no_fit_advice(const Plan& r, const Layout& base, const PerfCoefficients& k, SearchOptions so,
                           const SearchResult& res) {
   if (res.memory_checked == 0)
     return "no layout of " + std::to_string(so.gpus) +
@@ -104,7 +104,7 @@ std::string no_fit_advice(const ResolvedSpecs& r, const Layout& base, const Perf
 }
 
 // The search asked for by rank's flags: sizes, constraints, the framework's choices, the risk.
-SearchOptions search_options(const RankOptions& o, const KnobSettings& k, const ResolvedSpecs& r) {
+SearchOptions search_options(const RankOptions& o, const KnobSettings& k, const Plan& r) {
   SearchOptions so;
   so.gpus = k.integer(KnobId::gpus, 0);
   so.seq = k.integer(KnobId::seq, 0);
@@ -128,7 +128,7 @@ SearchOptions search_options(const RankOptions& o, const KnobSettings& k, const 
   return so;
 }
 
-nlohmann::json rank_json(const ResolvedSpecs& r, const Layout& base, const SearchOptions& so, const SearchResult& res) {
+nlohmann::json rank_json(const Plan& r, const Layout& base, const SearchOptions& so, const SearchResult& res) {
   const PerfCoefficients& coefficients = r.coefficients;
   nlohmann::json layouts = nlohmann::json::array(), pareto = nlohmann::json::array();
   for (const auto& x : res.best) layouts.push_back(ranked_to_json(r.model, x, r.framework.memory_band, coefficients));
@@ -161,7 +161,7 @@ nlohmann::json rank_json(const ResolvedSpecs& r, const Layout& base, const Searc
   return doc;
 }
 
-void print_rank(std::ostream& out, const ResolvedSpecs& r, const Layout& base, const SearchOptions& so,
+void print_rank(std::ostream& out, const Plan& r, const Layout& base, const SearchOptions& so,
                 const SearchResult& res) {
   out << "headroom rank: " << r.model.name << " on " << so.gpus << " x " << r.cluster.gpu.name << " (" << r.cluster.name
       << "), seq " << so.seq << ", gbs " << so.gbs << ", " << r.framework.name << " (coefficients "
@@ -195,7 +195,7 @@ void print_rank(std::ostream& out, const ResolvedSpecs& r, const Layout& base, c
 }
 
 void run_rank(const RankOptions& o, std::ostream& out) {
-  const ResolvedSpecs r = resolve(o.specs, o.profile);  // a calibration profile replaces its datasheet numbers
+  const Plan r = resolve_plan(o.specs.request(o.profile));  // a calibration profile replaces its datasheet numbers
   const KnobSettings k = o.layout.settings();
   const SearchOptions so = search_options(o, k, r);
   const LayoutRequest q = layout_request(k, r.framework);

@@ -88,7 +88,7 @@ void run_collective(const SimulateOptions& o, std::ostream& out) {
 
 void run_step(const SimulateOptions& o, std::ostream& out) {
   if (!o.layout.given(KnobId::seq)) throw Error("simulate --model needs --seq");
-  const ResolvedSpecs r = resolve(o.specs, o.profile);  // a calibration profile replaces its datasheet numbers
+  const Plan r = resolve_plan(o.specs.request(o.profile));  // a calibration profile replaces its datasheet numbers
   const Layout l = o.layout.build(r);
   const PerfCoefficients& k = r.coefficients;
   if (!o.trace.empty()) (void)check_output_path(o.trace, "--trace");  // before the simulation, not after it

@@ -25,6 +25,7 @@
 #include "headroom/estimator/lora.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/mtsl.hpp"
+#include "headroom/estimator/plan.hpp"
 #include "headroom/estimator/sharding.hpp"
 #include "headroom/estimator/throughput.hpp"
 
@@ -33,42 +34,8 @@ namespace py = pybind11;
 namespace headroom::python {
 namespace {
 
-using Interval = std::optional<std::array<double, 2>>;
-
-struct Stage {
-  std::int64_t stage = 0, params = 0, grads = 0, optimizer = 0, activations = 0, residual = 0, total = 0;
-};
-
-struct Memory {
-  std::optional<double> paper_total_gib;  // None for a model with experts (Eq. 18 is for dense models)
-  double peak_gib = 0, capacity_gib = 0, margin_gib = 0;
-  std::int64_t peak_stage = 0;
-  std::string verdict;
-  Interval peak_gib_interval;
-  std::vector<Stage> stages;
-};
-
-struct Perf {
-  double step_time_s = 0, tokens_per_s = 0, tflops_per_gpu = 0, mfu = 0, pts_s = 0, model_flops_per_step = 0;
-  Interval step_time_s_interval;
-  std::string interval_source;  // where the band comes from (the GPU count's held-out runs, or none)
-  std::string coefficients, coefficients_source, coefficients_gpu, coefficients_fitted_under, link_coefficients_source;
-  std::map<std::string, double> coefficients_scale;  // {"gemm", "attention"}: the GPU spec's kernels_scale
-  StepBreakdown breakdown;
-};
-
-struct Estimate {
-  Memory memory;
-  Perf perf;
-};
-
 // The library's message with its fields named as keywords (tp, not --tp).
 [[noreturn]] void raise(const Error& e) { throw py::value_error(cli::one_line(e.message(FieldNames::keywords))); }
-
-Interval interval(const ErrorBand& band, double value, double unit) {
-  if (!band.known) return std::nullopt;
-  return std::array<double, 2>{band.lower(value) / unit, band.upper(value) / unit};
-}
 
 // Python's text of a value, for errors.
 std::string shown(const py::handle& v) { return py::repr(v).cast<std::string>().substr(0, 60); }
@@ -154,61 +121,21 @@ KnobSettings knob_settings(const py::kwargs& kwargs) {
 Planner::Planner(const std::string& model, const std::string& cluster, const std::string& gpu,
                  const std::string& framework, const std::string& profile, const std::string& data_dir) {
   try {
-    cli::SpecOptions o;
-    o.model = model;
-    o.cluster = cluster;
-    o.gpu = gpu;
-    o.framework = framework;
-    o.data_dir = data_dir;
-    specs_ = cli::resolve(o, profile);
+    specs_ = resolve_plan({model, gpu, cluster, framework, profile, data_dir});
     context_.emplace(specs_.coefficients, specs_.cluster);
   } catch (const Error& e) {
     raise(e);
   }
 }
 
-Layout Planner::layout(const KnobSettings& k) const {
-  if (!k.given(KnobId::seq)) throw Error(field("seq") + " is required (tokens per sequence)");
-  Layout l = build_layout(specs_.model, specs_.framework, layout_request(k, specs_.framework));
-  validate_precision_and_offload(l, specs_.cluster);
-  return l;
-}
+Layout Planner::layout(const KnobSettings& k) const { return plan_layout(specs_, k); }
 
 py::object Planner::estimate(const KnobSettings& k) const {
-  Estimate out;
   try {
-    const Layout l = layout(k);
-    const MemoryEstimate e = estimate_memory(specs_.model, specs_.cluster, l, specs_.framework.residual);
-    const PerfEstimate p = estimate_perf(specs_.model, *context_, l);
-    const ErrorBand& band = specs_.framework.memory_band;
-    Memory& m = out.memory;
-    if (specs_.model.num_experts == 0) m.paper_total_gib = e.paper_total_bytes / kGiB;
-    m.peak_gib = e.peak_bytes / kGiB;
-    m.capacity_gib = e.capacity_bytes / kGiB;
-    m.margin_gib = e.margin_bytes / kGiB;
-    m.peak_stage = e.peak_stage;
-    m.verdict = to_string(memory_verdict(e.peak_bytes, e.capacity_bytes, band));
-    m.peak_gib_interval = interval(band, e.peak_bytes, kGiB);
-    m.stages.reserve(e.stages.size());
-    for (const auto& s : e.stages)
-      m.stages.push_back({s.stage, cli::json_bytes(s.params), cli::json_bytes(s.grads), cli::json_bytes(s.optimizer),
-                          cli::json_bytes(s.activations), cli::json_bytes(s.residual), cli::json_bytes(s.total())});
-    Perf& f = out.perf;
-    f.step_time_s = p.step_time_s, f.tokens_per_s = p.tokens_per_s, f.tflops_per_gpu = p.tflops_per_gpu;
-    f.mfu = p.mfu, f.pts_s = p.pts_s, f.model_flops_per_step = p.model_flops;
-    f.step_time_s_interval = interval(step_time_band_for(specs_.coefficients, l.gpus()), p.step_time_s, 1.0);
-    f.interval_source = step_time_band_source(specs_.coefficients, l.gpus());
-    f.coefficients = specs_.coefficients.name;
-    f.coefficients_source = context_->efficiency_source;
-    f.coefficients_gpu = context_->efficiency_gpu;
-    f.coefficients_fitted_under = context_->efficiency_fitted_under;
-    f.coefficients_scale = {{"gemm", context_->gemm_scale}, {"attention", context_->attention_scale}};
-    f.link_coefficients_source = context_->link_source;
-    f.breakdown = p.breakdown;
+    return py::cast(headroom::estimate(specs_, *context_, layout(k)));
   } catch (const Error& e) {
     raise(e);
   }
-  return py::cast(std::move(out));
 }
 
 py::object Planner::mtsl(KnobSettings k) const {
@@ -447,23 +374,39 @@ void Planner::price_row(const LayoutRequest& r, const Columns& out, std::size_t 
 }
 
 void bind_planner(py::module_& m) {
-  py::class_<Stage>(m, "Stage", "Memory of one pipeline stage, bytes per GPU (integers, as in the JSON).")
-      .def_readonly("stage", &Stage::stage)
-      .def_readonly("params", &Stage::params)
-      .def_readonly("grads", &Stage::grads)
-      .def_readonly("optimizer", &Stage::optimizer)
-      .def_readonly("activations", &Stage::activations)
-      .def_readonly("residual", &Stage::residual)
-      .def_readonly("total", &Stage::total);
-  py::class_<Memory>(m, "Memory", "The memory part of an estimate (`estimate --json`'s `memory`).")
-      .def_readonly("paper_total_gib", &Memory::paper_total_gib)
-      .def_readonly("peak_gib", &Memory::peak_gib)
-      .def_readonly("peak_stage", &Memory::peak_stage)
-      .def_readonly("capacity_gib", &Memory::capacity_gib)
-      .def_readonly("margin_gib", &Memory::margin_gib)
-      .def_readonly("verdict", &Memory::verdict)
-      .def_readonly("peak_gib_interval", &Memory::peak_gib_interval)
-      .def_readonly("stages", &Memory::stages);
+  // The library's one result type (plan.hpp), its fields named as estimate --json's; repr shows them, pickling
+  // carries its JSON document.
+  const auto as_json = [](const auto& x) { return to_json(x); };
+  py::class_<StageResult>(m, "Stage", "Memory of one pipeline stage, bytes per GPU (integers, as in the JSON).")
+      .def_readonly("stage", &StageResult::stage)
+      .def_readonly("params", &StageResult::params)
+      .def_readonly("grads", &StageResult::grads)
+      .def_readonly("optimizer", &StageResult::optimizer)
+      .def_readonly("activations", &StageResult::activations)
+      .def_readonly("residual", &StageResult::residual)
+      .def_readonly("fp8_copies_and_scales", &StageResult::fp8_copies_and_scales)
+      .def_readonly("host", &StageResult::host)
+      .def_readonly("total", &StageResult::total)
+      .def("__repr__", [](const StageResult& x) {
+        return "Stage(stage=" + std::to_string(x.stage) + ", params=" + std::to_string(x.params) +
+               ", grads=" + std::to_string(x.grads) + ", optimizer=" + std::to_string(x.optimizer) +
+               ", activations=" + std::to_string(x.activations) + ", residual=" + std::to_string(x.residual) +
+               ", total=" + std::to_string(x.total) + ")";
+      });
+  py::class_<MemoryResult>(m, "Memory", "The memory part of an estimate (`estimate --json`'s `memory`).")
+      .def_readonly("paper_total_gib", &MemoryResult::paper_total_gib)
+      .def_readonly("peak_gib", &MemoryResult::peak_gib)
+      .def_readonly("peak_stage", &MemoryResult::peak_stage)
+      .def_readonly("capacity_gib", &MemoryResult::capacity_gib)
+      .def_readonly("margin_gib", &MemoryResult::margin_gib)
+      .def_readonly("verdict", &MemoryResult::verdict)
+      .def_readonly("peak_gib_interval", &MemoryResult::peak_gib_interval)
+      .def_readonly("interval_source", &MemoryResult::interval_source)
+      .def_readonly("stages", &MemoryResult::stages)
+      .def("__repr__", [](const MemoryResult& x) {
+        return "Memory(peak_gib=" + py::repr(py::float_(x.peak_gib)).cast<std::string>() + ", verdict='" + x.verdict +
+               "', stages=" + std::to_string(x.stages.size()) + ")";
+      });
   py::class_<StepBreakdown>(m, "Breakdown", "Where the step time goes, seconds (`perf.breakdown`).")
       .def_readonly("gemm_s", &StepBreakdown::gemm_s)
       .def_readonly("attention_s", &StepBreakdown::attention_s)
@@ -479,25 +422,47 @@ void bind_planner(py::module_& m) {
       .def_readonly("optimizer_s", &StepBreakdown::optimizer_s)
       .def_readonly("offload_s", &StepBreakdown::offload_s)
       .def_readonly("slowest_stage", &StepBreakdown::slowest_stage);
-  py::class_<Perf>(m, "Perf", "The speed part of an estimate (`estimate --json`'s `perf`).")
-      .def_readonly("step_time_s", &Perf::step_time_s)
-      .def_readonly("step_time_s_interval", &Perf::step_time_s_interval)
-      .def_readonly("interval_source", &Perf::interval_source)
-      .def_readonly("tokens_per_s", &Perf::tokens_per_s)
-      .def_readonly("tflops_per_gpu", &Perf::tflops_per_gpu)
-      .def_readonly("mfu", &Perf::mfu)
-      .def_readonly("pts_s", &Perf::pts_s)
-      .def_readonly("model_flops_per_step", &Perf::model_flops_per_step)
-      .def_readonly("coefficients", &Perf::coefficients)
-      .def_readonly("coefficients_source", &Perf::coefficients_source)
-      .def_readonly("coefficients_gpu", &Perf::coefficients_gpu)
-      .def_readonly("coefficients_fitted_under", &Perf::coefficients_fitted_under)
-      .def_readonly("coefficients_scale", &Perf::coefficients_scale)
-      .def_readonly("link_coefficients_source", &Perf::link_coefficients_source)
-      .def_readonly("breakdown", &Perf::breakdown);
+  py::class_<PerfResult>(m, "Perf", "The speed part of an estimate (`estimate --json`'s `perf`).")
+      .def_readonly("step_time_s", &PerfResult::step_time_s)
+      .def_readonly("step_time_s_interval", &PerfResult::step_time_s_interval)
+      .def_readonly("interval_source", &PerfResult::interval_source)
+      .def_readonly("tokens_per_s", &PerfResult::tokens_per_s)
+      .def_readonly("tflops_per_gpu", &PerfResult::tflops_per_gpu)
+      .def_readonly("mfu", &PerfResult::mfu)
+      .def_readonly("pts_s", &PerfResult::pts_s)
+      .def_readonly("model_flops_per_step", &PerfResult::model_flops_per_step)
+      .def_readonly("coefficients", &PerfResult::coefficients)
+      .def_readonly("coefficients_source", &PerfResult::coefficients_source)
+      .def_readonly("coefficients_gpu", &PerfResult::coefficients_gpu)
+      .def_readonly("coefficients_fitted_under", &PerfResult::coefficients_fitted_under)
+      .def_property_readonly(
+          "coefficients_scale",
+          [](const PerfResult& x) {
+            return std::map<std::string, double>{{"gemm", x.gemm_scale}, {"attention", x.attention_scale}};
+          })
+      .def_readonly("link_coefficients_source", &PerfResult::link_coefficients_source)
+      .def_readonly("breakdown", &PerfResult::breakdown)
+      .def("__repr__", [](const PerfResult& x) {
+        return "Perf(step_time_s=" + py::repr(py::float_(x.step_time_s)).cast<std::string>() +
+               ", tokens_per_s=" + py::repr(py::float_(x.tokens_per_s)).cast<std::string>() + ", coefficients='" +
+               x.coefficients + "')";
+      });
   py::class_<Estimate>(m, "Estimate", "One layout's memory and speed, equal to `headroom estimate --json`.")
       .def_readonly("memory", &Estimate::memory)
-      .def_readonly("perf", &Estimate::perf);
+      .def_readonly("perf", &Estimate::perf)
+      .def(
+          "to_json", [as_json](const Estimate& x) { return as_json(x).dump(); },
+          "estimate --json's \"memory\" and \"perf\" as JSON text")
+      .def("__repr__",
+           [](const Estimate& x) {
+             char text[160];
+             std::snprintf(text, sizeof text, "Estimate(peak_gib=%.3f, verdict='%s', step_time_s=%.4g)",
+                           x.memory.peak_gib, x.memory.verdict.c_str(), x.perf.step_time_s);
+             return std::string(text);
+           })
+      .def("__eq__", [as_json](const Estimate& a, const Estimate& b) { return as_json(a) == as_json(b); })
+      .def(py::pickle([as_json](const Estimate& x) { return as_json(x).dump(); },
+                      [](const std::string& state) { return estimate_from_json(nlohmann::json::parse(state)); }));
 
   auto planner = py::class_<Planner>(
       m, "Planner",

@@ -37,7 +37,7 @@ class Planner {
   // estimate_many's row i into its columns; Error for an invalid layout.
   void price_row(const LayoutRequest& r, const Columns& out, std::size_t i) const;
 
-  cli::ResolvedSpecs specs_;
+  Plan specs_;
   std::optional<PerfContext> context_;
 };
 

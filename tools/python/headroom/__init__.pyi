@@ -101,6 +101,8 @@ class Stage:
     optimizer: int
     activations: int
     residual: int
+    fp8_copies_and_scales: int
+    host: int
     total: int
 
 class Memory:
@@ -111,6 +113,7 @@ class Memory:
     margin_gib: float
     verdict: str  # "fits", "oom" or "uncertain"
     peak_gib_interval: tuple[float, float] | None
+    interval_source: str
     stages: list[Stage]
 
 class Breakdown:
@@ -147,9 +150,10 @@ class Perf:
     breakdown: Breakdown
 
 class Estimate:
-    """One layout's memory and speed, equal to ``headroom estimate --json``."""
+    """One layout's memory and speed, equal to ``headroom estimate --json``; picklable."""
     memory: Memory
     perf: Perf
+    def to_json(self) -> str: ...
 
 class Planner:
     def __init__(self, *, model: str, cluster: str = ..., gpu: str = ..., framework: str = ...,

@@ -103,6 +103,9 @@ struct Profile {
 // incompatible (other version) profile is an Error.
 [[nodiscard]] Profile load_profile(const std::filesystem::path& path, const std::filesystem::path& data_dir,
                                    bool allow_partial = false);
+// The same for a document already read from `path`.
+[[nodiscard]] Profile profile_from_document(const nlohmann::json& doc, const std::string& path,
+                                            const std::filesystem::path& data_dir, bool allow_partial = false);
 // The same raw measurement as JSON (units in key names) and back; nccl-tests' algbw/busbw for collectives.
 [[nodiscard]] nlohmann::json measurement_to_json(const kernels::Measurement& m);
 [[nodiscard]] kernels::Measurement measurement_from_json(const nlohmann::json& j, std::string_view where);
@@ -115,8 +118,9 @@ struct Calibrated {
 
 // Applies a profile to one cluster and the model's coefficients k, returning both: the profile's peak, HBM
 // bandwidth and link α/β replace the datasheet's; its GEMM and attention fits replace the coefficients'
-// efficiencies (per-GPU overrides dropped). `head_dim` picks the attention fit (nearest measured head dim,
-// causal first).
+// efficiencies (per-GPU overrides dropped). The coefficients' held-out step-time band is dropped: it describes the
+// fit it was computed for, not the profile's measurements. `head_dim` picks the attention fit (nearest measured head
+// dim, causal first).
 [[nodiscard]] Calibrated apply_profile(const Profile& p, std::int64_t head_dim, ClusterSpec cluster,
                                        PerfCoefficients k);
 

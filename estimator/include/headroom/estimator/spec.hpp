@@ -168,6 +168,9 @@ class SpecLibrary {
  private:
   [[nodiscard]] nlohmann::json load_validated(std::string_view kind, std::string_view name_or_path,
                                               std::filesystem::path* resolved) const;
+  // A cluster document read from `path`, checked and parsed; its GPU is `known_gpu` where the caller has read it.
+  [[nodiscard]] ClusterSpec cluster_from_document(const nlohmann::json& j, const std::filesystem::path& path,
+                                                  const GpuSpec* known_gpu) const;
   std::filesystem::path data_dir_;
 };
 

@@ -107,6 +107,13 @@ struct PerfCoefficients {
 // data_dir/perf/<framework>.json when present, else the datasheet defaults; with the other data/perf files' GPU
 // entries as its device_gpus.
 [[nodiscard]] PerfCoefficients default_perf_coefficients(const SpecLibrary& lib, std::string_view framework);
+// The same with data/schema/perf.schema.json already read (perf_schema; null: none shipped, nothing checked).
+[[nodiscard]] PerfCoefficients default_perf_coefficients(const SpecLibrary& lib, std::string_view framework,
+                                                         const nlohmann::json& schema);
+[[nodiscard]] nlohmann::json perf_schema(const SpecLibrary& lib);
+// A coefficients document read from `path`, checked against the schema (null: not checked) and parsed.
+[[nodiscard]] PerfCoefficients perf_coefficients_file(const std::string& path, const nlohmann::json& doc,
+                                                      const nlohmann::json& schema);
 // Adds `from`'s GPU entries (its own and its device ones) to c.device_gpus where c has none for that GPU.
 void add_device_entries(PerfCoefficients& c, const PerfCoefficients& from);
 
