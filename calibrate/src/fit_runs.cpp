@@ -94,9 +94,16 @@ RunsFit fit_compute_scale(const std::vector<PricedRun>& runs, const PerfCoeffici
   for (std::size_t i = 0; i < runs.size(); ++i) {
     fit.shipped_errors.push_back(step_time_error(runs[i], shipped));
     fit.fitted_errors.push_back(step_time_error(runs[i], fit.coefficients));
-    const double held_out_scale = argmin_scale(runs, shipped, i, hi);
-    fit.held_out_errors.push_back(step_time_error(runs[i], with_compute_scale(shipped, held_out_scale)));
+    const PerfCoefficients held_out = with_compute_scale(shipped, argmin_scale(runs, shipped, i, hi));
+    fit.held_out_errors.push_back(step_time_error(runs[i], held_out));
+    fit.held_out_ratios.push_back(runs[i].measured_step_s / predicted_step_s(runs[i], held_out));
   }
+  // The fitted coefficients' band is theirs: the central 90% of the runs each left out of its own fit (the shipped
+  // coefficients' band was computed for the shipped fit on other runs).
+  fit.coefficients.step_time_band = band_from_ratios(fit.held_out_ratios, 0.9);
+  fit.coefficients.step_time_bands_by_gpus.clear();
+  fit.coefficients.step_time_band_origin =
+      "calibrate --from-runs: " + std::to_string(runs.size()) + " runs, each predicted by the fit on the others";
   return fit;
 }
 

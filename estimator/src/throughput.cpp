@@ -92,6 +92,11 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
           !value.at("step_time_low").is_number() || !value.at("step_time_high").is_number())
         throw Error(w + ": uncertainty must be an object with numbers step_time_low and step_time_high");
       c.step_time_band = {value.at("step_time_low").get<double>(), value.at("step_time_high").get<double>(), true};
+      if (value.contains("origin")) {
+        if (!value.at("origin").is_string() || value.at("origin").get<std::string>().empty())
+          throw Error(w + ": uncertainty.origin must be a non-empty string (what computed the band)");
+        c.step_time_band_origin = value.at("origin").get<std::string>();
+      }
       c.step_time_bands_by_gpus.clear();
       if (value.contains("by_gpus")) {
         const auto& by = value.at("by_gpus");
@@ -173,6 +178,8 @@ nlohmann::json perf_coefficients_to_json(const PerfCoefficients& c) {
   }
   if (c.step_time_band.known) {
     j["uncertainty"] = {{"step_time_low", c.step_time_band.low}, {"step_time_high", c.step_time_band.high}};
+    if (c.step_time_band_origin != PerfCoefficients{}.step_time_band_origin)
+      j["uncertainty"]["origin"] = c.step_time_band_origin;
     if (!c.step_time_bands_by_gpus.empty()) {
       nlohmann::json by = nlohmann::json::array();
       for (const auto& x : c.step_time_bands_by_gpus)
@@ -204,7 +211,8 @@ const ErrorBand& step_time_band_for(const PerfCoefficients& c, std::int64_t gpus
 std::string step_time_band_source(const PerfCoefficients& c, std::int64_t gpus) {
   const std::string what = "coefficients " + c.name;
   const GpuCountBand* x = band_entry_for(c, gpus);
-  if (!c.step_time_band.known || x == nullptr) return band_source(c.step_time_band, what, "step time");
+  if (!c.step_time_band.known || x == nullptr)
+    return band_source(c.step_time_band, what, "step time", {}, c.step_time_band_origin);
   const std::string n = std::to_string(x->gpus);
   std::string where = "at " + n + " GPUs";
   if (gpus < x->gpus)
@@ -213,7 +221,8 @@ std::string step_time_band_source(const PerfCoefficients& c, std::int64_t gpus) 
     where += ", the largest held-out count (extrapolated)";
   else if (gpus > x->gpus)
     where += ", the held-out count next below " + std::to_string(gpus);
-  return band_source(x->band, what, "step time", where + ", " + std::to_string(x->runs) + " runs");
+  return band_source(x->band, what, "step time", where + ", " + std::to_string(x->runs) + " runs",
+                     c.step_time_band_origin);
 }
 
 ClusterEfficiency& cluster_links(PerfCoefficients& c, const std::string& cluster) {

@@ -25,14 +25,14 @@ ErrorBand widened(const ErrorBand& a, const ErrorBand& b) {
 }
 
 std::string band_source(const ErrorBand& band, std::string_view what, std::string_view predicted,
-                        std::string_view where) {
+                        std::string_view where, std::string_view origin) {
   if (!band.known)
     return "none: no held-out data behind the " + std::string(what) + " (the " + std::string(predicted) +
            " is the prediction's)";
   std::string s = "held-out residuals of the ";
   s.append(what);
   if (!where.empty()) s.append(" ").append(where);
-  return s.append(" (headroom validate)");
+  return s.append(" (").append(origin).append(")");
 }
 
 ErrorBand band_from_verdicts(std::span<const HeldOutVerdict> runs) {

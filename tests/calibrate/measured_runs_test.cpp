@@ -377,6 +377,25 @@ TEST(FitRuns, RecoversAKnownComputeScaleAndHeldOutBeatsShipped) {
   EXPECT_NEAR(fit.coefficients.gemm_efficiency, shipped.gemm_efficiency * 0.8, 1e-4);
 }
 
+// The written coefficients carry the band of their own held-out runs, said to come from them, never the shipped
+// coefficients' band (computed for another fit on other runs).
+TEST(FitRuns, TheBandIsTheRunsOwnHeldOutOne) {
+  const PerfCoefficients shipped = default_perf_coefficients(test::library(), "megatron");
+  ASSERT_TRUE(shipped.step_time_band.known);
+  auto runs = runs_at_scale(shipped, 0.8);
+  runs[0].measured_step_s *= 1.3;  // one run slower than the others say
+  const auto fit = fit_compute_scale(runs, shipped);
+  ASSERT_EQ(fit.held_out_ratios.size(), runs.size());
+  const ErrorBand expected = band_from_ratios(fit.held_out_ratios, 0.9);
+  EXPECT_TRUE(fit.coefficients.step_time_band.known);
+  EXPECT_DOUBLE_EQ(fit.coefficients.step_time_band.high, expected.high);
+  EXPECT_DOUBLE_EQ(fit.coefficients.step_time_band.low, expected.low);
+  EXPECT_TRUE(fit.coefficients.step_time_bands_by_gpus.empty());
+  const PerfCoefficients loaded = perf_coefficients_from_json(perf_coefficients_to_json(fit.coefficients), "written");
+  EXPECT_NE(step_time_band_source(loaded, 8).find("calibrate --from-runs"), std::string::npos)
+      << step_time_band_source(loaded, 8);
+}
+
 // pytorch-fsdp prices the H100 at megatron's fitted entry (a device entry): the fit scales it too, and the written
 // coefficients carry it as their own, so that loading them gives the same step times.
 TEST(FitRuns, ScalesTheDeviceEntryItPricesAGpuAtAndWritesItAsItsOwn) {

@@ -32,10 +32,11 @@ struct PricedRun {
 
 struct RunsFit {
   double compute_scale = 1;
-  PerfCoefficients coefficients;        // the shipped ones with the scale applied
+  PerfCoefficients coefficients;  // the shipped ones with the scale applied; their step-time band from held_out_ratios
   std::vector<double> shipped_errors;   // per run, shipped coefficients
   std::vector<double> fitted_errors;    // per run, in sample
   std::vector<double> held_out_errors;  // per run, fitted on the others (leave-one-out)
+  std::vector<double> held_out_ratios;  // the same as measured / predicted step time
   [[nodiscard]] static double mean(const std::vector<double>& v);
 };
 

@@ -87,6 +87,9 @@ struct PerfCoefficients {
   // calibrate --from-runs) or "measured" (a calibration profile's microkernels). A `gpus` entry is fitted.
   std::string generic_source = "datasheet";
   ErrorBand step_time_band;  // held-out band of the step time ("uncertainty"; unknown for the datasheet defaults)
+  // What computed it ("uncertainty.origin"): headroom validate for the shipped files, calibrate --from-runs for its
+  // own.
+  std::string step_time_band_origin = "headroom validate";
   // The same by the GPU counts of the held-out runs ("uncertainty.by_gpus", ascending; issue 13, item 2: the error
   // grows with the GPU count); empty: step_time_band at every count.
   std::vector<GpuCountBand> step_time_bands_by_gpus;

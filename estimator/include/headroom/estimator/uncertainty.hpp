@@ -34,9 +34,10 @@ struct GpuCountBand {
 [[nodiscard]] ErrorBand widened(const ErrorBand& a, const ErrorBand& b);
 
 // Where a band comes from, for an estimate's interval_source: the held-out residuals of `what` (at `where`, e.g. a
-// GPU count's runs, when given), or none, in which case `predicted` (the verdict, the step time) is the prediction's.
+// GPU count's runs, when given) computed by `origin`, or none, in which case `predicted` (the verdict, the step time)
+// is the prediction's.
 [[nodiscard]] std::string band_source(const ErrorBand& band, std::string_view what, std::string_view predicted,
-                                      std::string_view where = {});
+                                      std::string_view where = {}, std::string_view origin = "headroom validate");
 
 // A held-out run seen only as trained or out of memory, with the peak the fit without it predicted.
 struct HeldOutVerdict {
