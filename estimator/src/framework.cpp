@@ -15,7 +15,7 @@ namespace headroom {
 
 namespace {
 
-// Names are case-insensitive, as spec and sharding names are (DESIGN.md: "Names are case-insensitive").
+// Names are case-insensitive, as spec and sharding names are.
 std::string lowered(std::string_view text) {
   std::string s(text);
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -216,8 +216,8 @@ class StepBuilder {
     const std::int64_t channels = spans_nodes && kind != Group::cp ? per_node : 1;
     // A ring is symmetric: every step each member moves one chunk (bytes / n) over the same kinds of links, so a
     // ring over more than kRepresentativeNodes nodes runs as its first kRepresentativeNodes nodes with the full
-    // ring's chunk, its time scaled from their n_r − 1 steps to the n − 1 of the whole ring (issue 18: a DP ring
-    // of 2,048 GPUs was 33 million transfers).
+    // Ring's chunk, its time scaled from their n_r − 1 steps to the n − 1 of the whole ring (a DP ring of
+    // 2,048 GPUs would be 33 million transfers).
     const auto n = static_cast<std::int64_t>(members.size());
     std::vector<std::int64_t> ring = members;
     double ring_bytes = bytes, scale = 1.0;
@@ -240,7 +240,7 @@ class StepBuilder {
     }
     // A GPU's channel sends of a ring step one after the other: the analytical model's flat-ring pricing (intra-
     // and inter-node parts add, throughput.cpp volume_seconds), which scores better on held-out data than the
-    // slower-of-the-two form (issue 18's closing note).
+    // Slower-of-the-two form.
     const double t = scale * simulate_concurrent_collectives(topo_, op, Algorithm::ring, ring_bytes, groups, per_node,
                                                              opt_.engine, channels, true)
                                  .time_s;

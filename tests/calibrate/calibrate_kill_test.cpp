@@ -1,4 +1,4 @@
-// Killing `headroom calibrate` at any moment leaves the previous profile intact and the run resumable (issue 9):
+// Killing `headroom calibrate` at any moment leaves the previous profile intact and the run resumable:
 // the real binary is started (fork/exec) onto the --out of an existing profile and SIGKILLed at spread-out
 // moments: at start-up, at progress points through the sweep plus a random delay (fixed seed), then resumed;
 // then around the final fit and write, at random delays after the sweep's last case and the moment the final

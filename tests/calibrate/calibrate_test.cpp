@@ -65,7 +65,7 @@ TEST(Fit, AttentionRecoversSaturation) {
   EXPECT_NEAR(f.half_tokens, 700, 1e-3);
 }
 
-// Issue 15 (item 5): a quick run fitted e = 1.48, s½ = 2,467 from sequences up to 512. Points that keep rising
+// A quick run fitted e = 1.48, s½ = 2,467 from sequences up to 512. Points that keep rising
 // over the measured range do not pin an asymptote: the fit stays inside e ≤ 1 and s½ ≤ 2 × the longest sequence.
 TEST(Fit, AttentionDoesNotExtrapolatePastItsPoints) {
   std::vector<AttentionPoint> pts;

@@ -154,7 +154,7 @@ TEST(MegatronLog, SteadyStateDropsTheFirstIterationAndTakesTheMedian) {
 }
 
 // Megatron-LM's fp8 argument is the format (None without FP8): the run is read as FP8 with its recipe, FP8 weights and
-// offloading (issue 14), never as BF16.
+// Offloading, never as BF16.
 TEST(MegatronLog, Fp8AndOffloadingAreRead) {
   std::string log = slurp("megatron_llama_written.log");
   const std::string bf16 = "  bf16 ............................................ True\n";
@@ -213,7 +213,7 @@ TEST(MegatronLog, OutOfMemoryAndWhatCannotBePriced) {
   const auto oom = parse_megatron_log(slurp("megatron_oom_written.log"), "oom.log");
   EXPECT_EQ(oom.outcome, RunOutcome::oom);
   EXPECT_EQ(oom.layout.at("seq"), "32768");
-  // A run with experts reads with them (issue 14): 8 of 14,336 (moe_ffn_hidden_size None: ffn_hidden_size), top 2,
+  // A run with experts reads with them: 8 of 14,336 (moe_ffn_hidden_size None: ffn_hidden_size), top 2,
   // two leading dense layers, EP 2, ETP 1, the alltoall dispatcher; an unpriced layer pattern is refused naming it.
   const auto moe = parse_megatron_log(slurp("megatron_moe_written.log"), "moe.log");
   ASSERT_TRUE(moe.model);
@@ -428,7 +428,7 @@ TEST(FitRuns, EfficienciesStayPhysicalAndOneRunIsNotEnough) {
   }
 }
 
-// Issue 15: peaks measured on a cluster whose stack holds 5 GiB more than the shipped fixed term per GPU (say a
+// Peaks measured on a cluster whose stack holds 5 GiB more than the shipped fixed term per GPU (say a
 // bigger NCCL buffer pool): the fit finds the fixed term from the runs, its leave-one-out error beats the shipped
 // residual's, and a run that ran out of memory bounds it from below.
 std::vector<MemoryRun> memory_runs(double fixed_bytes) {

@@ -40,7 +40,7 @@ TEST(Cli, EstimateJsonHasTheDocumentedFields) {
   for (const char* key : {"peak_gib", "capacity_gib", "verdict", "margin_gib"})
     EXPECT_TRUE(j["memory"].contains(key)) << key;
   EXPECT_EQ(j["layout"]["dp"], 1);
-  // Counts are integers; a dense model's parameters are all active (issue 14).
+  // Counts are integers; a dense model's parameters are all active.
   EXPECT_TRUE(j["model"]["parameters"].is_number_integer());
   EXPECT_EQ(j["model"]["parameters"].get<std::int64_t>(), 8'030'261'248);
   EXPECT_EQ(j["model"]["active_parameters"], j["model"]["parameters"]);
@@ -139,7 +139,7 @@ const BadCase kBadCases[] = {
     {"simulate_too_many_gpus",
      {"simulate", "--collective", "all-reduce", "--cluster", "dgx-h100", "--bytes", "1", "--nodes", "1000000000000"},
      "the simulator takes at most 1024"},
-    // Issue 17: contract breaks and flags accepted without a word.
+    // Contract breaks and flags accepted without a word.
     {"mistyped_subcommand",
      {"estimat", "--model", "llama3.1-8b"},
      "unknown command 'estimat' (did you mean 'estimate'?)"},
@@ -196,7 +196,8 @@ const BadCase kBadCases[] = {
       "1e300", "--json"},
      "--optimizer-bytes 1e+300 make more bytes of model states than"},
     {"estimate_bytes_past_int64",
-     {"estimate", "--model", "llama3.1-405b", "--cluster", "dgx-h100", "--gpus", "8", "--seq", "1000000000000", "--json"},
+     {"estimate", "--model", "llama3.1-405b", "--cluster", "dgx-h100", "--gpus", "8", "--seq", "1000000000000",
+      "--json"},
      "llama3.1-405b at --seq 1000000000000, --mbs 1: a GPU of stage 0 would hold more bytes than"},
     {"lora_rank_above_the_projections", with(kEstimate, {"--lora-rank", "100000"}),
      "--lora-rank 100000 is larger than the k projection of llama3.1-8b (4096 -> 1024): a LoRA rank is at most "
@@ -206,7 +207,7 @@ const BadCase kBadCases[] = {
      "at most 10^6 micro-batch stages"},
 };
 
-// Issue 14, item 1: a model with experts is priced with its experts (estimate --json: total and active parameters,
+// A model with experts is priced with its experts (estimate --json: total and active parameters,
 // the EP all-to-alls), and the expert split matters where it should: a capacity factor (the busiest GPU's load) costs
 // memory and time, and EP8 x TP1 beats EP4 x TP2 for Mixtral-8x7B as Megatron-Core's MoE guide says
 // (megatron/core/transformer/moe/README.md, "Best Practices").
@@ -412,9 +413,9 @@ TEST(Cli, ValidatePasses) {
 namespace headroom {
 namespace {
 
-// Issue 17: an output path that is a directory fails before any work (calibrate measured its whole sweep
+// An output path that is a directory fails before any work (calibrate measured its whole sweep
 // first and left DIR.partial), with one line naming the flag and the path.
-// Issue 13, "nothing falls back silently": a GPU no shipped cluster has is priced on an assumed cluster, which every
+// "nothing falls back silently": a GPU no shipped cluster has is priced on an assumed cluster, which every
 // output says (text and JSON), and the simulator runs on the same links as the model.
 TEST(Cli, AGpuWithoutAClusterIsPricedOnAnAssumedOneThatTheOutputsName) {
   const auto dir = std::filesystem::temp_directory_path() / ("headroom_cli_gpu_" + std::to_string(::getpid()));
@@ -526,7 +527,7 @@ TEST(CliOutputs, APipeNobodyReadsIsRefusedNotBlockedOn) {
 namespace headroom {
 namespace {
 
-// Issue 17: every JSON document carries schema_version, and byte counts are integers.
+// Every JSON document carries schema_version, and byte counts are integers.
 TEST(CliJson, EveryDocumentHasASchemaVersionAndIntegerBytes) {
   const std::vector<std::vector<std::string>> commands = {
       {"estimate", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--seq", "8192", "--tp", "2", "--gpus", "8",
@@ -559,7 +560,7 @@ TEST(CliJson, EveryDocumentHasASchemaVersionAndIntegerBytes) {
 namespace headroom {
 namespace {
 
-// Issue 17: numbers are not typed TEXT in --help, framework-profile defaults are said, and each command has
+// Numbers are not typed TEXT in --help, framework-profile defaults are said, and each command has
 // examples; no CLI11 artefact such as --no-progress{false}.
 TEST(CliHelp, TypedMetavarsDefaultsAndExamples) {
   for (const char* command : {"estimate", "rank", "mtsl", "comm", "launch", "simulate", "calibrate", "validate"}) {
@@ -582,7 +583,7 @@ TEST(CliHelp, TypedMetavarsDefaultsAndExamples) {
 namespace headroom {
 namespace {
 
-// Issue 17: when nothing fits, rank says what bound the layouts and what would lift it.
+// When nothing fits, rank says what bound the layouts and what would lift it.
 TEST(CliRank, NothingFitsSaysWhatBoundAndWhatWouldLiftIt) {
   auto r = test::run_cli({"rank", "--model", "llama3.1-405b", "--cluster", "dgx-a100-40gb", "--gpus", "8", "--seq",
                           "8192", "--gbs", "64"});
@@ -626,7 +627,7 @@ TEST(CliLaunch, WarnsOverMemoryAndCarriesTheModelShape) {
 namespace headroom {
 namespace {
 
-// Issue 17: one rule for counts and for names; a calibration profile where simulate takes coefficients; the
+// One rule for counts and for names; a calibration profile where simulate takes coefficients; the
 // table says the sharding; an MTSL past the trained context is noted.
 TEST(CliRules, CountsNamesProfilesAndNotes) {
   const std::vector<std::string> base = {"estimate",  "--model", "llama3.1-8b", "--gpu",

@@ -78,7 +78,7 @@ TEST(Launch, MegatronArguments) {
   EXPECT_EQ(megatron_value(g, "--window-attn-skip-freq"), "2");
   EXPECT_EQ(megatron_value(j, "--kv-channels"), "");
   EXPECT_TRUE(contains(g.at("unsupported").at("megatron").dump(), "norms after attention and MLP"));
-  // Experts (issue 14): the model's experts, the split, the dispatcher headroom prices and the capacity factor.
+  // Experts: the model's experts, the split, the dispatcher headroom prices and the capacity factor.
   const Result moe = run({"launch", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--seq", "4096", "--pp", "2",
                           "--gpus", "64", "--ep", "8", "--etp", "1", "--moe-expert-capacity-factor", "1.25", "--json"});
   ASSERT_EQ(moe.code, 0) << moe.err;

@@ -80,7 +80,7 @@ TEST(AtomicFile, TemporariesOfDeadWritersAreRemovedLiveOnesKept) {
   fs::remove_all(dir);
 }
 
-// Issue 17: run as root with --out /dev/null, a rename replaced the system's /dev/null with a regular file.
+// Run as root with --out /dev/null, a rename replaced the system's /dev/null with a regular file.
 // A character device (made here, when root may) and a FIFO are written into and stay what they were.
 TEST(AtomicFile, DevicesAndPipesAreWrittenIntoNeverReplaced) {
   const fs::path dir = scratch();

@@ -1,4 +1,4 @@
-// Errors carry the fields they name (issue 16, item 1): what() names them as the CLI's flags, message(keywords)
+// Errors carry the fields they name: what() names them as the CLI's flags, message(keywords)
 // as the Python API's keywords, fields() lists them.
 #include <gtest/gtest.h>
 

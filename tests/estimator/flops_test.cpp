@@ -55,7 +55,7 @@ TEST(Recompute, FactorsPerMode) {
   EXPECT_EQ(recompute_factors(Recompute::full).gemm, 1.0);
 }
 
-// Issue 14, item 3: a sliding window of w tokens leaves s·w − w²/2 of the s²/2 causal pairs where s > w, on the
+// A sliding window of w tokens leaves s·w − w²/2 of the s²/2 causal pairs where s > w, on the
 // layers that have it; heads of width d_h scale the attention by a·d_h/h (Megatron-LM's training.py).
 TEST_F(FlopsTest, SlidingWindowsAndHeadWidthScaleTheAttention) {
   ModelSpec m = llama8b;

@@ -284,7 +284,7 @@ TEST(CapacityShare, IsPartOfTheResidual) {
   EXPECT_DOUBLE_EQ(residual_bytes(m, l, r, 0, 1e9, 80.0 * kGiB), 10.0 * kGiB);
 }
 
-// Issue 14, item 3: heads of a width d_h other than h/a (Qwen3-32B: 64 heads of 128 for h = 5,120). Weights,
+// Heads of a width d_h other than h/a (Qwen3-32B: 64 heads of 128 for h = 5,120). Weights,
 // gradients and optimizer states of the first stage equal Megatron-LM's compute_weight_and_optimizer_memory
 // (theoretical_memory_usage.py at d98e8a6, run in Python with --kv-channels 128, GQA 8, SwiGLU 25,600, 64 layers,
 // vocabulary 151,936, untied, distributed optimizer) but for one difference, explained: Megatron counts the final
@@ -320,7 +320,7 @@ TEST_F(MemoryTest, WideHeadsMatchMegatronTheoreticalWeightAndOptimizerMemory) {
                    sbh * 4.0 * ((8192.0 + 1024.0) - (5120.0 + 640.0)) / 5120.0);
 }
 
-// Issue 14, item 1's oracle: weights, gradients and optimizer states of the first stage of a model with experts equal
+// Weights, gradients and optimizer states of the first stage of a model with experts equal
 // Megatron-LM's compute_weight_and_optimizer_memory (theoretical_memory_usage.py at d98e8a6, run in Python with
 // --num-experts, --moe-router-topk, --moe-ffn-hidden-size, --expert-model-parallel-size,
 // --expert-tensor-parallel-size, distributed optimizer, the vocabulary unpadded) for Mixtral-8x7B and Qwen3-30B-A3B
@@ -369,7 +369,7 @@ TEST_F(MemoryTest, LeadingDenseLayersAreCountedOnTheirStages) {
   EXPECT_EQ(stage_moe_layers(lib.model("llama3.1-8b"), l, 0), 0);
 }
 
-// Issue 14, item 2: DeepSeek-V3 (latent attention, 256 experts, a shared expert, 3 leading dense layers) against
+// DeepSeek-V3 (latent attention, 256 experts, a shared expert, 3 leading dense layers) against
 // Megatron-LM's compute_weight_and_optimizer_memory (d98e8a6, --multi-latent-attention --q-lora-rank 1536
 // --kv-lora-rank 512 --qk-head-dim 128 --qk-pos-emb-head-dim 64 --v-head-dim 128, --moe-layer-freq [0]*3+[1]*58,
 // ETP 1). Equal at t = 1; at t = 2 headroom holds the down projections of q and kv and their norms whole on every TP

@@ -1,4 +1,4 @@
-// Issue 18, item 1: uneven pipeline stages as Megatron-LM splits them (--decoder-first/last-pipeline-num-layers,
+// Uneven pipeline stages as Megatron-LM splits them (--decoder-first/last-pipeline-num-layers,
 // --account-for-embedding/loss-in-pipeline-split), in the split rules, memory, time, rank and the CLI.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -148,7 +148,7 @@ TEST(PipelineSplit, MemoryAndTimeFollowTheStagesLayers) {
   EXPECT_GT(estimate_perf(m, c, heavy_last, default_perf_coefficients(lib, "megatron")).step_time_s, p.step_time_s);
 }
 
-// Issue 18: under megatron, p must divide 126 layers and t·c·p the 16,384 GPUs, so nothing fitted; with uneven
+// Under megatron, p must divide 126 layers and t·c·p the 16,384 GPUs, so nothing fitted; with uneven
 // stages rank finds layouts, every one of which Megatron-LM accepts.
 TEST(PipelineSplit, RankFindsLlama405bOn16384GpusUnderMegatron) {
   const SpecLibrary lib = test::library();

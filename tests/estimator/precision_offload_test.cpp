@@ -1,4 +1,4 @@
-// Issue 14, items 4 and 5: FP8 training and offloading, each term against its closed form.
+// FP8 training and offloading, each term against its closed form.
 #include <gtest/gtest.h>
 
 #include "../test_support.hpp"

@@ -115,7 +115,7 @@ TEST_F(SearchTest, BadConstraintsThrow) {
   EXPECT_THROW((void)parse_constraint("sharding=zero9"), Error);
 }
 
-// Issue 5: at least 100,000 layouts for llama3.1-405b on 16,384 GPUs (speed is in tools/bench/rank_bench).
+// At least 100,000 layouts for llama3.1-405b on 16,384 GPUs (speed is in tools/bench/rank_bench).
 TEST_F(SearchTest, EnumeratesOver100kLayoutsFor405bOn16384Gpus) {
   SearchOptions o;
   o.gpus = 16384;
@@ -127,7 +127,7 @@ TEST_F(SearchTest, EnumeratesOver100kLayoutsFor405bOn16384Gpus) {
   EXPECT_FALSE(r.best.empty());
 }
 
-// The CLI: one JSON document with the fields issue 5 names; bad input is exit 2 with one line.
+// The CLI: one JSON document with the evaluated layouts and launch arguments; bad input is exit 2 with one line.
 TEST(RankCli, JsonHasEvaluatedLayoutsAndLaunchArguments) {
   std::ostringstream out, err;
   const int code = cli::run({"rank", "--model", "llama3.1-8b", "--cluster", "h100-94gb-x4", "--gpus", "16", "--seq",
@@ -199,7 +199,7 @@ TEST(EstimateCli, JsonHasPerf) {
 namespace headroom {
 namespace {
 
-// Issue 18 (item 1, in part): the interleaved schedule runs only with m a multiple of p (Megatron-LM's
+// The interleaved schedule runs only with m a multiple of p (Megatron-LM's
 // schedules.py refuses the rest): estimate refuses such a layout and rank never proposes one.
 TEST(Search, InterleavedLayoutsHaveMicroBatchesAMultipleOfTheStages) {
   const SpecLibrary lib = test::library();

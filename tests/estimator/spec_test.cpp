@@ -228,7 +228,7 @@ const std::string kMixtral = R"({"model_type": "mixtral", "hidden_size": 4096, "
   "max_position_embeddings": 32768, "hidden_act": "silu", "num_local_experts": 8, "num_experts_per_tok": 2,
   "sliding_window": null, "tie_word_embeddings": false})";
 
-// Issues 14 and 17: a config whose arithmetic headroom does not price is refused naming the key (a Mixtral-8x7B
+// A config whose arithmetic headroom does not price is refused naming the key (a Mixtral-8x7B
 // config was priced as a dense 7.24B model); a wrong-typed key names key and file instead of a json type_error.
 TEST(HuggingFaceConfig, RefusesWhatItCannotPriceNamingTheKey) {
   EXPECT_NE(model_error(R"({"model_type": "qwen2_moe", "hidden_size": 2048, "num_attention_heads": 16,
@@ -284,7 +284,7 @@ TEST(HuggingFaceConfig, RefusesWhatItCannotPriceNamingTheKey) {
   }
 }
 
-// Issue 14, item 3: the parameter counts of the shipped Qwen2.5-72B and Mistral-7B specs are those of their
+// The parameter counts of the shipped Qwen2.5-72B and Mistral-7B specs are those of their
 // checkpoints (q, k, v biases included for Qwen2), a Qwen2 config read as it is gives the same model, and
 // Llama-family attention or MLP biases, priced nowhere, are refused naming the key.
 TEST(HuggingFaceConfig, Qwen2BiasesAndMistralCountAsTheirCheckpoints) {
@@ -307,7 +307,7 @@ TEST(HuggingFaceConfig, Qwen2BiasesAndMistralCountAsTheirCheckpoints) {
   }
 }
 
-// Issue 14, item 3: heads wider or narrower than h/a (Gemma, Qwen3), Gemma 2's four norms per layer, q/k norms and
+// Heads wider or narrower than h/a (Gemma, Qwen3), Gemma 2's four norms per layer, q/k norms and
 // sliding windows, as transformers builds them. Parameter counts are the checkpoints' (Gemma-7B 8,537,680,896 and
 // Gemma-2-27B 27,227,128,320, their model cards' 8.54B and 27.2B; Qwen3-8B 8,190,735,360, "8.2B").
 TEST(HuggingFaceConfig, GemmaAndQwen3HeadsNormsAndWindowsCountAsTheirCheckpoints) {
@@ -358,7 +358,7 @@ TEST(HuggingFaceConfig, GemmaAndQwen3HeadsNormsAndWindowsCountAsTheirCheckpoints
   EXPECT_EQ(lib.model(listed.path()).window_skip_freq, 2);
 }
 
-// Issue 14, items 1 and 3: mixture-of-experts configs as they are. Total and active parameters are the issue's
+// Mixture-of-experts configs as they are. Total and active parameters are the published
 // oracle for Mixtral-8x7B (46,702,792,704 / 12,879,925,248) and the model cards' for Mixtral-8x22B (141B / 39B) and
 // Qwen3-30B-A3B / 235B-A22B (30.5B / 3.3B, 235B / 22B); a config read as it is gives the shipped spec's counts.
 TEST(HuggingFaceConfig, ExpertModelsCountTotalAndActiveParameters) {

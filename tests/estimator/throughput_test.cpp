@@ -58,7 +58,7 @@ TEST_F(ThroughputTest, BubbleShrinksWithMicrobatchesAndInterleaving) {
   EXPECT_EQ(estimate_perf(llama8b, a100, single, datasheet).breakdown.bubble_s, 0.0);
 }
 
-// Issue 13: Megatron-LM overlaps pipeline sends with the interleaved schedule's chunks (arguments.py's
+// Megatron-LM overlaps pipeline sends with the interleaved schedule's chunks (arguments.py's
 // overlap_p2p_comm), not with 1F1B's: a send shorter than a chunk's pass is hidden, and
 // --no-overlap-p2p-communication exposes it again.
 TEST_F(ThroughputTest, InterleavedPipelineSendsHideBehindTheNextChunk) {
@@ -76,7 +76,7 @@ TEST_F(ThroughputTest, InterleavedPipelineSendsHideBehindTheNextChunk) {
   EXPECT_NEAR(estimate_perf(llama8b, a100, l, datasheet).breakdown.pp_comm_s, 2 * 2 * m * send, 1e-9);
 }
 
-// Issue 13: --tp-comm-overlap (TransformerEngine userbuffers) pipelines each TP collective with its GEMM in t chunks:
+// --tp-comm-overlap (TransformerEngine userbuffers) pipelines each TP collective with its GEMM in t chunks:
 // exposed is one chunk of the shorter and whatever the longer exceeds.
 TEST_F(ThroughputTest, TpCommOverlapLeavesOneChunkExposed) {
   EXPECT_DOUBLE_EQ(tp_overlapped_comm_seconds(1.0, 3.0, 4), 0.25);        // comm hidden but its first chunk
@@ -147,7 +147,7 @@ TEST_F(ThroughputTest, CommunicationLevelFollowsRankPlacement) {
   EXPECT_GT(across.breakdown.tp_comm_s, 3 * in_node.breakdown.tp_comm_s);
 }
 
-// Issue 14, item 1: one all-to-all of the alltoall dispatcher moves each GPU's k·s·b/(t·c) token copies of h BF16
+// One all-to-all of the alltoall dispatcher moves each GPU's k·s·b/(t·c) token copies of h BF16
 // values, (ep − 1)/ep of them away: on NVLink when the EP group sits in a node, the off-node share on the NIC
 // otherwise; the expert GEMMs carry the active FLOPs of the copies a GPU receives.
 TEST_F(ThroughputTest, ExpertAllToAllsFollowWhereTheExpertGroupSits) {

@@ -1,4 +1,4 @@
-// Issue 15, item 3: prediction intervals from held-out residuals, the `uncertain` verdict and rank --risk.
+// Prediction intervals from held-out residuals, the `uncertain` verdict and rank --risk.
 #include "headroom/estimator/uncertainty.hpp"
 
 #include <gtest/gtest.h>
@@ -159,7 +159,7 @@ TEST(Uncertainty, RankWithPessimisticRiskKeepsLayoutsWhoseBandFits) {
 namespace headroom {
 namespace {
 
-// Issue 13, item 1 in part: every estimate says where its GPU's GEMM and attention efficiencies come from.
+// Every estimate says where its GPU's GEMM and attention efficiencies come from.
 TEST(CoefficientsSource, EstimateSaysFittedDatasheetOrMeasured) {
   const auto perf = [](const char* gpu, const char* framework) {
     const auto r = test::run_cli({"estimate", "--model", "llama3.1-8b", "--gpu", gpu, "--framework", framework, "--seq",
@@ -208,7 +208,7 @@ TEST(CoefficientsSource, EstimateSaysFittedDatasheetOrMeasured) {
   EXPECT_EQ(PerfContext(measured, test::library().cluster("dgx-h100")).efficiency_source, "measured");
 }
 
-// Issue 13: pytorch-fsdp's link efficiencies fitted on LUMI (its RCCL over Slingshot: 4.4% of the NIC) stay on
+// Pytorch-fsdp's link efficiencies fitted on LUMI (its RCCL over Slingshot: 4.4% of the NIC) stay on
 // LUMI; an H100 cluster gets the generic ones, and the estimate says which.
 TEST(CoefficientsSource, LinkEfficienciesFittedOnOneClusterStayThere) {
   const SpecLibrary lib = test::library();

@@ -101,7 +101,7 @@ TEST(Paper4DVerdicts, LeaveOneTableOut) {
   EXPECT_LE(pooled.false_fits, 1);
 }
 
-// Issue 15 item 4: the shipped form is the candidate that decides the most held-out runs. On the visible
+// The shipped form is the candidate that decides the most held-out runs. On the visible
 // tables the four residual terms (329/338) beat one share of capacity on Eq. 18 (325) and on Megatron-LM's
 // formula (295), although the one-parameter forms are simpler: recorded so that a change shows up.
 TEST(Paper4DVerdicts, ShippedFormIsTheBestByLeaveOneTableOut) {

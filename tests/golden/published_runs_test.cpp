@@ -56,7 +56,7 @@ TEST_F(PublishedRuns, TflopsRowsBecomeStepTimesByEquationThree) {
   EXPECT_NEAR(one_t.measured_step_s, 102.63, 0.01);
 }
 
-// Issue 13's goal, held out: at most 10% mean absolute step-time error per source, with nothing fitted on them.
+// The goal, held out: at most 10% mean absolute step-time error per source, with nothing fitted on them.
 TEST_F(PublishedRuns, EverySourceWithinTenPercentHeldOut) {
   for (const auto& s : result_->sources) EXPECT_LE(s.mean_abs_error, validate::kPublishedMeanErrorGoal) << s.source;
 }
@@ -69,11 +69,11 @@ TEST_F(PublishedRuns, LocalDdpHidesNoGradientTraffic) {
     EXPECT_EQ(validate::run_coefficients(r, c).dp_overlap, r.grad_overlap ? 1.0 : 0.0) << r.id;
 }
 
-// Issue 14: published runs of models with experts (data/reference/published_moe_priced.csv, drawn from
+// Published runs of models with experts (data/reference/published_moe_priced.csv, drawn from
 // published_moe_runs.csv's H100 BF16 rows that headroom can express) read with their expert split and Megatron-LM's
 // distributed optimizer; the Mixtral-8x7B rows' TFLOP/s become step times by headroom's model FLOPs, which equal
 // training.py's at the README's commit (k experts' FFN, attention counted non-causally). Their errors are reported by
-// `headroom validate` (published_moe_runs), not held to issue 13's goal here: see the README.
+// `headroom validate` (published_moe_runs), not held to the 10% goal here: see the README.
 TEST(PublishedMoeRuns, ReadWithTheirExpertSplitAndConvertedByModelFlops) {
   const SpecLibrary lib = test::library();
   const auto ref = lib.data_dir() / "reference";
@@ -89,8 +89,8 @@ TEST(PublishedMoeRuns, ReadWithTheirExpertSplitAndConvertedByModelFlops) {
   EXPECT_EQ(runs[3].measured_step_s, 24.7138);
 }
 
-// Issue 14: published FP8 runs (data/reference/published_fp8_priced.csv: NeMo 24.07's and Megatron-Bridge 25.11's
-// DGX-H100 tables, and NeMo 24.03's long-sequence table, issue 13) read with their recipe and context parallelism;
+// Published FP8 runs (data/reference/published_fp8_priced.csv: NeMo 24.07's and Megatron-Bridge 25.11's
+// DGX-H100 tables, and NeMo 24.03's long-sequence table) read with their recipe and context parallelism;
 // tokens/s per GPU become step times as gbs·seq/(tokens/s·N), NeMo's 2024 TFLOP/s (the attention not halved for
 // causality) as model FLOPs/(TFLOP/s·N). Their errors are reported by `headroom validate` (published_fp8_runs), not
 // held to a goal here.
@@ -119,7 +119,7 @@ TEST(PublishedFp8Runs, ReadWithTheirRecipeAndConvertedFromTokens) {
   EXPECT_DOUBLE_EQ(runs[17].measured_step_s, 64.0 * 8192 / (661.0 * 128));
 }
 
-// Issue 13: published PyTorch FSDP runs (data/reference/published_fsdp_runs.csv: the fms-fsdp README's Llama 2 7B
+// Published PyTorch FSDP runs (data/reference/published_fsdp_runs.csv: the fms-fsdp README's Llama 2 7B
 // HSDP rows on A100 and H100) read under pytorch-fsdp with their sharding code and the framework's precision, the
 // clusters as the README states their networks. Their errors are reported by `headroom validate`
 // (published_fsdp_runs), not held to a goal here.

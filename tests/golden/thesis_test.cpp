@@ -101,7 +101,7 @@ TEST(ThesisTableB4, QualitativeFacts) {
             3.0 * stage_memory_at(d.model, d.cluster, l1, d.fsdp.residual, 0, StepMoment::gradients).optimizer);
 }
 
-// Issue 15 item 4: the form is chosen by leave-one-rank-out (fit on two LoRA ranks, predict the third). Searching
+// The form is chosen by leave-one-rank-out (fit on two LoRA ranks, predict the third). Searching
 // the unit-buffer count with the other two coefficients fits the visible cells as well, but held out it predicts
 // (8,1) at rank 1024 to train 8,852 tokens (printed 0) and (4,2) +216%; the count FSDP1's backward holds
 // (computing and BACKWARD_PRE-prefetched unit parameters, the unit's unsharded gradient and the per-weight

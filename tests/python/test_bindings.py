@@ -70,7 +70,7 @@ def test_load_profile(tmp_path):
 
 
 def test_first_hour_python_fixes(tmp_path):
-    """Issue 17: a list of constraints is repeated flags, a binary profile is a ValueError (not a
+    """A list of constraints is repeated flags, a binary profile is a ValueError (not a
     UnicodeDecodeError), help=True says where the help is (not a JSONDecodeError), and the help text is there."""
     r = headroom.rank(model="llama3.1-8b", gpu="h100-94gb", gpus=8, seq=4096, gbs=64, top=3,
                       constraint=["pp=1", "tp<=2"])

@@ -57,7 +57,7 @@ def test_estimate_equals_the_cli_document(planner, layout):
 
 
 def test_experts_equal_the_cli_document():
-    """A model with experts (issue 14): ep and etp are keywords, the EP time is in the breakdown."""
+    """A model with experts: ep and etp are keywords, the EP time is in the breakdown."""
     moe = headroom.Planner(model="mixtral-8x7b", cluster="dgx-h100")
     r = moe.estimate(seq=4096, gpus=64, pp=2, gbs=512, ep=8, etp=1)
     doc = json.loads(headroom.run("estimate", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--seq", "4096",
@@ -76,7 +76,7 @@ def test_experts_equal_the_cli_document():
 
 
 def test_fp8_and_offloading_equal_the_cli_document():
-    """FP8 and offloading (issue 14): keywords named as the JSON's, the offload time in the breakdown."""
+    """FP8 and offloading: keywords named as the JSON's, the offload time in the breakdown."""
     h100 = headroom.Planner(model="llama3.1-8b", cluster="dgx-h100")
     r = h100.estimate(seq=8192, gpus=8, gbs=64, precision="fp8", fp8_recipe="tensorwise", optimizer_cpu_offload=True,
                       optimizer_offload_fraction=0.5, cpu_offloading_num_layers=2)
@@ -92,7 +92,7 @@ def test_fp8_and_offloading_equal_the_cli_document():
 
 
 def test_tp_comm_overlap_equals_the_cli_document():
-    """Megatron-LM's --tp-comm-overlap (issue 13): the keyword, the JSON's name, the same price as the CLI's."""
+    """Megatron-LM's --tp-comm-overlap: the keyword, the JSON's name, the same price as the CLI's."""
     h100 = headroom.Planner(model="llama3.1-70b", cluster="dgx-h100")
     r = h100.estimate(seq=8192, gpus=32, tp=4, pp=4, gbs=64, tp_comm_overlap=True)
     doc = json.loads(headroom.run("estimate", "--model", "llama3.1-70b", "--cluster", "dgx-h100", "--seq", "8192",
@@ -104,7 +104,7 @@ def test_tp_comm_overlap_equals_the_cli_document():
 
 
 def test_pipeline_send_overlap_equals_the_cli_document():
-    """Megatron-LM's overlap_p2p_comm (issue 13): the JSON's name; False is --no-overlap-p2p-communication."""
+    """Megatron-LM's overlap_p2p_comm: the JSON's name; False is --no-overlap-p2p-communication."""
     h100 = headroom.Planner(model="llama3.1-8b", cluster="dgx-h100")
     r = h100.estimate(seq=8192, gpus=32, tp=2, pp=4, vpp=2, gbs=64, overlap_p2p_comm=False)
     doc = json.loads(headroom.run("estimate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192",

@@ -114,7 +114,7 @@ def test_launch_export():
 
 
 def test_outputs_that_are_not_files_are_refused_or_written_into(tmp_path):
-    """Issue 17: -o /dev/null (as root) replaced the system's /dev/null; a directory or a missing input gave a
+    """-o /dev/null (as root) replaced the system's /dev/null; a directory or a missing input gave a
     traceback. A FIFO is written into and stays a FIFO; a directory, a missing directory and a missing input
     are one line and exit 2."""
     import os

@@ -261,7 +261,7 @@ TEST(Step, AgreesWithTheAnalyticalModelWithoutContention) {
   }
 }
 
-// Issue 18: uneven stages (Megatron-LM's --decoder-first/last-pipeline-num-layers) and the embedding/loss
+// Uneven stages (Megatron-LM's --decoder-first/last-pipeline-num-layers) and the embedding/loss
 // counted as layers, where the first chunk of the first stage builds no decoder layer: the simulator runs each
 // stage's own layers and agrees with the analytical model as for even splits.
 TEST(Step, UnevenStagesAgreeWithTheAnalyticalModel) {
@@ -282,7 +282,7 @@ TEST(Step, UnevenStagesAgreeWithTheAnalyticalModel) {
   EXPECT_GT(r.stages[1].peak_activation_bytes / 10.0, r.stages[0].peak_activation_bytes / 6.0 * 0.5);
 }
 
-// Issue 18, item 2: on layouts drawn at random (seeded; both Llama models, the three cluster kinds, Megatron with
+// On layouts drawn at random (seeded; both Llama models, the three cluster kinds, Megatron with
 // its own, ZeRO-3 and HSDP sharding, PyTorch FSDP; 1F1B, interleaved and GPipe; 1 to 32 micro-batches; every
 // recompute mode), the simulated step and the analytical one agree within 5% on at least 95% and within 15% on all.
 // tools/scripts/sim_vs_model_sweep.py runs the same on thousands of layouts through the CLI.
@@ -337,7 +337,7 @@ TEST(Step, AgreesWithTheAnalyticalModelOnRandomLayouts) {
   EXPECT_LE(worst, 1.15) << worst_case;
 }
 
-// Issue 18: a ring is symmetric, so the step simulator runs one longer than 4 nodes as its first 4 nodes with the
+// A ring is symmetric, so the step simulator runs one longer than 4 nodes as its first 4 nodes with the
 // whole ring's chunk and scales the time by the step counts. Against the whole ring, transfer by transfer:
 TEST(Collectives, ALongRingIsItsFirstNodesScaledByTheSteps) {
   const ClusterSpec c = test::library().cluster("dgx-h100");
@@ -392,9 +392,8 @@ TEST(Step, ContextParallelRingAcrossNodesAgreesWithTheAnalyticalModel) {
 }
 
 // TP across nodes (t = 8 on the 4-GPU H100 nodes): both models cross the nodes through all four NICs, and both
-// add a ring step's intra- and inter-node parts (the simulated channels send one after the other; issue 18:
-// with the sends at once the simulator was 6.2% faster). With one NIC's rate in the analytical model it was
-// 54% faster.
+// add a ring step's intra- and inter-node parts (the simulated channels send one after the other;
+// with the sends at once the simulator is 6.2% faster; with one NIC's rate in the analytical model, 54% faster).
 TEST(Step, TensorParallelAcrossNodesAgreesWithTheAnalyticalModel) {
   const SpecLibrary lib = test::library();
   const ModelSpec m = lib.model("llama3.1-70b");

@@ -36,7 +36,7 @@ void rank(benchmark::State& state, const char* model_name, const char* cluster_n
 void BM_Rank405bOn16384(benchmark::State& state) { rank(state, "llama3.1-405b", "dgx-h100", 16384, 8192, 2048, false); }
 BENCHMARK(BM_Rank405bOn16384)->Unit(benchmark::kMillisecond);
 
-// Issue 14: DeepSeek-V3 on 2,048 H800 (h800-ib) as `headroom rank` searches it, the expert split (ep, etp) too.
+// DeepSeek-V3 on 2,048 H800 (h800-ib) as `headroom rank` searches it, the expert split (ep, etp) too.
 void BM_RankDeepSeekV3On2048(benchmark::State& state) {
   rank(state, "deepseek-v3", "h800-ib", 2048, 4096, 15360, true);
 }

@@ -67,7 +67,7 @@ void refuse_given(const CLI::App& app, std::initializer_list<const char*> flags,
 // ("memory": peak, capacity, verdict) and, when it does not fit, one warning line ("# " prefixed for launch
 // output that is pasted as a script).
 nlohmann::json memory_verdict_json(const Plan& r, const Layout& l);
-// [value × (1 − low), value × (1 + high)] divided by `unit`, or null where the band is unknown (issue 15, item 3).
+// [value × (1 − low), value × (1 + high)] divided by `unit`, or null where the band is unknown.
 [[nodiscard]] nlohmann::json interval_json(const ErrorBand& band, double value, double unit = 1.0);
 [[nodiscard]] std::string memory_warning(const Plan& r, const Layout& l);
 

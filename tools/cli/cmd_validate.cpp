@@ -716,21 +716,21 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
   const bool thesis_ok = thesis_mtsl.shipped_is_fit && thesis.shipped_is_fit &&
                          thesis.score.mean_error() <= validate::kThesisMeanErrorGoal &&
                          validate::same_band(thesis.shipped.step_time_band, thesis.held_out_band);
-  // Published runs: held out (informative, not part of `passed`: the goal is issue 13's, not yet met everywhere).
+  // Published runs: held out (informative, not part of `passed`: the 10% goal is not yet met everywhere).
   const auto published_data =
       validate::published_runs(lib, fw, ref / "published_runs.csv", ref / "published_runs_calculon.csv");
   const validate::PublishedValidation published = validate::validate_published(published_data, coefficients);
-  // Published runs of models with experts (issue 14): as above, held out, informative.
+  // Published runs of models with experts: as above, held out, informative.
   const auto moe_data = validate::published_runs(lib, fw, ref / "published_moe_priced.csv", "");
   const validate::PublishedValidation moe = validate::validate_published(moe_data, coefficients);
-  // Published FP8 runs (issue 14), the same way.
+  // Published FP8 runs, the same way.
   const auto fp8_data = validate::published_runs(lib, fw, ref / "published_fp8_priced.csv", "");
   const validate::PublishedValidation fp8 = validate::validate_published(fp8_data, coefficients);
   // Published PyTorch FSDP runs on NVIDIA GPUs, under pytorch-fsdp's coefficients (fitted on the thesis's LUMI runs
   // only): informative, a check (read while the shared device entries were made).
   const auto fsdp_data = validate::published_runs(lib, fsdp, ref / "published_fsdp_runs.csv", "");
   const validate::PublishedValidation fsdp_runs = validate::validate_published(fsdp_data, fsdp_coefficients);
-  // Published nccl-tests bandwidths against the link model (issue 13, item 2), held out, informative.
+  // Published nccl-tests bandwidths against the link model, held out, informative.
   const auto collective_rows = validate::published_collectives(lib, ref / "published_collectives.csv");
   const validate::CollectiveValidation collectives = validate::validate_collectives(collective_rows, coefficients);
   const bool passed = estimates.failures == 0 && verdicts.ok() && perf_ok && thesis_ok;

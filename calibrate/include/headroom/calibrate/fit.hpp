@@ -1,4 +1,4 @@
-// Fits of the calibration sweep (DESIGN.md, "Kernels and calibration"): a GEMM efficiency surface over
+// Fits of the calibration sweep: a GEMM efficiency surface over
 // (m, n, k) with wave quantization, attention efficiency against sequence length per head dim, and α/β per
 // collective with a small-message and a large-message regime. Least squares through Eigen. Each fit records
 // its R² and residuals; require_quality() refuses a poor one.

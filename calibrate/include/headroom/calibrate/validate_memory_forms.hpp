@@ -1,4 +1,4 @@
-// Which form of "what Eq. 18 leaves out" to ship, chosen by held-out score (issue 15, item 4): each candidate
+// Which form of "what Eq. 18 leaves out" to ship, chosen by held-out score: each candidate
 // is fitted on all tables but one and scored on the one left out, the way `validate` scores the shipped one.
 // A form with more terms that fits the visible tables better and decides fewer held-out runs does not ship.
 #pragma once

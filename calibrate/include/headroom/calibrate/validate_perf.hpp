@@ -84,7 +84,7 @@ struct PerfValidation {
   std::vector<std::pair<int, PerfScore>> held_out;  // table → its score under the fit without it
   PerfScore pooled;                                 // the held-out columns together
   ErrorBand held_out_band;                          // of the held-out runs' step times (kStepTimeBandCoverage of them)
-  // The same by GPU count (issue 13, item 2: how the error grows with scale), shipped as uncertainty.by_gpus.
+  // The same by GPU count (how the error grows with scale), shipped as uncertainty.by_gpus.
   struct GpuCountResiduals {
     // What ships (uncertainty.by_gpus): the count, its runs and the pooled band widened by these runs' one. A count's
     // runs say how the error grows with scale, not that it narrows: the 18 runs at 128 and 256 GPUs are one table's
@@ -109,7 +109,7 @@ inline constexpr double kStepTimeBandCoverage = 0.9;
 // Shipped and refitted coefficients agree to the 6 significant digits the shipped files keep.
 [[nodiscard]] bool same_perf_coefficients(const PerfCoefficients& a, const PerfCoefficients& b);
 
-// Goals of issue 5: mean regret ≤ 1.5%, worst ≤ 5% (shipped coefficients, visible columns).
+// The goals: mean regret ≤ 1.5%, worst ≤ 5% (shipped coefficients, visible columns).
 inline constexpr double kPerfMeanRegretGoal = 0.015;
 inline constexpr double kPerfWorstRegretGoal = 0.05;
 

@@ -61,7 +61,7 @@ struct PublishedValidation {
   PublishedSourceScore all;                   // every run together
 };
 
-// Goal of issue 13: at most 10% mean absolute error per source, held out.
+// The goal: at most 10% mean absolute error per source, held out.
 inline constexpr double kPublishedMeanErrorGoal = 0.10;
 
 [[nodiscard]] PublishedValidation validate_published(const std::vector<PublishedRun>& runs,
@@ -69,7 +69,7 @@ inline constexpr double kPublishedMeanErrorGoal = 0.10;
 
 // Published nccl-tests / rccl-tests bus bandwidths (data/reference/published_collectives.csv) against the link model
 // the estimator prices collectives with (throughput.hpp ring_collective_seconds on the cluster's links at the
-// framework's efficiencies): issue 13, item 2, NCCL efficiency against message size, ring size and node count.
+// Framework's efficiencies): NCCL efficiency against message size, ring size and node count.
 struct PublishedCollective {
   std::string source;  // short citation
   std::string id;

@@ -1,4 +1,4 @@
-// Validation of the throughput model against the FSDP+TP+LoRA thesis (shared/seeds/fsdp-tp-lora-thesis.txt,
+// Validation of the throughput model against the FSDP+TP+LoRA thesis (the FSDP+TP+LoRA thesis,
 // data/reference/thesis.json): tokens/s and processing time per sample (PTS) vs context length on one node
 // (Tables B.5, B.6) and vs node count at sequence 10,000 (Tables 4.1, 4.3); Llama 3.1 70B, LoRA, PyTorch
 // FSDP(+TP), lumi-mi250x. The coefficients of data/perf/pytorch-fsdp.json are fitted to these cells only,
@@ -25,7 +25,7 @@ inline constexpr std::int64_t kThesisLoraRank = 128;
 // Measured pairs whose values differ by less than this are ties: no order to get right (Table B.2 prints
 // FSDP-TP (2,4) vs (1,8) differences of 0.05–1.9% as the same performance).
 inline constexpr double kThesisTieTolerance = 0.02;
-inline constexpr double kThesisMeanErrorGoal = 0.15;  // issue 5
+inline constexpr double kThesisMeanErrorGoal = 0.15;
 
 struct ThesisPerfCell {
   std::string table;   // "B.5" (one node, by context length) or "4.1" (by node count, seq 10,000)

@@ -112,12 +112,12 @@ struct Layout {
   // Tokens the busiest expert GPU receives over the mean (Megatron-LM's --moe-expert-capacity-factor bounds it and
   // drops the rest; dropless routing is priced as balanced, 1).
   double expert_load = 1.0;
-  // FP8 (issue 14): the recipe, the framework's library, and whether the weights are kept in FP8 and all-gathered so
+  // FP8: the recipe, the framework's library, and whether the weights are kept in FP8 and all-gathered so
   // (Megatron-LM's --fp8-param-gather with the distributed optimizer; torchao's enable_fsdp_float8_all_gather).
   Fp8Recipe fp8 = Fp8Recipe::none;
   Fp8Library fp8_library = Fp8Library::transformer_engine;
   bool fp8_param_gather = false;
-  // Offloading (issue 14): the share of the optimizer states (and its step) held and run on the host (Megatron-LM's
+  // Offloading: the share of the optimizer states (and its step) held and run on the host (Megatron-LM's
   // --optimizer-cpu-offload --optimizer-offload-fraction; DeepSpeed ZeRO-Offload is 1), whether the host copies
   // overlap the CPU step (--overlap-cpu-optimizer-d2h-h2d), and decoder layers whose stored activations go to host
   // memory during forward and come back for backward (--cpu-offloading-num-layers).

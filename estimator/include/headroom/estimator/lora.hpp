@@ -1,6 +1,6 @@
-// LoRA adapters in the memory model. Source: the FSDP+TP+LoRA thesis (shared/seeds/fsdp-tp-lora-thesis.txt),
-// Sec. 3.1.2 (Eq. 3.3: y = xW + xAB, A ∈ R^{in×r}, B ∈ R^{r×out}) and Sec. 3.2 (TP paradigm, Eq. 3.4–3.5):
-// a column-parallel base weight (q, k, v, gate, up) shards B by columns and replicates A over TP; a
+// LoRA adapters in the memory model. Source: the FSDP+TP+LoRA thesis ("Fine-tuning LLMs with long sequences using FSDP,
+// TP and LoRA"), Sec. 3.1.2 (Eq. 3.3: y = xW + xAB, A ∈ R^{in×r}, B ∈ R^{r×out}) and Sec. 3.2 (TP paradigm,
+// Eq. 3.4–3.5): a column-parallel base weight (q, k, v, gate, up) shards B by columns and replicates A over TP; a
 // row-parallel base weight (o, down) shards A by rows and replicates B. FSDP then shards what TP leaves over
 // the data-parallel group (thesis Sec. 3.3, Appendix A.2). All counts are elements; none allocates.
 #pragma once

@@ -1,7 +1,8 @@
 // Per-GPU memory of a training job under 4D parallelism (DP × TP × PP × CP), per pipeline stage.
-// Formulas follow the 4D paper (shared/seeds/4d-parallelism-memory-estimator.txt), equation numbers cited
-// on each function; extensions beyond the paper (SP off, no FlashAttention, recompute, interleaving,
-// sharding, GPT-2 style models) say where their terms come from. All results are bytes unless named _gib.
+// Formulas follow the 4D paper ("Accelerating Large Language Model Training with 4D Parallelism and Memory Consumption
+// Estimator"), equation numbers cited on each function; extensions beyond the paper (SP off, no FlashAttention,
+// recompute, interleaving, sharding, GPT-2 style models) say where their terms come from. All results are bytes unless
+// named _gib.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +37,7 @@ namespace headroom {
 // Parameters one GPU of pipeline stage `stage` holds after TP sharding (elements).
 [[nodiscard]] double stage_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage);
 
-// ---- FP8 (issue 14; Layout::fp8) ----
+// ---- FP8 (Layout::fp8) ----
 // The weights of one decoder layer's linear layers one GPU holds (what FP8 GEMMs read): the attention projections,
 // the FFN or shared expert and the GPU's routed experts; not norms, biases, router, embedding or LM head (BF16).
 [[nodiscard]] double linear_weight_parameters_per_gpu(const ModelSpec& m, const Layout& l, bool experts);
@@ -52,7 +53,7 @@ namespace headroom {
 // default length 1; none under torchao.
 [[nodiscard]] double fp8_scaling_state_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage);
 
-// ---- offloading (issue 14; Layout::optimizer_offload, Layout::activation_offload_layers) ----
+// ---- offloading (Layout::optimizer_offload, Layout::activation_offload_layers) ----
 // What one GPU's offloaded optimizer keeps in host memory: the states' share (optimizer_bytes per parameter) plus the
 // FP32 gradient it is sent (Megatron-LM's HybridDeviceOptimizer, pinned).
 [[nodiscard]] double host_optimizer_bytes(const Layout& l, double optimizer_shard_params);

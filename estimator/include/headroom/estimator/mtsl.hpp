@@ -1,8 +1,7 @@
 // Maximum trainable sequence length (MTSL): the largest s whose predicted peak memory (memory.hpp's
 // peak_memory_bytes, residual included) fits the GPU's usable memory, exact to one token, and the inverse
 // question (the smallest layouts that train a given s). Source of the question: the FSDP+TP+LoRA thesis
-// (shared/seeds/fsdp-tp-lora-thesis.txt) Sec. 4.2.1 and Table B.4; DESIGN.md "Maximum trainable sequence
-// length". Memory is monotone in s; the search needs no allocation.
+// Sec. 4.2.1 and Table B.4. Memory is monotone in s; the search needs no allocation.
 #pragma once
 
 #include <cstdint>

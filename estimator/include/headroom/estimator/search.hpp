@@ -1,4 +1,4 @@
-// Layout search (DESIGN.md, "Throughput model", Ranking): enumerate every valid layout of a job — t, c, p,
+// Layout search: enumerate every valid layout of a job — t, c, p,
 // virtual stages, DP, micro-batch, sharding strategy, recompute — drop those predicted not to fit, rank the
 // rest by predicted step time, and keep the Pareto front of memory vs speed. Closed forms only; the inner
 // loop allocates nothing (fixed-capacity top-K and front, reserved up front).

@@ -1,8 +1,9 @@
 // Sharding strategies of the data-parallel group and what they cost: per-GPU memory of parameters (P),
 // gradients (G) and optimizer states (OS), and the communication volume of one mini-batch, split into
-// intra-group and inter-group parts. Source: PaRO (shared/seeds/paro-partial-redundancy-optimizer.txt),
-// sections 3.1–3.5, Tables 1–3 and Eq. 1; ZeRO++ and MiCS as PaRO describes them; FSDP hybrid sharding
-// (shared/seeds/fsdp-summary.txt); RTP (shared/seeds/rtp-rotated-tensor-parallelism.txt), Table 1, Eq. 2.
+// intra-group and inter-group parts. Source: PaRO ("Rethinking Memory and Communication Costs for Efficient Large
+// Language Model Training", Wu et al.), sections 3.1–3.5, Tables 1–3 and Eq. 1; ZeRO++ and MiCS as PaRO describes them;
+// FSDP hybrid sharding (Zhao et al. 2023, "PyTorch FSDP: Experiences on Scaling Fully Sharded Data Parallel"); RTP
+// ("RTP: Rethinking Tensor Parallelism with Memory Deduplication"), Table 1, Eq. 2.
 //
 // Every strategy is a triple (S_P, S_G, S_OS) of N / I / G (layout.hpp's Shard) plus how global collectives
 // run (a flat ring over all N GPUs, or PaRO's two-step intra/inter-group ring), ZeRO++'s secondary copy and

@@ -1,5 +1,5 @@
 // Step time of one layout: compute + exposed communication + pipeline bubble, per pipeline stage, the slowest
-// stage setting the pace (DESIGN.md, "Throughput model"). Compute is FLOPs (flops.hpp) over peak × an
+// stage setting the pace. Compute is FLOPs (flops.hpp) over peak × an
 // efficiency that depends on the GEMM shape or attention length; communication is volume over an alpha-beta
 // link chosen from where the group's ranks sit (Megatron-LM rank order: TP innermost, then CP, DP, PP);
 // DP/FSDP traffic uses the sharding volumes of sharding.hpp (PaRO). Coefficients the physics does not fix
@@ -80,7 +80,7 @@ struct PerfCoefficients {
   std::vector<GpuEfficiency> gpus;
   // Other coefficients' fitted GPU entries (default_perf_coefficients reads them from the other data/perf files; not
   // part of this file): a GPU's GEMM and attention efficiencies are the device's and its kernel libraries', not the
-  // framework's (issue 13, item 1), used for a GPU that `gpus` does not name, directly or as its kernels_as.
+  // Framework's, used for a GPU that `gpus` does not name, directly or as its kernels_as.
   std::vector<GpuEfficiency> device_gpus;
   std::vector<ClusterEfficiency> clusters;
   // Where the generic GEMM/attention efficiencies come from: "datasheet" (defaults), "fitted" (to measured runs:
@@ -90,7 +90,7 @@ struct PerfCoefficients {
   // What computed it ("uncertainty.origin"): headroom validate for the shipped files, calibrate --from-runs for its
   // own.
   std::string step_time_band_origin = "headroom validate";
-  // The same by the GPU counts of the held-out runs ("uncertainty.by_gpus", ascending; issue 13, item 2: the error
+  // The same by the GPU counts of the held-out runs ("uncertainty.by_gpus", ascending: the error
   // grows with the GPU count); empty: step_time_band at every count.
   std::vector<GpuCountBand> step_time_bands_by_gpus;
 };
@@ -140,7 +140,7 @@ struct PerfContext {
   double attention_efficiency = 0;
   std::int64_t gpus_per_node = 1;
   Link intra, inter, cp_inter;
-  // Where this GPU's GEMM and attention efficiencies come from (issue 13: nothing falls back silently):
+  // Where this GPU's GEMM and attention efficiencies come from (nothing falls back silently):
   // "fitted" (a `gpus` entry names it, or the GPU its spec says it computes as), else the coefficients'
   // generic_source; efficiency_gpu is the GPU the entry names.
   std::string efficiency_source;

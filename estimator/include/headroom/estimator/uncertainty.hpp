@@ -1,6 +1,6 @@
-// How far a prediction can be off, from the held-out residuals of the coefficients that made it (issue 15,
-// item 3): `headroom validate` computes the bands from its leave-one-out folds and the data files ship them
-// (framework "residual.uncertainty", performance "uncertainty"); estimate and rank apply them.
+// How far a prediction can be off, from the held-out residuals of the coefficients that made it: `headroom validate`
+// computes the bands from its leave-one-out folds and the data files ship them (framework "residual.uncertainty",
+// performance "uncertainty"); estimate and rank apply them.
 #pragma once
 
 #include <cstdint>

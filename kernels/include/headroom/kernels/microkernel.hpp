@@ -1,5 +1,5 @@
 // One microkernel = one case of one operation on one backend: set up, checked against the CPU reference
-// (reference.hpp) with a stated tolerance, then run for timing (STYLE.md lesson 6; nccl-tests' per-collective
+// (reference.hpp) with a stated tolerance, then run for timing (nccl-tests' per-collective
 // table of functions). Backends list their kernels in an explicit KernelEntry table.
 #pragma once
 

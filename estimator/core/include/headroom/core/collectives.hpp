@@ -1,5 +1,5 @@
 // The one table of collective bus-bandwidth factors, shared by the estimator, the simulator and the
-// calibration reports (STYLE.md lesson 5). Source: nccl-tests doc/PERFORMANCE.md, "Bus bandwidth": busbw =
+// calibration reports . Source: nccl-tests doc/PERFORMANCE.md, "Bus bandwidth": busbw =
 // algbw × factor, with algbw = bytes / time and `bytes` the size nccl-tests prints (the whole buffer:
 // all-gather's output, reduce-scatter's input).
 #pragma once
