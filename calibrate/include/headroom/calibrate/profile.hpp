@@ -14,7 +14,7 @@
 
 namespace headroom::calibrate {
 
-// Writes `path` atomically (write_file_atomically, estimator/atomic_file.hpp: a temporary file beside it, then rename).
+// Writes `path` atomically (write_file_atomically, core/atomic_file.hpp: a temporary file beside it, then rename).
 void write_json_atomically(const std::filesystem::path& path, const nlohmann::json& doc);
 
 // The fits from the raw measurements (GEMM, attention per head dim and mask, collectives per op, group size
