@@ -116,6 +116,7 @@ std::vector<LayoutFit> smallest_layouts_for_seq(const ModelSpec& m, const Cluste
   const std::int64_t heads = std::gcd(m.num_heads, m.num_kv_heads);
   const std::int64_t per_pipeline = std::max<std::int64_t>(1, base.microbatches());
   for (std::int64_t n = 1; n <= max_gpus && found.empty(); ++n) {
+    if (!whole_nodes(n, c)) continue;
     for (std::int64_t t = 1; t <= n; ++t) {
       if (n % t != 0 || heads % t != 0) continue;
       for (std::int64_t cp = 1; cp <= n / t; ++cp) {

@@ -525,6 +525,13 @@ GpuSpec SpecLibrary::gpu(std::string_view name_or_path) const {
   validate_against_schema(j, read_json_file(data_dir_ / "schema" / "gpu.schema.json"), where);
   GpuSpec g = gpu_from_json(j, where);
   if (g.usable_memory_bytes > g.memory_bytes) throw Error(where + ": usable_memory_GiB must not exceed memory_GiB");
+  // kernels_as lends this GPU another's fitted efficiencies: a name that is no GPU would leave it on datasheet
+  // defaults without a word.
+  if (!g.kernels_as.empty()) {
+    const std::vector<std::string> known = names("gpus");
+    if (std::find(known.begin(), known.end(), lower(g.kernels_as)) == known.end())
+      throw Error(where + ": kernels_as '" + g.kernels_as + "' names no GPU (known: " + join(known) + ")");
+  }
   return g;
 }
 

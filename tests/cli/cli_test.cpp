@@ -478,6 +478,39 @@ TEST(CliOutputs, DirectoryOutputsAreRefusedBeforeAnyWork) {
   std::filesystem::remove_all(dir);
 }
 
+// Past one node a job is whole nodes of its cluster (schedulers allocate nodes, launchers start the same ranks on
+// each): 16 GPUs on nodes of 3 are refused by every command that takes a GPU count; a job within one node, or of
+// whole nodes, runs; mtsl --target-seq searches whole-node counts only.
+TEST(CliRules, APartialNodeIsRefusedAJobWithinOneNodeIsNot) {
+  const auto dir = std::filesystem::temp_directory_path() / ("headroom_cli_nodes_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  nlohmann::json c;
+  std::ifstream(std::filesystem::path(HEADROOM_TEST_DATA_DIR) / "clusters" / "dgx-h100.json") >> c;
+  c["name"] = "three-a-node";
+  c["gpus_per_node"] = 3;
+  const std::string cluster = (dir / "three.json").string();
+  std::ofstream(cluster) << c.dump();
+  const auto estimate = [&cluster](const char* gpus) {
+    return run({"estimate", "--model", "llama3.1-8b", "--cluster", cluster, "--seq", "4096", "--gpus", gpus});
+  };
+  const std::string partial =
+      "--gpus 16 is not whole nodes of cluster three-a-node (3 GPUs a node): give a multiple "
+      "of 3, or at most 3\n";
+  for (const Result& r : {estimate("16"), run({"rank", "--model", "llama3.1-8b", "--cluster", cluster, "--gpus", "16",
+                                               "--seq", "4096", "--gbs", "48"})}) {
+    EXPECT_EQ(r.code, 2);
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_EQ(r.err, "error: " + partial);
+  }
+  for (const char* gpus : {"1", "2", "3", "6", "12"}) EXPECT_EQ(estimate(gpus).code, 0) << gpus;
+  const Result search = run(
+      {"mtsl", "--model", "llama3.1-8b", "--cluster", cluster, "--target-seq", "131072", "--max-gpus", "64", "--json"});
+  ASSERT_EQ(search.code, 0) << search.err;
+  const auto gpus = nlohmann::json::parse(search.out).at("gpus").get<std::int64_t>();
+  EXPECT_TRUE(gpus <= 3 || gpus % 3 == 0) << gpus;
+  std::filesystem::remove_all(dir);
+}
+
 // A file past the bound of the shared reader (read_file_bounded) is refused by its size, unread, naming the flag, the
 // file and the bound (a device that never ends: tests/estimator/read_file_test.cpp).
 TEST(CliInputs, AFileLargerThanTheReaderTakesIsRefused) {

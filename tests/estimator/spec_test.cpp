@@ -89,6 +89,26 @@ class TempFile {
   fs::path dir_, path_;
 };
 
+// kernels_as lends a GPU another's fitted efficiencies: a name that is no GPU of the library is refused at load instead
+// of leaving the GPU on datasheet defaults; a known one is found whatever its case.
+TEST(SpecLibrary, AKernelsAsThatNamesNoGpuIsRefused) {
+  const SpecLibrary lib = test::library();
+  nlohmann::json j = read_json_file(lib.data_dir() / "gpus" / "h100-80gb.json");
+  j["name"] = "h100-custom";
+  j["kernels_as"] = "nosuch";
+  const TempFile dangling(j.dump(), "dangling.json");
+  try {
+    (void)lib.gpu(dangling.path());
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(": kernels_as 'nosuch' names no GPU (known: a100-40gb, "), std::string::npos)
+        << e.what();
+  }
+  j["kernels_as"] = "H100-94GB";
+  const TempFile known(j.dump(), "known.json");
+  EXPECT_EQ(lib.gpu(known.path()).kernels_as, "H100-94GB");
+}
+
 // A Hugging Face config.json of Llama 3.1 8B (the keys that matter) gives the shipped spec's numbers.
 TEST(SpecLibrary, HuggingFaceConfig) {
   const TempFile f(R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,

@@ -68,6 +68,7 @@ std::vector<SweepPoint> run_sweep(const MtslOptions& o, const ResolvedSpecs& r, 
       const std::int64_t tcp = base.tp * base.cp * base.pp;
       if (p.value % tcp != 0)
         throw Error("--sweep gpus=" + item + ": t·c·p = " + std::to_string(tcp) + " does not divide " + item);
+      require_whole_nodes(p.value, r.cluster);
       const std::int64_t m = base.microbatches();
       p.layout.dp = p.value / tcp;
       p.layout.gbs = m * p.layout.dp * p.layout.mbs;
