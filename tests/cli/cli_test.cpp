@@ -202,7 +202,7 @@ const BadCase kBadCases[] = {
      "min(in, out) = 1024"},
     {"simulate_too_many_microbatches",
      {"simulate", "--model", "gpt2", "--cluster", "dgx-h100", "--seq", "1024", "--gpus", "8", "--gbs", "1000000000"},
-     "at most 10^6 micro-batch stages"},
+     "simulate: --gbs 1000000000 makes 125000000 micro-batches a pipeline (pp·vpp = 1): a step of up to"},
 };
 
 // Issue 14, item 1: a model with experts is priced with its experts (estimate --json: total and active parameters,
@@ -509,6 +509,21 @@ TEST(CliRules, APartialNodeIsRefusedAJobWithinOneNodeIsNot) {
   const auto gpus = nlohmann::json::parse(search.out).at("gpus").get<std::int64_t>();
   EXPECT_TRUE(gpus <= 3 || gpus % 3 == 0) << gpus;
   std::filesystem::remove_all(dir);
+}
+
+// A traced step is bounded lower than an untraced one (the trace's JSON document costs more than the step): GPT-2
+// with 30,000 micro-batches is bounded at about a million tasks, refused with --trace before anything is simulated.
+TEST(CliOutputs, ATraceOfAStepPastItsBoundIsRefusedBeforeSimulating) {
+  const auto trace = std::filesystem::temp_directory_path() / ("headroom_cli_trace_" + std::to_string(::getpid()));
+  const Result r = test::within(60, "simulate --trace of a long step", [&trace] {
+    return run({"simulate", "--model", "gpt2", "--cluster", "dgx-h100", "--gpus", "8", "--seq", "1024", "--gbs",
+                "240000", "--trace", trace.string()});
+  });
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("more than the 1e+06 the simulator builds with a trace"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(trace));
+  std::filesystem::remove(trace);
 }
 
 // A file past the bound of the shared reader (read_file_bounded) is refused by its size, unread, naming the flag, the
