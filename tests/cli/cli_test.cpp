@@ -200,6 +200,9 @@ const BadCase kBadCases[] = {
     {"lora_rank_above_the_projections", with(kEstimate, {"--lora-rank", "100000"}),
      "--lora-rank 100000 is larger than the k projection of llama3.1-8b (4096 -> 1024): a LoRA rank is at most "
      "min(in, out) = 1024"},
+    {"max_gpus_past_the_search",
+     {"mtsl", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--target-seq", "4096", "--max-gpus", "1e12"},
+     "--max-gpus 1000000000000 is not from 1 to 1000000 (the largest GPU count the search considers)"},
     {"simulate_too_many_microbatches",
      {"simulate", "--model", "gpt2", "--cluster", "dgx-h100", "--seq", "1024", "--gpus", "8", "--gbs", "1000000000"},
      "simulate: --gbs 1000000000 makes 125000000 micro-batches a pipeline (pp·vpp = 1): a step of up to"},
