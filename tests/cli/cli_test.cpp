@@ -543,11 +543,11 @@ TEST(CliInputs, AFileLargerThanTheReaderTakesIsRefused) {
       {with(kEstimate, {"--profile", big}), big + limit},
       {{"calibrate", "--from-runs", big, "--out", (dir / "p.json").string()}, "--from-runs " + big + limit},
       {{"calibrate", "--ingest", big, "--out", (dir / "q.json").string()}, "--ingest " + big + limit}};
-  for (const auto& [args, expected] : cases) {
-    const Result r = test::within(60, "a command reading a file past the bound", [&args] { return run(args); });
-    EXPECT_EQ(r.code, 2) << args[1];
+  for (const auto& c : cases) {
+    const Result r = test::within(60, "a command reading a file past the bound", [&c] { return run(c.first); });
+    EXPECT_EQ(r.code, 2) << c.first[1];
     EXPECT_TRUE(r.out.empty()) << r.out;
-    EXPECT_EQ(r.err, "error: " + expected + "\n");
+    EXPECT_EQ(r.err, "error: " + c.second + "\n");
   }
   EXPECT_FALSE(std::filesystem::exists(dir / "p.json"));
   EXPECT_FALSE(std::filesystem::exists(dir / "q.json"));
