@@ -315,7 +315,21 @@ std::string_view to_string(Fp8Recipe r) {
 
 std::string_view to_string(Fp8Library x) { return x == Fp8Library::torchao ? "torchao" : "transformer_engine"; }
 
+// Schedulers allocate whole nodes and torchrun/Megatron-LM start the same number of ranks on each, while the models
+// here fill nodes in rank order: a job past one node is whole nodes; one within a node may use part of it.
+bool whole_nodes(std::int64_t gpus, const ClusterSpec& c) {
+  return c.assumed || c.gpus_per_node < 1 || gpus <= c.gpus_per_node || gpus % c.gpus_per_node == 0;
+}
+
+void require_whole_nodes(std::int64_t gpus, const ClusterSpec& c) {
+  if (whole_nodes(gpus, c)) return;
+  const std::string n = std::to_string(c.gpus_per_node);
+  throw Error(field("gpus") + " " + std::to_string(gpus) + " is not whole nodes of cluster " + c.name + " (" + n +
+              " GPUs a node): give a multiple of " + n + ", or at most " + n);
+}
+
 void validate_precision_and_offload(const Layout& l, const ClusterSpec& c) {
+  require_whole_nodes(l.gpus(), c);
   if (l.fp8 != Fp8Recipe::none && !(c.gpu.fp8_flops > 0))
     throw Error("GPU " + c.gpu.name + " has no FP8 tensor cores (no fp8_dense_TFLOPs in its spec): " +
                 field("fp8_recipe") + " " + std::string(to_string(l.fp8)) + " cannot run there");

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
 #include <tuple>
+#include <vector>
+
+#include "headroom/core/error.hpp"
 
 namespace headroom {
 namespace {
@@ -110,37 +114,133 @@ MtslResult max_trainable_seq(const ModelSpec& m, const ClusterSpec& c, const Lay
   return res;
 }
 
+namespace {
+
+// The divisors of x up to `limit`, ascending.
+std::vector<std::int64_t> divisors(std::int64_t x, std::int64_t limit) {
+  std::vector<std::int64_t> low, high;
+  for (std::int64_t i = 1; i <= x / i; ++i) {
+    if (x % i != 0) continue;
+    if (i <= limit) low.push_back(i);
+    if (x / i != i && x / i <= limit) high.push_back(x / i);
+  }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
+}
+
+// A t × c × p split of the search; d = N / (t·c·p).
+struct Split {
+  std::int64_t t = 1, cp = 1, p = 1;
+  [[nodiscard]] std::int64_t gpus() const { return t * cp * p; }
+};
+
+class SeqSearch {
+ public:
+  SeqSearch(const ModelSpec& m, const ClusterSpec& c, const Layout& base, const ResidualModel& r, std::int64_t seq)
+      : m_(m), c_(c), base_(base), r_(r), seq_(seq), per_pipeline_(std::max<std::int64_t>(1, base.microbatches())) {}
+
+  // The split's layout at d = dp (the search keeps p | L, no interleaving, the micro-batches per pipeline).
+  [[nodiscard]] Layout layout(const Split& s, std::int64_t dp) const {
+    Layout l = base_;
+    l.tp = s.t, l.cp = s.cp, l.pp = s.p, l.dp = dp, l.seq = seq_;
+    l.vpp = 1;
+    l.split = {};
+    if (l.schedule == Schedule::interleaved) l.schedule = Schedule::one_f_one_b;
+    l.gbs = per_pipeline_ * l.dp * l.mbs;
+    return l;
+  }
+
+  // Whether the split fits at d for some ep (every ep dividing E and, unless `relaxed`, the stage's t·c·d GPUs; each
+  // expert whole on its GPU, etp 1); appends each layout that fits to `found` when given.
+  bool fits(const Split& s, std::int64_t dp, bool relaxed, std::vector<LayoutFit>* found = nullptr) const {
+    Layout l = layout(s, dp);
+    const std::int64_t stage_gpus = s.t * s.cp * dp;
+    bool any = false;
+    for (std::int64_t ep = 1; ep <= (m_.num_experts > 0 ? (relaxed ? m_.num_experts : stage_gpus) : 1); ++ep) {
+      if (m_.num_experts > 0 && (m_.num_experts % ep != 0 || (!relaxed && stage_gpus % ep != 0))) continue;
+      if (m_.num_experts > 0) l.ep = ep, l.etp = 1;
+      const double peak = peak_memory_bytes(m_, c_, l, r_);
+      if (peak > c_.gpu.usable_memory_bytes) continue;
+      any = true;
+      if (found == nullptr) return true;
+      found->push_back({l, peak});
+    }
+    return any;
+  }
+
+  // The smallest d ≤ d_max at which the split fits on whole nodes, 0 if none. Memory does not grow with d once the
+  // DP×CP group has two members (every d-dependence is a divisor that grows with d: the states' shards, the
+  // optimizer's residual share; FSDP gathers from two members on), so the relaxed fit (any ep dividing E) is monotone
+  // in d from there and is bisected; the first d from its threshold that fits with its ep dividing t·c·d is the answer.
+  [[nodiscard]] std::int64_t smallest_dp(const Split& s, std::int64_t d_max) const {
+    std::int64_t lo = 1;
+    if (s.cp == 1) {
+      if (whole_nodes(s.gpus(), c_) && fits(s, 1, false)) return 1;
+      lo = 2;
+    }
+    if (lo > d_max || !fits(s, d_max, true)) return 0;
+    std::int64_t hi = d_max;  // fits, relaxed
+    while (lo < hi) {
+      const std::int64_t mid = lo + (hi - lo) / 2;
+      if (fits(s, mid, true))
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    for (std::int64_t d = next_whole(s, lo); d <= d_max; d = next_whole(s, d + 1))
+      if (fits(s, d, false)) return d;
+    return 0;
+  }
+
+ private:
+  // The smallest d' ≥ d whose t·c·p·d' GPUs are whole nodes (whole_nodes): d itself, or the next multiple of
+  // gpus_per_node / gcd(t·c·p, gpus_per_node).
+  [[nodiscard]] std::int64_t next_whole(const Split& s, std::int64_t d) const {
+    if (whole_nodes(s.gpus() * d, c_)) return d;
+    const std::int64_t step = c_.gpus_per_node / std::gcd(s.gpus(), c_.gpus_per_node);
+    return (d + step - 1) / step * step;
+  }
+
+  const ModelSpec& m_;
+  const ClusterSpec& c_;
+  const Layout& base_;
+  const ResidualModel& r_;
+  std::int64_t seq_;
+  std::int64_t per_pipeline_;
+};
+
+}  // namespace
+
 std::vector<LayoutFit> smallest_layouts_for_seq(const ModelSpec& m, const ClusterSpec& c, const Layout& base,
                                                 const ResidualModel& r, std::int64_t seq, std::int64_t max_gpus) {
-  std::vector<LayoutFit> found;
-  const std::int64_t heads = std::gcd(m.num_heads, m.num_kv_heads);
-  const std::int64_t per_pipeline = std::max<std::int64_t>(1, base.microbatches());
-  for (std::int64_t n = 1; n <= max_gpus && found.empty(); ++n) {
-    for (std::int64_t t = 1; t <= n; ++t) {
-      if (n % t != 0 || heads % t != 0) continue;
-      for (std::int64_t cp = 1; cp <= n / t; ++cp) {
-        if ((n / t) % cp != 0 || seq % (cp > 1 ? 2 * cp : 1) != 0) continue;
-        if (cp > 1 && !context_parallel_priced(m)) continue;
-        for (std::int64_t p = 1; p <= n / (t * cp); ++p) {
-          if ((n / (t * cp)) % p != 0 || m.num_layers % p != 0) continue;
-          Layout l = base;
-          l.tp = t, l.cp = cp, l.pp = p, l.dp = n / (t * cp * p), l.seq = seq;
-          l.vpp = 1;
-          l.split = {};  // the search keeps to p | L
-          if (l.schedule == Schedule::interleaved) l.schedule = Schedule::one_f_one_b;
-          l.gbs = per_pipeline * l.dp * l.mbs;
-          // Experts: every ep dividing E and the stage's t·c·d GPUs, each expert whole on its GPU (etp 1).
-          const std::int64_t stage_gpus = t * cp * l.dp;
-          for (std::int64_t ep = 1; ep <= (m.num_experts > 0 ? stage_gpus : 1); ++ep) {
-            if (m.num_experts > 0 && (m.num_experts % ep != 0 || stage_gpus % ep != 0)) continue;
-            if (m.num_experts > 0) l.ep = ep, l.etp = 1;
-            const double peak = peak_memory_bytes(m, c, l, r);
-            if (peak <= c.gpu.usable_memory_bytes) found.push_back({l, peak});
-          }
-        }
+  if (max_gpus < 1 || max_gpus > kMaxSearchGpus)
+    throw Error(field("max_gpus") + " " + std::to_string(max_gpus) + " is not from 1 to " +
+                std::to_string(kMaxSearchGpus) + " (the largest GPU count the search considers)");
+  // The splits the search may take: t | gcd(a, k), c = 1 or 2c | s (where context parallelism is priced), p | L.
+  const std::vector<std::int64_t> ts = divisors(std::gcd(m.num_heads, m.num_kv_heads), max_gpus),
+                                  ps = divisors(m.num_layers, max_gpus);
+  std::vector<std::int64_t> cps = {1};
+  if (seq % 2 == 0 && context_parallel_priced(m))
+    for (const std::int64_t cp : divisors(seq / 2, max_gpus))
+      if (cp > 1) cps.push_back(cp);
+  const SeqSearch search(m, c, base, r, seq);
+  // The fewest GPUs: each split's smallest d, below the best found so far.
+  std::int64_t best = max_gpus + 1;
+  for (const std::int64_t t : ts)
+    for (const std::int64_t cp : cps)
+      for (const std::int64_t p : ps) {
+        const Split s{t, cp, p};
+        if (t * cp > max_gpus || s.gpus() >= best) continue;
+        if (const std::int64_t d = search.smallest_dp(s, (best - 1) / s.gpus()); d > 0) best = s.gpus() * d;
       }
-    }
-  }
+  std::vector<LayoutFit> found;
+  if (best > max_gpus) return found;
+  // Every layout of that count that fits, in the order t, c, p, ep ascending, then by peak memory.
+  const std::int64_t n = best;
+  for (const std::int64_t t : ts)
+    for (const std::int64_t cp : cps)
+      for (const std::int64_t p : ps)
+        if (n % (t * cp * p) == 0) (void)search.fits({t, cp, p}, n / (t * cp * p), false, &found);
   std::stable_sort(found.begin(), found.end(),
                    [](const LayoutFit& a, const LayoutFit& b) { return a.peak_bytes < b.peak_bytes; });
   return found;

@@ -244,6 +244,7 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
   refuse_unpriced_experts(m, base);
   refuse_unpriced_precision(base);
   validate_precision_and_offload(base, cluster);
+  require_whole_nodes(o.gpus, cluster);
   SearchResult result;
   Search search{m, cluster, residual, o, base, PerfContext(coefficients, cluster), o.shardings, result};
   if (search.shardings.empty())

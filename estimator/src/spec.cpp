@@ -1,6 +1,7 @@
 #include "headroom/estimator/spec.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cctype>
 #include <cstdlib>
@@ -244,8 +245,16 @@ std::int64_t hf_count(const json& j, const char* key, std::string_view where) {
 // n_shared_experts of moe_intermediate_size and first_k_dense_replace. One expert or none: a dense model.
 void read_hf_experts(const json& j, ModelSpec& m, std::string_view where) {
   std::int64_t experts = -1;
-  for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts"})
-    if (experts < 0) experts = hf_count(j, key, where);
+  const char* experts_key = nullptr;
+  for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts"}) {
+    if (experts >= 0) break;
+    experts = hf_count(j, key, where);
+    experts_key = key;
+  }
+  // Top-k routing over fewer than k experts is no model: not priced as a dense one.
+  if (const std::int64_t k = hf_count(j, "num_experts_per_tok", where); experts >= 0 && k > experts)
+    throw Error(std::string(where) + ": " + experts_key + " " + std::to_string(experts) +
+                " is fewer than num_experts_per_tok " + std::to_string(k) + " (top-k routing needs k experts or more)");
   if (experts <= 1) return;
   m.num_experts = experts;
   m.moe_router_topk = hf_int(j, {"num_experts_per_tok"}, where);
@@ -259,18 +268,42 @@ void read_hf_experts(const json& j, ModelSpec& m, std::string_view where) {
   m.first_dense_layers = std::max<std::int64_t>(0, hf_count(j, "first_k_dense_replace", where));
 }
 
-// Whether a model family's MLP is gated (gate, up and down projections: SwiGLU, GeGLU) or a plain two-matrix MLP,
-// by transformers' modeling_<type>.py; nullopt for a type not listed.
-std::optional<bool> hf_gated_mlp(const std::string& type) {
-  static const std::set<std::string, std::less<>> gated = {
-      "llama",  "mistral",     "mixtral",     "qwen2",     "qwen3",    "gemma",   "gemma2",
-      "gemma3", "gemma3_text", "phi3",        "olmo",      "olmo2",    "granite", "internlm2",
-      "cohere", "deepseek_v2", "deepseek_v3", "qwen2_moe", "qwen3_moe"};
-  static const std::set<std::string, std::less<>> plain = {"gpt2", "gpt_neo", "gpt_bigcode", "gptj", "gpt_neox",
-                                                           "opt",  "bloom",   "falcon",      "phi",  "starcoder2"};
-  if (gated.contains(type)) return true;
-  if (plain.contains(type)) return false;
-  return std::nullopt;
+// The Hugging Face model types headroom models, the one list of them: Llama-shaped decoders (pre-norm attention, then
+// an MLP; Qwen2's q/k/v biases, Gemma's extra norms, Qwen3's q/k norms, windows, experts and DeepSeek's latent
+// attention read from their configs) and GPT-2. `gated`: the MLP has gate, up and down projections (SwiGLU; Gemma's
+// GeGLU prices the same), else two matrices, by transformers' modeling_<type>.py. Another type (Falcon's multi-query
+// parallel attention, GPT-NeoX's parallel residual, ...) or none is refused, naming it, not priced as a Llama.
+struct HfModelType {
+  std::string_view name;
+  bool gated;
+};
+constexpr std::array<HfModelType, 16> kModelledHfTypes{{{"llama", true},
+                                                        {"mistral", true},
+                                                        {"mixtral", true},
+                                                        {"qwen2", true},
+                                                        {"qwen2_moe", true},
+                                                        {"qwen3", true},
+                                                        {"qwen3_moe", true},
+                                                        {"gemma", true},
+                                                        {"gemma2", true},
+                                                        {"gemma3", true},
+                                                        {"gemma3_text", true},
+                                                        {"phi3", true},
+                                                        {"granite", true},
+                                                        {"deepseek_v2", true},
+                                                        {"deepseek_v3", true},
+                                                        {"gpt2", false}}};
+
+// The entry of a config's model_type; an Error naming the type (or its absence) and the modelled ones otherwise.
+const HfModelType& modelled_hf_type(const std::string& type, std::string_view where) {
+  for (const HfModelType& t : kModelledHfTypes)
+    if (t.name == type) return t;
+  std::string known;
+  for (const HfModelType& t : kModelledHfTypes) known += (known.empty() ? "" : ", ") + std::string(t.name);
+  throw Error(std::string(where) + ": " +
+              (type.empty() ? std::string("no model_type") : "model_type " + type.substr(0, 40) + " is not modelled") +
+              " (headroom prices the Hugging Face model types " + known +
+              "; another model takes a headroom model spec, data/schema/model.schema.json)");
 }
 
 // nlohmann keeps the last of two equal keys in an object; a spec with "hidden_size" twice is ambiguous, so
@@ -388,6 +421,12 @@ ModelSpec model_from_json(const json& j, std::string_view where) {
 
 ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string_view where) {
   if (!j.is_object()) throw Error(std::string(where) + ": a Hugging Face config must be a JSON object");
+  // What is not modelled is refused first, by its keys (hybrid layers, ...) or by its type, before its shape is read.
+  const std::string type = lower(hf_string(j, "model_type", where, ""));
+  refuse_unpriced_hf_keys(j, type, where);
+  const HfModelType& family = modelled_hf_type(type, where);
+  // The MLP's form is the family's; the activation's name is only checked to be a string.
+  (void)hf_string(j, "hidden_act", where, hf_string(j, "activation_function", where, ""));
   ModelSpec m;
   m.name = std::string(name);
   m.hidden_size = hf_int(j, {"hidden_size", "n_embd", "d_model"}, where);
@@ -396,21 +435,17 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   m.num_kv_heads = hf_int(j, {"num_key_value_heads"}, where, m.num_heads);
   m.vocab_size = hf_int(j, {"vocab_size"}, where);
   m.max_context = hf_int(j, {"max_position_embeddings", "n_positions", "n_ctx"}, where, 2048);
-  const std::string type = lower(hf_string(j, "model_type", where, ""));
-  const std::string act = lower(hf_string(j, "hidden_act", where, hf_string(j, "activation_function", where, "silu")));
-  refuse_unpriced_hf_keys(j, type, where);
   // Gemma (256 = 3072/16 for 7B, 128 for Gemma-2-27B's 4608/32) and Qwen3 set the head width apart from h/a.
   m.head_dim = hf_int(j, {"head_dim"}, where, 0);
   if (m.head_dim * m.num_heads == m.hidden_size) m.head_dim = 0;  // h/a, as given: one spelling of one model
-  const bool gpt2_like = type == "gpt2" || type == "gpt_neo" || type == "gpt_bigcode";
-  // A gated GELU (Gemma's GeGLU) has SwiGLU's three projections: priced as such. Unlisted types: by activation.
-  const bool gated = hf_gated_mlp(type).value_or(act.find("gelu") == std::string::npos && !gpt2_like);
-  m.mlp = gated ? Mlp::swiglu : Mlp::gelu;
-  m.norm = gpt2_like ? Norm::layernorm : Norm::rmsnorm;
-  m.linear_biases = gpt2_like;
+  const bool gpt2 = type == "gpt2";
+  // A gated GELU (Gemma's GeGLU) has SwiGLU's three projections: priced as such.
+  m.mlp = family.gated ? Mlp::swiglu : Mlp::gelu;
+  m.norm = gpt2 ? Norm::layernorm : Norm::rmsnorm;
+  m.linear_biases = gpt2;
   // Qwen2's attention has biases on q, k and v, hard-wired in transformers' modeling_qwen2.py (no config key).
   m.qkv_bias = type == "qwen2" || type == "qwen2_moe";
-  m.learned_positions = gpt2_like;
+  m.learned_positions = gpt2;
   m.attention_dropout = hf_probability(j, {"attention_dropout", "attn_pdrop"}, where);
   m.ffn_hidden_size =
       hf_int(j, {"intermediate_size", "n_inner", "ffn_dim"}, where, m.mlp == Mlp::gelu ? 4 * m.hidden_size : -1);
@@ -435,7 +470,7 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   if (!skip_freq || m.sliding_window >= m.max_context) m.sliding_window = m.window_skip_freq = 0;
   // The default of tie_word_embeddings where a config leaves it out: True in transformers' GPT-2 and Gemma
   // configs (configuration_gemma.py), False in Llama's, Mistral's and Qwen's.
-  m.tied_embeddings = hf_bool(j, "tie_word_embeddings", where, gpt2_like || type.rfind("gemma", 0) == 0);
+  m.tied_embeddings = hf_bool(j, "tie_word_embeddings", where, gpt2 || type.rfind("gemma", 0) == 0);
   check_model_shape(m, where);
   return m;
 }
@@ -525,6 +560,13 @@ GpuSpec SpecLibrary::gpu(std::string_view name_or_path) const {
   validate_against_schema(j, read_json_file(data_dir_ / "schema" / "gpu.schema.json"), where);
   GpuSpec g = gpu_from_json(j, where);
   if (g.usable_memory_bytes > g.memory_bytes) throw Error(where + ": usable_memory_GiB must not exceed memory_GiB");
+  // kernels_as lends this GPU another's fitted efficiencies: a name that is no GPU would leave it on datasheet
+  // defaults without a word.
+  if (!g.kernels_as.empty()) {
+    const std::vector<std::string> known = names("gpus");
+    if (std::find(known.begin(), known.end(), lower(g.kernels_as)) == known.end())
+      throw Error(where + ": kernels_as '" + g.kernels_as + "' names no GPU (known: " + join(known) + ")");
+  }
   return g;
 }
 

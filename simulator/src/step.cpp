@@ -1,6 +1,7 @@
 #include "headroom/simulator/step.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <set>
@@ -27,6 +28,9 @@ struct Ranks {
     return tp + t * (cp + c * (d + dp * stage));
   }
 };
+
+// Virtual stages per GPU (v ≥ 1).
+std::int64_t virtual_stages(const Layout& l) { return std::max<std::int64_t>(1, l.vpp); }
 
 // Nodes of a ring simulated transfer by transfer; longer rings are scaled from these (StepBuilder::collective).
 constexpr std::int64_t kRepresentativeNodes = 4;
@@ -545,12 +549,36 @@ class StepBuilder {
   std::map<std::tuple<int, int, double, std::vector<std::int64_t>>, double> cache_;
 };
 
+// The step's graph is built and run in memory: past max_tasks it would take gigabytes and minutes, so it is refused
+// before anything is allocated, naming the global batch that sets the micro-batches.
+void require_step_work(const ModelSpec& m, const Layout& l, double max_tasks) {
+  const double tasks = step_task_bound(m, l);
+  if (tasks <= max_tasks) return;
+  char text[200];
+  std::snprintf(text, sizeof text,
+                " micro-batches a pipeline (pp·vpp = %lld): a step of up to %.3g tasks, more than the %.3g the "
+                "simulator builds%s",
+                static_cast<long long>(l.pp * virtual_stages(l)), tasks, max_tasks,
+                max_tasks < kMaxStepTasks ? " with a trace" : "");
+  throw Error("simulate: " + field("gbs") + " " + std::to_string(l.gbs) + " makes " + std::to_string(l.microbatches()) +
+              text + " (fewer micro-batches: a smaller " + field("gbs") + " or more " + field("dp") + ")");
+}
+
 }  // namespace
+
+double step_task_bound(const ModelSpec& m, const Layout& l) {
+  const double mb = d(l.microbatches()), v = d(virtual_stages(l)), p = d(l.pp), stages = p * v;
+  const double per_layer = l.tp > 1 ? 2.0 : 1.0;  // compute, and a TP task when there is TP
+  const double passes = 2.0 * mb * (per_layer * (d(m.num_layers) + stages) + 4.0 * stages);
+  const double links = l.pp > 1 ? 2.0 * mb * (stages - 1.0) * (d(l.tp) * d(l.cp) + 1.0) : 0.0;
+  return passes + links + 3.0 * p;
+}
 
 StepResult simulate_step(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const PerfCoefficients& k,
                          const StepOptions& o) {
   validate_layout(m, l);
   if (l.microbatches() < 1) throw Error("simulate: the layout has no micro-batch per pipeline");
+  require_step_work(m, l, o.max_tasks);
   if (m.num_experts > 0)
     throw Error("simulate: " + m.name +
                 " has experts, whose all-to-alls the event simulator does not schedule yet (estimate prices them)");

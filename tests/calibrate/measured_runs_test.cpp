@@ -3,6 +3,8 @@
 // repositories, and files written here in the frameworks' formats).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -344,6 +346,7 @@ TEST(ProfilerTrace, AttentionOpsAndMalformedTraces) {
 #include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "cli_support.hpp"
+#include "watchdog.hpp"
 
 namespace headroom::calibrate {
 namespace {
@@ -477,6 +480,70 @@ TEST(FitRuns, RecoversTheFixedMemoryTermFromMeasuredPeaks) {
   // One peak is not enough to fit and check.
   runs.resize(1);
   EXPECT_FALSE(fit_fixed_memory(runs, shipped).identified);
+}
+
+// The leave-one-out errors are those of refitting on every run but one: the compute scale (found on a grid shared by
+// the runs left out, to within 1e-6 of the step-time error) and the memory fixed term (exactly).
+TEST(FitRuns, LeaveOneOutIsRefittingWithoutEachRun) {
+  const PerfCoefficients shipped = default_perf_coefficients(test::library(), "megatron");
+  auto runs = runs_at_scale(shipped, 0.8);
+  const auto more = runs_at_scale(shipped, 0.7);
+  runs.insert(runs.end(), more.begin(), more.end());
+  for (std::size_t i = 0; i < runs.size(); ++i) runs[i].measured_step_s *= 1.0 + 0.03 * static_cast<double>(i % 3);
+  const RunsFit fit = fit_compute_scale(runs, shipped);
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    auto others = runs;
+    others.erase(others.begin() + static_cast<std::ptrdiff_t>(i));
+    const double refit = fit_compute_scale(others, shipped).compute_scale;
+    EXPECT_NEAR(fit.held_out_errors[i], step_time_error(runs[i], with_compute_scale(shipped, refit)), 1e-6) << i;
+  }
+  const ResidualModel residual = test::library().framework("megatron").residual;
+  auto peaks = memory_runs(residual.fixed_bytes + 5 * kGiB);
+  for (std::size_t i = 0; i < peaks.size(); ++i) peaks[i].measured_peak_bytes += static_cast<double>(i) * kGiB;
+  MemoryRun oom = peaks.front();  // bounds the fixed term from below, in every fit but its own
+  oom.oom = true;
+  oom.measured_peak_bytes = 0;
+  oom.layout.mbs = 4;
+  peaks.push_back(oom);
+  const FixedMemoryFit memory = fit_fixed_memory(peaks, residual);
+  ASSERT_EQ(memory.held_out_errors.size(), peaks.size() - 1);
+  for (std::size_t i = 0; i + 1 < peaks.size(); ++i) {
+    auto others = peaks;
+    others.erase(others.begin() + static_cast<std::ptrdiff_t>(i));
+    ResidualModel refit = residual;
+    refit.fixed_bytes = fit_fixed_memory(others, residual).fixed_bytes;
+    const MemoryRun& r = peaks[i];
+    EXPECT_EQ(memory.held_out_errors[i],
+              std::fabs(peak_memory_bytes(r.model, r.cluster, r.layout, refit) - r.measured_peak_bytes) /
+                  r.measured_peak_bytes)
+        << i;
+  }
+}
+
+// Thousands of runs are priced and fitted in time about linear in their number (the leave-one-out fits share their
+// work), with a progress line at every tenth of them on stderr, plain lines in a log file.
+TEST(FromRunsCli, ThousandsOfRunsAreFittedInLinearTimeWithProgress) {
+  std::ifstream in(kRuns / "runs_written.csv");
+  std::string header, trained, oom;
+  std::getline(in, header), std::getline(in, trained), std::getline(in, oom);
+  const auto dir = std::filesystem::temp_directory_path() / ("headroom_from_runs_many_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream csv(dir / "runs.csv");
+    csv << header << "\n";
+    for (int i = 0; i < 2000; ++i) csv << (i % 2 == 0 ? trained : oom) << "\n";
+  }
+  const std::string out = (dir / "fitted.json").string();
+  const test::CliResult r = test::within(60, "calibrate --from-runs of 2,000 runs", [&] {
+    return test::run_cli({"calibrate", "--from-runs", (dir / "runs.csv").string(), "--out", out});
+  });
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("leave-one-out over 1000 runs"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("calibrate --from-runs: 200/2000 runs priced (10%)\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("calibrate --from-runs: 2000/2000 runs priced (100%)\n"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 10) << r.err;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(FromRunsCli, WritesCoefficientsThatProfileApplies) {

@@ -202,9 +202,12 @@ const BadCase kBadCases[] = {
     {"lora_rank_above_the_projections", with(kEstimate, {"--lora-rank", "100000"}),
      "--lora-rank 100000 is larger than the k projection of llama3.1-8b (4096 -> 1024): a LoRA rank is at most "
      "min(in, out) = 1024"},
+    {"max_gpus_past_the_search",
+     {"mtsl", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--target-seq", "4096", "--max-gpus", "1000000000000"},
+     "--max-gpus 1000000000000 is not from 1 to 1000000 (the largest GPU count the search considers)"},
     {"simulate_too_many_microbatches",
      {"simulate", "--model", "gpt2", "--cluster", "dgx-h100", "--seq", "1024", "--gpus", "8", "--gbs", "1000000000"},
-     "at most 10^6 micro-batch stages"},
+     "simulate: --gbs 1000000000 makes 125000000 micro-batches a pipeline (pp·vpp = 1): a step of up to"},
 };
 
 // A model with experts is priced with its experts (estimate --json: total and active parameters,
@@ -480,6 +483,54 @@ TEST(CliOutputs, DirectoryOutputsAreRefusedBeforeAnyWork) {
   std::filesystem::remove_all(dir);
 }
 
+// Past one node a job is whole nodes of its cluster (schedulers allocate nodes, launchers start the same ranks on
+// each): 16 GPUs on nodes of 3 are refused by every command that takes a GPU count; a job within one node, or of
+// whole nodes, runs; mtsl --target-seq searches whole-node counts only.
+TEST(CliRules, APartialNodeIsRefusedAJobWithinOneNodeIsNot) {
+  const auto dir = std::filesystem::temp_directory_path() / ("headroom_cli_nodes_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  nlohmann::json c;
+  std::ifstream(std::filesystem::path(HEADROOM_TEST_DATA_DIR) / "clusters" / "dgx-h100.json") >> c;
+  c["name"] = "three-a-node";
+  c["gpus_per_node"] = 3;
+  const std::string cluster = (dir / "three.json").string();
+  std::ofstream(cluster) << c.dump();
+  const auto estimate = [&cluster](const char* gpus) {
+    return run({"estimate", "--model", "llama3.1-8b", "--cluster", cluster, "--seq", "4096", "--gpus", gpus});
+  };
+  const std::string partial =
+      "--gpus 16 is not whole nodes of cluster three-a-node (3 GPUs a node): give a multiple "
+      "of 3, or at most 3\n";
+  for (const Result& r : {estimate("16"), run({"rank", "--model", "llama3.1-8b", "--cluster", cluster, "--gpus", "16",
+                                               "--seq", "4096", "--gbs", "48"})}) {
+    EXPECT_EQ(r.code, 2);
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_EQ(r.err, "error: " + partial);
+  }
+  for (const char* gpus : {"1", "2", "3", "6", "12"}) EXPECT_EQ(estimate(gpus).code, 0) << gpus;
+  const Result search = run(
+      {"mtsl", "--model", "llama3.1-8b", "--cluster", cluster, "--target-seq", "131072", "--max-gpus", "64", "--json"});
+  ASSERT_EQ(search.code, 0) << search.err;
+  const auto gpus = nlohmann::json::parse(search.out).at("gpus").get<std::int64_t>();
+  EXPECT_TRUE(gpus <= 3 || gpus % 3 == 0) << gpus;
+  std::filesystem::remove_all(dir);
+}
+
+// A traced step is bounded lower than an untraced one (the trace's JSON document costs more than the step): GPT-2
+// with 30,000 micro-batches is bounded at about a million tasks, refused with --trace before anything is simulated.
+TEST(CliOutputs, ATraceOfAStepPastItsBoundIsRefusedBeforeSimulating) {
+  const auto trace = std::filesystem::temp_directory_path() / ("headroom_cli_trace_" + std::to_string(::getpid()));
+  const Result r = test::within(60, "simulate --trace of a long step", [&trace] {
+    return run({"simulate", "--model", "gpt2", "--cluster", "dgx-h100", "--gpus", "8", "--seq", "1024", "--gbs",
+                "240000", "--trace", trace.string()});
+  });
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("more than the 1e+06 the simulator builds with a trace"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(trace));
+  std::filesystem::remove(trace);
+}
+
 // A file past the bound of the shared reader (read_file_bounded) is refused by its size, unread, naming the flag, the
 // file and the bound (a device that never ends: tests/estimator/read_file_test.cpp).
 TEST(CliInputs, AFileLargerThanTheReaderTakesIsRefused) {
@@ -493,11 +544,11 @@ TEST(CliInputs, AFileLargerThanTheReaderTakesIsRefused) {
       {with(kEstimate, {"--profile", big}), big + limit},
       {{"calibrate", "--from-runs", big, "--out", (dir / "p.json").string()}, "--from-runs " + big + limit},
       {{"calibrate", "--ingest", big, "--out", (dir / "q.json").string()}, "--ingest " + big + limit}};
-  for (const auto& [args, expected] : cases) {
-    const Result r = test::within(60, "a command reading a file past the bound", [&args] { return run(args); });
-    EXPECT_EQ(r.code, 2) << args[1];
+  for (const auto& c : cases) {
+    const Result r = test::within(60, "a command reading a file past the bound", [&c] { return run(c.first); });
+    EXPECT_EQ(r.code, 2) << c.first[1];
     EXPECT_TRUE(r.out.empty()) << r.out;
-    EXPECT_EQ(r.err, "error: " + expected + "\n");
+    EXPECT_EQ(r.err, "error: " + c.second + "\n");
   }
   EXPECT_FALSE(std::filesystem::exists(dir / "p.json"));
   EXPECT_FALSE(std::filesystem::exists(dir / "q.json"));

@@ -1,12 +1,16 @@
 #include "headroom/estimator/mtsl.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <set>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "../test_support.hpp"
+#include "../watchdog.hpp"
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/framework.hpp"
 #include "headroom/calibrate/validate_4d.hpp"
 
@@ -80,6 +84,94 @@ TEST_F(MtslTest, InverseFindsTheSmallestGpuCount) {
   }
   // Nothing with one GPU fewer trains it.
   EXPECT_TRUE(smallest_layouts_for_seq(m70, lumi, base, fsdp.residual, 32768, n - 1).empty());
+}
+
+// Every GPU count up to the bound, every split and every ep, one after the other: what the inverse search answers,
+// counted the slow way (the search bisects each split's d instead).
+std::vector<LayoutFit> smallest_layouts_by_every_count(const ModelSpec& m, const ClusterSpec& c, const Layout& base,
+                                                       const ResidualModel& r, std::int64_t seq,
+                                                       std::int64_t max_gpus) {
+  std::vector<LayoutFit> found;
+  const std::int64_t heads = std::gcd(m.num_heads, m.num_kv_heads);
+  for (std::int64_t n = 1; n <= max_gpus && found.empty(); ++n) {
+    if (!whole_nodes(n, c)) continue;
+    for (std::int64_t t = 1; t <= n; ++t) {
+      if (n % t != 0 || heads % t != 0) continue;
+      for (std::int64_t cp = 1; cp <= n / t; ++cp) {
+        if ((n / t) % cp != 0 || seq % (cp > 1 ? 2 * cp : 1) != 0 || (cp > 1 && !context_parallel_priced(m))) continue;
+        for (std::int64_t p = 1; p <= n / (t * cp); ++p) {
+          if ((n / (t * cp)) % p != 0 || m.num_layers % p != 0) continue;
+          Layout l = base;
+          l.tp = t, l.cp = cp, l.pp = p, l.dp = n / (t * cp * p), l.seq = seq, l.vpp = 1, l.split = {};
+          if (l.schedule == Schedule::interleaved) l.schedule = Schedule::one_f_one_b;
+          l.gbs = std::max<std::int64_t>(1, base.microbatches()) * l.dp * l.mbs;
+          const std::int64_t stage_gpus = t * cp * l.dp;
+          for (std::int64_t ep = 1; ep <= (m.num_experts > 0 ? stage_gpus : 1); ++ep) {
+            if (m.num_experts > 0 && (m.num_experts % ep != 0 || stage_gpus % ep != 0)) continue;
+            if (m.num_experts > 0) l.ep = ep, l.etp = 1;
+            const double peak = peak_memory_bytes(m, c, l, r);
+            if (peak <= c.gpu.usable_memory_bytes) found.push_back({l, peak});
+          }
+        }
+      }
+    }
+  }
+  std::stable_sort(found.begin(), found.end(),
+                   [](const LayoutFit& a, const LayoutFit& b) { return a.peak_bytes < b.peak_bytes; });
+  return found;
+}
+
+// The search answers what counting every GPU count would (the same layouts, in the same order, at the same peaks) on
+// dense and expert models, Megatron-LM and FSDP with LoRA, context parallelism, without FlashAttention, ZeRO-3, and
+// nodes of 3 and of 4; and it scales: 10^6 GPUs for 10^9 tokens is answered within seconds, more is refused.
+TEST_F(MtslTest, InverseSearchIsTheEveryCountAnswerAndScales) {
+  ClusterSpec three = h100;
+  three.name = "three-a-node";
+  three.gpus_per_node = 3;
+  Layout lora = default_layout(fsdp);
+  lora.lora.rank = 128;
+  Layout mbs2 = default_layout(megatron);
+  mbs2.mbs = 2;
+  Layout unfused = default_layout(megatron);
+  unfused.flash_attention = false;
+  Layout zero3 = default_layout(megatron);
+  zero3.sharding = {Shard::global, Shard::global, Shard::global};
+  const ModelSpec mixtral = lib.model("mixtral-8x7b"), gemma = lib.model("gemma-2-27b");
+  struct Case {
+    const ModelSpec& m;
+    const ClusterSpec& c;
+    Layout base;
+    const ResidualModel& r;
+    std::int64_t seq, max_gpus;
+  };
+  const Case cases[] = {{m70, lumi, lora, fsdp.residual, 32768, 64},
+                        {m70, lumi, lora, fsdp.residual, 100000, 128},
+                        {m8, h100, mbs2, megatron.residual, 500000, 160},
+                        {m8, three, default_layout(megatron), megatron.residual, 400000, 120},
+                        {m8, lumi, unfused, megatron.residual, 30000, 64},
+                        {m70, h100, zero3, megatron.residual, 200000, 160},
+                        {mixtral, lumi, default_layout(megatron), megatron.residual, 131072, 96},
+                        {gemma, h100, default_layout(megatron), megatron.residual, 65536, 64},
+                        {m8, h100, default_layout(megatron), megatron.residual, 100000000, 64}};
+  for (const Case& c : cases) {
+    const auto fast = smallest_layouts_for_seq(c.m, c.c, c.base, c.r, c.seq, c.max_gpus);
+    const auto slow = smallest_layouts_by_every_count(c.m, c.c, c.base, c.r, c.seq, c.max_gpus);
+    ASSERT_EQ(fast.size(), slow.size()) << c.m.name << " " << c.seq;
+    for (std::size_t i = 0; i < fast.size(); ++i) {
+      const Layout &a = fast[i].layout, &b = slow[i].layout;
+      EXPECT_EQ(std::vector<std::int64_t>({a.tp, a.cp, a.pp, a.dp, a.ep, a.gbs}),
+                std::vector<std::int64_t>({b.tp, b.cp, b.pp, b.dp, b.ep, b.gbs}))
+          << c.m.name << " " << c.seq << " #" << i;
+      EXPECT_EQ(fast[i].peak_bytes, slow[i].peak_bytes);
+    }
+  }
+  const auto huge = test::within(60, "the search up to 10^6 GPUs", [this] {
+    return smallest_layouts_for_seq(m8, h100, default_layout(megatron), megatron.residual, 1'000'000'000, 1'000'000);
+  });
+  for (const auto& f : huge) EXPECT_LE(f.layout.gpus(), 1'000'000);
+  EXPECT_THROW(
+      (void)smallest_layouts_for_seq(m8, h100, default_layout(megatron), megatron.residual, 4096, kMaxSearchGpus + 1),
+      Error);
 }
 
 // MTSL is the longest valid s with peak(s) ≤ capacity, and peak memory does not fall as s grows

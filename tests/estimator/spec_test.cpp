@@ -89,6 +89,26 @@ class TempFile {
   fs::path dir_, path_;
 };
 
+// kernels_as lends a GPU another's fitted efficiencies: a name that is no GPU of the library is refused at load instead
+// of leaving the GPU on datasheet defaults; a known one is found whatever its case.
+TEST(SpecLibrary, AKernelsAsThatNamesNoGpuIsRefused) {
+  const SpecLibrary lib = test::library();
+  nlohmann::json j = read_json_file(lib.data_dir() / "gpus" / "h100-80gb.json");
+  j["name"] = "h100-custom";
+  j["kernels_as"] = "nosuch";
+  const TempFile dangling(j.dump(), "dangling.json");
+  try {
+    (void)lib.gpu(dangling.path());
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(": kernels_as 'nosuch' names no GPU (known: a100-40gb, "), std::string::npos)
+        << e.what();
+  }
+  j["kernels_as"] = "H100-94GB";
+  const TempFile known(j.dump(), "known.json");
+  EXPECT_EQ(lib.gpu(known.path()).kernels_as, "H100-94GB");
+}
+
 // A Hugging Face config.json of Llama 3.1 8B (the keys that matter) gives the shipped spec's numbers.
 TEST(SpecLibrary, HuggingFaceConfig) {
   const TempFile f(R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
@@ -275,13 +295,35 @@ TEST(HuggingFaceConfig, RefusesWhatItCannotPriceNamingTheKey) {
                 .find("layer_types entry \"linear_attention\" is not sliding_attention or full_attention"),
             std::string::npos);
   for (const char* key : {"tie_word_embeddings", "model_type", "hidden_act", "_name_or_path"}) {
-    const std::string bad = R"({"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
-      "vocab_size": 100, "intermediate_size": 128, ")" +
-                            std::string(key) + R"(": [1]})";
+    const std::string type = std::string(key) == "model_type" ? "" : R"("model_type": "llama", )";
+    const std::string bad = R"({"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, )" + type +
+                            R"("vocab_size": 100, "intermediate_size": 128, ")" + std::string(key) + R"(": [1]})";
     const auto e = model_error(bad);
     EXPECT_NE(e.find(std::string(key) + " is a array"), std::string::npos) << e;
     EXPECT_NE(e.find("config.json"), std::string::npos) << e;
   }
+}
+
+// A config of a model type headroom does not model (Falcon-7B: multi-query, parallel attention) or of none is refused
+// naming it, not priced as a Llama decoder; so is top-k routing over fewer than k experts, not priced dense.
+TEST(HuggingFaceConfig, AModelTypeItDoesNotModelIsRefusedNamingIt) {
+  const std::string falcon = model_error(R"({"alibi": false, "architectures": ["FalconForCausalLM"], "bias": false,
+    "hidden_size": 4544, "model_type": "falcon", "multi_query": true, "new_decoder_architecture": false,
+    "num_attention_heads": 71, "num_hidden_layers": 32, "parallel_attn": true, "vocab_size": 65024})");
+  EXPECT_NE(falcon.find("config.json: model_type falcon is not modelled (headroom prices the Hugging Face model types "
+                        "llama, mistral, "),
+            std::string::npos)
+      << falcon;
+  const std::string untyped = model_error(R"({"hidden_size": 4096, "num_attention_heads": 32,
+    "num_hidden_layers": 32, "vocab_size": 32000, "intermediate_size": 11008})");
+  EXPECT_NE(untyped.find("config.json: no model_type (headroom prices the Hugging Face model types llama, "),
+            std::string::npos)
+      << untyped;
+  std::string no_experts = kMixtral;
+  no_experts.replace(no_experts.find("\"num_local_experts\": 8"), 22, "\"num_local_experts\": 0");
+  EXPECT_NE(model_error(no_experts).find("num_local_experts 0 is fewer than num_experts_per_tok 2"), std::string::npos)
+      << model_error(no_experts);
+  EXPECT_EQ(test::library().model(TempFile(kMixtral, "config.json").path()).num_experts, 8);
 }
 
 // The parameter counts of the shipped Qwen2.5-72B and Mistral-7B specs are those of their

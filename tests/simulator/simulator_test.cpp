@@ -372,6 +372,45 @@ TEST(Step, SimulatesLlama405bOn16384Gpus) {
   EXPECT_NEAR(r.step_time_s / estimate_perf(m, c, l, k).step_time_s, 1.0, 0.05);
 }
 
+// The step's work is bounded from the layout before anything is built: step_task_bound is at least the tasks the graph
+// gets (and within twice them), and a layout past StepOptions::max_tasks is refused at once, naming the global batch.
+TEST(Step, WorkPastTheBoundIsRefusedBeforeBuilding) {
+  const SpecLibrary lib = test::library();
+  const ModelSpec m = lib.model("llama3.1-8b");
+  const ClusterSpec c = lib.cluster("dgx-h100");
+  const PerfCoefficients k = default_perf_coefficients(lib, "megatron");
+  const auto layout = [&lib](const char* framework, std::int64_t tp, std::int64_t cp, std::int64_t pp, std::int64_t vpp,
+                             std::int64_t dp, std::int64_t micro) {
+    Layout l = framework_layout(lib, framework, tp, cp, dp, 4096, micro * dp);
+    l.pp = pp;
+    l.vpp = vpp;
+    if (vpp > 1) l.schedule = Schedule::interleaved;
+    return l;
+  };
+  for (const Layout& l : {layout("megatron", 1, 1, 1, 1, 8, 4), layout("megatron", 2, 1, 2, 1, 4, 8),
+                          layout("megatron", 2, 2, 4, 2, 1, 8), layout("pytorch-fsdp", 1, 1, 1, 1, 8, 3)}) {
+    const auto tasks = static_cast<double>(boost::num_vertices(sim::simulate_step(m, c, l, k, {}).graph));
+    const double bound = sim::step_task_bound(m, l);
+    EXPECT_GE(bound, tasks) << l.tp << " " << l.cp << " " << l.pp << " " << l.vpp << " " << l.dp;
+    EXPECT_LE(bound, 2.0 * tasks) << l.tp << " " << l.cp << " " << l.pp << " " << l.vpp << " " << l.dp;
+  }
+  // tp 2, pp 2, dp 4 with 8 micro-batches: about 1,300 tasks, past a bound of 1,000.
+  sim::StepOptions small;
+  small.max_tasks = 1000;
+  const Layout l = layout("megatron", 2, 1, 2, 1, 4, 8);
+  const std::string message = test::within(30, "a step past its task bound", [&] {
+    try {
+      (void)sim::simulate_step(m, c, l, k, small);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(simulated)");
+  });
+  EXPECT_NE(message.find("simulate: --gbs 32 makes 8 micro-batches a pipeline (pp·vpp = 2): a step of up to"),
+            std::string::npos)
+      << message;
+}
+
 // Context parallelism across nodes: ring attention's P2P steps cross each node boundary through one NIC at the
 // coefficients' cp_inter_efficiency, as the analytical model has them (an NCCL-style 8-channel all-gather at
 // inter_efficiency made the simulated step 34% faster on 16 LUMI nodes). The clusters are the 4D paper's, whose fitted

@@ -486,7 +486,7 @@ void run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& e
   if (!o.from_runs.empty()) {
     if (o.models.size() > 1) throw Error("--from-runs takes one --model: the model of rows that name none");
     return run_from_runs(o.from_runs, {o.models.empty() ? "" : o.models[0], o.gpu, o.cluster, o.framework, o.data_dir},
-                         o.out, o.json, out);
+                         o.out, o.json, out, o.no_progress ? nullptr : &err);
   }
   if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "hip")
     throw Error("--backend '" + o.backend + "' is not one of cpu, cuda, hip");

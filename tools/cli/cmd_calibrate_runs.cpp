@@ -3,10 +3,14 @@
 // leave-one-out against the shipped coefficients, and written as a performance coefficients file that
 // `--profile` applies; with the fixed term of the memory residual that their peaks identify (`memory`), where it
 // predicts the runs left out better than the shipped residual.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -140,6 +144,33 @@ std::string memory_text(const calibrate::FixedMemoryFit& f, const ResidualModel&
 
 }  // namespace
 
+// Progress of pricing a table of runs, on stderr: a line at every tenth of the rows, redrawn in place on a terminal, a
+// plain line in a log file (no carriage return or escape). Tables under kProgressRuns rows take well under a second
+// and print nothing beside their result.
+class RunsProgress {
+ public:
+  static constexpr std::size_t kProgressRuns = 100;
+  RunsProgress(std::ostream* err, std::size_t total)
+      : err_(total >= kProgressRuns ? err : nullptr),
+        total_(total),
+        terminal_(err == &std::cerr && ::isatty(STDERR_FILENO) == 1) {}
+
+  void operator()(std::size_t done) {
+    const std::size_t tenths = err_ == nullptr ? 0 : done * 10 / total_;
+    if (tenths <= printed_) return;
+    printed_ = tenths;
+    *err_ << (terminal_ ? "\r" : "") << "calibrate --from-runs: " << done << "/" << total_ << " runs priced ("
+          << 10 * tenths << "%)" << (terminal_ ? "\033[K" : "") << (!terminal_ || done == total_ ? "\n" : "")
+          << std::flush;
+  }
+
+ private:
+  std::ostream* err_;
+  std::size_t total_;
+  bool terminal_;
+  std::size_t printed_ = 0;
+};
+
 // A user's runs, priced: those that trained with a measured step (for the compute fit) and every run with its
 // outcome and peak (for the memory fit).
 struct UserRuns {
@@ -149,17 +180,24 @@ struct UserRuns {
 };
 
 UserRuns read_user_runs(const std::vector<std::string>& files, const CalibrateRunsDefaults& d,
-                        const PerfCoefficients& shipped) {
+                        const PerfCoefficients& shipped, std::ostream* progress) {
   UserRuns u;
-  for (const auto& file : files) {
-    for (const auto& r : read_runs(file)) {
-      ++u.rows;
-      const Resolved x = resolve_run(r, d);
-      u.memory.push_back(memory_run(r, x));
-      if (r.outcome != calibrate::RunOutcome::ok) continue;
-      if (const auto step = measured_step_s(r, x, shipped))
-        u.priced.push_back({x.specs.model, x.specs.cluster, x.layout, *step, r.source});
-    }
+  std::vector<calibrate::MeasuredRun> rows;
+  for (const auto& file : files)
+    for (auto& r : read_runs(file)) rows.push_back(std::move(r));
+  // Rows of the same columns resolve alike: each distinct one is resolved (its spec files read) once.
+  std::map<std::map<std::string, std::string>, Resolved> resolved;
+  RunsProgress report(progress, rows.size());
+  for (const auto& r : rows) {
+    ++u.rows;
+    const auto cached = r.model ? resolved.end() : resolved.find(r.layout);
+    const Resolved x = cached != resolved.end() ? cached->second : resolve_run(r, d);
+    if (!r.model && cached == resolved.end()) resolved.emplace(r.layout, x);
+    u.memory.push_back(memory_run(r, x));
+    report(static_cast<std::size_t>(u.rows));
+    if (r.outcome != calibrate::RunOutcome::ok) continue;
+    if (const auto step = measured_step_s(r, x, shipped))
+      u.priced.push_back({x.specs.model, x.specs.cluster, x.layout, *step, r.source});
   }
   if (u.priced.size() < 2)
     throw Error("--from-runs: " + std::to_string(u.priced.size()) + " of " + std::to_string(u.rows) +
@@ -230,7 +268,7 @@ nlohmann::json from_runs_json(const std::vector<calibrate::PricedRun>& priced, c
 }
 
 void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDefaults& d, const std::string& out_path,
-                   bool json, std::ostream& out_stream) {
+                   bool json, std::ostream& out_stream, std::ostream* progress) {
   const SpecLibrary lib = [&] {
     SpecOptions so;
     so.data_dir = d.data_dir;
@@ -238,7 +276,7 @@ void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDef
   }();
   const PerfCoefficients shipped = default_perf_coefficients(lib, d.framework);
   const ResidualModel residual = lib.framework(d.framework).residual;
-  const UserRuns runs = read_user_runs(files, d, shipped);
+  const UserRuns runs = read_user_runs(files, d, shipped, progress);
   const calibrate::RunsFit fit = calibrate::fit_compute_scale(runs.priced, shipped);
   const MeanErrors mean(fit);
   std::string text = compute_fit_text(runs.priced, fit, mean, shipped);  // the table; --json prints a document instead

@@ -68,6 +68,7 @@ std::vector<SweepPoint> run_sweep(const MtslOptions& o, const Plan& r, const Lay
       const std::int64_t tcp = base.tp * base.cp * base.pp;
       if (p.value % tcp != 0)
         throw Error("--sweep gpus=" + item + ": t·c·p = " + std::to_string(tcp) + " does not divide " + item);
+      require_whole_nodes(p.value, r.cluster);
       const std::int64_t m = base.microbatches();
       p.layout.dp = p.value / tcp;
       p.layout.gbs = m * p.layout.dp * p.layout.mbs;
@@ -240,7 +241,8 @@ void register_mtsl(CLI::App& app, std::ostream& out) {
   sub->add_option("--target-seq", opts->target_seq, "inverse: the smallest layouts that train this many tokens");
   sub->add_option("--profile", opts->profile,
                   "also predict the step time at the MTSL: performance coefficients or a calibration profile");
-  sub->add_option("--max-gpus", opts->max_gpus, "largest GPU count --target-seq considers")->capture_default_str();
+  sub->add_option("--max-gpus", opts->max_gpus, "largest GPU count --target-seq considers (at most 10^6)")
+      ->capture_default_str();
   sub->add_flag("--json", opts->json, "print one JSON document");
   sub->callback([opts, sub, &out] {
     refuse_given(*sub, {"--seq"}, "in mtsl (it searches the sequence length; --target-seq asks the inverse)");

@@ -25,12 +25,11 @@ struct SimulateOptions {
   bool json = false;
 };
 
-// What one simulation may build: every GPU and NIC is a vertex of the topology, a ring collective over n GPUs
-// moves O(n²) transfers and a step has tasks per micro-batch and stage. Past these a run takes hours or
-// exhausts memory. A step simulates only its groups' collectives, so it may span more GPUs than one ring.
+// What one simulation may build: every GPU and NIC is a vertex of the topology and a ring collective over n GPUs
+// moves O(n²) transfers. Past these a run takes hours or exhausts memory. A step simulates only its groups'
+// collectives, so it may span more GPUs than one ring; its tasks are bounded by simulate_step (kMaxStepTasks).
 constexpr std::int64_t kMaxCollectiveGpus = 1024;
 constexpr std::int64_t kMaxTopologyGpus = 65'536;
-constexpr std::int64_t kMaxSimulatedMicrobatchStages = 1'000'000;
 
 void check_simulated_size(const ClusterSpec& c, std::int64_t gpus, std::int64_t nics_per_node, std::int64_t max_gpus) {
   const std::string most = " (the simulator takes at most " + std::to_string(max_gpus) + ")";
@@ -96,9 +95,7 @@ void run_step(const SimulateOptions& o, std::ostream& out) {
   so.engine.contention = !o.no_contention;
   if (!o.nics.empty()) so.nics_per_node = parse_count("--nics-per-node", o.nics);
   check_simulated_size(r.cluster, l.gpus(), so.nics_per_node, kMaxTopologyGpus);
-  if (l.microbatches() > kMaxSimulatedMicrobatchStages / (l.pp * l.vpp))
-    throw Error(std::to_string(l.microbatches()) + " micro-batches over " + std::to_string(l.pp * l.vpp) +
-                " pipeline stages to simulate (the simulator takes at most 10^6 micro-batch stages)");
+  if (!o.trace.empty()) so.max_tasks = sim::kMaxTracedStepTasks;
   const sim::StepResult s = sim::simulate_step(r.model, r.cluster, l, k, so);
   const PerfEstimate a = estimate_perf(r.model, r.cluster, l, k);
   if (!o.trace.empty()) sim::write_chrome_trace(s, o.trace);

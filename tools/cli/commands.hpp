@@ -35,8 +35,9 @@ void register_calibrate(CLI::App& app, std::ostream& out, std::ostream& err);  /
 struct CalibrateRunsDefaults {
   std::string model, gpu, cluster, framework = "megatron", data_dir;
 };
+// `progress`: where a line at every tenth of a large table's rows goes (nullptr: nowhere).
 void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDefaults& defaults,
-                   const std::string& out_path, bool json, std::ostream& out);
+                   const std::string& out_path, bool json, std::ostream& out, std::ostream* progress);
 void register_comm(CLI::App& app, std::ostream& out);
 void register_estimate(CLI::App& app, std::ostream& out);
 void register_launch(CLI::App& app, std::ostream& out);

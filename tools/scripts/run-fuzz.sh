@@ -32,7 +32,15 @@ seed() {
         '"num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 131072,' \
         '"hidden_act": "silu", "tie_word_embeddings": false, "_name_or_path": "meta-llama/Llama-3.1-8B"}' >"$dir"/hf-llama.json
       printf '%s\n' '{"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257,' \
-        '"n_positions": 1024, "activation_function": "gelu_new"}' >"$dir"/hf-gpt2.json ;;
+        '"n_positions": 1024, "activation_function": "gelu_new"}' >"$dir"/hf-gpt2.json
+      # Refused: a model type headroom does not model (Falcon-7B), none, and top-2 routing over no experts.
+      printf '%s\n' '{"model_type": "falcon", "hidden_size": 4544, "num_hidden_layers": 32, "num_attention_heads": 71,' \
+        '"vocab_size": 65024, "multi_query": true, "parallel_attn": true, "bias": false}' >"$dir"/hf-falcon.json
+      printf '%s\n' '{"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 32000,' \
+        '"intermediate_size": 11008}' >"$dir"/hf-no-type.json
+      printf '%s\n' '{"model_type": "mixtral", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,' \
+        '"num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000, "num_local_experts": 0,' \
+        '"num_experts_per_tok": 2}' >"$dir"/hf-no-experts.json ;;
     fuzz_gpu_spec) cp "$data"/gpus/*.json "$dir"/ ;;
     fuzz_cluster_spec) cp "$data"/clusters/*.json "$dir"/ ;;
     fuzz_profile)

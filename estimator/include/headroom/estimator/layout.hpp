@@ -184,8 +184,14 @@ void refuse_unpriced_precision(const Layout& layout);
 [[nodiscard]] std::string_view to_string(ExpertDispatcher d);
 [[nodiscard]] std::string_view to_string(Fp8Recipe r);   // "none", "delayed", "tensorwise"
 [[nodiscard]] std::string_view to_string(Fp8Library x);  // "transformer_engine", "torchao"
-// What the precision and offloading need beyond validate_layout: an FP8 peak on the GPU (A100 and MI250X have none),
-// host links on the cluster for offloading; throws Error naming what is missing. Part of every priced estimate.
+// Whether `gpus` is whole nodes of the cluster: at most one node, or a multiple of gpus_per_node (schedulers allocate
+// whole nodes, launchers start the same ranks on each). An assumed cluster's nodes are a guess: any count passes.
+[[nodiscard]] bool whole_nodes(std::int64_t gpus, const ClusterSpec& cluster);
+// Throws Error naming the count, the cluster and what would be whole nodes.
+void require_whole_nodes(std::int64_t gpus, const ClusterSpec& cluster);
+// What the layout needs of the cluster beyond validate_layout: whole nodes (require_whole_nodes), an FP8 peak on the
+// GPU (A100 and MI250X have none), host links on the cluster for offloading; throws Error naming what is missing.
+// Part of every priced estimate.
 void validate_precision_and_offload(const Layout& layout, const ClusterSpec& cluster);
 
 }  // namespace headroom

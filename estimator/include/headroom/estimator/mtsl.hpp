@@ -47,11 +47,16 @@ struct LayoutFit {
   double peak_bytes = 0;
 };
 
-// The inverse question: the layouts with the fewest GPUs (at most max_gpus) that train `seq` tokens, every
-// split t | gcd(a, k), p | L, c with 2c | s, d = N/(t·c·p) (and, with experts, every ep dividing E and t·c·d, etp
-// 1), each fitting at s; ordered by peak memory.
+// The largest GPU count the inverse search takes: beyond the largest clusters built (10^6 GPUs).
+inline constexpr std::int64_t kMaxSearchGpus = 1'000'000;
+
+// The inverse question: the layouts with the fewest GPUs (at most max_gpus, whole nodes past one: whole_nodes) that
+// train `seq` tokens, every split t | gcd(a, k), p | L, c with 2c | s, d = N/(t·c·p) (and, with experts, every ep
+// dividing E and t·c·d, etp 1), each fitting at s; ordered by peak memory. Each split's smallest d is bisected (memory
+// does not grow with d), so the search costs splits × log(max_gpus), not max_gpus².
 // `base` supplies the framework settings, micro-batch size, LoRA and sharding; it keeps its micro-batches
-// per pipeline (gbs = m·d·b). Empty when no layout up to max_gpus fits.
+// per pipeline (gbs = m·d·b). Empty when no layout up to max_gpus fits. Throws Error for max_gpus outside
+// 1..kMaxSearchGpus.
 [[nodiscard]] std::vector<LayoutFit> smallest_layouts_for_seq(const ModelSpec& m, const ClusterSpec& c,
                                                               const Layout& base, const ResidualModel& r,
                                                               std::int64_t seq, std::int64_t max_gpus);

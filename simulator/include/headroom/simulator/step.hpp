@@ -25,10 +25,22 @@
 
 namespace headroom::sim {
 
+// What one step simulation may build, in tasks of its graph (step_task_bound): a task costs about 230 bytes and 0.4 us
+// with its events, so 10^7 is about 2.5 GB; a Chrome trace of it costs about 2.5 kB a task more (the JSON document
+// before it is written), so 10^6 with one.
+inline constexpr double kMaxStepTasks = 1e7;
+inline constexpr double kMaxTracedStepTasks = 1e6;
+
 struct StepOptions {
   EngineOptions engine;
-  std::int64_t nics_per_node = 0;  // 0: one per GPU
+  std::int64_t nics_per_node = 0;    // 0: one per GPU
+  double max_tasks = kMaxStepTasks;  // kMaxTracedStepTasks when the step is traced
 };
+
+// At most how many tasks the step graph of `l` holds, from the layout alone: per pipeline stage and pass (2m of them
+// per virtual stage) a compute task per layer (and a TP task with TP) and up to 4 more (FSDP gather, marker, split, PP
+// send), per stage boundary and pass t·c flows and a join, per stage 3 (gather, sync, optimizer).
+[[nodiscard]] double step_task_bound(const ModelSpec& m, const Layout& l);
 
 struct MemoryPoint {
   double time_s = 0;
@@ -56,7 +68,8 @@ struct StepResult {
   std::int64_t tp = 1;
 };
 
-// The layout must be valid for the model (LoRA included: frozen base, trainable adapters). Throws Error.
+// The layout must be valid for the model (LoRA included: frozen base, trainable adapters). Throws Error, also when
+// step_task_bound is above options.max_tasks (before anything is built).
 [[nodiscard]] StepResult simulate_step(const ModelSpec& m, const ClusterSpec& c, const Layout& l,
                                        const PerfCoefficients& k, const StepOptions& o = {});
 
