@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
-#include "headroom/calibrate/profile.hpp"
+#include "headroom/calibration/profile.hpp"
 #include "headroom/kernels/harness.hpp"
 #include "headroom/kernels/mpi.hpp"
 #include "cli_support.hpp"

@@ -26,7 +26,7 @@
 #include <thread>
 #include <vector>
 
-#include "headroom/calibrate/profile.hpp"
+#include "headroom/calibration/profile.hpp"
 #include "headroom/core/atomic_file.hpp"
 #include "test_support.hpp"
 

@@ -9,10 +9,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "headroom/calibrate/fit.hpp"
-#include "headroom/calibrate/ingest_nccl_tests.hpp"
-#include "headroom/calibrate/profile.hpp"
-#include "headroom/calibrate/sweep.hpp"
+#include "headroom/calibration/fit.hpp"
+#include "headroom/ingest/nccl_tests.hpp"
+#include "headroom/calibration/profile.hpp"
+#include "headroom/calibration/sweep.hpp"
 #include "headroom/core/error.hpp"
 #include "headroom/estimator/framework.hpp"
 #include "headroom/core/json_schema.hpp"

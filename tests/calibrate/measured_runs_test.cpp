@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "headroom/calibrate/measured_runs.hpp"
+#include "headroom/ingest/measured_runs.hpp"
 #include "headroom/core/error.hpp"
 #include "headroom/core/knobs.hpp"
 
@@ -342,7 +342,7 @@ TEST(ProfilerTrace, AttentionOpsAndMalformedTraces) {
 
 // ---- calibrate --from-runs ------------------------------------------------------------------------------
 
-#include "headroom/calibrate/fit_runs.hpp"
+#include "headroom/calibration/fit_runs.hpp"
 #include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "cli_support.hpp"

@@ -12,7 +12,7 @@
 #include "../watchdog.hpp"
 #include "headroom/core/error.hpp"
 #include "headroom/estimator/framework.hpp"
-#include "headroom/calibrate/validate_4d.hpp"
+#include "headroom/validation/paper_4d.hpp"
 
 namespace headroom {
 namespace {

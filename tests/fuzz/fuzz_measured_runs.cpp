@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz_support.hpp"
-#include "headroom/calibrate/measured_runs.hpp"
+#include "headroom/ingest/measured_runs.hpp"
 
 namespace {
 

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "fuzz_support.hpp"
-#include "headroom/calibrate/fit.hpp"
-#include "headroom/calibrate/ingest_nccl_tests.hpp"
-#include "headroom/calibrate/profile.hpp"
+#include "headroom/calibration/fit.hpp"
+#include "headroom/ingest/nccl_tests.hpp"
+#include "headroom/calibration/profile.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace headroom;

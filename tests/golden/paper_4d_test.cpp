@@ -4,8 +4,8 @@
 #include "../test_support.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/residual_fit.hpp"
-#include "headroom/calibrate/validate_4d.hpp"
-#include "headroom/calibrate/validate_memory_forms.hpp"
+#include "headroom/validation/paper_4d.hpp"
+#include "headroom/validation/memory_forms.hpp"
 
 namespace headroom {
 namespace {

@@ -9,7 +9,7 @@
 #include "headroom/estimator/flops.hpp"
 #include "headroom/estimator/layout.hpp"
 #include "headroom/estimator/sharding.hpp"
-#include "headroom/calibrate/validate_published.hpp"
+#include "headroom/validation/published.hpp"
 
 namespace headroom {
 namespace {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "../test_support.hpp"
-#include "headroom/calibrate/validate_thesis_perf.hpp"
+#include "headroom/validation/thesis_perf.hpp"
 
 namespace headroom {
 namespace {

@@ -8,7 +8,7 @@
 #include "../test_support.hpp"
 #include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/mtsl.hpp"
-#include "headroom/calibrate/validate_memory_forms.hpp"
+#include "headroom/validation/memory_forms.hpp"
 
 namespace headroom {
 namespace {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "../test_support.hpp"
-#include "headroom/calibrate/validate_perf.hpp"
+#include "headroom/validation/perf.hpp"
 
 namespace headroom {
 namespace {

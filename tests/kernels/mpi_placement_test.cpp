@@ -4,8 +4,8 @@
 
 #include <vector>
 
-#include "headroom/calibrate/fit.hpp"
-#include "headroom/calibrate/sweep.hpp"
+#include "headroom/calibration/fit.hpp"
+#include "headroom/calibration/sweep.hpp"
 #include "headroom/kernels/mpi.hpp"
 
 namespace headroom::kernels::mpi {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "headroom/calibrate/profile.hpp"
+#include "headroom/calibration/profile.hpp"
 #include "headroom/core/error.hpp"
 #include "headroom/core/json_schema.hpp"
 #include "headroom/estimator/lora.hpp"

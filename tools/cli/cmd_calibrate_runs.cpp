@@ -16,9 +16,9 @@
 
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "headroom/calibrate/fit_runs.hpp"
-#include "headroom/calibrate/measured_runs.hpp"
-#include "headroom/calibrate/profile.hpp"
+#include "headroom/calibration/fit_runs.hpp"
+#include "headroom/ingest/measured_runs.hpp"
+#include "headroom/calibration/profile.hpp"
 #include "headroom/core/error.hpp"
 #include "headroom/core/read_file.hpp"
 #include "headroom/estimator/memory.hpp"

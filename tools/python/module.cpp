@@ -9,7 +9,7 @@
 #include <pybind11/stl.h>
 
 #include "cli.hpp"
-#include "headroom/calibrate/profile.hpp"
+#include "headroom/calibration/profile.hpp"
 #include "headroom/core/error.hpp"
 #include "headroom/estimator/spec.hpp"
 #include "planner.hpp"

@@ -78,7 +78,7 @@ struct MtslFitOptions {
   // FSDP1 at the last unit's backward: computing + prefetched parameters (2), the unsharded gradient and the
   // per-weight gradients gathered into it (2), one gradient awaiting its reduce-scatter, one more all-gather the
   // rate limiter allows (6). The shipped pytorch-fsdp profile fixes it at 4, the candidate with the best
-  // leave-one-rank-out score (calibrate/include/headroom/calibrate/validate_memory_forms.hpp compare_mtsl_forms).
+  // leave-one-rank-out score (calibrate/include/headroom/validation/memory_forms.hpp compare_mtsl_forms).
   std::int64_t unit_buffers_min = 2, unit_buffers_max = 6;
 };
 

@@ -1,4 +1,4 @@
-#include "headroom/calibrate/validate_thesis_perf.hpp"
+#include "headroom/validation/thesis_perf.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "headroom/core/error.hpp"
-#include "headroom/calibrate/validate_perf.hpp"
+#include "headroom/validation/perf.hpp"
 
 namespace headroom::validate {
 namespace {

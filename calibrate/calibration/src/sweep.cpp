@@ -1,10 +1,10 @@
-#include "headroom/calibrate/sweep.hpp"
+#include "headroom/calibration/sweep.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <set>
 
-#include "headroom/calibrate/fit.hpp"
+#include "headroom/calibration/fit.hpp"
 #include "headroom/estimator/flops.hpp"
 #include "headroom/estimator/layout.hpp"
 

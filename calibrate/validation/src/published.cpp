@@ -1,4 +1,4 @@
-#include "headroom/calibrate/validate_published.hpp"
+#include "headroom/validation/published.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -13,7 +13,7 @@
 
 #include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/throughput.hpp"
-#include "headroom/calibrate/validate_4d.hpp"
+#include "headroom/validation/paper_4d.hpp"
 
 namespace headroom::validate {
 

@@ -1,4 +1,4 @@
-#include "headroom/calibrate/fit_runs.hpp"
+#include "headroom/calibration/fit_runs.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "headroom/calibrate/measured_runs.hpp"
+#include "headroom/ingest/measured_runs.hpp"
 #include "headroom/core/error.hpp"
 
 namespace headroom::calibrate {

@@ -1,4 +1,4 @@
-#include "headroom/calibrate/fit.hpp"
+#include "headroom/calibration/fit.hpp"
 
 #include <Eigen/Dense>
 #include <algorithm>

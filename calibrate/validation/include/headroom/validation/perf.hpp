@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "headroom/estimator/throughput.hpp"
-#include "headroom/calibrate/validate_4d.hpp"
+#include "headroom/validation/paper_4d.hpp"
 
 namespace headroom::validate {
 

@@ -1,4 +1,4 @@
-#include "headroom/calibrate/validate_memory_forms.hpp"
+#include "headroom/validation/memory_forms.hpp"
 
 #include <algorithm>
 #include <cmath>

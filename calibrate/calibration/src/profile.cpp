@@ -1,4 +1,4 @@
-#include "headroom/calibrate/profile.hpp"
+#include "headroom/calibration/profile.hpp"
 
 #include <algorithm>
 #include <cmath>

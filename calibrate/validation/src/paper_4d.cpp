@@ -1,11 +1,11 @@
-#include "headroom/calibrate/validate_4d.hpp"
+#include "headroom/validation/paper_4d.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
 
-#include "headroom/calibrate/measured_runs.hpp"
+#include "headroom/ingest/measured_runs.hpp"
 #include "headroom/core/error.hpp"
 #include "headroom/core/read_file.hpp"
 #include "headroom/estimator/memory.hpp"

@@ -1,4 +1,4 @@
-#include "headroom/calibrate/validate_perf.hpp"
+#include "headroom/validation/perf.hpp"
 
 #include <algorithm>
 #include <cmath>

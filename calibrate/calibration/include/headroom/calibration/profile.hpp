@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "headroom/calibrate/fit.hpp"
+#include "headroom/calibration/fit.hpp"
 #include "headroom/estimator/profile.hpp"
 
 namespace headroom::calibrate {

@@ -1,4 +1,4 @@
-#include "headroom/calibrate/ingest_nccl_tests.hpp"
+#include "headroom/ingest/nccl_tests.hpp"
 
 #include <charconv>
 #include <cmath>

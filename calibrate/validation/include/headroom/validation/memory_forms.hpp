@@ -12,7 +12,7 @@
 #include "headroom/estimator/mtsl.hpp"
 #include "headroom/estimator/residual_fit.hpp"
 #include "headroom/estimator/spec.hpp"
-#include "headroom/calibrate/validate_4d.hpp"
+#include "headroom/validation/paper_4d.hpp"
 
 namespace headroom::validate {
 

@@ -1,0 +1,253 @@
+// Megatron-LM training logs: the arguments block, the iteration lines and the memory reports.
+#include "headroom/ingest/measured_runs.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "headroom/core/error.hpp"
+#include "headroom/core/knobs.hpp"
+#include "text.hpp"
+
+namespace headroom::calibrate {
+
+using text::lines_of;
+using text::lower;
+using text::number_after;
+using text::out_of_memory;
+using text::steady_state;
+using text::trim;
+
+// ---- Megatron-LM ----------------------------------------------------------------------------------------
+
+namespace {
+
+// The arguments block of megatron/training/arguments.py (_print_args): "  name ......... value" between
+// "---- arguments ----" and "---- end of arguments ----"; launchers may prefix every line ("[rank0]: ").
+std::map<std::string, std::string> megatron_arguments(const std::vector<std::string_view>& lines,
+                                                      std::string_view where) {
+  std::map<std::string, std::string> args;
+  bool inside = false, found = false;
+  for (const auto line : lines) {
+    if (line.find("end of arguments") != std::string_view::npos) {
+      inside = false;
+      continue;
+    }
+    if (line.find(" arguments ---") != std::string_view::npos) {
+      inside = found = true;
+      continue;
+    }
+    if (!inside) continue;
+    const auto dots = line.find(" ..");
+    if (dots == std::string_view::npos) continue;
+    const auto head = trim(line.substr(0, dots));
+    const auto name =
+        head.substr(head.find_last_of(" \t]") == std::string_view::npos ? 0 : head.find_last_of(" \t]") + 1);
+    auto v = dots + 1;
+    while (v < line.size() && line[v] == '.') ++v;
+    args[std::string(name)] = std::string(trim(line.substr(v)));
+  }
+  if (!found)
+    throw Error(std::string(where) + ": no Megatron-LM arguments block ('---- arguments ----'): the layout is unknown");
+  return args;
+}
+
+std::optional<std::string> arg(const std::map<std::string, std::string>& args, const std::string& name) {
+  const auto it = args.find(name);
+  if (it == args.end() || it->second == "None" || it->second.empty()) return std::nullopt;
+  return it->second;
+}
+
+std::int64_t int_arg(const std::map<std::string, std::string>& args, const std::string& name, std::string_view where) {
+  const auto v = arg(args, name);
+  if (!v) throw Error(std::string(where) + ": the arguments block has no " + name);
+  std::int64_t x = 0;
+  const auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), x);
+  if (ec != std::errc() || p != v->data() + v->size() || x <= 0)
+    throw Error(std::string(where) + ": " + name + " '" + *v + "' is not a positive integer");
+  return x;
+}
+
+bool flag_arg(const std::map<std::string, std::string>& args, const std::string& name) {
+  const auto v = arg(args, name);
+  return v && *v == "True";
+}
+
+// " > padded vocab (size: 50257) with 431 dummy tokens (new size: 50688)" (megatron/training/tokenizer).
+std::optional<std::int64_t> padded_vocab(const std::vector<std::string_view>& lines) {
+  for (const auto line : lines)
+    if (line.find("padded vocab") != std::string_view::npos)
+      if (const auto v = number_after(line, "(new size:")) return static_cast<std::int64_t>(*v);
+  return std::nullopt;
+}
+
+// The experts and latent attention of a Megatron-LM run (arguments.py names; moe_ffn_hidden_size defaults to
+// ffn_hidden_size there, moe_layer_freq 1 or a list of leading 0s then 1s); anything else is refused naming it.
+void megatron_experts(const std::map<std::string, std::string>& args, ModelSpec& m, std::string_view where) {
+  const std::string w(where);
+  if (arg(args, "num_experts")) {
+    m.num_experts = int_arg(args, "num_experts", where);
+    m.moe_router_topk = int_arg(args, "moe_router_topk", where);
+    m.moe_ffn_hidden_size =
+        arg(args, "moe_ffn_hidden_size") ? int_arg(args, "moe_ffn_hidden_size", where) : m.ffn_hidden_size;
+    if (arg(args, "moe_shared_expert_intermediate_size"))
+      m.shared_expert_ffn_hidden_size = int_arg(args, "moe_shared_expert_intermediate_size", where);
+    m.shared_expert_gate = flag_arg(args, "moe_shared_expert_gate");
+    const std::string freq = arg(args, "moe_layer_freq").value_or("1");
+    if (freq != "1") {  // "[0, 0, 0, 1, 1, ...]": leading dense layers only
+      std::int64_t dense = 0, moe = 0;
+      bool ok = freq.size() >= 2 && freq.front() == '[' && freq.back() == ']';
+      for (const char c : freq.substr(1, freq.size() - 2)) {
+        if (c == '0' && moe == 0)
+          ++dense;
+        else if (c == '1')
+          ++moe;
+        else if (c != ',' && c != ' ')
+          ok = false;
+      }
+      if (!ok || dense + moe != m.num_layers)
+        throw Error(w + ": moe_layer_freq " + freq.substr(0, 60) +
+                    ": only leading dense layers then experts on every layer are priced");
+      m.first_dense_layers = dense;
+    }
+  }
+  if (flag_arg(args, "multi_latent_attention")) {
+    m.q_lora_rank = arg(args, "q_lora_rank") ? int_arg(args, "q_lora_rank", where) : 0;
+    m.kv_lora_rank = int_arg(args, "kv_lora_rank", where);
+    m.qk_nope_head_dim = int_arg(args, "qk_head_dim", where);
+    m.qk_rope_head_dim = int_arg(args, "qk_pos_emb_head_dim", where);
+    m.v_head_dim = int_arg(args, "v_head_dim", where);
+    m.head_dim = 0;
+  }
+}
+
+// The model of a Megatron-LM GPT run from its arguments (megatron/training/arguments.py names).
+std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>& args,
+                                        const std::vector<std::string_view>& lines, std::string_view where) {
+  ModelSpec m;
+  m.name = "megatron-args";
+  m.hidden_size = int_arg(args, "hidden_size", where);
+  m.num_layers = int_arg(args, "num_layers", where);
+  m.num_heads = int_arg(args, "num_attention_heads", where);
+  m.num_kv_heads = flag_arg(args, "group_query_attention") ? int_arg(args, "num_query_groups", where) : m.num_heads;
+  m.ffn_hidden_size = int_arg(args, "ffn_hidden_size", where);
+  // arguments.py sets kv_channels to hidden_size / heads when it is not given; another value is the head width.
+  if (const auto kv = arg(args, "kv_channels"); kv && *kv != "None") {
+    m.head_dim = int_arg(args, "kv_channels", where);
+    if (m.head_dim * m.num_heads == m.hidden_size) m.head_dim = 0;
+  }
+  const auto vocab = padded_vocab(lines);
+  if (vocab)
+    m.vocab_size = *vocab;
+  else if (arg(args, "padded_vocab_size"))
+    m.vocab_size = int_arg(args, "padded_vocab_size", where);
+  else if (arg(args, "vocab_size"))
+    m.vocab_size = int_arg(args, "vocab_size", where);
+  else
+    return std::nullopt;  // the tokenizer's size is not in the log: the row needs a model column
+  m.max_context = arg(args, "max_position_embeddings") ? int_arg(args, "max_position_embeddings", where)
+                                                       : int_arg(args, "seq_length", where);
+  m.tied_embeddings = !flag_arg(args, "untie_embeddings_and_output_weights");
+  m.norm = arg(args, "normalization").value_or("LayerNorm") == "RMSNorm" ? Norm::rmsnorm : Norm::layernorm;
+  m.mlp = flag_arg(args, "swiglu") ? Mlp::swiglu : Mlp::gelu;
+  m.linear_biases = arg(args, "add_bias_linear").value_or("True") == "True";
+  m.qkv_bias = arg(args, "add_qkv_bias").value_or("False") == "True";
+  m.learned_positions = arg(args, "position_embedding_type").value_or("learned_absolute") == "learned_absolute";
+  m.qk_norm = arg(args, "qk_layernorm").value_or("False") == "True";
+  megatron_experts(args, m, where);
+  if (const auto window = arg(args, "window_size"); window && *window != "None")
+    throw Error(std::string(where) + ": window_size " + *window +
+                ": runs with sliding-window attention are not read from Megatron-LM logs yet (give a model spec)");
+  return m;
+}
+
+// Whether a knob Megatron-LM prints whatever the run does means something in this run: the experts' only with
+// experts, FP8's only with an FP8 format, the optimizer offload's only with --optimizer-cpu-offload, the activation
+// offload's only with --cpu-offloading (arguments.py prints them all, with their defaults).
+bool megatron_knob_applies(KnobId id, const std::map<std::string, std::string>& args) {
+  switch (id) {
+    case KnobId::ep:
+    case KnobId::etp:
+    case KnobId::moe_token_dispatcher_type:
+    case KnobId::moe_expert_capacity_factor: return arg(args, "num_experts").has_value();
+    case KnobId::fp8_recipe:
+    case KnobId::fp8_param_gather: return arg(args, "fp8").has_value();
+    case KnobId::optimizer_offload_fraction:
+    case KnobId::overlap_cpu_optimizer_d2h_h2d: return flag_arg(args, "optimizer_cpu_offload");
+    case KnobId::cpu_offloading_num_layers: return flag_arg(args, "cpu_offloading");
+    default: return true;
+  }
+}
+
+// The run's knobs from the arguments block: each knob's log_key (knobs.hpp), as printed; then what arguments.py
+// derives or defaults differently.
+std::map<std::string, std::string> megatron_layout(const std::map<std::string, std::string>& args,
+                                                   std::string_view where) {
+  std::map<std::string, std::string> l;
+  l["framework"] = "megatron";
+  for (const Knob& k : knobs()) {
+    if (k.log_key.empty() || !megatron_knob_applies(k.id, args)) continue;
+    const auto v = arg(args, std::string(k.log_key));
+    if (v) l[std::string(k.name)] = k.type == KnobType::flag && (*v == "True" || *v == "False") ? lower(*v) : *v;
+  }
+  for (const char* required : {"world_size", "tensor_model_parallel_size", "pipeline_model_parallel_size",
+                               "context_parallel_size", "micro_batch_size", "global_batch_size", "seq_length"})
+    (void)int_arg(args, required, where);
+  if (!arg(args, "virtual_pipeline_model_parallel_size") && arg(args, "num_layers_per_virtual_pipeline_stage"))
+    l["vpp"] =
+        std::to_string(int_arg(args, "num_layers", where) / int_arg(args, "pipeline_model_parallel_size", where) /
+                       int_arg(args, "num_layers_per_virtual_pipeline_stage", where));
+  // recompute_granularity None is no recompute, whatever the framework profile's default.
+  if (!l.contains("recompute")) l["recompute"] = "none";
+  // arguments.py's default dispatcher is allgather, which headroom does not price (the knob's check says so).
+  if (arg(args, "num_experts") && !arg(args, "moe_token_dispatcher_type")) l["moe_token_dispatcher_type"] = "allgather";
+  // Megatron-LM's distributed optimizer shards optimizer states over DP (ZeRO-1); without it, DDP.
+  l["sharding"] = flag_arg(args, "use_distributed_optimizer") ? "zero1" : "ddp";
+  return l;
+}
+
+}  // namespace
+
+MeasuredRun parse_megatron_log(std::string_view text, std::string_view where) {
+  const auto lines = lines_of(text);
+  const auto args = megatron_arguments(lines, where);
+  MeasuredRun run;
+  run.source = std::string(where);
+  run.layout = megatron_layout(args, where);
+  run.model = megatron_model(args, lines, where);
+  std::vector<double> step_ms, tflops;
+  for (const auto line : lines) {
+    if (line.find(" iteration ") == std::string_view::npos && line.rfind("iteration ", 0) != 0) {
+      if (line.find("memory (MB)") != std::string_view::npos)
+        if (const auto mib = number_after(line, "max reserved:"))
+          run.peak_memory_gib = std::max(run.peak_memory_gib.value_or(0.0), *mib / 1024.0);
+      continue;
+    }
+    if (const auto ms = number_after(line, "elapsed time per iteration (ms):")) {
+      step_ms.push_back(*ms);
+      if (const auto f = number_after(line, "throughput per GPU (TFLOP/s/GPU):")) tflops.push_back(*f);
+    }
+  }
+  if (out_of_memory(text))
+    run.outcome = RunOutcome::oom;
+  else if (step_ms.empty())
+    throw Error(std::string(where) +
+                ": no iteration line and no out-of-memory error: the run neither trained nor "
+                "ran out of memory");
+  if (!step_ms.empty() && run.outcome == RunOutcome::ok) {
+    run.step_time_s = steady_state(step_ms) / 1e3;
+    if (!tflops.empty()) run.tflops_per_gpu = steady_state(tflops);
+    run.tokens_per_s =
+        static_cast<double>(int_arg(args, "global_batch_size", where) * int_arg(args, "seq_length", where)) /
+        *run.step_time_s;
+  }
+  return run;
+}
+
+}  // namespace headroom::calibrate

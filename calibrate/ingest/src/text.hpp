@@ -1,0 +1,26 @@
+// The text-scanning helpers the readers of runs, logs and traces share (internal to ingest/).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace headroom::calibrate::text {
+
+[[nodiscard]] std::string lower(std::string text);
+[[nodiscard]] std::string at(std::string_view where, int line);
+[[nodiscard]] std::string_view trim(std::string_view s);
+[[nodiscard]] std::vector<std::string_view> lines_of(std::string_view text);
+// A finite non-negative decimal number, all of `s`; nullopt otherwise.
+[[nodiscard]] std::optional<double> number(std::string_view s);
+// The number that follows `key` on `line` ("elapsed time per iteration (ms): 5630.1 | ..."), commas of
+// thousands ("tps: 10,050") dropped.
+[[nodiscard]] std::optional<double> number_after(std::string_view line, std::string_view key);
+[[nodiscard]] double median(std::vector<double> v);
+// Steady state of per-iteration values: the first logged value includes warm-up (compilation, allocator
+// growth, NCCL set-up) and is dropped when others follow; the median of the rest resists stragglers.
+[[nodiscard]] double steady_state(const std::vector<double>& logged);
+[[nodiscard]] bool out_of_memory(std::string_view text);
+
+}  // namespace headroom::calibrate::text

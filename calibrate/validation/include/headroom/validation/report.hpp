@@ -1,0 +1,81 @@
+// Everything `headroom validate` checks, computed once, and whether it passes: the 4D paper's estimate tables, the
+// OOM verdicts of its measured runs (the residual's fit, leave-one-table-out, the held-out peak band and the form),
+// its throughput columns, the thesis's MTSL and throughput, and the published held-out sources (informative: they do
+// not decide `passed`). The CLI prints a Report; it decides nothing.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "headroom/estimator/framework.hpp"
+#include "headroom/estimator/residual_fit.hpp"
+#include "headroom/estimator/spec.hpp"
+#include "headroom/validation/memory_forms.hpp"
+#include "headroom/validation/paper_4d.hpp"
+#include "headroom/validation/perf.hpp"
+#include "headroom/validation/published.hpp"
+#include "headroom/validation/thesis_perf.hpp"
+
+namespace headroom::validate {
+
+// One estimate table: its printed cells, reproduced to kCellToleranceGiB or documented typos.
+struct TableSummary {
+  int cells = 0, reproduced = 0, typos = 0, failures = 0;
+  double max_abs_diff = 0;  // over reproduced cells
+};
+
+struct EstimateSection {
+  std::map<int, TableSummary> tables;
+  std::vector<CellCheck> not_reproduced;  // the cells that are not reproduced: typos and failures
+  int failures = 0;
+};
+
+// A measured run whose verdict the shipped residual gets wrong.
+struct WrongVerdict {
+  int table = 0;
+  Layout layout;
+  bool oom = false;  // measured
+  double predicted_peak_gib = 0, capacity_gib = 0;
+};
+
+struct VerdictSection {
+  std::map<int, VerdictScore> tables;
+  std::vector<WrongVerdict> wrong;
+  VerdictScore all, pooled;
+  ResidualFit refit;
+  std::map<int, std::pair<ResidualFit, VerdictScore>> loto;
+  ErrorBand band;
+  std::vector<MemoryFormScore> forms;
+  MemoryForm best_form = MemoryForm::residual_terms;
+  bool verdicts_ok = false, shipped_is_fit = false, band_shipped = false, form_is_best = false;
+  [[nodiscard]] bool ok() const { return verdicts_ok && shipped_is_fit && band_shipped && form_is_best; }
+};
+
+struct Report {
+  FrameworkProfile framework, fsdp;
+  EstimateSection estimates;
+  VerdictSection verdicts;
+  PerfValidation perf;
+  ThesisMtslValidation thesis_mtsl;
+  std::unique_ptr<const ThesisPerfData> thesis_data;  // thesis's scores point into it
+  ThesisPerfValidation thesis;
+  // The published rows (the scores point into them: a vector's elements stay where they are when a Report moves).
+  std::vector<PublishedRun> published_rows, moe_rows, fp8_rows, fsdp_rows;
+  std::vector<PublishedCollective> collective_rows;
+  PublishedValidation published, moe, fp8, fsdp_runs;
+  CollectiveValidation collectives;
+  // What passes: every estimate cell; the verdicts (98% right, no false fit) with the shipped residual equal to its
+  // fit, band and form; the throughput's regret goals with the shipped coefficients and bands equal to their fit;
+  // the thesis's MTSL and throughput fits and goal.
+  bool perf_ok = false, thesis_ok = false, passed = false;
+};
+
+// Shipped coefficients are written with 6 significant digits; the fit must agree to that.
+[[nodiscard]] bool same_coefficients(const ResidualModel& a, const ResidualModel& b);
+
+// The whole validation under `framework`'s residual model, from lib's data/reference tables.
+[[nodiscard]] Report validate_all(const SpecLibrary& lib, const std::string& framework);
+
+}  // namespace headroom::validate
