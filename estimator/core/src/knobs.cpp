@@ -15,7 +15,7 @@ using enum KnobId;
 using T = KnobType;
 
 // Megatron-LM's argument names are megatron/training/arguments.py's; torchtitan's settings are read by their own
-// reader (calibrate/src/measured_runs.cpp parse_torchtitan_log).
+// reader (calibrate/ingest/src/torchtitan_log.cpp).
 // One knob a row: a knob is added by adding its row (and pricing it).
 // clang-format off
 constexpr std::array<Knob, kKnobCount> kKnobs = {{
