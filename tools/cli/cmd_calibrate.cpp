@@ -1,7 +1,6 @@
-// `headroom calibrate`: sweep the microkernels on a backend, fit, and write a profile (calibrate/); or turn
+// `headroom calibrate`: the command line of a calibration (calibration/driver.hpp runs it: lock, resume, sweep,
+// fit, write; this file checks the flags, shows the progress and prints the fits), or turn
 // nccl-tests logs into a profile's collectives section (--ingest).
-#include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,6 +22,7 @@
 #include "headroom/calibration/fit.hpp"
 #include "headroom/ingest/nccl_tests.hpp"
 #include "headroom/calibration/profile.hpp"
+#include "headroom/calibration/driver.hpp"
 #include "headroom/calibration/sweep.hpp"
 #include "headroom/core/atomic_file.hpp"
 #include "headroom/core/error.hpp"
@@ -109,41 +109,10 @@ void print_fits(std::ostream& out, const Profile& p) {
   }
 }
 
-// One calibration writes an --out at a time: FILE.lock, flock()ed for the sweep (the kernel drops the lock of a
-// killed run, so a stale FILE.lock never blocks) and removed at the end.
-class OutputLock {
- public:
-  explicit OutputLock(const std::string& out)
-      : path_(out + ".lock"), fd_(::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666)) {
-    if (fd_ < 0) throw Error("--out " + out + ": cannot create " + path_ + ": " + std::strerror(errno));
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      ::close(fd_);
-      throw Error("--out " + out + " is being written by another headroom calibrate (it holds " + path_ +
-                  "): wait for it, or give another --out");
-    }
-  }
-  OutputLock(const OutputLock&) = delete;
-  OutputLock& operator=(const OutputLock&) = delete;
-  ~OutputLock() {
-    ::unlink(path_.c_str());
-    ::close(fd_);
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
-
 // --out of a calibration: a regular file (or a new one) in an existing directory, checked before measuring.
 void check_sweep_output(const CalibrateOptions& o) {
   if (check_output_path(o.out, "--out") == OutputKind::stream && o.ingest.empty() && o.from_runs.empty())
     throw Error("--out " + o.out + " is not a regular file: a calibration keeps FILE.partial beside its profile");
-}
-
-std::string hostname() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "";
-  return buf;
 }
 
 // --json: the profile just written, without its raw points.
@@ -195,110 +164,12 @@ void run_ingest(const CalibrateOptions& o, const SpecLibrary& lib, std::ostream&
   out << "wrote " << o.out << "\n";
 }
 
-// Who measures and who touches files. Without --mpi: this process, alone. Under --mpi: every rank runs the same
-// sweep in step, only rank 0 reads and writes files and prints, and what it does is broadcast: its failures
-// stop every rank at the same point, with the same message.
-struct Team {
-  const kernels::mpi::Session* mpi = nullptr;
-  [[nodiscard]] bool root() const { return mpi == nullptr || mpi->root(); }
-  void on_root(const std::function<void()>& f) const {
-    if (mpi != nullptr)
-      mpi->on_root(f);
-    else
-      f();
-  }
-  [[nodiscard]] std::string share(const std::string& s) const { return mpi != nullptr ? mpi->broadcast(s) : s; }
-  [[nodiscard]] bool everywhere(bool ok) const { return mpi != nullptr ? mpi->everywhere(ok) : ok; }
-};
-
-// Where the ranks ran, for the profile and the report.
-struct Ranks {
-  int count = 1;
-  int per_node = 1;  // groups up to this size are intra-node
-  int nodes = 1;
-  bool mpi = false;
-};
-
-std::string describe(const Ranks& r) {
-  if (!r.mpi) return std::to_string(r.count) + " ranks (" + std::to_string(r.per_node) + " per node)";
-  if (r.nodes == 1) return std::to_string(r.count) + " MPI ranks on 1 node (every group intra-node)";
-  return std::to_string(r.count) + " MPI ranks on " + std::to_string(r.nodes) + " nodes (" +
-         std::to_string(r.per_node) + " on rank 0's: larger groups inter-node)";
-}
-
-// How often a sweep measures the cases of a fit's noisiest point again before giving up on them.
-constexpr int kRemeasureRounds = 2;
-
-// Sweep (resuming from FILE.partial, checkpointing to it after every case), fit (re-measuring the noisiest
-// point of a fit below --min-r2) and write the profile.
-// The sweep's cases; every rank must measure the same cases in the same order, or their collectives would not match.
-std::vector<kernels::Case> plan_everywhere(const CalibrateOptions& o, const SpecLibrary& lib, const Ranks& ranks,
-                                           const Team& team) {
-  calibrate::SweepOptions sw;
-  sw.quick = o.quick;
-  sw.ranks = ranks.count;
-  sw.gpus_per_node = ranks.per_node;
-  sw.cpu = o.backend == "cpu";
-  for (const auto& m : o.models) sw.models.push_back(lib.model(m));
-  auto plan = calibrate::plan_sweep(sw);
-  std::string labels;
-  for (const auto& c : plan) labels += kernels::label(c) + "\n";
-  if (!team.everywhere(team.share(labels) == labels))
-    throw Error(
-        "--mpi: the ranks were started with different sweep options (--quick, --model): give every rank the "
-        "same command line");
-  return plan;
-}
-
-// Rank 0 takes the --out lock, clears what killed writers left, and resumes OUT.partial (unless --fresh) if it was
-// measured with the same backend and ranks; every rank gets the resumed profile.
-Profile resume_partial(const CalibrateOptions& o, const SpecLibrary& lib, const Ranks& ranks, const Team& team,
-                       std::optional<OutputLock>& lock, std::ostream& err) {
-  Profile p;
-  const std::string partial = o.out + ".partial";
-  std::string resumed;  // rank 0's partial profile as JSON, for the other ranks
-  team.on_root([&] {
-    check_sweep_output(o);
-    lock.emplace(o.out);
-    // What writers killed mid-write left (PATH.tmp.PID): nothing piles up however often a run is killed.
-    remove_stale_temporaries(o.out);
-    remove_stale_temporaries(partial);
-    if (o.fresh && fs::exists(partial)) {
-      fs::remove(partial);
-      err << "--fresh: " << partial << " removed, measuring every case again\n";
-    }
-    if (!fs::exists(partial)) return;
-    p = load_profile(partial, lib.data_dir(), true);
-    const auto options = [](const Machine& m) {
-      return "--backend " + m.backend + (m.mpi ? " --mpi with " : " --ranks ") + std::to_string(m.ranks) +
-             (m.mpi ? " ranks" : "");
-    };
-    if (p.machine.backend != o.backend || p.machine.ranks != ranks.count || p.machine.mpi != ranks.mpi)
-      throw Error(partial + ": a partial calibration of " + options(p.machine) + ", not of " +
-                  options({o.backend, "", "", ranks.count, 0, 0, 0, 1, ranks.mpi}) +
-                  "; rerun with those options, or with --fresh to start over");
-    err << "resuming from " << partial << " (" << p.raw.size() << " measurements)\n";
-    resumed = profile_to_json(p).dump();
-  });
-  resumed = team.share(resumed);
-  if (!team.root() && !resumed.empty()) p = profile_from_json(nlohmann::json::parse(resumed), partial);
-  return p;
-}
-
-kernels::TimingOptions sweep_timing(bool quick) {
-  kernels::TimingOptions timing;
-  timing.warmup = quick ? 1 : 3;
-  timing.repeats = 5;
-  timing.min_batch_s = quick ? 0.001 : 0.02;
-  return timing;
-}
-
 // The sweep's progress on rank 0's stderr. On a terminal: a bar redrawn in place, with the time left. In a log
 // file (stderr not a terminal): a plain line at most every --progress-interval seconds and at the end, no carriage
 // returns or escape codes.
 class SweepProgress {
  public:
-  SweepProgress(const CalibrateOptions& o, const Team& team, std::ostream& err)
+  SweepProgress(const CalibrateOptions& o, const calibrate::Team& team, std::ostream& err)
       : o_(o), team_(team), err_(err), terminal_(&err == &std::cerr && ::isatty(STDERR_FILENO) == 1) {}
 
   void operator()(const calibrate::Progress& pr) {
@@ -330,7 +201,7 @@ class SweepProgress {
 
  private:
   const CalibrateOptions& o_;
-  const Team& team_;
+  const calibrate::Team& team_;
   std::ostream& err_;
   bool terminal_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
@@ -338,83 +209,35 @@ class SweepProgress {
   std::size_t resumed_cases_ = 0;  // cases a resumed run found measured: not part of this run's pace
 };
 
-// Rank 0 fits p on what was measured; a fit below --min-r2 names the cases of its noisiest point, which every rank
-// measures again (sweep_until_fitted).
-calibrate::Refit fit_or_name_noisy(Profile& p, const std::vector<kernels::Measurement>& have, int round,
-                                   const Ranks& ranks, const Team& team, std::ostream& err) {
-  std::string cases, why;
-  team.on_root([&] {
-    p.raw = have;
-    p.date = calibrate::utc_now();
-    try {
-      calibrate::fit_profile(p, ranks.per_node);
-    } catch (const calibrate::NoisyFit& e) {
-      if (e.cases.empty()) throw;
-      std::string names;
-      for (const auto& c : e.cases) {
-        cases += c + "\n";
-        names += (names.empty() ? "" : ", ") + c;
-      }
-      why = e.what();
-      if (round < kRemeasureRounds)
-        err << "calibrate: " << why << "\n  measuring " << names << " again (" << round + 1 << " of "
-            << kRemeasureRounds << ")\n"
-            << std::flush;
-    }
-  });
-  calibrate::Refit r;
-  std::istringstream lines(team.share(cases));
-  for (std::string line; std::getline(lines, line);) r.cases.push_back(line);
-  r.why = team.share(why);
-  return r;
-}
-
-void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const Ranks& ranks, kernels::Backend& backend,
-                     const Team& team, std::ostream& out, std::ostream& err) {
-  const auto plan = plan_everywhere(o, lib, ranks, team);
-  std::optional<OutputLock> lock;
-  Profile p = resume_partial(o, lib, ranks, team, lock, err);
-  const std::string partial = o.out + ".partial";
-  const kernels::DeviceInfo dev = backend.device();
-  p.machine = {o.backend,           dev.name,         hostname(),  ranks.count, ranks.per_node,
-               dev.multiprocessors, dev.memory_bytes, ranks.nodes, ranks.mpi};
-  p.partial = false;  // what was resumed was a partial profile; the one written at the end is not
-  p.quick = o.quick;
-  p.models = o.models;
-  p.min_r2 = o.min_r2;
+void sweep_fit_write(const CalibrateOptions& o, const SpecLibrary& lib, const calibrate::Ranks& ranks,
+                     kernels::Backend& backend, const calibrate::Team& team, std::ostream& out, std::ostream& err) {
+  calibrate::CalibrationRequest r;
+  r.backend = o.backend;
+  for (const auto& m : o.models) r.models.push_back(lib.model(m));
+  r.model_names = o.models;
   if (!o.gpu.empty()) {
     const GpuSpec g = lib.gpu(o.gpu);
-    p.peak_flops = g.bf16_flops;
-    p.peak_source = "datasheet " + g.name + " BF16 dense";
+    r.gpu_name = g.name;
+    r.gpu_peak_flops = g.bf16_flops;
   }
+  r.quick = o.quick;
+  r.fresh = o.fresh;
+  r.min_r2 = o.min_r2;
+  r.out = o.out;
+  r.data_dir = lib.data_dir();
   SweepProgress progress(o, team, err);
-  const auto checkpoint = [&](const std::vector<kernels::Measurement>& have) {
-    team.on_root([&] {
-      Profile snapshot = p;
-      snapshot.partial = true;
-      snapshot.date = calibrate::utc_now();
-      snapshot.raw = have;
-      calibrate::write_json_atomically(partial, profile_to_json(snapshot));
-    });
-  };
-  const auto refit = [&](const std::vector<kernels::Measurement>& have, int round) {
-    return fit_or_name_noisy(p, have, round, ranks, team, err);
-  };
-  std::vector<kernels::Measurement> have = std::move(p.raw);
-  calibrate::sweep_until_fitted(backend, plan, sweep_timing(o.quick), have, std::ref(progress), checkpoint,
-                                kRemeasureRounds, refit);
-  team.on_root([&] {
-    calibrate::write_json_atomically(o.out, profile_to_json(p));
-    fs::remove(partial);
-    if (o.json) return print_profile_json(out, p, o.out);
-
-    out << "headroom calibrate: " << o.backend << " backend, " << dev.name << ", " << describe(ranks) << ", "
-        << plan.size() << " cases" << (o.quick ? " (quick)" : "") << "\n";
-    print_fits(out, p);
-    out << "\n";
-    print_collective_table(out, p.raw, Collective::all_reduce, ranks.count);
-    out << "wrote " << o.out << "\n";
-  });
+  const calibrate::CalibrationEvents events{std::ref(progress), [&](const std::string& line) {
+                                              err << line << "\n" << std::flush;
+                                            }};
+  const calibrate::CalibrationResult result = calibrate::run_calibration(r, backend, ranks, team, events);
+  if (!team.root()) return;
+  if (o.json) return print_profile_json(out, result.profile, o.out);
+  out << "headroom calibrate: " << o.backend << " backend, " << result.device << ", " << calibrate::describe(ranks)
+      << ", " << result.cases << " cases" << (o.quick ? " (quick)" : "") << "\n";
+  print_fits(out, result.profile);
+  out << "\n";
+  print_collective_table(out, result.profile.raw, Collective::all_reduce, ranks.count);
+  out << "wrote " << o.out << "\n";
 }
 
 // --mpi: this process is one rank of an mpirun job. Every rank runs the sweep; rank 0 alone prints and writes.
@@ -449,10 +272,10 @@ void run_calibrate_mpi(const CalibrateOptions& o, std::ostream& out, std::ostrea
                   " ranks on rank 0's node: under --mpi the placement "
                   "decides what is intra-node (leave --gpus-per-node out)");
     const auto backend = mpi.cpu_backend();
-    const Ranks ranks{where.size, where.ranks_on_first_node, where.nodes, true};
+    const calibrate::Ranks ranks{where.size, where.ranks_on_first_node, where.nodes, true};
     std::ostream& my_out = mpi.root() ? out : silent;
     std::ostream& my_err = mpi.root() ? err : silent;
-    sweep_fit_write(o, lib, ranks, *backend, Team{&mpi}, my_out, my_err);
+    sweep_fit_write(o, lib, ranks, *backend, calibrate::Team{&mpi}, my_out, my_err);
   } catch (const Error& e) {
     if (mpi.all_failed(5.0)) {
       if (mpi.root()) err << "error: " << e.what() << "\n" << std::flush;
@@ -497,8 +320,8 @@ void run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& e
   if (count > 1024) throw Error("--ranks " + std::to_string(count) + " is more than 1024");
   const int gpn = o.gpus_per_node.empty() ? count : static_cast<int>(parse_count("--gpus-per-node", o.gpus_per_node));
   auto backend = o.backend == "cpu" ? kernels::make_cpu_backend(count) : kernels::make_gpu_backend(o.backend, count);
-  const Ranks ranks{count, gpn, (count + gpn - 1) / gpn, false};
-  sweep_fit_write(o, lib, ranks, *backend, Team{}, out, err);
+  const calibrate::Ranks ranks{count, gpn, (count + gpn - 1) / gpn, false};
+  sweep_fit_write(o, lib, ranks, *backend, calibrate::Team{}, out, err);
 }
 
 }  // namespace
