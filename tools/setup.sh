@@ -20,9 +20,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Python: pytest runs tests/python (ctest's python_bindings), numpy holds Planner.estimate_many's columns, matplotlib draws tools/scripts/plot.py's figures.
+# Python: pytest runs tests/python (ctest's python_bindings), numpy holds Planner.estimate_many's columns, matplotlib draws tools/scripts/plot.py's figures, ruff and mypy are the lint gate's.
 python_missing=()
-for m in numpy matplotlib pytest; do
+for m in numpy matplotlib pytest ruff mypy; do
   python3 -c "import $m" 2>/dev/null || python_missing+=("$m")
 done
 if [ ${#python_missing[@]} -gt 0 ]; then

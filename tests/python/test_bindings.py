@@ -3,9 +3,8 @@ import json
 import pathlib
 import subprocess
 
-import pytest
-
 import headroom
+import pytest
 
 ESTIMATE = dict(model="llama3.1-8b", gpu="h100-94gb", seq=8192, tp=2, cp=1, pp=1, mbs=1, gpus=8, gbs=1024,
                 framework="megatron")

@@ -4,10 +4,9 @@ import json
 import math
 from pathlib import Path
 
+import headroom
 import numpy as np
 import pytest
-
-import headroom
 from headroom import _stubs
 
 JOB = dict(model="llama3.1-8b", gpu="h100-94gb", seq=8192, tp=2, gpus=8, gbs=1024)

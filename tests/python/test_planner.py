@@ -2,10 +2,9 @@
 errors naming keywords."""
 import json
 
+import headroom
 import numpy as np
 import pytest
-
-import headroom
 
 SPECS = dict(model="llama3.1-8b", gpu="h100-94gb", framework="megatron")
 LAYOUTS = [dict(seq=8192, tp=2, gpus=8, gbs=1024),

@@ -7,9 +7,8 @@ import struct
 import subprocess
 import sys
 
-import pytest
-
 import headroom
+import pytest
 
 pytest.importorskip("matplotlib")
 
@@ -75,7 +74,8 @@ def test_paro_and_its_alias(tmp_path):
     src = tmp_path / "fig5.json"
     src.write_text(json.dumps(doc))
     alias = tmp_path / "alias.png"
-    subprocess.run([sys.executable, str(ROOT / "tools" / "scripts" / "plot_paro.py"), str(src), "-o", str(alias)], check=True)
+    script = ROOT / "tools" / "scripts" / "plot_paro.py"
+    subprocess.run([sys.executable, str(script), str(src), "-o", str(alias)], check=True)
     check_png(alias)
 
 

@@ -3,7 +3,7 @@
 # tests/ and tools/.clang-tidy) and cppcheck (suppressions in
 # tools/scripts/cppcheck-suppressions.txt) over every C++ translation unit of a configured build (estimator, simulator,
 # calibrate, the CPU parts of kernels, tools (with tools/bench), tests), and no -Wall -Wextra -Wpedantic warning in that
-# build. Exits 1 on any finding. The CUDA/HIP sources (kernels/gpu/*.cu) are not in a CPU build's
+# build, then ruff, mypy and the doctests over the Python package. Exits 1 on any finding. The CUDA/HIP sources (kernels/gpu/*.cu) are not in a CPU build's
 # compile_commands.json and are not linted here; nvcc and hipcc compile them with their own warnings.
 #
 #   tools/scripts/lint.sh [BUILD_DIR [BUILD_LOG]]
@@ -109,5 +109,16 @@ EOF
     done_step "none (front end, -fsyntax-only)"
   fi
 fi
+step "Python: ruff and mypy (pyproject.toml), the package's doctests"
+py_status=0
+python3 -m ruff check "$root/tools/python" "$root/tests/python" "$root/tools/scripts" || py_status=1
+(cd "$root/tools/python" && python3 -m mypy --config-file "$root/pyproject.toml" -p headroom) || py_status=1
+if [ -d "$build/python/headroom" ]; then  # the built package (its compiled module) runs the doctests
+  (cd "$build/python" && HEADROOM_DATA_DIR="$root/data" python3 -m pytest -q -p no:cacheprovider --doctest-modules \
+    headroom/__init__.py) || py_status=1
+fi
+[ $py_status = 0 ] || status=1
+done_step "Python $([ $py_status = 0 ] && echo clean || echo FAILED)"
+
 [ $status = 0 ] && echo "lint: clean" || echo "lint: FAILED" >&2
 exit $status

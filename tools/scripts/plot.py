@@ -5,7 +5,7 @@ Each subcommand reads the `--json` document of one headroom command from a file 
 command's flags after `--`, runs that command through the `headroom` Python package (PYTHONPATH=build/python):
 
     tools/scripts/plot.py memory  est.json -o memory.png      # headroom estimate ... --json
-    tools/scripts/plot.py mtsl    a.json b.json -o mtsl.png   # headroom mtsl --sweep lora-rank=...|gpus=... --json, a curve each
+    tools/scripts/plot.py mtsl    a.json b.json -o mtsl.png   # mtsl --sweep lora-rank=...|gpus=... --json: a curve each
     tools/scripts/plot.py rank    rank.json -o rank.png       # headroom rank ... --top 200 --json
     tools/scripts/plot.py paro    fig5.json -o fig5.png       # headroom comm --compare ... --json (PaRO Figure 5)
     tools/scripts/plot.py calibration data/profiles/cpu-example-quick.json -o fits.png   # headroom calibrate profile
@@ -230,7 +230,8 @@ def plot_rank(doc: dict, out: str) -> None:
         else:
             groups.append([i])
     for g in groups:
-        text = str(g[0] + 1) if len(g) == 1 else (f"{g[0] + 1},{g[1] + 1}" if len(g) == 2 else f"{g[0] + 1}-{g[-1] + 1}")
+        pair = f"{g[0] + 1},{g[1] + 1}" if len(g) == 2 else f"{g[0] + 1}-{g[-1] + 1}"
+        text = str(g[0] + 1) if len(g) == 1 else pair
         ax.annotate(text, (fx[g[0]], fy[g[0]]), xytext=(-4, 5), textcoords="offset points", fontsize=7,
                     ha="right", color="#7a1f20", fontweight="bold")
     names = []

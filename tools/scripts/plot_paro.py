@@ -2,7 +2,7 @@
 """Draw PaRO Figure 5 from `headroom comm --compare --json`: an alias of `tools/scripts/plot.py paro`.
 
     build/bin/headroom comm --compare --params 7e9 --gpus 64 --group-size 8 --accum 8 --json > fig5.json
-    tools/scripts/plot_paro.py fig5.json -o fig5.png          # or: ... --json | tools/scripts/plot_paro.py - -o fig5.png
+    tools/scripts/plot_paro.py fig5.json -o fig5.png    # or: ... --json | tools/scripts/plot_paro.py - -o fig5.png
 """
 import os
 import sys

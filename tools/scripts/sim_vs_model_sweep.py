@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Simulator against the analytical model over random layouts, without contention.
 
-Runs `headroom simulate --no-contention --json` (`--contention`: with link sharing) on a seeded random sample of layouts (two Llama models, the
-shipped clusters, Megatron with its default, ZeRO-3 and HSDP sharding, PyTorch FSDP; t, c, p, d in 1-8; 1F1B,
-interleaved with 2 or 4 virtual stages and GPipe; 1 to 32 micro-batches per pipeline; no, selective or full
-recompute) and lists every layout whose simulated step differs from the analytical one by more than the
-tolerance, with the share within it and the worst ratio.
+Runs `headroom simulate --no-contention --json` (`--contention`: with link sharing) on a seeded random sample of
+layouts (two Llama models, the shipped clusters, Megatron with its default, ZeRO-3 and HSDP sharding, PyTorch FSDP;
+t, c, p, d in 1-8; 1F1B, interleaved with 2 or 4 virtual stages and GPipe; 1 to 32 micro-batches per pipeline; no,
+selective or full recompute) and lists every layout whose simulated step differs from the analytical one by more
+than the tolerance, with the share within it and the worst ratio.
 
     tools/scripts/sim_vs_model_sweep.py [--headroom build/bin/headroom] [--count 400] [--seed 1] [--tolerance 0.05]
 """

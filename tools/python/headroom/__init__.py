@@ -39,8 +39,23 @@ if _PACKAGE_DATA.is_dir() and not os.environ.get("HEADROOM_DATA_DIR"):
 
 from . import _headroom  # noqa: E402
 
-__all__ = ["Planner", "Estimate", "estimate", "mtsl", "rank", "launch", "comm", "simulate", "calibrate", "validate", "load_profile", "knobs", "run",
-           "help", "InternalError"]
+__all__ = [
+    "Estimate",
+    "InternalError",
+    "Planner",
+    "calibrate",
+    "comm",
+    "estimate",
+    "help",
+    "knobs",
+    "launch",
+    "load_profile",
+    "mtsl",
+    "rank",
+    "run",
+    "simulate",
+    "validate",
+]
 
 
 class InternalError(RuntimeError):

@@ -1,7 +1,8 @@
 # Type stubs for the headroom package. The command functions' keywords are the command line's flags, the layout's
 # under their knob names (sequence_parallel=False for --no-sp); Planner's are the knobs.
 import os
-from typing import Any, Literal, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -204,3 +205,5 @@ class Planner:
              tp_comm_overlap: bool = ..., lora_rank: int = ..., lora_targets: str | Sequence[str] = ...,
              all_shardings: bool = ..., risk: str = ...) -> dict[str, Any]: ...
     # --- end of generated ---
+    def estimate_many(self, columns: Mapping[str, Any], *, on_error: str = ...,
+                      threads: int = ...) -> dict[str, np.ndarray]: ...

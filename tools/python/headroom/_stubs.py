@@ -20,7 +20,8 @@ _SCALAR = {"count": "int", "whole": "int", "number": "float", "flag": "bool", "t
 
 
 def description() -> dict[str, Any]:
-    return json.loads(_headroom.describe())
+    d: dict[str, Any] = json.loads(_headroom.describe())
+    return d
 
 
 def knob_type(knob: dict[str, Any]) -> str:
@@ -43,7 +44,7 @@ def option_type(option: dict[str, Any], knobs: dict[str, dict[str, Any]]) -> str
 
 
 def keyword(option: dict[str, Any]) -> str:
-    return option["knob"] or option["names"][0].replace("-", "_")
+    return str(option["knob"] or option["names"][0].replace("-", "_"))
 
 
 def wrap(head: str, params: list[str], tail: str, indent: str) -> list[str]:
@@ -64,7 +65,9 @@ def command_stubs(d: dict[str, Any]) -> list[str]:
     knobs = {k["name"]: k for k in d["knobs"]}
     out: list[str] = []
     for command in COMMANDS:
-        seen, required, optional = set(), [], []
+        seen: set[str] = set()
+        required: list[str] = []
+        optional: list[str] = []
         for o in d["commands"][command]:
             name = keyword(o)
             if name in seen or name == "json":
