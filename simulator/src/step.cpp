@@ -558,7 +558,7 @@ void require_step_work(const ModelSpec& m, const Layout& l, double max_tasks) {
   std::snprintf(text, sizeof text,
                 " micro-batches a pipeline (pp·vpp = %lld): a step of up to %.3g tasks, more than the %.3g the "
                 "simulator builds%s",
-                static_cast<long long>(l.pp * virtual_stages(l)), tasks, max_tasks,
+                static_cast<long long>(l.pp) * static_cast<long long>(virtual_stages(l)), tasks, max_tasks,
                 max_tasks < kMaxStepTasks ? " with a trace" : "");
   throw Error("simulate: " + field("gbs") + " " + std::to_string(l.gbs) + " makes " + std::to_string(l.microbatches()) +
               text + " (fewer micro-batches: a smaller " + field("gbs") + " or more " + field("dp") + ")");

@@ -86,7 +86,7 @@ TEST(Metamorphic, FlagOrderAndSpellingDoNotMatter) {
                                              "--global-batch-size",
                                              "--micro-batch-size",
                                              "--recompute-granularity"};
-  const auto run = [](std::vector<std::vector<std::string>> flags) {
+  const auto run = [](const std::vector<std::vector<std::string>>& flags) {
     std::vector<std::string> args = {"estimate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--json"};
     for (const auto& f : flags) args.insert(args.end(), f.begin(), f.end());
     return test::run_cli(args);

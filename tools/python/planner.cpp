@@ -452,7 +452,7 @@ void bind_planner(py::module_& m) {
       .def_readonly("perf", &Estimate::perf)
       .def(
           "to_json", [as_json](const Estimate& x) { return as_json(x).dump(); },
-          "estimate --json's \"memory\" and \"perf\" as JSON text")
+          R"(estimate --json's "memory" and "perf" as JSON text)")
       .def("__repr__",
            [](const Estimate& x) {
              char text[160];

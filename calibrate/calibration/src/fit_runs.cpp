@@ -194,7 +194,7 @@ class FixedTermBounds {
         lows_.add(i, capacity - base + kOomMarginBytes);
         highs_.add(i, -capacity);
       } else {
-        if (r.measured_peak_bytes > 0) offsets_.push_back({r.measured_peak_bytes - base, i});
+        if (r.measured_peak_bytes > 0) offsets_.emplace_back(r.measured_peak_bytes - base, i);
         highs_.add(i, -std::min(capacity, capacity - base));
       }
     }

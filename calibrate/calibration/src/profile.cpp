@@ -14,9 +14,7 @@ namespace {
 
 using kernels::AttentionCase;
 using kernels::CollectiveCase;
-using kernels::CopyCase;
 using kernels::GemmCase;
-using kernels::Measurement;
 using nlohmann::json;
 
 constexpr const char* kFormat = "headroom-profile";

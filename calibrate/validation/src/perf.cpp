@@ -152,12 +152,13 @@ PerfScore score_perf(const std::vector<PerfRun>& runs, const PerfCoefficients& c
   return score;
 }
 
-void coordinate_descent(const std::vector<Knob>& knobs, int rounds, const std::function<double()>& objective) {
+void coordinate_descent(const std::vector<FitParameter>& parameters, int rounds,
+                        const std::function<double()>& objective) {
   const double factors[] = {0.25, 0.5, 0.7, 0.85, 0.93, 0.97, 1.03, 1.07, 1.15, 1.3, 1.5, 2.0, 4.0};
   double best = objective();
   for (int round = 0; round < rounds; ++round) {
     bool improved = false;
-    for (const Knob& k : knobs) {
+    for (const FitParameter& k : parameters) {
       const double x0 = *k.value;
       double best_x = x0;
       std::vector<double> candidates;
@@ -220,28 +221,28 @@ PerfCoefficients fit_perf(const std::vector<PerfRun>& runs, const PerfCoefficien
         std::any_of(c.gpus.begin(), c.gpus.end(), [&](const GpuEfficiency& g) { return g.gpu == r.cluster.gpu.name; });
     if (!known) c.gpus.push_back({r.cluster.gpu.name, c.gemm_efficiency, c.attention_efficiency, ""});
   }
-  std::vector<Knob> knobs;
+  std::vector<FitParameter> parameters;
   for (auto& g : c.gpus) {
     const bool fitted = std::any_of(runs.begin(), runs.end(), [&](const PerfRun& r) {
       return r.cluster.gpu.name == g.gpu && in_tables(r, tables);
     });
     if (!fitted) continue;
-    knobs.push_back({&g.gemm, 0.5, 0.9});
-    knobs.push_back({&g.attention, 0.25, 0.9});
+    parameters.push_back({&g.gemm, 0.5, 0.9});
+    parameters.push_back({&g.attention, 0.25, 0.9});
   }
-  knobs.push_back({&c.gemm_half_dim, 16, 512});
-  knobs.push_back({&c.attention_half_tokens, 64, 8192});
-  knobs.push_back({&c.elementwise_passes, 2, 20});
-  knobs.push_back({&c.loss_passes, 2, 20});
-  knobs.push_back({&c.layer_overhead_s, 0, 2e-3});
-  knobs.push_back({&c.intra_efficiency, 0.3, 0.95});
-  knobs.push_back({&c.inter_efficiency, 0.3, 0.95});
-  knobs.push_back({&c.cp_inter_efficiency, 0.02, 0.95});
-  knobs.push_back({&c.tp_overlap, 0, 0.95});
-  knobs.push_back({&c.cp_overlap, 0, 1});
-  knobs.push_back({&c.pp_overlap, 0, 1});
-  knobs.push_back({&c.dp_overlap, 0, 1});
-  coordinate_descent(knobs, 12, [&] { return objective(runs, c, tables); });
+  parameters.push_back({&c.gemm_half_dim, 16, 512});
+  parameters.push_back({&c.attention_half_tokens, 64, 8192});
+  parameters.push_back({&c.elementwise_passes, 2, 20});
+  parameters.push_back({&c.loss_passes, 2, 20});
+  parameters.push_back({&c.layer_overhead_s, 0, 2e-3});
+  parameters.push_back({&c.intra_efficiency, 0.3, 0.95});
+  parameters.push_back({&c.inter_efficiency, 0.3, 0.95});
+  parameters.push_back({&c.cp_inter_efficiency, 0.02, 0.95});
+  parameters.push_back({&c.tp_overlap, 0, 0.95});
+  parameters.push_back({&c.cp_overlap, 0, 1});
+  parameters.push_back({&c.pp_overlap, 0, 1});
+  parameters.push_back({&c.dp_overlap, 0, 1});
+  coordinate_descent(parameters, 12, [&] { return objective(runs, c, tables); });
   // The CP ring's P2P efficiency and overlap are the fitted clusters' (their network stacks), not the framework's:
   // they go into an entry for each, and the generic ones return to the measured NIC default and Transformer Engine's
   // full overlap (predictions on the fitted clusters are unchanged).

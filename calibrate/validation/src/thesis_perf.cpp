@@ -159,7 +159,7 @@ PerfCoefficients fit_thesis_perf(const ThesisPerfData& data, const PerfCoefficie
   c.dp_overlap = 1.0;
   // What one node of FSDP(+TP) LoRA runs exercises: GEMM and attention efficiency, GEMM shape, elementwise
   // and loss traffic, fixed costs, intra/inter-node links, TP and FSDP overlap. CP and PP do not occur.
-  const std::vector<Knob> knobs = {
+  const std::vector<FitParameter> parameters = {
       {&g.gemm, 0.2, 0.9},
       {&g.attention, 0.1, 0.9},
       {&c.gemm_half_dim, 16, 512},
@@ -173,7 +173,7 @@ PerfCoefficients fit_thesis_perf(const ThesisPerfData& data, const PerfCoefficie
       {&c.tp_overlap, 0, 0.95},
       {&links.dp_overlap, 0, 1},
   };
-  coordinate_descent(knobs, 20, [&] { return objective(data, c, excluded, by_table); });
+  coordinate_descent(parameters, 20, [&] { return objective(data, c, excluded, by_table); });
   return c;
 }
 

@@ -299,7 +299,7 @@ std::string knob_text(const KnobValue& v) {
   if (const auto* d = std::get_if<double>(&v)) {
     char text[32];  // the shortest text that reads back as the same double
     const auto [end, ec] = std::to_chars(text, text + sizeof text, *d);
-    return std::string(text, end);
+    return {text, end};
   }
   return std::get<std::string>(v);
 }

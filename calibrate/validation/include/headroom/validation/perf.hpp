@@ -114,13 +114,14 @@ inline constexpr double kPerfMeanRegretGoal = 0.015;
 inline constexpr double kPerfWorstRegretGoal = 0.05;
 
 // A coefficient the fits may move, inside its physical box.
-struct Knob {
+struct FitParameter {
   double* value;
   double lo, hi;
 };
 // Deterministic coordinate descent over a multiplicative grid (and each box's ends): each round tries every
-// knob's candidates in turn and keeps one only if it lowers the objective; stops after `rounds` or a round
-// without improvement. Leaves each knob at its best value.
-void coordinate_descent(const std::vector<Knob>& knobs, int rounds, const std::function<double()>& objective);
+// parameter's candidates in turn and keeps one only if it lowers the objective; stops after `rounds` or a round
+// without improvement. Leaves each parameter at its best value.
+void coordinate_descent(const std::vector<FitParameter>& parameters, int rounds,
+                        const std::function<double()>& objective);
 
 }  // namespace headroom::validate
