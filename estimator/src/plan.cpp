@@ -95,7 +95,24 @@ Layout plan_layout(const Plan& plan, const KnobSettings& k) {
   return l;
 }
 
-Estimate estimate(const Plan& plan, const PerfContext& context, const Layout& l) {
+PlanContext::PlanContext(const Plan& plan)
+    : perf(plan.coefficients, plan.cluster),
+      memory_interval_source(
+          band_source(plan.framework.memory_band, "framework " + plan.framework.name + "'s memory model", "verdict")) {
+  for (const auto& x : plan.coefficients.step_time_bands_by_gpus)
+    step_sources_at.emplace_back(x.gpus, step_time_band_source(plan.coefficients, x.gpus));
+  if (step_sources_at.empty()) step_source_pooled = step_time_band_source(plan.coefficients, 1);
+}
+
+std::string PlanContext::step_interval_source(const PerfCoefficients& c, std::int64_t gpus) const {
+  if (step_sources_at.empty()) return step_source_pooled;  // one band for every count
+  for (const auto& [n, words] : step_sources_at)
+    if (n == gpus) return words;
+  return step_time_band_source(c, gpus);
+}
+
+Estimate estimate(const Plan& plan, const PlanContext& ctx, const Layout& l) {
+  const PerfContext& context = ctx.perf;
   const MemoryEstimate e = estimate_memory(plan.model, plan.cluster, l, plan.framework.residual);
   const PerfEstimate p = estimate_perf(plan.model, context, l);
   const ErrorBand& memory_band = plan.framework.memory_band;
@@ -111,13 +128,13 @@ Estimate estimate(const Plan& plan, const PerfContext& context, const Layout& l)
   m.margin_gib = e.margin_bytes / kGiB;
   m.peak_stage = e.peak_stage;
   m.peak_gib_interval = interval(memory_band, e.peak_bytes, kGiB);
-  m.interval_source = band_source(memory_band, "framework " + plan.framework.name + "'s memory model", "verdict");
+  m.interval_source = ctx.memory_interval_source;
   m.verdict = to_string(memory_verdict(e.peak_bytes, e.capacity_bytes, memory_band));
   PerfResult& f = out.perf;
   f.step_time_s = p.step_time_s, f.tokens_per_s = p.tokens_per_s, f.tflops_per_gpu = p.tflops_per_gpu;
   f.mfu = p.mfu, f.pts_s = p.pts_s, f.model_flops_per_step = p.model_flops;
   f.step_time_s_interval = interval(step_time_band_for(plan.coefficients, l.gpus()), p.step_time_s, 1.0);
-  f.interval_source = step_time_band_source(plan.coefficients, l.gpus());
+  f.interval_source = ctx.step_interval_source(plan.coefficients, l.gpus());
   f.coefficients = plan.coefficients.name;
   f.coefficients_source = context.efficiency_source;
   f.coefficients_gpu = context.efficiency_gpu;

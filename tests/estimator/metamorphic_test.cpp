@@ -29,7 +29,7 @@ KnobSettings knobs_of(std::initializer_list<std::pair<KnobId, KnobValue>> values
 }
 
 Estimate priced(const KnobSettings& k) {
-  static const PerfContext context(plan().coefficients, plan().cluster);
+  static const PlanContext context(plan());
   return estimate(plan(), context, plan_layout(plan(), k));
 }
 

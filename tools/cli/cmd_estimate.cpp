@@ -147,7 +147,7 @@ void print_experts(std::ostream& out, const ModelSpec& m, const Layout& l) {
 void run_estimate(const EstimateOptions& o, std::ostream& out) {
   const Plan r = resolve_plan(o.specs.request(o.profile));  // a calibration profile replaces its datasheet numbers
   const Layout l = o.layout.build(r);
-  const Estimate x = estimate(r, PerfContext(r.coefficients, r.cluster), l);
+  const Estimate x = estimate(r, PlanContext(r), l);
   if (!o.json) {
     print_table(out, r, l, x.memory);
     print_experts(out, r.model, l);

@@ -48,10 +48,17 @@ bool is_bool(const py::handle& v) {
 // A keyword's value as its knob takes it (knobs.hpp check_knob): integers must be Python integers (or NumPy's),
 // flags booleans, numbers real, names strings; anything else is a ValueError naming the keyword and what is valid.
 KnobValue knob_value(const Knob& k, const py::handle& v) {
-  const std::string name(k.name);
+  const std::string_view name = k.name;
   switch (k.type) {
     case KnobType::count:
     case KnobType::whole: {
+      if (PyLong_CheckExact(v.ptr()) != 0) {  // the common case, without the attribute lookups below
+        int overflow = 0;
+        const long long x = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+        if (overflow != 0 || x > kMaxInteger)
+          throw Error(field(name) + " " + shown(v) + " is too large (at most 10^12)");
+        return check_knob(k, static_cast<std::int64_t>(x));
+      }
       if (is_bool(v) || !py::hasattr(v, "__index__")) throw Error(field(name) + " " + shown(v) + " is not an integer");
       const py::int_ i(v.attr("__index__")());
       int overflow = 0;
@@ -60,6 +67,7 @@ KnobValue knob_value(const Knob& k, const py::handle& v) {
       return check_knob(k, static_cast<std::int64_t>(x));
     }
     case KnobType::flag:
+      if (PyBool_Check(v.ptr()) != 0) return v.ptr() == Py_True;
       if (!is_bool(v)) throw Error(field(name) + " " + shown(v) + " is not True or False");
       return check_knob(k, v.cast<bool>());
     case KnobType::number:
@@ -122,7 +130,7 @@ Planner::Planner(const std::string& model, const std::string& cluster, const std
                  const std::string& framework, const std::string& profile, const std::string& data_dir) {
   try {
     specs_ = resolve_plan({model, gpu, cluster, framework, profile, data_dir});
-    context_.emplace(specs_.coefficients, specs_.cluster);
+    context_.emplace(specs_);
   } catch (const Error& e) {
     raise(e);
   }
@@ -365,7 +373,7 @@ void Planner::price_row(const LayoutRequest& r, const Columns& out, std::size_t 
   validate_precision_and_offload(l, specs_.cluster);
   const double peak = peak_memory_bytes(specs_.model, specs_.cluster, l, specs_.framework.residual);
   const double capacity = specs_.cluster.gpu.usable_memory_bytes;
-  const PerfEstimate e = estimate_perf(specs_.model, *context_, l);
+  const PerfEstimate e = estimate_perf(specs_.model, context_->perf, l);
   out.peak[i] = peak / kGiB, out.capacity[i] = capacity / kGiB, out.margin[i] = (capacity - peak) / kGiB;
   out.fits[i] = peak <= capacity;
   out.step[i] = e.step_time_s, out.tokens[i] = e.tokens_per_s, out.tflops[i] = e.tflops_per_gpu, out.mfu[i] = e.mfu;

@@ -38,7 +38,7 @@ class Planner {
   void price_row(const LayoutRequest& r, const Columns& out, std::size_t i) const;
 
   Plan specs_;
-  std::optional<PerfContext> context_;
+  std::optional<PlanContext> context_;
 };
 
 void bind_planner(pybind11::module_& m);

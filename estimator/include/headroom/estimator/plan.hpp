@@ -90,9 +90,21 @@ struct Estimate {
   PerfResult perf;
 };
 
-// One layout (valid: plan_layout) priced with the plan and its per-cluster context (PerfContext(plan.coefficients,
-// plan.cluster)).
-[[nodiscard]] Estimate estimate(const Plan& plan, const PerfContext& context, const Layout& l);
+// What every estimate of a plan shares, resolved once: the coefficients against the cluster, and the words of the
+// memory band's source.
+struct PlanContext {
+  explicit PlanContext(const Plan& plan);
+  PerfContext perf;
+  std::string memory_interval_source;
+  // step_time_band_source of a job at exactly each held-out GPU count (uncertainty.by_gpus), in their order, and of
+  // one without a by-count band: the words most estimates take, formatted once.
+  std::vector<std::pair<std::int64_t, std::string>> step_sources_at;
+  std::string step_source_pooled;
+  [[nodiscard]] std::string step_interval_source(const PerfCoefficients& c, std::int64_t gpus) const;
+};
+
+// One layout (valid: plan_layout) priced with the plan and its context.
+[[nodiscard]] Estimate estimate(const Plan& plan, const PlanContext& context, const Layout& l);
 // {"memory": ..., "perf": ...} as estimate --json prints them, and back (for pickling).
 [[nodiscard]] nlohmann::json to_json(const Estimate& e);
 [[nodiscard]] Estimate estimate_from_json(const nlohmann::json& j);
