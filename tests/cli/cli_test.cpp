@@ -466,6 +466,41 @@ TEST(Cli, ARecomputeTheFrameworkDoesNotRunIsRefused) {
   EXPECT_EQ(run(with(kEstimate, {"--recompute", "selective"})).code, 0);  // megatron runs it
 }
 
+// One rule for the framework's supported_shardings, supported_schedules and supported_recompute: what it does not run
+// is refused, one line naming the knob and what it runs, for every command that builds a layout.
+TEST(Cli, AShardingOrScheduleTheFrameworkDoesNotRunIsRefused) {
+  const std::vector<std::string> job = {"--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus",
+                                        "16",      "--seq",       "8192",      "--gbs",    "16"};
+  struct Case {
+    std::vector<std::string> args;
+    std::string err;
+  };
+  const std::vector<Case> cases = {
+      {{"--sharding", "ggn"},
+       "error: framework megatron does not run the sharding GGN (--sharding; it runs: NNN, NNG)\n"},
+      {{"--sharding", "zero3"},
+       "error: framework megatron does not run the sharding GGG (--sharding; it runs: NNN, NNG)\n"},
+      {{"--pp", "2", "--schedule", "gpipe"},
+       "error: framework megatron does not run the pipeline schedule gpipe (--schedule; it runs: 1f1b, "
+       "interleaved)\n"},
+      {{"--framework", "pytorch-fsdp", "--sharding", "zero1"},
+       "error: framework pytorch-fsdp does not run the sharding NNG (--sharding; it runs: GGG, NGG, III, NNN)\n"}};
+  for (const std::string command : {"estimate", "launch", "simulate", "mtsl"})
+    for (const Case& c : cases) {
+      std::vector<std::string> args = with({command}, job);
+      if (command == "mtsl") args.erase(std::find(args.begin(), args.end(), "--seq"), args.end() - 2);  // it searches s
+      const Result r = run(with(args, c.args));
+      EXPECT_EQ(r.code, 2) << command;
+      EXPECT_EQ(r.err, c.err) << command;
+      EXPECT_EQ(r.out, "") << command;
+    }
+  // What each framework lists is priced.
+  EXPECT_EQ(run(with(with({"estimate"}, job), {"--sharding", "ddp"})).code, 0);
+  EXPECT_EQ(run(with(with({"estimate"}, job), {"--framework", "pytorch-fsdp", "--sharding", "zero2"})).code, 0);
+  EXPECT_EQ(
+      run(with(with({"estimate"}, job), {"--framework", "pytorch-fsdp", "--pp", "2", "--schedule", "gpipe"})).code, 0);
+}
+
 TEST(CliOutputs, DirectoryOutputsAreRefusedBeforeAnyWork) {
   const auto dir = std::filesystem::temp_directory_path() / ("headroom_cli_outdir_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

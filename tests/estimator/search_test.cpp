@@ -166,6 +166,32 @@ TEST(RankCli, LoraRankIsPassedToTheSearch) {
             2);
 }
 
+// --all-shardings searches the strategies the framework does not run (estimate refuses them under it): each such row is
+// marked, in the text and in the JSON, as outside the framework.
+TEST(RankCli, AllShardingsMarksTheLayoutsOutsideTheFramework) {
+  const std::vector<std::string> args = {
+      "rank",  "--model", "llama3.1-8b",  "--cluster", "dgx-h100",     "--gpus",       "16",    "--seq", "8192",
+      "--gbs", "64",      "--constraint", "pp=1",      "--constraint", "sharding=GGG", "--top", "3"};
+  std::ostringstream out, err;
+  ASSERT_EQ(cli::run(args, out, err), 0) << err.str();
+  EXPECT_NE(out.str().find(" GGG rc:none *"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("* a sharding outside the framework: megatron runs NNN, NNG only"), std::string::npos);
+  std::vector<std::string> json = args;
+  json.push_back("--json");
+  std::ostringstream jout, jerr;
+  ASSERT_EQ(cli::run(json, jout, jerr), 0) << jerr.str();
+  const auto j = nlohmann::json::parse(jout.str());
+  ASSERT_FALSE(j.at("layouts").empty());
+  for (const auto& x : j.at("layouts")) EXPECT_TRUE(x.at("outside_framework").get<bool>());
+  std::ostringstream fout, ferr;  // the framework's own: nothing marked
+  ASSERT_EQ(cli::run({"rank", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16", "--seq", "8192",
+                      "--gbs", "64", "--top", "3", "--json"},
+                     fout, ferr),
+            0);
+  for (const auto& x : nlohmann::json::parse(fout.str()).at("layouts"))
+    EXPECT_FALSE(x.at("outside_framework").get<bool>());
+}
+
 TEST(RankCli, BadInputExitsTwo) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"rank", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "0", "--seq",

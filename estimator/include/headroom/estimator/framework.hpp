@@ -56,8 +56,12 @@ struct FrameworkProfile {
 void require_fp8_recipe(const FrameworkProfile& f, Fp8Recipe recipe);
 // Error when the TP overlap is asked of a framework that does not run it.
 void require_tp_comm_overlap(const FrameworkProfile& f, bool wanted);
-// Error when the recompute is not one the framework runs (its supported_recompute), naming the ones it does.
+// Errors when a recompute mode, a sharding or a pipeline schedule is not one the framework runs (its
+// supported_recompute, supported_shardings, supported_schedules; an empty list allows all), naming the ones it does:
+// one rule for estimate, launch, simulate, mtsl and the Python Planner (build_layout), as for rank's proposals.
 void require_recompute(const FrameworkProfile& f, Recompute r);
+void require_sharding(const FrameworkProfile& f, const StateSharding& s);
+void require_schedule(const FrameworkProfile& f, Schedule s);
 
 // What a user asks for, typed (the CLI's layout flags, the Python Planner's keywords): 0 / nullopt = not given.
 struct LayoutRequest {
