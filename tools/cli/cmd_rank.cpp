@@ -169,6 +169,7 @@ nlohmann::json rank_json(const Plan& r, const Layout& base, const SearchOptions&
       {"tp_comm_overlap", base.tp_comm_overlap},
       {"memory_checked", res.memory_checked},
       {"fitting", res.fitting},
+      {"dominated", res.dominated},
       {"layouts", layouts},
       {"pareto", pareto}};
   add_cluster_json(doc, r.cluster);
@@ -194,7 +195,8 @@ void print_rank(std::ostream& out, const Plan& r, const Layout& base, const Sear
   out << "\n" << assumed_cluster_line(r.cluster);
   out << res.evaluated << " layouts evaluated, " << res.memory_checked
       << " memory-checked (larger micro-batches pruned), " << res.fitting << " fit in "
-      << format_gib(r.cluster.gpu.usable_memory_bytes) << " GiB\n\n";
+      << format_gib(r.cluster.gpu.usable_memory_bytes) << " GiB, " << res.dominated
+      << " of them left out as dominated by a twin (same sizes and micro-batch, no faster, no less memory)\n\n";
   if (res.best.empty()) {
     out << no_fit_advice(r, base, r.coefficients, so, res) << "\n";
     return;
