@@ -143,6 +143,12 @@ const BadCase kBadCases[] = {
     {"mistyped_subcommand",
      {"estimat", "--model", "llama3.1-8b"},
      "unknown command 'estimat' (did you mean 'estimate'?)"},
+    {"mistyped_flag", with(kEstimate, {"--tpp", "2"}),
+     "error: --tpp is not a flag of estimate (did you mean --tp?); headroom estimate --help lists them\n"},
+    {"mistyped_flag_with_value", with(kEstimate, {"--sequence-paralel"}), "(did you mean --sequence-parallel?)"},
+    {"negative_progress_interval",
+     {"calibrate", "--backend", "cpu", "--quick", "--progress-interval", "-1"},
+     "error: --progress-interval -1 is out of range (valid: a number >= 0)\n"},
     {"gpu_not_of_the_cluster",
      {"estimate", "--model", "llama3.1-8b", "--gpu", "h100-80gb", "--cluster", "dgx-a100-40gb", "--seq", "8192",
       "--gpus", "8"},
@@ -499,6 +505,21 @@ TEST(Cli, AShardingOrScheduleTheFrameworkDoesNotRunIsRefused) {
   EXPECT_EQ(run(with(with({"estimate"}, job), {"--framework", "pytorch-fsdp", "--sharding", "zero2"})).code, 0);
   EXPECT_EQ(
       run(with(with({"estimate"}, job), {"--framework", "pytorch-fsdp", "--pp", "2", "--schedule", "gpipe"})).code, 0);
+}
+
+// MFU is model FLOPs over the BF16 dense peak, FP8 training included (where FP8 GEMMs can take it high): the text says
+// so where the precision is FP8, the JSON always.
+TEST(Cli, TheMfuOfAnFp8RunSaysItIsAgainstTheBf16Peak) {
+  const std::vector<std::string> job = {"estimate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192",
+                                        "--gpus",   "8",       "--tp",        "2",         "--gbs",    "64"};
+  const Result fp8 = run(with(job, {"--precision", "fp8"}));
+  ASSERT_EQ(fp8.code, 0) << fp8.err;
+  EXPECT_NE(fp8.out.find("% of the BF16 peak)"), std::string::npos) << fp8.out;
+  const Result bf16 = run(job);
+  ASSERT_EQ(bf16.code, 0) << bf16.err;
+  EXPECT_EQ(bf16.out.find("BF16 peak"), std::string::npos) << bf16.out;
+  for (const auto& args : {with(job, {"--precision", "fp8", "--json"}), with(job, {"--json"})})
+    EXPECT_EQ(nlohmann::json::parse(run(args).out).at("perf").at("mfu_peak"), "bf16");
 }
 
 TEST(CliOutputs, DirectoryOutputsAreRefusedBeforeAnyWork) {
