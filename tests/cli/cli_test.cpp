@@ -149,6 +149,16 @@ const BadCase kBadCases[] = {
     {"negative_progress_interval",
      {"calibrate", "--backend", "cpu", "--quick", "--progress-interval", "-1"},
      "error: --progress-interval -1 is out of range (valid: a number >= 0)\n"},
+    {"sweep_lora_rank_with_lora_rank",
+     {"mtsl", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--sweep", "lora-rank=8", "--lora-rank",
+      "16"},
+     "error: --lora-rank does nothing with --sweep lora-rank (the sweep sets the rank of every row)\n"},
+    {"no_overlap_p2p_without_interleaving", with(kEstimate, {"--no-overlap-p2p-communication"}),
+     "error: --no-overlap-p2p-communication does nothing without the interleaved schedule"},
+    {"no_overlap_p2p_without_a_pipeline",
+     {"simulate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "4096", "--gpus", "8",
+      "--no-overlap-p2p-communication"},
+     "error: --no-overlap-p2p-communication does nothing without the interleaved schedule"},
     {"gpu_not_of_the_cluster",
      {"estimate", "--model", "llama3.1-8b", "--gpu", "h100-80gb", "--cluster", "dgx-a100-40gb", "--seq", "8192",
       "--gpus", "8"},
@@ -520,6 +530,21 @@ TEST(Cli, TheMfuOfAnFp8RunSaysItIsAgainstTheBf16Peak) {
   EXPECT_EQ(bf16.out.find("BF16 peak"), std::string::npos) << bf16.out;
   for (const auto& args : {with(job, {"--precision", "fp8", "--json"}), with(job, {"--json"})})
     EXPECT_EQ(nlohmann::json::parse(run(args).out).at("perf").at("mfu_peak"), "bf16");
+}
+
+// A sweep's header names what every row shares, not the swept variable of one row; --lora-targets applies to every
+// rank of a LoRA sweep.
+TEST(Cli, AnMtslSweepHeaderLeavesTheSweptVariableToItsRows) {
+  const std::vector<std::string> job = {"mtsl", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8"};
+  const Result ranks = run(with(job, {"--tp", "2", "--sweep", "lora-rank=8,64", "--lora-targets", "q,v"}));
+  ASSERT_EQ(ranks.code, 0) << ranks.err;
+  EXPECT_NE(ranks.out.find(", LoRA rank of each row on q,v\n"), std::string::npos) << ranks.out;
+  const Result gpus = run(with(job, {"--sweep", "gpus=8,16", "--json"}));
+  ASSERT_EQ(gpus.code, 0) << gpus.err;
+  const auto j = nlohmann::json::parse(gpus.out);
+  EXPECT_FALSE(j.at("layout").contains("gpus"));
+  for (const auto& p : j.at("sweep").at("points"))
+    EXPECT_EQ(p.at("dp").get<std::int64_t>() * 1, p.at("gpus").get<std::int64_t>());  // tp = cp = pp = 1
 }
 
 TEST(CliOutputs, DirectoryOutputsAreRefusedBeforeAnyWork) {
