@@ -292,7 +292,9 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
     l.dp = n / tcp;
   }
   if (l.mbs > kMaxCount / l.dp) throw Error("dp·mbs is larger than 10^12 sequences");
-  l.gbs = r.gbs == 0 ? l.dp * l.mbs : positive("gbs", r.gbs);
+  const std::int64_t m = default_microbatches(l.pp);
+  if (r.gbs == 0 && l.dp * l.mbs > kMaxCount / m) throw Error("dp·mbs·pp is larger than 10^12 sequences");
+  l.gbs = r.gbs == 0 ? l.dp * l.mbs * m : positive("gbs", r.gbs);
   validate_layout(model, l);
   return l;
 }

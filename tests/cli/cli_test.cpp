@@ -547,6 +547,32 @@ TEST(Cli, AnMtslSweepHeaderLeavesTheSweptVariableToItsRows) {
     EXPECT_EQ(p.at("dp").get<std::int64_t>() * 1, p.at("gpus").get<std::int64_t>());  // tp = cp = pp = 1
 }
 
+// mtsl holds a batch: a batch not given is p micro-batches per pipeline (1F1B's first stage then holds p in flight, as
+// any run with m >= p does), so the MTSL is that of a run, and the header and JSON say which batch it is.
+TEST(Cli, MtslSaysWhichBatchItHoldsAndTheDefaultFillsThePipeline) {
+  const std::vector<std::string> job = {"mtsl", "--model", "llama3.1-70b", "--lora-rank", "16",        "--tp",    "8",
+                                        "--pp", "2",       "--gpus",       "16",          "--cluster", "dgx-h100"};
+  const auto doc = [&](const std::vector<std::string>& extra) {
+    const Result r = run(with(with(job, extra), {"--json"}));
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto dflt = doc({}), given = doc({"--gbs", "64"});
+  EXPECT_FALSE(dflt.at("gbs_given").get<bool>());
+  EXPECT_TRUE(given.at("gbs_given").get<bool>());
+  EXPECT_EQ(dflt.at("microbatches"), dflt.at("layout").at("pp"));
+  EXPECT_EQ(dflt.at("gbs").get<std::int64_t>(), dflt.at("layout").at("dp").get<std::int64_t>() *
+                                                    dflt.at("layout").at("mbs").get<std::int64_t>() *
+                                                    dflt.at("layout").at("pp").get<std::int64_t>());
+  EXPECT_EQ(dflt.at("mtsl_tokens"), given.at("mtsl_tokens"));
+  const Result text = run(job);
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("gbs 2 (2 micro-batches per pipeline: the default with a pipeline"), std::string::npos)
+      << text.out;
+  const Result text_given = run(with(job, {"--gbs", "64"}));
+  EXPECT_NE(text_given.out.find("gbs 64 (64 micro-batches per pipeline)"), std::string::npos) << text_given.out;
+}
+
 TEST(CliOutputs, DirectoryOutputsAreRefusedBeforeAnyWork) {
   const auto dir = std::filesystem::temp_directory_path() / ("headroom_cli_outdir_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
