@@ -82,18 +82,45 @@ void require_tp_comm_overlap(const FrameworkProfile& f, bool wanted) {
                 "; Megatron-LM's --tp-comm-overlap: --framework megatron)");
 }
 
-// The framework's supported_recompute bounds estimate as it bounds rank: Megatron-LM's selective recompute (core
-// attention only) is not PyTorch FSDP's, and torchtitan's op-level selective checkpointing is priced by nothing here.
+namespace {
+
+// The names of a framework's list, comma-separated.
+template <class T, class Name>
+std::string listed(const std::vector<T>& ok, Name name) {
+  std::string text;
+  for (const T& x : ok) text += (text.empty() ? "" : ", ") + std::string(name(x));
+  return text;
+}
+
+// The one rule of the framework's supported_* lists (data/frameworks/*.json; empty: not stated, anything goes): a
+// value the framework does not run is refused, naming the knob and what the framework runs, as `rank` proposes only
+// those.
+template <class T, class Name>
+void require_listed(const FrameworkProfile& f, const std::vector<T>& ok, const T& x, const char* knob,
+                    std::string_view verb, Name name, std::string_view hint = "") {
+  if (ok.empty() || std::find(ok.begin(), ok.end(), x) != ok.end()) return;
+  throw Error("framework " + f.name + " does not " + std::string(verb) + " " + std::string(name(x)) + " (" +
+              field(knob) + "; it runs: " + listed(ok, name) + std::string(hint) + ")");
+}
+
+}  // namespace
+
+// Megatron-LM's selective recompute (core attention only) is not PyTorch FSDP's, and torchtitan's op-level selective
+// checkpointing is priced by nothing here.
 void require_recompute(const FrameworkProfile& f, Recompute r) {
-  const auto& ok = f.supported_recompute;
-  if (ok.empty() || std::find(ok.begin(), ok.end(), r) != ok.end()) return;
-  std::string valid;
-  for (const Recompute x : ok) valid += (valid.empty() ? "" : ", ") + std::string(to_string(x));
-  throw Error(
-      "framework " + f.name + " does not recompute " + std::string(to_string(r)) + " (" + field("recompute") +
-      "; it runs: " + valid +
-      (r == Recompute::selective ? "; selective is Megatron-LM's core-attention recompute: --framework megatron" : "") +
-      ")");
+  require_listed(
+      f, f.supported_recompute, r, "recompute", "recompute", [](Recompute x) { return to_string(x); },
+      r == Recompute::selective ? "; selective is Megatron-LM's core-attention recompute: --framework megatron" : "");
+}
+
+void require_sharding(const FrameworkProfile& f, const StateSharding& s) {
+  require_listed(f, f.supported_shardings, s, "sharding", "run the sharding",
+                 [](const StateSharding& x) { return sharding_code(x); });
+}
+
+void require_schedule(const FrameworkProfile& f, Schedule s) {
+  require_listed(f, f.supported_schedules, s, "schedule", "run the pipeline schedule",
+                 [](Schedule x) { return to_string(x); });
 }
 
 void require_fp8_recipe(const FrameworkProfile& f, Fp8Recipe recipe) {
@@ -198,6 +225,7 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
     l.lora.targets = *r.lora_targets;
   }
   if (r.sharding) l.sharding = *r.sharding;
+  require_sharding(f, l.sharding);
   if (r.sequence_parallel) l.sequence_parallel = *r.sequence_parallel;
   if (r.flash_attention) l.flash_attention = *r.flash_attention;
   if (r.recompute) {
@@ -240,6 +268,7 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   if (l.vpp > 1 && !r.schedule) l.schedule = Schedule::interleaved;
   if (l.schedule == Schedule::interleaved && l.vpp == 1)
     throw Error(field("schedule") + " interleaved needs " + field("vpp") + " > 1 (virtual stages per GPU)");
+  require_schedule(f, l.schedule);
   if (r.gpus == 0 && r.dp == 0) throw Error("give " + field("gpus") + " (DP derived as N / (t·c·p)) or " + field("dp"));
   validate_model_split(model, l);
   const std::int64_t model_parallel = l.tp * l.cp;  // each ≤ 10^12 only if checked: keep products bounded
@@ -263,7 +292,9 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
     l.dp = n / tcp;
   }
   if (l.mbs > kMaxCount / l.dp) throw Error("dp·mbs is larger than 10^12 sequences");
-  l.gbs = r.gbs == 0 ? l.dp * l.mbs : positive("gbs", r.gbs);
+  const std::int64_t m = default_microbatches(l.pp);
+  if (r.gbs == 0 && l.dp * l.mbs > kMaxCount / m) throw Error("dp·mbs·pp is larger than 10^12 sequences");
+  l.gbs = r.gbs == 0 ? l.dp * l.mbs * m : positive("gbs", r.gbs);
   validate_layout(model, l);
   return l;
 }

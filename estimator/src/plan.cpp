@@ -206,6 +206,7 @@ nlohmann::json to_json(const Estimate& e) {
             {"tokens_per_s", p.tokens_per_s},
             {"tflops_per_gpu", p.tflops_per_gpu},
             {"mfu", p.mfu},
+            {"mfu_peak", "bf16"},  // model FLOPs over the BF16 dense peak, FP8 training included
             {"pts_s", p.pts_s},
             {"model_flops_per_step", p.model_flops_per_step},
             {"coefficients", p.coefficients},

@@ -153,6 +153,9 @@ struct Search {
   PerfContext ctx;
   std::vector<StateSharding> shardings;
   SearchResult& result;
+  std::vector<RankedLayout> shape_fits;  // the fitting layouts of the shape being priced (insert_undominated)
+  std::vector<std::size_t> order;
+  std::vector<char> dominated;
 
   [[nodiscard]] bool wanted(const Layout& l) const {
     return std::all_of(o.constraints.begin(), o.constraints.end(),
@@ -181,9 +184,40 @@ struct Search {
       ++result.fitting;
       const PerfEstimate e = estimate_perf(m, ctx, l);
       const RankedLayout ranked{l, e.step_time_s, e.tokens_per_s, e.tflops_per_gpu, e.mfu, peak, capacity};
-      insert_top(result.best, o.top, ranked);
+      shape_fits.push_back(ranked);
       insert_pareto(result.pareto, ranked);
     }
+  }
+
+  // The layouts of one shape (t, c, p, d, v, ep, etp) that fit, into the top list, but none that a twin dominates: a
+  // layout of the same shape and micro-batch that differs only in its choices (SP, sharding, recompute, schedule)
+  // and is no slower and needs no more memory (the earlier of two equal ones stays). Kept in enumeration order.
+  void insert_undominated() {
+    order.clear();
+    for (std::size_t i = 0; i < shape_fits.size(); ++i) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return shape_fits[a].layout.mbs < shape_fits[b].layout.mbs; });
+    dominated.assign(shape_fits.size(), 0);
+    for (std::size_t first = 0; first < order.size();) {
+      std::size_t end = first;
+      while (end < order.size() && shape_fits[order[end]].layout.mbs == shape_fits[order[first]].layout.mbs) ++end;
+      for (std::size_t a = first; a < end; ++a)
+        for (std::size_t b = first; b < end; ++b) {
+          const RankedLayout &x = shape_fits[order[a]], &y = shape_fits[order[b]];
+          const bool no_worse = y.step_time_s <= x.step_time_s && y.peak_bytes <= x.peak_bytes;
+          const bool better = y.step_time_s < x.step_time_s || y.peak_bytes < x.peak_bytes || order[b] < order[a];
+          if (a != b && no_worse && better) dominated[order[a]] = 1;
+        }
+      first = end;
+    }
+    for (std::size_t i = 0; i < shape_fits.size(); ++i) {
+      if (dominated[i] != 0) {
+        ++result.dominated;
+        continue;
+      }
+      insert_top(result.best, o.top, shape_fits[i]);
+    }
+    shape_fits.clear();
   }
 
   // The expert splits of one (t, c, p, d, v) shape (a dense model has one): etp = t (Megatron-LM's default) or 1,
@@ -192,6 +226,7 @@ struct Search {
                            const std::vector<std::int64_t>& eps) {
     if (m.num_experts == 0) {
       price_choices(l, v, mbss);
+      insert_undominated();
       return;
     }
     const std::int64_t stage_gpus = l.tp * l.cp * l.dp;
@@ -202,6 +237,7 @@ struct Search {
         if (stage_gpus % (etp * ep) != 0) continue;
         l.ep = ep;
         price_choices(l, v, mbss);
+        insert_undominated();
       }
       if (l.tp == 1) break;  // etp = t = 1: one split
     }
@@ -246,7 +282,10 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
   validate_precision_and_offload(base, cluster);
   require_whole_nodes(o.gpus, cluster);
   SearchResult result;
-  Search search{m, cluster, residual, o, base, PerfContext(coefficients, cluster), o.shardings, result};
+  Search search{m, cluster, residual, o, base, PerfContext(coefficients, cluster), o.shardings, result, {}, {}, {}};
+  search.shape_fits.reserve(4096);
+  search.order.reserve(4096);
+  search.dominated.reserve(4096);
   if (search.shardings.empty())
     for (const auto& s : all_shardings())
       if (satisfies_principle1(s)) search.shardings.push_back(s);

@@ -522,13 +522,17 @@ std::vector<std::string> SpecLibrary::names(std::string_view kind) const {
 
 json SpecLibrary::load_validated(std::string_view kind, std::string_view name_or_path, fs::path* resolved) const {
   const std::string what = singular(kind);
-  if (name_or_path.empty()) throw Error("empty " + what + " name (known: " + join(names(kind)) + ")");
+  const auto known = [&] {  // the names of the data folder's specs of this kind, or that it has none
+    const std::vector<std::string> all = names(kind);
+    return all.empty() ? "none in " + (data_dir_ / kind).string() : join(all);
+  };
+  if (name_or_path.empty()) throw Error("empty " + what + " name (known: " + known() + ")");
   fs::path path(name_or_path);
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {
     path = data_dir_ / kind / (lower(name_or_path) + ".json");
     if (!fs::is_regular_file(path, ec)) {
-      throw Error("unknown " + what + " '" + std::string(name_or_path) + "' (known: " + join(names(kind)) +
+      throw Error("unknown " + what + " '" + std::string(name_or_path) + "' (known: " + known() +
                   "; or a path to a JSON file)");
     }
   }

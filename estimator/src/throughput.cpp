@@ -208,7 +208,9 @@ LayerPasses layer_passes(const ModelSpec& m, const PerfContext& p, const Layout&
   const double attn_b = l.flash_attention ? kAttentionBackwardRatio * attn_f : unfused.backward;
   // With experts, the token copies are permuted before the dispatch and back after the combine: read and write each.
   const double permute_bytes = experts ? 4.0 * 2.0 * routed_copies_per_gpu(m, l) * h : 0.0;
-  const double elem_f = (p.coef.elementwise_passes * activation_tensor_bytes(m, l) + permute_bytes) / p.hbm_bytes_per_s;
+  const double elem_f =
+      (p.coef.elementwise_passes * activation_tensor_bytes(m, l) + permute_bytes + unsplit_norm_residual_bytes(m, l)) /
+      p.hbm_bytes_per_s;
   const Fp8CastBytes cast = fp8_cast_bytes(m, l, experts);
   const double cast_f = cast.forward / p.hbm_bytes_per_s, cast_b = cast.backward / p.hbm_bytes_per_s;
   const RecomputeFactors rc = recompute_factors(l.recompute);
@@ -369,6 +371,13 @@ PipelineEnds pipeline_end_seconds(const ModelSpec& m, const PerfContext& p, cons
 
 double activation_tensor_bytes(const ModelSpec& m, const Layout& l) {
   return 2.0 * d(l.seq) * d(l.mbs) * d(m.hidden_size) / (d(l.tp) * d(l.cp));
+}
+
+double norm_residual_passes(const ModelSpec& m) { return 2.0 * (m.sandwich_norms ? 4.0 : 2.0) + 3.0 * 2.0; }
+
+double unsplit_norm_residual_bytes(const ModelSpec& m, const Layout& l) {
+  if (l.sequence_parallel || l.tp <= 1) return 0.0;
+  return norm_residual_passes(m) * activation_tensor_bytes(m, l) * (d(l.tp) - 1.0);
 }
 
 double cp_kv_bytes(const ModelSpec& m, const Layout& l) {

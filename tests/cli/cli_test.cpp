@@ -143,6 +143,22 @@ const BadCase kBadCases[] = {
     {"mistyped_subcommand",
      {"estimat", "--model", "llama3.1-8b"},
      "unknown command 'estimat' (did you mean 'estimate'?)"},
+    {"mistyped_flag", with(kEstimate, {"--tpp", "2"}),
+     "error: --tpp is not a flag of estimate (did you mean --tp?); headroom estimate --help lists them\n"},
+    {"mistyped_flag_with_value", with(kEstimate, {"--sequence-paralel"}), "(did you mean --sequence-parallel?)"},
+    {"negative_progress_interval",
+     {"calibrate", "--backend", "cpu", "--quick", "--progress-interval", "-1"},
+     "error: --progress-interval -1 is out of range (valid: a number >= 0)\n"},
+    {"sweep_lora_rank_with_lora_rank",
+     {"mtsl", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--sweep", "lora-rank=8", "--lora-rank",
+      "16"},
+     "error: --lora-rank does nothing with --sweep lora-rank (the sweep sets the rank of every row)\n"},
+    {"no_overlap_p2p_without_interleaving", with(kEstimate, {"--no-overlap-p2p-communication"}),
+     "error: --no-overlap-p2p-communication does nothing without the interleaved schedule"},
+    {"no_overlap_p2p_without_a_pipeline",
+     {"simulate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "4096", "--gpus", "8",
+      "--no-overlap-p2p-communication"},
+     "error: --no-overlap-p2p-communication does nothing without the interleaved schedule"},
     {"gpu_not_of_the_cluster",
      {"estimate", "--model", "llama3.1-8b", "--gpu", "h100-80gb", "--cluster", "dgx-a100-40gb", "--seq", "8192",
       "--gpus", "8"},
@@ -464,6 +480,97 @@ TEST(Cli, ARecomputeTheFrameworkDoesNotRunIsRefused) {
   EXPECT_EQ(selective.out, "");
   EXPECT_EQ(run(with(fsdp, {"--recompute", "full"})).code, 0);
   EXPECT_EQ(run(with(kEstimate, {"--recompute", "selective"})).code, 0);  // megatron runs it
+}
+
+// One rule for the framework's supported_shardings, supported_schedules and supported_recompute: what it does not run
+// is refused, one line naming the knob and what it runs, for every command that builds a layout.
+TEST(Cli, AShardingOrScheduleTheFrameworkDoesNotRunIsRefused) {
+  const std::vector<std::string> job = {"--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus",
+                                        "16",      "--seq",       "8192",      "--gbs",    "16"};
+  struct Case {
+    std::vector<std::string> args;
+    std::string err;
+  };
+  const std::vector<Case> cases = {
+      {{"--sharding", "ggn"},
+       "error: framework megatron does not run the sharding GGN (--sharding; it runs: NNN, NNG)\n"},
+      {{"--sharding", "zero3"},
+       "error: framework megatron does not run the sharding GGG (--sharding; it runs: NNN, NNG)\n"},
+      {{"--pp", "2", "--schedule", "gpipe"},
+       "error: framework megatron does not run the pipeline schedule gpipe (--schedule; it runs: 1f1b, "
+       "interleaved)\n"},
+      {{"--framework", "pytorch-fsdp", "--sharding", "zero1"},
+       "error: framework pytorch-fsdp does not run the sharding NNG (--sharding; it runs: GGG, NGG, III, NNN)\n"}};
+  for (const std::string command : {"estimate", "launch", "simulate", "mtsl"})
+    for (const Case& c : cases) {
+      std::vector<std::string> args = with({command}, job);
+      if (command == "mtsl") args.erase(std::find(args.begin(), args.end(), "--seq"), args.end() - 2);  // it searches s
+      const Result r = run(with(args, c.args));
+      EXPECT_EQ(r.code, 2) << command;
+      EXPECT_EQ(r.err, c.err) << command;
+      EXPECT_EQ(r.out, "") << command;
+    }
+  // What each framework lists is priced.
+  EXPECT_EQ(run(with(with({"estimate"}, job), {"--sharding", "ddp"})).code, 0);
+  EXPECT_EQ(run(with(with({"estimate"}, job), {"--framework", "pytorch-fsdp", "--sharding", "zero2"})).code, 0);
+  EXPECT_EQ(
+      run(with(with({"estimate"}, job), {"--framework", "pytorch-fsdp", "--pp", "2", "--schedule", "gpipe"})).code, 0);
+}
+
+// MFU is model FLOPs over the BF16 dense peak, FP8 training included (where FP8 GEMMs can take it high): the text says
+// so where the precision is FP8, the JSON always.
+TEST(Cli, TheMfuOfAnFp8RunSaysItIsAgainstTheBf16Peak) {
+  const std::vector<std::string> job = {"estimate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192",
+                                        "--gpus",   "8",       "--tp",        "2",         "--gbs",    "64"};
+  const Result fp8 = run(with(job, {"--precision", "fp8"}));
+  ASSERT_EQ(fp8.code, 0) << fp8.err;
+  EXPECT_NE(fp8.out.find("% of the BF16 peak)"), std::string::npos) << fp8.out;
+  const Result bf16 = run(job);
+  ASSERT_EQ(bf16.code, 0) << bf16.err;
+  EXPECT_EQ(bf16.out.find("BF16 peak"), std::string::npos) << bf16.out;
+  for (const auto& args : {with(job, {"--precision", "fp8", "--json"}), with(job, {"--json"})})
+    EXPECT_EQ(nlohmann::json::parse(run(args).out).at("perf").at("mfu_peak"), "bf16");
+}
+
+// A sweep's header names what every row shares, not the swept variable of one row; --lora-targets applies to every
+// rank of a LoRA sweep.
+TEST(Cli, AnMtslSweepHeaderLeavesTheSweptVariableToItsRows) {
+  const std::vector<std::string> job = {"mtsl", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8"};
+  const Result ranks = run(with(job, {"--tp", "2", "--sweep", "lora-rank=8,64", "--lora-targets", "q,v"}));
+  ASSERT_EQ(ranks.code, 0) << ranks.err;
+  EXPECT_NE(ranks.out.find(", LoRA rank of each row on q,v\n"), std::string::npos) << ranks.out;
+  const Result gpus = run(with(job, {"--sweep", "gpus=8,16", "--json"}));
+  ASSERT_EQ(gpus.code, 0) << gpus.err;
+  const auto j = nlohmann::json::parse(gpus.out);
+  EXPECT_FALSE(j.at("layout").contains("gpus"));
+  for (const auto& p : j.at("sweep").at("points"))
+    EXPECT_EQ(p.at("dp").get<std::int64_t>() * 1, p.at("gpus").get<std::int64_t>());  // tp = cp = pp = 1
+}
+
+// mtsl holds a batch: a batch not given is p micro-batches per pipeline (1F1B's first stage then holds p in flight, as
+// any run with m >= p does), so the MTSL is that of a run, and the header and JSON say which batch it is.
+TEST(Cli, MtslSaysWhichBatchItHoldsAndTheDefaultFillsThePipeline) {
+  const std::vector<std::string> job = {"mtsl", "--model", "llama3.1-70b", "--lora-rank", "16",        "--tp",    "8",
+                                        "--pp", "2",       "--gpus",       "16",          "--cluster", "dgx-h100"};
+  const auto doc = [&](const std::vector<std::string>& extra) {
+    const Result r = run(with(with(job, extra), {"--json"}));
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto dflt = doc({}), given = doc({"--gbs", "64"});
+  EXPECT_FALSE(dflt.at("gbs_given").get<bool>());
+  EXPECT_TRUE(given.at("gbs_given").get<bool>());
+  EXPECT_EQ(dflt.at("microbatches"), dflt.at("layout").at("pp"));
+  EXPECT_EQ(dflt.at("gbs").get<std::int64_t>(), dflt.at("layout").at("dp").get<std::int64_t>() *
+                                                    dflt.at("layout").at("mbs").get<std::int64_t>() *
+                                                    dflt.at("layout").at("pp").get<std::int64_t>());
+  EXPECT_EQ(dflt.at("mtsl_tokens"), given.at("mtsl_tokens"));
+  const Result text = run(job);
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("gbs 2 (2 micro-batches per pipeline: the default with a pipeline"), std::string::npos)
+      << text.out;
+  const Result text_given = run(with(job, {"--gbs", "64"}));
+  EXPECT_NE(text_given.out.find("gbs 64 (64 micro-batches per pipeline)"), std::string::npos) << text_given.out;
 }
 
 TEST(CliOutputs, DirectoryOutputsAreRefusedBeforeAnyWork) {

@@ -7,6 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "headroom/estimator/framework.hpp"
+#include "headroom/estimator/launch_args.hpp"
+#include "headroom/estimator/sharding.hpp"
 #include "../cli_support.hpp"
 
 namespace headroom {
@@ -100,8 +103,11 @@ TEST(Launch, MegatronArguments) {
   EXPECT_EQ(megatron_value(full, "--sequence-parallel"), "");
 }
 
+// Sharding and schedules PyTorch runs and Megatron-LM does not (data/frameworks/pytorch-fsdp.json).
+const std::vector<std::string> kFsdp = {"--framework", "pytorch-fsdp", "--recompute", "none"};
+
 TEST(Launch, TorchtitanToml) {
-  const auto j = launch_json({"--sharding", "fsdp"});
+  const auto j = launch_json(with(kFsdp, {"--sharding", "fsdp"}));
   const std::string toml = j.at("torchtitan_toml");
   for (const char* line :
        {"[parallelism]\n", "data_parallel_replicate_degree = 1\n", "data_parallel_shard_degree = 8\n",
@@ -120,7 +126,7 @@ TEST(Launch, TorchtitanToml) {
 
 TEST(Launch, HybridShardingSplitsTheDataParallelGroupByNode) {
   // III: shard inside a node. A node holds 8 / t = 4 ranks of the DP×CP group, i.e. dp_shard 2 × cp 2.
-  const auto j = launch_json({"--sharding", "hsdp"});
+  const auto j = launch_json(with(kFsdp, {"--sharding", "hsdp"}));
   const std::string toml = j.at("torchtitan_toml");
   EXPECT_TRUE(contains(toml, "data_parallel_replicate_degree = 4\n")) << toml;
   EXPECT_TRUE(contains(toml, "data_parallel_shard_degree = 2\n")) << toml;
@@ -131,14 +137,28 @@ TEST(Launch, HybridShardingSplitsTheDataParallelGroupByNode) {
 }
 
 TEST(Launch, ZeroTwoIsReshardNever) {
-  const auto j = launch_json({"--sharding", "zero2"});
+  const auto j = launch_json(with(kFsdp, {"--sharding", "zero2"}));
   EXPECT_TRUE(contains(j.at("torchtitan_toml"), "fsdp_reshard_after_forward = \"never\"\n"));
   EXPECT_TRUE(contains(j.at("fsdp_python"), "reshard_after_forward=False"));
   EXPECT_TRUE(contains(j.at("fsdp_python"), "ShardingStrategy.SHARD_GRAD_OP"));
 }
 
+// No framework profile runs IIG, so estimate and launch refuse it; `rank --all-shardings` can still pick it as its
+// fastest and prints its launch lines: flagged there, never approximated.
 TEST(Launch, CodesWithoutAnEquivalentAreFlagged) {
-  const auto j = launch_json({"--sharding", "IIG"});
+  const Result refused = run(with(kLayout, {"--sharding", "IIG"}));
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_TRUE(refused.out.empty());
+  EXPECT_TRUE(contains(refused.err, "does not run the sharding IIG (--sharding; it runs: NNN, NNG)")) << refused.err;
+
+  const SpecLibrary lib = test::library();
+  const ModelSpec model = lib.model("llama3.1-8b");
+  const ClusterSpec cluster = lib.cluster("dgx-h100");
+  LayoutRequest q;
+  q.tp = 2, q.cp = 2, q.pp = 2, q.vpp = 2, q.gpus = 64, q.gbs = 256, q.seq = 16384;
+  Layout l = build_layout(model, lib.framework("megatron"), q);
+  l.sharding = *sharding_from_code("IIG");
+  const nlohmann::json j = launch_to_json(launch_export(model, cluster, l));
   EXPECT_FALSE(j.at("unsupported").at("megatron").empty());
   EXPECT_FALSE(j.at("unsupported").at("torchtitan").empty());
   EXPECT_FALSE(j.at("unsupported").at("fsdp").empty());
@@ -175,7 +195,9 @@ TEST(Launch, TextPrintsAllThreeOrOne) {
 TEST(Launch, GpipeAndLoraAreFlaggedForMegatron) {
   std::vector<std::string> args = kLayout;
   args.erase(std::find(args.begin(), args.end(), "--vpp"), std::find(args.begin(), args.end(), "--vpp") + 2);
-  const Result r = run(with(args, {"--schedule", "gpipe", "--lora-rank", "16", "--json"}));
+  // GPipe: PyTorch's pipelining runs it (pytorch-fsdp lists it), Megatron-LM does not (flagged).
+  const Result r =
+      run(with(args, {"--framework", "pytorch-fsdp", "--schedule", "gpipe", "--lora-rank", "16", "--json"}));
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   std::string issues;

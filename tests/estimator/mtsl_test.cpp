@@ -104,7 +104,8 @@ std::vector<LayoutFit> smallest_layouts_by_every_count(const ModelSpec& m, const
           Layout l = base;
           l.tp = t, l.cp = cp, l.pp = p, l.dp = n / (t * cp * p), l.seq = seq, l.vpp = 1, l.split = {};
           if (l.schedule == Schedule::interleaved) l.schedule = Schedule::one_f_one_b;
-          l.gbs = std::max<std::int64_t>(1, base.microbatches()) * l.dp * l.mbs;
+          // The base's micro-batches per pipeline, at least as many as a batch not given has (p with a pipeline).
+          l.gbs = std::max({std::int64_t{1}, base.microbatches(), default_microbatches(p)}) * l.dp * l.mbs;
           const std::int64_t stage_gpus = t * cp * l.dp;
           for (std::int64_t ep = 1; ep <= (m.num_experts > 0 ? stage_gpus : 1); ++ep) {
             if (m.num_experts > 0 && (m.num_experts % ep != 0 || stage_gpus % ep != 0)) continue;

@@ -107,6 +107,36 @@ TEST_F(SearchTest, FrameworkProfileLimitsShardingsAndSchedules) {
   EXPECT_EQ(std::count(f.recomputes.begin(), f.recomputes.end(), Recompute::selective), 0);
 }
 
+// A layout that a twin of the same sizes and micro-batch (other SP, sharding, recompute or schedule) matches or beats
+// in both step time and memory is no choice: the top list leaves it out. Without SP a layout is slower (the norms run
+// on the whole sequence) and larger, so the SP-off twins of the fastest layouts are gone.
+TEST_F(SearchTest, NoRankedLayoutIsDominatedByATwin) {
+  SearchOptions o;
+  o.gpus = 64;
+  o.seq = 8192;
+  o.gbs = 1024;
+  o.top = 200;
+  restrict_to_framework(o, megatron);
+  const SearchResult r = rank_layouts(llama8b, a100, default_layout(megatron), megatron.residual, coef, o);
+  ASSERT_GT(r.best.size(), 20u);
+  EXPECT_GT(r.dominated, 0);
+  EXPECT_LE(r.dominated, r.fitting);
+  const auto twins = [](const Layout& a, const Layout& b) {
+    return a.tp == b.tp && a.cp == b.cp && a.pp == b.pp && a.vpp == b.vpp && a.dp == b.dp && a.mbs == b.mbs &&
+           a.ep == b.ep && a.etp == b.etp;
+  };
+  for (const RankedLayout& x : r.best)
+    for (const RankedLayout& y : r.best) {
+      if (&x == &y || !twins(x.layout, y.layout)) continue;
+      EXPECT_FALSE(y.step_time_s <= x.step_time_s && y.peak_bytes <= x.peak_bytes)
+          << "a twin dominates tp" << x.layout.tp << " pp" << x.layout.pp << " mbs" << x.layout.mbs;
+    }
+  // Every layout dropped fits: the front (memory against speed) is the same with or without the twins.
+  o.top = 0;
+  EXPECT_EQ(rank_layouts(llama8b, a100, default_layout(megatron), megatron.residual, coef, o).pareto.size(),
+            r.pareto.size());
+}
+
 TEST_F(SearchTest, BadConstraintsThrow) {
   EXPECT_THROW((void)parse_constraint("tq<=2"), Error);
   EXPECT_THROW((void)parse_constraint("tp"), Error);
@@ -164,6 +194,32 @@ TEST(RankCli, LoraRankIsPassedToTheSearch) {
                       "--gbs", "8", "--lora-targets", "q,v"},
                      out2, err2),
             2);
+}
+
+// --all-shardings searches the strategies the framework does not run (estimate refuses them under it): each such row is
+// marked, in the text and in the JSON, as outside the framework.
+TEST(RankCli, AllShardingsMarksTheLayoutsOutsideTheFramework) {
+  const std::vector<std::string> args = {
+      "rank",  "--model", "llama3.1-8b",  "--cluster", "dgx-h100",     "--gpus",       "16",    "--seq", "8192",
+      "--gbs", "64",      "--constraint", "pp=1",      "--constraint", "sharding=GGG", "--top", "3"};
+  std::ostringstream out, err;
+  ASSERT_EQ(cli::run(args, out, err), 0) << err.str();
+  EXPECT_NE(out.str().find(" GGG rc:none *"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("* a sharding outside the framework: megatron runs NNN, NNG only"), std::string::npos);
+  std::vector<std::string> json = args;
+  json.push_back("--json");
+  std::ostringstream jout, jerr;
+  ASSERT_EQ(cli::run(json, jout, jerr), 0) << jerr.str();
+  const auto j = nlohmann::json::parse(jout.str());
+  ASSERT_FALSE(j.at("layouts").empty());
+  for (const auto& x : j.at("layouts")) EXPECT_TRUE(x.at("outside_framework").get<bool>());
+  std::ostringstream fout, ferr;  // the framework's own: nothing marked
+  ASSERT_EQ(cli::run({"rank", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16", "--seq", "8192",
+                      "--gbs", "64", "--top", "3", "--json"},
+                     fout, ferr),
+            0);
+  for (const auto& x : nlohmann::json::parse(fout.str()).at("layouts"))
+    EXPECT_FALSE(x.at("outside_framework").get<bool>());
 }
 
 TEST(RankCli, BadInputExitsTwo) {

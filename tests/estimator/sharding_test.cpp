@@ -14,6 +14,8 @@
 #include "cli.hpp"
 #include "../cli_support.hpp"
 #include "headroom/core/error.hpp"
+#include "headroom/estimator/framework.hpp"
+#include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/sharding.hpp"
 
 namespace headroom {
@@ -511,8 +513,30 @@ TEST(CommCli, TotalsAreTheSumsOfTheStagesAndCompareAgrees) {
   }
 }
 
-// `estimate --sharding`: per-GPU model states follow the strategy over the DP group (d = 16 here, nodes of 8).
-TEST(EstimateSharding, Zero3DividesParamsGradsAndOptimizerByDp) {
+// The memory model's DP dimension: per-GPU model states follow the strategy over the DP group (d = 16 here, nodes of
+// 8), whichever framework the strategy is priced under (rank --all-shardings prices all of them).
+TEST(StageMemorySharding, Zero3DividesParamsGradsAndOptimizerByDp) {
+  const SpecLibrary lib = test::library();
+  const ModelSpec model = lib.model("llama3.1-8b");
+  const ClusterSpec cluster = lib.cluster("dgx-a100-40gb");
+  const FrameworkProfile megatron = lib.framework("megatron");
+  LayoutRequest q;
+  q.gpus = 16, q.seq = 4096;
+  const auto stage0 = [&](std::string_view sharding) {
+    Layout l = build_layout(model, megatron, q);
+    l.sharding = parse_sharding(sharding);
+    return stage_memory(model, cluster, l, megatron.residual, 0);
+  };
+  const StageMemory ddp = stage0("ddp"), zero3 = stage0("zero3"), mics = stage0("mics");
+  for (const auto state : {&StageMemory::params, &StageMemory::grads, &StageMemory::optimizer}) {
+    EXPECT_NEAR(ddp.*state / zero3.*state, 16.0, 1e-9);
+    EXPECT_NEAR(ddp.*state / mics.*state, 8.0, 1e-9);  // intra = one node of 8
+  }
+}
+
+// `estimate --sharding`: Megatron-LM's default stays the distributed optimizer (N, N, G) = zero1; ddp holds the
+// whole optimizer on every GPU.
+TEST(EstimateSharding, MegatronDefaultIsTheDistributedOptimizer) {
   auto stage0 = [](const std::string& sharding) {
     std::vector<std::string> args = {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb",
                                      "--seq",    "4096",    "--gpus",      "16",    "--json"};
@@ -521,16 +545,11 @@ TEST(EstimateSharding, Zero3DividesParamsGradsAndOptimizerByDp) {
     EXPECT_EQ(r.code, 0) << r.err;
     return nlohmann::json::parse(r.out)["memory"]["stages"][0];
   };
-  const auto ddp = stage0("ddp"), zero3 = stage0("zero3"), mics = stage0("mics"), dflt = stage0("");
-  for (const char* k : {"params", "grads", "optimizer"}) {
-    EXPECT_NEAR(ddp[k].get<double>() / zero3[k].get<double>(), 16.0, 1e-9) << k;
-    EXPECT_NEAR(ddp[k].get<double>() / mics[k].get<double>(), 8.0, 1e-9) << k;  // intra = one node of 8
-  }
-  // Megatron's default stays the distributed optimizer (N, N, G) = zero1.
-  const auto zero1 = stage0("zero1");
+  const auto zero1 = stage0("zero1"), dflt = stage0(""), ddp = stage0("ddp");
   for (const char* k : {"params", "grads", "optimizer"})
     EXPECT_DOUBLE_EQ(dflt[k].get<double>(), zero1[k].get<double>());
-  EXPECT_LT(zero3["total"].get<double>(), dflt["total"].get<double>());
+  EXPECT_NEAR(ddp["optimizer"].get<double>() / zero1["optimizer"].get<double>(), 16.0, 1e-9);
+  EXPECT_LT(zero1["total"].get<double>(), ddp["total"].get<double>());
   const Result bad = run({"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb", "--seq", "4096", "--gpus", "16",
                           "--sharding", "zero4"});
   EXPECT_EQ(bad.code, 2);

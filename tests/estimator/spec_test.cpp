@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -70,6 +72,23 @@ TEST(SpecLibrary, UnknownNameListsKnownOnes) {
     EXPECT_NE(what.find("unknown model 'llama9'"), std::string::npos) << what;
     EXPECT_NE(what.find("llama3.1-8b"), std::string::npos) << what;
   }
+}
+
+// A data folder without specs of a kind says so instead of listing nothing ("known: ;").
+TEST(SpecLibrary, AnEmptyDataFolderSaysItHasNone) {
+  const fs::path dir = fs::temp_directory_path() / ("headroom-empty-data-" + std::to_string(::getpid()));
+  fs::create_directories(dir / "models");
+  const SpecLibrary empty(dir);
+  for (const std::string name : {"llama3.1-8b", ""}) {
+    try {
+      (void)empty.model(name);
+      FAIL() << name;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("(known: none in " + (dir / "models").string()), std::string::npos)
+          << e.what();
+    }
+  }
+  fs::remove_all(dir);
 }
 
 class TempFile {

@@ -95,6 +95,31 @@ TEST_F(ThroughputTest, TpCommOverlapLeavesOneChunkExposed) {
   EXPECT_THROW(validate_layout(llama8b, l), Error);
 }
 
+// Without sequence parallelism Megatron-LM all-reduces the layer output (the bytes of SP's reduce-scatter and
+// all-gather on a ring) and runs the norms and residual adds on the whole sequence on every TP rank (Korthikanti et
+// al. 2023 Sec. 4.2.2): the same communication, more elementwise time, a slower step.
+TEST_F(ThroughputTest, WithoutSequenceParallelismTheNormsAndResidualsRunOnTheWholeSequence) {
+  Layout sp = layout(4, 1, 1, 1, 8);
+  Layout no_sp = sp;
+  no_sp.sequence_parallel = false;
+  EXPECT_EQ(unsplit_norm_residual_bytes(llama8b, sp), 0.0);
+  EXPECT_DOUBLE_EQ(
+      unsplit_norm_residual_bytes(llama8b, no_sp),
+      norm_residual_passes(llama8b) * activation_tensor_bytes(llama8b, sp) * 3.0);  // (t − 1)/t of 4 shares
+  EXPECT_DOUBLE_EQ(norm_residual_passes(lib.model("gemma-2-27b")) - norm_residual_passes(llama8b), 4.0);  // two norms
+  const PerfEstimate with = estimate_perf(llama8b, a100, sp, datasheet);
+  const PerfEstimate without = estimate_perf(llama8b, a100, no_sp, datasheet);
+  EXPECT_DOUBLE_EQ(without.breakdown.tp_comm_s, with.breakdown.tp_comm_s);
+  EXPECT_DOUBLE_EQ(without.breakdown.gemm_s, with.breakdown.gemm_s);
+  EXPECT_GT(without.breakdown.elementwise_s, with.breakdown.elementwise_s);
+  EXPECT_GT(without.step_time_s, with.step_time_s);
+  // One TP rank holds the whole sequence anyway: SP changes nothing.
+  Layout one = layout(1, 1, 1, 1, 8), one_off = one;
+  one_off.sequence_parallel = false;
+  EXPECT_DOUBLE_EQ(estimate_perf(llama8b, a100, one, datasheet).step_time_s,
+                   estimate_perf(llama8b, a100, one_off, datasheet).step_time_s);
+}
+
 TEST_F(ThroughputTest, RecomputeAddsComputeTime) {
   Layout l = layout(4, 1, 1, 1, 8);
   const double none = estimate_perf(llama8b, a100, l, datasheet).breakdown.compute_s();

@@ -161,3 +161,17 @@ def test_mtsl_and_rank(planner):
     assert m == {key: doc[key] for key in m}
     ranked = planner.rank(gpus=8, seq=8192, gbs=64, top=3)
     assert ranked["model"] == "llama3.1-8b" and ranked["layouts"][0]["step_time_s"] > 0
+
+
+def test_mtsl_says_which_batch_it_holds(planner):
+    """A batch not given is p micro-batches per pipeline (1F1B then holds p in flight, as any run with m >= p does):
+    the MTSL of the default is that of a larger given batch, and the result says which batch it is."""
+    default = planner.mtsl(tp=2, pp=2, gpus=8)
+    given = planner.mtsl(tp=2, pp=2, gpus=8, gbs=64)
+    assert not default["gbs_given"] and given["gbs_given"]
+    assert default["microbatches"] == 2 and default["gbs"] == 2 * 2  # dp 2 x mbs 1 x pp 2
+    assert given["microbatches"] == 32
+    assert default["mtsl_tokens"] == given["mtsl_tokens"]
+    doc = json.loads(headroom.run("mtsl", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--tp", "2", "--pp", "2",
+                                  "--gpus", "8", "--json"))
+    assert default == {key: doc[key] for key in default}

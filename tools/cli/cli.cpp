@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <limits>
 #include <new>
+#include <string>
 #include <sstream>
 #include <string_view>
 
@@ -88,6 +90,66 @@ void check_subcommand(const CLI::App& app, const std::vector<std::string>& args)
   }
   throw Error("unknown command '" + args[0] + "'" + (nearest.empty() ? "" : " (did you mean '" + nearest + "'?)") +
               "; commands: " + known);
+}
+
+// The command's flag nearest to a mistyped one ("--tpp": "--tp"): at most two edits away, the longer common prefix
+// first; "" when none is close.
+std::string nearest_flag(const CLI::App& command, std::string_view typed) {
+  std::string nearest;
+  std::size_t best = 3, best_prefix = 0;
+  for (const CLI::Option* o : command.get_options()) {
+    for (const std::string& name : o->get_lnames()) {
+      const std::string flag = "--" + name;
+      const std::size_t d = edit_distance(typed, flag);
+      std::size_t prefix = 0;
+      while (prefix < typed.size() && prefix < flag.size() && typed[prefix] == flag[prefix]) ++prefix;
+      if (d < best || (d == best && prefix > best_prefix)) best = d, best_prefix = prefix, nearest = flag;
+    }
+  }
+  return nearest;
+}
+
+// CLI11 lists what it did not expect back to front ("2 --tpp"): one line naming the first word that is not a flag of
+// the command, with the nearest flag when one is close (as check_subcommand does for commands).
+std::string unexpected_arguments(const CLI::App& app, const std::vector<std::string>& args, const std::string& what) {
+  const CLI::App* command = nullptr;
+  for (const CLI::App* sub : app.get_subcommands({}))
+    if (!args.empty() && sub->get_name() == args[0]) command = sub;
+  if (command == nullptr) return what;
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) != 0 || a == "--") continue;
+    const std::string name = a.substr(0, a.find('='));
+    if (command->get_option_no_throw(name) != nullptr || app.get_option_no_throw(name) != nullptr) continue;
+    const std::string nearest = nearest_flag(*command, name);
+    return name + " is not a flag of " + command->get_name() +
+           (nearest.empty() ? "" : " (did you mean " + nearest + "?)") + "; headroom " + command->get_name() +
+           " --help lists them";
+  }
+  return what;
+}
+
+// CLI11's range check prints its bounds with std::to_string, the largest double as 309 digits ("Value -1 not in range
+// 0.000000 to 1797...000.000000"): the value and the bounds as a person writes them.
+std::string readable_range(const std::string& what) {
+  const auto at = what.find(": Value ");
+  const auto range = what.find(" not in range ");
+  const auto to = what.find(" to ", range == std::string::npos ? 0 : range);
+  if (at == std::string::npos || range == std::string::npos || to == std::string::npos || range < at) return what;
+  double low = 0, high = 0;
+  try {
+    low = std::stod(what.substr(range + 14, to - range - 14));
+    high = std::stod(what.substr(to + 4));
+  } catch (const std::exception&) {
+    return what;
+  }
+  char bounds[96];
+  if (high >= std::numeric_limits<double>::max())
+    std::snprintf(bounds, sizeof bounds, low > 0 && low <= std::numeric_limits<double>::min() ? "> 0" : ">= %g", low);
+  else
+    std::snprintf(bounds, sizeof bounds, "from %g to %g", low, high);
+  return what.substr(0, at) + " " + what.substr(at + 8, range - at - 8) + " is out of range (valid: a number " +
+         bounds + ")";
 }
 
 // An empty value ("--profile ''", "--trace=") was silently taken as "not given": no flag takes an empty value.
@@ -272,6 +334,12 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   } catch (const CLI::CallForVersion& e) {
     out << e.what() << "\n";
     return 0;
+  } catch (const CLI::ExtrasError& e) {
+    err << "error: " << one_line(unexpected_arguments(app, args, e.what())) << "\n";
+    return 2;
+  } catch (const CLI::ValidationError& e) {
+    err << "error: " << one_line(readable_range(e.what())) << "\n";
+    return 2;
   } catch (const CLI::ParseError& e) {
     err << "error: " << one_line(e.what()) << "\n";
     return 2;

@@ -91,7 +91,14 @@ KnobSettings LayoutOptions::settings() const {
 Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) const {
   LayoutRequest r = layout_request(settings(), f);
   if (!given(KnobId::seq) && seq_optional) r.seq = r.cp > 1 ? 2 * r.cp : 1;
-  return build_layout(model, f, r);
+  Layout l = build_layout(model, f, r);
+  // Megatron-LM overlaps pipeline sends only between virtual stages (layout.hpp overlap_p2p_comm): the switch that
+  // turns it off does nothing on another schedule, or without a pipeline.
+  if (given(KnobId::overlap_p2p_comm) && l.schedule != Schedule::interleaved)
+    throw Error(std::string(knob(KnobId::overlap_p2p_comm).off_flags) +
+                " does nothing without the interleaved schedule (--pp > 1 with --vpp > 1): Megatron-LM overlaps "
+                "pipeline sends only between virtual stages");
+  return l;
 }
 
 Layout LayoutOptions::build(const Plan& plan) const {

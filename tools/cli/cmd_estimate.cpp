@@ -88,13 +88,16 @@ std::string efficiency_text(const PerfResult& p, const std::string& gpu) {
          " (headroom calibrate, or calibrate --from-runs)";
 }
 
-void print_perf(std::ostream& out, const PerfResult& p, const std::string& gpu) {
+// fp8: the MFU is against the BF16 dense peak (model FLOPs over it, README "Model FLOPs"), which FP8 GEMMs can
+// exceed: said where it applies.
+void print_perf(std::ostream& out, const PerfResult& p, const std::string& gpu, bool fp8) {
   const StepBreakdown& b = p.breakdown;
   char line[320];
   std::snprintf(line, sizeof line,
-                "\npredicted step %.3f s: %.0f tokens/s, %.1f TFLOP/s per GPU (MFU %.1f%%), %.3f s per sample "
+                "\npredicted step %.3f s: %.0f tokens/s, %.1f TFLOP/s per GPU (MFU %.1f%%%s), %.3f s per sample "
                 "(coefficients: %s)\n",
-                p.step_time_s, p.tokens_per_s, p.tflops_per_gpu, 100.0 * p.mfu, p.pts_s, p.coefficients.c_str());
+                p.step_time_s, p.tokens_per_s, p.tflops_per_gpu, 100.0 * p.mfu, fp8 ? " of the BF16 peak" : "", p.pts_s,
+                p.coefficients.c_str());
   out << line << "  " << efficiency_text(p, gpu) << "; link efficiencies "
       << (p.link_coefficients_source == "generic" ? "the framework's generic ones (none fitted for this cluster)"
                                                   : p.link_coefficients_source)
@@ -151,7 +154,7 @@ void run_estimate(const EstimateOptions& o, std::ostream& out) {
   if (!o.json) {
     print_table(out, r, l, x.memory);
     print_experts(out, r.model, l);
-    print_perf(out, x.perf, r.cluster.gpu.name);
+    print_perf(out, x.perf, r.cluster.gpu.name, l.fp8 != Fp8Recipe::none);
     return;
   }
   nlohmann::json doc = {{"model",

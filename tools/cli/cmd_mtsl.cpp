@@ -81,12 +81,31 @@ std::vector<SweepPoint> run_sweep(const MtslOptions& o, const Plan& r, const Lay
   return points;
 }
 
-void print_header(std::ostream& out, const Plan& r, const Layout& l) {
+// The global batch of an MTSL: given, or the default (framework.hpp default_microbatches), said so.
+std::string batch_text(const Layout& l, bool given, bool per_row) {
+  const std::int64_t m = l.microbatches();
+  std::string text = per_row ? std::to_string(m) + " micro-batch" + (m > 1 ? "es" : "") + " per pipeline"
+                             : "gbs " + std::to_string(l.gbs) + " (" + std::to_string(m) + " micro-batch" +
+                                   (m > 1 ? "es" : "") + " per pipeline";
+  if (!given)
+    text += l.pp > 1 ? ": the default with a pipeline, p of them, so that 1F1B holds p in flight; --gbs sets it"
+                     : ": the default, one per DP rank; --gbs sets it";
+  return text + (per_row ? "" : ")");
+}
+
+// The layout every row shares; a swept variable (--sweep gpus or lora-rank) is said to vary by row.
+void print_header(std::ostream& out, const Plan& r, const Layout& l, const std::string& swept, bool gbs_given) {
   out << "headroom mtsl: " << r.model.name << " on " << r.cluster.gpu.name << " (" << r.cluster.name << "), "
-      << r.framework.name << ", " << l.gpus() << " GPUs = tp " << l.tp << " x cp " << l.cp << " x pp " << l.pp
-      << " x dp " << l.dp << ", mbs " << l.mbs << ", sharding " << to_string(l.sharding.params)
-      << to_string(l.sharding.grads) << to_string(l.sharding.optimizer);
-  if (l.lora.enabled()) out << ", LoRA rank " << l.lora.rank << " on " << lora_targets_to_string(l.lora.targets);
+      << r.framework.name << ", ";
+  if (swept == "gpus")
+    out << "the GPUs of each row = tp " << l.tp << " x cp " << l.cp << " x pp " << l.pp << " x the rest in dp";
+  else
+    out << l.gpus() << " GPUs = tp " << l.tp << " x cp " << l.cp << " x pp " << l.pp << " x dp " << l.dp;
+  out << ", mbs " << l.mbs << ", " << batch_text(l, gbs_given, swept == "gpus") << ", sharding "
+      << to_string(l.sharding.params) << to_string(l.sharding.grads) << to_string(l.sharding.optimizer);
+  if (l.lora.enabled())
+    out << ", LoRA rank " << (swept == "lora-rank" ? "of each row" : std::to_string(l.lora.rank)) << " on "
+        << lora_targets_to_string(l.lora.targets);
   out << "\n" << assumed_cluster_line(r.cluster);
 }
 
@@ -148,6 +167,15 @@ nlohmann::json mtsl_json(const MtslOptions& o, const Plan& r, const Layout& base
                         {"layout", layout_to_json(r.model, base)}};
   add_cluster_json(doc, r.cluster);
   doc["layout"].erase("seq");
+  // The batch the MTSL holds (per point under --sweep gpus): given, or default_microbatches per pipeline.
+  doc["gbs"] = base.gbs;
+  doc["microbatches"] = base.microbatches();
+  doc["gbs_given"] = o.layout.given(KnobId::gbs);
+  if (what == "lora-rank") doc["layout"]["lora"].erase("rank");  // each point's lora_rank
+  if (what == "gpus") {
+    for (const char* key : {"gpus", "dp", "gbs"}) doc["layout"].erase(key);  // each point's
+    doc.erase("gbs");
+  }
   if (o.sweep.empty()) {
     doc.update(result_to_json(points.front().result));
     if (!o.profile.empty() && points.front().result.tokens > 0) {
@@ -163,6 +191,7 @@ nlohmann::json mtsl_json(const MtslOptions& o, const Plan& r, const Layout& base
   for (const auto& p : points) {
     nlohmann::json e = result_to_json(p.result);
     e[what == "gpus" ? "gpus" : "lora_rank"] = p.value;
+    if (what == "gpus") e["dp"] = p.layout.dp, e["gbs"] = p.layout.gbs;
     arr.push_back(e);
   }
   doc["sweep"] = {{"variable", what}, {"points", arr}};
@@ -223,7 +252,7 @@ void run_mtsl(const MtslOptions& o, std::ostream& out) {
     print_json(out, mtsl_json(o, r, base, points, what));
     return;
   }
-  print_header(out, r, base);
+  print_header(out, r, base, what, o.layout.given(KnobId::gbs));
   if (o.sweep.empty())
     print_mtsl(o, r, base, points.front().result, out);
   else
@@ -255,6 +284,12 @@ void register_mtsl(CLI::App& app, std::ostream& out) {
       opts->layout.fallback.set(KnobId::gpus, std::int64_t{1});  // the search sets t, c, p and d
     } else {
       refuse_given(*sub, {"--max-gpus"}, "without --target-seq");
+    }
+    // The swept variable is set row by row: a flag giving it too would be overridden (the rank of every row).
+    if (opts->sweep.rfind("lora-rank=", 0) == 0) {
+      refuse_given(*sub, {"--lora-rank"}, "with --sweep lora-rank (the sweep sets the rank of every row)");
+      const std::string first = opts->sweep.substr(10, opts->sweep.find(',') - 10);
+      opts->layout.fallback.set(KnobId::lora_rank, parse_count("--sweep lora-rank", first));  // for --lora-targets
     }
     run_mtsl(*opts, out);
   });

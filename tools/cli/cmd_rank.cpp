@@ -1,5 +1,6 @@
 // `headroom rank`: every valid layout of a job, those that fit ranked by predicted step time, the Pareto front
 // of memory vs speed, and the launch arguments of the fastest.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -26,6 +27,12 @@ struct RankOptions {
   bool json = false;
 };
 
+std::string supported_shardings_text(const FrameworkProfile& f) {
+  std::string text;
+  for (const StateSharding& s : f.supported_shardings) text += (text.empty() ? "" : ", ") + sharding_code(s);
+  return text;
+}
+
 std::string layout_name(const ModelSpec& m, const Layout& l) {
   const std::string stages = stage_layers_text(m, l);
   return "tp" + std::to_string(l.tp) + " cp" + std::to_string(l.cp) + " pp" + std::to_string(l.pp) +
@@ -36,8 +43,15 @@ std::string layout_name(const ModelSpec& m, const Layout& l) {
          (l.schedule == Schedule::gpipe ? " gpipe" : "") + (l.sequence_parallel || l.tp == 1 ? "" : " no-sp");
 }
 
-nlohmann::json ranked_to_json(const ModelSpec& m, const RankedLayout& r, const ErrorBand& peak_band,
-                              const PerfCoefficients& coefficients) {
+// A sharding the framework does not list (supported_shardings), searched by --all-shardings or a sharding=
+// constraint: priced as PaRO describes it, but the framework does not launch it.
+bool outside_framework(const FrameworkProfile& f, const Layout& l) {
+  const auto& ok = f.supported_shardings;
+  return !ok.empty() && std::find(ok.begin(), ok.end(), l.sharding) == ok.end();
+}
+
+nlohmann::json ranked_to_json(const ModelSpec& m, const FrameworkProfile& f, const RankedLayout& r,
+                              const ErrorBand& peak_band, const PerfCoefficients& coefficients) {
   const ErrorBand& step_band = step_time_band_for(coefficients, r.layout.gpus());
   nlohmann::json j = layout_to_json(m, r.layout);
   j["sharding_code"] = sharding_code(r.layout.sharding);
@@ -50,10 +64,12 @@ nlohmann::json ranked_to_json(const ModelSpec& m, const RankedLayout& r, const E
           {"margin_gib", r.margin_bytes() / kGiB},
           {"peak_gib_interval", interval_json(peak_band, r.peak_bytes, kGiB)},
           {"step_time_s_interval", interval_json(step_band, r.step_time_s)},
-          {"verdict", to_string(memory_verdict(r.peak_bytes, r.capacity_bytes, peak_band))}};
+          {"verdict", to_string(memory_verdict(r.peak_bytes, r.capacity_bytes, peak_band))},
+          {"outside_framework", outside_framework(f, r.layout)}};
 }
 
-void print_rows(std::ostream& out, const ModelSpec& m, const std::vector<RankedLayout>& rows) {
+void print_rows(std::ostream& out, const ModelSpec& m, const FrameworkProfile& f,
+                const std::vector<RankedLayout>& rows) {
   char line[320];
   std::snprintf(line, sizeof line, "%4s  %-48s %9s %12s %8s %6s %9s %9s\n", "#", "layout", "step s", "tokens/s",
                 "TFLOP/s", "MFU", "peak GiB", "margin");
@@ -61,8 +77,8 @@ void print_rows(std::ostream& out, const ModelSpec& m, const std::vector<RankedL
   int i = 0;
   for (const auto& r : rows) {
     std::snprintf(line, sizeof line, "%4d  %-48s %9.3f %12.0f %8.1f %5.1f%% %9.2f %9.2f\n", ++i,
-                  layout_name(m, r.layout).c_str(), r.step_time_s, r.tokens_per_s, r.tflops_per_gpu, 100 * r.mfu,
-                  r.peak_bytes / kGiB, r.margin_bytes() / kGiB);
+                  (layout_name(m, r.layout) + (outside_framework(f, r.layout) ? " *" : "")).c_str(), r.step_time_s,
+                  r.tokens_per_s, r.tflops_per_gpu, 100 * r.mfu, r.peak_bytes / kGiB, r.margin_bytes() / kGiB);
     out << line;
   }
 }
@@ -131,8 +147,10 @@ SearchOptions search_options(const RankOptions& o, const KnobSettings& k, const 
 nlohmann::json rank_json(const Plan& r, const Layout& base, const SearchOptions& so, const SearchResult& res) {
   const PerfCoefficients& coefficients = r.coefficients;
   nlohmann::json layouts = nlohmann::json::array(), pareto = nlohmann::json::array();
-  for (const auto& x : res.best) layouts.push_back(ranked_to_json(r.model, x, r.framework.memory_band, coefficients));
-  for (const auto& x : res.pareto) pareto.push_back(ranked_to_json(r.model, x, r.framework.memory_band, coefficients));
+  for (const auto& x : res.best)
+    layouts.push_back(ranked_to_json(r.model, r.framework, x, r.framework.memory_band, coefficients));
+  for (const auto& x : res.pareto)
+    pareto.push_back(ranked_to_json(r.model, r.framework, x, r.framework.memory_band, coefficients));
   nlohmann::json doc = {
       {"model", r.model.name},
       {"gpu", r.cluster.gpu.name},
@@ -151,6 +169,7 @@ nlohmann::json rank_json(const Plan& r, const Layout& base, const SearchOptions&
       {"tp_comm_overlap", base.tp_comm_overlap},
       {"memory_checked", res.memory_checked},
       {"fitting", res.fitting},
+      {"dominated", res.dominated},
       {"layouts", layouts},
       {"pareto", pareto}};
   add_cluster_json(doc, r.cluster);
@@ -176,19 +195,26 @@ void print_rank(std::ostream& out, const Plan& r, const Layout& base, const Sear
   out << "\n" << assumed_cluster_line(r.cluster);
   out << res.evaluated << " layouts evaluated, " << res.memory_checked
       << " memory-checked (larger micro-batches pruned), " << res.fitting << " fit in "
-      << format_gib(r.cluster.gpu.usable_memory_bytes) << " GiB\n\n";
+      << format_gib(r.cluster.gpu.usable_memory_bytes) << " GiB, " << res.dominated
+      << " of them left out as dominated by a twin (same sizes and micro-batch, no faster, no less memory)\n\n";
   if (res.best.empty()) {
     out << no_fit_advice(r, base, r.coefficients, so, res) << "\n";
     return;
   }
-  print_rows(out, r.model, res.best);
+  print_rows(out, r.model, r.framework, res.best);
   out << "(layout: tp/cp/pp/dp sizes, ppPxV = V virtual stages per GPU (interleaved 1F1B), [7+14x8+7] = decoder "
          "layers per stage where uneven, mbs = micro-batch; "
          "sharding of parameters/gradients/optimizer states: N none, I within a node, G over the DP group "
          "(NNN DDP, NNG ZeRO-1, NGG ZeRO-2, GGG ZeRO-3/FSDP, III HSDP); rc: activation recompute)\n";
+  const auto marked = [&](const RankedLayout& x) { return outside_framework(r.framework, x.layout); };
+  if (std::any_of(res.best.begin(), res.best.end(), marked) ||
+      std::any_of(res.pareto.begin(), res.pareto.end(), marked))
+    out << "* a sharding outside the framework: " << r.framework.name << " runs "
+        << supported_shardings_text(r.framework) << " only; the rows marked * are priced as PaRO describes them and "
+        << "need another framework to launch\n";
   out << "\nPareto front (less memory, or faster; memory ascending; within " << so.pareto_slowdown
       << "x of the fastest step)\n";
-  print_rows(out, r.model, res.pareto);
+  print_rows(out, r.model, r.framework, res.pareto);
   const LaunchExport e = launch_export(r.model, r.cluster, res.best.front().layout);
   out << "\nlaunch the fastest (headroom launch for TOML and FSDP):\n  Megatron-LM: " << megatron_line(e)
       << "\n  torchtitan:  " << torchtitan_line(e) << "\n";
@@ -234,7 +260,8 @@ void register_rank(CLI::App& app, std::ostream& out) {
                   "performance coefficients JSON or a calibration profile (headroom calibrate); default "
                   "data/perf/<framework>.json");
   sub->add_flag("--all-shardings", opts->all_shardings,
-                "search all 14 PaRO strategies, not only those the framework can launch");
+                "search all 14 PaRO strategies, not only those the framework can launch (rows outside the framework "
+                "are marked *; estimate, launch and mtsl refuse them under that framework)");
   sub->add_option("--risk", opts->risk,
                   "nominal: a layout fits if its predicted peak does; pessimistic: if the upper end of the held-out "
                   "band of its peak does (the step-time band is one factor for all layouts, so the order stays)")

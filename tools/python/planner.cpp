@@ -151,8 +151,12 @@ py::object Planner::mtsl(KnobSettings k) const {
     if (k.given(KnobId::seq)) throw Error(field("seq") + " is what mtsl searches: leave it out");
     const std::int64_t cp = k.integer(KnobId::cp, 1);
     k.set(KnobId::seq, cp > 1 ? 2 * cp : 1);  // mtsl searches s: any valid one
-    const MtslResult r = max_trainable_seq(specs_.model, specs_.cluster, layout(k), specs_.framework.residual);
-    py::dict d;  // the keys of `headroom mtsl --json`
+    const Layout l = layout(k);
+    const MtslResult r = max_trainable_seq(specs_.model, specs_.cluster, l, specs_.framework.residual);
+    py::dict d;        // the keys of `headroom mtsl --json`
+    d["gbs"] = l.gbs;  // the batch the MTSL holds: given, or default_microbatches per pipeline
+    d["microbatches"] = l.microbatches();
+    d["gbs_given"] = k.given(KnobId::gbs);
     d["mtsl_tokens"] = r.tokens;
     d["granularity_tokens"] = r.granularity;
     d["binding_stage"] = r.binding_stage;

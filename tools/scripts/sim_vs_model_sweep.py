@@ -2,10 +2,11 @@
 """Simulator against the analytical model over random layouts, without contention.
 
 Runs `headroom simulate --no-contention --json` (`--contention`: with link sharing) on a seeded random sample of
-layouts (two Llama models, the shipped clusters, Megatron with its default, ZeRO-3 and HSDP sharding, PyTorch FSDP;
-t, c, p, d in 1-8; 1F1B, interleaved with 2 or 4 virtual stages and GPipe; 1 to 32 micro-batches per pipeline; no,
-selective or full recompute) and lists every layout whose simulated step differs from the analytical one by more
-than the tolerance, with the share within it and the worst ratio.
+layouts (two Llama models, the shipped clusters, Megatron with its default sharding, PyTorch FSDP with its default
+(ZeRO-3), ZeRO-2 and HSDP; t, c, p, d in 1-8; 1F1B, interleaved with 2 or 4 virtual stages and GPipe where the
+framework runs them; 1 to 32 micro-batches per pipeline; no, selective or full recompute) and lists every layout whose
+simulated step differs from the analytical one by more than the tolerance, with the share within it and the worst
+ratio.
 
     tools/scripts/sim_vs_model_sweep.py [--headroom build/bin/headroom] [--count 400] [--seed 1] [--tolerance 0.05]
 """
@@ -20,7 +21,7 @@ import sys
 def layouts():
     for model, seq in [("llama3.1-8b", 8192), ("llama3.1-70b", 8192), ("llama3.1-8b", 65536)]:
         for cluster in ["dgx-a100-80gb", "h100-94gb-x4", "lumi-mi250x"]:
-            for framework, sharding in [("megatron", None), ("megatron", "zero3"), ("megatron", "hsdp"),
+            for framework, sharding in [("megatron", None), ("pytorch-fsdp", "zero2"), ("pytorch-fsdp", "hsdp"),
                                         ("pytorch-fsdp", None)]:
                 for t, c, p, d in itertools.product([1, 2, 4, 8], [1, 2, 4], [1, 2, 4], [1, 2, 4]):
                     for v, m, rc in itertools.product([1, 2, 4, 0], [1, 2, 4, 8, 32], ["none", "selective", "full"]):
@@ -56,7 +57,7 @@ def main():
         elif v == 0:
             cmd += ["--schedule", "gpipe"]
         r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode == 2:  # a layout the model refuses (heads, layers, memory of the spec): skipped
+        if r.returncode == 2:  # a layout the model or the framework refuses (heads, layers, GPipe): skipped
             continue
         if r.returncode != 0:
             sys.exit(f"{' '.join(cmd)}: exit {r.returncode}: {r.stderr.strip()}")

@@ -107,8 +107,10 @@ constexpr std::array<Knob, kKnobCount> kKnobs = {{
      .json = "layout.gpus"},
     {.id = dp, .name = "dp", .type = T::count, .default_text = "N / (t·c·p)", .unit = "GPUs",
      .flags = "--dp,--data-parallel-size", .help = "data parallel size d (instead of --gpus)", .json = "layout.dp"},
-    {.id = gbs, .name = "gbs", .type = T::count, .default_text = "d·mbs", .unit = "sequences",
-     .flags = "--gbs,--global-batch-size", .help = "global batch size in sequences (default: DP·mbs)",
+    {.id = gbs, .name = "gbs", .type = T::count, .default_text = "d·mbs·p", .unit = "sequences",
+     .flags = "--gbs,--global-batch-size",
+     .help = "global batch size in sequences (default: DP·mbs, times pp with a pipeline: pp micro-batches per "
+             "pipeline, the fewest at which 1F1B holds its full p in flight)",
      .log_key = "global_batch_size", .json = "layout.gbs"},
     {.id = seq, .name = "seq", .type = T::count, .default_text = "required", .unit = "tokens",
      .flags = "--seq,--seq-length", .help = "sequence length s in tokens", .log_key = "seq_length",

@@ -56,14 +56,19 @@ struct FrameworkProfile {
 void require_fp8_recipe(const FrameworkProfile& f, Fp8Recipe recipe);
 // Error when the TP overlap is asked of a framework that does not run it.
 void require_tp_comm_overlap(const FrameworkProfile& f, bool wanted);
-// Error when the recompute is not one the framework runs (its supported_recompute), naming the ones it does.
+// Errors when a recompute mode, a sharding or a pipeline schedule is not one the framework runs (its
+// supported_recompute, supported_shardings, supported_schedules; an empty list allows all), naming the ones it does:
+// one rule for estimate, launch, simulate, mtsl and the Python Planner (build_layout), as for rank's proposals.
 void require_recompute(const FrameworkProfile& f, Recompute r);
+void require_sharding(const FrameworkProfile& f, const StateSharding& s);
+void require_schedule(const FrameworkProfile& f, Schedule s);
 
 // What a user asks for, typed (the CLI's layout flags, the Python Planner's keywords): 0 / nullopt = not given.
 struct LayoutRequest {
   std::int64_t tp = 1, cp = 1, pp = 1, vpp = 1, mbs = 1;
   std::int64_t seq = 0;
-  std::int64_t gpus = 0, dp = 0, gbs = 0;  // DP from gpus / (t·c·p) unless dp is given; gbs default dp·mbs
+  std::int64_t gpus = 0, dp = 0, gbs = 0;  // DP from gpus / (t·c·p) unless dp is given; gbs default
+                                           // dp·mbs·default_microbatches(pp)
   std::optional<Recompute> recompute;
   std::optional<Schedule> schedule;  // default: the framework's, interleaved when vpp > 1
   std::optional<StateSharding> sharding;
@@ -82,6 +87,11 @@ struct LayoutRequest {
   bool overlap_p2p_comm = true;                // Layout::overlap_p2p_comm
   bool tp_comm_overlap = false;                // Layout::tp_comm_overlap; needs a framework that runs it
 };
+// The micro-batches per pipeline of a global batch not given: p with a pipeline, the fewest at which 1F1B's first stage
+// holds p micro-batches in flight as every run with m >= p does (Narayanan et al. 2021 Sec. 2.2.1, 4D paper Sec.
+// 3.2.2), and a multiple of p as the interleaved schedule needs; 1 without one.
+[[nodiscard]] constexpr std::int64_t default_microbatches(std::int64_t pp) { return pp > 1 ? pp : 1; }
+
 // The request of the knobs a user gave (knobs.hpp: the CLI's flags, the Python keywords, a run file's columns), with
 // the rules that join knobs: fp8_format turns FP8 on and contradicts precision bf16; fp8_recipe and fp8_param_gather
 // need FP8, whose recipe defaults to the framework's first; optimizer_offload_fraction and the copies' overlap need

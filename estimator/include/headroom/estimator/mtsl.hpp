@@ -55,8 +55,8 @@ inline constexpr std::int64_t kMaxSearchGpus = 1'000'000;
 // dividing E and t·c·d, etp 1), each fitting at s; ordered by peak memory. Each split's smallest d is bisected (memory
 // does not grow with d), so the search costs splits × log(max_gpus), not max_gpus².
 // `base` supplies the framework settings, micro-batch size, LoRA and sharding; it keeps its micro-batches
-// per pipeline (gbs = m·d·b). Empty when no layout up to max_gpus fits. Throws Error for max_gpus outside
-// 1..kMaxSearchGpus.
+// per pipeline, at least default_microbatches(p) of each split (gbs = m·d·b). Empty when no layout up to max_gpus fits.
+// Throws Error for max_gpus outside 1..kMaxSearchGpus.
 [[nodiscard]] std::vector<LayoutFit> smallest_layouts_for_seq(const ModelSpec& m, const ClusterSpec& c,
                                                               const Layout& base, const ResidualModel& r,
                                                               std::int64_t seq, std::int64_t max_gpus);

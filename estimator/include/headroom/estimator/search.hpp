@@ -1,7 +1,8 @@
 // Layout search: enumerate every valid layout of a job — t, c, p,
 // virtual stages, DP, micro-batch, sharding strategy, recompute — drop those predicted not to fit, rank the
-// rest by predicted step time, and keep the Pareto front of memory vs speed. Closed forms only; the inner
-// loop allocates nothing (fixed-capacity top-K and front, reserved up front).
+// rest by predicted step time, leaving out a layout a twin of the same shape dominates, and keep the Pareto front of
+// memory vs speed. Closed forms only; the inner loop allocates nothing (fixed-capacity top-K and front, and the
+// fitting layouts of one shape, reserved up front).
 #pragma once
 
 #include <cstdint>
@@ -72,7 +73,9 @@ struct SearchResult {
   std::int64_t evaluated = 0;        // layouts enumerated (valid splits × batch × sharding × recompute × schedule)
   std::int64_t memory_checked = 0;   // of those, peak memory computed (the rest pruned: memory grows with b)
   std::int64_t fitting = 0;          // predicted to fit; each had its step time computed
-  std::vector<RankedLayout> best;    // fastest first, at most `top`
+  std::int64_t dominated = 0;        // of those, left out of `best`: a twin of the same shape and micro-batch (other
+                                     // SP, sharding, recompute or schedule) is no slower and needs no more memory
+  std::vector<RankedLayout> best;    // fastest first, at most `top`, none dominated by a twin
   std::vector<RankedLayout> pareto;  // memory ascending, each faster than every layout using less memory, and at
                                      // most SearchOptions::pareto_slowdown times the fastest step
 };

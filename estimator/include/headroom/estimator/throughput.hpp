@@ -140,6 +140,16 @@ struct PipelineEnds {
 // One BF16 s·b·h activation tensor per GPU, SP- and CP-sharded: 2·s·b·h/(t·c) bytes (Korthikanti et al. 2023,
 // Sec. 4.2.2); what crosses a pipeline boundary and what an elementwise pass reads.
 [[nodiscard]] double activation_tensor_bytes(const ModelSpec& m, const Layout& l);
+// The ops sequence parallelism splits along the sequence (Korthikanti et al. 2023 Sec. 4.2.2: the norms and the
+// residual adds with their dropouts), as forward HBM passes over the layer's h-wide BF16 activation: each norm reads
+// its input and writes its output (2), each of the two residual adds reads two tensors and writes one (3); 10 a
+// layer, 14 with Gemma 2's four norms.
+[[nodiscard]] double norm_residual_passes(const ModelSpec& m);
+// Without SP (t > 1) every TP rank runs those ops on all s·b/c tokens, not s·b/(t·c): the forward bytes they move
+// beyond what SP leaves a GPU, norm_residual_passes × 2·s·b·h/c × (t − 1)/t; 0 with SP or t = 1. Backward moves
+// twice the forward's, as every elementwise pass (the norm's backward reads x and dy and writes dx, the residual's
+// gradient is added to the branch's).
+[[nodiscard]] double unsplit_norm_residual_bytes(const ModelSpec& m, const Layout& l);
 // The K and V one context-parallel ring step passes on (forward): 2·(s/c)·b·h·(k/a) BF16 values, heads split over
 // t (Liu et al. 2023 ring attention; backward passes K, V, dK and dV, twice this).
 [[nodiscard]] double cp_kv_bytes(const ModelSpec& m, const Layout& l);
