@@ -174,6 +174,7 @@ struct Search {
       l.mbs = b;
       if (!wanted(l) || !interleaving_runs(l)) continue;
       ++result.evaluated;
+      if (o.on_enumerated) o.on_enumerated(l);
       if (full) continue;
       ++result.memory_checked;
       const double peak = peak_memory_bytes(m, cluster, l, residual);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,6 +52,9 @@ struct SearchOptions {
   // `rank --risk pessimistic`: a layout fits only if the upper end of this held-out band of its peak does
   // (FrameworkProfile::memory_band); unknown = the prediction alone.
   ErrorBand peak_band;
+  // Called with every layout enumerated (constraints met), before its memory is checked: the whole space the search
+  // walks, for listings and for tests that check it against validate_layout.
+  std::function<void(const Layout&)> on_enumerated;
 };
 
 // Restricts `o` to what the framework can launch (FrameworkProfile's supported_* lists, where given):
