@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "headroom/core/error.hpp"
+#include "headroom/estimator/framework.hpp"
 
 namespace headroom {
 namespace {
@@ -46,13 +47,16 @@ std::int64_t sequence_granularity(const Layout& l) { return l.cp > 1 ? 2 * l.cp 
 // Memory is a + b·s when attention is FlashAttention (4D paper Eq. 17; the residual's logits term is linear
 // too) at each moment of the step (memory.hpp StepMoment): the closed form is taken per stage and moment and the
 // smallest wins. Without FlashAttention the stored softmax adds s² (Korthikanti et al. 2023, Sec. 4.1): bisect.
-MtslResult max_trainable_seq(const ModelSpec& m, const ClusterSpec& c, const Layout& layout, const ResidualModel& r) {
+MtslResult max_trainable_seq(const ModelSpec& m, const ClusterSpec& c, const Layout& layout, const ResidualModel& r,
+                             double peak_scale) {
+  if (!(peak_scale > 0.0 && std::isfinite(peak_scale)))
+    throw Error("the peak's scale " + std::to_string(peak_scale) + " must be a positive number");
   Layout l = layout;
   MtslResult res;
   res.granularity = sequence_granularity(l);
   res.capacity_bytes = c.gpu.usable_memory_bytes;
   const std::int64_t g = res.granularity, k_max = kMaxMtslTokens / g;
-  const double cap = res.capacity_bytes;
+  const double cap = res.capacity_bytes / peak_scale;  // peak_scale·peak <= capacity
   const auto at = [&](std::int64_t k) { return peak_at(m, c, l, r, k * g); };
 
   std::int64_t k = 0;  // largest multiple of g that fits
@@ -112,6 +116,47 @@ MtslResult max_trainable_seq(const ModelSpec& m, const ClusterSpec& c, const Lay
   const double act = long_seq.activations - short_seq.activations, resid = long_seq.residual - short_seq.residual;
   res.binding_term = resid > act ? "residual" : "activations";
   return res;
+}
+
+MtslInterval mtsl_interval(const ModelSpec& m, const ClusterSpec& c, const Layout& layout, const ResidualModel& r,
+                           const ErrorBand& peak_band) {
+  if (!peak_band.known) return {};
+  const double lower_scale = 1.0 - peak_band.low;  // the band's lower end of the peak
+  return {max_trainable_seq(m, c, layout, r, peak_band.upper(1.0)).tokens,
+          lower_scale > 0.0 ? max_trainable_seq(m, c, layout, r, lower_scale).tokens : kMaxMtslTokens, true};
+}
+
+std::vector<LongestLayout> longest_sequence_layouts(const ModelSpec& m, const ClusterSpec& c, const Layout& base,
+                                                    const ResidualModel& r, const PerfCoefficients& coefficients,
+                                                    SearchOptions o, double peak_scale, const ErrorBand& peak_band) {
+  if (o.gpus <= 0) throw Error(field("gpus") + " must be a positive integer (got " + std::to_string(o.gpus) + ")");
+  if (o.gpus > kMaxSearchGpus)
+    throw Error(field("gpus") + " " + std::to_string(o.gpus) + " is more than the search takes (at most " +
+                std::to_string(kMaxSearchGpus) + ")");
+  const bool batch_given = o.gbs > 0;
+  o.seq = 2 * o.gpus;                           // 2c divides 2N for every c | N: each CP size is walked
+  if (!batch_given) o.gbs = o.gpus * base.mbs;  // each d divides it; the layout then holds the default batch
+  Constraint mbs;
+  mbs.field = Constraint::Field::mbs, mbs.value = base.mbs;
+  o.constraints.push_back(mbs);
+  std::vector<Layout> layouts;
+  o.on_enumerated = [&](const Layout& l) { layouts.push_back(l); };
+  o.enumerate_only = true;
+  (void)rank_layouts(m, c, base, r, coefficients, o);
+  const PerfContext context(coefficients, c);
+  std::vector<LongestLayout> out;
+  out.reserve(layouts.size());
+  for (Layout& l : layouts) {
+    if (!batch_given) l.gbs = l.dp * l.mbs * default_microbatches(l.pp);
+    LongestLayout x{l, max_trainable_seq(m, c, l, r, peak_scale), mtsl_interval(m, c, l, r, peak_band), 0};
+    x.layout.seq = x.result.tokens;
+    if (x.result.tokens > 0) x.step_time_s = estimate_perf(m, context, x.layout).step_time_s;
+    out.push_back(x);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const LongestLayout& a, const LongestLayout& b) {
+    return a.result.tokens != b.result.tokens ? a.result.tokens > b.result.tokens : a.step_time_s < b.step_time_s;
+  });
+  return out;
 }
 
 namespace {

@@ -175,7 +175,7 @@ struct Search {
       if (!wanted(l) || !interleaving_runs(l)) continue;
       ++result.evaluated;
       if (o.on_enumerated) o.on_enumerated(l);
-      if (full) continue;
+      if (full || o.enumerate_only) continue;
       ++result.memory_checked;
       const double peak = peak_memory_bytes(m, cluster, l, residual);
       if (o.peak_band.known ? o.peak_band.upper(peak) > capacity : peak > capacity) {

@@ -573,6 +573,87 @@ TEST(Cli, MtslSaysWhichBatchItHoldsAndTheDefaultFillsThePipeline) {
   EXPECT_NE(text_given.out.find("gbs 64 (64 micro-batches per pipeline)"), std::string::npos) << text_given.out;
 }
 
+// The MTSL carries the band of the peak it was found under: nominal inside it, --risk pessimistic at its low end (the
+// longest sequence at which the band's upper end of the peak fits), as estimate's verdict reads the same band.
+TEST(Cli, MtslHasABandAndAPessimisticReading) {
+  const std::vector<std::string> job = {"mtsl", "--model", "llama3.1-70b", "--lora-rank", "16",        "--tp",    "8",
+                                        "--pp", "2",       "--gpus",       "16",          "--cluster", "dgx-h100"};
+  const auto doc = [&](const std::vector<std::string>& extra) {
+    const Result r = run(with(with(job, extra), {"--json"}));
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto nominal = doc({}), pessimistic = doc({"--risk", "pessimistic"});
+  const auto low = nominal.at("mtsl_tokens_interval").at(0).get<std::int64_t>();
+  const auto high = nominal.at("mtsl_tokens_interval").at(1).get<std::int64_t>();
+  const auto tokens = nominal.at("mtsl_tokens").get<std::int64_t>();
+  EXPECT_LT(low, tokens);
+  EXPECT_GT(high, tokens);
+  EXPECT_EQ(pessimistic.at("mtsl_tokens").get<std::int64_t>(), low);
+  EXPECT_EQ(pessimistic.at("risk"), "pessimistic");
+  EXPECT_EQ(nominal.at("interval_source"), pessimistic.at("interval_source"));
+  // estimate at the pessimistic MTSL: the band's upper end of the peak fits, so the verdict is not uncertain; one
+  // granule more and it is.
+  const auto verdict = [&](std::int64_t seq) {
+    const Result r = run({"estimate", "--model", "llama3.1-70b", "--lora-rank", "16", "--tp", "8", "--pp", "2",
+                          "--gpus", "16", "--cluster", "dgx-h100", "--seq", std::to_string(seq), "--json"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out).at("memory").at("verdict").get<std::string>();
+  };
+  EXPECT_EQ(verdict(low), "fits");
+  EXPECT_EQ(verdict(low + 1), "uncertain");
+  EXPECT_EQ(verdict(tokens), "uncertain");
+  const Result text = run(with(job, {"--risk", "pessimistic"}));
+  EXPECT_NE(text.out.find("MTSL: " + std::to_string(low) + " tokens (--risk pessimistic"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("band: " + std::to_string(low) + " to " + std::to_string(high)), std::string::npos);
+  const Result fsdp = run(with(job, {"--framework", "pytorch-fsdp", "--risk", "pessimistic"}));
+  EXPECT_EQ(fsdp.code, 2);
+  EXPECT_NE(fsdp.err.find("--risk pessimistic needs a held-out band"), std::string::npos) << fsdp.err;
+}
+
+// "The longest sequence Llama 3.1 70B with LoRA trains on 16 H100s, any layout": --any-layout searches rank's space;
+// its winner is as long as any layout given by hand, and the winner given by hand has the MTSL the search found.
+TEST(Cli, MtslOverEveryLayoutFindsTheLongest) {
+  const std::vector<std::string> job = {"mtsl",   "--model", "llama3.1-70b", "--lora-rank", "16",
+                                        "--gpus", "16",      "--cluster",    "dgx-h100",    "--json"};
+  const Result r = run(with(job, {"--any-layout", "--top", "3"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  ASSERT_EQ(doc.at("layouts").size(), 3u);
+  EXPECT_GT(doc.at("searched").get<std::int64_t>(), 100);
+  const auto& best = doc.at("layouts").at(0);
+  const auto longest = best.at("mtsl_tokens").get<std::int64_t>();
+  EXPECT_GE(longest, doc.at("layouts").at(1).at("mtsl_tokens").get<std::int64_t>());
+  const auto by_hand = [&](const std::vector<std::string>& layout) {
+    const Result h = run(with(job, layout));
+    EXPECT_EQ(h.code, 0) << h.err;
+    return nlohmann::json::parse(h.out).at("mtsl_tokens").get<std::int64_t>();
+  };
+  for (const auto& layout : std::vector<std::vector<std::string>>{
+           {"--tp", "8", "--pp", "2"}, {"--tp", "8", "--cp", "2"}, {"--tp", "4", "--cp", "4", "--recompute", "full"}})
+    EXPECT_LE(by_hand(layout), longest);
+  const auto& l = best.at("layout");
+  EXPECT_EQ(by_hand({"--tp", std::to_string(l.at("tp").get<int>()), "--cp", std::to_string(l.at("cp").get<int>()),
+                     "--pp", std::to_string(l.at("pp").get<int>()), "--recompute", l.at("recompute").get<std::string>(),
+                     "--sharding", l.at("sharding_code").get<std::string>()}),
+            longest);
+  const Result constrained = run(with(job, {"--any-layout", "--constraint", "cp=1", "--top", "1"}));
+  ASSERT_EQ(constrained.code, 0) << constrained.err;
+  EXPECT_EQ(nlohmann::json::parse(constrained.out).at("layouts").at(0).at("layout").at("cp"), 1);
+  for (const auto& [extra, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--any-layout", "--tp", "8"}, "--tp does nothing with --any-layout"},
+           {{"--top", "3"}, "--top does nothing without --any-layout"}}) {
+    const Result bad = run(with(job, extra));
+    EXPECT_EQ(bad.code, 2);
+    EXPECT_NE(bad.err.find(message), std::string::npos) << bad.err;
+    EXPECT_TRUE(bad.out.empty());
+  }
+  const Result no_gpus = run({"mtsl", "--model", "llama3.1-70b", "--cluster", "dgx-h100", "--any-layout"});
+  EXPECT_EQ(no_gpus.code, 2);
+  EXPECT_NE(no_gpus.err.find("give --gpus"), std::string::npos) << no_gpus.err;
+}
+
 TEST(CliOutputs, DirectoryOutputsAreRefusedBeforeAnyWork) {
   const auto dir = std::filesystem::temp_directory_path() / ("headroom_cli_outdir_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

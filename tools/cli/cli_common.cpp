@@ -114,6 +114,27 @@ void refuse_given(const CLI::App& app, std::initializer_list<const char*> flags,
   }
 }
 
+ErrorBand risk_band(const std::string& risk, const FrameworkProfile& f) {
+  const std::string word = lower(risk);
+  if (word != "nominal" && word != "pessimistic")
+    throw Error("--risk " + risk + " is not understood (valid: nominal, pessimistic)");
+  if (word == "nominal") return {};
+  if (!f.memory_band.known)
+    throw Error("--risk pessimistic needs a held-out band of the peak, which framework " + f.name +
+                " does not ship (residual.uncertainty)");
+  return f.memory_band;
+}
+
+std::string layout_name(const ModelSpec& m, const Layout& l) {
+  const std::string stages = stage_layers_text(m, l);
+  return "tp" + std::to_string(l.tp) + " cp" + std::to_string(l.cp) + " pp" + std::to_string(l.pp) +
+         (l.vpp > 1 ? "x" + std::to_string(l.vpp) : "") + (stages.empty() ? "" : "[" + stages + "]") + " dp" +
+         std::to_string(l.dp) +
+         (m.num_experts > 0 ? " ep" + std::to_string(l.ep) + " etp" + std::to_string(l.expert_tp()) : "") + " mbs" +
+         std::to_string(l.mbs) + " " + sharding_code(l.sharding) + " rc:" + std::string(to_string(l.recompute)) +
+         (l.schedule == Schedule::gpipe ? " gpipe" : "") + (l.sequence_parallel || l.tp == 1 ? "" : " no-sp");
+}
+
 nlohmann::json interval_json(const ErrorBand& band, double value, double unit) {
   if (!band.known) return nullptr;
   return nlohmann::json::array({band.lower(value) / unit, band.upper(value) / unit});

@@ -69,6 +69,14 @@ void refuse_given(const CLI::App& app, std::initializer_list<const char*> flags,
 nlohmann::json memory_verdict_json(const Plan& r, const Layout& l);
 // [value × (1 − low), value × (1 + high)] divided by `unit`, or null where the band is unknown.
 [[nodiscard]] nlohmann::json interval_json(const ErrorBand& band, double value, double unit = 1.0);
+// --risk (rank, mtsl): nominal, an unknown band (the prediction decides); pessimistic, the framework's held-out band
+// of the peak (its upper end must fit). Throws Error for another word or a framework without a band.
+[[nodiscard]] ErrorBand risk_band(const std::string& risk, const FrameworkProfile& f);
+inline constexpr const char* kRiskHelp =
+    "nominal: a layout fits if its predicted peak does; pessimistic: if the upper end of the held-out band of its "
+    "peak does";
+// A layout in one word group: "tp2 cp1 pp4x2[7+14x8+7] dp8 mbs1 NNG rc:selective" (rank's and mtsl's tables).
+[[nodiscard]] std::string layout_name(const ModelSpec& m, const Layout& l);
 [[nodiscard]] std::string memory_warning(const Plan& r, const Layout& l);
 
 // Version of every JSON document the CLI prints (`schema_version`); raised when a field changes meaning or goes.

@@ -33,16 +33,6 @@ std::string supported_shardings_text(const FrameworkProfile& f) {
   return text;
 }
 
-std::string layout_name(const ModelSpec& m, const Layout& l) {
-  const std::string stages = stage_layers_text(m, l);
-  return "tp" + std::to_string(l.tp) + " cp" + std::to_string(l.cp) + " pp" + std::to_string(l.pp) +
-         (l.vpp > 1 ? "x" + std::to_string(l.vpp) : "") + (stages.empty() ? "" : "[" + stages + "]") + " dp" +
-         std::to_string(l.dp) +
-         (m.num_experts > 0 ? " ep" + std::to_string(l.ep) + " etp" + std::to_string(l.expert_tp()) : "") + " mbs" +
-         std::to_string(l.mbs) + " " + sharding_code(l.sharding) + " rc:" + std::string(to_string(l.recompute)) +
-         (l.schedule == Schedule::gpipe ? " gpipe" : "") + (l.sequence_parallel || l.tp == 1 ? "" : " no-sp");
-}
-
 // A sharding the framework does not list (supported_shardings), searched by --all-shardings or a sharding=
 // constraint: priced as PaRO describes it, but the framework does not launch it.
 bool outside_framework(const FrameworkProfile& f, const Layout& l) {
@@ -132,15 +122,7 @@ SearchOptions search_options(const RankOptions& o, const KnobSettings& k, const 
   for (const auto& c : o.constraints) so.constraints.push_back(parse_constraint(c));
   restrict_to_framework(so, r.framework);
   if (o.all_shardings) so.shardings.clear();  // every PaRO strategy, launchable by the framework or not
-  const std::string risk = lower(o.risk);
-  if (risk != "nominal" && risk != "pessimistic")
-    throw Error("--risk " + o.risk + " is not understood (valid: nominal, pessimistic)");
-  if (risk == "pessimistic") {
-    if (!r.framework.memory_band.known)
-      throw Error("--risk pessimistic needs a held-out band of the peak, which framework " + r.framework.name +
-                  " does not ship (residual.uncertainty)");
-    so.peak_band = r.framework.memory_band;
-  }
+  so.peak_band = risk_band(o.risk, r.framework);
   return so;
 }
 
@@ -263,8 +245,7 @@ void register_rank(CLI::App& app, std::ostream& out) {
                 "search all 14 PaRO strategies, not only those the framework can launch (rows outside the framework "
                 "are marked *; estimate, launch and mtsl refuse them under that framework)");
   sub->add_option("--risk", opts->risk,
-                  "nominal: a layout fits if its predicted peak does; pessimistic: if the upper end of the held-out "
-                  "band of its peak does (the step-time band is one factor for all layouts, so the order stays)")
+                  std::string(kRiskHelp) + " (the step-time band is one factor for all layouts, so the order stays)")
       ->capture_default_str();
   sub->add_flag("--json", opts->json, "print one JSON document");
   sub->callback([opts, &out] { run_rank(*opts, out); });

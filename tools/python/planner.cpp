@@ -158,6 +158,12 @@ py::object Planner::mtsl(KnobSettings k) const {
     d["microbatches"] = l.microbatches();
     d["gbs_given"] = k.given(KnobId::gbs);
     d["mtsl_tokens"] = r.tokens;
+    const MtslInterval band =
+        mtsl_interval(specs_.model, specs_.cluster, l, specs_.framework.residual, specs_.framework.memory_band);
+    d["mtsl_tokens_interval"] = band.known ? py::object(py::cast(std::vector<std::int64_t>{band.low, band.high})) : py::object(py::none());
+    d["risk"] = "nominal";
+    d["interval_source"] =
+        band_source(specs_.framework.memory_band, "framework " + specs_.framework.name + "'s memory model", "MTSL");
     d["granularity_tokens"] = r.granularity;
     d["binding_stage"] = r.binding_stage;
     d["binding_term"] = std::string(r.binding_term);

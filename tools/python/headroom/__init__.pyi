@@ -42,7 +42,8 @@ def mtsl(*, model: str, gpu: str = ..., cluster: str = ..., framework: str = ...
          seq: int = ..., lora_rank: int = ..., lora_targets: str | Sequence[str] = ...,
          recompute: Literal["none", "selective", "full"] = ..., schedule: Literal["1f1b", "interleaved", "gpipe"] = ...,
          sequence_parallel: bool = ..., flash_attention: bool = ..., sharding: str = ..., sweep: str = ...,
-         target_seq: int = ..., profile: str | os.PathLike[str] = ..., max_gpus: int = ...) -> dict[str, Any]: ...
+         target_seq: int = ..., profile: str | os.PathLike[str] = ..., max_gpus: int = ..., risk: str = ...,
+         any_layout: bool = ..., constraint: str | Sequence[str] = ..., top: int = ...) -> dict[str, Any]: ...
 def rank(*, model: str, gpus: int, seq: int, gbs: int, gpu: str = ..., cluster: str = ..., framework: str = ...,
          data_dir: str | os.PathLike[str] = ..., top: int = ..., constraint: str | Sequence[str] = ...,
          precision: Literal["bf16", "fp8"] = ..., fp8_format: Literal["e4m3", "hybrid"] = ...,

@@ -12,7 +12,9 @@
 #include "headroom/estimator/layout.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/residual.hpp"
+#include "headroom/estimator/search.hpp"
 #include "headroom/estimator/spec.hpp"
+#include "headroom/estimator/uncertainty.hpp"
 
 namespace headroom {
 
@@ -38,9 +40,38 @@ struct MtslResult {
 
 // The MTSL of `layout` (its seq is ignored; its batch is kept). Linear in s at every moment of the step →
 // closed form per stage and moment (the smallest wins), checked on both sides; otherwise bisection over
-// multiples of the granularity.
+// multiples of the granularity. A sequence fits when peak_scale × its predicted peak does: 1 is the prediction,
+// 1 + an error band's high end its pessimistic reading (the band's upper end fits).
 [[nodiscard]] MtslResult max_trainable_seq(const ModelSpec& m, const ClusterSpec& c, const Layout& layout,
-                                           const ResidualModel& r);
+                                           const ResidualModel& r, double peak_scale = 1.0);
+
+// The MTSLs at the two ends of the held-out band of the peak (uncertainty.hpp): `low` where the band's upper end
+// fits (a run that long fits however the peak errs within the band), `high` where its lower end does. Unknown
+// without a band.
+struct MtslInterval {
+  std::int64_t low = 0, high = 0;
+  bool known = false;
+};
+[[nodiscard]] MtslInterval mtsl_interval(const ModelSpec& m, const ClusterSpec& c, const Layout& layout,
+                                         const ResidualModel& r, const ErrorBand& peak_band);
+
+// One layout of the search for the longest sequence: its MTSL (at the search's peak_scale), the MTSL's band and the
+// predicted step at the MTSL (0 when nothing fits).
+struct LongestLayout {
+  Layout layout;  // seq = the MTSL
+  MtslResult result;
+  MtslInterval interval;
+  double step_time_s = 0;
+};
+
+// The longest sequence over every layout the framework runs on o.gpus GPUs: rank's search space (search.hpp, with
+// its constraints, shardings, recompute modes and schedules; o.seq is ignored and every CP size admitted) at the
+// micro-batch size of `base`, each layout's MTSL found, longest first and, among equals, fastest at that length.
+// Without o.gbs each layout holds the default batch (framework.hpp default_microbatches per pipeline).
+[[nodiscard]] std::vector<LongestLayout> longest_sequence_layouts(const ModelSpec& m, const ClusterSpec& c,
+                                                                  const Layout& base, const ResidualModel& r,
+                                                                  const PerfCoefficients& coefficients, SearchOptions o,
+                                                                  double peak_scale, const ErrorBand& peak_band);
 
 struct LayoutFit {
   Layout layout;  // seq = the target

@@ -55,6 +55,7 @@ struct SearchOptions {
   // Called with every layout enumerated (constraints met), before its memory is checked: the whole space the search
   // walks, for listings and for tests that check it against validate_layout.
   std::function<void(const Layout&)> on_enumerated;
+  bool enumerate_only = false;  // walk the space for on_enumerated without pricing it (mtsl.hpp's longest layouts)
 };
 
 // Restricts `o` to what the framework can launch (FrameworkProfile's supported_* lists, where given):
