@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "headroom/core/error.hpp"
@@ -45,6 +46,15 @@ TEST(ReadFile, ADeviceThatNeverEndsIsRefusedAtTheLimit) {
     const std::string m = test::within(30, device, [device] { return message(device, "", 1 << 20); });
     EXPECT_EQ(m, std::string(device) + " is larger than 1 MiB, the most headroom reads from one file");
   }
+}
+
+// A named pipe no process writes to is refused at once: opening it for reading would wait for a writer for ever.
+TEST(ReadFile, ANamedPipeNoOneWritesToIsRefusedAtOnce) {
+  const fs::path fifo = fs::temp_directory_path() / ("headroom_read_fifo_" + std::to_string(::getpid()));
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string m = test::within(30, "fifo", [&] { return message(fifo, "--profile fifo", 1 << 20); });
+  EXPECT_EQ(m, "--profile fifo is a named pipe that no process is writing to");
+  fs::remove(fifo);
 }
 
 }  // namespace

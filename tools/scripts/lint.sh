@@ -111,7 +111,7 @@ EOF
 fi
 step "Python: ruff and mypy (pyproject.toml), the package's doctests"
 py_status=0
-python3 -m ruff check "$root/tools/python" "$root/tests/python" "$root/tools/scripts" || py_status=1
+python3 -m ruff check "$root/tools/python" "$root/tests/python" "$root/tests/cli" "$root/tools/scripts" || py_status=1
 (cd "$root/tools/python" && python3 -m mypy --config-file "$root/pyproject.toml" -p headroom) || py_status=1
 if [ -d "$build/python/headroom" ]; then  # the built package (its compiled module) runs the doctests
   (cd "$build/python" && HEADROOM_DATA_DIR="$root/data" python3 -m pytest -q -p no:cacheprovider --doctest-modules \

@@ -39,11 +39,16 @@ std::string read_file_bounded(const std::filesystem::path& path, std::string_vie
   const auto too_large = [&] {
     return Error(named + " is larger than " + limit_text(limit) + ", the most headroom reads from one file");
   };
-  const Descriptor in{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  // Without O_NONBLOCK, opening a named pipe waits for a writer, for ever if none comes; with it the open returns at
+  // once, and the descriptor goes back to blocking reads (a pipe with a writer is read to its end).
+  const Descriptor in{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   if (in.fd < 0) throw cannot_read(errno);
   struct stat st {};
   if (::fstat(in.fd, &st) != 0) throw cannot_read(errno);
   if (S_ISDIR(st.st_mode)) throw Error(named + " is a directory: give a file");
+  const int flags = ::fcntl(in.fd, F_GETFL);
+  if (flags < 0 || ::fcntl(in.fd, F_SETFL, flags & ~O_NONBLOCK) != 0) throw cannot_read(errno);
+  const bool fifo = S_ISFIFO(st.st_mode);
   const bool regular = S_ISREG(st.st_mode);
   if (regular && static_cast<std::uintmax_t>(st.st_size) > limit) throw too_large();
   std::string text;
@@ -54,6 +59,7 @@ std::string read_file_bounded(const std::filesystem::path& path, std::string_vie
     const ssize_t n = ::read(in.fd, buf, std::min(sizeof buf, limit + 1 - text.size()));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw cannot_read(errno);
+    if (n == 0 && fifo && text.empty()) throw Error(named + " is a named pipe that no process is writing to");
     if (n == 0) return text;
     text.append(buf, static_cast<std::size_t>(n));
     if (text.size() > limit) throw too_large();

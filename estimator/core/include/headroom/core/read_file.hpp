@@ -16,7 +16,7 @@ inline constexpr std::size_t kMaxInputFileBytes = std::size_t{256} << 20;
 
 // The bytes of `path`. `name` is how an Error names the file ("--from-runs runs.csv"; empty: the path). Throws Error
 // for a file that cannot be opened, a directory, and anything longer than `limit` bytes: a regular file by its size,
-// before reading; a device or pipe once limit + 1 bytes have come.
+// before reading; a device or pipe once limit + 1 bytes have come; a named pipe no process writes to, at once.
 [[nodiscard]] std::string read_file_bounded(const std::filesystem::path& path, std::string_view name = {},
                                             std::size_t limit = kMaxInputFileBytes);
 
