@@ -60,7 +60,12 @@ KnobValue knob_value(const Knob& k, const py::handle& v) {
         return check_knob(k, static_cast<std::int64_t>(x));
       }
       if (is_bool(v) || !py::hasattr(v, "__index__")) throw Error(field(name) + " " + shown(v) + " is not an integer");
-      const py::int_ i(v.attr("__index__")());
+      py::int_ i;
+      try {
+        i = py::int_(v.attr("__index__")());  // NumPy: an array of more than one value has __index__ but refuses
+      } catch (const py::error_already_set&) {
+        throw Error(field(name) + " " + shown(v) + " is not an integer");
+      }
       int overflow = 0;
       const long long x = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
       if (overflow != 0 || x > kMaxInteger) throw Error(field(name) + " " + shown(v) + " is too large (at most 10^12)");
@@ -78,6 +83,8 @@ KnobValue knob_value(const Knob& k, const py::handle& v) {
       return check_knob(k, PyFloat_AsDouble(v.ptr()));
     case KnobType::list:
       if (!py::isinstance<py::str>(v)) {
+        if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v))
+          throw Error(field(name) + " " + shown(v) + " is not names (a string, or a list or tuple of strings)");
         std::string joined;
         for (const py::handle item : py::iter(v)) {
           if (!py::isinstance<py::str>(item)) throw Error(field(name) + " " + shown(v) + " is not names (strings)");
@@ -218,8 +225,10 @@ py::object integer_column(const Knob& k, const py::handle& value) {
     if (py::len(value.attr("shape")) != 1)
       throw py::value_error("column '" + std::string(k.name) + "' is not one-dimensional");
     const std::string kind = py::str(value.attr("dtype").attr("kind")).cast<std::string>();
-    const bool fits = value.attr("size").cast<std::size_t>() == 0 ||
-                      value.attr("max")().cast<double>() <= static_cast<double>(kMaxInteger);
+    // Signed integers convert exactly; unsigned ones up to int64's maximum. Values past 10^12 are refused row by row
+    // (estimate_many's on_error), as any other invalid row.
+    const bool fits = kind == "i" || value.attr("size").cast<std::size_t>() == 0 ||
+                      value.attr("max")().cast<double>() < 9.2e18;
     if ((kind == "i" || kind == "u") && fits) return np.attr("ascontiguousarray")(value, "int64");
   }
   const py::list items = py::hasattr(value, "tolist") ? py::list(value.attr("tolist")())
