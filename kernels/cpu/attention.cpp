@@ -37,11 +37,19 @@ void forward_head(const float* q, const float* k, const float* v, float* o, floa
     for (std::int64_t j0 = 0; j0 < jend; j0 += kBlock) {
       const std::int64_t bj = std::min(kBlock, jend - j0);
       RowMat sc = (qi * ConstMap(k + j0 * d, bj, d).transpose()) * scale;
-      if (causal && j0 + bj - 1 > i0) mask_block(sc, i0, j0, kNegInf);
+      const bool masked = causal && j0 + bj - 1 > i0;
+      if (masked) mask_block(sc, i0, j0, kNegInf);
       for (std::int64_t r = 0; r < bi; ++r) {
         const float mnew = std::max(m[sz(r)], sc.row(r).maxCoeff());
         const float alpha = std::exp(m[sz(r)] - mnew);
         sc.row(r) = (sc.row(r).array() - mnew).exp().matrix();
+        // Eigen's vectorised exp clamps its argument near -88, so exp(-inf) comes out as a denormal (about 1e-39), not
+        // 0; the P·V product over denormals runs many times slower (most of all at short s, where diagonal blocks are
+        // most of the work). The masked entries are zeroed, as the backward does.
+        if (masked) {
+          const std::int64_t first = std::max<std::int64_t>(0, i0 + r - j0 + 1);
+          if (first < bj) sc.row(r).tail(bj - first).setZero();
+        }
         l[sz(r)] = l[sz(r)] * alpha + sc.row(r).sum();
         acc.row(r) *= alpha;
         m[sz(r)] = mnew;
