@@ -81,7 +81,7 @@ Plan with_profile(Plan plan, const std::string& path, const SpecLibrary& lib) {
 Plan resolve_plan(const PlanRequest& r) {
   const SpecLibrary lib(r.data_dir.empty() ? default_data_dir() : r.data_dir);
   Plan plan;
-  plan.model = lib.model(r.model);
+  plan.model = r.model_spec ? *r.model_spec : lib.model(r.model);
   plan.cluster = resolve_cluster(r, lib);
   plan.framework = lib.framework(r.framework);
   plan.coefficients = default_perf_coefficients(lib, plan.framework.name);

@@ -18,7 +18,7 @@ namespace headroom {
 namespace {
 
 const Plan& plan() {
-  static const Plan p = resolve_plan({"llama3.1-8b", "", "dgx-h100", "megatron", "", test::library().data_dir()});
+  static const Plan p = resolve_plan({"llama3.1-8b", "", "dgx-h100", "megatron", "", test::library().data_dir(), {}});
   return p;
 }
 

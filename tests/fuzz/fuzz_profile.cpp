@@ -18,7 +18,7 @@ const SpecLibrary& library() {
 }
 
 const Plan& resolved() {
-  static const Plan p = resolve_plan({"llama3.1-8b", "", "dgx-h100", "megatron", "", fuzz::data_dir()});
+  static const Plan p = resolve_plan({"llama3.1-8b", "", "dgx-h100", "megatron", "", fuzz::data_dir(), {}});
   return p;
 }
 

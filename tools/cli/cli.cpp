@@ -199,6 +199,9 @@ constexpr std::pair<const char*, const char*> kOptionKinds[] = {{"--top", "INT"}
                                                                 {"--strategy", "NAME|CODE"}};
 // Each command's --help footer.
 constexpr std::pair<const char*, const char*> kExamples[] = {
+    {"check",
+     "headroom check --cluster dgx-h100 -- torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 32 "
+     "--hidden-size 4096 ... --bf16\n  headroom check --cluster dgx-h100 --model llama3.1-8b train.sh"},
     {"estimate",
      "headroom estimate --model llama3.1-8b --cluster dgx-a100-40gb --seq 8192 --tp 4 --pp 2 --gpus 8 "
      "--gbs 1024\n  headroom estimate --model path/to/config.json --gpu h100-80gb --seq 4096 --gpus 8 --json"},
@@ -237,6 +240,7 @@ void build_app(CLI::App& app, std::ostream& out, std::ostream& err) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "headroom 0.1.0");
   register_calibrate(app, out, err);
+  register_check(app, out);
   register_comm(app, out);
   register_estimate(app, out);
   register_launch(app, out);

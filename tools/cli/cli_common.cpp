@@ -30,7 +30,7 @@ SpecLibrary SpecOptions::library() const {
 }
 
 PlanRequest SpecOptions::request(const std::string& profile) const {
-  return {model, gpu, cluster, framework, profile, data_dir};
+  return {model, gpu, cluster, framework, profile, data_dir, {}};
 }
 
 namespace {
@@ -112,6 +112,29 @@ void refuse_given(const CLI::App& app, std::initializer_list<const char*> flags,
     const CLI::Option* o = app.get_option_no_throw(flag);
     if (o != nullptr && o->count() > 0) throw Error(std::string(flag) + " does nothing " + std::string(why));
   }
+}
+
+KnobSettings knob_settings_of(const std::map<std::string, std::string>& columns) {
+  KnobSettings k;
+  for (const auto& [column, value] : columns) {
+    const Knob* x = find_knob(column);
+    if (x == nullptr) continue;
+    if (k.given(x->id)) throw Error("two columns give " + std::string(x->name) + " (" + column + " is another name)");
+    k.set(x->id, parse_knob(*x, value));
+  }
+  return k;
+}
+
+Layout rank_base(const Plan& plan, const LayoutRequest& q) {
+  Layout base = default_layout(plan.framework);
+  base.lora.rank = q.lora_rank;
+  if (q.lora_targets) base.lora.targets = *q.lora_targets;
+  require_fp8_recipe(plan.framework, q.fp8);
+  base.fp8 = q.fp8;
+  base.fp8_param_gather = q.fp8_param_gather;
+  require_tp_comm_overlap(plan.framework, q.tp_comm_overlap);
+  base.tp_comm_overlap = q.tp_comm_overlap;
+  return base;
 }
 
 ErrorBand risk_band(const std::string& risk, const FrameworkProfile& f) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <ostream>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -75,6 +76,12 @@ nlohmann::json memory_verdict_json(const Plan& r, const Layout& l);
 inline constexpr const char* kRiskHelp =
     "nominal: a layout fits if its predicted peak does; pessimistic: if the upper end of the held-out band of its "
     "peak does";
+// A run's columns (a runs table's, a log's or a command's layout: knobs.hpp names or older ones) as knob settings, by
+// the knobs' grammar; two columns giving one knob are an Error.
+[[nodiscard]] KnobSettings knob_settings_of(const std::map<std::string, std::string>& columns);
+// What every layout rank searches shares, from the request's knobs the search does not vary: the framework's
+// defaults with the request's LoRA, FP8 and TP-overlap settings (each checked against the framework).
+[[nodiscard]] Layout rank_base(const Plan& plan, const LayoutRequest& q);
 // A layout in one word group: "tp2 cp1 pp4x2[7+14x8+7] dp8 mbs1 NNG rc:selective" (rank's and mtsl's tables).
 [[nodiscard]] std::string layout_name(const ModelSpec& m, const Layout& l);
 [[nodiscard]] std::string memory_warning(const Plan& r, const Layout& l);

@@ -32,7 +32,8 @@ void print_table(std::ostream& out, const Plan& r, const Layout& l, const Memory
       << l.dp << "\n";
   out << assumed_cluster_line(r.cluster);
   out << "seq " << l.seq << ", mbs " << l.mbs << ", gbs " << l.gbs << " (" << l.microbatches()
-      << (l.microbatches() == 1 ? " micro-batch" : " micro-batches") << " per pipeline), " << r.framework.name << ": SP " << (l.sequence_parallel ? "on" : "off") << ", "
+      << (l.microbatches() == 1 ? " micro-batch" : " micro-batches") << " per pipeline), " << r.framework.name
+      << ": SP " << (l.sequence_parallel ? "on" : "off") << ", "
       << (l.flash_attention ? "FlashAttention" : "no FlashAttention") << ", " << to_string(l.schedule)
       << (l.vpp > 1 ? " x" + std::to_string(l.vpp) : "") << ", recompute " << to_string(l.recompute) << ", sharding "
       << sharding_code(l.sharding) << " (parameters/gradients/optimizer states: N none, I in a node, G over DP)\n\n";

@@ -206,15 +206,7 @@ void run_rank(const RankOptions& o, std::ostream& out) {
   const Plan r = resolve_plan(o.specs.request(o.profile));  // a calibration profile replaces its datasheet numbers
   const KnobSettings k = o.layout.settings();
   const SearchOptions so = search_options(o, k, r);
-  const LayoutRequest q = layout_request(k, r.framework);
-  Layout base = default_layout(r.framework);
-  base.lora.rank = q.lora_rank;
-  if (q.lora_targets) base.lora.targets = *q.lora_targets;
-  require_fp8_recipe(r.framework, q.fp8);
-  base.fp8 = q.fp8;
-  base.fp8_param_gather = q.fp8_param_gather;
-  require_tp_comm_overlap(r.framework, q.tp_comm_overlap);
-  base.tp_comm_overlap = q.tp_comm_overlap;
+  const Layout base = rank_base(r, layout_request(k, r.framework));
   const SearchResult res = rank_layouts(r.model, r.cluster, base, r.framework.residual, r.coefficients, so);
   if (o.json)
     print_json(out, rank_json(r, base, so, res));

@@ -38,6 +38,7 @@ struct CalibrateRunsDefaults {
 // `progress`: where a line at every tenth of a large table's rows goes (nullptr: nowhere).
 void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDefaults& defaults,
                    const std::string& out_path, bool json, std::ostream& out, std::ostream* progress);
+void register_check(CLI::App& app, std::ostream& out);
 void register_comm(CLI::App& app, std::ostream& out);
 void register_estimate(CLI::App& app, std::ostream& out);
 void register_launch(CLI::App& app, std::ostream& out);

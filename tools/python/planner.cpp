@@ -136,7 +136,7 @@ KnobSettings knob_settings(const py::kwargs& kwargs) {
 Planner::Planner(const std::string& model, const std::string& cluster, const std::string& gpu,
                  const std::string& framework, const std::string& profile, const std::string& data_dir) {
   try {
-    specs_ = resolve_plan({model, gpu, cluster, framework, profile, data_dir});
+    specs_ = resolve_plan({model, gpu, cluster, framework, profile, data_dir, {}});
     context_.emplace(specs_);
   } catch (const Error& e) {
     raise(e);

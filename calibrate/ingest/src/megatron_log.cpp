@@ -13,6 +13,7 @@
 
 #include "headroom/core/error.hpp"
 #include "headroom/core/knobs.hpp"
+#include "megatron_args.hpp"
 #include "text.hpp"
 
 namespace headroom::calibrate {
@@ -160,6 +161,12 @@ std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>
   m.qkv_bias = arg(args, "add_qkv_bias").value_or("False") == "True";
   m.learned_positions = arg(args, "position_embedding_type").value_or("learned_absolute") == "learned_absolute";
   m.qk_norm = arg(args, "qk_layernorm").value_or("False") == "True";
+  // Dropout on the attention probabilities stores its mask and output (memory.cpp); arguments.py's default is 0.1.
+  if (const auto p = arg(args, "attention_dropout")) {
+    const double x = std::strtod(p->c_str(), nullptr);
+    if (!(x >= 0.0 && x < 1.0)) throw Error(std::string(where) + ": attention_dropout '" + *p + "' is not in [0, 1)");
+    m.attention_dropout = x;
+  }
   megatron_experts(args, m, where);
   if (const auto window = arg(args, "window_size"); window && *window != "None")
     throw Error(std::string(where) + ": window_size " + *window +
@@ -214,13 +221,19 @@ std::map<std::string, std::string> megatron_layout(const std::map<std::string, s
 
 }  // namespace
 
-MeasuredRun parse_megatron_log(std::string_view text, std::string_view where) {
-  const auto lines = lines_of(text);
-  const auto args = megatron_arguments(lines, where);
+MeasuredRun megatron_run_from_arguments(const std::map<std::string, std::string>& args,
+                                        const std::vector<std::string_view>& lines, std::string_view where) {
   MeasuredRun run;
   run.source = std::string(where);
   run.layout = megatron_layout(args, where);
   run.model = megatron_model(args, lines, where);
+  return run;
+}
+
+MeasuredRun parse_megatron_log(std::string_view text, std::string_view where) {
+  const auto lines = lines_of(text);
+  const auto args = megatron_arguments(lines, where);
+  MeasuredRun run = megatron_run_from_arguments(args, lines, where);
   std::vector<double> step_ms, tflops;
   for (const auto line : lines) {
     if (line.find(" iteration ") == std::string_view::npos && line.rfind("iteration ", 0) != 0) {

@@ -25,6 +25,7 @@ namespace headroom {
 struct PlanRequest {
   std::string model, gpu, cluster, framework = "megatron", profile;
   std::filesystem::path data_dir;
+  std::optional<ModelSpec> model_spec;  // a model read elsewhere (a launch command's flags), instead of `model`
 };
 
 // The specs and coefficients a request prices with, resolved once: nothing changes them afterwards.

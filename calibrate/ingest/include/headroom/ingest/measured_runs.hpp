@@ -49,6 +49,18 @@ struct MeasuredRun {
 // `where` when the text has no arguments block, or neither an iteration line nor an out-of-memory error.
 [[nodiscard]] MeasuredRun parse_megatron_log(std::string_view text, std::string_view where);
 
+// A Megatron-LM launch command: the launcher's tokens (torchrun --nproc-per-node N --nnodes M) then
+// pretrain_gpt.py and its flags, read as arguments.py parses them, with its defaults where the model or layout needs
+// one (the global batch, the FFN width, the padded vocabulary, attention dropout 0.1). `gpus` is the world size when
+// no launcher gives it (0: from the launcher). Every flag is either read (the model, the layout), or ignored with
+// the reason (learning rate, data, logging, ...); any other flag, partial recompute, or no --bf16 is an Error naming
+// it. The run has no measurement.
+struct MegatronCommand {
+  MeasuredRun run;
+  std::vector<std::string> read, ignored, notes;
+};
+[[nodiscard]] MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, std::int64_t gpus,
+                                                     std::string_view where);
 // A torchtitan log (torchtitan/components/metrics.py: "step: n  loss: ...  memory: x GiB(p%)  tps: t
 // tflops: f  mfu: m%", tps per GPU, memory the max reserved since the last log) with the job's TOML config
 // (torchtitan/config/job_config.py sections [model], [training], [parallelism], [activation_checkpoint]).

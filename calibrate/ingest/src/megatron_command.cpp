@@ -1,0 +1,297 @@
+// A Megatron-LM launch command (torchrun ... pretrain_gpt.py --flags), read into the run a log of it would give:
+// the flags as megatron/training/arguments.py parses them (dest names, store_true and store_false), its defaults
+// where the model or the layout needs one, then the same readers as a log's arguments block.
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <map>
+
+#include "headroom/core/error.hpp"
+#include "headroom/core/knobs.hpp"
+#include "headroom/ingest/measured_runs.hpp"
+#include "megatron_args.hpp"
+
+namespace headroom::calibrate {
+namespace {
+
+enum class Arity { value, store_true, store_false, values };  // values: every token up to the next flag
+
+struct Flag {
+  std::string_view flag, dest;
+  Arity arity;
+  std::string_view ignored_because;  // empty: read into the model or the layout
+};
+
+// The model's flags (megatron/training/arguments.py, _add_network_size_args and the transformer config's), read by
+// megatron_model, and the flags that change neither memory nor time, each with why (the check prints it).
+constexpr std::array kFlags = {
+    Flag{"--num-layers", "num_layers", Arity::value, ""},
+    Flag{"--hidden-size", "hidden_size", Arity::value, ""},
+    Flag{"--ffn-hidden-size", "ffn_hidden_size", Arity::value, ""},
+    Flag{"--num-attention-heads", "num_attention_heads", Arity::value, ""},
+    Flag{"--group-query-attention", "group_query_attention", Arity::store_true, ""},
+    Flag{"--num-query-groups", "num_query_groups", Arity::value, ""},
+    Flag{"--kv-channels", "kv_channels", Arity::value, ""},
+    Flag{"--vocab-size", "vocab_size", Arity::value, ""},
+    Flag{"--make-vocab-size-divisible-by", "make_vocab_size_divisible_by", Arity::value, ""},
+    Flag{"--max-position-embeddings", "max_position_embeddings", Arity::value, ""},
+    Flag{"--untie-embeddings-and-output-weights", "untie_embeddings_and_output_weights", Arity::store_true, ""},
+    Flag{"--normalization", "normalization", Arity::value, ""},
+    Flag{"--swiglu", "swiglu", Arity::store_true, ""},
+    Flag{"--disable-bias-linear", "add_bias_linear", Arity::store_false, ""},
+    Flag{"--add-qkv-bias", "add_qkv_bias", Arity::store_true, ""},
+    Flag{"--position-embedding-type", "position_embedding_type", Arity::value, ""},
+    Flag{"--use-rotary-position-embeddings", "use_rotary_position_embeddings", Arity::store_true, ""},
+    Flag{"--qk-layernorm", "qk_layernorm", Arity::store_true, ""},
+    Flag{"--attention-dropout", "attention_dropout", Arity::value, ""},
+    Flag{"--num-experts", "num_experts", Arity::value, ""},
+    Flag{"--moe-router-topk", "moe_router_topk", Arity::value, ""},
+    Flag{"--moe-ffn-hidden-size", "moe_ffn_hidden_size", Arity::value, ""},
+    Flag{"--moe-shared-expert-intermediate-size", "moe_shared_expert_intermediate_size", Arity::value, ""},
+    Flag{"--moe-shared-expert-gate", "moe_shared_expert_gate", Arity::store_true, ""},
+    Flag{"--moe-layer-freq", "moe_layer_freq", Arity::value, ""},
+    Flag{"--multi-latent-attention", "multi_latent_attention", Arity::store_true, ""},
+    Flag{"--q-lora-rank", "q_lora_rank", Arity::value, ""},
+    Flag{"--kv-lora-rank", "kv_lora_rank", Arity::value, ""},
+    Flag{"--qk-head-dim", "qk_head_dim", Arity::value, ""},
+    Flag{"--qk-pos-emb-head-dim", "qk_pos_emb_head_dim", Arity::value, ""},
+    Flag{"--v-head-dim", "v_head_dim", Arity::value, ""},
+    Flag{"--window-size", "window_size", Arity::value, ""},
+    Flag{"--use-distributed-optimizer", "use_distributed_optimizer", Arity::store_true, ""},
+    Flag{"--recompute-method", "recompute_method", Arity::value, ""},
+    Flag{"--recompute-num-layers", "recompute_num_layers", Arity::value, ""},
+    Flag{"--bf16", "bf16", Arity::store_true, ""},
+    Flag{"--hidden-dropout", "hidden_dropout", Arity::value, ""},
+    // The data-parallel overlap the framework's coefficients assume (dp_overlap, fitted on runs that overlap).
+    Flag{"--overlap-grad-reduce", "overlap_grad_reduce", Arity::store_true, ""},
+    Flag{"--overlap-param-gather", "overlap_param_gather", Arity::store_true, ""},
+    Flag{"--attention-backend", "attention_backend", Arity::value, ""},
+    Flag{"--use-flash-attn", "use_flash_attn", Arity::store_true, ""},  // FlashAttention: as priced
+    Flag{"--fp8-amax-history-len", "fp8_amax_history_len", Arity::value,
+         "FP8 delayed scaling's amax history: a few KiB a tensor"},
+    Flag{"--fp8-amax-compute-algo", "fp8_amax_compute_algo", Arity::value, "FP8 delayed scaling's amax reduction"},
+    // Optimizer hyper-parameters, schedules, data, tokenizer, checkpoints, logging: no bytes, no time per step.
+    Flag{"--lr", "lr", Arity::value, "learning rate"},
+    Flag{"--min-lr", "min_lr", Arity::value, "learning rate"},
+    Flag{"--decoupled-lr", "decoupled_lr", Arity::value, "learning rate"},
+    Flag{"--decoupled-min-lr", "decoupled_min_lr", Arity::value, "learning rate"},
+    Flag{"--lr-decay-style", "lr_decay_style", Arity::value, "learning-rate schedule"},
+    Flag{"--lr-decay-iters", "lr_decay_iters", Arity::value, "learning-rate schedule"},
+    Flag{"--lr-decay-samples", "lr_decay_samples", Arity::value, "learning-rate schedule"},
+    Flag{"--lr-warmup-fraction", "lr_warmup_fraction", Arity::value, "learning-rate schedule"},
+    Flag{"--lr-warmup-iters", "lr_warmup_iters", Arity::value, "learning-rate schedule"},
+    Flag{"--lr-warmup-samples", "lr_warmup_samples", Arity::value, "learning-rate schedule"},
+    Flag{"--weight-decay", "weight_decay", Arity::value, "optimizer hyper-parameter"},
+    Flag{"--adam-beta1", "adam_beta1", Arity::value, "optimizer hyper-parameter"},
+    Flag{"--adam-beta2", "adam_beta2", Arity::value, "optimizer hyper-parameter"},
+    Flag{"--adam-eps", "adam_eps", Arity::value, "optimizer hyper-parameter"},
+    Flag{"--clip-grad", "clip_grad", Arity::value, "gradient clipping (one norm per step)"},
+    Flag{"--init-method-std", "init_method_std", Arity::value, "initialisation"},
+    Flag{"--seed", "seed", Arity::value, "random seed"},
+    Flag{"--train-iters", "train_iters", Arity::value, "length of training"},
+    Flag{"--train-samples", "train_samples", Arity::value, "length of training"},
+    Flag{"--exit-duration-in-mins", "exit_duration_in_mins", Arity::value, "length of training"},
+    Flag{"--exit-interval", "exit_interval", Arity::value, "length of training"},
+    Flag{"--data-path", "data_path", Arity::values, "data"},
+    Flag{"--split", "split", Arity::value, "data"},
+    Flag{"--mock-data", "mock_data", Arity::store_true, "data"},
+    Flag{"--data-cache-path", "data_cache_path", Arity::value, "data"},
+    Flag{"--num-workers", "num_workers", Arity::value, "data loading on the CPU"},
+    Flag{"--vocab-file", "vocab_file", Arity::value, "tokenizer"},
+    Flag{"--merge-file", "merge_file", Arity::value, "tokenizer"},
+    Flag{"--tokenizer-type", "tokenizer_type", Arity::value, "tokenizer"},
+    Flag{"--tokenizer-model", "tokenizer_model", Arity::value, "tokenizer"},
+    Flag{"--tiktoken-pattern", "tiktoken_pattern", Arity::value, "tokenizer"},
+    Flag{"--save", "save", Arity::value, "checkpoints"},
+    Flag{"--load", "load", Arity::value, "checkpoints"},
+    Flag{"--save-interval", "save_interval", Arity::value, "checkpoints (between steps)"},
+    Flag{"--log-interval", "log_interval", Arity::value, "logging"},
+    Flag{"--eval-interval", "eval_interval", Arity::value, "evaluation (between steps)"},
+    Flag{"--eval-iters", "eval_iters", Arity::value, "evaluation (between steps)"},
+    Flag{"--tensorboard-dir", "tensorboard_dir", Arity::value, "logging"},
+    Flag{"--wandb-project", "wandb_project", Arity::value, "logging"},
+    Flag{"--wandb-exp-name", "wandb_exp_name", Arity::value, "logging"},
+    Flag{"--use-mcore-models", "use_mcore_models", Arity::store_true, "the model code (Megatron Core, the default)"},
+    Flag{"--distributed-backend", "distributed_backend", Arity::value, "process group backend (nccl)"},
+    Flag{"--no-create-attention-mask-in-dataloader", "create_attention_mask_in_dataloader", Arity::store_false, "data"},
+    Flag{"--no-mmap-bin-files", "mmap_bin_files", Arity::store_false, "data"},
+};
+
+const Flag* find_flag(std::string_view name) {
+  for (const Flag& f : kFlags)
+    if (f.flag == name) return &f;
+  return nullptr;
+}
+
+// A knob's Megatron-LM flag: the one of its spellings that arguments.py takes for its log_key, and how it is given.
+struct KnobFlag {
+  std::string_view dest;
+  Arity arity;
+};
+std::optional<KnobFlag> knob_flag(std::string_view name) {
+  // Spellings whose dest is not the flag's words (arguments.py).
+  if (name == "--fp8-format") return KnobFlag{"fp8", Arity::value};
+  if (name == "--num-virtual-stages-per-pipeline-rank")
+    return KnobFlag{"virtual_pipeline_model_parallel_size", Arity::value};
+  if (name == "--num-layers-per-virtual-pipeline-stage")
+    return KnobFlag{"num_layers_per_virtual_pipeline_stage", Arity::value};
+  if (name == "--no-overlap-p2p-communication") return KnobFlag{"overlap_p2p_comm", Arity::store_false};
+  if (name == "--cpu-offloading") return KnobFlag{"cpu_offloading", Arity::store_true};
+  for (const Knob& k : knobs()) {
+    if (k.log_key.empty()) continue;
+    std::string flag = "--" + std::string(k.log_key);
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    if (flag == name) return KnobFlag{k.log_key, k.type == KnobType::flag ? Arity::store_true : Arity::value};
+  }
+  return std::nullopt;
+}
+
+std::int64_t positive(const std::string& text, std::string_view what, std::string_view where) {
+  std::int64_t x = 0;
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
+  if (ec != std::errc() || p != text.data() + text.size() || x <= 0)
+    throw Error(std::string(where) + ": " + std::string(what) + " '" + text + "' is not a positive integer");
+  return x;
+}
+
+std::string get(const std::map<std::string, std::string>& a, const std::string& key, const std::string& fallback) {
+  const auto it = a.find(key);
+  return it == a.end() ? fallback : it->second;
+}
+
+}  // namespace
+
+MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, std::int64_t gpus,
+                                       std::string_view where) {
+  const std::string w(where);
+  const auto script = std::find_if(tokens.begin(), tokens.end(), [](const std::string& t) {
+    return t.size() > 3 && t.compare(t.size() - 3, 3, ".py") == 0;
+  });
+  if (script == tokens.end())
+    throw Error(w + ": no training script (pretrain_gpt.py) in the command: give the line that launches it");
+  const std::string name = script->substr(script->find_last_of('/') + 1);
+  if (name != "pretrain_gpt.py")
+    throw Error(w + ": " + name + " is not Megatron-LM's pretrain_gpt.py (the one training script check reads)");
+  MegatronCommand out;
+  // torchrun's world: --nproc-per-node × --nnodes (torch/distributed/run.py; both spellings).
+  std::int64_t per_node = 0, nodes = 1;
+  for (auto t = tokens.begin(); t != script; ++t) {
+    const auto value = [&](std::string_view flag) -> std::optional<std::string> {
+      if (*t == flag) {
+        if (t + 1 == script) throw Error(w + ": " + std::string(flag) + " has no value");
+        return *(t + 1);
+      }
+      if (t->rfind(std::string(flag) + "=", 0) == 0) return t->substr(flag.size() + 1);
+      return std::nullopt;
+    };
+    for (const char* f : {"--nproc_per_node", "--nproc-per-node"})
+      if (const auto v = value(f)) per_node = positive(*v, f, where);
+    if (const auto v = value("--nnodes")) nodes = positive(*v, "--nnodes", where);
+  }
+  std::map<std::string, std::string> args;
+  for (auto t = script + 1; t != tokens.end(); ++t) {
+    std::string flag = *t, inline_value;
+    if (flag.rfind("--", 0) != 0) throw Error(w + ": '" + flag + "' follows no flag");
+    const auto eq = flag.find('=');
+    const bool has_inline = eq != std::string::npos;
+    if (has_inline) inline_value = flag.substr(eq + 1), flag = flag.substr(0, eq);
+    const Flag* known = find_flag(flag);
+    const std::optional<KnobFlag> k = known ? std::nullopt : knob_flag(flag);
+    if (known == nullptr && !k)
+      throw Error(w + ": " + flag +
+                  ": a Megatron-LM flag headroom does not read, so it cannot tell whether it changes memory or time "
+                  "(check --ignore " +
+                  flag + " prices the job without it)");
+    const Arity arity = known ? known->arity : k->arity;
+    const std::string dest(known ? known->dest : k->dest);
+    std::string value;
+    if (arity == Arity::store_true || arity == Arity::store_false) {
+      if (has_inline) throw Error(w + ": " + flag + " takes no value");
+      value = arity == Arity::store_true ? "True" : "False";
+    } else if (has_inline) {
+      value = inline_value;
+    } else {
+      if (t + 1 == tokens.end() || (t + 1)->rfind("--", 0) == 0) throw Error(w + ": " + flag + " has no value");
+      value = *++t;
+      while (arity == Arity::values && t + 1 != tokens.end() && (t + 1)->rfind("--", 0) != 0) value += " " + *++t;
+    }
+    if (args.contains(dest) && arity != Arity::values) throw Error(w + ": " + flag + " is given twice");
+    args[dest] = value;
+    if (known && !known->ignored_because.empty())
+      out.ignored.push_back(flag + " (" + std::string(known->ignored_because) + ")");
+    else
+      out.read.push_back(flag + (arity == Arity::store_true || arity == Arity::store_false ? "" : " " + value));
+  }
+  // What arguments.py would print for the rest: its defaults, and what it derives.
+  if (per_node > 0) {
+    if (gpus > 0 && gpus != per_node * nodes)
+      throw Error(w + ": --gpus " + std::to_string(gpus) + " but the launcher starts " +
+                  std::to_string(per_node * nodes) + " processes (--nproc-per-node x --nnodes)");
+    gpus = per_node * nodes;
+  }
+  if (gpus <= 0)
+    throw Error(w +
+                ": the world size is unknown: launch with torchrun --nproc-per-node N [--nnodes M], or give --gpus");
+  args["world_size"] = std::to_string(gpus);
+  for (const char* key : {"tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size"})
+    if (!args.contains(key)) args[key] = "1";
+  if (!args.contains("micro_batch_size")) args["micro_batch_size"] = "1";  // arguments.py's default
+  const std::int64_t t = positive(args["tensor_model_parallel_size"], "--tensor-model-parallel-size", where);
+  const std::int64_t model_gpus =
+      t * positive(args["pipeline_model_parallel_size"], "--pipeline-model-parallel-size", where) *
+      positive(args["context_parallel_size"], "--context-parallel-size", where);
+  if (gpus % model_gpus != 0)
+    throw Error(w + ": " + std::to_string(gpus) +
+                " GPUs are not a multiple of tp x pp x cp = " + std::to_string(model_gpus));
+  // arguments.py: the global batch defaults to micro-batch x data-parallel size.
+  if (!args.contains("global_batch_size"))
+    args["global_batch_size"] =
+        std::to_string(positive(args["micro_batch_size"], "--micro-batch-size", where) * (gpus / model_gpus));
+  if (!args.contains("seq_length")) throw Error(w + ": no --seq-length: the sequence length is required");
+  // arguments.py: ffn_hidden_size defaults to 4h, or int(4h·2/3 / 64)·64 with --swiglu.
+  if (!args.contains("ffn_hidden_size") && args.contains("hidden_size")) {
+    const std::int64_t h = positive(args["hidden_size"], "--hidden-size", where);
+    args["ffn_hidden_size"] =
+        std::to_string(args.contains("swiglu") ? static_cast<std::int64_t>(4.0 * h * 2 / 3 / 64) * 64 : 4 * h);
+  }
+  if (args.contains("use_rotary_position_embeddings")) args["position_embedding_type"] = "rope";
+  // The padded vocabulary (megatron/training/tokenizer/tokenizer.py _vocab_size_with_padding): a multiple of
+  // make_vocab_size_divisible_by (128) x tp.
+  if (args.contains("vocab_size")) {
+    const std::int64_t v = positive(args["vocab_size"], "--vocab-size", where);
+    const std::int64_t multiple =
+        positive(get(args, "make_vocab_size_divisible_by", "128"), "--make-vocab-size-divisible-by", where) * t;
+    args["padded_vocab_size"] = std::to_string((v + multiple - 1) / multiple * multiple);
+  }
+  if (!args.contains("attention_dropout")) args["attention_dropout"] = "0.1";  // arguments.py's default
+  const std::string hidden_dropout = get(args, "hidden_dropout", "0.1");
+  if (std::stod(hidden_dropout) > 0)
+    out.notes.push_back("hidden dropout " + hidden_dropout +
+                        (args.contains("hidden_dropout") ? "" : " (Megatron-LM's default)") +
+                        ": its masks (one byte a hidden element, twice a layer) are not priced");
+  if (args.contains("recompute_method")) {
+    const std::string method = args["recompute_method"];
+    if (get(args, "recompute_granularity", "") != "full")
+      throw Error(w + ": --recompute-method " + method + " needs --recompute-granularity full");
+    const std::int64_t layers = positive(get(args, "recompute_num_layers", "1"), "--recompute-num-layers", where);
+    if (method != "uniform" || layers != 1)
+      throw Error(w + ": --recompute-method " + method + " --recompute-num-layers " + std::to_string(layers) +
+                  ": only every layer recomputed (uniform, 1) is priced");
+  }
+  // Megatron-LM's attention backends: auto, flash and fused (cuDNN) run fused kernels, as priced; unfused and local
+  // materialise the s x s scores, which only --no-flash-attn prices (not a Megatron-LM flag).
+  if (const std::string b = get(args, "attention_backend", "auto"); b != "auto" && b != "flash" && b != "fused")
+    throw Error(w + ": --attention-backend " + b + ": only the fused kernels (auto, flash, fused) are priced");
+  const std::int64_t dp = gpus / model_gpus;
+  if (dp > 1 && !args.contains("overlap_grad_reduce"))
+    out.notes.push_back(
+        "no --overlap-grad-reduce: the gradient reduction then runs after the backward, while the "
+        "framework's coefficients (dp_overlap) assume it overlapped: the step may be longer");
+  if (!args.contains("bf16"))
+    throw Error(w + ": no --bf16: headroom prices BF16 training (and FP8 on top of it); FP16 and FP32 are not priced");
+  out.run = megatron_run_from_arguments(args, {}, where);
+  return out;
+}
+
+}  // namespace headroom::calibrate

@@ -1,0 +1,169 @@
+// `headroom check`: a Megatron-LM launch command read as arguments.py reads it and priced as estimate prices the same
+// job; the exit code is the verdict; every flag is read or ignored with its reason, any other refused naming it; the
+// command `launch` writes reads back as the layout it was written from.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "../cli_support.hpp"
+
+namespace headroom {
+namespace {
+
+using Result = test::CliResult;
+constexpr auto run = &test::run_cli;
+
+// Llama 3.1 8B as Megatron-LM's examples/llama script launches it (its flags, written out; BF16).
+std::vector<std::string> llama8b(const std::vector<std::string>& layout) {
+  std::vector<std::string> c = {"torchrun",
+                                "--nproc_per_node",
+                                "8",
+                                "--nnodes",
+                                "2",
+                                "pretrain_gpt.py",
+                                "--use-mcore-models",
+                                "--num-layers",
+                                "32",
+                                "--hidden-size",
+                                "4096",
+                                "--ffn-hidden-size",
+                                "14336",
+                                "--num-attention-heads",
+                                "32",
+                                "--group-query-attention",
+                                "--num-query-groups",
+                                "8",
+                                "--kv-channels",
+                                "128",
+                                "--seq-length",
+                                "8192",
+                                "--max-position-embeddings",
+                                "8192",
+                                "--position-embedding-type",
+                                "rope",
+                                "--attention-dropout",
+                                "0.0",
+                                "--hidden-dropout",
+                                "0.0",
+                                "--swiglu",
+                                "--normalization",
+                                "RMSNorm",
+                                "--untie-embeddings-and-output-weights",
+                                "--disable-bias-linear",
+                                "--lr",
+                                "0.00015",
+                                "--bf16",
+                                "--use-distributed-optimizer",
+                                "--overlap-grad-reduce",
+                                "--mock-data",
+                                "--tokenizer-type",
+                                "NullTokenizer",
+                                "--vocab-size",
+                                "128256"};
+  c.insert(c.end(), layout.begin(), layout.end());
+  return c;
+}
+
+std::vector<std::string> check(const std::vector<std::string>& flags, const std::vector<std::string>& command) {
+  std::vector<std::string> args = {"check", "--cluster", "dgx-h100"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.push_back("--");
+  args.insert(args.end(), command.begin(), command.end());
+  return args;
+}
+
+TEST(Check, PricesTheCommandAsEstimatePricesTheSameJob) {
+  const std::vector<std::string> layout = {"--tensor-model-parallel-size",
+                                           "2",
+                                           "--pipeline-model-parallel-size",
+                                           "2",
+                                           "--sequence-parallel",
+                                           "--micro-batch-size",
+                                           "1",
+                                           "--global-batch-size",
+                                           "64",
+                                           "--recompute-granularity",
+                                           "selective"};
+  const Result r = run(check({"--json"}, llama8b(layout)));
+  ASSERT_TRUE(r.code == 0 || r.code == 3) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  const Result e = run({"estimate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192", "--tp", "2",
+                        "--pp", "2", "--gpus", "16", "--gbs", "64", "--recompute", "selective", "--json"});
+  ASSERT_EQ(e.code, 0) << e.err;
+  const auto est = nlohmann::json::parse(e.out);
+  EXPECT_EQ(doc.at("layout").at("dp"), 4);
+  EXPECT_EQ(doc.at("layout").at("gpus"), 16);
+  EXPECT_EQ(doc.at("memory").at("stages"), est.at("memory").at("stages"));
+  EXPECT_DOUBLE_EQ(doc.at("perf").at("step_time_s").get<double>(), est.at("perf").at("step_time_s").get<double>());
+  EXPECT_EQ(doc.at("verdict"), est.at("memory").at("verdict"));
+  EXPECT_EQ(r.code, est.at("memory").at("verdict") == "fits" ? 0 : 3);
+  const auto& ignored = doc.at("flags_ignored");
+  EXPECT_NE(std::find(ignored.begin(), ignored.end(), "--lr (learning rate)"), ignored.end()) << ignored;
+}
+
+TEST(Check, TheExitCodeIsTheVerdict) {
+  // No recompute at tp 1: out of memory (exit 4), with the fastest layouts of the same job that fit.
+  const Result oom = run(check({}, llama8b({"--micro-batch-size", "1", "--global-batch-size", "64"})));
+  EXPECT_EQ(oom.code, 4) << oom.err << oom.out;
+  EXPECT_NE(oom.out.find("memory: oom"), std::string::npos) << oom.out;
+  EXPECT_NE(oom.out.find("the fastest layouts of the same job that fit:\n  "), std::string::npos) << oom.out;
+  EXPECT_NE(oom.out.find("--tensor-model-parallel-size"), std::string::npos) << oom.out;
+  const Result fits = run(check(
+      {}, llama8b({"--tensor-model-parallel-size", "4", "--sequence-parallel", "--recompute-granularity", "full",
+                   "--recompute-method", "uniform", "--recompute-num-layers", "1", "--global-batch-size", "64"})));
+  EXPECT_EQ(fits.code, 0) << fits.err << fits.out;
+  EXPECT_NE(fits.out.find("memory: fits"), std::string::npos) << fits.out;
+}
+
+TEST(Check, EveryFlagIsReadOrIgnoredOrRefusedByName) {
+  auto command = llama8b({"--global-batch-size", "64", "--frobnicate", "3"});
+  const Result bad = run(check({}, command));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(bad.out.empty());
+  EXPECT_NE(bad.err.find("--frobnicate: a Megatron-LM flag headroom does not read"), std::string::npos) << bad.err;
+  const Result ignored = run(check({"--ignore", "--frobnicate", "--json"}, command));
+  ASSERT_NE(ignored.code, 2) << ignored.err;
+  const auto doc = nlohmann::json::parse(ignored.out);
+  const auto& list = doc.at("flags_ignored");
+  EXPECT_NE(std::find(list.begin(), list.end(), "--frobnicate 3 (--ignore)"), list.end()) << list;
+  for (const auto& [extra, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "4"},
+            "only every layer recomputed"},
+           {{"--attention-backend", "unfused"}, "--attention-backend unfused"}}) {
+    const Result r = run(check({}, llama8b(extra)));
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
+  auto fp16 = llama8b({});
+  std::erase(fp16, std::string("--bf16"));
+  const Result r = run(check({}, fp16));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no --bf16"), std::string::npos) << r.err;
+}
+
+// What launch writes, check reads back as the layout launch was given.
+TEST(Check, ReadsBackWhatLaunchWrites) {
+  const std::vector<std::string> job = {"--model", "llama3.1-8b", "--cluster",   "dgx-h100", "--seq",  "8192",
+                                        "--tp",    "2",           "--pp",        "2",        "--gpus", "16",
+                                        "--gbs",   "64",          "--recompute", "selective"};
+  std::vector<std::string> launch = {"launch"};
+  launch.insert(launch.end(), job.begin(), job.end());
+  const Result l = run(launch);
+  ASSERT_EQ(l.code, 0) << l.err;
+  const auto script = std::filesystem::temp_directory_path() / ("headroom_check_" + std::to_string(::getpid()));
+  std::ofstream(script) << l.out;
+  const Result c = run({"check", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--json", script.string()});
+  std::filesystem::remove(script);
+  ASSERT_TRUE(c.code == 0 || c.code == 3) << c.err;
+  std::vector<std::string> estimate = {"estimate", "--json"};
+  estimate.insert(estimate.end(), job.begin(), job.end());
+  const Result e = run(estimate);
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_EQ(nlohmann::json::parse(c.out).at("layout"), nlohmann::json::parse(e.out).at("layout"));
+}
+
+}  // namespace
+}  // namespace headroom

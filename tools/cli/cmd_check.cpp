@@ -1,0 +1,276 @@
+// `headroom check -- torchrun ... pretrain_gpt.py --flags`: the pre-flight check of a Megatron-LM launch command as it
+// is: the flags read (and those ignored, with why), the verdict per stage with its band, the step time and MFU with
+// theirs, and the faster layouts of the same job that fit, as the flags to change. The exit code says the verdict:
+// 0 fits, 3 uncertain, 4 out of memory (2 refused, as every command).
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "cli_common.hpp"
+#include "commands.hpp"
+#include "headroom/core/error.hpp"
+#include "headroom/core/read_file.hpp"
+#include "headroom/estimator/search.hpp"
+#include "headroom/estimator/sharding.hpp"
+#include "headroom/ingest/measured_runs.hpp"
+
+namespace headroom::cli {
+namespace {
+
+struct CheckOptions {
+  SpecOptions specs;
+  std::string gpus;
+  std::string profile;
+  std::vector<std::string> ignore;
+  std::string top = "3";
+  std::vector<std::string> command;
+  bool json = false;
+};
+
+constexpr int kExitUncertain = 3, kExitOom = 4;
+
+// A launch script's one line that runs pretrain_gpt.py, continuation lines joined, split into words as the shell would
+// without expansions: a script whose line uses variables is refused (its values are the shell's to give).
+std::vector<std::string> script_tokens(const std::string& path) {
+  const std::string text = read_file_bounded(path, path);
+  std::string joined;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\\' && i + 1 < text.size() && text[i + 1] == '\n') {
+      ++i;
+      continue;
+    }
+    joined += text[i];
+  }
+  std::size_t start = 0;
+  while (start < joined.size()) {
+    const std::size_t end = std::min(joined.find('\n', start), joined.size());
+    const std::string line = joined.substr(start, end - start);
+    start = end + 1;
+    const auto first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#' || line.find("pretrain_gpt.py") == std::string::npos) continue;
+    if (line.find('$') != std::string::npos)
+      throw Error(path +
+                  ": the line that runs pretrain_gpt.py uses shell variables ($...), whose values are the shell's: "
+                  "give the command as it runs, after --");
+    std::vector<std::string> words;
+    std::string word;
+    char quote = 0;
+    bool in_word = false;
+    for (const char c : line) {
+      if (quote != 0) {
+        if (c == quote)
+          quote = 0;
+        else
+          word += c;
+      } else if (c == '\'' || c == '"') {
+        quote = c, in_word = true;
+      } else if (c == '#' && !in_word) {
+        break;
+      } else if (c == ' ' || c == '\t') {
+        if (in_word) words.push_back(word), word.clear(), in_word = false;
+      } else {
+        word += c, in_word = true;
+      }
+    }
+    if (quote != 0) throw Error(path + ": an unclosed quote on the line that runs pretrain_gpt.py");
+    if (in_word) words.push_back(word);
+    return words;
+  }
+  throw Error(path + ": no line runs pretrain_gpt.py");
+}
+
+// --ignore FLAG: the flag and the value after it (a token not starting with --) leave the command, listed as ignored.
+std::vector<std::string> without_ignored(const std::vector<std::string>& tokens, const std::vector<std::string>& ignore,
+                                         std::vector<std::string>& ignored) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const std::string flag = tokens[i].substr(0, tokens[i].find('='));
+    if (std::find(ignore.begin(), ignore.end(), flag) == ignore.end()) {
+      out.push_back(tokens[i]);
+      continue;
+    }
+    std::string shown = tokens[i];
+    if (tokens[i].find('=') == std::string::npos && i + 1 < tokens.size() && tokens[i + 1].rfind("--", 0) != 0)
+      shown += " " + tokens[++i];
+    ignored.push_back(shown + " (--ignore)");
+  }
+  for (const std::string& flag : ignore)
+    if (std::none_of(ignored.begin(), ignored.end(), [&](const std::string& x) { return x.rfind(flag, 0) == 0; }))
+      throw Error("--ignore " + flag + ": the command has no such flag");
+  return out;
+}
+
+// The flags to change from the command's layout to `to`, in Megatron-LM's spelling.
+std::vector<std::string> flag_changes(const Layout& from, const Layout& to) {
+  std::vector<std::string> out;
+  const auto count = [&](const char* flag, std::int64_t a, std::int64_t b) {
+    if (a != b) out.push_back(std::string(flag) + " " + std::to_string(b) + " (was " + std::to_string(a) + ")");
+  };
+  count("--tensor-model-parallel-size", from.tp, to.tp);
+  count("--pipeline-model-parallel-size", from.pp, to.pp);
+  count("--context-parallel-size", from.cp, to.cp);
+  count("--num-virtual-stages-per-pipeline-rank", from.vpp, to.vpp);
+  count("--micro-batch-size", from.mbs, to.mbs);
+  if (from.recompute != to.recompute)
+    out.push_back(
+        to.recompute == Recompute::none
+            ? "no --recompute-granularity (was " + std::string(to_string(from.recompute)) + ")"
+            : "--recompute-granularity " + std::string(to_string(to.recompute)) +
+                  (to.recompute == Recompute::full ? " --recompute-method uniform --recompute-num-layers 1" : ""));
+  if (from.sequence_parallel != to.sequence_parallel && to.tp > 1)
+    out.push_back(to.sequence_parallel ? "--sequence-parallel" : "no --sequence-parallel");
+  if (from.sharding != to.sharding)
+    out.push_back(to.sharding.optimizer != Shard::none ? "--use-distributed-optimizer"
+                                                       : "no --use-distributed-optimizer");
+  return out;
+}
+
+std::string verdict_of(const Estimate& e) { return e.memory.verdict; }
+
+void run_check(const CheckOptions& o, std::ostream& out) {
+  if (o.command.empty()) throw Error("give the launch command after -- (or a script that runs pretrain_gpt.py)");
+  std::vector<std::string> tokens = o.command;
+  std::string where = "the command";
+  if (tokens.size() == 1 && std::filesystem::is_regular_file(tokens.front())) {
+    where = tokens.front();
+    tokens = script_tokens(tokens.front());
+  }
+  std::vector<std::string> ignored;
+  tokens = without_ignored(tokens, o.ignore, ignored);
+  const std::int64_t gpus = o.gpus.empty() ? 0 : parse_count("--gpus", o.gpus);
+  calibrate::MegatronCommand cmd = calibrate::parse_megatron_command(tokens, gpus, where);
+  cmd.ignored.insert(cmd.ignored.begin(), ignored.begin(), ignored.end());
+  PlanRequest req = o.specs.request(o.profile);
+  if (o.specs.model.empty()) {
+    if (!cmd.run.model)
+      throw Error(where +
+                  ": no --vocab-size in the command, so the model is not whole: give --model (a shipped name "
+                  "or a config.json)");
+    req.model_spec = *cmd.run.model;
+    req.model_spec->name = "the command's model";
+  }
+  const Plan plan = resolve_plan(req);
+  if (cmd.run.model) {  // --model given too: it must be the command's model
+    const ModelSpec &a = *cmd.run.model, &b = plan.model;
+    const auto differ = [&](const char* what, std::int64_t x, std::int64_t y) {
+      if (x != y)
+        throw Error("--model " + b.name + " has " + what + " " + std::to_string(y) + ", the command " +
+                    std::to_string(x));
+    };
+    if (!o.specs.model.empty()) {
+      differ("hidden size", a.hidden_size, b.hidden_size);
+      differ("layers", a.num_layers, b.num_layers);
+      differ("attention heads", a.num_heads, b.num_heads);
+      differ("KV heads", a.num_kv_heads, b.num_kv_heads);
+      differ("FFN width", a.ffn_hidden_size, b.ffn_hidden_size);
+    }
+  }
+  KnobSettings k = knob_settings_of(cmd.run.layout);
+  const Layout layout = plan_layout(plan, k);
+  const Estimate e = estimate(plan, PlanContext(plan), layout);
+  // The faster layouts of the same job (its GPUs, sequence and batch) that fit, as rank searches them.
+  SearchOptions so;
+  so.gpus = layout.gpus(), so.seq = layout.seq, so.gbs = layout.gbs;
+  so.top = 64;
+  restrict_to_framework(so, plan.framework);
+  const SearchResult res = rank_layouts(plan.model, plan.cluster, rank_base(plan, layout_request(k, plan.framework)),
+                                        plan.framework.residual, plan.coefficients, so);
+  const std::size_t top = static_cast<std::size_t>(parse_count("--top", o.top));
+  // Where the command fits: the faster layouts; where it may not: the fastest that fit.
+  const bool fits = e.memory.verdict == "fits";
+  std::vector<const RankedLayout*> faster;
+  for (const RankedLayout& x : res.best)
+    if ((!fits || x.step_time_s < e.perf.step_time_s) && faster.size() < top && !flag_changes(layout, x.layout).empty())
+      faster.push_back(&x);
+  const std::string verdict = verdict_of(e);
+  if (o.json) {
+    nlohmann::json alts = nlohmann::json::array();
+    for (const RankedLayout* x : faster) {
+      alts.push_back({{"layout", layout_to_json(plan.model, x->layout)},
+                      {"step_time_s", x->step_time_s},
+                      {"peak_gib", x->peak_bytes / kGiB},
+                      {"change", flag_changes(layout, x->layout)}});
+    }
+    nlohmann::json doc = {{"source", where},
+                          {"flags_read", cmd.read},
+                          {"flags_ignored", cmd.ignored},
+                          {"notes", cmd.notes},
+                          {"model", plan.model.name},
+                          {"framework", plan.framework.name},
+                          {"layout", layout_to_json(plan.model, layout)},
+                          {"verdict", verdict},
+                          {"faster", alts}};
+    add_cluster_json(doc, plan.cluster);
+    doc.update(to_json(e));
+    print_json(out, doc);
+  } else {
+    out << "headroom check: " << where << ": " << plan.model.name << " on " << layout.gpus() << " x "
+        << plan.cluster.gpu.name << " (" << plan.cluster.name << "), " << plan.framework.name << "\n"
+        << assumed_cluster_line(plan.cluster);
+    out << "read (" << cmd.read.size() << "):";
+    for (const auto& f : cmd.read) out << " " << f << ";";
+    out << "\nignored (" << cmd.ignored.size() << "):";
+    for (const auto& f : cmd.ignored) out << " " << f << ";";
+    out << "\n";
+    for (const auto& n : cmd.notes) out << "note: " << n << "\n";
+    out << "layout: " << layout_name(plan.model, layout) << ", gbs " << layout.gbs << ", seq " << layout.seq << "\n";
+    char line[320];
+    for (const auto& s : e.memory.stages) {
+      std::snprintf(line, sizeof line, "  stage %-3lld %8.2f GiB of %.2f\n", static_cast<long long>(s.stage),
+                    static_cast<double>(s.total) / kGiB, e.memory.capacity_gib);
+      out << line;
+    }
+    std::snprintf(line, sizeof line, "memory: %s, peak %.2f GiB (stage %lld) of %.2f GiB", verdict.c_str(),
+                  e.memory.peak_gib, static_cast<long long>(e.memory.peak_stage), e.memory.capacity_gib);
+    out << line;
+    if (e.memory.peak_gib_interval)
+      out << ", band " << format_gib((*e.memory.peak_gib_interval)[0] * kGiB) << "-"
+          << format_gib((*e.memory.peak_gib_interval)[1] * kGiB) << " GiB";
+    out << "\n";
+    std::snprintf(line, sizeof line, "step: %.3f s, %.0f tokens/s, MFU %.1f%%", e.perf.step_time_s, e.perf.tokens_per_s,
+                  100 * e.perf.mfu);
+    out << line;
+    if (e.perf.step_time_s_interval) {
+      std::snprintf(line, sizeof line, ", band %.3f-%.3f s", (*e.perf.step_time_s_interval)[0],
+                    (*e.perf.step_time_s_interval)[1]);
+      out << line;
+    }
+    out << " (coefficients " << e.perf.coefficients << ")\n";
+    if (faster.empty()) {
+      out << "no " << (fits ? "faster " : "") << "layout of these " << layout.gpus() << " GPUs fits\n";
+    } else {
+      out << (fits ? "faster layouts of the same job that fit:\n" : "the fastest layouts of the same job that fit:\n");
+      for (const RankedLayout* x : faster) {
+        std::snprintf(line, sizeof line, "  %.3f s (%.0f%% of the step), peak %.2f GiB:", x->step_time_s,
+                      100 * x->step_time_s / e.perf.step_time_s, x->peak_bytes / kGiB);
+        out << line;
+        for (const auto& c : flag_changes(layout, x->layout)) out << " " << c << ";";
+        out << "\n";
+      }
+    }
+  }
+  out.flush();
+  if (verdict == "oom") throw QuietExit(kExitOom);
+  if (verdict == "uncertain") throw QuietExit(kExitUncertain);
+}
+
+}  // namespace
+
+void register_check(CLI::App& app, std::ostream& out) {
+  auto opts = std::make_shared<CheckOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "check", "pre-flight check of a Megatron-LM launch command as it is (exit 0 fits, 3 uncertain, 4 out of memory)");
+  opts->specs.add_to(*sub, false);
+  sub->add_option("--gpus", opts->gpus, "the world size, when the command has no torchrun --nproc-per-node");
+  sub->add_option("--profile", opts->profile, "performance coefficients JSON or a calibration profile");
+  sub->add_option("--ignore", opts->ignore, "price the job without this flag of the command (repeatable)");
+  sub->add_option("--top", opts->top, "how many faster layouts to show")->capture_default_str();
+  sub->add_flag("--json", opts->json, "print one JSON document");
+  sub->add_option("command", opts->command,
+                  "the launch command after -- (torchrun ... pretrain_gpt.py ...), or a "
+                  "script whose line runs pretrain_gpt.py");
+  sub->callback([opts, &out] { run_check(*opts, out); });
+}
+
+}  // namespace headroom::cli
