@@ -3,10 +3,10 @@
 # Idempotent: does nothing when everything is already there.
 set -euo pipefail
 # libopenmpi-dev/openmpi-bin: calibrate --mpi; clang + libclang-rt-14-dev: the libFuzzer targets;
-# clang-tidy + clang-format + cppcheck: the lint gate in .ci/run.
+# clang-tidy + clang-format + cppcheck: the lint gate in .ci/run; chromium: the plan page's test (headless).
 packages=(cmake g++ make libeigen3-dev nlohmann-json3-dev libcli11-dev libboost-graph-dev libgtest-dev
           libgmock-dev libbenchmark-dev pybind11-dev libopenmpi-dev openmpi-bin clang libclang-rt-14-dev
-          clang-tidy clang-format cppcheck)
+          clang-tidy clang-format cppcheck chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -5,6 +5,8 @@
 #include <memory>
 
 #include "cli_common.hpp"
+#include "headroom/core/atomic_file.hpp"
+#include "plan_page.hpp"
 #include "commands.hpp"
 #include "headroom/core/error.hpp"
 #include "headroom/estimator/lora.hpp"
@@ -24,6 +26,7 @@ struct RankOptions {
   std::string profile;
   bool all_shardings = false;
   std::string risk = "nominal";
+  std::string html;  // the plan page
   bool json = false;
 };
 
@@ -162,6 +165,18 @@ nlohmann::json rank_json(const Plan& r, const Layout& base, const SearchOptions&
   return doc;
 }
 
+// The plan page's data: the --json document and, per ranked row, its estimate (stages, breakdown, sources) and launch.
+nlohmann::json plan_page_json(const Plan& r, const Layout& base, const SearchOptions& so, const SearchResult& res) {
+  nlohmann::json doc = rank_json(r, base, so, res);
+  const PlanContext context(r);
+  nlohmann::json details = nlohmann::json::array();
+  for (const auto& x : res.best)
+    details.push_back({{"estimate", to_json(estimate(r, context, x.layout))},
+                       {"launch", megatron_line(launch_export(r.model, r.cluster, x.layout))}});
+  doc["details"] = details;
+  return doc;
+}
+
 void print_rank(std::ostream& out, const Plan& r, const Layout& base, const SearchOptions& so,
                 const SearchResult& res) {
   out << "headroom rank: " << r.model.name << " on " << so.gpus << " x " << r.cluster.gpu.name << " (" << r.cluster.name
@@ -207,7 +222,9 @@ void run_rank(const RankOptions& o, std::ostream& out) {
   const KnobSettings k = o.layout.settings();
   const SearchOptions so = search_options(o, k, r);
   const Layout base = rank_base(r, layout_request(k, r.framework));
+  if (!o.html.empty()) (void)check_output_path(o.html, "--html");  // before the search
   const SearchResult res = rank_layouts(r.model, r.cluster, base, r.framework.residual, r.coefficients, so);
+  if (!o.html.empty()) write_file_atomically(o.html, plan_page_html(plan_page_json(r, base, so, res)));
   if (o.json)
     print_json(out, rank_json(r, base, so, res));
   else
@@ -239,6 +256,9 @@ void register_rank(CLI::App& app, std::ostream& out) {
   sub->add_option("--risk", opts->risk,
                   std::string(kRiskHelp) + " (the step-time band is one factor for all layouts, so the order stays)")
       ->capture_default_str();
+  sub->add_option("--html", opts->html,
+                  "also write the plan page: one self-contained HTML file (sortable layouts, Pareto front, memory "
+                  "and step breakdown of a clicked layout, its launch command)");
   sub->add_flag("--json", opts->json, "print one JSON document");
   sub->callback([opts, &out] { run_rank(*opts, out); });
 }

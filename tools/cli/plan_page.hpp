@@ -1,0 +1,18 @@
+// The plan page: one self-contained HTML file (no network, no external script or style) of a ranked search, to share
+// with a team: the ranked layouts (sortable), the Pareto front of step time against peak memory with the bands, the
+// per-stage memory bars and step-time breakdown of the layout clicked, where the coefficients came from, and that
+// layout's launch command with a copy button. Colours from the Okabe-Ito palette (distinct under the common colour
+// blindnesses), every bar also labelled; print hides the controls.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace headroom::cli {
+
+// `doc`: rank's --json document with "details": one entry per row of "layouts", each {"estimate": estimate --json's
+// memory and perf, "launch": the Megatron-LM line}. The page reads `#select=N` to open row N as a click would.
+[[nodiscard]] std::string plan_page_html(const nlohmann::json& doc);
+
+}  // namespace headroom::cli
