@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The plan page as a person uses it: `rank --html` writes one self-contained file (no network, no external script or
-style); headless Chromium opens it, a click on a layout row (the page's #select=N runs the row's click handler) fills
+style), and so does `check --html`; headless Chromium opens them, a click on a layout row (the page's #select=N runs the row's click handler) fills
 the selected layout's numbers, and every number the DOM shows is compared with `rank --json`. A screenshot is kept.
 
     tests/cli/plan_page_test.py --headroom build/bin/headroom [--chromium chromium] [--screenshot FILE]
@@ -98,6 +98,27 @@ def main():
             name = dom.by_id.get("sel-name", "")
             expect(f"tp{x['layout']['tp']} " in name and f"pp{x['layout']['pp']}" in name, f"row {n}: the name {name}")
             expect("--tensor-model-parallel-size" in dom.by_id.get("launch", ""), f"row {n}: no launch command")
+        # check --html: the same page of the command's job, the command's layout first and selected.
+        command = ["torchrun", "--nproc_per_node", "8", "pretrain_gpt.py", "--num-layers", "32", "--hidden-size",
+                   "4096", "--num-attention-heads", "32", "--group-query-attention", "--num-query-groups", "8",
+                   "--ffn-hidden-size", "14336", "--seq-length", "8192", "--swiglu", "--normalization", "RMSNorm",
+                   "--disable-bias-linear", "--untie-embeddings-and-output-weights", "--position-embedding-type",
+                   "rope", "--attention-dropout", "0", "--bf16", "--vocab-size", "128256",
+                   "--tensor-model-parallel-size", "2", "--sequence-parallel", "--global-batch-size", "32",
+                   "--recompute-granularity", "selective", "--use-distributed-optimizer", "--overlap-grad-reduce"]
+        page2 = os.path.join(tmp, "check.html")
+        r = subprocess.run([o.headroom, "check", "--cluster", "dgx-h100", "--json", "--html", page2, "--", *command],
+                           capture_output=True, text=True)
+        expect(r.returncode in (0, 3, 4), f"check exited {r.returncode}: {r.stderr}")
+        out = subprocess.run([o.chromium, "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + tmp,
+                              "--virtual-time-budget=5000", "--dump-dom", f"file://{page2}"],
+                             capture_output=True, text=True, timeout=120).stdout
+        dom = Dom()
+        dom.feed(out)
+        check = json.loads(r.stdout)
+        expect(dom.by_id.get("sel-name", "").startswith("the command: "), f"check page: {dom.by_id.get('sel-name')}")
+        expect(dom.by_id.get("sel-step", "").strip() == f"{check['perf']['step_time_s']:.3f}",
+               f"check page: step {dom.by_id.get('sel-step')}, check --json {check['perf']['step_time_s']}")
         subprocess.run([o.chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                         "--user-data-dir=" + tmp, "--window-size=1250,2200", "--screenshot=" + os.path.abspath(
                             o.screenshot), f"file://{page}#select=1"], capture_output=True, timeout=120)

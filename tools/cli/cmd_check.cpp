@@ -9,11 +9,13 @@
 
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "headroom/core/atomic_file.hpp"
 #include "headroom/core/error.hpp"
 #include "headroom/core/read_file.hpp"
 #include "headroom/estimator/search.hpp"
 #include "headroom/estimator/sharding.hpp"
 #include "headroom/ingest/measured_runs.hpp"
+#include "plan_page.hpp"
 
 namespace headroom::cli {
 namespace {
@@ -24,6 +26,7 @@ struct CheckOptions {
   std::string profile;
   std::vector<std::string> ignore;
   std::string top = "3";
+  std::string html;  // the plan page of the job, the command's layout first
   std::vector<std::string> command;
   bool json = false;
 };
@@ -166,6 +169,7 @@ void run_check(const CheckOptions& o, std::ostream& out) {
       differ("FFN width", a.ffn_hidden_size, b.ffn_hidden_size);
     }
   }
+  if (!o.html.empty()) (void)check_output_path(o.html, "--html");
   KnobSettings k = knob_settings_of(cmd.run.layout);
   const Layout layout = plan_layout(plan, k);
   const Estimate e = estimate(plan, PlanContext(plan), layout);
@@ -174,8 +178,17 @@ void run_check(const CheckOptions& o, std::ostream& out) {
   so.gpus = layout.gpus(), so.seq = layout.seq, so.gbs = layout.gbs;
   so.top = 64;
   restrict_to_framework(so, plan.framework);
-  const SearchResult res = rank_layouts(plan.model, plan.cluster, rank_base(plan, layout_request(k, plan.framework)),
-                                        plan.framework.residual, plan.coefficients, so);
+  const Layout base = rank_base(plan, layout_request(k, plan.framework));
+  const SearchResult res = rank_layouts(plan.model, plan.cluster, base, plan.framework.residual, plan.coefficients, so);
+  if (!o.html.empty()) {
+    SearchResult page = res;
+    page.best.insert(page.best.begin(),
+                     RankedLayout{layout, e.perf.step_time_s, e.perf.tokens_per_s, e.perf.tflops_per_gpu, e.perf.mfu,
+                                  e.memory.peak_gib * kGiB, e.memory.capacity_gib * kGiB});
+    nlohmann::json doc = plan_page_json(plan, base, so, page);
+    doc["layouts"][0]["label"] = "the command";
+    write_file_atomically(o.html, plan_page_html(doc));
+  }
   const std::size_t top = static_cast<std::size_t>(parse_count("--top", o.top));
   // Where the command fits: the faster layouts; where it may not: the fastest that fit.
   const bool fits = e.memory.verdict == "fits";
@@ -266,6 +279,8 @@ void register_check(CLI::App& app, std::ostream& out) {
   sub->add_option("--profile", opts->profile, "performance coefficients JSON or a calibration profile");
   sub->add_option("--ignore", opts->ignore, "price the job without this flag of the command (repeatable)");
   sub->add_option("--top", opts->top, "how many faster layouts to show")->capture_default_str();
+  sub->add_option("--html", opts->html,
+                  "also write the plan page of the job, the command's layout first (rank --html)");
   sub->add_flag("--json", opts->json, "print one JSON document");
   sub->add_option("command", opts->command,
                   "the launch command after -- (torchrun ... pretrain_gpt.py ...), or a "

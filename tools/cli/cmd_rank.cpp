@@ -165,18 +165,6 @@ nlohmann::json rank_json(const Plan& r, const Layout& base, const SearchOptions&
   return doc;
 }
 
-// The plan page's data: the --json document and, per ranked row, its estimate (stages, breakdown, sources) and launch.
-nlohmann::json plan_page_json(const Plan& r, const Layout& base, const SearchOptions& so, const SearchResult& res) {
-  nlohmann::json doc = rank_json(r, base, so, res);
-  const PlanContext context(r);
-  nlohmann::json details = nlohmann::json::array();
-  for (const auto& x : res.best)
-    details.push_back({{"estimate", to_json(estimate(r, context, x.layout))},
-                       {"launch", megatron_line(launch_export(r.model, r.cluster, x.layout))}});
-  doc["details"] = details;
-  return doc;
-}
-
 void print_rank(std::ostream& out, const Plan& r, const Layout& base, const SearchOptions& so,
                 const SearchResult& res) {
   out << "headroom rank: " << r.model.name << " on " << so.gpus << " x " << r.cluster.gpu.name << " (" << r.cluster.name
@@ -232,6 +220,17 @@ void run_rank(const RankOptions& o, std::ostream& out) {
 }
 
 }  // namespace
+
+nlohmann::json plan_page_json(const Plan& r, const Layout& base, const SearchOptions& so, const SearchResult& res) {
+  nlohmann::json doc = rank_json(r, base, so, res);
+  const PlanContext context(r);
+  nlohmann::json details = nlohmann::json::array();
+  for (const auto& x : res.best)
+    details.push_back({{"estimate", to_json(estimate(r, context, x.layout))},
+                       {"launch", megatron_line(launch_export(r.model, r.cluster, x.layout))}});
+  doc["details"] = details;
+  return doc;
+}
 
 void register_rank(CLI::App& app, std::ostream& out) {
   auto opts = std::make_shared<RankOptions>();

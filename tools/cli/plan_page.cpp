@@ -62,7 +62,8 @@ document.getElementById("title").textContent = "headroom plan: " + D.model + " o
 document.getElementById("job").textContent = "cluster " + D.cluster + ", framework " + D.framework + ", seq " + D.seq +
   ", global batch " + D.gbs + ", " + D.precision + (D.lora ? ", LoRA rank " + D.lora.rank : "") + "; " + D.evaluated +
   " layouts searched, " + D.fitting + " fit, " + D.layouts.length + " shown";
-const cols = [["#", r => r.i + 1, 0], ["layout", r => name(r.x.layout), null], ["step s", r => r.x.step_time_s, 3],
+const label = x => (x.label ? x.label + ": " : "") + name(x.layout);
+const cols = [["#", r => r.i + 1, 0], ["layout", r => label(r.x), null], ["step s", r => r.x.step_time_s, 3],
   ["tokens/s", r => r.x.tokens_per_s, 0], ["TFLOP/s", r => r.x.tflops_per_gpu, 1], ["MFU %", r => 100 * r.x.mfu, 1],
   ["peak GiB", r => r.x.peak_gib, 2], ["margin GiB", r => r.x.margin_gib, 2], ["verdict", r => r.x.verdict, null]];
 const rows = D.layouts.map((x, i) => ({x, i}));
@@ -171,7 +172,7 @@ function drawBreakdown(est) {
 function select(i) {
   selected = i; drawTable();
   const x = D.layouts[i], d = D.details[i];
-  document.getElementById("sel-name").textContent = name(x.layout);
+  document.getElementById("sel-name").textContent = label(x);
   document.getElementById("sel-step").textContent = f(x.step_time_s, 3);
   document.getElementById("sel-tokens").textContent = f(x.tokens_per_s, 0);
   document.getElementById("sel-mfu").textContent = f(100 * x.mfu, 1);

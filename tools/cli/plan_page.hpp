@@ -9,7 +9,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "headroom/estimator/plan.hpp"
+#include "headroom/estimator/search.hpp"
+
 namespace headroom::cli {
+
+// The page's data for a search (cmd_rank.cpp): rank's --json document and, per row of res.best, its estimate and
+// Megatron-LM launch line. A row may carry a "label" (check's "the command"), shown before its layout.
+[[nodiscard]] nlohmann::json plan_page_json(const Plan& r, const Layout& base, const SearchOptions& so,
+                                            const SearchResult& res);
 
 // `doc`: rank's --json document with "details": one entry per row of "layouts", each {"estimate": estimate --json's
 // memory and perf, "launch": the Megatron-LM line}. The page reads `#select=N` to open row N as a click would.
