@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The plan page as a person uses it: `rank --html` writes one self-contained file (no network, no external script or
-style), and so does `check --html`; headless Chromium opens them, a click on a layout row (the page's #select=N runs the row's click handler) fills
-the selected layout's numbers, and every number the DOM shows is compared with `rank --json`. A screenshot is kept.
+style), and so does `check --html`; headless Chromium opens them, a click on a layout row (the page's #select=N runs
+the row's click handler) fills the selected layout's numbers, and every number the DOM shows is compared with `rank
+--json` (and `check --json`). A screenshot is kept.
 
     tests/cli/plan_page_test.py --headroom build/bin/headroom [--chromium chromium] [--screenshot FILE]
 
