@@ -25,6 +25,19 @@ std::string gib(double value) {
   return buf;
 }
 
+// The knobs the answer depends on that the user left to a default, said as such.
+std::string defaults_line(const LayoutOptions& o, const Plan& r) {
+  std::string text;
+  const auto add = [&](KnobId id, const std::string& what) {
+    if (!o.given(id)) text += (text.empty() ? "" : ", ") + what;
+  };
+  add(KnobId::gbs, "gbs (dp x mbs, times pp with a pipeline)");
+  add(KnobId::mbs, "mbs 1");
+  add(KnobId::recompute, "recompute (" + r.framework.name + "'s)");
+  add(KnobId::sharding, "sharding (" + r.framework.name + "'s)");
+  return text.empty() ? "" : "defaults taken: " + text + "\n";
+}
+
 void print_table(std::ostream& out, const Plan& r, const Layout& l, const MemoryResult& e) {
   char line[256];
   out << "headroom estimate: " << r.model.name << " on " << r.cluster.gpu.name << " (" << r.cluster.name << "), "
@@ -154,6 +167,7 @@ void run_estimate(const EstimateOptions& o, std::ostream& out) {
   const Estimate x = estimate(r, PlanContext(r), l);
   if (!o.json) {
     print_table(out, r, l, x.memory);
+    out << defaults_line(o.layout, r);
     print_experts(out, r.model, l);
     print_perf(out, x.perf, r.cluster.gpu.name, l.fp8 != Fp8Recipe::none);
     return;
