@@ -122,10 +122,10 @@ std::vector<std::string> flag_changes(const Layout& from, const Layout& to) {
             : "--recompute-granularity " + std::string(to_string(to.recompute)) +
                   (to.recompute == Recompute::full ? " --recompute-method uniform --recompute-num-layers 1" : ""));
   if (from.sequence_parallel != to.sequence_parallel && to.tp > 1)
-    out.push_back(to.sequence_parallel ? "--sequence-parallel" : "no --sequence-parallel");
+    out.emplace_back(to.sequence_parallel ? "--sequence-parallel" : "no --sequence-parallel");
   if (from.sharding != to.sharding)
-    out.push_back(to.sharding.optimizer != Shard::none ? "--use-distributed-optimizer"
-                                                       : "no --use-distributed-optimizer");
+    out.emplace_back(to.sharding.optimizer != Shard::none ? "--use-distributed-optimizer"
+                                                          : "no --use-distributed-optimizer");
   return out;
 }
 

@@ -249,11 +249,10 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
     args["global_batch_size"] =
         std::to_string(positive(args["micro_batch_size"], "--micro-batch-size", where) * (gpus / model_gpus));
   if (!args.contains("seq_length")) throw Error(w + ": no --seq-length: the sequence length is required");
-  // arguments.py: ffn_hidden_size defaults to 4h, or int(4h·2/3 / 64)·64 with --swiglu.
+  // arguments.py: ffn_hidden_size defaults to 4h, or int(4h·2/3 / 64)·64 = ⌊h/24⌋·64 with --swiglu.
   if (!args.contains("ffn_hidden_size") && args.contains("hidden_size")) {
     const std::int64_t h = positive(args["hidden_size"], "--hidden-size", where);
-    args["ffn_hidden_size"] =
-        std::to_string(args.contains("swiglu") ? static_cast<std::int64_t>(4.0 * h * 2 / 3 / 64) * 64 : 4 * h);
+    args["ffn_hidden_size"] = std::to_string(args.contains("swiglu") ? h / 24 * 64 : 4 * h);
   }
   if (args.contains("use_rotary_position_embeddings")) args["position_embedding_type"] = "rope";
   // The padded vocabulary (megatron/training/tokenizer/tokenizer.py _vocab_size_with_padding): a multiple of
@@ -285,7 +284,7 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
     throw Error(w + ": --attention-backend " + b + ": only the fused kernels (auto, flash, fused) are priced");
   const std::int64_t dp = gpus / model_gpus;
   if (dp > 1 && !args.contains("overlap_grad_reduce"))
-    out.notes.push_back(
+    out.notes.emplace_back(
         "no --overlap-grad-reduce: the gradient reduction then runs after the backward, while the "
         "framework's coefficients (dp_overlap) assume it overlapped: the step may be longer");
   if (!args.contains("bf16"))
