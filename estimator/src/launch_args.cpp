@@ -78,6 +78,8 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
     issues.emplace_back("norms after attention and MLP (Gemma 2/3): Megatron-LM's GPT layer has no such option");
   a.insert(a.end(), {"--max-position-embeddings", num(m.max_context)});
   if (m.mlp == Mlp::swiglu) a.emplace_back("--swiglu");
+  if (m.mlp == Mlp::relu2) a.emplace_back("--squared-relu");
+  if (m.rotary_fraction < 1.0) a.insert(a.end(), {"--rotary-percent", decimal(m.rotary_fraction)});
   a.insert(a.end(), {"--normalization", m.norm == Norm::rmsnorm ? "RMSNorm" : "LayerNorm"});
   if (!m.linear_biases) a.emplace_back("--disable-bias-linear");
   if (m.qkv_bias && !m.linear_biases) a.emplace_back("--add-qkv-bias");

@@ -28,6 +28,10 @@ double attention_activation_units(const ModelSpec& m, const Layout& l) {
   return 2.0 + 4.0 * qk + (m.qk_norm ? 2.0 * qk : 0.0);
 }
 
+// 4D paper Eq. 12: the MLP's intermediates h_ffn wide, in 2-byte units per h: gated, the gate and up outputs, the
+// activation's output and the product (8); plain, the activation's input and output (4).
+double mlp_intermediate_units(Mlp mlp) { return 4.0 * mlp_input_projections(mlp); }
+
 // The inputs of the layer's norms, h wide: two (4 units), four with Gemma 2's norms after attention and MLP too.
 double norm_activation_units(const ModelSpec& m) { return m.sandwich_norms ? 8.0 : 4.0; }
 
@@ -39,9 +43,9 @@ double unfused_score_bytes(const ModelSpec& m, const Layout& l) {
   return bytes_per_score * d(m.num_heads) * d(l.seq) * d(l.seq) * d(l.mbs) / (d(l.tp) * d(l.cp));
 }
 
-// A gated FFN of `width` (gate, up, down: 3·h·width), or a plain one (2·h·width).
+// 4D paper Eq. 2: a gated FFN of `width` (gate, up, down: 3·h·width), or a plain one (up, down: 2·h·width).
 double ffn_weights(const ModelSpec& m, std::int64_t width) {
-  return (m.mlp == Mlp::swiglu ? 3.0 : 2.0) * d(m.hidden_size) * d(width);
+  return (mlp_input_projections(m.mlp) + 1.0) * d(m.hidden_size) * d(width);
 }
 
 // s·b·h/(t·c): the unit of the 4D paper's activation terms (Eq. 17).
@@ -109,11 +113,10 @@ double attention_parameters_per_layer(const ModelSpec& m) {
   return weights + qkv_biases + o_bias;
 }
 
-// 4D paper Eq. 2: SwiGLU has gate, up and down projections, 3·h·h_ffn; a GELU MLP has up and down only.
+// 4D paper Eq. 2 (ffn_weights), with GPT's biases on the up and down projections.
 double ffn_parameters_per_layer(const ModelSpec& m) {
   const double h = d(m.hidden_size), f = d(m.ffn_hidden_size);
-  if (m.mlp == Mlp::gelu) return 2.0 * h * f + (m.linear_biases ? f + h : 0.0);
-  return 3.0 * h * f;
+  return ffn_weights(m, m.ffn_hidden_size) + (m.linear_biases ? mlp_input_projections(m.mlp) * f + h : 0.0);
 }
 
 // 4D paper Eq. 3, the 2h term: two RMSNorm weight vectors per layer; LayerNorm adds a bias vector each. Gemma 2/3
@@ -304,7 +307,7 @@ double activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   const double sbh = sbh_per_gpu(m, l);
   if (l.recompute == Recompute::full) return 2.0 * sbh * (l.sequence_parallel ? 1.0 : d(l.tp));
   const double ffn_ratio = d(m.ffn_hidden_size) / d(m.hidden_size);
-  const double mlp_units = 2.0 + (m.mlp == Mlp::swiglu ? 8.0 : 4.0) * ffn_ratio;
+  const double mlp_units = 2.0 + mlp_intermediate_units(m.mlp) * ffn_ratio;
   const double all_units = attention_activation_units(m, l) + mlp_units + norm_activation_units(m);
   const double replicated_units = 4.0 + norm_activation_units(m);
   double bytes =
@@ -320,7 +323,7 @@ double activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
 // etp) and its output for the combine (2), scaled by the busiest GPU's load. Full recompute: the layer input only.
 double moe_activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   if (l.recompute == Recompute::full) return activation_bytes_per_layer(m, l);
-  const double h = d(m.hidden_size), gated = m.mlp == Mlp::swiglu ? 8.0 : 4.0;
+  const double h = d(m.hidden_size), gated = mlp_intermediate_units(m.mlp);
   const double routed =
       d(m.moe_router_topk) * l.expert_load * (2.0 * d(l.expert_tp()) + gated * d(m.moe_ffn_hidden_size) / h + 2.0);
   double units = attention_activation_units(m, l) + norm_activation_units(m) + 2.0 + 2.0 * d(m.num_experts) / h +

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -155,7 +156,7 @@ std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>
                                                        : int_arg(args, "seq_length", where);
   m.tied_embeddings = !flag_arg(args, "untie_embeddings_and_output_weights");
   m.norm = arg(args, "normalization").value_or("LayerNorm") == "RMSNorm" ? Norm::rmsnorm : Norm::layernorm;
-  m.mlp = flag_arg(args, "swiglu") ? Mlp::swiglu : Mlp::gelu;
+  m.mlp = flag_arg(args, "swiglu") ? Mlp::swiglu : flag_arg(args, "squared_relu") ? Mlp::relu2 : Mlp::gelu;
   m.linear_biases = arg(args, "add_bias_linear").value_or("True") == "True";
   m.qkv_bias = arg(args, "add_qkv_bias").value_or("False") == "True";
   m.learned_positions = arg(args, "position_embedding_type").value_or("learned_absolute") == "learned_absolute";
