@@ -574,4 +574,43 @@ double peak_memory_bytes(const ModelSpec& m, const ClusterSpec& c, const Layout&
   return std::max(ends, stage_memory(m, c, l, r, 1).total());
 }
 
+// megatron/training/arguments.py dtype_map: fp32 4 B, bf16 and fp16 2 B, fp8 1 B (torch.uint8).
+double dtype_bytes(Dtype t) {
+  switch (t) {
+    case Dtype::fp32: return 4.0;
+    case Dtype::bf16:
+    case Dtype::fp16: return 2.0;
+    case Dtype::fp8: return 1.0;
+  }
+  return 4.0;
+}
+
+// megatron/training/arguments.py (accumulate_allreduce_grads_in_fp32) and param_and_grad_buffer.py (grad_dtype).
+double grad_buffer_bytes(const OptimizerPrecision& o, double weight_bytes) {
+  const bool fp32_buffer = o.main_grads == Dtype::fp32 && !o.grad_reduce_in_bf16;
+  return fp32_buffer ? dtype_bytes(Dtype::fp32) : weight_bytes;
+}
+
+// megatron/core/optimizer/distrib_optimizer.py (master_param int16 with store_param_remainders and bf16) and
+// optimizer_config.py (use_precision_aware_optimizer_no_fp8_or_ds_fp8).
+double main_param_bytes(const OptimizerPrecision& o, double weight_bytes, Fp8Recipe fp8) {
+  const bool in_te =
+      o.precision_aware && (o.main_params != Dtype::fp32 || fp8 == Fp8Recipe::none || fp8 == Fp8Recipe::delayed);
+  if (!in_te) return dtype_bytes(Dtype::fp32);
+  if (o.main_params == Dtype::fp32 && weight_bytes == 2.0) return 2.0;  // the remainder beside the BF16 weight
+  return dtype_bytes(o.main_params);
+}
+
+// megatron/core/optimizer/__init__.py: Transformer Engine's FusedAdam with exp_avg_dtype and exp_avg_sq_dtype.
+double adam_moment_bytes(const OptimizerPrecision& o) { return dtype_bytes(o.exp_avg) + dtype_bytes(o.exp_avg_sq); }
+
+// 4D paper Eq. 10's 4 B of gradients and 12 B of Adam state per parameter, in the formats given.
+Precision model_state_precision(const OptimizerPrecision& o, const Precision& framework, Fp8Recipe fp8) {
+  if (!o.given()) return framework;
+  Precision p = framework;
+  p.grad_bytes = grad_buffer_bytes(o, framework.weight_bytes);
+  p.optimizer_bytes = main_param_bytes(o, framework.weight_bytes, fp8) + adam_moment_bytes(o);
+  return p;
+}
+
 }  // namespace headroom
