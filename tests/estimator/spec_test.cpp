@@ -515,7 +515,8 @@ TEST(HuggingFaceConfig, NemotronIsPricedWithItsPlainMlp) {
   EXPECT_FALSE(m.tied_embeddings);
   EXPECT_DOUBLE_EQ(m.rotary_fraction, 0.5);
   const std::int64_t h = 18432, a = 96, k = 8, f = 73728, v = 256000, layers = 96, d_h = h / a;
-  const std::int64_t attention = 2 * h * h + 2 * h * k * d_h, mlp = 2 * h * f, norms = 2 * 2 * h;
+  const std::int64_t attention = 2 * h * h + 2 * h * k * d_h, mlp = 2 * h * f,
+                     norms = h * 4;  // two norms of h weights and h biases
   const std::int64_t expected = 2 * v * h + layers * (attention + mlp + norms) + 2 * h;
   EXPECT_EQ(static_cast<std::int64_t>(parameter_count(m)), expected);
   ModelSpec gated = m;
