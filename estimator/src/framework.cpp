@@ -83,9 +83,7 @@ void set_optimizer_precision(const FrameworkProfile& f, const OptimizerPrecision
     throw Error("framework " + f.name + " does not set optimizer-state or gradient formats (" +
                 field("use_precision_aware_optimizer") + ", " + field("grad_reduce_in_bf16") +
                 ": Megatron-LM's, --framework megatron)");
-  const bool formats = o.grad_reduce_in_bf16 || o.main_grads != Dtype::fp32 || o.main_params != Dtype::fp32 ||
-                       o.exp_avg != Dtype::fp32 || o.exp_avg_sq != Dtype::fp32;
-  if (l.optimizer_offload > 0 && formats)
+  if (l.optimizer_offload > 0 && o.formats_given())
     throw Error("optimizer-state and gradient formats other than fp32 with an offloaded optimizer are not priced (" +
                 field("optimizer_offload_fraction") + ")");
   l.optimizer_precision = o;

@@ -50,10 +50,12 @@ struct OptimizerPrecision {
   Dtype exp_avg = Dtype::fp32;
   Dtype exp_avg_sq = Dtype::fp32;
   bool grad_reduce_in_bf16 = false;
-  [[nodiscard]] bool given() const {
-    return precision_aware || grad_reduce_in_bf16 || main_grads != Dtype::fp32 || main_params != Dtype::fp32 ||
-           exp_avg != Dtype::fp32 || exp_avg_sq != Dtype::fp32;
+  // A format other than Megatron-LM's defaults: BF16 gradient reduction or a dtype other than fp32.
+  [[nodiscard]] bool formats_given() const {
+    return grad_reduce_in_bf16 || main_grads != Dtype::fp32 || main_params != Dtype::fp32 || exp_avg != Dtype::fp32 ||
+           exp_avg_sq != Dtype::fp32;
   }
+  [[nodiscard]] bool given() const { return precision_aware || formats_given(); }
 };
 [[nodiscard]] std::string_view to_string(Dtype t);
 [[nodiscard]] std::optional<Dtype> dtype_from_string(std::string_view text);
