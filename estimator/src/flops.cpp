@@ -9,7 +9,8 @@ namespace {
 
 using units::d;
 
-double gated_multiplier(const ModelSpec& m) { return m.mlp == Mlp::swiglu ? 1.5 : 1.0; }
+// Narayanan et al. 2021 Appendix counts 2 GEMMs of h·h_ffn per MLP; a gated one has 3 (gate, up, down).
+double gated_multiplier(const ModelSpec& m) { return (mlp_input_projections(m.mlp) + 1.0) / 2.0; }
 
 }  // namespace
 
@@ -56,7 +57,7 @@ double model_flops_per_token(const ModelSpec& m, std::int64_t seq) {
 LayerGemms layer_gemms(const ModelSpec& m, const Layout& l) {
   const double h = d(m.hidden_size), f = d(m.ffn_hidden_size), t = d(l.tp);
   const double tokens = d(l.seq) * d(l.mbs) / d(l.cp);
-  const double fc1_out = (m.mlp == Mlp::swiglu ? 2.0 : 1.0) * f;  // gate and up fused
+  const double fc1_out = mlp_input_projections(m.mlp) * f;  // gate and up fused
   LayerGemms g;
   g.qkv = {tokens, (query_width(m) + 2.0 * kv_width(m)) / t, h};
   g.proj = {tokens, h, query_width(m) / t};

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cctype>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "headroom/core/error.hpp"
 #include "headroom/core/units.hpp"
 #include "headroom/estimator/lora.hpp"
+#include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/sharding.hpp"
 
 namespace headroom {
@@ -74,6 +76,22 @@ Layout default_layout(const FrameworkProfile& f) {
   l.fsdp_unit_buffers = f.fsdp_unit_buffers;
   l.fp8_library = f.fp8_library;
   return l;
+}
+
+void set_optimizer_precision(const FrameworkProfile& f, const OptimizerPrecision& o, Layout& l) {
+  if (o.given() && !f.precision_aware_optimizer)
+    throw Error("framework " + f.name + " does not set optimizer-state or gradient formats (" +
+                field("use_precision_aware_optimizer") + ", " + field("grad_reduce_in_bf16") +
+                ": Megatron-LM's, --framework megatron)");
+  if (l.optimizer_offload > 0 && o.formats_given())
+    throw Error("optimizer-state and gradient formats other than fp32 with an offloaded optimizer are not priced (" +
+                field("optimizer_offload_fraction") + ")");
+  l.optimizer_precision = o;
+  // The offloaded optimizer (HybridDeviceOptimizer, which Megatron-LM runs under the precision-aware flag) keeps its
+  // FP32 states as priced before: the flag changes no format there.
+  OptimizerPrecision priced = o;
+  if (l.optimizer_offload > 0) priced.precision_aware = false;
+  l.precision = model_state_precision(priced, f.precision, l.fp8);
 }
 
 void require_tp_comm_overlap(const FrameworkProfile& f, bool wanted) {
@@ -209,6 +227,20 @@ LayoutRequest layout_request(const KnobSettings& k, const FrameworkProfile& f) {
   if (offload) r.optimizer_offload = k.number(optimizer_offload_fraction, 1.0);  // arguments.py's default
   r.overlap_p2p_comm = k.flag(overlap_p2p_comm, true);
   r.tp_comm_overlap = k.flag(tp_comm_overlap, false);
+  OptimizerPrecision& o = r.optimizer_precision;
+  o.precision_aware = k.flag(use_precision_aware_optimizer, false);
+  o.grad_reduce_in_bf16 = k.flag(grad_reduce_in_bf16, false);
+  for (const auto& [id, to] : {std::pair{main_grads_dtype, &o.main_grads}, std::pair{main_params_dtype, &o.main_params},
+                               std::pair{exp_avg_dtype, &o.exp_avg}, std::pair{exp_avg_sq_dtype, &o.exp_avg_sq}}) {
+    const std::string* x = k.text(id);
+    if (x == nullptr) continue;
+    *to = dtype_from_string(*x).value_or(Dtype::fp32);  // the knob's choices are dtypes
+    // megatron/core/optimizer/optimizer_config.py: "<dtype> can only be fp32 when not using precision-aware
+    // optimizer".
+    if (*to != Dtype::fp32 && !o.precision_aware)
+      throw Error(field(knob(id).name) + " " + *x + " needs " + field("use_precision_aware_optimizer") +
+                  " (Megatron-LM keeps every optimizer state in fp32 without it)");
+  }
   return r;
 }
 
@@ -259,6 +291,7 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   l.overlap_p2p_comm = r.overlap_p2p_comm;
   require_tp_comm_overlap(f, r.tp_comm_overlap);
   l.tp_comm_overlap = r.tp_comm_overlap;
+  set_optimizer_precision(f, r.optimizer_precision, l);
   l.mbs = positive("mbs", r.mbs);
   l.seq = positive("seq", r.seq);
   if (r.schedule) l.schedule = *r.schedule;
@@ -334,6 +367,8 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
     f.activation_offload = j.at("offload").value("activations", false);
   }
   if (j.contains("tp_comm_overlap")) f.tp_comm_overlap = j.at("tp_comm_overlap").at("supported").get<bool>();
+  if (j.contains("precision_aware_optimizer"))
+    f.precision_aware_optimizer = j.at("precision_aware_optimizer").at("supported").get<bool>();
   const auto& r = j.at("residual");
   f.residual.name = f.name;
   f.residual.fixed_bytes = r.at("fixed_GiB").get<double>() * kGiB;

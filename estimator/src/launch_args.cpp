@@ -78,6 +78,8 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
     issues.emplace_back("norms after attention and MLP (Gemma 2/3): Megatron-LM's GPT layer has no such option");
   a.insert(a.end(), {"--max-position-embeddings", num(m.max_context)});
   if (m.mlp == Mlp::swiglu) a.emplace_back("--swiglu");
+  if (m.mlp == Mlp::relu2) a.emplace_back("--squared-relu");
+  if (m.rotary_fraction < 1.0) a.insert(a.end(), {"--rotary-percent", decimal(m.rotary_fraction)});
   a.insert(a.end(), {"--normalization", m.norm == Norm::rmsnorm ? "RMSNorm" : "LayerNorm"});
   if (!m.linear_biases) a.emplace_back("--disable-bias-linear");
   if (m.qkv_bias && !m.linear_biases) a.emplace_back("--add-qkv-bias");
@@ -108,8 +110,16 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
   if (l.fp8 != Fp8Recipe::none && l.fp8_library == Fp8Library::torchao)
     issues.emplace_back("FP8 priced as torchao's (the framework's); Megatron-LM runs Transformer Engine's");
   // Optimizer offload (arguments.py: needs --use-precision-aware-optimizer) and activation offload.
+  const OptimizerPrecision& o = l.optimizer_precision;
+  if (l.optimizer_offload > 0 || o.precision_aware) a.emplace_back("--use-precision-aware-optimizer");
+  for (const auto& [flag, dtype] : {std::pair{"--main-grads-dtype", o.main_grads},
+                                    {"--main-params-dtype", o.main_params},
+                                    {"--exp-avg-dtype", o.exp_avg},
+                                    {"--exp-avg-sq-dtype", o.exp_avg_sq}})
+    if (dtype != Dtype::fp32) a.insert(a.end(), {flag, std::string(to_string(dtype))});
+  if (o.grad_reduce_in_bf16) a.emplace_back("--grad-reduce-in-bf16");
   if (l.optimizer_offload > 0) {
-    a.insert(a.end(), {"--optimizer-cpu-offload", "--use-precision-aware-optimizer"});
+    a.emplace_back("--optimizer-cpu-offload");
     if (l.optimizer_offload != 1.0) a.insert(a.end(), {"--optimizer-offload-fraction", decimal(l.optimizer_offload)});
     if (l.overlap_offload_copies) a.emplace_back("--overlap-cpu-optimizer-d2h-h2d");
   }
@@ -210,6 +220,9 @@ void torchtitan_limits(const Layout& l, std::vector<std::string>& issues) {
     issues.emplace_back("FP8 delayed scaling: torchtitan's float8 converter scales dynamically (tensorwise)");
   if (l.optimizer_offload > 0 || l.activation_offload_layers > 0)
     issues.emplace_back("offloading: torchtitan has no optimizer or activation CPU offload setting");
+  if (l.optimizer_precision.given())
+    issues.emplace_back(
+        "optimizer-state and gradient formats: headroom writes Megatron-LM's precision-aware optimizer flags only");
   if (l.pp > 1 && l.vpp > 2)
     issues.emplace_back(
         "pipeline_parallel_layers_per_stage: torchtitan v0.2 counts the embedding and output as "

@@ -190,6 +190,10 @@ void validate_layout(const ModelSpec& m, const Layout& l) {
   validate_experts(m, l);
   validate_lora_rank(m, l.lora);
   refuse_unpriced_precision(l);
+  // megatron/core/optimizer/__init__.py: "--use-precision-aware-optimizer only supported with distributed optimizer".
+  if (l.optimizer_precision.precision_aware && l.sharding.optimizer == Shard::none)
+    throw Error(field("use_precision_aware_optimizer") + " needs the distributed optimizer (" + field("sharding") +
+                " with sharded optimizer states, e.g. zero1; Megatron-LM's --use-distributed-optimizer)");
   if (l.fp8_param_gather && l.sharding.optimizer == Shard::none && l.sharding.params == Shard::none)
     throw Error(field("fp8_param_gather") +
                 " needs gathered parameters: the distributed optimizer or sharded weights (Megatron-LM: "
@@ -311,6 +315,22 @@ std::string_view to_string(Fp8Recipe r) {
     case Fp8Recipe::tensorwise: return "tensorwise";
   }
   return "?";
+}
+
+std::string_view to_string(Dtype t) {
+  switch (t) {
+    case Dtype::fp32: return "fp32";
+    case Dtype::bf16: return "bf16";
+    case Dtype::fp16: return "fp16";
+    case Dtype::fp8: return "fp8";
+  }
+  return "fp32";
+}
+
+std::optional<Dtype> dtype_from_string(std::string_view text) {
+  for (const Dtype t : {Dtype::fp32, Dtype::bf16, Dtype::fp16, Dtype::fp8})
+    if (to_string(t) == text) return t;
+  return std::nullopt;
 }
 
 std::string_view to_string(Fp8Library x) { return x == Fp8Library::torchao ? "torchao" : "transformer_engine"; }

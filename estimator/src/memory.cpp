@@ -28,6 +28,10 @@ double attention_activation_units(const ModelSpec& m, const Layout& l) {
   return 2.0 + 4.0 * qk + (m.qk_norm ? 2.0 * qk : 0.0);
 }
 
+// 4D paper Eq. 12: the MLP's intermediates h_ffn wide, in 2-byte units per h: gated, the gate and up outputs, the
+// activation's output and the product (8); plain, the activation's input and output (4).
+double mlp_intermediate_units(Mlp mlp) { return 4.0 * mlp_input_projections(mlp); }
+
 // The inputs of the layer's norms, h wide: two (4 units), four with Gemma 2's norms after attention and MLP too.
 double norm_activation_units(const ModelSpec& m) { return m.sandwich_norms ? 8.0 : 4.0; }
 
@@ -39,9 +43,9 @@ double unfused_score_bytes(const ModelSpec& m, const Layout& l) {
   return bytes_per_score * d(m.num_heads) * d(l.seq) * d(l.seq) * d(l.mbs) / (d(l.tp) * d(l.cp));
 }
 
-// A gated FFN of `width` (gate, up, down: 3·h·width), or a plain one (2·h·width).
+// 4D paper Eq. 2: a gated FFN of `width` (gate, up, down: 3·h·width), or a plain one (up, down: 2·h·width).
 double ffn_weights(const ModelSpec& m, std::int64_t width) {
-  return (m.mlp == Mlp::swiglu ? 3.0 : 2.0) * d(m.hidden_size) * d(width);
+  return (mlp_input_projections(m.mlp) + 1.0) * d(m.hidden_size) * d(width);
 }
 
 // s·b·h/(t·c): the unit of the 4D paper's activation terms (Eq. 17).
@@ -109,11 +113,10 @@ double attention_parameters_per_layer(const ModelSpec& m) {
   return weights + qkv_biases + o_bias;
 }
 
-// 4D paper Eq. 2: SwiGLU has gate, up and down projections, 3·h·h_ffn; a GELU MLP has up and down only.
+// 4D paper Eq. 2 (ffn_weights), with GPT's biases on the up and down projections.
 double ffn_parameters_per_layer(const ModelSpec& m) {
   const double h = d(m.hidden_size), f = d(m.ffn_hidden_size);
-  if (m.mlp == Mlp::gelu) return 2.0 * h * f + (m.linear_biases ? f + h : 0.0);
-  return 3.0 * h * f;
+  return ffn_weights(m, m.ffn_hidden_size) + (m.linear_biases ? mlp_input_projections(m.mlp) * f + h : 0.0);
 }
 
 // 4D paper Eq. 3, the 2h term: two RMSNorm weight vectors per layer; LayerNorm adds a bias vector each. Gemma 2/3
@@ -304,7 +307,7 @@ double activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   const double sbh = sbh_per_gpu(m, l);
   if (l.recompute == Recompute::full) return 2.0 * sbh * (l.sequence_parallel ? 1.0 : d(l.tp));
   const double ffn_ratio = d(m.ffn_hidden_size) / d(m.hidden_size);
-  const double mlp_units = 2.0 + (m.mlp == Mlp::swiglu ? 8.0 : 4.0) * ffn_ratio;
+  const double mlp_units = 2.0 + mlp_intermediate_units(m.mlp) * ffn_ratio;
   const double all_units = attention_activation_units(m, l) + mlp_units + norm_activation_units(m);
   const double replicated_units = 4.0 + norm_activation_units(m);
   double bytes =
@@ -320,7 +323,7 @@ double activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
 // etp) and its output for the combine (2), scaled by the busiest GPU's load. Full recompute: the layer input only.
 double moe_activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   if (l.recompute == Recompute::full) return activation_bytes_per_layer(m, l);
-  const double h = d(m.hidden_size), gated = m.mlp == Mlp::swiglu ? 8.0 : 4.0;
+  const double h = d(m.hidden_size), gated = mlp_intermediate_units(m.mlp);
   const double routed =
       d(m.moe_router_topk) * l.expert_load * (2.0 * d(l.expert_tp()) + gated * d(m.moe_ffn_hidden_size) / h + 2.0);
   double units = attention_activation_units(m, l) + norm_activation_units(m) + 2.0 + 2.0 * d(m.num_experts) / h +
@@ -569,6 +572,45 @@ double peak_memory_bytes(const ModelSpec& m, const ClusterSpec& c, const Layout&
   // second stage, with more layers than the first and one micro-batch fewer, can be the peak (Llama 3's 7 + 8).
   if (l.split.even() || l.pp == 2) return ends;
   return std::max(ends, stage_memory(m, c, l, r, 1).total());
+}
+
+// megatron/training/arguments.py dtype_map: fp32 4 B, bf16 and fp16 2 B, fp8 1 B (torch.uint8).
+double dtype_bytes(Dtype t) {
+  switch (t) {
+    case Dtype::fp32: return 4.0;
+    case Dtype::bf16:
+    case Dtype::fp16: return 2.0;
+    case Dtype::fp8: return 1.0;
+  }
+  return 4.0;
+}
+
+// megatron/training/arguments.py (accumulate_allreduce_grads_in_fp32) and param_and_grad_buffer.py (grad_dtype).
+double grad_buffer_bytes(const OptimizerPrecision& o, double weight_bytes) {
+  const bool fp32_buffer = o.main_grads == Dtype::fp32 && !o.grad_reduce_in_bf16;
+  return fp32_buffer ? dtype_bytes(Dtype::fp32) : weight_bytes;
+}
+
+// megatron/core/optimizer/distrib_optimizer.py (master_param int16 with store_param_remainders and bf16) and
+// optimizer_config.py (use_precision_aware_optimizer_no_fp8_or_ds_fp8).
+double main_param_bytes(const OptimizerPrecision& o, double weight_bytes, Fp8Recipe fp8) {
+  const bool in_te =
+      o.precision_aware && (o.main_params != Dtype::fp32 || fp8 == Fp8Recipe::none || fp8 == Fp8Recipe::delayed);
+  if (!in_te) return dtype_bytes(Dtype::fp32);
+  if (o.main_params == Dtype::fp32 && weight_bytes == 2.0) return 2.0;  // the remainder beside the BF16 weight
+  return dtype_bytes(o.main_params);
+}
+
+// megatron/core/optimizer/__init__.py: Transformer Engine's FusedAdam with exp_avg_dtype and exp_avg_sq_dtype.
+double adam_moment_bytes(const OptimizerPrecision& o) { return dtype_bytes(o.exp_avg) + dtype_bytes(o.exp_avg_sq); }
+
+// 4D paper Eq. 10's 4 B of gradients and 12 B of Adam state per parameter, in the formats given.
+Precision model_state_precision(const OptimizerPrecision& o, const Precision& framework, Fp8Recipe fp8) {
+  if (!o.given()) return framework;
+  Precision p = framework;
+  p.grad_bytes = grad_buffer_bytes(o, framework.weight_bytes);
+  p.optimizer_bytes = main_param_bytes(o, framework.weight_bytes, fp8) + adam_moment_bytes(o);
+  return p;
 }
 
 }  // namespace headroom

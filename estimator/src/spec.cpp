@@ -179,6 +179,12 @@ void refuse_unpriced_hf_keys(const json& j, const std::string& type, std::string
                 ": dense layers between expert layers cannot be priced by headroom yet (empty only)");
   // Llama-family configs (configuration_llama.py, _mistral, _qwen3) may put biases on the attention projections
   // or the MLP; false by default, priced nowhere yet.
+  // Dropout on the residual stream or the embeddings stores a mask and an output per dropout, which the activation
+  // terms (4D paper Eq. 12, without dropout) do not hold: 0 only.
+  for (const char* key : {"hidden_dropout", "resid_pdrop", "embd_pdrop"})
+    if (hf_probability(j, {key}, where) > 0)
+      throw Error(std::string(where) + ": " + key + " = " + j.at(key).dump() +
+                  ": dropout outside attention stores masks headroom does not price yet (0 only)");
   for (const char* key : {"attention_bias", "mlp_bias"})
     if (hf_bool(j, key, where, false))
       throw Error(std::string(where) + ": " + key +
@@ -268,6 +274,96 @@ void read_hf_experts(const json& j, ModelSpec& m, std::string_view where) {
   m.first_dense_layers = std::max<std::int64_t>(0, hf_count(j, "first_k_dense_replace", where));
 }
 
+// Every top-level key of a Hugging Face config that headroom knows, the one list of them: `read` keys are priced (read
+// into the model, by model_from_hf_config and the helpers above, which refuse the values they cannot price: biases,
+// dropout outside attention, experts on some layers only, windows on some layers); `inert` keys change nothing
+// headroom prices: token ids, dtypes and library settings, norm epsilons, RoPE's base and scaling (a rotation without
+// weights, its elementwise cost inside the fitted elementwise passes), logit soft-capping and scalar multipliers
+// (elementwise on tensors priced anyway), the router's scoring, grouping and loss coefficients (which experts a token
+// picks, not how many) and an inference checkpoint's quantization. Any other key is refused, naming it: headroom
+// cannot tell whether it changes the model. Sources: transformers' configuration_<model_type>.py and
+// PretrainedConfig (configuration_utils.py).
+enum class HfKeyUse { read, inert };
+struct HfKey {
+  std::string_view name;
+  HfKeyUse use;
+};
+constexpr auto R = HfKeyUse::read;
+constexpr auto I = HfKeyUse::inert;
+// clang-format off
+constexpr std::array kHfConfigKeys = std::to_array<HfKey>({
+    // the shape, the MLP and the attention (read)
+    {"model_type", R}, {"hidden_size", R}, {"n_embd", R}, {"d_model", R}, {"num_hidden_layers", R}, {"n_layer", R},
+    {"num_layers", R}, {"num_attention_heads", R}, {"n_head", R}, {"num_key_value_heads", R}, {"head_dim", R},
+    {"vocab_size", R}, {"max_position_embeddings", R}, {"n_positions", R}, {"n_ctx", R}, {"intermediate_size", R},
+    {"n_inner", R}, {"ffn_dim", R}, {"hidden_act", R}, {"hidden_activation", R}, {"activation_function", R},
+    {"tie_word_embeddings", R}, {"attention_bias", R}, {"mlp_bias", R}, {"attention_dropout", R},
+    {"attn_pdrop", R}, {"hidden_dropout", R}, {"resid_pdrop", R}, {"embd_pdrop", R}, {"partial_rotary_factor", R},
+    // windows
+    {"sliding_window", R}, {"layer_types", R}, {"sliding_window_pattern", R}, {"use_sliding_window", R},
+    {"max_window_layers", R},
+    // experts and latent attention
+    {"num_local_experts", R}, {"num_experts", R}, {"n_routed_experts", R}, {"num_experts_per_tok", R},
+    {"moe_intermediate_size", R}, {"shared_expert_intermediate_size", R}, {"n_shared_experts", R},
+    {"first_k_dense_replace", R}, {"decoder_sparse_step", R}, {"moe_layer_freq", R}, {"mlp_only_layers", R},
+    {"kv_lora_rank", R}, {"q_lora_rank", R}, {"qk_nope_head_dim", R}, {"qk_rope_head_dim", R}, {"v_head_dim", R},
+    {"num_nextn_predict_layers", R},
+    // the checkpoint and the library (inert)
+    {"_name_or_path", I}, {"architectures", I}, {"auto_map", I}, {"transformers_version", I}, {"torch_dtype", I},
+    {"dtype", I}, {"use_cache", I}, {"initializer_range", I}, {"bos_token_id", I}, {"eos_token_id", I},
+    {"pad_token_id", I}, {"tokenizer_class", I}, {"pretraining_tp", I}, {"cache_implementation", I},
+    {"quantization_config", I}, {"return_dict", I}, {"output_attentions", I}, {"output_hidden_states", I},
+    {"torchscript", I}, {"attn_implementation", I}, {"_attn_implementation_autoset", I},
+    // norms, positions, logits (inert)
+    {"rms_norm_eps", I}, {"layer_norm_eps", I}, {"layer_norm_epsilon", I}, {"norm_eps", I}, {"rope_theta", I},
+    {"rope_scaling", I}, {"rope_parameters", I}, {"rope_local_base_freq", I},
+    {"original_max_position_embeddings", I}, {"attn_logit_softcapping", I}, {"final_logit_softcapping", I},
+    {"query_pre_attn_scalar", I}, {"embedding_multiplier", I}, {"logits_scaling", I}, {"residual_multiplier", I},
+    {"attention_multiplier", I}, {"scale_attn_weights", I}, {"scale_attn_by_inverse_layer_idx", I},
+    {"reorder_and_upcast_attn", I}, {"summary_type", I}, {"summary_use_proj", I}, {"summary_activation", I},
+    {"summary_proj_to_labels", I}, {"summary_first_dropout", I}, {"task_specific_params", I},
+    // the router (inert)
+    {"norm_topk_prob", I}, {"scoring_func", I}, {"topk_method", I}, {"n_group", I}, {"topk_group", I},
+    {"routed_scaling_factor", I}, {"output_router_logits", I}, {"router_aux_loss_coef", I}, {"aux_loss_alpha", I},
+    {"seq_aux", I}, {"router_jitter_noise", I}, {"ep_size", I},
+});
+// clang-format on
+
+// A key of a Hugging Face config that kHfConfigKeys does not list: an Error naming it and its value.
+void refuse_unknown_hf_keys(const json& j, std::string_view where) {
+  for (const auto& [key, value] : j.items()) {
+    const bool known =
+        std::any_of(kHfConfigKeys.begin(), kHfConfigKeys.end(), [&key = key](const HfKey& k) { return k.name == key; });
+    if (!known)
+      throw Error(std::string(where) + ": " + key.substr(0, 60) + " = " + value.dump().substr(0, 40) +
+                  " is a key headroom does not know, so it cannot tell whether it changes the model (known keys: "
+                  "kHfConfigKeys in estimator/src/spec.cpp)");
+  }
+}
+
+// The activations of a config's MLP (hidden_activation, hidden_act or activation_function; transformers'
+// activations.py ACT2FN names): a gated family's (SwiGLU, Gemma's GeGLU) priced as one gated MLP, a plain family's
+// GELU or squared ReLU (Nemotron's relu2) as two GEMMs. Another activation is refused, naming it.
+Mlp hf_mlp(const json& j, bool gated, std::string_view where) {
+  const char* key = "hidden_activation";
+  for (const char* k : {"hidden_activation", "hidden_act", "activation_function"})
+    if (j.contains(k) && !j.at(k).is_null()) {
+      key = k;
+      break;
+    }
+  const std::string act = hf_string(j, key, where, "");
+  const bool gelu =
+      act == "gelu" || act == "gelu_new" || act == "gelu_fast" || act == "gelu_pytorch_tanh" || act == "gelu_accurate";
+  if (gated && (act.empty() || act == "silu" || act == "swish" || gelu)) return Mlp::swiglu;
+  if (!gated && (act.empty() || gelu)) return Mlp::gelu;
+  if (!gated && act == "relu2") return Mlp::relu2;
+  throw Error(std::string(where) + ": " + key + " = \"" + act.substr(0, 40) +
+              "\" is not an activation headroom prices " +
+              (gated ? "in a gated MLP (silu, swish, gelu, gelu_new, gelu_fast, gelu_pytorch_tanh, gelu_accurate)"
+                     : "in this MLP of up and down projections (gelu, gelu_new, gelu_fast, gelu_pytorch_tanh, "
+                       "gelu_accurate, relu2)"));
+}
+
 // The Hugging Face model types headroom models, the one list of them: Llama-shaped decoders (pre-norm attention, then
 // an MLP; Qwen2's q/k/v biases, Gemma's extra norms, Qwen3's q/k norms, windows, experts and DeepSeek's latent
 // attention read from their configs) and GPT-2. `gated`: the MLP has gate, up and down projections (SwiGLU; Gemma's
@@ -277,7 +373,7 @@ struct HfModelType {
   std::string_view name;
   bool gated;
 };
-constexpr std::array<HfModelType, 16> kModelledHfTypes{{{"llama", true},
+constexpr std::array<HfModelType, 17> kModelledHfTypes{{{"llama", true},
                                                         {"mistral", true},
                                                         {"mixtral", true},
                                                         {"qwen2", true},
@@ -292,7 +388,8 @@ constexpr std::array<HfModelType, 16> kModelledHfTypes{{{"llama", true},
                                                         {"granite", true},
                                                         {"deepseek_v2", true},
                                                         {"deepseek_v3", true},
-                                                        {"gpt2", false}}};
+                                                        {"gpt2", false},
+                                                        {"nemotron", false}}};
 
 // The entry of a config's model_type; an Error naming the type (or its absence) and the modelled ones otherwise.
 const HfModelType& modelled_hf_type(const std::string& type, std::string_view where) {
@@ -394,7 +491,8 @@ ModelSpec model_from_json(const json& j, std::string_view where) {
   m.max_context = j.at("max_context_tokens").get<std::int64_t>();
   m.tied_embeddings = j.at("tie_word_embeddings").get<bool>();
   m.norm = j.at("norm").get<std::string>() == "layernorm" ? Norm::layernorm : Norm::rmsnorm;
-  m.mlp = j.at("activation").get<std::string>() == "gelu" ? Mlp::gelu : Mlp::swiglu;
+  const std::string activation = j.at("activation").get<std::string>();
+  m.mlp = activation == "gelu" ? Mlp::gelu : activation == "relu2" ? Mlp::relu2 : Mlp::swiglu;
   m.linear_biases = j.value("linear_biases", false);
   m.qkv_bias = j.value("qkv_bias", false);
   m.learned_positions = j.value("learned_position_embeddings", false);
@@ -425,8 +523,7 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   const std::string type = lower(hf_string(j, "model_type", where, ""));
   refuse_unpriced_hf_keys(j, type, where);
   const HfModelType& family = modelled_hf_type(type, where);
-  // The MLP's form is the family's; the activation's name is only checked to be a string.
-  (void)hf_string(j, "hidden_act", where, hf_string(j, "activation_function", where, ""));
+  refuse_unknown_hf_keys(j, where);
   ModelSpec m;
   m.name = std::string(name);
   m.hidden_size = hf_int(j, {"hidden_size", "n_embd", "d_model"}, where);
@@ -439,16 +536,16 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   m.head_dim = hf_int(j, {"head_dim"}, where, 0);
   if (m.head_dim * m.num_heads == m.hidden_size) m.head_dim = 0;  // h/a, as given: one spelling of one model
   const bool gpt2 = type == "gpt2";
-  // A gated GELU (Gemma's GeGLU) has SwiGLU's three projections: priced as such.
-  m.mlp = family.gated ? Mlp::swiglu : Mlp::gelu;
-  m.norm = gpt2 ? Norm::layernorm : Norm::rmsnorm;
+  m.mlp = hf_mlp(j, family.gated, where);
+  // Nemotron's LayerNorm1P has a weight and a bias (modeling_nemotron.py), as GPT-2's LayerNorm.
+  m.norm = gpt2 || type == "nemotron" ? Norm::layernorm : Norm::rmsnorm;
   m.linear_biases = gpt2;
   // Qwen2's attention has biases on q, k and v, hard-wired in transformers' modeling_qwen2.py (no config key).
   m.qkv_bias = type == "qwen2" || type == "qwen2_moe";
   m.learned_positions = gpt2;
   m.attention_dropout = hf_probability(j, {"attention_dropout", "attn_pdrop"}, where);
   m.ffn_hidden_size =
-      hf_int(j, {"intermediate_size", "n_inner", "ffn_dim"}, where, m.mlp == Mlp::gelu ? 4 * m.hidden_size : -1);
+      hf_int(j, {"intermediate_size", "n_inner", "ffn_dim"}, where, m.mlp != Mlp::swiglu ? 4 * m.hidden_size : -1);
   read_hf_experts(j, m, where);
   // DeepSeek-V2/V3's latent attention (configuration_deepseek_v3.py); q_lora_rank null: q projected directly.
   if (const std::int64_t kv_r = hf_count(j, "kv_lora_rank", where); kv_r > 0) {
@@ -460,6 +557,11 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
     m.head_dim = 0;  // the heads' widths are the three above
   }
   m.mtp_layers = std::max<std::int64_t>(0, hf_count(j, "num_nextn_predict_layers", where));
+  if (const auto it = j.find("partial_rotary_factor"); it != j.end() && !it->is_null()) {
+    if (!it->is_number() || !(it->get<double>() > 0.0 && it->get<double>() <= 1.0))
+      throw Error(std::string(where) + ": partial_rotary_factor must be a number in (0, 1] (got " + it->dump() + ")");
+    m.rotary_fraction = it->get<double>();
+  }
   // Gemma 2/3 normalise attention and MLP outputs too; Qwen3 and Gemma 3 normalise q and k per head
   // (modeling_gemma2.py, modeling_gemma3.py, modeling_qwen3.py).
   m.sandwich_norms = type.rfind("gemma2", 0) == 0 || type.rfind("gemma3", 0) == 0;

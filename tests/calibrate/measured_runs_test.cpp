@@ -211,6 +211,23 @@ TEST(MegatronLog, EveryKnobWithALogKeyIsRead) {
   }
 }
 
+// arguments.py prints the optimizer's formats as torch dtypes (fp8 as torch.uint8): read as the knobs' names.
+TEST(MegatronLog, OptimizerFormatsAreReadFromTheirTorchDtypes) {
+  std::string log = slurp("megatron_llama_written.log");
+  const std::string end = "---- end of arguments ----";
+  ASSERT_NE(log.find(end), std::string::npos);
+  log.insert(log.rfind('\n', log.find(end)) + 1,
+             "  use_precision_aware_optimizer .......... True\n  main_grads_dtype .......... torch.bfloat16\n"
+             "  main_params_dtype .......... torch.float16\n  exp_avg_dtype .......... torch.uint8\n"
+             "  exp_avg_sq_dtype .......... torch.float32\n");
+  const auto run = parse_megatron_log(log, "formats.log");
+  EXPECT_EQ(run.layout.at("use_precision_aware_optimizer"), "true");
+  EXPECT_EQ(run.layout.at("main_grads_dtype"), "bf16");
+  EXPECT_EQ(run.layout.at("main_params_dtype"), "fp16");
+  EXPECT_EQ(run.layout.at("exp_avg_dtype"), "fp8");
+  EXPECT_EQ(run.layout.at("exp_avg_sq_dtype"), "fp32");
+}
+
 TEST(MegatronLog, OutOfMemoryAndWhatCannotBePriced) {
   const auto oom = parse_megatron_log(slurp("megatron_oom_written.log"), "oom.log");
   EXPECT_EQ(oom.outcome, RunOutcome::oom);

@@ -103,6 +103,58 @@ TEST(Launch, MegatronArguments) {
   EXPECT_EQ(megatron_value(full, "--sequence-parallel"), "");
 }
 
+// The precision-aware optimizer's flags are written as Megatron-LM spells them, and read back by estimate (the knob
+// table's Megatron spellings) they give the same memory; Nemotron's plain MLP is Megatron-LM's --squared-relu with
+// RoPE on half of each head.
+TEST(Launch, PrecisionAwareOptimizerAndSquaredReluRoundTrip) {
+  const std::vector<std::string> knobs = {"--use-precision-aware-optimizer",
+                                          "--main-grads-dtype",
+                                          "bf16",
+                                          "--exp-avg-dtype",
+                                          "bf16",
+                                          "--exp-avg-sq-dtype",
+                                          "fp8",
+                                          "--main-params-dtype",
+                                          "fp16"};
+  const auto j = launch_json(knobs);
+  EXPECT_EQ(megatron_value(j, "--use-precision-aware-optimizer"), "on");
+  EXPECT_EQ(megatron_value(j, "--main-grads-dtype"), "bf16");
+  EXPECT_EQ(megatron_value(j, "--main-params-dtype"), "fp16");
+  EXPECT_EQ(megatron_value(j, "--exp-avg-dtype"), "bf16");
+  EXPECT_EQ(megatron_value(j, "--exp-avg-sq-dtype"), "fp8");
+  EXPECT_EQ(megatron_value(j, "--grad-reduce-in-bf16"), "");
+  EXPECT_EQ(megatron_value(launch_json({"--grad-reduce-in-bf16"}), "--grad-reduce-in-bf16"), "on");
+  EXPECT_EQ(megatron_value(launch_json(), "--use-precision-aware-optimizer"), "");
+  // The written flags, given to estimate, price what the knobs priced.
+  std::vector<std::string> written;
+  const auto args = j.at("megatron").get<std::vector<std::string>>();
+  for (auto it = args.begin(); it != args.end(); ++it)
+    if (std::find(knobs.begin(), knobs.end(), *it) != knobs.end()) {
+      written.push_back(*it);
+      if (it + 1 != args.end() && !(it + 1)->starts_with("--")) written.push_back(*++it);
+    }
+  std::vector<std::string> estimate = kLayout;
+  estimate.front() = "estimate";
+  const Result a = run(with(with(estimate, knobs), {"--json"})), b = run(with(with(estimate, written), {"--json"}));
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(nlohmann::json::parse(a.out).at("memory"), nlohmann::json::parse(b.out).at("memory"));
+  const Result no_flag = run(with(estimate, {"--exp-avg-dtype", "bf16"}));
+  EXPECT_EQ(no_flag.code, 2);
+  EXPECT_TRUE(contains(no_flag.err, "--exp-avg-dtype bf16 needs --use-precision-aware-optimizer")) << no_flag.err;
+  EXPECT_EQ(std::count(no_flag.err.begin(), no_flag.err.end(), '\n'), 1) << no_flag.err;
+
+  const Result nemotron =
+      run({"launch", "--model", std::string(HEADROOM_TEST_SOURCE_DIR) + "/data/models/nemotron-4-340b/config.json",
+           "--cluster", "dgx-h100", "--seq", "4096", "--tp", "8", "--pp", "12", "--gpus", "96", "--json"});
+  ASSERT_EQ(nemotron.code, 0) << nemotron.err;
+  const auto n = nlohmann::json::parse(nemotron.out);
+  EXPECT_EQ(megatron_value(n, "--squared-relu"), "on");
+  EXPECT_EQ(megatron_value(n, "--swiglu"), "");
+  EXPECT_EQ(megatron_value(n, "--rotary-percent"), "0.5");
+  EXPECT_EQ(megatron_value(n, "--normalization"), "LayerNorm");
+}
+
 // Sharding and schedules PyTorch runs and Megatron-LM does not (data/frameworks/pytorch-fsdp.json).
 const std::vector<std::string> kFsdp = {"--framework", "pytorch-fsdp", "--recompute", "none"};
 

@@ -24,6 +24,23 @@ TEST_F(FlopsTest, ModelFlopsAreSixPerParameterPlusAttention) {
   EXPECT_DOUBLE_EQ(model_flops_per_step(llama8b, 8192, 1024), 1024 * 8192 * model_flops_per_token(llama8b, 8192));
 }
 
+// A plain MLP (Nemotron's squared ReLU: up and down) runs two of a gated MLP's three GEMMs at equal h_ffn: 2/3 of its
+// FLOPs in the layer's GEMMs, and 6 FLOPs per token for each weight of the missing h × h_ffn projection in the model's.
+TEST_F(FlopsTest, APlainMlpRunsTwoThirdsOfTheGatedOnesFlops) {
+  ModelSpec plain = llama8b, gated = llama8b;
+  plain.mlp = Mlp::relu2;
+  Layout l;
+  l.tp = 2;
+  l.seq = 4096;
+  l.mbs = 1;
+  const LayerGemms p = layer_gemms(plain, l), g = layer_gemms(gated, l);
+  EXPECT_DOUBLE_EQ(p.fc1.flops() + p.fc2.flops(), 2.0 / 3.0 * (g.fc1.flops() + g.fc2.flops()));
+  EXPECT_DOUBLE_EQ(p.qkv.flops() + p.proj.flops(), g.qkv.flops() + g.proj.flops());
+  const double weights = static_cast<double>(llama8b.num_layers * llama8b.hidden_size * llama8b.ffn_hidden_size);
+  const double extra = 6.0 * 4096 * weights;  // 6 FLOPs per weight and token, 4096 tokens
+  EXPECT_NEAR(model_flops_per_step(gated, 4096, 1) - model_flops_per_step(plain, 4096, 1), extra, 1e-9 * extra);
+}
+
 // The GEMMs of one layer carry 2·tokens·(layer weights)/t FLOPs forward.
 TEST_F(FlopsTest, LayerGemmsMatchParameters) {
   Layout l;

@@ -3,6 +3,7 @@
 
 #include "../test_support.hpp"
 #include "headroom/core/error.hpp"
+#include "headroom/core/knobs.hpp"
 #include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/throughput.hpp"
@@ -167,6 +168,82 @@ TEST_F(PrecisionOffloadTest, OffloadedOptimizerMovesItsStatesAndPricesTheHostSte
   const PerfEstimate e = estimate_perf(llama8b, p, half);
   EXPECT_NEAR(e.breakdown.offload_s, copies + cpu, 1e-6);
   EXPECT_NEAR(e.breakdown.optimizer_s, 0.5 * estimate_perf(llama8b, p, none).breakdown.optimizer_s, 1e-12);
+}
+
+// Megatron-LM's precision-aware optimizer: BF16 main gradients (the gradient buffer, whole on every GPU under the
+// distributed optimizer), the 16-bit remainder of the FP32 master weight beside the BF16 weight, and BF16 Adam moments,
+// sharded over d·c. Bytes derived from the GPU's parameters: 2 B of gradient, 2 + 2 + 2 B of optimizer state.
+TEST_F(PrecisionOffloadTest, PrecisionAwareOptimizerStatesAreStoredInTheirFormats) {
+  LayoutRequest r = job();
+  const Layout fp32 = build_layout(llama8b, megatron, r);
+  r.optimizer_precision.precision_aware = true;
+  r.optimizer_precision.main_grads = r.optimizer_precision.exp_avg = r.optimizer_precision.exp_avg_sq = Dtype::bf16;
+  const Layout bf16 = build_layout(llama8b, megatron, r);
+  const double params = stage_parameters_per_gpu(llama8b, bf16, 0), dc = static_cast<double>(bf16.dp * bf16.cp);
+  const StageMemory a = stage_memory(llama8b, h100, fp32, megatron.residual, 0);
+  const StageMemory b = stage_memory(llama8b, h100, bf16, megatron.residual, 0);
+  EXPECT_DOUBLE_EQ(a.grads, 4.0 * params);
+  EXPECT_DOUBLE_EQ(a.optimizer, (4.0 + 4.0 + 4.0) * params / dc);
+  EXPECT_DOUBLE_EQ(b.grads, 2.0 * params);
+  EXPECT_DOUBLE_EQ(b.optimizer, (2.0 + 2.0 + 2.0) * params / dc);
+  EXPECT_DOUBLE_EQ(b.params, a.params);
+  // FP8 moments are 1 B each; FP16 master weights 2 B; the precision-aware flag alone stores the remainder only.
+  r.optimizer_precision.exp_avg = r.optimizer_precision.exp_avg_sq = Dtype::fp8;
+  r.optimizer_precision.main_params = Dtype::fp16;
+  EXPECT_DOUBLE_EQ(build_layout(llama8b, megatron, r).precision.optimizer_bytes, 2.0 + 1.0 + 1.0);
+  LayoutRequest flag_only = job();
+  flag_only.optimizer_precision.precision_aware = true;
+  const Layout remainder = build_layout(llama8b, megatron, flag_only);
+  EXPECT_DOUBLE_EQ(remainder.precision.optimizer_bytes, 2.0 + 4.0 + 4.0);
+  EXPECT_DOUBLE_EQ(remainder.precision.grad_bytes, 4.0);
+  // Under an FP8 recipe other than delayed, Megatron-LM keeps the FP32 master weights itself.
+  flag_only.fp8 = Fp8Recipe::tensorwise;
+  EXPECT_DOUBLE_EQ(build_layout(llama8b, megatron, flag_only).precision.optimizer_bytes, 4.0 + 4.0 + 4.0);
+}
+
+// --grad-reduce-in-bf16 accumulates and reduces gradients in BF16: half the gradient buffer and less DP traffic, and
+// the optimizer step reads 2 B of gradient per parameter instead of 4.
+TEST_F(PrecisionOffloadTest, GradientsReducedInBf16HalveTheBufferAndTheTraffic) {
+  LayoutRequest r = job();
+  const Layout fp32 = build_layout(llama8b, megatron, r);
+  r.optimizer_precision.grad_reduce_in_bf16 = true;
+  const Layout bf16 = build_layout(llama8b, megatron, r);
+  EXPECT_DOUBLE_EQ(bf16.precision.grad_bytes, 2.0);
+  EXPECT_DOUBLE_EQ(bf16.precision.optimizer_bytes, fp32.precision.optimizer_bytes);
+  PerfCoefficients exposed = datasheet;
+  exposed.dp_overlap = 0.0;  // every DP collective exposed
+  const PerfContext p(exposed, h100);
+  EXPECT_LT(estimate_perf(llama8b, p, bf16).breakdown.dp_comm_s, estimate_perf(llama8b, p, fp32).breakdown.dp_comm_s);
+  const double shard = 1e9;
+  const double saved = shard * (4.0 - 2.0) / p.hbm_bytes_per_s;
+  EXPECT_NEAR(optimizer_step_seconds(p, fp32, shard) - optimizer_step_seconds(p, bf16, shard), saved, 1e-9 * saved);
+}
+
+// What Megatron-LM refuses is refused: formats other than fp32 without the precision-aware optimizer
+// (optimizer_config.py), the precision-aware optimizer without the distributed optimizer (optimizer/__init__.py); and
+// what headroom does not price: these formats under another framework or with an offloaded optimizer.
+TEST_F(PrecisionOffloadTest, PrecisionAwareOptimizerRefusesWhatMegatronRefuses) {
+  KnobSettings k;
+  k.set(KnobId::exp_avg_dtype, std::string("bf16"));
+  try {
+    (void)layout_request(k, megatron);
+    ADD_FAILURE() << "exp_avg_dtype bf16 accepted without use_precision_aware_optimizer";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("exp-avg-dtype bf16 needs"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("use-precision-aware-optimizer"), std::string::npos) << e.what();
+  }
+  k.set(KnobId::use_precision_aware_optimizer, true);
+  EXPECT_EQ(layout_request(k, megatron).optimizer_precision.exp_avg, Dtype::bf16);
+  LayoutRequest r = job();
+  r.optimizer_precision.precision_aware = true;
+  r.sharding = StateSharding{Shard::none, Shard::none, Shard::none};
+  EXPECT_THROW((void)build_layout(llama8b, megatron, r), Error);  // DDP: no distributed optimizer
+  r.sharding.reset();
+  EXPECT_THROW((void)build_layout(llama8b, fsdp, r), Error);
+  r.optimizer_offload = 1.0;
+  EXPECT_NO_THROW((void)build_layout(llama8b, megatron, r));  // Megatron-LM needs the flag with the offload
+  r.optimizer_precision.exp_avg = Dtype::bf16;
+  EXPECT_THROW((void)build_layout(llama8b, megatron, r), Error);
 }
 
 TEST_F(PrecisionOffloadTest, OffloadedActivationsLeaveTheGpuAndCostExposedCopies) {

@@ -503,6 +503,49 @@ TEST(HuggingFaceConfig, GatedGeluAndPerFamilyDefaults) {
   EXPECT_TRUE(g.tied_embeddings);
 }
 
+// Nemotron-4 340B's config (tests/data/models): a plain MLP of up and down projections with a squared ReLU, LayerNorm
+// with a bias (LayerNorm1P), untied embeddings. Its parameters, derived from the dimensions: both embeddings, then per
+// layer q and o (h·h each), k and v (h·k·d_h each), up and down (h·h_ffn each) and two norms of weight and bias, then
+// the final norm. About 341B (NVIDIA's "340B"), not the 471.5B of a gated MLP.
+TEST(HuggingFaceConfig, NemotronIsPricedWithItsPlainMlp) {
+  const ModelSpec m =
+      test::library().model(std::string(HEADROOM_TEST_SOURCE_DIR) + "/data/models/nemotron-4-340b/config.json");
+  EXPECT_EQ(m.mlp, Mlp::relu2);
+  EXPECT_EQ(m.norm, Norm::layernorm);
+  EXPECT_FALSE(m.tied_embeddings);
+  EXPECT_DOUBLE_EQ(m.rotary_fraction, 0.5);
+  const std::int64_t h = 18432, a = 96, k = 8, f = 73728, v = 256000, layers = 96, d_h = h / a;
+  const std::int64_t attention = 2 * h * h + 2 * h * k * d_h, mlp = 2 * h * f,
+                     norms = h * 4;  // two norms of h weights and h biases
+  const std::int64_t expected = 2 * v * h + layers * (attention + mlp + norms) + 2 * h;
+  EXPECT_EQ(static_cast<std::int64_t>(parameter_count(m)), expected);
+  ModelSpec gated = m;
+  gated.mlp = Mlp::swiglu;
+  EXPECT_EQ(static_cast<std::int64_t>(parameter_count(gated) - parameter_count(m)), layers * h * f);
+}
+
+// A key headroom does not know, an activation it does not price and a model type it does not model are refused with
+// one line naming them, not priced as the nearest model.
+TEST(HuggingFaceConfig, UnknownKeysAndActivationsAreRefusedNamingThem) {
+  const std::string base = R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+    "num_hidden_layers": 2, "vocab_size": 100, "intermediate_size": 128, )";
+  const std::string unknown = model_error(base + R"("frobnicate_experts": 3})");
+  EXPECT_NE(unknown.find("config.json: frobnicate_experts = 3 is a key headroom does not know"), std::string::npos)
+      << unknown;
+  EXPECT_EQ(unknown.find('\n'), std::string::npos) << unknown;
+  const std::string act = model_error(base + R"("hidden_act": "relu2"})");
+  EXPECT_NE(act.find("hidden_act = \"relu2\" is not an activation headroom prices in a gated MLP"), std::string::npos)
+      << act;
+  const std::string plain = model_error(R"({"model_type": "nemotron", "hidden_size": 64, "num_attention_heads": 4,
+    "num_hidden_layers": 2, "vocab_size": 100, "intermediate_size": 128, "hidden_act": "silu"})");
+  EXPECT_NE(plain.find("hidden_act = \"silu\" is not an activation headroom prices in this MLP of up and down"),
+            std::string::npos)
+      << plain;
+  const std::string dropout = model_error(base + R"("resid_pdrop": 0.1})");
+  EXPECT_NE(dropout.find("resid_pdrop = 0.1: dropout outside attention"), std::string::npos) << dropout;
+  EXPECT_EQ(model_error(base + R"("resid_pdrop": 0.0, "torch_dtype": "bfloat16", "use_cache": true})"), "(accepted)");
+}
+
 }  // namespace
 }  // namespace headroom
 
@@ -522,7 +565,7 @@ TEST(SpecLibrary, DuplicateKeysAreRefusedNotResolvedByTheLastOne) {
   // The same key in two different objects is fine.
   const TempFile nested(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
     "vocab_size": 100, "intermediate_size": 128, "rope_scaling": {"factor": 8.0, "type": "llama3"},
-    "extra": {"factor": 1}})",
+    "quantization_config": {"factor": 1}})",
                         "config.json");
   EXPECT_EQ(test::library().model(nested.path()).hidden_size, 64);
 }

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -156,7 +157,7 @@ std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>
                                                        : int_arg(args, "seq_length", where);
   m.tied_embeddings = !flag_arg(args, "untie_embeddings_and_output_weights");
   m.norm = arg(args, "normalization").value_or("LayerNorm") == "RMSNorm" ? Norm::rmsnorm : Norm::layernorm;
-  m.mlp = flag_arg(args, "swiglu") ? Mlp::swiglu : Mlp::gelu;
+  m.mlp = flag_arg(args, "swiglu") ? Mlp::swiglu : flag_arg(args, "squared_relu") ? Mlp::relu2 : Mlp::gelu;
   m.linear_biases = arg(args, "add_bias_linear").value_or("True") == "True";
   m.qkv_bias = arg(args, "add_qkv_bias").value_or("False") == "True";
   m.learned_positions = arg(args, "position_embedding_type").value_or("learned_absolute") == "learned_absolute";
@@ -172,6 +173,15 @@ std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>
     throw Error(std::string(where) + ": window_size " + *window +
                 ": runs with sliding-window attention are not read from Megatron-LM logs yet (give a model spec)");
   return m;
+}
+
+// arguments.py prints the dtype arguments after mapping them to torch dtypes (dtype_map: fp8 is torch.uint8): the
+// knob's name of one ("torch.bfloat16" → "bf16"); any other value as it is.
+std::string dtype_name(const std::string& v) {
+  for (const auto& [torch_name, name] : {std::pair{"torch.float32", "fp32"}, std::pair{"torch.bfloat16", "bf16"},
+                                         std::pair{"torch.float16", "fp16"}, std::pair{"torch.uint8", "fp8"}})
+    if (v == torch_name) return name;
+  return v;
 }
 
 // Whether a knob Megatron-LM prints whatever the run does means something in this run: the experts' only with
@@ -201,7 +211,8 @@ std::map<std::string, std::string> megatron_layout(const std::map<std::string, s
   for (const Knob& k : knobs()) {
     if (k.log_key.empty() || !megatron_knob_applies(k.id, args)) continue;
     const auto v = arg(args, std::string(k.log_key));
-    if (v) l[std::string(k.name)] = k.type == KnobType::flag && (*v == "True" || *v == "False") ? lower(*v) : *v;
+    if (v)
+      l[std::string(k.name)] = k.type == KnobType::flag && (*v == "True" || *v == "False") ? lower(*v) : dtype_name(*v);
   }
   for (const char* required : {"world_size", "tensor_model_parallel_size", "pipeline_model_parallel_size",
                                "context_parallel_size", "micro_batch_size", "global_batch_size", "seq_length"})

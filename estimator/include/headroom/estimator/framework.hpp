@@ -43,6 +43,9 @@ struct FrameworkProfile {
   bool activation_offload = false;
   // TP collectives pipelined with their GEMMs (optional key "tp_comm_overlap": {"supported": bool}).
   bool tp_comm_overlap = false;
+  // Megatron-LM's precision-aware optimizer and gradient formats (optional key "precision_aware_optimizer":
+  // {"supported": bool}); without it the formats are the "precision" key's.
+  bool precision_aware_optimizer = false;
   ResidualModel residual;
   ErrorBand memory_band;  // held-out band of the predicted peak ("residual.uncertainty"; unknown when absent)
 };
@@ -56,6 +59,10 @@ struct FrameworkProfile {
 void require_fp8_recipe(const FrameworkProfile& f, Fp8Recipe recipe);
 // Error when the TP overlap is asked of a framework that does not run it.
 void require_tp_comm_overlap(const FrameworkProfile& f, bool wanted);
+// Sets the layout's optimizer-state and gradient formats and its bytes per parameter (memory.hpp
+// model_state_precision) after its offload and FP8 recipe: refused where the framework does not run Megatron-LM's
+// precision-aware optimizer, and formats other than fp32 with an offloaded optimizer (not priced).
+void set_optimizer_precision(const FrameworkProfile& f, const OptimizerPrecision& o, Layout& l);
 // Errors when a recompute mode, a sharding or a pipeline schedule is not one the framework runs (its
 // supported_recompute, supported_shardings, supported_schedules; an empty list allows all), naming the ones it does:
 // one rule for estimate, launch, simulate, mtsl and the Python Planner (build_layout), as for rank's proposals.
@@ -86,6 +93,7 @@ struct LayoutRequest {
   std::int64_t activation_offload_layers = 0;  // Layout::activation_offload_layers
   bool overlap_p2p_comm = true;                // Layout::overlap_p2p_comm
   bool tp_comm_overlap = false;                // Layout::tp_comm_overlap; needs a framework that runs it
+  OptimizerPrecision optimizer_precision;      // Layout::optimizer_precision; needs a framework that runs it
 };
 // The micro-batches per pipeline of a global batch not given: p with a pipeline, the fewest at which 1F1B's first stage
 // holds p micro-batches in flight as every run with m >= p does (Narayanan et al. 2021 Sec. 2.2.1, 4D paper Sec.

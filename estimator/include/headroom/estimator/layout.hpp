@@ -39,6 +39,27 @@ struct StateSharding {
 [[nodiscard]] std::optional<Shard> shard_from_letter(char c);
 [[nodiscard]] std::optional<StateSharding> sharding_from_code(std::string_view code);
 
+// The storage formats of Megatron-LM's precision-aware optimizer (megatron/training/arguments.py
+// --use-precision-aware-optimizer, --main-grads-dtype fp32|bf16, --main-params-dtype fp32|fp16, --exp-avg-dtype and
+// --exp-avg-sq-dtype fp32|fp16|bf16|fp8; --grad-reduce-in-bf16). The defaults are Megatron-LM's: FP32 everywhere.
+enum class Dtype : std::uint8_t { fp32, bf16, fp16, fp8 };
+struct OptimizerPrecision {
+  bool precision_aware = false;  // --use-precision-aware-optimizer (Transformer Engine's FusedAdam)
+  Dtype main_grads = Dtype::fp32;
+  Dtype main_params = Dtype::fp32;
+  Dtype exp_avg = Dtype::fp32;
+  Dtype exp_avg_sq = Dtype::fp32;
+  bool grad_reduce_in_bf16 = false;
+  // A format other than Megatron-LM's defaults: BF16 gradient reduction or a dtype other than fp32.
+  [[nodiscard]] bool formats_given() const {
+    return grad_reduce_in_bf16 || main_grads != Dtype::fp32 || main_params != Dtype::fp32 || exp_avg != Dtype::fp32 ||
+           exp_avg_sq != Dtype::fp32;
+  }
+  [[nodiscard]] bool given() const { return precision_aware || formats_given(); }
+};
+[[nodiscard]] std::string_view to_string(Dtype t);
+[[nodiscard]] std::optional<Dtype> dtype_from_string(std::string_view text);
+
 // Numeric formats and optimizer of the training run, bytes per parameter.
 struct Precision {
   double weight_bytes = 2;      // BF16 weights
@@ -130,6 +151,9 @@ struct Layout {
   // Megatron-LM's --tp-comm-overlap: TransformerEngine's userbuffers pipeline each TP all-gather/reduce-scatter with
   // the GEMM it feeds or follows (needs sequence parallelism; throughput.hpp tp_overlapped_comm_seconds).
   bool tp_comm_overlap = false;
+  // Megatron-LM's precision-aware optimizer: the formats of the gradient buffer, master weights and Adam moments;
+  // build_layout sets precision's grad and optimizer bytes from them (memory.hpp model_state_precision).
+  OptimizerPrecision optimizer_precision;
 
   [[nodiscard]] std::int64_t gpus() const { return tp * cp * pp * dp; }
   [[nodiscard]] std::int64_t expert_tp() const { return etp > 0 ? etp : tp; }

@@ -61,6 +61,22 @@ namespace headroom {
 [[nodiscard]] double offloaded_activation_bytes(const ModelSpec& m, const Layout& l);
 
 // ---- model states (bytes) ----
+// Bytes of one element of a storage format (fp8: Transformer Engine keeps the moment in uint8 with a scale per tensor).
+[[nodiscard]] double dtype_bytes(Dtype t);
+// Bytes per parameter of the gradient buffer, the main gradients DP reduces (megatron/core/distributed/
+// param_and_grad_buffer.py: FP32 with accumulate_allreduce_grads_in_fp32, else the weights' format; arguments.py sets
+// it for BF16 weights unless --grad-reduce-in-bf16 or --main-grads-dtype bf16).
+[[nodiscard]] double grad_buffer_bytes(const OptimizerPrecision& o, double weight_bytes);
+// Bytes per parameter of the master weights (megatron/core/optimizer/distrib_optimizer.py): --main-params-dtype's,
+// or with the precision-aware optimizer on BF16 weights the 16-bit remainder of the FP32 master weight
+// (store_param_remainders, Megatron-LM's default with Transformer Engine 2.1+); an FP8 recipe other than delayed
+// keeps FP32 master weights outside Transformer Engine (use_precision_aware_optimizer_no_fp8_or_ds_fp8).
+[[nodiscard]] double main_param_bytes(const OptimizerPrecision& o, double weight_bytes, Fp8Recipe fp8);
+// Bytes per parameter of Adam's two moments, exp_avg and exp_avg_sq, in their formats.
+[[nodiscard]] double adam_moment_bytes(const OptimizerPrecision& o);
+// The layout's bytes per parameter of weights, gradients and optimizer states: the framework's with no
+// precision-aware setting given, else the gradient buffer and master weights plus Adam's moments above.
+[[nodiscard]] Precision model_state_precision(const OptimizerPrecision& o, const Precision& framework, Fp8Recipe fp8);
 // Size of the group a state is sharded over, given how the DP×CP group is placed on nodes.
 [[nodiscard]] double shard_divisor(Shard shard, const Layout& l, std::int64_t gpus_per_node);
 // The same over the expert data-parallel group (routed experts' states).

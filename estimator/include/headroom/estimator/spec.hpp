@@ -15,7 +15,13 @@
 namespace headroom {
 
 enum class Norm { rmsnorm, layernorm };
-enum class Mlp { swiglu, gelu };
+// The MLP: gated (gate, up and down projections; SwiGLU, and Gemma's GeGLU priced the same) or plain (up and down
+// only) with a GELU or a squared ReLU (Nemotron's relu2, Megatron-LM's --squared-relu).
+enum class Mlp { swiglu, gelu, relu2 };
+
+// The projections an MLP's input passes through before its activation: 2 gated (gate and up, fused into one fc1 of
+// width 2·h_ffn), 1 plain (Megatron-LM's mlp.py: fc1 is 2·ffn_hidden_size wide with gated_linear_unit).
+[[nodiscard]] constexpr double mlp_input_projections(Mlp mlp) { return mlp == Mlp::swiglu ? 2.0 : 1.0; }
 
 // A decoder-only transformer. Variables as in the 4D paper, Table 1.
 struct ModelSpec {
@@ -64,6 +70,10 @@ struct ModelSpec {
   // Multi-token-prediction layers of the checkpoint (DeepSeek-V3's num_nextn_predict_layers): counted apart
   // (mtp_parameters), not trained in what headroom prices.
   std::int64_t mtp_layers = 0;
+  // Share of each head's width that RoPE rotates (Hugging Face's partial_rotary_factor, Megatron-LM's
+  // --rotary-percent; Nemotron: 0.5). RoPE is a rotation without weights whose elementwise cost is inside the fitted
+  // elementwise passes, so it changes no price; launch writes it.
+  double rotary_fraction = 1.0;
 };
 
 [[nodiscard]] inline bool latent_attention(const ModelSpec& m) { return m.kv_lora_rank > 0; }
