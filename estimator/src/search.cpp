@@ -260,6 +260,8 @@ struct Search {
         l.tp_comm_overlap = base.tp_comm_overlap && l.tp > 1 && l.sequence_parallel;
         if (m.num_experts > 0 && l.tp > 1 && !l.sequence_parallel) continue;  // Megatron-LM requires SP with experts
         for (const StateSharding& s : shardings) {
+          // Megatron-LM's precision-aware optimizer runs only as the distributed optimizer (layout.cpp).
+          if (base.optimizer_precision.precision_aware && s.optimizer == Shard::none) continue;
           l.sharding = s;
           for (Recompute r : o.recomputes) {
             l.recompute = r;

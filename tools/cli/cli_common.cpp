@@ -134,6 +134,7 @@ Layout rank_base(const Plan& plan, const LayoutRequest& q) {
   base.fp8_param_gather = q.fp8_param_gather;
   require_tp_comm_overlap(plan.framework, q.tp_comm_overlap);
   base.tp_comm_overlap = q.tp_comm_overlap;
+  set_optimizer_precision(plan.framework, q.optimizer_precision, base);  // after the FP8 recipe it depends on
   return base;
 }
 

@@ -80,7 +80,8 @@ inline constexpr const char* kRiskHelp =
 // the knobs' grammar; two columns giving one knob are an Error.
 [[nodiscard]] KnobSettings knob_settings_of(const std::map<std::string, std::string>& columns);
 // What every layout rank searches shares, from the request's knobs the search does not vary: the framework's
-// defaults with the request's LoRA, FP8 and TP-overlap settings (each checked against the framework).
+// defaults with the request's LoRA, FP8, TP-overlap and optimizer-precision settings (each checked against the
+// framework).
 [[nodiscard]] Layout rank_base(const Plan& plan, const LayoutRequest& q);
 // A layout in one word group: "tp2 cp1 pp4x2[7+14x8+7] dp8 mbs1 NNG rc:selective" (rank's and mtsl's tables).
 [[nodiscard]] std::string layout_name(const ModelSpec& m, const Layout& l);

@@ -55,8 +55,12 @@ def rank(*, model: str, gpus: int, seq: int, gbs: int, gpu: str = ..., cluster: 
          data_dir: str | os.PathLike[str] = ..., top: int = ..., constraint: str | Sequence[str] = ...,
          precision: Literal["bf16", "fp8"] = ..., fp8_format: Literal["e4m3", "hybrid"] = ...,
          fp8_recipe: Literal["delayed", "tensorwise"] = ..., fp8_param_gather: bool = ..., tp_comm_overlap: bool = ...,
-         lora_rank: int = ..., lora_targets: str | Sequence[str] = ..., profile: str | os.PathLike[str] = ...,
-         all_shardings: bool = ..., risk: str = ..., html: str = ...) -> dict[str, Any]: ...
+         lora_rank: int = ..., lora_targets: str | Sequence[str] = ..., use_precision_aware_optimizer: bool = ...,
+         main_grads_dtype: Literal["fp32", "bf16"] = ..., main_params_dtype: Literal["fp32", "fp16"] = ...,
+         exp_avg_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = ...,
+         exp_avg_sq_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = ..., grad_reduce_in_bf16: bool = ...,
+         profile: str | os.PathLike[str] = ..., all_shardings: bool = ..., risk: str = ...,
+         html: str = ...) -> dict[str, Any]: ...
 def launch(*, model: str, seq: int, gpu: str = ..., cluster: str = ..., framework: str = ...,
            data_dir: str | os.PathLike[str] = ..., tp: int = ..., cp: int = ..., pp: int = ..., vpp: int = ...,
            decoder_first_pipeline_num_layers: int = ..., decoder_last_pipeline_num_layers: int = ...,
@@ -227,6 +231,10 @@ class Planner:
              precision: Literal["bf16", "fp8"] = ..., fp8_format: Literal["e4m3", "hybrid"] = ...,
              fp8_recipe: Literal["delayed", "tensorwise"] = ..., fp8_param_gather: bool = ...,
              tp_comm_overlap: bool = ..., lora_rank: int = ..., lora_targets: str | Sequence[str] = ...,
+             use_precision_aware_optimizer: bool = ..., main_grads_dtype: Literal["fp32", "bf16"] = ...,
+             main_params_dtype: Literal["fp32", "fp16"] = ...,
+             exp_avg_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = ...,
+             exp_avg_sq_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = ..., grad_reduce_in_bf16: bool = ...,
              all_shardings: bool = ..., risk: str = ..., html: str = ...) -> dict[str, Any]: ...
     # --- end of generated ---
     def estimate_many(self, columns: Mapping[str, Any], *, on_error: str = ...,
