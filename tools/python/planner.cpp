@@ -167,7 +167,8 @@ py::object Planner::mtsl(KnobSettings k) const {
     d["mtsl_tokens"] = r.tokens;
     const MtslInterval band =
         mtsl_interval(specs_.model, specs_.cluster, l, specs_.framework.residual, specs_.framework.memory_band);
-    d["mtsl_tokens_interval"] = band.known ? py::object(py::cast(std::vector<std::int64_t>{band.low, band.high})) : py::object(py::none());
+    d["mtsl_tokens_interval"] =
+        band.known ? py::object(py::cast(std::vector<std::int64_t>{band.low, band.high})) : py::object(py::none());
     d["risk"] = "nominal";
     d["interval_source"] =
         band_source(specs_.framework.memory_band, "framework " + specs_.framework.name + "'s memory model", "MTSL");
@@ -227,8 +228,8 @@ py::object integer_column(const Knob& k, const py::handle& value) {
     const std::string kind = py::str(value.attr("dtype").attr("kind")).cast<std::string>();
     // Signed integers convert exactly; unsigned ones up to int64's maximum. Values past 10^12 are refused row by row
     // (estimate_many's on_error), as any other invalid row.
-    const bool fits = kind == "i" || value.attr("size").cast<std::size_t>() == 0 ||
-                      value.attr("max")().cast<double>() < 9.2e18;
+    const bool fits =
+        kind == "i" || value.attr("size").cast<std::size_t>() == 0 || value.attr("max")().cast<double>() < 9.2e18;
     if ((kind == "i" || kind == "u") && fits) return np.attr("ascontiguousarray")(value, "int64");
   }
   const py::list items = py::hasattr(value, "tolist") ? py::list(value.attr("tolist")())
