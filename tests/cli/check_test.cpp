@@ -3,6 +3,7 @@
 // command `launch` writes reads back as the layout it was written from.
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -163,6 +164,40 @@ TEST(Check, ReadsBackWhatLaunchWrites) {
   const Result e = run(estimate);
   ASSERT_EQ(e.code, 0) << e.err;
   EXPECT_EQ(nlohmann::json::parse(c.out).at("layout"), nlohmann::json::parse(e.out).at("layout"));
+}
+
+// A launch script of Megatron-LM's own examples (examples/llama/train_llama3_8b_h100_fp8.sh, its variables expanded
+// with the script's defaults): read whole, every flag of it read or ignored by name, none dropped.
+TEST(Check, ReadsMegatronLmsOwnLlamaExampleWhole) {
+  const std::string script =
+      std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/megatron_llama3_8b_h100_fp8.sh";
+  const Result r = run({"check", "--cluster", "dgx-h100", "--json", script});
+  ASSERT_NE(r.code, 2) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  const auto& l = doc.at("layout");
+  EXPECT_EQ(l.at("tp"), 1);
+  EXPECT_EQ(l.at("dp"), 8);
+  EXPECT_EQ(l.at("gbs"), 128);
+  EXPECT_EQ(l.at("seq"), 8192);
+  EXPECT_EQ(l.at("fp8_recipe"), "delayed");
+  EXPECT_EQ(l.at("fp8_param_gather"), true);
+  std::ifstream in(script);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string args = text.substr(text.find("pretrain_gpt.py"));
+  std::string listed;
+  for (const auto* key : {"flags_read", "flags_ignored"})
+    for (const auto& f : doc.at(key)) {
+      listed += ' ';
+      listed += f.get_ref<const std::string&>();
+      listed += ' ';
+    }
+  std::size_t flags = 0;
+  for (std::size_t at = args.find(" --"); at != std::string::npos; at = args.find(" --", at + 1)) {
+    const std::string flag = args.substr(at + 1, args.find_first_of(" \\\n", at + 1) - at - 1);
+    ++flags;
+    EXPECT_NE(listed.find(' ' + flag + ' '), std::string::npos) << flag << " neither read nor ignored";
+  }
+  EXPECT_GT(flags, 60u);
 }
 
 }  // namespace

@@ -72,6 +72,27 @@ constexpr std::array kFlags = {
          "FP8 delayed scaling's amax history: a few KiB a tensor"},
     Flag{"--fp8-amax-compute-algo", "fp8_amax_compute_algo", Arity::value, "FP8 delayed scaling's amax reduction"},
     // Optimizer hyper-parameters, schedules, data, tokenizer, checkpoints, logging: no bytes, no time per step.
+    Flag{"--rotary-base", "rotary_base", Arity::value, "RoPE's frequency base: no weights, the same work"},
+    Flag{"--rotary-percent", "rotary_percent", Arity::value, "the rotated share of a head: no weights, the same work"},
+    Flag{"--apply-layernorm-1p", "apply_layernorm_1p", Arity::store_true,
+         "zero-centred norm weights: the same parameters and work"},
+    Flag{"--cross-entropy-loss-fusion", "cross_entropy_loss_fusion", Arity::store_true,
+         "the fused loss keeps fewer FP32 logit copies: priced as the unfused loss, so the peak may be lower"},
+    Flag{"--calculate-per-token-loss", "calculate_per_token_loss", Arity::store_true, "loss normalisation"},
+    Flag{"--manual-gc", "manual_gc", Arity::store_true, "Python's garbage collection on the host"},
+    Flag{"--empty-unused-memory-level", "empty_unused_memory_level", Arity::value,
+         "the allocator's cache emptied between steps (the residual's fragmentation is fitted without it)"},
+    Flag{"--log-throughput", "log_throughput", Arity::store_true, "logging"},
+    Flag{"--profile", "profile", Arity::store_true, "the profiler, on its own steps only"},
+    Flag{"--profile-step-start", "profile_step_start", Arity::value, "the profiler, on its own steps only"},
+    Flag{"--profile-step-end", "profile_step_end", Arity::value, "the profiler, on its own steps only"},
+    Flag{"--ckpt-format", "ckpt_format", Arity::value, "checkpoints"},
+    Flag{"--distributed-timeout-minutes", "distributed_timeout_minutes", Arity::value, "process group timeout"},
+    Flag{"--step-batch-size-schedule", "step_batch_size_schedule", Arity::value,
+         "the batch ramp-up of the first steps: the steady state is --global-batch-size"},
+    Flag{"--rampup-batch-size", "rampup_batch_size", Arity::values,
+         "the batch ramp-up of the first steps: the steady state is --global-batch-size"},
+    Flag{"--transformer-impl", "transformer_impl", Arity::value, ""},
     Flag{"--lr", "lr", Arity::value, "learning rate"},
     Flag{"--min-lr", "min_lr", Arity::value, "learning rate"},
     Flag{"--decoupled-lr", "decoupled_lr", Arity::value, "learning rate"},
@@ -280,6 +301,10 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
   }
   // Megatron-LM's attention backends: auto, flash and fused (cuDNN) run fused kernels, as priced; unfused and local
   // materialise the s x s scores, which only --no-flash-attn prices (not a Megatron-LM flag).
+  // Transformer Engine's layers (the default) are what the coefficients were fitted on; Megatron-LM's local ones
+  // differ.
+  if (const std::string impl = get(args, "transformer_impl", "transformer_engine"); impl != "transformer_engine")
+    throw Error(w + ": --transformer-impl " + impl + ": only Transformer Engine's layers (the default) are priced");
   if (const std::string b = get(args, "attention_backend", "auto"); b != "auto" && b != "flash" && b != "fused")
     throw Error(w + ": --attention-backend " + b + ": only the fused kernels (auto, flash, fused) are priced");
   const std::int64_t dp = gpus / model_gpus;
