@@ -71,7 +71,7 @@ std::vector<std::string> llama8b(const std::vector<std::string>& layout) {
 std::vector<std::string> check(const std::vector<std::string>& flags, const std::vector<std::string>& command) {
   std::vector<std::string> args = {"check", "--cluster", "dgx-h100"};
   args.insert(args.end(), flags.begin(), flags.end());
-  args.push_back("--");
+  args.emplace_back("--");
   args.insert(args.end(), command.begin(), command.end());
   return args;
 }

@@ -107,16 +107,16 @@ TEST(Launch, MegatronArguments) {
 // table's Megatron spellings) they give the same memory; Nemotron's plain MLP is Megatron-LM's --squared-relu with
 // RoPE on half of each head.
 TEST(Launch, PrecisionAwareOptimizerAndSquaredReluRoundTrip) {
-  const std::vector<std::string> knobs = {"--use-precision-aware-optimizer",
-                                          "--main-grads-dtype",
-                                          "bf16",
-                                          "--exp-avg-dtype",
-                                          "bf16",
-                                          "--exp-avg-sq-dtype",
-                                          "fp8",
-                                          "--main-params-dtype",
-                                          "fp16"};
-  const auto j = launch_json(knobs);
+  const std::vector<std::string> precision_flags = {"--use-precision-aware-optimizer",
+                                                    "--main-grads-dtype",
+                                                    "bf16",
+                                                    "--exp-avg-dtype",
+                                                    "bf16",
+                                                    "--exp-avg-sq-dtype",
+                                                    "fp8",
+                                                    "--main-params-dtype",
+                                                    "fp16"};
+  const auto j = launch_json(precision_flags);
   EXPECT_EQ(megatron_value(j, "--use-precision-aware-optimizer"), "on");
   EXPECT_EQ(megatron_value(j, "--main-grads-dtype"), "bf16");
   EXPECT_EQ(megatron_value(j, "--main-params-dtype"), "fp16");
@@ -125,17 +125,18 @@ TEST(Launch, PrecisionAwareOptimizerAndSquaredReluRoundTrip) {
   EXPECT_EQ(megatron_value(j, "--grad-reduce-in-bf16"), "");
   EXPECT_EQ(megatron_value(launch_json({"--grad-reduce-in-bf16"}), "--grad-reduce-in-bf16"), "on");
   EXPECT_EQ(megatron_value(launch_json(), "--use-precision-aware-optimizer"), "");
-  // The written flags, given to estimate, price what the knobs priced.
+  // The written flags, given to estimate, price what the precision_flags priced.
   std::vector<std::string> written;
   const auto args = j.at("megatron").get<std::vector<std::string>>();
   for (auto it = args.begin(); it != args.end(); ++it)
-    if (std::find(knobs.begin(), knobs.end(), *it) != knobs.end()) {
+    if (std::find(precision_flags.begin(), precision_flags.end(), *it) != precision_flags.end()) {
       written.push_back(*it);
       if (it + 1 != args.end() && !(it + 1)->starts_with("--")) written.push_back(*++it);
     }
   std::vector<std::string> estimate = kLayout;
   estimate.front() = "estimate";
-  const Result a = run(with(with(estimate, knobs), {"--json"})), b = run(with(with(estimate, written), {"--json"}));
+  const Result a = run(with(with(estimate, precision_flags), {"--json"})),
+               b = run(with(with(estimate, written), {"--json"}));
   ASSERT_EQ(a.code, 0) << a.err;
   ASSERT_EQ(b.code, 0) << b.err;
   EXPECT_EQ(nlohmann::json::parse(a.out).at("memory"), nlohmann::json::parse(b.out).at("memory"));

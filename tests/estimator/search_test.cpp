@@ -207,7 +207,7 @@ TEST(RankCli, AllShardingsMarksTheLayoutsOutsideTheFramework) {
   EXPECT_NE(out.str().find(" GGG rc:none *"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("* a sharding outside the framework: megatron runs NNN, NNG only"), std::string::npos);
   std::vector<std::string> json = args;
-  json.push_back("--json");
+  json.emplace_back("--json");
   std::ostringstream jout, jerr;
   ASSERT_EQ(cli::run(json, jout, jerr), 0) << jerr.str();
   const auto j = nlohmann::json::parse(jout.str());

@@ -139,31 +139,24 @@ constexpr std::array kFlags = {
     Flag{"--no-mmap-bin-files", "mmap_bin_files", Arity::store_false, "data"},
 };
 
-const Flag* find_flag(std::string_view name) {
+// The flag of `name`: a row of kFlags, or a knob's Megatron-LM spelling (knobs.hpp log_key, the flag arguments.py
+// takes for it), read into the layout.
+std::optional<Flag> flag_of(std::string_view name) {
   for (const Flag& f : kFlags)
-    if (f.flag == name) return &f;
-  return nullptr;
-}
-
-// A knob's Megatron-LM flag: the one of its spellings that arguments.py takes for its log_key, and how it is given.
-struct KnobFlag {
-  std::string_view dest;
-  Arity arity;
-};
-std::optional<KnobFlag> knob_flag(std::string_view name) {
+    if (f.flag == name) return f;
   // Spellings whose dest is not the flag's words (arguments.py).
-  if (name == "--fp8-format") return KnobFlag{"fp8", Arity::value};
+  if (name == "--fp8-format") return Flag{name, "fp8", Arity::value, ""};
   if (name == "--num-virtual-stages-per-pipeline-rank")
-    return KnobFlag{"virtual_pipeline_model_parallel_size", Arity::value};
+    return Flag{name, "virtual_pipeline_model_parallel_size", Arity::value, ""};
   if (name == "--num-layers-per-virtual-pipeline-stage")
-    return KnobFlag{"num_layers_per_virtual_pipeline_stage", Arity::value};
-  if (name == "--no-overlap-p2p-communication") return KnobFlag{"overlap_p2p_comm", Arity::store_false};
-  if (name == "--cpu-offloading") return KnobFlag{"cpu_offloading", Arity::store_true};
+    return Flag{name, "num_layers_per_virtual_pipeline_stage", Arity::value, ""};
+  if (name == "--no-overlap-p2p-communication") return Flag{name, "overlap_p2p_comm", Arity::store_false, ""};
+  if (name == "--cpu-offloading") return Flag{name, "cpu_offloading", Arity::store_true, ""};
   for (const Knob& k : knobs()) {
     if (k.log_key.empty()) continue;
     std::string flag = "--" + std::string(k.log_key);
     std::replace(flag.begin(), flag.end(), '_', '-');
-    if (flag == name) return KnobFlag{k.log_key, k.type == KnobType::flag ? Arity::store_true : Arity::value};
+    if (flag == name) return Flag{name, k.log_key, k.type == KnobType::flag ? Arity::store_true : Arity::value, ""};
   }
   return std::nullopt;
 }
@@ -216,16 +209,15 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
     if (flag.rfind("--", 0) != 0) throw Error(w + ": '" + flag + "' follows no flag");
     const auto eq = flag.find('=');
     const bool has_inline = eq != std::string::npos;
-    if (has_inline) inline_value = flag.substr(eq + 1), flag = flag.substr(0, eq);
-    const Flag* known = find_flag(flag);
-    const std::optional<KnobFlag> k = known ? std::nullopt : knob_flag(flag);
-    if (known == nullptr && !k)
+    if (has_inline) inline_value = flag.substr(eq + 1), flag.resize(eq);
+    const std::optional<Flag> known = flag_of(flag);
+    if (!known)
       throw Error(w + ": " + flag +
                   ": a Megatron-LM flag headroom does not read, so it cannot tell whether it changes memory or time "
                   "(check --ignore " +
                   flag + " prices the job without it)");
-    const Arity arity = known ? known->arity : k->arity;
-    const std::string dest(known ? known->dest : k->dest);
+    const Arity arity = known->arity;
+    const std::string dest(known->dest);
     std::string value;
     if (arity == Arity::store_true || arity == Arity::store_false) {
       if (has_inline) throw Error(w + ": " + flag + " takes no value");
@@ -239,7 +231,7 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
     }
     if (args.contains(dest) && arity != Arity::values) throw Error(w + ": " + flag + " is given twice");
     args[dest] = value;
-    if (known && !known->ignored_because.empty())
+    if (!known->ignored_because.empty())
       out.ignored.push_back(flag + " (" + std::string(known->ignored_because) + ")");
     else
       out.read.push_back(flag + (arity == Arity::store_true || arity == Arity::store_false ? "" : " " + value));

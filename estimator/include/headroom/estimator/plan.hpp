@@ -105,7 +105,7 @@ struct PlanContext {
 };
 
 // One layout (valid: plan_layout) priced with the plan and its context.
-[[nodiscard]] Estimate estimate(const Plan& plan, const PlanContext& context, const Layout& l);
+[[nodiscard]] Estimate estimate(const Plan& plan, const PlanContext& ctx, const Layout& l);
 // {"memory": ..., "perf": ...} as estimate --json prints them, and back (for pickling).
 [[nodiscard]] nlohmann::json to_json(const Estimate& e);
 [[nodiscard]] Estimate estimate_from_json(const nlohmann::json& j);
