@@ -307,7 +307,7 @@ const HfModelType& modelled_hf_type(const std::string& type, std::string_view wh
 }
 
 // nlohmann keeps the last of two equal keys in an object; a spec with "hidden_size" twice is ambiguous, so
-// read_json_file refuses it. The SAX pass tracks the keys of every open object.
+// parse_json_strict refuses it. The SAX pass tracks the keys of every open object.
 class DuplicateKeyFinder final : public nlohmann::json_sax<json> {
  public:
   std::string duplicate;
@@ -344,31 +344,31 @@ class DuplicateKeyFinder final : public nlohmann::json_sax<json> {
 
 }  // namespace
 
-json read_json_file(const fs::path& path) {
-  const std::string text = read_file_bounded(path);
+json parse_json_strict(std::string_view text, std::string_view where) {
   // Deeper nesting than any spec has is refused while parsing: nlohmann's dump() and the schema checker recurse,
   // and a file of nested brackets would overflow the stack.
-  const json::parser_callback_t depth_limit = [&path](int depth, json::parse_event_t /*event*/, json& /*parsed*/) {
+  const std::string who(where);
+  const json::parser_callback_t depth_limit = [&who](int depth, json::parse_event_t /*event*/, json& /*parsed*/) {
     if (depth > kMaxJsonDepth)
-      throw Error("malformed JSON in " + path.string() + ": nested deeper than " + std::to_string(kMaxJsonDepth) +
-                  " levels");
+      throw Error("malformed JSON in " + who + ": nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     return true;
   };
   try {
     json doc = json::parse(text, depth_limit);
     DuplicateKeyFinder finder;
     if (!json::sax_parse(text, &finder) && !finder.duplicate.empty())
-      throw Error("malformed JSON in " + path.string() + ": the key \"" + finder.duplicate +
-                  "\" appears twice in one object");
+      throw Error("malformed JSON in " + who + ": the key \"" + finder.duplicate + "\" appears twice in one object");
     return doc;
   } catch (const json::exception& e) {
     // parse_error for bad syntax, out_of_range for a number beyond a double ("1e400"). nlohmann's message is
     // "[json.exception.parse_error.101] parse error at line 1, column 2: ..."
     std::string what = e.what();
     if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
-    throw Error("malformed JSON in " + path.string() + ": " + what);
+    throw Error("malformed JSON in " + who + ": " + what);
   }
 }
+
+json read_json_file(const fs::path& path) { return parse_json_strict(read_file_bounded(path), path.string()); }
 
 fs::path default_data_dir() {
   if (const char* env = std::getenv("HEADROOM_DATA_DIR"); env != nullptr && *env != '\0') return env;

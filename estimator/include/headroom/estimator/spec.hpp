@@ -179,6 +179,11 @@ class SpecLibrary {
 [[nodiscard]] ModelSpec model_from_hf_config(const nlohmann::json& j, std::string_view name, std::string_view where);
 [[nodiscard]] GpuSpec gpu_from_json(const nlohmann::json& j, std::string_view where);
 
+// One JSON document, parsed strictly: bad syntax, nesting deeper than any spec, or a key twice in one object
+// (nlohmann would keep the last silently) is an Error "malformed JSON in <where>: ...". The one JSON reader of
+// spec files (read_json_file) and of the run files of `calibrate --from-runs`.
+[[nodiscard]] nlohmann::json parse_json_strict(std::string_view text, std::string_view where);
+
 // Reads a whole JSON file (read_file_bounded: at most 256 MiB); malformed JSON, an unreadable file or one past the
 // bound is an Error naming the file.
 [[nodiscard]] nlohmann::json read_json_file(const std::filesystem::path& path);
