@@ -9,7 +9,7 @@ namespace {
 
 using units::d;
 
-double gated_multiplier(const ModelSpec& m) { return m.mlp == Mlp::swiglu ? 1.5 : 1.0; }
+double gated_multiplier(const ModelSpec& m) { return gated_mlp(m) ? 1.5 : 1.0; }
 
 }  // namespace
 
@@ -56,7 +56,7 @@ double model_flops_per_token(const ModelSpec& m, std::int64_t seq) {
 LayerGemms layer_gemms(const ModelSpec& m, const Layout& l) {
   const double h = d(m.hidden_size), f = d(m.ffn_hidden_size), t = d(l.tp);
   const double tokens = d(l.seq) * d(l.mbs) / d(l.cp);
-  const double fc1_out = (m.mlp == Mlp::swiglu ? 2.0 : 1.0) * f;  // gate and up fused
+  const double fc1_out = (gated_mlp(m) ? 2.0 : 1.0) * f;  // gate and up fused
   LayerGemms g;
   g.qkv = {tokens, (query_width(m) + 2.0 * kv_width(m)) / t, h};
   g.proj = {tokens, h, query_width(m) / t};

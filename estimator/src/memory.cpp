@@ -41,7 +41,7 @@ double unfused_score_bytes(const ModelSpec& m, const Layout& l) {
 
 // A gated FFN of `width` (gate, up, down: 3·h·width), or a plain one (2·h·width).
 double ffn_weights(const ModelSpec& m, std::int64_t width) {
-  return (m.mlp == Mlp::swiglu ? 3.0 : 2.0) * d(m.hidden_size) * d(width);
+  return (gated_mlp(m) ? 3.0 : 2.0) * d(m.hidden_size) * d(width);
 }
 
 // s·b·h/(t·c): the unit of the 4D paper's activation terms (Eq. 17).
@@ -304,7 +304,7 @@ double activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   const double sbh = sbh_per_gpu(m, l);
   if (l.recompute == Recompute::full) return 2.0 * sbh * (l.sequence_parallel ? 1.0 : d(l.tp));
   const double ffn_ratio = d(m.ffn_hidden_size) / d(m.hidden_size);
-  const double mlp_units = 2.0 + (m.mlp == Mlp::swiglu ? 8.0 : 4.0) * ffn_ratio;
+  const double mlp_units = 2.0 + (gated_mlp(m) ? 8.0 : 4.0) * ffn_ratio;
   const double all_units = attention_activation_units(m, l) + mlp_units + norm_activation_units(m);
   const double replicated_units = 4.0 + norm_activation_units(m);
   double bytes =
@@ -320,7 +320,7 @@ double activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
 // etp) and its output for the combine (2), scaled by the busiest GPU's load. Full recompute: the layer input only.
 double moe_activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   if (l.recompute == Recompute::full) return activation_bytes_per_layer(m, l);
-  const double h = d(m.hidden_size), gated = m.mlp == Mlp::swiglu ? 8.0 : 4.0;
+  const double h = d(m.hidden_size), gated = gated_mlp(m) ? 8.0 : 4.0;
   const double routed =
       d(m.moe_router_topk) * l.expert_load * (2.0 * d(l.expert_tp()) + gated * d(m.moe_ffn_hidden_size) / h + 2.0);
   double units = attention_activation_units(m, l) + norm_activation_units(m) + 2.0 + 2.0 * d(m.num_experts) / h +

@@ -239,6 +239,52 @@ std::int64_t hf_count(const json& j, const char* key, std::string_view where) {
   return it->get<std::int64_t>();
 }
 
+// A positive number of a Hugging Face config, 0 where absent or null; another value is an Error naming the key.
+double hf_positive(const json& j, const char* key, std::string_view where) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return 0.0;
+  if (!it->is_number() || !(it->get<double>() > 0) || !std::isfinite(it->get<double>()))
+    throw Error(std::string(where) + ": " + key + " must be a positive number (got " + it->dump() + ")");
+  return it->get<double>();
+}
+
+// Whether a gated MLP's activation is a GELU (Gemma's hidden_activation "gelu_pytorch_tanh", or "gelu") rather than
+// SiLU; the names of transformers' ACT2FN (activations.py).
+bool hf_gelu(const json& j, std::string_view where) {
+  const std::string act = hf_string(j, "hidden_activation", where, hf_string(j, "hidden_act", where, "silu"));
+  if (act == "silu" || act == "swish") return false;
+  if (act.rfind("gelu", 0) == 0) return true;
+  throw Error(std::string(where) + ": hidden_act " + act.substr(0, 40) +
+              " of a gated MLP is not modelled (valid: silu, swish, gelu, gelu_pytorch_tanh, gelu_new)");
+}
+
+// What changes the arithmetic but not the cost (ModelSpec): RoPE's base and scaling (rope_theta and rope_scaling, or
+// transformers' newer rope_parameters), the norms' epsilon, and Gemma's (1 + w) norms, scaled embeddings, soft caps
+// and query scale (modeling_gemma2.py, configuration_gemma2.py).
+void read_hf_arithmetic(const json& j, const std::string& type, ModelSpec& m, std::string_view where) {
+  const auto params = j.find("rope_parameters");
+  const bool has_params = params != j.end() && params->is_object();
+  m.rope_theta = hf_positive(has_params ? *params : j, "rope_theta", where);
+  if (m.rope_theta == 0 && has_params) m.rope_theta = hf_positive(j, "rope_theta", where);
+  const auto scaling = has_params ? params : j.find("rope_scaling");
+  if (scaling != j.end() && scaling->is_object()) {
+    std::string kind = hf_string(*scaling, "rope_type", where, hf_string(*scaling, "type", where, "default"));
+    if (kind != "default") {
+      m.rope_scaling = kind;
+      m.rope_scaling_factor = hf_positive(*scaling, "factor", where);
+    }
+  }
+  m.norm_eps = hf_positive(j, "rms_norm_eps", where);
+  if (m.norm_eps == 0) m.norm_eps = hf_positive(j, "layer_norm_epsilon", where);
+  if (m.norm_eps == 0) m.norm_eps = hf_positive(j, "layer_norm_eps", where);
+  const bool gemma = type.rfind("gemma", 0) == 0;
+  m.norm_plus_one = m.scaled_embeddings = gemma;
+  m.attention_softcap = hf_positive(j, "attn_logit_softcapping", where);
+  m.final_softcap = hf_positive(j, "final_logit_softcapping", where);
+  m.query_pre_attn_scalar = gemma ? hf_count(j, "query_pre_attn_scalar", where) : 0;
+  if (m.query_pre_attn_scalar < 0) m.query_pre_attn_scalar = 0;
+}
+
 // The experts of a Hugging Face MoE config (transformers' configuration_{mixtral,qwen2_moe,qwen3_moe,deepseek_v3}.py):
 // num_local_experts (Mixtral, whose intermediate_size is each expert's) or num_experts / n_routed_experts with
 // moe_intermediate_size; num_experts_per_tok; Qwen2-MoE's gated shared_expert_intermediate_size, DeepSeek's
@@ -394,7 +440,8 @@ ModelSpec model_from_json(const json& j, std::string_view where) {
   m.max_context = j.at("max_context_tokens").get<std::int64_t>();
   m.tied_embeddings = j.at("tie_word_embeddings").get<bool>();
   m.norm = j.at("norm").get<std::string>() == "layernorm" ? Norm::layernorm : Norm::rmsnorm;
-  m.mlp = j.at("activation").get<std::string>() == "gelu" ? Mlp::gelu : Mlp::swiglu;
+  const std::string activation = j.at("activation").get<std::string>();
+  m.mlp = activation == "gelu" ? Mlp::gelu : activation == "geglu" ? Mlp::geglu : Mlp::swiglu;
   m.linear_biases = j.value("linear_biases", false);
   m.qkv_bias = j.value("qkv_bias", false);
   m.learned_positions = j.value("learned_position_embeddings", false);
@@ -415,6 +462,17 @@ ModelSpec model_from_json(const json& j, std::string_view where) {
   m.qk_rope_head_dim = j.value("qk_rope_head_dim", std::int64_t{0});
   m.v_head_dim = j.value("v_head_dim", std::int64_t{0});
   m.mtp_layers = j.value("mtp_layers", std::int64_t{0});
+  m.rope_theta = j.value("rope_theta", 0.0);
+  if (const auto it = j.find("rope_scaling"); it != j.end()) {
+    m.rope_scaling = it->at("type").get<std::string>();
+    m.rope_scaling_factor = it->at("factor").get<double>();
+  }
+  m.norm_eps = j.value("norm_eps", 0.0);
+  m.norm_plus_one = j.value("norm_plus_one", false);
+  m.scaled_embeddings = j.value("scaled_embeddings", false);
+  m.attention_softcap = j.value("attention_softcap", 0.0);
+  m.final_softcap = j.value("final_softcap", 0.0);
+  m.query_pre_attn_scalar = j.value("query_pre_attn_scalar", std::int64_t{0});
   check_model_shape(m, where);
   return m;
 }
@@ -439,8 +497,8 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   m.head_dim = hf_int(j, {"head_dim"}, where, 0);
   if (m.head_dim * m.num_heads == m.hidden_size) m.head_dim = 0;  // h/a, as given: one spelling of one model
   const bool gpt2 = type == "gpt2";
-  // A gated GELU (Gemma's GeGLU) has SwiGLU's three projections: priced as such.
-  m.mlp = family.gated ? Mlp::swiglu : Mlp::gelu;
+  // A gated GELU (Gemma's GeGLU) has SwiGLU's three projections: priced as such, exported as itself.
+  m.mlp = family.gated ? (hf_gelu(j, where) ? Mlp::geglu : Mlp::swiglu) : Mlp::gelu;
   m.norm = gpt2 ? Norm::layernorm : Norm::rmsnorm;
   m.linear_biases = gpt2;
   // Qwen2's attention has biases on q, k and v, hard-wired in transformers' modeling_qwen2.py (no config key).
@@ -468,6 +526,7 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   const auto skip_freq = m.sliding_window > 0 ? hf_window_skip_freq(j, type, m.num_layers, where) : std::nullopt;
   m.window_skip_freq = skip_freq.value_or(0);
   if (!skip_freq || m.sliding_window >= m.max_context) m.sliding_window = m.window_skip_freq = 0;
+  read_hf_arithmetic(j, type, m, where);
   // The default of tie_word_embeddings where a config leaves it out: True in transformers' GPT-2 and Gemma
   // configs (configuration_gemma.py), False in Llama's, Mistral's and Qwen's.
   m.tied_embeddings = hf_bool(j, "tie_word_embeddings", where, gpt2 || type.rfind("gemma", 0) == 0);

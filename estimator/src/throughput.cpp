@@ -168,7 +168,7 @@ namespace {
 // launch, at the efficiency of the per-expert tiles).
 double moe_ffn_gemm_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l, double peak) {
   const double h = d(m.hidden_size), t = d(l.tp), tokens = d(l.seq) * d(l.mbs) / d(l.cp);
-  const double gated = m.mlp == Mlp::swiglu ? 2.0 : 1.0;
+  const double gated = gated_mlp(m) ? 2.0 : 1.0;
   double seconds = gemm_seconds(p, {tokens / t, d(m.num_experts), h});
   if (m.shared_expert_ffn_hidden_size > 0) {
     const double f = d(m.shared_expert_ffn_hidden_size);
@@ -243,7 +243,7 @@ Fp8CastElements fp8_cast_elements(const ModelSpec& m, const Layout& l, bool expe
   if (l.fp8 == Fp8Recipe::none) return x;
   const double h = d(m.hidden_size), t = d(l.tp), tokens = d(l.seq) * d(l.mbs) / d(l.cp);
   const double local = l.sequence_parallel && fp8_sequence_gathers(l) ? tokens / t : tokens;  // h-wide casts
-  const double gated = m.mlp == Mlp::swiglu ? 2.0 : 1.0;
+  const double gated = gated_mlp(m) ? 2.0 : 1.0;
   if (latent_attention(m)) {
     const double q_r = d(m.q_lora_rank), kv_r = d(m.kv_lora_rank), a = d(m.num_heads), d_v = d(m.v_head_dim);
     x.inputs += local * h * (q_r > 0 ? 2.0 : 1.0) + tokens * (q_r + kv_r) + tokens * a * d_v / t;

@@ -15,7 +15,9 @@
 namespace headroom {
 
 enum class Norm { rmsnorm, layernorm };
-enum class Mlp { swiglu, gelu };
+// The MLP: gated (gate, up and down projections) with SiLU (SwiGLU) or GELU (GeGLU, Gemma's tanh GELU), or two
+// matrices with GELU. Both gated forms cost the same; they differ in the arithmetic.
+enum class Mlp { swiglu, gelu, geglu };
 
 // A decoder-only transformer. Variables as in the 4D paper, Table 1.
 struct ModelSpec {
@@ -61,12 +63,29 @@ struct ModelSpec {
   std::int64_t qk_nope_head_dim = 0;
   std::int64_t qk_rope_head_dim = 0;
   std::int64_t v_head_dim = 0;
+  // What changes a model's arithmetic but not its cost, written into launch arguments as the framework's flags (or
+  // said to have none): RoPE's base θ (0: not given), its frequency scaling ("llama3": Llama 3.1's, "yarn": YaRN;
+  // "": none) and factor, the norms' ε (0: not given) and Gemma's specifics: RMSNorm scaling by (1 + w), embeddings
+  // multiplied by sqrt(h), tanh soft caps c·tanh(x/c) on the attention scores and the final logits (0: none), and a
+  // softmax scale of 1/sqrt(query_pre_attn_scalar) (0: 1/sqrt(d_h)).
+  double rope_theta = 0;
+  std::string rope_scaling;
+  double rope_scaling_factor = 0;
+  double norm_eps = 0;
+  bool norm_plus_one = false;
+  bool scaled_embeddings = false;
+  double attention_softcap = 0;
+  double final_softcap = 0;
+  std::int64_t query_pre_attn_scalar = 0;
   // Multi-token-prediction layers of the checkpoint (DeepSeek-V3's num_nextn_predict_layers): counted apart
   // (mtp_parameters), not trained in what headroom prices.
   std::int64_t mtp_layers = 0;
 };
 
 [[nodiscard]] inline bool latent_attention(const ModelSpec& m) { return m.kv_lora_rank > 0; }
+
+// Gate, up and down projections (SwiGLU, GeGLU): three h × h_ffn matrices, not two.
+[[nodiscard]] inline bool gated_mlp(const ModelSpec& m) { return m.mlp != Mlp::gelu; }
 
 // Layers with routed experts: all but the first dense ones, none in a dense model.
 [[nodiscard]] inline std::int64_t moe_layers(const ModelSpec& m) {
