@@ -1,6 +1,7 @@
 #include "headroom/estimator/launch_args.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <tuple>
@@ -59,6 +60,54 @@ void megatron_experts(const ModelSpec& m, const Layout& l, std::vector<std::stri
   if (l.expert_load > 1.0) a.insert(a.end(), {"--moe-expert-capacity-factor", decimal(l.expert_load)});
 }
 
+// What changes the model's arithmetic but not its shape: every ModelSpec field of it is written as Megatron-LM's
+// flag, or said to have none. Flag names, types and defaults from megatron/training/arguments.py (--rotary-base an
+// int, default 10000; --use-rope-scaling and --rope-scaling-factor, Llama 3.x's frequency scaling, default factor 8;
+// --attention-dropout, default 0.1; the MLA group's --q-lora-rank, --kv-lora-rank, --qk-head-dim,
+// --qk-pos-emb-head-dim, --v-head-dim) and from the TransformerConfig fields it turns into flags
+// (megatron/core/transformer/transformer_config.py: layernorm_epsilon as --norm-epsilon, default 1e-5;
+// layernorm_zero_centered_gamma as --apply-layernorm-1p; multi_latent_attention). arguments.py has no flag for a
+// gated GELU (--swiglu is SiLU, --quick-geglu a sigmoid approximation), soft caps, embedding scaling, or the softmax
+// scale (softmax_scale is excluded from its flags).
+void megatron_arithmetic(const ModelSpec& m, std::vector<std::string>& a, std::vector<std::string>& issues) {
+  if (latent_attention(m)) {
+    a.emplace_back("--multi-latent-attention");
+    if (m.q_lora_rank > 0) a.insert(a.end(), {"--q-lora-rank", num(m.q_lora_rank)});
+    a.insert(a.end(), {"--kv-lora-rank", num(m.kv_lora_rank), "--qk-head-dim", num(m.qk_nope_head_dim),
+                       "--qk-pos-emb-head-dim", num(m.qk_rope_head_dim), "--v-head-dim", num(m.v_head_dim)});
+  }
+  if (!m.learned_positions) {
+    if (m.rope_theta <= 0)
+      issues.emplace_back("RoPE base: the model spec gives no rope_theta; Megatron-LM's --rotary-base 10000 applies");
+    else if (m.rope_theta != std::floor(m.rope_theta) || m.rope_theta > 2e9)
+      issues.push_back("RoPE base " + decimal(m.rope_theta) + ": Megatron-LM's --rotary-base takes an integer");
+    else
+      a.insert(a.end(), {"--rotary-base", num(static_cast<std::int64_t>(m.rope_theta))});
+    if (m.rope_scaling == "llama3")
+      a.insert(a.end(), {"--use-rope-scaling", "--rope-scaling-factor", decimal(m.rope_scaling_factor)});
+    else if (!m.rope_scaling.empty())
+      issues.push_back("RoPE scaling " + m.rope_scaling + " (factor " + decimal(m.rope_scaling_factor) +
+                       "): headroom writes Megatron-LM's Llama 3.x scaling (--use-rope-scaling) only");
+  }
+  if (m.norm_eps > 0)
+    a.insert(a.end(), {"--norm-epsilon", decimal(m.norm_eps)});
+  else
+    issues.emplace_back("norm epsilon: the model spec gives no norm_eps; Megatron-LM's --norm-epsilon 1e-5 applies");
+  if (m.norm_plus_one) a.emplace_back("--apply-layernorm-1p");
+  a.insert(a.end(), {"--attention-dropout", decimal(m.attention_dropout)});
+  if (m.mlp == Mlp::geglu)
+    issues.emplace_back(
+        "GeGLU (gated tanh GELU): Megatron-LM has --swiglu (SiLU) and --quick-geglu (sigmoid GELU), no GeGLU");
+  if (m.scaled_embeddings) issues.emplace_back("embeddings scaled by sqrt(hidden size): Megatron-LM has no such flag");
+  if (m.attention_softcap > 0)
+    issues.push_back("attention soft cap " + decimal(m.attention_softcap) + ": Megatron-LM has no soft-capping flag");
+  if (m.final_softcap > 0)
+    issues.push_back("final logit soft cap " + decimal(m.final_softcap) + ": Megatron-LM has no soft-capping flag");
+  if (m.query_pre_attn_scalar > 0 && static_cast<double>(m.query_pre_attn_scalar) != head_dim(m))
+    issues.push_back("softmax scale 1/sqrt(" + num(m.query_pre_attn_scalar) +
+                     "): Megatron-LM's softmax_scale has no flag (1/sqrt(--kv-channels) applies)");
+}
+
 void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchExport& e) {
   auto& a = e.megatron;
   auto& issues = e.megatron_issues;
@@ -85,6 +134,7 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
   if (m.qkv_bias && !m.linear_biases) a.emplace_back("--add-qkv-bias");
   if (!m.learned_positions) a.insert(a.end(), {"--position-embedding-type", "rope"});
   if (!m.tied_embeddings) a.emplace_back("--untie-embeddings-and-output-weights");
+  megatron_arithmetic(m, a, issues);
   a.insert(a.end(), {"--tensor-model-parallel-size", num(l.tp), "--pipeline-model-parallel-size", num(l.pp),
                      "--context-parallel-size", num(l.cp)});
   if (m.num_experts > 0) megatron_experts(m, l, a);

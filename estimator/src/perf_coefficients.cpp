@@ -61,7 +61,8 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
       c.source = value.get<std::string>();
       continue;
     }
-    if (key == "$schema" || key == "description" || key == "fit" || key == "memory") continue;  // memory: cli_common
+    if (key == "$schema" || key == "description" || key == "fit" || key == "memory" || key == "fitted_on")
+      continue;  // memory, fitted_on: with_profile (plan.cpp)
     if (key == "generic_source") {
       const std::string v = value.is_string() ? value.get<std::string>() : "";
       if (v != "datasheet" && v != "fitted" && v != "measured")
@@ -118,7 +119,8 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
     const Field* f =
         std::find_if(std::begin(kFields), std::end(kFields), [&name = key](const Field& x) { return name == x.key; });
     if (f == std::end(kFields)) {
-      std::string valid = "name, source, description, fit, memory, uncertainty, generic_source, gpus, clusters";
+      std::string valid =
+          "name, source, description, fit, memory, fitted_on, uncertainty, generic_source, gpus, clusters";
       for (const auto& x : kFields) valid += std::string(", ") + x.key;
       throw Error(w + ": unknown key '" + key + "' (valid: " + valid + ")");
     }

@@ -52,6 +52,29 @@ ClusterSpec resolve_cluster(const PlanRequest& r, const SpecLibrary& lib) {
   return c;
 }
 
+namespace {
+
+// A coefficients file of `calibrate --from-runs` names the GPUs and clusters of its runs ("fitted_on"): its compute
+// scale and its held-out band were measured there. Applied to another GPU it would rescale that GPU's efficiencies by a
+// factor measured on others and label the result with a band of runs that GPU never ran, so it is refused.
+void refuse_other_gpu(const nlohmann::json& doc, const std::string& path, const ClusterSpec& cluster) {
+  if (!doc.is_object() || !doc.contains("fitted_on")) return;
+  const auto& on = doc.at("fitted_on");
+  std::string gpus, clusters;
+  bool found = false;
+  for (const auto& g : on.at("gpus")) {
+    gpus += (gpus.empty() ? "" : ", ") + g.get<std::string>();
+    found = found || lowered(g.get<std::string>()) == lowered(cluster.gpu.name);
+  }
+  for (const auto& c : on.at("clusters")) clusters += (clusters.empty() ? "" : ", ") + c.get<std::string>();
+  if (!found)
+    throw Error(field("profile") + " " + path + " was fitted on runs of " + gpus + " (clusters " + clusters +
+                "), not of " + cluster.gpu.name + ": its compute efficiencies and held-out band say nothing of " +
+                cluster.gpu.name + " (valid: a cluster of " + gpus + ")");
+}
+
+}  // namespace
+
 Plan with_profile(Plan plan, const std::string& path, const SpecLibrary& lib) {
   if (path.empty()) return plan;
   const nlohmann::json doc = read_json_file(path);
@@ -64,6 +87,7 @@ Plan with_profile(Plan plan, const std::string& path, const SpecLibrary& lib) {
     return plan;
   }
   PerfCoefficients file = perf_coefficients_file(path, doc, perf_schema(lib));
+  refuse_other_gpu(doc, path, plan.cluster);
   add_device_entries(file, plan.coefficients);  // a GPU the file has no entry for: the shipped device entries
   plan.coefficients = std::move(file);
   if (!doc.is_object() || !doc.contains("memory")) return plan;

@@ -245,6 +245,44 @@ std::int64_t hf_count(const json& j, const char* key, std::string_view where) {
   return it->get<std::int64_t>();
 }
 
+// A positive number of a Hugging Face config, 0 where absent or null; another value is an Error naming the key.
+double hf_positive(const json& j, const char* key, std::string_view where) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return 0.0;
+  if (!it->is_number() || !(it->get<double>() > 0) || !std::isfinite(it->get<double>()))
+    throw Error(std::string(where) + ": " + key + " must be a positive number (got " + it->dump() + ")");
+  return it->get<double>();
+}
+
+// Whether a gated MLP's activation is a GELU (Gemma's hidden_activation "gelu_pytorch_tanh", or "gelu") rather than
+// SiLU; the names of transformers' ACT2FN (activations.py).
+// What changes the arithmetic but not the cost (ModelSpec): RoPE's base and scaling (rope_theta and rope_scaling, or
+// transformers' newer rope_parameters), the norms' epsilon, and Gemma's (1 + w) norms, scaled embeddings, soft caps
+// and query scale (modeling_gemma2.py, configuration_gemma2.py).
+void read_hf_arithmetic(const json& j, const std::string& type, ModelSpec& m, std::string_view where) {
+  const auto params = j.find("rope_parameters");
+  const bool has_params = params != j.end() && params->is_object();
+  m.rope_theta = hf_positive(has_params ? *params : j, "rope_theta", where);
+  if (m.rope_theta == 0 && has_params) m.rope_theta = hf_positive(j, "rope_theta", where);
+  const auto scaling = has_params ? params : j.find("rope_scaling");
+  if (scaling != j.end() && scaling->is_object()) {
+    std::string kind = hf_string(*scaling, "rope_type", where, hf_string(*scaling, "type", where, "default"));
+    if (kind != "default") {
+      m.rope_scaling = kind;
+      m.rope_scaling_factor = hf_positive(*scaling, "factor", where);
+    }
+  }
+  m.norm_eps = hf_positive(j, "rms_norm_eps", where);
+  if (m.norm_eps == 0) m.norm_eps = hf_positive(j, "layer_norm_epsilon", where);
+  if (m.norm_eps == 0) m.norm_eps = hf_positive(j, "layer_norm_eps", where);
+  const bool gemma = type.rfind("gemma", 0) == 0;
+  m.norm_plus_one = m.scaled_embeddings = gemma;
+  m.attention_softcap = hf_positive(j, "attn_logit_softcapping", where);
+  m.final_softcap = hf_positive(j, "final_logit_softcapping", where);
+  m.query_pre_attn_scalar = gemma ? hf_count(j, "query_pre_attn_scalar", where) : 0;
+  if (m.query_pre_attn_scalar < 0) m.query_pre_attn_scalar = 0;
+}
+
 // The experts of a Hugging Face MoE config (transformers' configuration_{mixtral,qwen2_moe,qwen3_moe,deepseek_v3}.py):
 // num_local_experts (Mixtral, whose intermediate_size is each expert's) or num_experts / n_routed_experts with
 // moe_intermediate_size; num_experts_per_tok; Qwen2-MoE's gated shared_expert_intermediate_size, DeepSeek's
@@ -354,7 +392,8 @@ Mlp hf_mlp(const json& j, bool gated, std::string_view where) {
   const std::string act = hf_string(j, key, where, "");
   const bool gelu =
       act == "gelu" || act == "gelu_new" || act == "gelu_fast" || act == "gelu_pytorch_tanh" || act == "gelu_accurate";
-  if (gated && (act.empty() || act == "silu" || act == "swish" || gelu)) return Mlp::swiglu;
+  if (gated && (act.empty() || act == "silu" || act == "swish")) return Mlp::swiglu;
+  if (gated && gelu) return Mlp::geglu;  // Gemma's GeGLU: SwiGLU's three projections, exported as itself
   if (!gated && (act.empty() || gelu)) return Mlp::gelu;
   if (!gated && act == "relu2") return Mlp::relu2;
   throw Error(std::string(where) + ": " + key + " = \"" + act.substr(0, 40) +
@@ -404,7 +443,7 @@ const HfModelType& modelled_hf_type(const std::string& type, std::string_view wh
 }
 
 // nlohmann keeps the last of two equal keys in an object; a spec with "hidden_size" twice is ambiguous, so
-// read_json_file refuses it. The SAX pass tracks the keys of every open object.
+// parse_json_strict refuses it. The SAX pass tracks the keys of every open object.
 class DuplicateKeyFinder final : public nlohmann::json_sax<json> {
  public:
   std::string duplicate;
@@ -441,31 +480,31 @@ class DuplicateKeyFinder final : public nlohmann::json_sax<json> {
 
 }  // namespace
 
-json read_json_file(const fs::path& path) {
-  const std::string text = read_file_bounded(path);
+json parse_json_strict(std::string_view text, std::string_view where) {
   // Deeper nesting than any spec has is refused while parsing: nlohmann's dump() and the schema checker recurse,
   // and a file of nested brackets would overflow the stack.
-  const json::parser_callback_t depth_limit = [&path](int depth, json::parse_event_t /*event*/, json& /*parsed*/) {
+  const std::string who(where);
+  const json::parser_callback_t depth_limit = [&who](int depth, json::parse_event_t /*event*/, json& /*parsed*/) {
     if (depth > kMaxJsonDepth)
-      throw Error("malformed JSON in " + path.string() + ": nested deeper than " + std::to_string(kMaxJsonDepth) +
-                  " levels");
+      throw Error("malformed JSON in " + who + ": nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     return true;
   };
   try {
     json doc = json::parse(text, depth_limit);
     DuplicateKeyFinder finder;
     if (!json::sax_parse(text, &finder) && !finder.duplicate.empty())
-      throw Error("malformed JSON in " + path.string() + ": the key \"" + finder.duplicate +
-                  "\" appears twice in one object");
+      throw Error("malformed JSON in " + who + ": the key \"" + finder.duplicate + "\" appears twice in one object");
     return doc;
   } catch (const json::exception& e) {
     // parse_error for bad syntax, out_of_range for a number beyond a double ("1e400"). nlohmann's message is
     // "[json.exception.parse_error.101] parse error at line 1, column 2: ..."
     std::string what = e.what();
     if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
-    throw Error("malformed JSON in " + path.string() + ": " + what);
+    throw Error("malformed JSON in " + who + ": " + what);
   }
 }
+
+json read_json_file(const fs::path& path) { return parse_json_strict(read_file_bounded(path), path.string()); }
 
 fs::path default_data_dir() {
   if (const char* env = std::getenv("HEADROOM_DATA_DIR"); env != nullptr && *env != '\0') return env;
@@ -492,7 +531,10 @@ ModelSpec model_from_json(const json& j, std::string_view where) {
   m.tied_embeddings = j.at("tie_word_embeddings").get<bool>();
   m.norm = j.at("norm").get<std::string>() == "layernorm" ? Norm::layernorm : Norm::rmsnorm;
   const std::string activation = j.at("activation").get<std::string>();
-  m.mlp = activation == "gelu" ? Mlp::gelu : activation == "relu2" ? Mlp::relu2 : Mlp::swiglu;
+  m.mlp = activation == "gelu"    ? Mlp::gelu
+          : activation == "relu2" ? Mlp::relu2
+          : activation == "geglu" ? Mlp::geglu
+                                  : Mlp::swiglu;
   m.linear_biases = j.value("linear_biases", false);
   m.qkv_bias = j.value("qkv_bias", false);
   m.learned_positions = j.value("learned_position_embeddings", false);
@@ -513,6 +555,17 @@ ModelSpec model_from_json(const json& j, std::string_view where) {
   m.qk_rope_head_dim = j.value("qk_rope_head_dim", std::int64_t{0});
   m.v_head_dim = j.value("v_head_dim", std::int64_t{0});
   m.mtp_layers = j.value("mtp_layers", std::int64_t{0});
+  m.rope_theta = j.value("rope_theta", 0.0);
+  if (const auto it = j.find("rope_scaling"); it != j.end()) {
+    m.rope_scaling = it->at("type").get<std::string>();
+    m.rope_scaling_factor = it->at("factor").get<double>();
+  }
+  m.norm_eps = j.value("norm_eps", 0.0);
+  m.norm_plus_one = j.value("norm_plus_one", false);
+  m.scaled_embeddings = j.value("scaled_embeddings", false);
+  m.attention_softcap = j.value("attention_softcap", 0.0);
+  m.final_softcap = j.value("final_softcap", 0.0);
+  m.query_pre_attn_scalar = j.value("query_pre_attn_scalar", std::int64_t{0});
   check_model_shape(m, where);
   return m;
 }
@@ -570,6 +623,7 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   const auto skip_freq = m.sliding_window > 0 ? hf_window_skip_freq(j, type, m.num_layers, where) : std::nullopt;
   m.window_skip_freq = skip_freq.value_or(0);
   if (!skip_freq || m.sliding_window >= m.max_context) m.sliding_window = m.window_skip_freq = 0;
+  read_hf_arithmetic(j, type, m, where);
   // The default of tie_word_embeddings where a config leaves it out: True in transformers' GPT-2 and Gemma
   // configs (configuration_gemma.py), False in Llama's, Mistral's and Qwen's.
   m.tied_embeddings = hf_bool(j, "tie_word_embeddings", where, gpt2 || type.rfind("gemma", 0) == 0);

@@ -94,6 +94,95 @@ TEST(RunsTable, RefusesWhatItCannotUseNamingLineAndColumn) {
   EXPECT_NE(error_of([&] { (void)parse_runs_table("model,\"gpus\n", "r.csv"); }).find("not closed"), std::string::npos);
 }
 
+// A run file is read as strictly as a spec file: a key twice in one object (by the spec reader's one check), a number
+// given as a string, and a tokens/s that contradicts the step time are refused, naming the line.
+TEST(RunsTable, JsonLinesAreReadAsStrictlyAsSpecFiles) {
+  const std::string ok = R"("model": "x", "gpus": 8, "seq": 8192, "gbs": 64, "outcome": "ok")";
+  const auto dup = error_of([&] {
+    (void)parse_runs_table("{" + ok +
+                               R"(, "tp": 2, "tp": 4, "step_time_s": 10})"
+                               "\n",
+                           "r.jsonl");
+  });
+  EXPECT_NE(dup.find("r.jsonl:1"), std::string::npos) << dup;
+  EXPECT_NE(dup.find("the key \"tp\" appears twice in one object"), std::string::npos) << dup;
+  const auto quoted = error_of([&] {
+    (void)parse_runs_table("{" + ok +
+                               R"(, "tp": "4", "step_time_s": 10})"
+                               "\n",
+                           "r.jsonl");
+  });
+  EXPECT_NE(quoted.find("r.jsonl:1: tp is a string \"4\" (valid: a number)"), std::string::npos) << quoted;
+  const auto flag = error_of([&] {
+    (void)parse_runs_table("{" + ok +
+                               R"(, "sequence_parallel": "true", "step_time_s": 10})"
+                               "\n",
+                           "r.jsonl");
+  });
+  EXPECT_NE(flag.find("sequence_parallel is a string \"true\" (valid: true or false)"), std::string::npos) << flag;
+  const auto name = error_of([&] {
+    (void)parse_runs_table(R"({"model": 8, "outcome": "oom"})"
+                           "\n",
+                           "r.jsonl");
+  });
+  EXPECT_NE(name.find("model is a number 8 (valid: a string)"), std::string::npos) << name;
+  // 64 x 8192 tokens in 10 s is 52428.8 tokens/s: 52500 is the same measurement rounded, 60000 another one.
+  EXPECT_EQ(parse_runs_table("{" + ok +
+                                 R"(, "step_time_s": 10, "tokens_per_s": 52500})"
+                                 "\n",
+                             "r.jsonl")
+                .size(),
+            1u);
+  const auto contradicts = error_of([&] {
+    (void)parse_runs_table("{" + ok +
+                               R"(, "step_time_s": 10, "tokens_per_s": 60000})"
+                               "\n",
+                           "r.jsonl");
+  });
+  EXPECT_NE(contradicts.find("r.jsonl:1: tokens_per_s 60000 contradicts step_time_s 10"), std::string::npos)
+      << contradicts;
+  const std::string head = "model,gpus,seq,gbs,outcome,step_time_s,tokens_per_s\n";
+  const auto csv = error_of([&] { (void)parse_runs_table(head + "x,8,8192,64,ok,10,60000\n", "r.csv"); });
+  EXPECT_NE(csv.find("r.csv:2: tokens_per_s 60000 contradicts step_time_s 10"), std::string::npos) << csv;
+  EXPECT_NE(error_of([&] {
+              (void)parse_runs_table(head + "x,8,8192,64,ok,0,\n", "r.csv");
+            }).find("r.csv:2: step_time_s '0' (valid: a positive number)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              (void)parse_runs_table("{" + ok +
+                                         R"(, "step_time_s": -1})"
+                                         "\n",
+                                     "r.jsonl");
+            }).find("step_time_s '-1' (valid: a positive number)"),
+            std::string::npos);
+}
+
+// Measurements no run can have on its GPU: refused naming the row.
+TEST(RunsTable, PhysicallyImpossibleRunsAreRefusedNamingTheRow) {
+  MeasuredRun r;
+  r.source = "r.csv:3";
+  RunBounds b{"h100-94gb", 93.13, 989.4e12, 1e18, 64 * 8192, 8};
+  r.peak_memory_gib = 120;
+  EXPECT_NE(
+      error_of([&] { check_run_bounds(r, b); }).find("r.csv:3: peak_memory_gib 120 is more than the h100-94gb has"),
+      std::string::npos);
+  r.peak_memory_gib = 80;
+  r.tflops_per_gpu = 1200;
+  EXPECT_NE(error_of([&] {
+              check_run_bounds(r, b);
+            }).find("r.csv:3: tflops_per_gpu 1200 is above the h100-94gb's highest dense peak 989.4 TFLOP/s"),
+            std::string::npos);
+  r.tflops_per_gpu = 400;
+  r.step_time_s = 100;  // 1e18 FLOPs on 8 GPUs of 989.4 TFLOP/s take at least 126.3 s
+  EXPECT_NE(error_of([&] { check_run_bounds(r, b); }).find("r.csv:3: a step of 100 s is faster than"),
+            std::string::npos);
+  r.step_time_s = 200;
+  EXPECT_EQ(error_of([&] { check_run_bounds(r, b); }), "(no error)");
+  r.step_time_s.reset();
+  r.tokens_per_s = 64 * 8192 / 100.0;  // the same step of 100 s, as tokens/s
+  EXPECT_NE(error_of([&] { check_run_bounds(r, b); }).find("faster than"), std::string::npos);
+}
+
 TEST(RunsTable, QuotedCsvFieldsKeepCommasAndQuotes) {
   const auto runs = parse_runs_table("model,lora_targets,outcome\r\n\"my \"\"model\"\"\",\"q,k,v\",oom\r\n", "r.csv");
   ASSERT_EQ(runs.size(), 1u);
@@ -606,6 +695,77 @@ TEST(FromRunsCli, WritesCoefficientsThatProfileApplies) {
   EXPECT_EQ(res.code, 2);
   EXPECT_NE(res.err.find("bad.csv:2: "), std::string::npos) << res.err;
   EXPECT_NE(res.err.find("--tp"), std::string::npos) << res.err;
+  std::filesystem::remove_all(dir);
+}
+
+// Runs of h100-94gb-x4 at a known compute scale as a CSV in `dir`; `extra` appended as rows.
+std::filesystem::path runs_csv(const std::filesystem::path& dir, const std::string& extra = "") {
+  const PerfCoefficients shipped = default_perf_coefficients(test::library(), "megatron");
+  std::filesystem::create_directories(dir);
+  std::ofstream csv(dir / "runs.csv");
+  csv << "model,cluster,gpus,tp,seq,gbs,outcome,step_time_s,peak_memory_gib\n";
+  for (const auto& r : runs_at_scale(shipped, 0.8))
+    csv << "llama3.1-8b,h100-94gb-x4," << r.layout.gpus() << "," << r.layout.tp << "," << r.layout.seq << ",256,ok,"
+        << std::setprecision(17) << r.measured_step_s << ",60\n";
+  csv << extra;
+  return dir / "runs.csv";
+}
+
+// The coefficients of --from-runs name the GPUs and clusters they were fitted on; --profile on another GPU is refused
+// (its scale and held-out band were measured on these GPUs only), on theirs it applies.
+TEST(FromRunsCli, TheProfileNamesItsGpusAndAnotherGpuIsRefused) {
+  const auto dir = std::filesystem::temp_directory_path() / ("headroom_from_runs_gpus_" + std::to_string(::getpid()));
+  const auto out = dir / "fitted.json";
+  auto res = test::run_cli({"calibrate", "--from-runs", runs_csv(dir).string(), "--out", out.string()});
+  ASSERT_EQ(res.code, 0) << res.err;
+  EXPECT_NE(res.out.find("use it with --profile on h100-94gb, the GPUs of these runs"), std::string::npos) << res.out;
+  std::ifstream in(out);
+  const auto doc = nlohmann::json::parse(in);
+  EXPECT_EQ(doc["fitted_on"], (nlohmann::json{{"gpus", {"h100-94gb"}}, {"clusters", {"h100-94gb-x4"}}}));
+  const std::vector<std::string> estimate = {"estimate", "--model",   "llama3.1-8b", "--gpus", "8",
+                                             "--tp",     "2",         "--seq",       "8192",   "--gbs",
+                                             "256",      "--profile", out.string()};
+  auto on = estimate;
+  on.insert(on.end(), {"--cluster", "h100-94gb-x4"});
+  EXPECT_EQ(test::run_cli(on).code, 0);
+  auto other = estimate;
+  other.insert(other.end(), {"--cluster", "dgx-a100-80gb"});
+  res = test::run_cli(other);
+  EXPECT_EQ(res.code, 2);
+  EXPECT_TRUE(res.out.empty()) << res.out;
+  EXPECT_EQ(std::count(res.err.begin(), res.err.end(), '\n'), 1) << res.err;
+  EXPECT_NE(res.err.find("was fitted on runs of h100-94gb (clusters h100-94gb-x4), not of a100-80gb"),
+            std::string::npos)
+      << res.err;
+  std::filesystem::remove_all(dir);
+}
+
+// A run its GPU cannot have run, and flags --from-runs and --ingest do not use: refused in one line, nothing written.
+TEST(FromRunsCli, ImpossibleRunsAndInertFlagsAreRefusedAndNothingWritten) {
+  const auto dir = std::filesystem::temp_directory_path() / ("headroom_from_runs_bad_" + std::to_string(::getpid()));
+  const auto out = dir / "fitted.json";
+  const auto refused = [&](const std::vector<std::string>& args, const std::string& what) {
+    const auto res = test::run_cli(args);
+    EXPECT_EQ(res.code, 2) << what;
+    EXPECT_TRUE(res.out.empty()) << res.out;
+    EXPECT_EQ(std::count(res.err.begin(), res.err.end(), '\n'), 1) << res.err;
+    EXPECT_NE(res.err.find(what), std::string::npos) << res.err;
+    EXPECT_FALSE(std::filesystem::exists(out));
+  };
+  const auto big = runs_csv(dir, "llama3.1-8b,h100-94gb-x4,8,2,8192,256,ok,,200\n").string();
+  refused({"calibrate", "--from-runs", big, "--out", out.string()},
+          big + ":6: peak_memory_gib 200 is more than the h100-94gb has");
+  const auto good = runs_csv(dir).string();
+  refused({"calibrate", "--from-runs", good, "--backend", "cuda", "--out", out.string()},
+          "--backend does nothing with --from-runs");
+  refused({"calibrate", "--from-runs", good, "--quick", "--out", out.string()},
+          "--quick does nothing with --from-runs");
+  refused({"calibrate", "--ingest", good, "--model", "llama3.1-8b", "--out", out.string()},
+          "--model does nothing with --ingest");
+  refused({"calibrate", "--ingest", good, "--backend", "cpu", "--out", out.string()},
+          "--backend does nothing with --ingest");
+  refused({"calibrate", "--cluster", "dgx-h100", "--out", out.string()},
+          "--cluster does nothing without --ingest or --from-runs");
   std::filesystem::remove_all(dir);
 }
 

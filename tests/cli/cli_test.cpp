@@ -2,6 +2,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -424,6 +426,20 @@ TEST(Cli, ValidatePasses) {
   EXPECT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j["passed"].get<bool>());
+}
+
+// The checks price Megatron-LM's runs; another framework is refused before any of them runs (it failed after
+// seconds on the first run that framework cannot price, the experts of Mixtral under FSDP).
+TEST(Cli, ValidateUnderAnotherFrameworkIsRefusedAtOnce) {
+  const auto start = std::chrono::steady_clock::now();
+  const Result r = run({"validate", "--framework", "pytorch-fsdp"});
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("--framework pytorch-fsdp: validate prices"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(valid: megatron)"), std::string::npos) << r.err;
+  EXPECT_EQ(run({"validate", "--framework", "no-such"}).code, 2);
 }
 
 }  // namespace

@@ -156,6 +156,63 @@ TEST(Launch, PrecisionAwareOptimizerAndSquaredReluRoundTrip) {
   EXPECT_EQ(megatron_value(n, "--normalization"), "LayerNorm");
 }
 
+// Every property of the model spec that changes the arithmetic is written as Megatron-LM's flag or said to have none
+// (megatron/training/arguments.py): Llama 3.1's RoPE base and frequency scaling, the norms' epsilon, dropout;
+// Gemma 2's GeGLU, (1 + w) norms, scaled embeddings, soft caps and query scale; DeepSeek-V3's latent attention and
+// YaRN.
+TEST(Launch, EveryArithmeticPropertyIsAFlagOrUnsupported) {
+  const auto llama = launch_json();
+  EXPECT_EQ(megatron_value(llama, "--rotary-base"), "500000");
+  EXPECT_EQ(megatron_value(llama, "--use-rope-scaling"), "on");
+  EXPECT_EQ(megatron_value(llama, "--rope-scaling-factor"), "8");
+  EXPECT_EQ(megatron_value(llama, "--norm-epsilon"), "1e-05");
+  EXPECT_EQ(megatron_value(llama, "--attention-dropout"), "0");
+  EXPECT_EQ(megatron_value(llama, "--swiglu"), "on");
+  EXPECT_EQ(megatron_value(llama, "--apply-layernorm-1p"), "");
+  EXPECT_TRUE(llama.at("unsupported").at("megatron").empty()) << llama.at("unsupported");
+
+  const std::vector<std::string> gemma_args = {"launch", "--model",  "gemma-2-27b", "--cluster", "dgx-h100",
+                                               "--seq",  "8192",     "--tp",        "8",         "--gpus",
+                                               "64",     "--export", "megatron"};
+  const Result text = run(gemma_args);
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_TRUE(contains(text.out, "# UNSUPPORTED: GeGLU (gated tanh GELU)")) << text.out;
+  const Result gemma = run(with(gemma_args, {"--json"}));
+  ASSERT_EQ(gemma.code, 0) << gemma.err;
+  const auto g = nlohmann::json::parse(gemma.out);
+  EXPECT_EQ(megatron_value(g, "--swiglu"), "");  // SiLU is not Gemma's activation
+  EXPECT_EQ(megatron_value(g, "--apply-layernorm-1p"), "on");
+  EXPECT_EQ(megatron_value(g, "--rotary-base"), "10000");
+  EXPECT_EQ(megatron_value(g, "--use-rope-scaling"), "");
+  EXPECT_EQ(megatron_value(g, "--norm-epsilon"), "1e-06");
+  const std::string unsupported = g.at("unsupported").at("megatron").dump();
+  for (const char* what : {"GeGLU", "embeddings scaled by sqrt(hidden size)", "attention soft cap 50",
+                           "final logit soft cap 30", "softmax scale 1/sqrt(144)", "norms after attention and MLP"})
+    EXPECT_TRUE(contains(unsupported, what)) << what << ": " << unsupported;
+
+  const Result deepseek = run({"launch", "--model", "deepseek-v3", "--cluster", "dgx-h100", "--seq", "4096", "--tp",
+                               "8", "--ep", "64", "--gpus", "512", "--gbs", "1024", "--json"});
+  ASSERT_EQ(deepseek.code, 0) << deepseek.err;
+  const auto d = nlohmann::json::parse(deepseek.out);
+  EXPECT_EQ(megatron_value(d, "--multi-latent-attention"), "on");
+  EXPECT_EQ(megatron_value(d, "--q-lora-rank"), "1536");
+  EXPECT_EQ(megatron_value(d, "--kv-lora-rank"), "512");
+  EXPECT_EQ(megatron_value(d, "--qk-head-dim"), "128");
+  EXPECT_EQ(megatron_value(d, "--qk-pos-emb-head-dim"), "64");
+  EXPECT_EQ(megatron_value(d, "--v-head-dim"), "128");
+  EXPECT_TRUE(contains(d.at("unsupported").at("megatron").dump(), "RoPE scaling yarn (factor 40)"))
+      << d.at("unsupported");
+
+  // A model whose spec leaves the epsilon out: Megatron-LM's default is said to apply, not assumed silently.
+  const Result gpt =
+      run({"launch", "--model", "gpt-1.7b", "--cluster", "dgx-a100-80gb", "--seq", "2048", "--gpus", "8", "--json"});
+  ASSERT_EQ(gpt.code, 0) << gpt.err;
+  const auto x = nlohmann::json::parse(gpt.out);
+  EXPECT_EQ(megatron_value(x, "--norm-epsilon"), "");
+  EXPECT_TRUE(contains(x.at("unsupported").at("megatron").dump(), "no norm_eps")) << x.at("unsupported");
+  EXPECT_EQ(megatron_value(x, "--rotary-base"), "");  // learned positions
+}
+
 // Sharding and schedules PyTorch runs and Megatron-LM does not (data/frameworks/pytorch-fsdp.json).
 const std::vector<std::string> kFsdp = {"--framework", "pytorch-fsdp", "--recompute", "none"};
 

@@ -368,6 +368,59 @@ TEST(HuggingFaceConfig, Qwen2BiasesAndMistralCountAsTheirCheckpoints) {
   }
 }
 
+// What changes the arithmetic but not the cost (RoPE's base and scaling, the norms' epsilon, Gemma's GeGLU, norms,
+// embedding scale, soft caps and query scale) is read from a config as the shipped specs give it, for the launch
+// arguments; a gated MLP's activation that is neither SiLU nor GELU is refused, naming it.
+TEST(HuggingFaceConfig, ArithmeticPropertiesAreReadAsTheShippedSpecsGiveThem) {
+  const SpecLibrary lib = test::library();
+  const TempFile llama(R"({"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "num_hidden_layers": 32, "vocab_size": 128256, "intermediate_size": 14336,
+    "max_position_embeddings": 131072, "hidden_act": "silu", "rms_norm_eps": 1e-05, "rope_theta": 500000.0,
+    "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"}})",
+                       "config.json");
+  const ModelSpec l = lib.model(llama.path()), shipped_llama = lib.model("llama3.1-8b");
+  for (const ModelSpec* m : {&l, &shipped_llama}) {
+    EXPECT_EQ(m->rope_theta, 500000);
+    EXPECT_EQ(m->rope_scaling, "llama3");
+    EXPECT_EQ(m->rope_scaling_factor, 8);
+    EXPECT_EQ(m->norm_eps, 1e-5);
+    EXPECT_EQ(m->mlp, Mlp::swiglu);
+    EXPECT_FALSE(m->norm_plus_one || m->scaled_embeddings);
+  }
+  const TempFile gemma2(R"({"model_type": "gemma2", "hidden_size": 4608, "num_attention_heads": 32,
+    "num_key_value_heads": 16, "head_dim": 128, "num_hidden_layers": 46, "vocab_size": 256000,
+    "intermediate_size": 36864, "max_position_embeddings": 8192, "hidden_activation": "gelu_pytorch_tanh",
+    "hidden_act": "gelu_pytorch_tanh", "sliding_window": 4096, "attn_logit_softcapping": 50.0,
+    "final_logit_softcapping": 30.0, "query_pre_attn_scalar": 144, "rms_norm_eps": 1e-06, "rope_theta": 10000.0})",
+                        "config.json");
+  const ModelSpec g = lib.model(gemma2.path()), shipped_gemma = lib.model("gemma-2-27b");
+  for (const ModelSpec* m : {&g, &shipped_gemma}) {
+    EXPECT_EQ(m->mlp, Mlp::geglu);
+    EXPECT_TRUE(m->norm_plus_one && m->scaled_embeddings);
+    EXPECT_EQ(m->attention_softcap, 50);
+    EXPECT_EQ(m->final_softcap, 30);
+    EXPECT_EQ(m->query_pre_attn_scalar, 144);
+    EXPECT_EQ(m->norm_eps, 1e-6);
+    EXPECT_EQ(m->rope_theta, 10000);
+    EXPECT_TRUE(m->rope_scaling.empty());
+  }
+  EXPECT_EQ(parameter_count(g), parameter_count(shipped_gemma));  // GeGLU prices as SwiGLU
+  // transformers' newer rope_parameters carry the base and the scaling type.
+  const TempFile qwen3(R"({"model_type": "qwen3", "hidden_size": 4096, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 36, "vocab_size": 151936,
+    "intermediate_size": 12288, "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}})",
+                       "config.json");
+  const ModelSpec q = lib.model(qwen3.path());
+  EXPECT_EQ(q.rope_theta, 1e6);
+  EXPECT_TRUE(q.rope_scaling.empty());
+  EXPECT_EQ(q.norm_eps, 0);  // not given
+  const auto e = model_error(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100, "hidden_act": "relu"})");
+  EXPECT_NE(e.find("hidden_act = \"relu\" is not an activation headroom prices in a gated MLP"), std::string::npos)
+      << e;
+}
+
 // Heads wider or narrower than h/a (Gemma, Qwen3), Gemma 2's four norms per layer, q/k norms and
 // sliding windows, as transformers builds them. Parameter counts are the checkpoints' (Gemma-7B 8,537,680,896 and
 // Gemma-2-27B 27,227,128,320, their model cards' 8.54B and 27.2B; Qwen3-8B 8,190,735,360, "8.2B").
@@ -384,7 +437,7 @@ TEST(HuggingFaceConfig, GemmaAndQwen3HeadsNormsAndWindowsCountAsTheirCheckpoints
                         "config.json");
   const ModelSpec g2 = lib.model(gemma2.path());
   EXPECT_EQ(parameter_count(g2), parameter_count(shipped));
-  EXPECT_TRUE(g2.sandwich_norms && g2.tied_embeddings && g2.mlp == Mlp::swiglu);
+  EXPECT_TRUE(g2.sandwich_norms && g2.tied_embeddings && g2.mlp == Mlp::geglu);
   EXPECT_EQ(g2.sliding_window, 4096);
   EXPECT_EQ(g2.window_skip_freq, 2);
   const TempFile gemma(R"({"model_type": "gemma", "hidden_size": 3072, "num_attention_heads": 16,
@@ -493,13 +546,13 @@ TEST(HuggingFaceConfig, GatedGeluAndPerFamilyDefaults) {
     "sliding_window": 131072, "use_sliding_window": false, "tie_word_embeddings": false})",
                       "config.json");
   EXPECT_EQ(test::library().model(qwen.path()).mlp, Mlp::swiglu);
-  // Gemma's GeGLU has SwiGLU's three projections, and Gemma ties its embeddings unless told otherwise.
+  // Gemma's GeGLU (priced with SwiGLU's three projections), and Gemma ties its embeddings unless told otherwise.
   const TempFile gemma(R"({"model_type": "gemma2", "hidden_size": 2304, "num_attention_heads": 8,
     "num_key_value_heads": 4, "num_hidden_layers": 26, "vocab_size": 256000, "intermediate_size": 9216,
     "head_dim": 288, "hidden_activation": "gelu_pytorch_tanh", "hidden_act": "gelu_pytorch_tanh"})",
                        "config.json");
   const ModelSpec g = test::library().model(gemma.path());
-  EXPECT_EQ(g.mlp, Mlp::swiglu);
+  EXPECT_EQ(g.mlp, Mlp::geglu);
   EXPECT_TRUE(g.tied_embeddings);
 }
 

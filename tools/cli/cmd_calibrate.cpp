@@ -289,7 +289,28 @@ void run_calibrate_mpi(const CalibrateOptions& o, std::ostream& out, std::ostrea
   }
 }
 
-void run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& err) {
+// Flags that set what the other modes do, given to --from-runs or --ingest (or a sweep's --from-runs flags to a sweep):
+// refused, as every inert flag is (refuse_given), rather than run the mode as if they were not there.
+void refuse_inert_calibrate_flags(const CLI::App& app, const CalibrateOptions& o) {
+  if (!o.from_runs.empty())
+    refuse_given(app,
+                 {"--backend", "--ranks", "--gpus-per-node", "--quick", "--fresh", "--ingest-op", "--min-r2",
+                  "--progress-interval"},
+                 "with --from-runs: it fits the compute efficiency to measured runs and measures nothing (valid with "
+                 "--from-runs: --model, --gpu, --cluster, --framework, --out, --json, --no-progress, --data-dir)");
+  else if (!o.ingest.empty())
+    refuse_given(app,
+                 {"--backend", "--ranks", "--gpus-per-node", "--model", "--gpu", "--quick", "--fresh", "--cluster",
+                  "--framework", "--no-progress", "--progress-interval"},
+                 "with --ingest: it fits nccl-tests logs and measures nothing (valid with --ingest: --ingest-op, "
+                 "--min-r2, --out, --json, --data-dir)");
+  else
+    refuse_given(app, {"--ingest-op", "--cluster", "--framework"},
+                 "without --ingest or --from-runs: a sweep measures this machine's kernels (valid: --ingest-op with "
+                 "--ingest, --cluster and --framework with --from-runs)");
+}
+
+void run_calibrate(const CalibrateOptions& o, const CLI::App& app, std::ostream& out, std::ostream& err) {
   // Checked before --mpi starts MPI (so that the in-process fuzzer, which never passes --out, never starts it).
   if (o.out.empty()) throw Error("--out FILE is required: where to write the profile");
   // Before any measuring: a directory or a missing one fails now, not after the sweep. A sweep keeps
@@ -300,6 +321,7 @@ void run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& e
   if (o.mpi && !o.from_runs.empty()) throw Error("--from-runs reads measured runs: it takes no --mpi");
   if (!o.ingest.empty() && !o.from_runs.empty())
     throw Error("--ingest and --from-runs write different profiles: give one");
+  refuse_inert_calibrate_flags(app, o);
   if (o.mpi) return run_calibrate_mpi(o, out, err);
   SpecOptions so;
   so.data_dir = o.data_dir;
@@ -357,7 +379,7 @@ void register_calibrate(CLI::App& app, std::ostream& out, std::ostream& err) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--data-dir", opts->data_dir,
                   "specs directory (default $HEADROOM_DATA_DIR or the source tree's data/)");
-  sub->callback([opts, &out, &err] { run_calibrate(*opts, out, err); });
+  sub->callback([opts, sub, &out, &err] { run_calibrate(*opts, *sub, out, err); });
 }
 
 }  // namespace headroom::cli

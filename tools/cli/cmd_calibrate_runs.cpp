@@ -5,6 +5,7 @@
 // predicts the runs left out better than the shipped residual.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "cli_common.hpp"
@@ -94,6 +96,20 @@ std::optional<double> measured_step_s(const calibrate::MeasuredRun& r, const Res
     return flops / (*r.tflops_per_gpu * 1e12 * static_cast<double>(x.layout.gpus()));
   }
   return std::nullopt;
+}
+
+// A trained run's measurements against what its GPU and layout allow (calibrate::check_run_bounds).
+void check_bounds(const calibrate::MeasuredRun& r, const Resolved& x, const PerfCoefficients& k) {
+  const GpuSpec& g = x.specs.cluster.gpu;
+  calibrate::RunBounds b;
+  b.gpu = g.name;
+  b.memory_gib = g.memory_bytes / kGiB;
+  b.peak_flops = std::max({g.bf16_flops, g.fp16_flops, g.fp32_flops, g.fp8_flops});
+  b.tokens_per_step = static_cast<double>(x.layout.gbs * x.layout.seq);
+  b.gpus = static_cast<double>(x.layout.gpus());
+  if (r.step_time_s || r.tokens_per_s)
+    b.model_flops_per_step = estimate_perf(x.specs.model, x.specs.cluster, x.layout, k).model_flops;
+  calibrate::check_run_bounds(r, b);
 }
 
 calibrate::MemoryRun memory_run(const calibrate::MeasuredRun& r, const Resolved& x) {
@@ -196,6 +212,7 @@ UserRuns read_user_runs(const std::vector<std::string>& files, const CalibrateRu
     u.memory.push_back(memory_run(r, x));
     report(static_cast<std::size_t>(u.rows));
     if (r.outcome != calibrate::RunOutcome::ok) continue;
+    check_bounds(r, x, shipped);
     if (const auto step = measured_step_s(r, x, shipped))
       u.priced.push_back({x.specs.model, x.specs.cluster, x.layout, *step, r.source});
   }
@@ -204,6 +221,13 @@ UserRuns read_user_runs(const std::vector<std::string>& files, const CalibrateRu
                 " runs trained with a measured step time, tokens/s or TFLOP/s: at least two are needed to fit the "
                 "compute efficiency and check it on a run it was not fitted on");
   return u;
+}
+
+// The GPUs and clusters of the runs (sorted, once each): --profile refuses the file on another GPU.
+nlohmann::json fitted_on(const UserRuns& u) {
+  std::set<std::string> gpus, clusters;
+  for (const auto& r : u.memory) gpus.insert(r.cluster.gpu.name), clusters.insert(r.cluster.name);
+  return {{"gpus", gpus}, {"clusters", clusters}};
 }
 
 // The mean step-time errors of a compute fit: the shipped coefficients', the fit's, and held out.
@@ -297,12 +321,19 @@ void run_from_runs(const std::vector<std::string>& files, const CalibrateRunsDef
              std::to_string(100 * shipped_err).substr(0, 4) + "%)";
   nlohmann::json doc = perf_coefficients_to_json(k);
   if (memory_json) doc["memory"] = *memory_json;
+  doc["fitted_on"] = fitted_on(runs);
   calibrate::write_json_atomically(out_path, doc);
-  if (json)
-    print_json(out_stream, from_runs_json(runs.priced, fit, mean, k, memory, memory_json.has_value(),
-                                          memory_not_written, out_path));
-  else
-    out_stream << text << "wrote " << out_path << " (use it with --profile)\n";
+  if (json) {
+    nlohmann::json j =
+        from_runs_json(runs.priced, fit, mean, k, memory, memory_json.has_value(), memory_not_written, out_path);
+    j["fitted_on"] = doc["fitted_on"];
+    print_json(out_stream, j);
+  } else {
+    std::string gpus;
+    for (const auto& g : doc["fitted_on"]["gpus"]) gpus += (gpus.empty() ? "" : ", ") + g.get<std::string>();
+    out_stream << text << "wrote " << out_path << " (use it with --profile on " << gpus
+               << ", the GPUs of these runs; another GPU is refused)\n";
+  }
 }
 
 }  // namespace headroom::cli

@@ -55,7 +55,8 @@ void register_validate(CLI::App& app, std::ostream& out) {
   auto opts = std::make_shared<ValidateOptions>();
   CLI::App* sub = app.add_subcommand("validate", "reproduce the published tables and print the agreement");
   sub->add_option("--data-dir", opts->data_dir, "directory of specs and reference tables");
-  sub->add_option("--framework", opts->framework, "framework profile whose residual model decides verdicts")
+  sub->add_option("--framework", opts->framework,
+                  "framework of the Megatron-LM runs checked (megatron only; pytorch-fsdp's runs are always checked)")
       ->capture_default_str();
   sub->add_flag("--json", opts->json, "print one JSON document");
   sub->callback([opts, &out] { run_validate(*opts, out); });

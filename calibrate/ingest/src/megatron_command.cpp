@@ -39,6 +39,7 @@ constexpr std::array kFlags = {
     Flag{"--untie-embeddings-and-output-weights", "untie_embeddings_and_output_weights", Arity::store_true, ""},
     Flag{"--normalization", "normalization", Arity::value, ""},
     Flag{"--swiglu", "swiglu", Arity::store_true, ""},
+    Flag{"--squared-relu", "squared_relu", Arity::store_true, ""},
     Flag{"--disable-bias-linear", "add_bias_linear", Arity::store_false, ""},
     Flag{"--add-qkv-bias", "add_qkv_bias", Arity::store_true, ""},
     Flag{"--position-embedding-type", "position_embedding_type", Arity::value, ""},
@@ -74,6 +75,9 @@ constexpr std::array kFlags = {
     // Optimizer hyper-parameters, schedules, data, tokenizer, checkpoints, logging: no bytes, no time per step.
     Flag{"--rotary-base", "rotary_base", Arity::value, "RoPE's frequency base: no weights, the same work"},
     Flag{"--rotary-percent", "rotary_percent", Arity::value, "the rotated share of a head: no weights, the same work"},
+    Flag{"--use-rope-scaling", "use_rope_scaling", Arity::store_true, "RoPE's frequency scaling: the same work"},
+    Flag{"--rope-scaling-factor", "rope_scaling_factor", Arity::value, "RoPE's frequency scaling: the same work"},
+    Flag{"--norm-epsilon", "norm_epsilon", Arity::value, "the norms' epsilon: the same work"},
     Flag{"--apply-layernorm-1p", "apply_layernorm_1p", Arity::store_true,
          "zero-centred norm weights: the same parameters and work"},
     Flag{"--cross-entropy-loss-fusion", "cross_entropy_loss_fusion", Arity::store_true,

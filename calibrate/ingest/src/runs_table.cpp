@@ -6,13 +6,16 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <set>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "headroom/core/error.hpp"
 #include "headroom/core/knobs.hpp"
+#include "headroom/estimator/spec.hpp"
 #include "text.hpp"
 
 namespace headroom::calibrate {
@@ -61,8 +64,8 @@ void put_cell(MeasuredRun& run, std::string_view column, std::string_view value,
       throw Error(here + ": outcome '" + std::string(value) + "' (valid: ok, oom)");
   } else if (std::find(measured.begin(), measured.end(), column) != measured.end()) {
     const auto x = number(value);
-    if (!x)
-      throw Error(here + ": " + std::string(column) + " '" + std::string(value) + "' is not a non-negative number");
+    if (!x || *x <= 0)  // a step of no time, no tokens or no memory was not measured
+      throw Error(here + ": " + std::string(column) + " '" + std::string(value) + "' (valid: a positive number)");
     set_measured(run, column, *x);
   } else if (std::find(layout.begin(), layout.end(), column) != layout.end() || find_knob(column) != nullptr) {
     run.layout[std::string(column)] = std::string(value);
@@ -72,9 +75,23 @@ void put_cell(MeasuredRun& run, std::string_view column, std::string_view value,
   }
 }
 
+// The row's integer cell `column`, where it has one that parses (a bad one is refused where the layout is read).
+std::optional<double> integer_cell(const MeasuredRun& run, std::string_view column) {
+  const auto it = run.layout.find(std::string(column));
+  if (it == run.layout.end()) return std::nullopt;
+  try {
+    return static_cast<double>(parse_integer(column, it->second));
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
 void check_row(const MeasuredRun& run, const std::string& here) {
   if (run.outcome == RunOutcome::ok && !has_measurement(run))
     throw Error(here + ": a run with outcome ok needs one of " + joined(run_measured_columns()));
+  const auto gbs = integer_cell(run, "gbs"), seq = integer_cell(run, "seq");
+  if (run.step_time_s && run.tokens_per_s && gbs && seq)
+    check_step_and_tokens(*run.step_time_s, *run.tokens_per_s, *gbs * *seq, here);
 }
 
 // RFC 4180: fields separated by commas, quoted with '"' where they hold commas, quotes ("") or newlines.
@@ -162,6 +179,30 @@ std::string cell_text(const nlohmann::json& v, const std::string& here, const st
   throw Error(here + ": " + key + " is a " + std::string(v.type_name()) + " (valid: a string, number or boolean)");
 }
 
+// The JSON type a column's value must have: numbers for the measured columns and the integer and number knobs,
+// booleans for flags, strings for the rest (a quoted "4" is a string, not the number a flag would carry).
+void check_json_type(std::string_view key, const nlohmann::json& value, const std::string& here) {
+  if (value.is_null()) return;  // a missing value, as an empty cell
+  const auto& measured = run_measured_columns();
+  const Knob* k = find_knob(key);
+  std::string_view valid = "a string";
+  bool ok = value.is_string();
+  if (std::find(measured.begin(), measured.end(), key) != measured.end()) {
+    valid = "a positive number";
+    ok = value.is_number();
+  } else if (k != nullptr &&
+             (k->type == KnobType::count || k->type == KnobType::whole || k->type == KnobType::number)) {
+    valid = "a number";
+    ok = value.is_number();
+  } else if (k != nullptr && k->type == KnobType::flag) {
+    valid = "true or false";
+    ok = value.is_boolean();
+  }
+  if (!ok)
+    throw Error(here + ": " + std::string(key) + " is a " + std::string(value.type_name()) + " " + value.dump() +
+                " (valid: " + std::string(valid) + ")");
+}
+
 std::vector<MeasuredRun> parse_jsonl(std::string_view text, std::string_view where) {
   std::vector<MeasuredRun> runs;
   int lineno = 0;
@@ -169,16 +210,18 @@ std::vector<MeasuredRun> parse_jsonl(std::string_view text, std::string_view whe
     ++lineno;
     if (trim(line).empty()) continue;
     const auto here = at(where, lineno);
-    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) throw Error(here + ": not a JSON object (JSON Lines: one object per line)");
+    // The spec files' strict reader: a key twice in one object is refused, not resolved by the last one.
+    const auto j = parse_json_strict(line, here);
     if (!j.is_object()) throw Error(here + ": a " + std::string(j.type_name()) + " where a run object was expected");
     MeasuredRun run;
     run.source = here;
     for (const auto& [key, value] : j.items()) {
+      const auto& layout = run_layout_columns();
       const auto& measured = run_measured_columns();
-      const bool is_measured = std::find(measured.begin(), measured.end(), key) != measured.end();
-      if (is_measured && !value.is_number() && !value.is_null())
-        throw Error(here + ": " + key + " is a " + std::string(value.type_name()) + " (valid: a non-negative number)");
+      if (find_knob(key) != nullptr || key == "outcome" ||
+          std::find(layout.begin(), layout.end(), key) != layout.end() ||
+          std::find(measured.begin(), measured.end(), key) != measured.end())
+        check_json_type(key, value, here);
       put_cell(run, key, cell_text(value, here, key), here);
     }
     check_row(run, here);
@@ -188,6 +231,51 @@ std::vector<MeasuredRun> parse_jsonl(std::string_view text, std::string_view whe
 }
 
 }  // namespace
+
+void check_step_and_tokens(double step_time_s, double tokens_per_s, double tokens_per_step, std::string_view where) {
+  const double implied = tokens_per_step / step_time_s;  // tokens/s = gbs * seq / step time
+  if (std::fabs(tokens_per_s - implied) > kMeasuredTolerance * implied) {
+    char line[300];
+    std::snprintf(line, sizeof line,
+                  ": tokens_per_s %g contradicts step_time_s %g (gbs x seq / step_time_s = %.6g tokens/s; valid: "
+                  "within %g%% of it, or only one of the two)",
+                  tokens_per_s, step_time_s, implied, 100 * kMeasuredTolerance);
+    throw Error(std::string(where) + line);
+  }
+}
+
+void check_run_bounds(const MeasuredRun& r, const RunBounds& b) {
+  char line[400];
+  auto refuse = [&](const char* what) { throw Error(r.source + ": " + what); };
+  if (r.peak_memory_gib && *r.peak_memory_gib > b.memory_gib) {
+    std::snprintf(line, sizeof line, "peak_memory_gib %g is more than the %s has (%g GiB; valid: at most that)",
+                  *r.peak_memory_gib, b.gpu.c_str(), b.memory_gib);
+    refuse(line);
+  }
+  const double peak_tflops = b.peak_flops / 1e12;
+  if (r.tflops_per_gpu && b.peak_flops > 0 && *r.tflops_per_gpu > peak_tflops) {
+    std::snprintf(
+        line, sizeof line,
+        "tflops_per_gpu %g is above the %s's highest dense peak %g TFLOP/s (valid: at most that, MFU <= 100%%)",
+        *r.tflops_per_gpu, b.gpu.c_str(), peak_tflops);
+    refuse(line);
+  }
+  if (r.step_time_s && r.tokens_per_s)
+    check_step_and_tokens(*r.step_time_s, *r.tokens_per_s, b.tokens_per_step, r.source);
+  // The shortest step the GPUs' peak allows: model FLOPs / (gpus x peak).
+  const double fastest = b.peak_flops > 0 && b.gpus > 0 ? b.model_flops_per_step / (b.gpus * b.peak_flops) : 0;
+  const std::optional<double> step =
+      r.step_time_s ? r.step_time_s
+                    : (r.tokens_per_s ? std::optional<double>(b.tokens_per_step / *r.tokens_per_s) : std::nullopt);
+  if (step && *step < fastest) {
+    std::snprintf(
+        line, sizeof line,
+        "a step of %g s is faster than the %g GPUs' highest dense peak allows (%.6g s for %.4g model FLOPs on %s: MFU "
+        "%.0f%%; valid: MFU <= 100%%)",
+        *step, b.gpus, fastest, b.model_flops_per_step, b.gpu.c_str(), 100 * fastest / *step);
+    refuse(line);
+  }
+}
 
 std::vector<std::vector<std::string>> read_csv_records(std::string_view text, std::string_view where) {
   std::vector<int> lines;

@@ -50,7 +50,7 @@ double megatron_theoretical_memory_bytes(const ModelSpec& m, const Layout& l) {
   // compute_weight_and_optimizer_memory, dense.
   const double norm_size = m.norm == Norm::rmsnorm ? 1 : 2;
   const double attention = 2 * h * h * (1 + num(m.num_kv_heads) / num(m.num_heads)) * query_width(m) / h;
-  const double mlp = 2 * h * ffn * (m.mlp == Mlp::swiglu ? 1.5 : 1.0);
+  const double mlp = 2 * h * ffn * (gated_mlp(m) ? 1.5 : 1.0);
   const double layernorms = 2 * h * norm_size;
   const double embedding = h * vocab;
   double tp_sharded = (attention + mlp) * layers / p + embedding;

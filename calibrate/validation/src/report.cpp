@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "headroom/core/error.hpp"
 #include "headroom/core/units.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/throughput.hpp"
@@ -84,7 +85,20 @@ bool same_coefficients(const ResidualModel& a, const ResidualModel& b) {
          close(a.capacity_share, b.capacity_share);
 }
 
+void refuse_unvalidated_framework(const SpecLibrary& lib, const std::string& framework) {
+  const std::string name = lib.framework(framework).name;
+  if (name != kValidatedFramework)
+    throw Error("--framework " + framework +
+                ": validate prices the 4D paper's and the published Megatron-LM runs "
+                "under the framework that ran them, " +
+                std::string(kValidatedFramework) + "; " + name +
+                "'s own runs (the thesis's MTSL and throughput, the published FSDP runs) are checked by every "
+                "headroom validate (valid: " +
+                std::string(kValidatedFramework) + ")");
+}
+
 Report validate_all(const SpecLibrary& lib, const std::string& framework) {
+  refuse_unvalidated_framework(lib, framework);
   Report r;
   const auto ref = lib.data_dir() / "reference";
   r.estimates = estimate_section(lib, ref);

@@ -15,13 +15,16 @@
 namespace headroom {
 
 enum class Norm { rmsnorm, layernorm };
-// The MLP: gated (gate, up and down projections; SwiGLU, and Gemma's GeGLU priced the same) or plain (up and down
-// only) with a GELU or a squared ReLU (Nemotron's relu2, Megatron-LM's --squared-relu).
-enum class Mlp { swiglu, gelu, relu2 };
+// The MLP: gated (gate, up and down projections) with SiLU (SwiGLU) or GELU (GeGLU, Gemma's tanh GELU), both priced
+// the same and exported as themselves; or plain (up and down only) with a GELU or a squared ReLU (Nemotron's relu2,
+// Megatron-LM's --squared-relu).
+enum class Mlp { swiglu, gelu, relu2, geglu };
 
 // The projections an MLP's input passes through before its activation: 2 gated (gate and up, fused into one fc1 of
 // width 2·h_ffn), 1 plain (Megatron-LM's mlp.py: fc1 is 2·ffn_hidden_size wide with gated_linear_unit).
-[[nodiscard]] constexpr double mlp_input_projections(Mlp mlp) { return mlp == Mlp::swiglu ? 2.0 : 1.0; }
+[[nodiscard]] constexpr double mlp_input_projections(Mlp mlp) {
+  return mlp == Mlp::swiglu || mlp == Mlp::geglu ? 2.0 : 1.0;
+}
 
 // A decoder-only transformer. Variables as in the 4D paper, Table 1.
 struct ModelSpec {
@@ -67,6 +70,20 @@ struct ModelSpec {
   std::int64_t qk_nope_head_dim = 0;
   std::int64_t qk_rope_head_dim = 0;
   std::int64_t v_head_dim = 0;
+  // What changes a model's arithmetic but not its cost, written into launch arguments as the framework's flags (or
+  // said to have none): RoPE's base θ (0: not given), its frequency scaling ("llama3": Llama 3.1's, "yarn": YaRN;
+  // "": none) and factor, the norms' ε (0: not given) and Gemma's specifics: RMSNorm scaling by (1 + w), embeddings
+  // multiplied by sqrt(h), tanh soft caps c·tanh(x/c) on the attention scores and the final logits (0: none), and a
+  // softmax scale of 1/sqrt(query_pre_attn_scalar) (0: 1/sqrt(d_h)).
+  double rope_theta = 0;
+  std::string rope_scaling;
+  double rope_scaling_factor = 0;
+  double norm_eps = 0;
+  bool norm_plus_one = false;
+  bool scaled_embeddings = false;
+  double attention_softcap = 0;
+  double final_softcap = 0;
+  std::int64_t query_pre_attn_scalar = 0;
   // Multi-token-prediction layers of the checkpoint (DeepSeek-V3's num_nextn_predict_layers): counted apart
   // (mtp_parameters), not trained in what headroom prices.
   std::int64_t mtp_layers = 0;
@@ -77,6 +94,9 @@ struct ModelSpec {
 };
 
 [[nodiscard]] inline bool latent_attention(const ModelSpec& m) { return m.kv_lora_rank > 0; }
+
+// Gate, up and down projections (SwiGLU, GeGLU): three h × h_ffn matrices, not two.
+[[nodiscard]] inline bool gated_mlp(const ModelSpec& m) { return mlp_input_projections(m.mlp) == 2.0; }
 
 // Layers with routed experts: all but the first dense ones, none in a dense model.
 [[nodiscard]] inline std::int64_t moe_layers(const ModelSpec& m) {
@@ -188,6 +208,11 @@ class SpecLibrary {
 [[nodiscard]] ModelSpec model_from_json(const nlohmann::json& j, std::string_view where);
 [[nodiscard]] ModelSpec model_from_hf_config(const nlohmann::json& j, std::string_view name, std::string_view where);
 [[nodiscard]] GpuSpec gpu_from_json(const nlohmann::json& j, std::string_view where);
+
+// One JSON document, parsed strictly: bad syntax, nesting deeper than any spec, or a key twice in one object
+// (nlohmann would keep the last silently) is an Error "malformed JSON in <where>: ...". The one JSON reader of
+// spec files (read_json_file) and of the run files of `calibrate --from-runs`.
+[[nodiscard]] nlohmann::json parse_json_strict(std::string_view text, std::string_view where);
 
 // Reads a whole JSON file (read_file_bounded: at most 256 MiB); malformed JSON, an unreadable file or one past the
 // bound is an Error naming the file.

@@ -37,9 +37,31 @@ struct MeasuredRun {
 
 // A CSV (a header row, RFC 4180 quoting) or JSON Lines (one object per line) table of runs; the format is
 // told by the first non-blank character ('{' is JSON Lines). Throws Error naming `where`, the line and the
-// column on an unknown column, a malformed number, an outcome other than ok/oom, or an `ok` run without a
-// measurement.
+// column on an unknown column, a duplicate column (a key twice in a JSON object), a measurement that is not a
+// positive number, a JSON value of the wrong type for its column (a quoted "4" for tp), an outcome other than ok/oom,
+// an `ok` run without a measurement, or a step_time_s and tokens_per_s that contradict the row's gbs and seq.
 [[nodiscard]] std::vector<MeasuredRun> parse_runs_table(std::string_view text, std::string_view where);
+
+// How far two measurements of one run may disagree (relative): a table's tokens_per_s and step_time_s, both given,
+// are one measurement twice; rounding in a log or a spreadsheet stays well inside 1%.
+inline constexpr double kMeasuredTolerance = 0.01;
+
+// A run that gives both step_time_s and tokens_per_s: tokens_per_s must be tokens_per_step / step_time_s (gbs x
+// seq tokens a step) within kMeasuredTolerance; otherwise an Error naming `where` and both values.
+void check_step_and_tokens(double step_time_s, double tokens_per_s, double tokens_per_step, std::string_view where);
+
+// What a run's resolved layout and GPU allow its measurements to be.
+struct RunBounds {
+  std::string gpu;                  // the GPU's name, for the message
+  double memory_gib = 0;            // the GPU's nominal memory
+  double peak_flops = 0;            // the GPU's highest dense peak (FP8 where it has one), per GPU
+  double model_flops_per_step = 0;  // the model FLOPs of one step, whole job (headroom's convention)
+  double tokens_per_step = 0;       // gbs x seq
+  double gpus = 0;
+};
+// Refuses, naming the run's source, measurements no run can have: a peak above the GPU's memory, TFLOP/s per GPU or
+// a step time implying more than the GPU's peak (MFU above 100%), a step time and tokens/s that contradict.
+void check_run_bounds(const MeasuredRun& r, const RunBounds& b);
 
 // A Megatron-LM training log (stdout of pretrain_gpt.py): the arguments block printed by
 // megatron/training/arguments.py (_print_args: "  name ..... value"), the iteration lines of

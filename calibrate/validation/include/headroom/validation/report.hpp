@@ -75,7 +75,15 @@ struct Report {
 // Shipped coefficients are written with 6 significant digits; the fit must agree to that.
 [[nodiscard]] bool same_coefficients(const ResidualModel& a, const ResidualModel& b);
 
-// The whole validation under `framework`'s residual model, from lib's data/reference tables.
+// The framework of the runs the 4D, published, MoE and FP8 checks price (Megatron-LM ran them all); pytorch-fsdp's
+// runs (the thesis, the published FSDP runs) are priced under pytorch-fsdp in every validation.
+inline constexpr const char* kValidatedFramework = "megatron";
+
+// An Error, before any work, for a framework other than kValidatedFramework: its residual would price runs that
+// Megatron-LM ran (Megatron-LM's experts under FSDP, say), which nothing measured.
+void refuse_unvalidated_framework(const SpecLibrary& lib, const std::string& framework);
+
+// The whole validation under `framework`'s residual model (kValidatedFramework), from lib's data/reference tables.
 [[nodiscard]] Report validate_all(const SpecLibrary& lib, const std::string& framework);
 
 }  // namespace headroom::validate
