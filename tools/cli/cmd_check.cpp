@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include "cli_common.hpp"
@@ -12,6 +13,7 @@
 #include "headroom/core/atomic_file.hpp"
 #include "headroom/core/error.hpp"
 #include "headroom/core/read_file.hpp"
+#include "headroom/estimator/launch_args.hpp"
 #include "headroom/estimator/search.hpp"
 #include "headroom/estimator/sharding.hpp"
 #include "headroom/ingest/measured_runs.hpp"
@@ -104,28 +106,30 @@ std::vector<std::string> without_ignored(const std::vector<std::string>& tokens,
   return out;
 }
 
-// The flags to change from the command's layout to `to`, in Megatron-LM's spelling.
-std::vector<std::string> flag_changes(const Layout& from, const Layout& to) {
+// The Megatron-LM flags launch writes for a layout (launch_args.hpp, the one place that spells them), flag -> value
+// ("" for a switch).
+std::map<std::string, std::string> megatron_flags(const Plan& plan, const Layout& l) {
+  const std::vector<std::string> argv = launch_export(plan.model, plan.cluster, l).megatron;
+  std::map<std::string, std::string> flags;
+  for (std::size_t i = 0; i < argv.size(); ++i)
+    if (argv[i].rfind("--", 0) == 0)
+      flags[argv[i]] = i + 1 < argv.size() && argv[i + 1].rfind("--", 0) != 0 ? argv[i + 1] : "";
+  return flags;
+}
+
+// The flags to change from the command's layout to `to`: what launch writes differently for the two.
+std::vector<std::string> flag_changes(const Plan& plan, const Layout& from, const Layout& to) {
+  const auto a = megatron_flags(plan, from), b = megatron_flags(plan, to);
   std::vector<std::string> out;
-  const auto count = [&](const char* flag, std::int64_t a, std::int64_t b) {
-    if (a != b) out.push_back(std::string(flag) + " " + std::to_string(b) + " (was " + std::to_string(a) + ")");
-  };
-  count("--tensor-model-parallel-size", from.tp, to.tp);
-  count("--pipeline-model-parallel-size", from.pp, to.pp);
-  count("--context-parallel-size", from.cp, to.cp);
-  count("--num-virtual-stages-per-pipeline-rank", from.vpp, to.vpp);
-  count("--micro-batch-size", from.mbs, to.mbs);
-  if (from.recompute != to.recompute)
-    out.push_back(
-        to.recompute == Recompute::none
-            ? "no --recompute-granularity (was " + std::string(to_string(from.recompute)) + ")"
-            : "--recompute-granularity " + std::string(to_string(to.recompute)) +
-                  (to.recompute == Recompute::full ? " --recompute-method uniform --recompute-num-layers 1" : ""));
-  if (from.sequence_parallel != to.sequence_parallel && to.tp > 1)
-    out.emplace_back(to.sequence_parallel ? "--sequence-parallel" : "no --sequence-parallel");
-  if (from.sharding != to.sharding)
-    out.emplace_back(to.sharding.optimizer != Shard::none ? "--use-distributed-optimizer"
-                                                          : "no --use-distributed-optimizer");
+  for (const auto& [flag, value] : b) {
+    const auto it = a.find(flag);
+    if (it == a.end())
+      out.push_back(flag + (value.empty() ? "" : " " + value));
+    else if (it->second != value)
+      out.push_back(flag + " " + value + " (was " + it->second + ")");
+  }
+  for (const auto& [flag, value] : a)
+    if (!b.contains(flag)) out.push_back("no " + flag);
   return out;
 }
 
@@ -194,7 +198,8 @@ void run_check(const CheckOptions& o, std::ostream& out) {
   const bool fits = e.memory.verdict == "fits";
   std::vector<const RankedLayout*> faster;
   for (const RankedLayout& x : res.best)
-    if ((!fits || x.step_time_s < e.perf.step_time_s) && faster.size() < top && !flag_changes(layout, x.layout).empty())
+    if ((!fits || x.step_time_s < e.perf.step_time_s) && faster.size() < top &&
+        !flag_changes(plan, layout, x.layout).empty())
       faster.push_back(&x);
   const std::string verdict = verdict_of(e);
   if (o.json) {
@@ -203,7 +208,7 @@ void run_check(const CheckOptions& o, std::ostream& out) {
       alts.push_back({{"layout", layout_to_json(plan.model, x->layout)},
                       {"step_time_s", x->step_time_s},
                       {"peak_gib", x->peak_bytes / kGiB},
-                      {"change", flag_changes(layout, x->layout)}});
+                      {"change", flag_changes(plan, layout, x->layout)}});
     }
     nlohmann::json doc = {{"source", where},
                           {"flags_read", cmd.read},
@@ -258,7 +263,7 @@ void run_check(const CheckOptions& o, std::ostream& out) {
         std::snprintf(line, sizeof line, "  %.3f s (%.0f%% of the step), peak %.2f GiB:", x->step_time_s,
                       100 * x->step_time_s / e.perf.step_time_s, x->peak_bytes / kGiB);
         out << line;
-        for (const auto& c : flag_changes(layout, x->layout)) out << " " << c << ";";
+        for (const auto& c : flag_changes(plan, layout, x->layout)) out << " " << c << ";";
         out << "\n";
       }
     }
