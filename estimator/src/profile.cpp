@@ -18,7 +18,6 @@ using kernels::Measurement;
 using nlohmann::json;
 
 constexpr const char* kFormat = "headroom-profile";
-constexpr const char* kIngested = "nccl-tests";  // Measurement::kernel of rows read from nccl-tests logs
 
 json residuals_json(const std::vector<double>& r) {
   json a = json::array();

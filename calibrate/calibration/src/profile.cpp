@@ -17,7 +17,6 @@ using kernels::CollectiveCase;
 using kernels::GemmCase;
 using nlohmann::json;
 
-constexpr const char* kFormat = "headroom-profile";
 constexpr const char* kIngested = "nccl-tests";  // Measurement::kernel of rows read from nccl-tests logs
 
 }  // namespace
