@@ -218,8 +218,8 @@ TEST(RankCli, AllShardingsMarksTheLayoutsOutsideTheFramework) {
                       "--gbs", "64", "--top", "3", "--json"},
                      fout, ferr),
             0);
-  for (const auto& x : nlohmann::json::parse(fout.str()).at("layouts"))
-    EXPECT_FALSE(x.at("outside_framework").get<bool>());
+  const auto own = nlohmann::json::parse(fout.str());  // kept alive: a loop over parse(...).at(...) dangles
+  for (const auto& x : own.at("layouts")) EXPECT_FALSE(x.at("outside_framework").get<bool>());
 }
 
 TEST(RankCli, BadInputExitsTwo) {
