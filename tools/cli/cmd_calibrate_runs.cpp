@@ -68,13 +68,7 @@ Resolved resolve_run(const calibrate::MeasuredRun& r, const CalibrateRunsDefault
     out.specs.cluster = resolve_cluster(so.request(), lib);
     out.specs.framework = lib.framework(so.framework);
     // The row's knobs (knobs.hpp: a column per knob, under its name or an older one), by the knobs' grammar.
-    KnobSettings k;
-    for (const auto& [column, value] : r.layout) {
-      const Knob* x = find_knob(column);
-      if (x == nullptr) continue;
-      if (k.given(x->id)) throw Error("two columns give " + std::string(x->name) + " (" + column + " is another name)");
-      k.set(x->id, parse_knob(*x, value));
-    }
+    const KnobSettings k = knob_settings_of(r.layout);
     if (!k.given(KnobId::seq)) throw Error("no seq column: the sequence length of the run");
     out.layout = build_layout(out.specs.model, out.specs.framework, layout_request(k, out.specs.framework));
     validate_precision_and_offload(out.layout, out.specs.cluster);

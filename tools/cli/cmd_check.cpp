@@ -133,8 +133,6 @@ std::vector<std::string> flag_changes(const Plan& plan, const Layout& from, cons
   return out;
 }
 
-std::string verdict_of(const Estimate& e) { return e.memory.verdict; }
-
 void run_check(const CheckOptions& o, std::ostream& out) {
   if (o.command.empty()) throw Error("give the launch command after -- (or a script that runs pretrain_gpt.py)");
   std::vector<std::string> tokens = o.command;
@@ -158,20 +156,18 @@ void run_check(const CheckOptions& o, std::ostream& out) {
     req.model_spec->name = "the command's model";
   }
   const Plan plan = resolve_plan(req);
-  if (cmd.run.model) {  // --model given too: it must be the command's model
+  if (cmd.run.model && !o.specs.model.empty()) {  // --model given too: it must be the command's model
     const ModelSpec &a = *cmd.run.model, &b = plan.model;
     const auto differ = [&](const char* what, std::int64_t x, std::int64_t y) {
       if (x != y)
         throw Error("--model " + b.name + " has " + what + " " + std::to_string(y) + ", the command " +
                     std::to_string(x));
     };
-    if (!o.specs.model.empty()) {
-      differ("hidden size", a.hidden_size, b.hidden_size);
-      differ("layers", a.num_layers, b.num_layers);
-      differ("attention heads", a.num_heads, b.num_heads);
-      differ("KV heads", a.num_kv_heads, b.num_kv_heads);
-      differ("FFN width", a.ffn_hidden_size, b.ffn_hidden_size);
-    }
+    differ("hidden size", a.hidden_size, b.hidden_size);
+    differ("layers", a.num_layers, b.num_layers);
+    differ("attention heads", a.num_heads, b.num_heads);
+    differ("KV heads", a.num_kv_heads, b.num_kv_heads);
+    differ("FFN width", a.ffn_hidden_size, b.ffn_hidden_size);
   }
   if (!o.html.empty()) (void)check_output_path(o.html, "--html");
   KnobSettings k = knob_settings_of(cmd.run.layout);
@@ -201,7 +197,7 @@ void run_check(const CheckOptions& o, std::ostream& out) {
     if ((!fits || x.step_time_s < e.perf.step_time_s) && faster.size() < top &&
         !flag_changes(plan, layout, x.layout).empty())
       faster.push_back(&x);
-  const std::string verdict = verdict_of(e);
+  const std::string& verdict = e.memory.verdict;
   if (o.json) {
     nlohmann::json alts = nlohmann::json::array();
     for (const RankedLayout* x : faster) {

@@ -5,6 +5,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 
 #include "headroom/core/error.hpp"
@@ -282,7 +283,11 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
   }
   if (!args.contains("attention_dropout")) args["attention_dropout"] = "0.1";  // arguments.py's default
   const std::string hidden_dropout = get(args, "hidden_dropout", "0.1");
-  if (std::stod(hidden_dropout) > 0)
+  char* end = nullptr;
+  const double p = std::strtod(hidden_dropout.c_str(), &end);
+  if (end == hidden_dropout.c_str() || *end != '\0' || !(p >= 0.0 && p < 1.0))
+    throw Error(w + ": --hidden-dropout '" + hidden_dropout + "' is not a probability in [0, 1)");
+  if (p > 0)
     out.notes.push_back("hidden dropout " + hidden_dropout +
                         (args.contains("hidden_dropout") ? "" : " (Megatron-LM's default)") +
                         ": its masks (one byte a hidden element, twice a layer) are not priced");
