@@ -1,6 +1,7 @@
 #include "headroom/estimator/perf_coefficients.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cctype>
 #include <filesystem>
 #include <optional>
@@ -31,6 +32,7 @@ constexpr Field kFields[] = {
     {"gemm_tile", &PerfCoefficients::gemm_tile},
     {"attention_efficiency", &PerfCoefficients::attention_efficiency},
     {"attention_half_tokens", &PerfCoefficients::attention_half_tokens},
+    {"stack_gemm_fraction", &PerfCoefficients::stack_gemm_fraction},
     {"elementwise_passes", &PerfCoefficients::elementwise_passes},
     {"loss_passes", &PerfCoefficients::loss_passes},
     {"layer_overhead_us", nullptr},  // stored in seconds, written in µs
@@ -280,6 +282,7 @@ PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
       host_memory_bytes_per_s(cluster.host_memory_bytes_per_s * c.host_memory_efficiency),
       gemm_efficiency(c.gemm_efficiency),
       attention_efficiency(c.attention_efficiency),
+      attention_half_tokens(c.attention_half_tokens),
       gpus_per_node(std::max<std::int64_t>(1, cluster.gpus_per_node)),
       efficiency_source(c.generic_source) {
   // The GPU's own entry, else one of the GPU its spec computes as (kernels_as: the same fractions of peak); in these
@@ -296,6 +299,30 @@ PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
     own = g != nullptr;
     if (!own && !cluster.gpu.kernels_as.empty()) g = entry_for(cluster.gpu.kernels_as);
     if (g != nullptr) break;
+  }
+  // The device's own curves come before another die's entry (kernels_as) and datasheet-level generic values; a fit of
+  // these coefficients on this very GPU (its own entry) and generic values measured or fitted on the user's cluster
+  // (a calibration profile, calibrate --from-runs) come first.
+  const DeviceKernels& k = cluster.gpu.kernels;
+  if (!own && !k.empty() && c.generic_source == "datasheet") {
+    g = nullptr;
+    device_curves = true;
+    bf16_curve = k.bf16;
+    fp8_curve = k.fp8;
+    gemm_efficiency = c.stack_gemm_fraction * gemm_curve_fraction(k.bf16, 1e9, 1e9, 1e9);
+    if (!k.attention.empty()) {
+      attention_efficiency = k.attention.efficiency;
+      attention_half_tokens = k.attention.half_tokens;
+    }
+    efficiency_source = "device curves";
+    char fraction[32];
+    std::snprintf(fraction, sizeof fraction, "%.3g", c.stack_gemm_fraction);
+    device_kernels = k.file + " (" + k.kind + " on " + k.machine + "; GEMM rows: BF16 " + std::to_string(k.bf16.rows) +
+                     ", FP8 " + std::to_string(k.fp8.rows) + "; attention: " +
+                     (k.attention.empty() ? std::string("none, the coefficients' own")
+                                          : k.attention_backend + ", " + std::to_string(k.attention.rows) + " rows") +
+                     "), GEMMs at " + c.name + "'s stack_gemm_fraction " + fraction;
+    efficiency_gpu = cluster.gpu.name;
   }
   if (g != nullptr) {
     // Another die's entry at the multiples of its fractions of peak that the published kernel benchmarks give.

@@ -164,6 +164,7 @@ Estimate estimate(const Plan& plan, const PlanContext& ctx, const Layout& l) {
   f.coefficients_gpu = context.efficiency_gpu;
   f.coefficients_fitted_under = context.efficiency_fitted_under;
   f.gemm_scale = context.gemm_scale, f.attention_scale = context.attention_scale;
+  f.device_kernels = context.device_kernels;
   f.link_coefficients_source = context.link_source;
   f.breakdown = p.breakdown;
   return out;
@@ -224,6 +225,7 @@ nlohmann::json to_json(const Estimate& e) {
             {"coefficients_gpu", p.coefficients_gpu},
             {"coefficients_fitted_under", p.coefficients_fitted_under},
             {"coefficients_scale", {{"gemm", p.gemm_scale}, {"attention", p.attention_scale}}},
+            {"device_kernels", p.device_kernels},
             {"link_coefficients_source", p.link_coefficients_source},
             {"step_time_s_interval", interval_json(p.step_time_s_interval)},
             {"interval_source", p.interval_source},
@@ -262,6 +264,7 @@ Estimate estimate_from_json(const nlohmann::json& j) {
   f.coefficients_gpu = p.at("coefficients_gpu"), f.coefficients_fitted_under = p.at("coefficients_fitted_under");
   f.link_coefficients_source = p.at("link_coefficients_source");
   f.gemm_scale = p.at("coefficients_scale").at("gemm"), f.attention_scale = p.at("coefficients_scale").at("attention");
+  f.device_kernels = p.at("device_kernels");
   for (const auto& x : kBreakdown) f.breakdown.*(x.member) = p.at("breakdown").at(x.key).get<double>();
   f.breakdown.slowest_stage = p.at("breakdown").at("slowest_stage");
   return e;

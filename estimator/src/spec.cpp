@@ -720,6 +720,17 @@ GpuSpec SpecLibrary::gpu(std::string_view name_or_path) const {
   validate_against_schema(j, read_json_file(data_dir_ / "schema" / "gpu.schema.json"), where);
   GpuSpec g = gpu_from_json(j, where);
   if (g.usable_memory_bytes > g.memory_bytes) throw Error(where + ": usable_memory_GiB must not exceed memory_GiB");
+  if (j.contains("kernel_curves")) {
+    const std::string name = j.at("kernel_curves").get<std::string>();
+    fs::path curves(name);
+    std::error_code ec;
+    if (!fs::is_regular_file(curves, ec)) curves = data_dir_ / "kernels" / name;
+    if (!fs::is_regular_file(curves, ec))
+      throw Error(where + ": kernel_curves '" + name + "' is no file (a name in " + (data_dir_ / "kernels").string() +
+                  " or a path)");
+    g.kernels = device_kernels_from_json(read_json_file(curves), g.bf16_flops, g.fp8_flops, curves.string());
+    g.kernels.file = curves.filename().string();
+  }
   // kernels_as lends this GPU another's fitted efficiencies: a name that is no GPU would leave it on datasheet
   // defaults without a word.
   if (!g.kernels_as.empty()) {

@@ -52,13 +52,17 @@ double gemm_wave_factor(double m, double n, double units, double tile) {
   return tiles / (std::ceil(tiles / units) * units);
 }
 
-double gemm_efficiency(const PerfContext& p, const GemmShape& g) {
+double gemm_efficiency(const PerfContext& p, const GemmShape& g, bool fp8) {
+  // The device's curve for the precision (FP8 without one: BF16's fraction of the FP8 peak) at the stack's fraction.
+  if (p.device_curves)
+    return p.coef.stack_gemm_fraction *
+           gemm_curve_fraction(fp8 && !p.fp8_curve.empty() ? p.fp8_curve : p.bf16_curve, g.m, g.n, g.k);
   return p.gemm_efficiency * gemm_shape_factor(g.m, g.n, g.k, p.coef.gemm_half_dim) *
          gemm_wave_factor(g.m, g.n, p.coef.gemm_wave_units, p.coef.gemm_tile);
 }
 
 double attention_efficiency(const PerfContext& p, double query_tokens) {
-  return p.attention_efficiency * query_tokens / (query_tokens + p.coef.attention_half_tokens);
+  return p.attention_efficiency * query_tokens / (query_tokens + p.attention_half_tokens);
 }
 
 // Patarasuk & Yuan 2009 ring; nccl-tests bus-bandwidth factor (n − 1)/n for all-gather / reduce-scatter.
@@ -138,12 +142,12 @@ PassTimes compute_only(const LayerCompute& c) {
   return x;
 }
 
-// At `peak` (FP8 or BF16): the shape's efficiency is the same fraction of either peak (torchao/float8/
-// roofline_utils.py: one pct_achievable_gemm_tops for both).
-double gemm_seconds(const PerfContext& p, const GemmShape& g, double peak) {
-  return g.flops() / (peak * gemm_efficiency(p, g));
+// In FP8 or BF16, at that precision's peak and efficiency: the device's FP8 curve where it has one, else the same
+// fraction of either peak (torchao/float8/roofline_utils.py: one pct_achievable_gemm_tops for both).
+double gemm_seconds(const PerfContext& p, const GemmShape& g, bool fp8) {
+  return g.flops() / ((fp8 ? p.fp8_peak_flops : p.peak_flops) * gemm_efficiency(p, g, fp8));
 }
-double gemm_seconds(const PerfContext& p, const GemmShape& g) { return gemm_seconds(p, g, p.peak_flops); }
+double gemm_seconds(const PerfContext& p, const GemmShape& g) { return gemm_seconds(p, g, false); }
 
 }  // namespace
 
@@ -166,41 +170,41 @@ namespace {
 // tokens this GPU holds (SP); the routed experts over the token copies this GPU receives, routed_copies_per_gpu,
 // spread over its E/ep experts, each GEMM of an expert timed at its own shape (a grouped GEMM runs them as one
 // launch, at the efficiency of the per-expert tiles).
-double moe_ffn_gemm_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l, double peak) {
+double moe_ffn_gemm_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l, bool fp8) {
   const double h = d(m.hidden_size), t = d(l.tp), tokens = d(l.seq) * d(l.mbs) / d(l.cp);
   const double gated = mlp_input_projections(m.mlp);
   double seconds = gemm_seconds(p, {tokens / t, d(m.num_experts), h});
   if (m.shared_expert_ffn_hidden_size > 0) {
     const double f = d(m.shared_expert_ffn_hidden_size);
-    seconds += gemm_seconds(p, {tokens, gated * f / t, h}, peak) + gemm_seconds(p, {tokens, h, f / t}, peak);
+    seconds += gemm_seconds(p, {tokens, gated * f / t, h}, fp8) + gemm_seconds(p, {tokens, h, f / t}, fp8);
   }
   const double local_experts = d(m.num_experts) / d(l.ep), e = d(l.expert_tp());
   const double per_expert = routed_copies_per_gpu(m, l) / local_experts, f = d(m.moe_ffn_hidden_size) / e;
   return seconds + local_experts *
-                       (gemm_seconds(p, {per_expert, gated * f, h}, peak) + gemm_seconds(p, {per_expert, h, f}, peak));
+                       (gemm_seconds(p, {per_expert, gated * f, h}, fp8) + gemm_seconds(p, {per_expert, h, f}, fp8));
 }
 
 // Latent attention's GEMMs (multi_latent_attention.py): the down projections of q and kv on every TP rank over the
 // s·b/c tokens SP gathers, the up projections and the output projection split over t.
-double mla_gemm_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l, double peak) {
+double mla_gemm_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l, bool fp8) {
   const double h = d(m.hidden_size), t = d(l.tp), a = d(m.num_heads), tokens = d(l.seq) * d(l.mbs) / d(l.cp);
   const double q_r = d(m.q_lora_rank), kv_r = d(m.kv_lora_rank), d_v = d(m.v_head_dim);
-  double seconds = gemm_seconds(p, {tokens, kv_r + d(m.qk_rope_head_dim), h}, peak) +
-                   gemm_seconds(p, {tokens, a * (d(m.qk_nope_head_dim) + d_v) / t, kv_r}, peak) +
-                   gemm_seconds(p, {tokens, h, a * d_v / t}, peak);
-  if (q_r > 0) seconds += gemm_seconds(p, {tokens, q_r, h}, peak);
-  return seconds + gemm_seconds(p, {tokens, a * head_dim(m) / t, q_r > 0 ? q_r : h}, peak);
+  double seconds = gemm_seconds(p, {tokens, kv_r + d(m.qk_rope_head_dim), h}, fp8) +
+                   gemm_seconds(p, {tokens, a * (d(m.qk_nope_head_dim) + d_v) / t, kv_r}, fp8) +
+                   gemm_seconds(p, {tokens, h, a * d_v / t}, fp8);
+  if (q_r > 0) seconds += gemm_seconds(p, {tokens, q_r, h}, fp8);
+  return seconds + gemm_seconds(p, {tokens, a * head_dim(m) / t, q_r > 0 ? q_r : h}, fp8);
 }
 
 LayerPasses layer_passes(const ModelSpec& m, const PerfContext& p, const Layout& l, bool experts) {
   const double s = d(l.seq), h = d(m.hidden_size);
   const LayerGemms g = layer_gemms(m, l);
-  // FP8: the linear layers' GEMMs at the FP8 peak (validate_precision_and_offload checks the GPU has one).
-  const double peak = l.fp8 != Fp8Recipe::none ? p.fp8_peak_flops : p.peak_flops;
-  const double attention_gemms = latent_attention(m) ? mla_gemm_seconds(m, p, l, peak)
-                                                     : gemm_seconds(p, g.qkv, peak) + gemm_seconds(p, g.proj, peak);
-  const double gemm_f = experts ? attention_gemms + moe_ffn_gemm_seconds(m, p, l, peak)
-                                : attention_gemms + gemm_seconds(p, g.fc1, peak) + gemm_seconds(p, g.fc2, peak);
+  // FP8: the linear layers' GEMMs in FP8 (validate_precision_and_offload checks the GPU has an FP8 peak).
+  const bool fp8 = l.fp8 != Fp8Recipe::none;
+  const double attention_gemms = latent_attention(m) ? mla_gemm_seconds(m, p, l, fp8)
+                                                     : gemm_seconds(p, g.qkv, fp8) + gemm_seconds(p, g.proj, fp8);
+  const double gemm_f = experts ? attention_gemms + moe_ffn_gemm_seconds(m, p, l, fp8)
+                                : attention_gemms + gemm_seconds(p, g.fc1, fp8) + gemm_seconds(p, g.fc2, fp8);
   const AttentionSeconds unfused = l.flash_attention ? AttentionSeconds{} : unfused_attention_seconds(m, p, l);
   const double attn_f = l.flash_attention
                             ? attention_flops_forward(m, l) / (p.peak_flops * attention_efficiency(p, s / d(l.cp)))

@@ -77,10 +77,12 @@ TEST_F(PrecisionOffloadTest, Fp8WeightsNeedNoCopyAndTorchaoKeepsBf16Inputs) {
 }
 
 TEST_F(PrecisionOffloadTest, LinearGemmsRunAtTheFp8PeakAndCastsCostHbmTraffic) {
-  const PerfContext p(datasheet, h100);
+  // A GPU without kernel curves (the 4D paper's H100 94GB): FP8 GEMMs at the same fraction of the doubled peak.
+  const PerfContext p(datasheet, lib.cluster("h100-94gb-x4"));
+  ASSERT_FALSE(p.device_curves);
   const Layout bf16 = layout(megatron, Fp8Recipe::none), fp8 = layout(megatron, Fp8Recipe::delayed);
   const LayerPasses a = layer_compute_seconds(llama8b, p, bf16), b = layer_compute_seconds(llama8b, p, fp8);
-  EXPECT_NEAR(b.forward.gemm, a.forward.gemm * h100.gpu.bf16_flops / h100.gpu.fp8_flops, 1e-15);
+  EXPECT_NEAR(b.forward.gemm, a.forward.gemm * p.peak_flops / p.fp8_peak_flops, 1e-15);
   EXPECT_DOUBLE_EQ(b.forward.attention, a.forward.attention);  // FlashAttention stays BF16
   // Delayed scaling, t = 1: the attention output (4096) and the FFN product (14336) cast at 4 B per element; the norms
   // write FP8 themselves. Backward: the four GEMMs' output gradients (6144, 4096, 2·14336, 4096) at 4 B.
@@ -88,7 +90,7 @@ TEST_F(PrecisionOffloadTest, LinearGemmsRunAtTheFp8PeakAndCastsCostHbmTraffic) {
   const Fp8CastBytes cast = fp8_cast_bytes(llama8b, fp8, false);
   EXPECT_DOUBLE_EQ(cast.forward, 4.0 * tokens * (4096.0 + 14336.0));
   EXPECT_DOUBLE_EQ(cast.backward, 4.0 * tokens * (6144.0 + 4096.0 + 2.0 * 14336.0 + 4096.0));
-  EXPECT_DOUBLE_EQ(b.forward.elementwise - a.forward.elementwise, cast.forward / h100.gpu.hbm_bytes_per_s);
+  EXPECT_DOUBLE_EQ(b.forward.elementwise - a.forward.elementwise, cast.forward / p.hbm_bytes_per_s);
   // Current scaling reads each tensor once more for its amax and cannot fuse the cast into the norm.
   const Fp8CastBytes current = fp8_cast_bytes(llama8b, layout(megatron, Fp8Recipe::tensorwise), false);
   EXPECT_DOUBLE_EQ(current.forward, 6.0 * tokens * (4096.0 + 4096.0 + 14336.0 + 4096.0));
@@ -280,6 +282,20 @@ TEST_F(PrecisionOffloadTest, ExpertLayersSaveTheirRoutedInputsInFp8) {
                    2.0 * 4096.0 * (4096.0 + 1024.0) + 3.0 * 4096.0 * 14336.0);
   const PerfContext p(datasheet, h100);
   EXPECT_LT(estimate_perf(mixtral, p, fp8).step_time_s, estimate_perf(mixtral, p, bf16).step_time_s);
+}
+
+// A GPU with kernel curves (h100-80gb: data/kernels/h100-sxm-published.json) prices FP8 GEMMs on its own FP8 curve,
+// not BF16's fraction of the FP8 peak: cuBLASLt's FP8 reaches 0.62 of its peak at 4096^3 where BF16 reaches 0.80.
+TEST_F(PrecisionOffloadTest, DeviceCurvesPriceFp8GemmsOnTheirOwnCurve) {
+  const PerfContext p(datasheet, h100);
+  ASSERT_TRUE(p.device_curves);
+  const GemmShape g{4096, 4096, 4096};
+  EXPECT_NEAR(gemm_efficiency(p, g, false), gemm_curve_fraction(h100.gpu.kernels.bf16, 4096, 4096, 4096), 1e-12);
+  EXPECT_NEAR(gemm_efficiency(p, g, true), gemm_curve_fraction(h100.gpu.kernels.fp8, 4096, 4096, 4096), 1e-12);
+  EXPECT_LT(gemm_efficiency(p, g, true), gemm_efficiency(p, g, false));
+  PerfCoefficients stack = datasheet;
+  stack.stack_gemm_fraction = 0.5;
+  EXPECT_NEAR(gemm_efficiency(PerfContext(stack, h100), g, true), 0.5 * gemm_efficiency(p, g, true), 1e-12);
 }
 
 }  // namespace

@@ -171,7 +171,12 @@ TEST(CoefficientsSource, EstimateSaysFittedDatasheetOrMeasured) {
     return perf(gpu, framework)["coefficients_source"].get<std::string>();
   };
   EXPECT_EQ(source("h100-94gb"), "fitted");  // a gpus entry of data/perf/megatron.json
-  EXPECT_EQ(source("h100-80gb"), "fitted");  // h100-94gb's entry: the spec's kernels_as (same die and clocks)
+  // h100-80gb has its own (published) kernel curves: they price it, not the 4D paper's H100 94GB entry.
+  EXPECT_EQ(source("h100-80gb"), "device curves");
+  const auto curves = test::run_cli(
+      {"estimate", "--model", "llama3.1-8b", "--gpu", "h100-80gb", "--seq", "4096", "--tp", "8", "--gpus", "8"});
+  EXPECT_NE(curves.out.find("kernel curves h100-sxm-published.json (published on"), std::string::npos) << curves.out;
+  EXPECT_NE(curves.out.find("GEMMs at megatron's stack_gemm_fraction"), std::string::npos) << curves.out;
   // pytorch-fsdp has no entry for mi300x nor for h100-94gb: the device's, fitted under megatron (device_gpus).
   const auto shared = perf("mi300x", "pytorch-fsdp");
   EXPECT_EQ(shared["coefficients_source"], "fitted");
@@ -201,8 +206,10 @@ TEST(CoefficientsSource, EstimateSaysFittedDatasheetOrMeasured) {
                           "mi300x"),
             std::string::npos)
       << fsdp.out;
-  // Nothing fitted anywhere for the GPU: the datasheet defaults, said.
-  EXPECT_EQ(PerfContext(PerfCoefficients{}, test::library().cluster("dgx-h100")).efficiency_source, "datasheet");
+  // Nothing fitted anywhere for the GPU: its kernel curves where it has them, else the datasheet defaults, said.
+  EXPECT_EQ(PerfContext(PerfCoefficients{}, test::library().cluster("dgx-h100")).efficiency_source, "device curves");
+  EXPECT_EQ(PerfContext(PerfCoefficients{}, test::library().cluster("dgx-a100-80gb")).efficiency_source, "datasheet");
+  // A calibration profile measured on the user's cluster comes before the device's published curves.
   PerfCoefficients measured;
   measured.generic_source = "measured";
   EXPECT_EQ(PerfContext(measured, test::library().cluster("dgx-h100")).efficiency_source, "measured");

@@ -97,6 +97,8 @@ std::string efficiency_text(const PerfResult& p, const std::string& gpu) {
            "; its spec's kernels_scale and kernels_as_reason)";
   }
   if (p.coefficients_source == "fitted") return "GEMM/attention efficiencies fitted for " + gpu + under;
+  if (p.coefficients_source == "device curves")
+    return "GEMM/attention efficiencies from " + gpu + "'s kernel curves " + p.device_kernels;
   if (p.coefficients_source == "measured") return "GEMM/attention efficiencies measured (calibration profile)";
   return "GEMM/attention efficiencies: datasheet defaults, nothing fitted or measured for " + gpu +
          " (headroom calibrate, or calibrate --from-runs)";

@@ -165,6 +165,7 @@ class Perf:
     coefficients_gpu: str
     coefficients_fitted_under: str
     coefficients_scale: dict[str, float]
+    device_kernels: str
     link_coefficients_source: str
     breakdown: Breakdown
 

@@ -48,6 +48,11 @@ struct PerfCoefficients {
   double gemm_tile = 128;              // output tile edge for the wave term
   double attention_efficiency = 0.5;   // FlashAttention-2 fwd+bwd fraction of peak at long sequences
   double attention_half_tokens = 512;  // query tokens per GPU (s/c) at which attention efficiency halves
+  // The fraction of a device's isolated GEMM curve (GpuSpec::kernels) that this framework's GEMMs reach inside a
+  // training step: the SMs its overlapped TP/DP communication kernels hold while they run, clocks under sustained
+  // load. Attention runs at the device's curve (nothing is overlapped with it but the CP ring, on copy engines).
+  // Prices only GPUs with kernel curves and no `gpus` entry of their own.
+  double stack_gemm_fraction = 1.0;
   double elementwise_passes = 6;  // HBM passes over a layer's s·b·h/(t·c) activations (norms, SwiGLU, RoPE, residual)
   double loss_passes = 3;         // HBM passes over the FP32 logits (softmax, loss, gradient)
   double layer_overhead_s = 0;    // fixed cost per layer and micro-batch pass (launches, synchronisation)
@@ -132,6 +137,12 @@ struct PerfContext {
   double host_memory_bytes_per_s = 0;  // the node's CPU DRAM at host_memory_efficiency; 0: not given
   double gemm_efficiency = 0;
   double attention_efficiency = 0;
+  double attention_half_tokens = 0;
+  // The device's kernel curves (GEMMs at the stack's stack_gemm_fraction) price GEMMs and attention when set:
+  // the GPU has curves and these coefficients no `gpus` entry of its own (efficiency_source "device curves").
+  bool device_curves = false;
+  GemmCurve bf16_curve, fp8_curve;
+  std::string device_kernels;  // those curves' file, kind and rows, and the stack's fraction, in words; empty: none
   std::int64_t gpus_per_node = 1;
   Link intra, inter, cp_inter;
   // Where this GPU's GEMM and attention efficiencies come from (nothing falls back silently):

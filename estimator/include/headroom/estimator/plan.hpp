@@ -83,6 +83,7 @@ struct PerfResult {
   // and where the link efficiencies come from.
   std::string coefficients, coefficients_source, coefficients_gpu, coefficients_fitted_under, link_coefficients_source;
   double gemm_scale = 1, attention_scale = 1;
+  std::string device_kernels;  // coefficients_source "device curves": the curves' file and rows, the stack's fraction
   StepBreakdown breakdown;
 };
 

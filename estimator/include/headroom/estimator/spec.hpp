@@ -11,6 +11,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "headroom/estimator/framework.hpp"
+#include "headroom/estimator/kernel_curves.hpp"
 
 namespace headroom {
 
@@ -155,6 +156,9 @@ struct GpuSpec {
   // "attention"}): the ratio of the two GPUs' published kernel benchmarks (fraction of peak over fraction of peak).
   double kernels_gemm_scale = 1.0;
   double kernels_attention_scale = 1.0;
+  // The device's own kernel curves ("kernel_curves": a kernel-curves file in data/kernels/, measured on it or
+  // published for it); empty: none, its efficiencies come from a fitted entry (its own or kernels_as's) or the generic.
+  DeviceKernels kernels;
 };
 
 struct LinkSpec {

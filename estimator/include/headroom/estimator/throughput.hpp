@@ -39,9 +39,10 @@ namespace headroom {
 // ⌈m/tile⌉·⌈n/tile⌉ output tiles run in waves of `units` SMs or CUs and the last, partial wave idles the
 // rest: tiles / (⌈tiles/units⌉·units). 1 when units ≤ 0.
 [[nodiscard]] double gemm_wave_factor(double m, double n, double units, double tile);
-// GEMM efficiency for a shape: the large-GEMM efficiency × shape factor × wave factor (a calibration
+// GEMM efficiency for a shape, in BF16 or FP8: on a GPU priced by its kernel curves, the curve's fraction at the
+// shape × the stack's fraction; otherwise the large-GEMM efficiency × shape factor × wave factor (a calibration
 // profile sets the wave units; the datasheet defaults leave the wave term off).
-[[nodiscard]] double gemm_efficiency(const PerfContext& p, const GemmShape& g);
+[[nodiscard]] double gemm_efficiency(const PerfContext& p, const GemmShape& g, bool fp8 = false);
 // Attention efficiency at q query tokens per GPU: e·q/(q + half).
 [[nodiscard]] double attention_efficiency(const PerfContext& p, double query_tokens);
 

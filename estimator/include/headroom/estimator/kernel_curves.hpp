@@ -1,0 +1,64 @@
+#pragma once
+// A device's kernel curves: the fraction of peak its GEMMs reach by shape and its attention reaches by sequence,
+// fitted to the rows of a kernel-curves file (format headroom-kernel-curves: measured by
+// tools/scripts/gpu_kernel_sweep.py on the device, or published benchmarks by tools/scripts/published_kernel_curves.py).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace headroom {
+
+// The fraction of peak by GEMM shape, as a table over log2 m, log2 n, log2 k at every power of two from 2^kFirst to
+// 2^kLast, read by trilinear interpolation in log2 (dimensions outside clamp to the ends). Each node holds the
+// inverse-distance-weighted mean (in log2 of the dimensions, weight 1/d^4) of the rows nearest it, its dimensions
+// clamped to the range the rows span: a shape beyond the largest measured runs at the largest's fraction (the
+// plateau), none is extrapolated past what was measured.
+struct GemmCurve {
+  static constexpr int kFirst = 6, kLast = 17, kSide = kLast - kFirst + 1;
+  std::shared_ptr<const std::vector<float>> table;  // kSide^3 fractions, index (i_m·kSide + i_n)·kSide + i_k
+  std::int64_t rows = 0;
+  [[nodiscard]] bool empty() const { return table == nullptr; }
+};
+
+// Causal attention forward and backward together: fraction = efficiency · s/(s + half_tokens) over the sequence s
+// (the form throughput.hpp's attention_efficiency prices).
+struct AttentionCurve {
+  double efficiency = 0, half_tokens = 0;
+  std::int64_t rows = 0;
+  [[nodiscard]] bool empty() const { return rows == 0; }
+};
+
+struct GemmPoint {
+  double m = 0, n = 0, k = 0, fraction = 0;
+};
+struct AttentionPoint {
+  double seq = 0, fraction = 0;
+};
+
+// The fraction of peak of an m×n×k GEMM on the curve (at most 1).
+[[nodiscard]] double gemm_curve_fraction(const GemmCurve& c, double m, double n, double k);
+[[nodiscard]] GemmCurve fit_gemm_curve(const std::vector<GemmPoint>& points);
+// Least squares in log(fraction) over half_tokens on a log grid, efficiency in closed form for each.
+[[nodiscard]] AttentionCurve fit_attention_curve(const std::vector<AttentionPoint>& points);
+
+// One device's curves and where they come from.
+struct DeviceKernels {
+  std::string file;      // the kernel-curves file
+  std::string kind;      // "measured" or "published"
+  std::string machine;   // the GPU the rows ran on, as the file names it
+  std::string attention_backend;  // the backend whose rows gave the attention curve
+  GemmCurve bf16, fp8;
+  AttentionCurve attention;
+  [[nodiscard]] bool empty() const { return bf16.empty(); }
+};
+
+// Reads a kernel-curves document; fractions are of the given peaks (FLOP/s; fp8_peak 0: FP8 rows are refused). The
+// attention curve is the first backend's among cudnn, flash2, flash that the file has rows for.
+[[nodiscard]] DeviceKernels device_kernels_from_json(const nlohmann::json& j, double bf16_peak, double fp8_peak,
+                                                     std::string_view where);
+
+}  // namespace headroom
