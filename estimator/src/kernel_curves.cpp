@@ -14,11 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-double number_or(const json& row, const char* key, double fallback) {
-  const auto it = row.find(key);
-  return it != row.end() && it->is_number() ? it->get<double>() : fallback;
-}
-
 }  // namespace
 
 // Trilinear interpolation of the table in log2 of the dimensions.
@@ -68,7 +63,8 @@ GemmCurve fit_gemm_curve(const std::vector<GemmPoint>& points) {
                                       std::clamp(double(GemmCurve::kFirst + c), lo[2], hi[2])};
         double num = 0, den = 0;
         for (const auto& r : rows) {
-          const double d2 = (q[0] - r[0]) * (q[0] - r[0]) + (q[1] - r[1]) * (q[1] - r[1]) + (q[2] - r[2]) * (q[2] - r[2]);
+          const double d2 =
+              (q[0] - r[0]) * (q[0] - r[0]) + (q[1] - r[1]) * (q[1] - r[1]) + (q[2] - r[2]) * (q[2] - r[2]);
           const double w = 1.0 / ((d2 + 1e-6) * (d2 + 1e-6));
           num += w * r[3];
           den += w;
@@ -104,53 +100,101 @@ AttentionCurve fit_attention_curve(const std::vector<AttentionPoint>& points) {
   return best;
 }
 
+namespace {
+
+// A key's string, the fallback when absent; any other type is refused, naming the key.
+std::string string_field(const json& j, const char* key, const std::string& fallback, const std::string& where) {
+  const auto it = j.find(key);
+  if (it == j.end()) return fallback;
+  if (!it->is_string()) throw Error(where + ": " + key + " " + it->dump() + " is not a string");
+  return it->get<std::string>();
+}
+
+// A key's number; absent or not a number is refused, naming the key (nothing is read as a guessed 0).
+double number_field(const json& j, const char* key, const std::string& where) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) throw Error(where + ": " + key + " must be a number");
+  return it->get<double>();
+}
+
+const json& array_field(const json& j, const char* key, const std::string& where) {
+  static const json empty = json::array();
+  const auto it = j.find(key);
+  if (it == j.end()) return empty;
+  if (!it->is_array()) throw Error(where + ": " + key + " must be an array of rows");
+  return *it;
+}
+
+// A row's fraction of `peak`; above it is no measurement of this GPU.
+double fraction_of_peak(double tflops, double peak, const std::string& where) {
+  const double f = tflops * 1e12 / peak;
+  if (!(f > 0.0 && f <= 1.0))
+    throw Error(where + ": " + std::to_string(tflops) +
+                " TFLOP/s is not a fraction of the GPU's peak in (0, 1] (peak " + std::to_string(peak / 1e12) +
+                " TFLOP/s)");
+  return f;
+}
+
+}  // namespace
+
 DeviceKernels device_kernels_from_json(const json& j, double bf16_peak, double fp8_peak, std::string_view where) {
   const std::string w(where);
-  if (!j.is_object() || j.value("format", std::string()) != "headroom-kernel-curves")
+  if (!j.is_object() || !j.contains("format") || j.at("format") != "headroom-kernel-curves")
     throw Error(w + ": not a kernel-curves file (format headroom-kernel-curves)");
   DeviceKernels k;
-  k.kind = j.value("kind", std::string("measured"));
-  if (j.contains("machine") && j.at("machine").is_object()) {
-    const json& m = j.at("machine");
-    k.machine = m.contains("gpu") && m.at("gpu").is_string() ? m.at("gpu").get<std::string>()
-                : m.contains("name") && m.at("name").is_string() ? m.at("name").get<std::string>()
-                                                                   : std::string();
+  k.kind = string_field(j, "kind", "measured", w);
+  if (k.kind != "measured" && k.kind != "published")
+    throw Error(w + ": kind '" + k.kind + "' (valid: measured, published)");
+  if (j.contains("machine")) {
+    if (!j.at("machine").is_object()) throw Error(w + ": machine must be an object");
+    k.machine = string_field(j.at("machine"), "gpu", string_field(j.at("machine"), "name", "", w), w);
   }
   std::vector<GemmPoint> bf16, fp8;
-  for (const json& r : j.value("gemm", json::array())) {
-    if (!r.is_object() || r.contains("unsupported") || !r.contains("tflops") || !r.at("tflops").is_number()) continue;
-    const std::string dtype = r.value("dtype", std::string("bf16"));
-    const bool is_fp8 = dtype == "e4m3" || dtype == "e5m2";
-    if (!is_fp8 && dtype != "bf16") continue;
-    if (is_fp8 && !(fp8_peak > 0)) throw Error(w + ": FP8 GEMM rows for a GPU with no FP8 peak (fp8_dense_TFLOPs)");
+  const json& gemm = array_field(j, "gemm", w);
+  for (std::size_t i = 0; i < gemm.size(); ++i) {
+    const json& r = gemm[i];
+    const std::string row = w + ": gemm[" + std::to_string(i) + "]";
+    if (!r.is_object()) throw Error(row + " must be an object");
+    if (r.contains("unsupported")) continue;  // the sweep's record of a shape the library refused
+    const std::string dtype = string_field(r, "dtype", "bf16", row);
+    if (dtype != "bf16" && dtype != "e4m3" && dtype != "e5m2")
+      throw Error(row + ": dtype '" + dtype + "' (valid: bf16, e4m3, e5m2)");
+    const bool is_fp8 = dtype != "bf16";
+    if (is_fp8 && !(fp8_peak > 0)) throw Error(row + ": an FP8 GEMM on a GPU with no FP8 peak (fp8_dense_TFLOPs)");
+    const GemmPoint p{number_field(r, "m", row), number_field(r, "n", row), number_field(r, "k", row),
+                      fraction_of_peak(number_field(r, "tflops", row), is_fp8 ? fp8_peak : bf16_peak, row)};
     if (dtype == "e5m2") continue;  // the forward's E4M3 curve prices every FP8 GEMM (E5M2 gradients run near it)
-    const double peak = is_fp8 ? fp8_peak : bf16_peak;
-    (is_fp8 ? fp8 : bf16)
-        .push_back({number_or(r, "m", 0), number_or(r, "n", 0), number_or(r, "k", 0),
-                    std::min(1.0, r.at("tflops").get<double>() * 1e12 / peak)});
+    (is_fp8 ? fp8 : bf16).push_back(p);
   }
   if (bf16.empty()) throw Error(w + ": no BF16 GEMM rows (a device's curves start with its BF16 GEMMs)");
   k.bf16 = fit_gemm_curve(bf16);
   if (!fp8.empty()) k.fp8 = fit_gemm_curve(fp8);
   // Attention: the first backend among these that the file has rows for (what TE and SDPA pick on the device).
+  const json& attention = array_field(j, "attention", w);
   std::vector<AttentionPoint> att;
   for (const char* backend : {"cudnn", "flash2", "flash"}) {
-    for (const json& r : j.value("attention", json::array())) {
-      if (!r.is_object() || r.value("backend", std::string()) != backend || r.contains("unsupported")) continue;
-      const double seq = number_or(r, "seq", 0);
-      double tflops = number_or(r, "fwd_bwd_tflops", 0);
-      const double secs = number_or(r, "fwd_bwd_seconds", 0);
-      if (tflops <= 0 && secs > 0)  // forward 2·b·a·s²·d causal, backward 2.5x (FlashAttention-2's count)
-        tflops = 3.5 * 2.0 * number_or(r, "batch", 0) * number_or(r, "heads", 0) * seq * seq *
-                 number_or(r, "head_dim", 0) / secs / 1e12;
-      if (seq >= 1 && tflops > 0) att.push_back({seq, std::min(1.0, tflops * 1e12 / bf16_peak)});
+    for (std::size_t i = 0; i < attention.size(); ++i) {
+      const json& r = attention[i];
+      const std::string row = w + ": attention[" + std::to_string(i) + "]";
+      if (!r.is_object()) throw Error(row + " must be an object");
+      if (string_field(r, "backend", "", row) != backend || r.contains("unsupported")) continue;
+      const double seq = number_field(r, "seq", row);
+      if (!(seq >= 1)) throw Error(row + ": seq must be at least 1");
+      // Published rows give fwd+bwd TFLOP/s; measured ones the seconds, counted as FlashAttention-2 does: forward
+      // 2·b·a·s²·d with the causal mask, backward 2.5x.
+      const double tflops = r.contains("fwd_bwd_tflops")
+                                ? number_field(r, "fwd_bwd_tflops", row)
+                                : 3.5 * 2.0 * number_field(r, "batch", row) * number_field(r, "heads", row) * seq *
+                                      seq * number_field(r, "head_dim", row) / number_field(r, "fwd_bwd_seconds", row) /
+                                      1e12;
+      att.push_back({seq, fraction_of_peak(tflops, bf16_peak, row)});
     }
     if (!att.empty()) {
       k.attention_backend = backend;
       break;
     }
   }
-  if (att.size() >= 2) k.attention = fit_attention_curve(att);
+  if (!att.empty()) k.attention = fit_attention_curve(att);
   return k;
 }
 

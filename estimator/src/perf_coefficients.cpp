@@ -317,8 +317,8 @@ PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
     efficiency_source = "device curves";
     char fraction[32];
     std::snprintf(fraction, sizeof fraction, "%.3g", c.stack_gemm_fraction);
-    device_kernels = k.file + " (" + k.kind + " on " + k.machine + "; GEMM rows: BF16 " + std::to_string(k.bf16.rows) +
-                     ", FP8 " + std::to_string(k.fp8.rows) + "; attention: " +
+    device_kernels = k.file + " (" + (k.machine.empty() ? k.kind : k.kind + " on " + k.machine) + "; GEMM rows: BF16 " +
+                     std::to_string(k.bf16.rows) + ", FP8 " + std::to_string(k.fp8.rows) + "; attention: " +
                      (k.attention.empty() ? std::string("none, the coefficients' own")
                                           : k.attention_backend + ", " + std::to_string(k.attention.rows) + " rows") +
                      "), GEMMs at " + c.name + "'s stack_gemm_fraction " + fraction;

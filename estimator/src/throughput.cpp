@@ -180,8 +180,8 @@ double moe_ffn_gemm_seconds(const ModelSpec& m, const PerfContext& p, const Layo
   }
   const double local_experts = d(m.num_experts) / d(l.ep), e = d(l.expert_tp());
   const double per_expert = routed_copies_per_gpu(m, l) / local_experts, f = d(m.moe_ffn_hidden_size) / e;
-  return seconds + local_experts *
-                       (gemm_seconds(p, {per_expert, gated * f, h}, fp8) + gemm_seconds(p, {per_expert, h, f}, fp8));
+  return seconds +
+         local_experts * (gemm_seconds(p, {per_expert, gated * f, h}, fp8) + gemm_seconds(p, {per_expert, h, f}, fp8));
 }
 
 // Latent attention's GEMMs (multi_latent_attention.py): the down projections of q and kv on every TP rank over the
@@ -201,8 +201,8 @@ LayerPasses layer_passes(const ModelSpec& m, const PerfContext& p, const Layout&
   const LayerGemms g = layer_gemms(m, l);
   // FP8: the linear layers' GEMMs in FP8 (validate_precision_and_offload checks the GPU has an FP8 peak).
   const bool fp8 = l.fp8 != Fp8Recipe::none;
-  const double attention_gemms = latent_attention(m) ? mla_gemm_seconds(m, p, l, fp8)
-                                                     : gemm_seconds(p, g.qkv, fp8) + gemm_seconds(p, g.proj, fp8);
+  const double attention_gemms =
+      latent_attention(m) ? mla_gemm_seconds(m, p, l, fp8) : gemm_seconds(p, g.qkv, fp8) + gemm_seconds(p, g.proj, fp8);
   const double gemm_f = experts ? attention_gemms + moe_ffn_gemm_seconds(m, p, l, fp8)
                                 : attention_gemms + gemm_seconds(p, g.fc1, fp8) + gemm_seconds(p, g.fc2, fp8);
   const AttentionSeconds unfused = l.flash_attention ? AttentionSeconds{} : unfused_attention_seconds(m, p, l);

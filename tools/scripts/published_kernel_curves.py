@@ -47,8 +47,9 @@ def main() -> int:
     rows = list(csv.DictReader(open(a.csv, encoding="utf-8")))
     doc = {"format": FORMAT, "version": VERSION, "kind": "published",
            "machine": {"gpu": sel["machine"]},
-           "method": "rows of data/reference/published_kernels_by_shape.csv chosen by tools/scripts/published_kernel_curves.py "
-                     "(its SELECTION says which and why); each row cites its source",
+           "method": "rows of data/reference/published_kernels_by_shape.csv chosen by "
+                     "tools/scripts/published_kernel_curves.py (its SELECTION says which and why); each row cites its "
+                     "source",
            "gemm": [], "attention": []}
     for gpu, dtype, name in sel["gemm"]:
         for r in rows:

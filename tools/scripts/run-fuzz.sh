@@ -13,7 +13,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build-asan}" && pwd)
 shift $(($# > 0 ? 1 : 0))
 targets=("$@")
-((${#targets[@]})) || targets=(fuzz_model_spec fuzz_gpu_spec fuzz_cluster_spec fuzz_profile fuzz_nccl_tests_log fuzz_measured_runs fuzz_cli)
+((${#targets[@]})) || targets=(fuzz_model_spec fuzz_gpu_spec fuzz_kernel_curves fuzz_cluster_spec fuzz_profile fuzz_nccl_tests_log fuzz_measured_runs fuzz_cli)
 seconds=${FUZZ_SECONDS:-30}
 jobs=${FUZZ_JOBS:-2}
 timeout=${FUZZ_TIMEOUT:-30}
@@ -42,6 +42,20 @@ seed() {
         '"num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000, "num_local_experts": 0,' \
         '"num_experts_per_tok": 2}' >"$dir"/hf-no-experts.json ;;
     fuzz_gpu_spec) cp "$data"/gpus/*.json "$dir"/ ;;
+    fuzz_kernel_curves)
+      cp "$data"/kernels/*.json "$dir"/
+      # Each file also cut to three GEMM rows of each precision and two attention rows: short inputs mutate faster.
+      python3 - "$dir" "$data"/kernels/*.json <<'EOF'
+import json, os, sys
+for path in sys.argv[2:]:
+    doc = json.load(open(path))
+    bf16 = [r for r in doc["gemm"] if r.get("dtype") == "bf16"]
+    doc["gemm"] = bf16[:3] + [r for r in doc["gemm"] if r.get("dtype") != "bf16"][:3]
+    doc["attention"] = doc["attention"][:2]
+    with open(os.path.join(sys.argv[1], "short-" + os.path.basename(path)), "w") as out:
+        json.dump(doc, out, indent=1)
+EOF
+      ;;
     fuzz_cluster_spec) cp "$data"/clusters/*.json "$dir"/ ;;
     fuzz_profile)
       cp "$data"/profiles/*.json "$data"/perf/*.json "$dir"/

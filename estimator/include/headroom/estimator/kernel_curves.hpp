@@ -1,7 +1,8 @@
 #pragma once
 // A device's kernel curves: the fraction of peak its GEMMs reach by shape and its attention reaches by sequence,
 // fitted to the rows of a kernel-curves file (format headroom-kernel-curves: measured by
-// tools/scripts/gpu_kernel_sweep.py on the device, or published benchmarks by tools/scripts/published_kernel_curves.py).
+// tools/scripts/gpu_kernel_sweep.py on the device, or published benchmarks by
+// tools/scripts/published_kernel_curves.py).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -47,9 +48,9 @@ struct AttentionPoint {
 
 // One device's curves and where they come from.
 struct DeviceKernels {
-  std::string file;      // the kernel-curves file
-  std::string kind;      // "measured" or "published"
-  std::string machine;   // the GPU the rows ran on, as the file names it
+  std::string file;               // the kernel-curves file
+  std::string kind;               // "measured" or "published"
+  std::string machine;            // the GPU the rows ran on, as the file names it
   std::string attention_backend;  // the backend whose rows gave the attention curve
   GemmCurve bf16, fp8;
   AttentionCurve attention;
