@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "../cli_support.hpp"
+#include "headroom/core/error.hpp"
+#include "headroom/ingest/measured_runs.hpp"
 
 namespace headroom {
 namespace {
@@ -198,6 +200,64 @@ TEST(Check, ReadsMegatronLmsOwnLlamaExampleWhole) {
     EXPECT_NE(listed.find(' ' + flag + ' '), std::string::npos) << flag << " neither read nor ignored";
   }
   EXPECT_GT(flags, 60u);
+}
+
+// Megatron-LM's example script as published (tests/data/launch/megatron-lm-examples), its variables, arrays and
+// `if [[ "$DTYPE" == "fp8" ]]` block followed as bash runs it: the same job as the command it runs, written out.
+TEST(Check, ReadsMegatronLmsExampleScriptUnchanged) {
+  const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/";
+  const Result as_published =
+      run({"check", "--cluster", "dgx-h100", "--json", dir + "megatron-lm-examples/train_llama3_8b_h100_fp8.sh"});
+  const Result expanded = run({"check", "--cluster", "dgx-h100", "--json", dir + "megatron_llama3_8b_h100_fp8.sh"});
+  ASSERT_NE(as_published.code, 2) << as_published.err;
+  ASSERT_EQ(as_published.code, expanded.code);
+  const auto a = nlohmann::json::parse(as_published.out), b = nlohmann::json::parse(expanded.out);
+  EXPECT_EQ(a.at("layout"), b.at("layout"));
+  EXPECT_EQ(a.at("flags_read"), b.at("flags_read"));
+  EXPECT_EQ(a.at("flags_ignored"), b.at("flags_ignored"));
+}
+
+// The GPT-3 example splits its quoted --step-batch-size-schedule value into words (an unquoted ${TRAINING_ARGS[@]}):
+// refused naming the stray word, as Megatron-LM's parser would refuse it.
+TEST(Check, RefusesTheWordsBashSplitsAsMegatronWould) {
+  const std::string script =
+      std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/megatron-lm-examples/train_gpt3_175b_distributed.sh";
+  const Result r = run({"check", "--cluster", "dgx-h100", "--gpus", "128", script});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("'2.4B:320'"), std::string::npos) << r.err;
+}
+
+std::vector<std::string> words_of(const std::string& script) {
+  return calibrate::launch_script_command(script, "pretrain_gpt.py", "test.sh");
+}
+
+TEST(LaunchScript, FollowsAssignmentsArraysAndStringTests) {
+  EXPECT_EQ(
+      words_of("N=2\nA=(--tp $N # comment\n  \"--x y\")\nA+=(--z)\n"
+               "if [[ \"$N\" == 2 ]] && [ -n \"$N\" ]; then B=(--two); elif [ -z \"$N\" ]; then B=(--none); else B=();"
+               " fi\ncd /x && torchrun --nproc_per_node $((N*4)) pretrain_gpt.py ${A[@]} \"${B[@]}\" "
+               "--p ${P:-7} > log 2>&1\n"),
+      (std::vector<std::string>{"torchrun", "--nproc_per_node", "8", "pretrain_gpt.py", "--tp", "2", "--x", "y", "--z",
+                                "--two", "--p", "7"}));
+  // A value the script does not set reaches the command named, not guessed.
+  EXPECT_EQ(words_of("python pretrain_gpt.py --save $1\n").back(), "${1}(not-set-by-the-script)");
+}
+
+TEST(LaunchScript, RefusesWhatDependsOnTheMachine) {
+  // A block whose test is the machine's (a file test): its assignment is unknown where the command uses it.
+  try {
+    (void)words_of("if [ -f /etc/x ]; then TP=2; else TP=4; fi\npython pretrain_gpt.py --tp $TP\n");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("$TP is set in a block whose test ([ -f /etc/x ])"), std::string::npos)
+        << e.what();
+  }
+  // The training command itself in a loop.
+  EXPECT_THROW((void)words_of("for i in 1 2; do\n python pretrain_gpt.py\ndone\n"), Error);
+  // Unclosed arrays and quotes, and no training command at all.
+  EXPECT_THROW((void)words_of("A=(--x\npython pretrain_gpt.py\n"), Error);
+  EXPECT_THROW((void)words_of("python pretrain_gpt.py \"--x\n"), Error);
+  EXPECT_THROW((void)words_of("echo hi\n"), Error);
 }
 
 }  // namespace

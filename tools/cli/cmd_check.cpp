@@ -35,54 +35,10 @@ struct CheckOptions {
 
 constexpr int kExitUncertain = 3, kExitOom = 4;
 
-// A launch script's one line that runs pretrain_gpt.py, continuation lines joined, split into words as the shell would
-// without expansions: a script whose line uses variables is refused (its values are the shell's to give).
+// A launch script's command that runs pretrain_gpt.py, as bash would give it its words: the script's variables, arrays
+// and string-test if blocks followed (launch_script_command), nothing guessed.
 std::vector<std::string> script_tokens(const std::string& path) {
-  const std::string text = read_file_bounded(path, path);
-  std::string joined;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '\\' && i + 1 < text.size() && text[i + 1] == '\n') {
-      ++i;
-      continue;
-    }
-    joined += text[i];
-  }
-  std::size_t start = 0;
-  while (start < joined.size()) {
-    const std::size_t end = std::min(joined.find('\n', start), joined.size());
-    const std::string line = joined.substr(start, end - start);
-    start = end + 1;
-    const auto first = line.find_first_not_of(" \t");
-    if (first == std::string::npos || line[first] == '#' || line.find("pretrain_gpt.py") == std::string::npos) continue;
-    if (line.find('$') != std::string::npos)
-      throw Error(path +
-                  ": the line that runs pretrain_gpt.py uses shell variables ($...), whose values are the shell's: "
-                  "give the command as it runs, after --");
-    std::vector<std::string> words;
-    std::string word;
-    char quote = 0;
-    bool in_word = false;
-    for (const char c : line) {
-      if (quote != 0) {
-        if (c == quote)
-          quote = 0;
-        else
-          word += c;
-      } else if (c == '\'' || c == '"') {
-        quote = c, in_word = true;
-      } else if (c == '#' && !in_word) {
-        break;
-      } else if (c == ' ' || c == '\t') {
-        if (in_word) words.push_back(word), word.clear(), in_word = false;
-      } else {
-        word += c, in_word = true;
-      }
-    }
-    if (quote != 0) throw Error(path + ": an unclosed quote on the line that runs pretrain_gpt.py");
-    if (in_word) words.push_back(word);
-    return words;
-  }
-  throw Error(path + ": no line runs pretrain_gpt.py");
+  return calibrate::launch_script_command(read_file_bounded(path, path), "pretrain_gpt.py", path);
 }
 
 // --ignore FLAG: the flag and the value after it (a token not starting with --) leave the command, listed as ignored.

@@ -13,7 +13,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build-asan}" && pwd)
 shift $(($# > 0 ? 1 : 0))
 targets=("$@")
-((${#targets[@]})) || targets=(fuzz_model_spec fuzz_gpu_spec fuzz_kernel_curves fuzz_cluster_spec fuzz_profile fuzz_nccl_tests_log fuzz_measured_runs fuzz_cli)
+((${#targets[@]})) || targets=(fuzz_model_spec fuzz_gpu_spec fuzz_kernel_curves fuzz_cluster_spec fuzz_profile fuzz_nccl_tests_log fuzz_measured_runs fuzz_launch_script fuzz_cli)
 seconds=${FUZZ_SECONDS:-30}
 jobs=${FUZZ_JOBS:-2}
 timeout=${FUZZ_TIMEOUT:-30}
@@ -42,6 +42,7 @@ seed() {
         '"num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000, "num_local_experts": 0,' \
         '"num_experts_per_tok": 2}' >"$dir"/hf-no-experts.json ;;
     fuzz_gpu_spec) cp "$data"/gpus/*.json "$dir"/ ;;
+    fuzz_launch_script) find "$root"/tests/data/launch -name '*.sh' -exec cp {} "$dir"/ \; ;;
     fuzz_kernel_curves)
       cp "$data"/kernels/*.json "$dir"/
       # Each file also cut to three GEMM rows of each precision and two attention rows: short inputs mutate faster.

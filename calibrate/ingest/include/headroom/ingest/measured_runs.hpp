@@ -83,6 +83,12 @@ struct MegatronCommand {
 };
 [[nodiscard]] MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, std::int64_t gpus,
                                                      std::string_view where);
+// The command of a launch script that runs `script_name` (pretrain_gpt.py), its words as bash would pass them: the
+// script's variable and array assignments, their expansions and its if blocks of string tests followed
+// (launch_script.cpp says what is read and what is refused). A value the script does not set reaches the words as
+// "${NAME}(not-set-by-the-script)".
+[[nodiscard]] std::vector<std::string> launch_script_command(const std::string& text, std::string_view script_name,
+                                                             std::string_view where);
 // A torchtitan log (torchtitan/components/metrics.py: "step: n  loss: ...  memory: x GiB(p%)  tps: t
 // tflops: f  mfu: m%", tps per GPU, memory the max reserved since the last log) with the job's TOML config
 // (torchtitan/config/job_config.py sections [model], [training], [parallelism], [activation_checkpoint]).

@@ -1,0 +1,549 @@
+// A launch script read as bash would run it up to its training command, for the part a launch script uses: variable
+// and array assignments (NAME=value, NAME=(...), NAME+=(...), export), their expansions ($NAME, ${NAME},
+// ${NAME:-default}, "${NAME[@]}", $((arithmetic))), quoting and word splitting, and if/elif/else blocks whose tests
+// compare strings ([[ "$A" == b ]], -z, -n, !, || and &&). Nothing is guessed: a variable set in a block whose test
+// is not a string comparison, or in a loop, case or function, is refused where the command uses it, naming it; a
+// variable the script never sets (its arguments, the environment) reaches the command as "${NAME}(not set by the
+// script)", which check refuses where the flag it is given to changes memory or time.
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "headroom/core/error.hpp"
+#include "headroom/ingest/measured_runs.hpp"
+
+namespace headroom::calibrate {
+namespace {
+
+// A word as written (quotes kept, expanded later), and whether it ends the array it is in: `)` outside quotes.
+struct Lexer {
+  const std::string& s;
+  std::size_t i = 0;
+  std::string where;
+
+  [[nodiscard]] bool done() const { return i >= s.size(); }
+  // Skips blanks and backslash-newlines; stops at a newline, ';' or a comment's end of line.
+  void skip_blanks() {
+    while (i < s.size()) {
+      if (s[i] == ' ' || s[i] == '\t' || s[i] == '\r')
+        ++i;
+      else if (s[i] == '\\' && i + 1 < s.size() && s[i + 1] == '\n')
+        i += 2;
+      else if (s[i] == '#') {
+        while (i < s.size() && s[i] != '\n') ++i;
+      } else
+        break;
+    }
+  }
+  // The next raw word; empty at a separator (newline or ';', consumed) or the end.
+  std::string word(bool in_array) {
+    skip_blanks();
+    if (done()) return {};
+    if (s[i] == '\n' || s[i] == ';') {
+      ++i;
+      return {};
+    }
+    std::string w;
+    char quote = 0;
+    int parens = 0;  // $( ... ) and $(( ... )) kept whole
+    while (i < s.size()) {
+      const char c = s[i];
+      if (quote != 0) {
+        if (c == '\\' && quote == '"' && i + 1 < s.size()) {
+          w += c, w += s[i + 1], i += 2;
+          continue;
+        }
+        if (c == quote) quote = 0;
+        w += c, ++i;
+        continue;
+      }
+      if (c == '\\' && i + 1 < s.size()) {
+        if (s[i + 1] == '\n') {
+          i += 2;
+          continue;
+        }
+        w += c, w += s[i + 1], i += 2;
+        continue;
+      }
+      if (c == '\'' || c == '"') {
+        quote = c, w += c, ++i;
+        continue;
+      }
+      if (c == '$' && i + 1 < s.size() && s[i + 1] == '(') {
+        w += "$(", i += 2, ++parens;
+        continue;
+      }
+      if (parens > 0) {
+        if (c == '(') ++parens;
+        if (c == ')') --parens;
+        w += c, ++i;
+        continue;
+      }
+      if (c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == ';') break;
+      if (in_array && c == ')') break;
+      if (!in_array && c == '(' && !w.empty() && w.back() == '=') {  // NAME=( opens an array: the caller reads it
+        w += c, ++i;
+        break;
+      }
+      w += c, ++i;
+    }
+    if (quote != 0) throw Error(where + ": an unclosed quote");
+    if (parens != 0) throw Error(where + ": an unclosed $(");
+    return w;
+  }
+};
+
+struct Variable {
+  std::vector<std::string> values;  // a scalar is one value
+  std::string unknown_because;      // set where its value depends on what the script cannot tell
+};
+
+bool valid_name(std::string_view n) {
+  if (n.empty() || std::isdigit(static_cast<unsigned char>(n[0]))) return false;
+  return std::all_of(n.begin(), n.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+class Shell {
+ public:
+  explicit Shell(std::string where) : where_(std::move(where)) {}
+
+  std::map<std::string, Variable> vars;
+
+  // Expands a raw word into words (quote removal, expansions, word splitting of unquoted expansions).
+  std::vector<std::string> expand(const std::string& raw) const {
+    std::vector<std::string> out;
+    std::string cur;
+    bool have = false;  // a quoted empty string is still a word
+    const auto split_into = [&](const std::string& text) {
+      for (const char c : text) {
+        if (c == ' ' || c == '\t' || c == '\n') {
+          if (have || !cur.empty()) out.push_back(cur), cur.clear(), have = false;
+        } else {
+          cur += c, have = true;
+        }
+      }
+    };
+    char quote = 0;
+    for (std::size_t i = 0; i < raw.size();) {
+      const char c = raw[i];
+      if (quote == '\'') {
+        if (c == '\'')
+          quote = 0;
+        else
+          cur += c;
+        ++i;
+        continue;
+      }
+      if (c == '\'' && quote == 0) {
+        quote = '\'', have = true, ++i;
+        continue;
+      }
+      if (c == '"') {
+        quote = quote == '"' ? 0 : '"', have = true, ++i;
+        continue;
+      }
+      if (c == '\\' && i + 1 < raw.size()) {
+        cur += raw[i + 1], have = true, i += 2;
+        continue;
+      }
+      if (c != '$' || i + 1 >= raw.size()) {
+        cur += c, have = true, ++i;
+        continue;
+      }
+      // An expansion.
+      std::size_t end = i + 1;
+      std::vector<std::string> values;
+      bool array_all = false;
+      if (raw.compare(i, 3, "$((") == 0) {
+        end = raw.find("))", i);
+        if (end == std::string::npos) throw Error(where_ + ": an unclosed $((");
+        values = {arithmetic(raw.substr(i + 3, end - i - 3))};
+        end += 2;
+      } else if (raw[i + 1] == '(') {
+        int depth = 0;
+        for (end = i + 1; end < raw.size(); ++end) {
+          if (raw[end] == '(') ++depth;
+          if (raw[end] == ')' && --depth == 0) break;
+        }
+        values = {"$(" + raw.substr(i + 2, end - i - 2) + ")(not-run-by-headroom)"};
+        ++end;
+      } else if (raw[i + 1] == '{') {
+        int depth = 0;
+        for (end = i + 1; end < raw.size(); ++end) {
+          if (raw[end] == '{') ++depth;
+          if (raw[end] == '}' && --depth == 0) break;
+        }
+        if (end >= raw.size()) throw Error(where_ + ": an unclosed ${");
+        std::string body = raw.substr(i + 2, end - i - 2);
+        ++end;
+        std::string fallback;
+        bool has_fallback = false;
+        if (const auto d = body.find(":-"); d != std::string::npos) {
+          const std::vector<std::string> f = expand(body.substr(d + 2));
+          for (std::size_t k = 0; k < f.size(); ++k) fallback += (k ? " " : "") + f[k];
+          body = body.substr(0, d), has_fallback = true;
+        }
+        std::string index;
+        if (const auto b = body.find('['); b != std::string::npos && body.back() == ']')
+          index = body.substr(b + 1, body.size() - b - 2), body = body.substr(0, b);
+        array_all = index == "@" || index == "*";
+        values = lookup(body, has_fallback ? std::optional<std::string>(fallback) : std::nullopt);
+        if (!array_all && values.size() > 1) {
+          std::size_t k = 0;
+          if (!index.empty() && !(std::all_of(index.begin(), index.end(), ::isdigit) && (k = std::stoul(index), true)))
+            throw Error(where_ + ": ${" + body + "[" + index + "]}: only numeric or @ indices are read");
+          values = k < values.size() ? std::vector<std::string>{values[k]} : std::vector<std::string>{};
+        }
+      } else {
+        while (end < raw.size() && (std::isalnum(static_cast<unsigned char>(raw[end])) || raw[end] == '_')) {
+          ++end;
+          if (std::isdigit(static_cast<unsigned char>(raw[i + 1]))) break;  // $1 is one digit
+        }
+        if (end == i + 1) {  // a lone $
+          cur += c, have = true, ++i;
+          continue;
+        }
+        values = lookup(raw.substr(i + 1, end - i - 1), std::nullopt);
+        if (values.size() > 1) values.resize(1);  // $ARRAY is its first element
+      }
+      i = end;
+      if (quote == '"') {
+        // "${A[@]}": one word per element; otherwise the values joined by a space, in this word.
+        if (array_all) {
+          for (std::size_t k = 0; k < values.size(); ++k) {
+            cur += values[k];
+            if (k + 1 < values.size()) out.push_back(cur), cur.clear();
+          }
+          have = have || !values.empty();
+        } else {
+          for (std::size_t k = 0; k < values.size(); ++k) cur += (k ? " " : "") + values[k];
+          have = true;
+        }
+      } else {
+        for (std::size_t k = 0; k < values.size(); ++k) split_into((k ? " " : "") + values[k]);
+      }
+    }
+    if (quote != 0) throw Error(where_ + ": an unclosed quote");
+    if (have || !cur.empty()) out.push_back(cur);
+    return out;
+  }
+
+  // A test of an if or elif: true or false, or nullopt where it is not a string comparison.
+  std::optional<bool> test(const std::vector<std::string>& words) const {
+    std::optional<bool> result;
+    std::string op;  // "&&" or "||" before this test
+    for (std::size_t i = 0; i < words.size();) {
+      if (words[i] == "&&" || words[i] == "||") {
+        op = words[i++];
+        continue;
+      }
+      const bool double_bracket = words[i] == "[[";
+      if (words[i] != "[[" && words[i] != "[") return std::nullopt;
+      const std::string close = double_bracket ? "]]" : "]";
+      std::size_t j = i + 1;
+      while (j < words.size() && words[j] != close) ++j;
+      if (j == words.size()) return std::nullopt;
+      std::vector<std::string> t(words.begin() + static_cast<std::ptrdiff_t>(i + 1),
+                                 words.begin() + static_cast<std::ptrdiff_t>(j));
+      i = j + 1;
+      bool negate = false;
+      if (!t.empty() && t.front() == "!") negate = true, t.erase(t.begin());
+      const auto value = [&](const std::string& raw) -> std::optional<std::string> {
+        std::vector<std::string> w;
+        try {
+          w = expand(raw);
+        } catch (const Error&) {  // a variable of unknown value: so is the test
+          return std::nullopt;
+        }
+        std::string joined;
+        for (std::size_t k = 0; k < w.size(); ++k) joined += (k ? " " : "") + w[k];
+        if (joined.find("(not-set-by-the-script)") != std::string::npos ||
+            joined.find("(not-run-by-headroom)") != std::string::npos)
+          return std::nullopt;
+        return joined;
+      };
+      std::optional<bool> r;
+      if (t.size() == 2 && (t[0] == "-z" || t[0] == "-n")) {
+        const auto v = value(t[1]);
+        if (!v) return std::nullopt;
+        r = (t[0] == "-z") == v->empty();
+      } else if (t.size() == 3 && (t[1] == "==" || t[1] == "=" || t[1] == "!=")) {
+        const auto a = value(t[0]), b = value(t[2]);
+        if (!a || !b) return std::nullopt;
+        r = (*a == *b) == (t[1] != "!=");
+      } else {
+        return std::nullopt;  // file tests, numbers, patterns, commands: the machine's to answer
+      }
+      if (negate) r = !*r;
+      result = !result ? r : op == "||" ? (*result || *r) : (*result && *r);
+    }
+    return result;
+  }
+
+ private:
+  std::string where_;
+
+  std::vector<std::string> lookup(const std::string& name, const std::optional<std::string>& fallback) const {
+    const auto it = vars.find(name);
+    if (it == vars.end() || (it->second.values.empty() && it->second.unknown_because.empty() && fallback)) {
+      if (fallback) return {*fallback};
+      if (it != vars.end()) return {};
+      return {"${" + name + "}(not-set-by-the-script)"};
+    }
+    if (!it->second.unknown_because.empty())
+      throw Error(where_ + ": $" + name + " is set " + it->second.unknown_because +
+                  ", so its value is the shell's to give: give the command as it runs, after --");
+    return it->second.values;
+  }
+
+  // $((...)): integers and variables with + - * / (left to right, * and / first); otherwise not evaluated.
+  std::string arithmetic(const std::string& expr) const {
+    std::vector<long long> terms;
+    std::vector<char> ops;
+    std::size_t i = 0;
+    const auto operand = [&]() -> std::optional<long long> {
+      while (i < expr.size() && expr[i] == ' ') ++i;
+      std::size_t j = i;
+      if (j < expr.size() && expr[j] == '$') ++j;
+      if (j < expr.size() && expr[j] == '{') ++j;
+      std::size_t k = j;
+      while (k < expr.size() && (std::isalnum(static_cast<unsigned char>(expr[k])) || expr[k] == '_')) ++k;
+      if (k == j) return std::nullopt;
+      std::string token = expr.substr(j, k - j);
+      i = k;
+      if (i < expr.size() && expr[i] == '}') ++i;
+      if (!std::all_of(token.begin(), token.end(), ::isdigit)) {
+        const auto it = vars.find(token);
+        if (it == vars.end() || it->second.values.size() != 1 || !it->second.unknown_because.empty())
+          return std::nullopt;
+        token = it->second.values[0];
+        if (token.empty() || token.size() > 15 || !std::all_of(token.begin(), token.end(), ::isdigit))
+          return std::nullopt;
+      }
+      if (token.size() > 15) return std::nullopt;
+      return std::stoll(token);
+    };
+    const std::string unevaluated = "$((" + expr + "))(not-run-by-headroom)";
+    auto first = operand();
+    if (!first) return unevaluated;
+    terms.push_back(*first);
+    while (true) {
+      while (i < expr.size() && expr[i] == ' ') ++i;
+      if (i >= expr.size()) break;
+      const char op = expr[i++];
+      if (op != '+' && op != '-' && op != '*' && op != '/') return unevaluated;
+      const auto next = operand();
+      if (!next) return unevaluated;
+      if (op == '*' || op == '/') {
+        if (op == '/' && *next == 0) return unevaluated;
+        terms.back() = op == '*' ? terms.back() * *next : terms.back() / *next;
+        if (std::llabs(terms.back()) > 1'000'000'000'000LL) return unevaluated;
+      } else {
+        ops.push_back(op), terms.push_back(*next);
+      }
+    }
+    long long v = terms[0];
+    for (std::size_t k = 0; k < ops.size(); ++k) v = ops[k] == '+' ? v + terms[k + 1] : v - terms[k + 1];
+    return std::to_string(v);
+  }
+};
+
+// A block of the script: taken (its commands run), or of unknown outcome (its assignments are unknown).
+struct Frame {
+  std::string kind;           // "if", "loop", "case", "function"
+  bool parent_active = true;  // the enclosing blocks run
+  bool active = true;         // this branch runs
+  bool any_taken = false;     // an earlier branch of this if ran
+  std::string unknown;        // why its outcome is unknown; empty: known
+};
+
+}  // namespace
+
+std::vector<std::string> launch_script_command(const std::string& text, std::string_view script_name,
+                                               std::string_view where) {
+  const std::string w(where);
+  Lexer lex{text, 0, w};
+  Shell sh(w);
+  std::vector<Frame> frames;
+  const auto active = [&] { return frames.empty() || (frames.back().parent_active && frames.back().active); };
+  const auto unknown = [&]() -> std::string {
+    for (auto f = frames.rbegin(); f != frames.rend(); ++f)
+      if (!f->unknown.empty()) return f->unknown;
+    return {};
+  };
+  std::size_t commands = 0;
+  while (!lex.done()) {
+    if (++commands > 100000) throw Error(w + ": more than 100,000 commands");
+    // One command's raw words; an array assignment's elements are read whole.
+    std::vector<std::string> words;
+    std::vector<std::vector<std::string>> arrays;  // the raw elements of each NAME=( ... ) word, in order
+    while (true) {
+      std::string word = lex.word(false);
+      if (word.empty()) break;
+      if (word.size() >= 2 && word.substr(word.size() - 2) == "=(") {
+        std::vector<std::string> elements;
+        while (true) {
+          lex.skip_blanks();
+          if (lex.done()) throw Error(w + ": an array " + word + " is not closed");
+          if (lex.s[lex.i] == '\n') {
+            ++lex.i;
+            continue;
+          }
+          if (lex.s[lex.i] == ')') {
+            ++lex.i;
+            break;
+          }
+          std::string e = lex.word(true);
+          if (!e.empty()) elements.push_back(e);
+        }
+        arrays.push_back(std::move(elements));
+      }
+      words.push_back(std::move(word));
+      if (words.size() > 100000) throw Error(w + ": a command of more than 100,000 words");
+    }
+    // `then X=1`, `else X=2`, `do ...`: the keyword opens the branch, the rest is a command of it.
+    while (!words.empty() && (words.front() == "then" || words.front() == "do" || words.front() == "else")) {
+      if (words.front() == "else") {
+        if (frames.empty() || frames.back().kind != "if") throw Error(w + ": else without if");
+        frames.back().active = !frames.back().any_taken;
+      }
+      words.erase(words.begin());
+    }
+    if (words.empty()) continue;
+    const std::string& head = words.front();
+    // Blocks.
+    if (head == "if" || head == "elif") {
+      std::vector<std::string> cond(words.begin() + 1, words.end());
+      if (!cond.empty() && cond.back() == "then") cond.pop_back();
+      if (head == "if") frames.push_back({"if", active(), false, false, ""});
+      if (frames.empty() || frames.back().kind != "if") throw Error(w + ": elif without if");
+      Frame& f = frames.back();
+      const std::optional<bool> r = f.any_taken ? std::optional<bool>(false) : sh.test(cond);
+      if (!r) {
+        std::string shown;
+        for (const auto& c : cond) shown += (shown.empty() ? "" : " ") + c;
+        f.unknown = "in a block whose test (" + shown + ") is not a string comparison headroom can evaluate";
+      }
+      f.active = r.value_or(true);
+      f.any_taken = f.any_taken || r.value_or(false);
+      continue;
+    }
+    if (head == "fi" || head == "done" || head == "esac" || head == "}") {
+      if (frames.empty()) throw Error(w + ": " + head + " closes no block");
+      frames.pop_back();
+      continue;
+    }
+    if (head == "for" || head == "while" || head == "until" || head == "case" || head == "function" ||
+        (words.size() >= 2 && (words[1] == "()" || words[1] == "(){" || words[1] == "{")) ||
+        head.find("()") != std::string::npos) {
+      const std::string kind = head == "case"                                          ? "case"
+                               : (head == "for" || head == "while" || head == "until") ? "loop"
+                                                                                       : "function";
+      frames.push_back({kind, active(), true, false, "in a " + (kind == "loop" ? std::string("loop") : kind)});
+      if (kind == "function") frames.back().active = false;  // a function runs when called: its commands are not these
+      continue;
+    }
+    if (!active() && unknown().empty()) continue;
+    if (const std::string why = unknown(); !why.empty()) {
+      // A block the script cannot be followed into (a case's patterns, a loop): any NAME= word in it sets NAME.
+      for (const std::string& a : words) {
+        const auto eq = a.find('=');
+        if (eq == std::string::npos || eq == 0) continue;
+        const std::string name = a.substr(0, a[eq - 1] == '+' ? eq - 1 : eq);
+        if (valid_name(name)) sh.vars[name] = Variable{{}, why};
+      }
+    }
+    // Assignments (export/declare/local NAME=value ... or a bare run of them).
+    std::size_t first = 0;
+    if (head == "export" || head == "declare" || head == "local" || head == "readonly") {
+      first = 1;
+      while (first < words.size() && words[first].rfind('-', 0) == 0) ++first;
+    }
+    bool assigned = false;
+    std::size_t array_index = 0;
+    std::size_t k = first;
+    for (; k < words.size(); ++k) {
+      const std::string& a = words[k];
+      const auto eq = a.find('=');
+      if (eq == std::string::npos || eq == 0) break;
+      const bool append = a[eq - 1] == '+';
+      const std::string name = a.substr(0, append ? eq - 1 : eq);
+      if (!valid_name(name)) break;
+      Variable v;
+      const std::string why = unknown();
+      if (a.size() >= 2 && a.substr(a.size() - 2) == "=(") {
+        if (array_index >= arrays.size()) throw Error(w + ": an array " + name + " is not closed");
+        if (why.empty())
+          for (const std::string& e : arrays[array_index]) {
+            const std::vector<std::string> x = sh.expand(e);
+            v.values.insert(v.values.end(), x.begin(), x.end());
+          }
+        ++array_index;
+      } else if (why.empty()) {
+        const std::vector<std::string> x = sh.expand(a.substr(eq + 1));
+        std::string joined;
+        for (std::size_t j = 0; j < x.size(); ++j) joined += (j ? " " : "") + x[j];
+        v.values = {joined};
+      }
+      v.unknown_because = why;
+      if (!active() && why.empty()) continue;
+      Variable& target = sh.vars[name];
+      if (!why.empty())
+        target = v;
+      else if (append)
+        target.values.insert(target.values.end(), v.values.begin(), v.values.end());
+      else
+        target = v;
+      assigned = true;
+    }
+    if (k == words.size() && (assigned || first > 0)) continue;  // only assignments (an env prefix runs no command)
+    if (!active() && unknown().empty()) continue;
+    // A command: the training command if one of its words (expanded) is the script.
+    const auto is_script = [&](const std::string& e) {
+      return e == script_name ||
+             (e.size() > script_name.size() && e.ends_with(script_name) && e[e.size() - script_name.size() - 1] == '/');
+    };
+    std::vector<std::string> expanded;
+    bool runs_script = false;
+    for (std::size_t j = k; j < words.size(); ++j) {
+      const std::string& raw = words[j];
+      if (raw.find(script_name) == std::string::npos && raw.find('$') == std::string::npos) {
+        const std::vector<std::string> x = sh.expand(raw);
+        expanded.insert(expanded.end(), x.begin(), x.end());
+        continue;
+      }
+      const std::vector<std::string> x = sh.expand(raw);
+      runs_script = runs_script || std::any_of(x.begin(), x.end(), is_script);
+      expanded.insert(expanded.end(), x.begin(), x.end());
+    }
+    if (!runs_script) continue;
+    if (const std::string why = unknown(); !why.empty())
+      throw Error(w + ": the command that runs " + std::string(script_name) + " is " + why +
+                  ": give the command as it runs, after --");
+    // Its part of a list (cd dir && torchrun ...): from after the operator before the script to the one after.
+    const auto script = std::find_if(expanded.begin(), expanded.end(), is_script);
+    auto begin = script, end = script;
+    while (begin != expanded.begin() && *(begin - 1) != "&&" && *(begin - 1) != "||" && *(begin - 1) != "|") --begin;
+    while (end != expanded.end() && *end != "&&" && *end != "||" && *end != "|" && *end != "&") ++end;
+    // Redirections (> log, 2>&1, >> log) are the shell's, not the command's.
+    std::vector<std::string> command;
+    for (auto x = begin; x != end; ++x) {
+      const bool redirect = x->starts_with(">") || x->starts_with("<") || x->starts_with("2>") ||
+                            x->starts_with("1>") || x->starts_with("&>");
+      if (!redirect) {
+        command.push_back(*x);
+        continue;
+      }
+      const bool target_follows = *x == ">" || *x == ">>" || *x == "<" || *x == "2>" || *x == "1>" || *x == "&>" ||
+                                  *x == "2>>" || *x == "1>>" || *x == "&>>";
+      if (target_follows && x + 1 != end) ++x;
+    }
+    return command;
+  }
+  throw Error(w + ": no command runs " + std::string(script_name));
+}
+
+}  // namespace headroom::calibrate
