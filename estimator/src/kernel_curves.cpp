@@ -53,14 +53,15 @@ GemmCurve fit_gemm_curve(const std::vector<GemmPoint>& points) {
     for (std::size_t d = 0; d < 3; ++d) lo[d] = std::min(lo[d], r[d]), hi[d] = std::max(hi[d], r[d]);
     rows.push_back(r);
   }
-  constexpr int side = GemmCurve::kSide;
-  auto table = std::make_shared<std::vector<float>>(static_cast<std::size_t>(side * side * side));
-  for (int a = 0; a < side; ++a)
-    for (int b = 0; b < side; ++b)
-      for (int c = 0; c < side; ++c) {
-        const std::array<double, 3> q{std::clamp(double(GemmCurve::kFirst + a), lo[0], hi[0]),
-                                      std::clamp(double(GemmCurve::kFirst + b), lo[1], hi[1]),
-                                      std::clamp(double(GemmCurve::kFirst + c), lo[2], hi[2])};
+  constexpr auto side = static_cast<std::size_t>(GemmCurve::kSide);
+  auto table = std::make_shared<std::vector<float>>(side * side * side);
+  for (std::size_t a = 0; a < side; ++a)
+    for (std::size_t b = 0; b < side; ++b)
+      for (std::size_t c = 0; c < side; ++c) {
+        const auto node = [&](std::size_t i, std::size_t d) {  // this node's log2 dimension, clamped to the rows'
+          return std::clamp(static_cast<double>(GemmCurve::kFirst) + static_cast<double>(i), lo[d], hi[d]);
+        };
+        const std::array<double, 3> q{node(a, 0), node(b, 1), node(c, 2)};
         double num = 0, den = 0;
         for (const auto& r : rows) {
           const double d2 =
@@ -69,7 +70,7 @@ GemmCurve fit_gemm_curve(const std::vector<GemmPoint>& points) {
           num += w * r[3];
           den += w;
         }
-        (*table)[static_cast<std::size_t>((a * side + b) * side + c)] = static_cast<float>(num / den);
+        (*table)[(a * side + b) * side + c] = static_cast<float>(num / den);
       }
   GemmCurve curve;
   curve.table = std::move(table);
@@ -84,8 +85,8 @@ AttentionCurve fit_attention_curve(const std::vector<AttentionPoint>& points) {
       throw Error("kernel curve fit: an attention row needs a sequence >= 1 and a fraction of peak in (0, 1]");
   AttentionCurve best;
   double best_err = std::numeric_limits<double>::infinity();
-  for (double log_half = 0.0; log_half <= std::log(1e6); log_half += 0.01) {
-    const double half = std::exp(log_half);
+  for (int step = 0; step <= 1400; ++step) {  // half from 1 to about 1.2e6 tokens, 1% apart
+    const double half = std::exp(0.01 * step);
     double mean = 0;
     for (const auto& p : points) mean += std::log(p.fraction) - std::log(p.seq / (p.seq + half));
     mean /= static_cast<double>(points.size());

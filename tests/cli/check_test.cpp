@@ -243,6 +243,27 @@ TEST(LaunchScript, FollowsAssignmentsArraysAndStringTests) {
   EXPECT_EQ(words_of("python pretrain_gpt.py --save $1\n").back(), "${1}(not-set-by-the-script)");
 }
 
+// A value the script leaves to its caller, given with --set; a { } group run after || is a block of unknown outcome.
+TEST(LaunchScript, TakesTheCallersValuesAndFollowsGroups) {
+  const std::string script =
+      "if [ -n \"$KEY\" ]; then A=(--k); fi\nmkdir -p x || {\n  B=1\n}\n"
+      "python pretrain_gpt.py ${A[@]} --tp $1\n";
+  EXPECT_THROW((void)words_of(script), Error);  // $A hangs on $KEY, which the script does not set
+  EXPECT_EQ(calibrate::launch_script_command(script, "pretrain_gpt.py", "t.sh", {{"KEY", "x"}, {"1", "4"}}),
+            (std::vector<std::string>{"python", "pretrain_gpt.py", "--k", "--tp", "4"}));
+  try {
+    (void)words_of(script + "python pretrain_gpt.py $B\n");
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("$A is set in a block whose test"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)calibrate::launch_script_command("mkdir -p x || {\n  B=1\n}\npython pretrain_gpt.py --tp $B\n",
+                                                      "pretrain_gpt.py", "t.sh"),
+               Error);  // B is set only if mkdir fails
+  const Result r = run({"check", "--cluster", "dgx-h100", "--set", "not a name=1", "--", "python", "pretrain_gpt.py"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--set"), std::string::npos) << r.err;
+}
+
 TEST(LaunchScript, RefusesWhatDependsOnTheMachine) {
   // A block whose test is the machine's (a file test): its assignment is unknown where the command uses it.
   try {

@@ -3,6 +3,7 @@
 // theirs, and the faster layouts of the same job that fit, as the flags to change. The exit code says the verdict:
 // 0 fits, 3 uncertain, 4 out of memory (2 refused, as every command).
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -27,6 +28,7 @@ struct CheckOptions {
   std::string gpus;
   std::string profile;
   std::vector<std::string> ignore;
+  std::vector<std::string> set;  // NAME=VALUE: a value a launch script reads and does not set
   std::string top = "3";
   std::string html;  // the plan page of the job, the command's layout first
   std::vector<std::string> command;
@@ -37,8 +39,20 @@ constexpr int kExitUncertain = 3, kExitOom = 4;
 
 // A launch script's command that runs pretrain_gpt.py, as bash would give it its words: the script's variables, arrays
 // and string-test if blocks followed (launch_script_command), nothing guessed.
-std::vector<std::string> script_tokens(const std::string& path) {
-  return calibrate::launch_script_command(read_file_bounded(path, path), "pretrain_gpt.py", path);
+std::vector<std::string> script_tokens(const std::string& path, const std::vector<std::string>& set) {
+  std::map<std::string, std::string> environment;
+  for (const std::string& s : set) {
+    const auto eq = s.find('=');
+    const std::string name = s.substr(0, eq);
+    const bool valid = eq != std::string::npos && !name.empty() &&
+                       (std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+                        (!(name[0] >= '0' && name[0] <= '9') && std::all_of(name.begin(), name.end(), [](char c) {
+                          return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+                        })));
+    if (!valid) throw Error("--set " + s + ": not NAME=VALUE (valid: a shell variable's name or an argument's number)");
+    environment[name] = s.substr(eq + 1);
+  }
+  return calibrate::launch_script_command(read_file_bounded(path, path), "pretrain_gpt.py", path, environment);
 }
 
 // --ignore FLAG: the flag and the value after it (a token not starting with --) leave the command, listed as ignored.
@@ -95,7 +109,9 @@ void run_check(const CheckOptions& o, std::ostream& out) {
   std::string where = "the command";
   if (tokens.size() == 1 && std::filesystem::is_regular_file(tokens.front())) {
     where = tokens.front();
-    tokens = script_tokens(tokens.front());
+    tokens = script_tokens(tokens.front(), o.set);
+  } else if (!o.set.empty()) {
+    throw Error("--set " + o.set.front() + ": gives a launch script's values, and the command is not a script");
   }
   std::vector<std::string> ignored;
   tokens = without_ignored(tokens, o.ignore, ignored);
@@ -235,6 +251,10 @@ void register_check(CLI::App& app, std::ostream& out) {
   sub->add_option("--gpus", opts->gpus, "the world size, when the command has no torchrun --nproc-per-node");
   sub->add_option("--profile", opts->profile, "performance coefficients JSON or a calibration profile");
   sub->add_option("--ignore", opts->ignore, "price the job without this flag of the command (repeatable)");
+  sub->add_option("--set", opts->set,
+                  "NAME=VALUE: a value the launch script reads and does not set (an argument's number, an environment "
+                  "variable; repeatable)")
+      ->allow_extra_args(false);
   sub->add_option("--top", opts->top, "how many faster layouts to show")->capture_default_str();
   sub->add_option("--html", opts->html,
                   "also write the plan page of the job, the command's layout first (rank --html)");

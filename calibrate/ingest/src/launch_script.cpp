@@ -113,7 +113,7 @@ class Shell {
   std::map<std::string, Variable> vars;
 
   // Expands a raw word into words (quote removal, expansions, word splitting of unquoted expansions).
-  std::vector<std::string> expand(const std::string& raw) const {
+  [[nodiscard]] std::vector<std::string> expand(const std::string& raw) const {
     std::vector<std::string> out;
     std::string cur;
     bool have = false;  // a quoted empty string is still a word
@@ -184,11 +184,11 @@ class Shell {
         if (const auto d = body.find(":-"); d != std::string::npos) {
           const std::vector<std::string> f = expand(body.substr(d + 2));
           for (std::size_t k = 0; k < f.size(); ++k) fallback += (k ? " " : "") + f[k];
-          body = body.substr(0, d), has_fallback = true;
+          body.resize(d), has_fallback = true;
         }
         std::string index;
         if (const auto b = body.find('['); b != std::string::npos && body.back() == ']')
-          index = body.substr(b + 1, body.size() - b - 2), body = body.substr(0, b);
+          index = body.substr(b + 1, body.size() - b - 2), body.resize(b);
         array_all = index == "@" || index == "*";
         values = lookup(body, has_fallback ? std::optional<std::string>(fallback) : std::nullopt);
         if (!array_all && values.size() > 1) {
@@ -232,7 +232,7 @@ class Shell {
   }
 
   // A test of an if or elif: true or false, or nullopt where it is not a string comparison.
-  std::optional<bool> test(const std::vector<std::string>& words) const {
+  [[nodiscard]] std::optional<bool> test(const std::vector<std::string>& words) const {
     std::optional<bool> result;
     std::string op;  // "&&" or "||" before this test
     for (std::size_t i = 0; i < words.size();) {
@@ -286,7 +286,8 @@ class Shell {
  private:
   std::string where_;
 
-  std::vector<std::string> lookup(const std::string& name, const std::optional<std::string>& fallback) const {
+  [[nodiscard]] std::vector<std::string> lookup(const std::string& name,
+                                                const std::optional<std::string>& fallback) const {
     const auto it = vars.find(name);
     if (it == vars.end() || (it->second.values.empty() && it->second.unknown_because.empty() && fallback)) {
       if (fallback) return {*fallback};
@@ -295,12 +296,13 @@ class Shell {
     }
     if (!it->second.unknown_because.empty())
       throw Error(where_ + ": $" + name + " is set " + it->second.unknown_because +
-                  ", so its value is the shell's to give: give the command as it runs, after --");
+                  ", so its value is the shell's to give: give the command as it runs, after --, or the values the "
+                  "test reads with --set NAME=VALUE");
     return it->second.values;
   }
 
   // $((...)): integers and variables with + - * / (left to right, * and / first); otherwise not evaluated.
-  std::string arithmetic(const std::string& expr) const {
+  [[nodiscard]] std::string arithmetic(const std::string& expr) const {
     std::vector<long long> terms;
     std::vector<char> ops;
     std::size_t i = 0;
@@ -326,7 +328,7 @@ class Shell {
       if (token.size() > 15) return std::nullopt;
       return std::stoll(token);
     };
-    const std::string unevaluated = "$((" + expr + "))(not-run-by-headroom)";
+    std::string unevaluated = "$((" + expr + "))(not-run-by-headroom)";
     auto first = operand();
     if (!first) return unevaluated;
     terms.push_back(*first);
@@ -353,7 +355,7 @@ class Shell {
 
 // A block of the script: taken (its commands run), or of unknown outcome (its assignments are unknown).
 struct Frame {
-  std::string kind;           // "if", "loop", "case", "function"
+  bool is_if = false;         // an if block (else a loop, case, function or { } group)
   bool parent_active = true;  // the enclosing blocks run
   bool active = true;         // this branch runs
   bool any_taken = false;     // an earlier branch of this if ran
@@ -363,15 +365,17 @@ struct Frame {
 }  // namespace
 
 std::vector<std::string> launch_script_command(const std::string& text, std::string_view script_name,
-                                               std::string_view where) {
+                                               std::string_view where,
+                                               const std::map<std::string, std::string>& environment) {
   const std::string w(where);
   Lexer lex{text, 0, w};
   Shell sh(w);
+  for (const auto& [name, value] : environment) sh.vars[name] = Variable{{value}, ""};
   std::vector<Frame> frames;
   const auto active = [&] { return frames.empty() || (frames.back().parent_active && frames.back().active); };
   const auto unknown = [&]() -> std::string {
-    for (auto f = frames.rbegin(); f != frames.rend(); ++f)
-      if (!f->unknown.empty()) return f->unknown;
+    for (std::size_t k = frames.size(); k-- > 0;)  // the innermost block that makes it unknown
+      if (!frames[k].unknown.empty()) return frames[k].unknown;
     return {};
   };
   std::size_t commands = 0;
@@ -407,7 +411,7 @@ std::vector<std::string> launch_script_command(const std::string& text, std::str
     // `then X=1`, `else X=2`, `do ...`: the keyword opens the branch, the rest is a command of it.
     while (!words.empty() && (words.front() == "then" || words.front() == "do" || words.front() == "else")) {
       if (words.front() == "else") {
-        if (frames.empty() || frames.back().kind != "if") throw Error(w + ": else without if");
+        if (frames.empty() || !frames.back().is_if) throw Error(w + ": else without if");
         frames.back().active = !frames.back().any_taken;
       }
       words.erase(words.begin());
@@ -418,8 +422,8 @@ std::vector<std::string> launch_script_command(const std::string& text, std::str
     if (head == "if" || head == "elif") {
       std::vector<std::string> cond(words.begin() + 1, words.end());
       if (!cond.empty() && cond.back() == "then") cond.pop_back();
-      if (head == "if") frames.push_back({"if", active(), false, false, ""});
-      if (frames.empty() || frames.back().kind != "if") throw Error(w + ": elif without if");
+      if (head == "if") frames.push_back({true, active(), false, false, ""});
+      if (frames.empty() || !frames.back().is_if) throw Error(w + ": elif without if");
       Frame& f = frames.back();
       const std::optional<bool> r = f.any_taken ? std::optional<bool>(false) : sh.test(cond);
       if (!r) {
@@ -429,6 +433,14 @@ std::vector<std::string> launch_script_command(const std::string& text, std::str
       }
       f.active = r.value_or(true);
       f.any_taken = f.any_taken || r.value_or(false);
+      continue;
+    }
+    const bool function_head =
+        head == "function" || head.find("()") != std::string::npos || (words.size() >= 2 && words[1].starts_with("()"));
+    if (!function_head && (head == "{" || words.back() == "{")) {  // a { ...; } group: run as the list before it
+      const bool conditional =
+          std::any_of(words.begin(), words.end(), [](const std::string& x) { return x == "&&" || x == "||"; });
+      frames.push_back({false, active(), true, false, conditional ? "in a { } group run after && or ||" : ""});
       continue;
     }
     if (head == "fi" || head == "done" || head == "esac" || head == "}") {
@@ -442,7 +454,7 @@ std::vector<std::string> launch_script_command(const std::string& text, std::str
       const std::string kind = head == "case"                                          ? "case"
                                : (head == "for" || head == "while" || head == "until") ? "loop"
                                                                                        : "function";
-      frames.push_back({kind, active(), true, false, "in a " + (kind == "loop" ? std::string("loop") : kind)});
+      frames.push_back({false, active(), true, false, "in a " + kind});
       if (kind == "function") frames.back().active = false;  // a function runs when called: its commands are not these
       continue;
     }
@@ -491,9 +503,7 @@ std::vector<std::string> launch_script_command(const std::string& text, std::str
       v.unknown_because = why;
       if (!active() && why.empty()) continue;
       Variable& target = sh.vars[name];
-      if (!why.empty())
-        target = v;
-      else if (append)
+      if (append && why.empty())
         target.values.insert(target.values.end(), v.values.begin(), v.values.end());
       else
         target = v;

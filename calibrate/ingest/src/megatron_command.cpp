@@ -85,6 +85,8 @@ constexpr std::array kFlags = {
          "the fused loss keeps fewer FP32 logit copies: priced as the unfused loss, so the peak may be lower"},
     Flag{"--calculate-per-token-loss", "calculate_per_token_loss", Arity::store_true, "loss normalisation"},
     Flag{"--manual-gc", "manual_gc", Arity::store_true, "Python's garbage collection on the host"},
+    Flag{"--no-check-for-nan-in-loss-and-grad", "check_for_nan_in_loss_and_grad", Arity::store_false,
+         "the NaN check of the loss and the gradient norm: one scalar a step"},
     Flag{"--empty-unused-memory-level", "empty_unused_memory_level", Arity::value,
          "the allocator's cache emptied between steps (the residual's fragmentation is fitted without it)"},
     Flag{"--log-throughput", "log_throughput", Arity::store_true, "logging"},

@@ -87,8 +87,11 @@ struct MegatronCommand {
 // script's variable and array assignments, their expansions and its if blocks of string tests followed
 // (launch_script.cpp says what is read and what is refused). A value the script does not set reaches the words as
 // "${NAME}(not-set-by-the-script)".
-[[nodiscard]] std::vector<std::string> launch_script_command(const std::string& text, std::string_view script_name,
-                                                             std::string_view where);
+// `environment`: values of variables the script reads but does not set (its arguments "1", "2", ..., the
+// environment's), as the user gives them.
+[[nodiscard]] std::vector<std::string> launch_script_command(
+    const std::string& text, std::string_view script_name, std::string_view where,
+    const std::map<std::string, std::string>& environment = {});
 // A torchtitan log (torchtitan/components/metrics.py: "step: n  loss: ...  memory: x GiB(p%)  tps: t
 // tflops: f  mfu: m%", tps per GPU, memory the max reserved since the last log) with the job's TOML config
 // (torchtitan/config/job_config.py sections [model], [training], [parallelism], [activation_checkpoint]).
