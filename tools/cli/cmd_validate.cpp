@@ -29,6 +29,7 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
                      {"published_runs", published_json(r.published)},
                      {"published_moe_runs", published_json(r.moe)},
                      {"published_fp8_runs", published_json(r.fp8)},
+                     {"stack_gemm_fraction", stack_fraction_json(r.stack)},
                      {"published_fsdp_runs", published_json(r.fsdp_runs)},
                      {"published_collectives", collectives_json(r.collectives)},
                      {"passed", r.passed}});
@@ -42,6 +43,7 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
     print_published(out, r.published, "Published large-scale runs", "published_runs.csv");
     print_published(out, r.moe, "Published runs of models with experts", "published_moe_priced.csv");
     print_published(out, r.fp8, "Published FP8 runs", "published_fp8_priced.csv");
+    print_stack_fraction(out, r.stack, r.framework.name);
     print_published(out, r.fsdp_runs, "Published PyTorch FSDP runs", "published_fsdp_runs.csv", r.fsdp.name);
     print_collectives(out, r.collectives);
     out << "\n" << (r.passed ? "validation passed" : "VALIDATION FAILED") << "\n";

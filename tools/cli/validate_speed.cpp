@@ -335,6 +335,36 @@ void print_published(std::ostream& out, const validate::PublishedValidation& v, 
   }
 }
 
+nlohmann::json stack_fraction_json(const validate::StackFractionFit& f) {
+  nlohmann::json folds = nlohmann::json::array();
+  for (const auto& x : f.leave_one_source_out)
+    folds.push_back({{"source", x.source},
+                     {"runs", x.runs},
+                     {"fraction", x.fraction},
+                     {"held_out_mean_abs_error", x.held_out_mean_abs_error}});
+  return {{"shipped", f.shipped},
+          {"fitted", f.fitted},
+          {"runs", f.runs},
+          {"mean_abs_log_error", f.mean_abs_log_error},
+          {"leave_one_source_out", folds},
+          {"shipped_equals_fit", f.shipped_is_fit}};
+}
+
+void print_stack_fraction(std::ostream& out, const validate::StackFractionFit& f, const std::string& coefficients) {
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "\n%s's stack_gemm_fraction (its GEMMs against the device's kernel curves), fitted on the %d runs "
+                "above of GPUs with curves: %.2f, mean |log error| %.3f (%s shipped %.2f)\n",
+                coefficients.c_str(), f.runs, f.fitted, f.mean_abs_log_error, f.shipped_is_fit ? "=" : "DIFFERS from",
+                f.shipped);
+  out << line << "leave one source out (fitted on the others, this source held out):\n";
+  for (const auto& x : f.leave_one_source_out) {
+    std::snprintf(line, sizeof line, "  %-50.50s %2d runs  fraction %.2f  mean |error| %5.1f%%\n", x.source.c_str(),
+                  x.runs, x.fraction, 100 * x.held_out_mean_abs_error);
+    out << line;
+  }
+}
+
 nlohmann::json collectives_json(const validate::CollectiveValidation& v) {
   nlohmann::json groups = nlohmann::json::array(), rows = nlohmann::json::array();
   for (const auto& g : v.groups)

@@ -299,7 +299,7 @@ PerfValidation validate_perf(const std::vector<PerfRun>& runs, const PerfCoeffic
   v.shipped = shipped;
   v.score = score_perf(runs, shipped);
   v.datasheet = score_perf(runs, PerfCoefficients{});
-  // stack_gemm_fraction is fitted elsewhere (tools/scripts/fit_stack_gemm_fraction.py, on GPUs with kernel curves,
+  // stack_gemm_fraction is fitted elsewhere (published.hpp fit_stack_gemm_fraction, on GPUs with kernel curves,
   // which these tables' GPUs are not): the refit starts from it and leaves it as shipped.
   PerfCoefficients start;
   start.stack_gemm_fraction = shipped.stack_gemm_fraction;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "headroom/core/error.hpp"
@@ -192,6 +193,61 @@ PublishedValidation validate_published(const std::vector<PublishedRun>& runs, co
   v.all.source = "all";
   finish(v.all);
   return v;
+}
+
+StackFractionFit fit_stack_gemm_fraction(const std::vector<PublishedRun>& runs, const PerfCoefficients& shipped) {
+  StackFractionFit f;
+  f.shipped = shipped.stack_gemm_fraction;
+  std::vector<const PublishedRun*> fitted;  // runs of GPUs the shipped coefficients price by their curves
+  for (const auto& run : runs)
+    if (PerfContext(shipped, run.cluster).device_curves) fitted.push_back(&run);
+  f.runs = static_cast<int>(fitted.size());
+  if (fitted.empty()) {
+    f.fitted = f.shipped, f.shipped_is_fit = true;
+    return f;
+  }
+  constexpr int kSteps = 50;  // 0.50, 0.51, ..., 1.00
+  const auto fraction_at = [](int step) { return 0.5 + 0.01 * step; };
+  std::vector<std::vector<double>> log_error(kSteps + 1);  // [step][run]
+  for (int step = 0; step <= kSteps; ++step) {
+    PerfCoefficients c = shipped;
+    c.stack_gemm_fraction = fraction_at(step);
+    for (const PublishedRun* run : fitted)
+      log_error[static_cast<std::size_t>(step)].push_back(
+          std::log(estimate_perf(run->model, run->cluster, run->layout, run_coefficients(*run, c)).step_time_s /
+                   run->measured_step_s));
+  }
+  // The step with the least mean |log error| over the runs `keep` takes (the first of equals).
+  const auto best = [&](const auto& keep) {
+    int pick = 0;
+    double least = std::numeric_limits<double>::infinity();
+    for (int step = 0; step <= kSteps; ++step) {
+      double sum = 0;
+      int n = 0;
+      for (std::size_t i = 0; i < fitted.size(); ++i)
+        if (keep(*fitted[i])) sum += std::abs(log_error[static_cast<std::size_t>(step)][i]), ++n;
+      if (n > 0 && sum / n < least) least = sum / n, pick = step;
+    }
+    return std::pair{pick, least};
+  };
+  const auto [step, score] = best([](const PublishedRun&) { return true; });
+  f.fitted = fraction_at(step);
+  f.mean_abs_log_error = score;
+  std::vector<std::string> sources;
+  for (const PublishedRun* run : fitted)
+    if (std::find(sources.begin(), sources.end(), run->source) == sources.end()) sources.push_back(run->source);
+  for (const std::string& held : sources) {
+    const int others = best([&](const PublishedRun& r) { return r.source != held; }).first;
+    StackFractionFold fold{held, 0, fraction_at(others), 0};
+    for (std::size_t i = 0; i < fitted.size(); ++i)
+      if (fitted[i]->source == held)
+        fold.held_out_mean_abs_error += std::abs(std::expm1(log_error[static_cast<std::size_t>(others)][i])),
+            ++fold.runs;
+    fold.held_out_mean_abs_error /= fold.runs;
+    f.leave_one_source_out.push_back(fold);
+  }
+  f.shipped_is_fit = std::abs(f.fitted - f.shipped) < 1e-9;
+  return f;
 }
 
 std::vector<PublishedCollective> published_collectives(const SpecLibrary& lib, const std::filesystem::path& csv) {

@@ -132,11 +132,12 @@ Report validate_all(const SpecLibrary& lib, const std::string& framework) {
   r.moe = validate_published(r.moe_rows, coefficients);
   r.fp8_rows = published_runs(lib, fw, ref / "published_fp8_priced.csv", "");
   r.fp8 = validate_published(r.fp8_rows, coefficients);
+  r.stack = fit_stack_gemm_fraction(r.fp8_rows, coefficients);
   r.fsdp_rows = published_runs(lib, r.fsdp, ref / "published_fsdp_runs.csv", "");
   r.fsdp_runs = validate_published(r.fsdp_rows, fsdp_coefficients);
   r.collective_rows = published_collectives(lib, ref / "published_collectives.csv");
   r.collectives = validate_collectives(r.collective_rows, coefficients);
-  r.passed = r.estimates.failures == 0 && r.verdicts.ok() && r.perf_ok && r.thesis_ok;
+  r.passed = r.estimates.failures == 0 && r.verdicts.ok() && r.perf_ok && r.thesis_ok && r.stack.shipped_is_fit;
   return r;
 }
 

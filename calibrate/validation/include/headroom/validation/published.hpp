@@ -67,6 +67,28 @@ inline constexpr double kPublishedMeanErrorGoal = 0.10;
 [[nodiscard]] PublishedValidation validate_published(const std::vector<PublishedRun>& runs,
                                                      const PerfCoefficients& coefficients);
 
+// The framework's stack_gemm_fraction (perf_coefficients.hpp), the one coefficient between a device's isolated GEMM
+// curve and the GEMMs of that framework's steps, fitted on the published runs of GPUs priced by their kernel curves:
+// the value on a 0.01 grid over [0.5, 1] (half the isolated curve to all of it) with the least mean
+// |log(predicted/measured)|, and each source's error with the value fitted on the others. Runs of models with
+// experts are not given to it: their steps hold costs the model does not price in full (expert load imbalance), which
+// a GEMM fraction fitted on them would carry to every dense model.
+struct StackFractionFold {
+  std::string source;
+  int runs = 0;
+  double fraction = 0;                 // fitted without this source
+  double held_out_mean_abs_error = 0;  // this source's mean |predicted − measured| / measured at that fraction
+};
+struct StackFractionFit {
+  double shipped = 0, fitted = 0;
+  int runs = 0;
+  double mean_abs_log_error = 0;  // at the fitted value
+  std::vector<StackFractionFold> leave_one_source_out;
+  bool shipped_is_fit = false;
+};
+[[nodiscard]] StackFractionFit fit_stack_gemm_fraction(const std::vector<PublishedRun>& runs,
+                                                       const PerfCoefficients& shipped);
+
 // Published nccl-tests / rccl-tests bus bandwidths (data/reference/published_collectives.csv) against the link model
 // the estimator prices collectives with (throughput.hpp ring_collective_seconds on the cluster's links at the
 // Framework's efficiencies): NCCL efficiency against message size, ring size and node count.

@@ -65,10 +65,11 @@ struct Report {
   std::vector<PublishedRun> published_rows, moe_rows, fp8_rows, fsdp_rows;
   std::vector<PublishedCollective> collective_rows;
   PublishedValidation published, moe, fp8, fsdp_runs;
+  StackFractionFit stack;  // the framework's stack_gemm_fraction, fitted on the dense FP8 rows of curve GPUs
   CollectiveValidation collectives;
   // What passes: every estimate cell; the verdicts (98% right, no false fit) with the shipped residual equal to its
   // fit, band and form; the throughput's regret goals with the shipped coefficients and bands equal to their fit;
-  // the thesis's MTSL and throughput fits and goal.
+  // the thesis's MTSL and throughput fits and goal; the shipped stack_gemm_fraction equal to its fit.
   bool perf_ok = false, thesis_ok = false, passed = false;
 };
 
