@@ -42,6 +42,7 @@ struct AttentionPoint {
 
 // The fraction of peak of an m×n×k GEMM on the curve (at most 1).
 [[nodiscard]] double gemm_curve_fraction(const GemmCurve& c, double m, double n, double k);
+// The table of those rows (refused: none, or a row with a dimension below 1 or a fraction outside (0, 1]).
 [[nodiscard]] GemmCurve fit_gemm_curve(const std::vector<GemmPoint>& points);
 // Least squares in log(fraction) over half_tokens on a log grid, efficiency in closed form for each.
 [[nodiscard]] AttentionCurve fit_attention_curve(const std::vector<AttentionPoint>& points);
