@@ -239,6 +239,8 @@ TEST(LaunchScript, FollowsAssignmentsArraysAndStringTests) {
                "--p ${P:-7} > log 2>&1\n"),
       (std::vector<std::string>{"torchrun", "--nproc_per_node", "8", "pretrain_gpt.py", "--tp", "2", "--x", "y", "--z",
                                 "--two", "--p", "7"}));
+  EXPECT_EQ(words_of("A=(x y)\npython pretrain_gpt.py ${A[1]} ${A} ${A[5]}\n"),
+            (std::vector<std::string>{"python", "pretrain_gpt.py", "y", "x"}));
   // A value the script does not set reaches the command named, not guessed.
   EXPECT_EQ(words_of("python pretrain_gpt.py --save $1\n").back(), "${1}(not-set-by-the-script)");
 }

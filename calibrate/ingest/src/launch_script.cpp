@@ -100,6 +100,10 @@ struct Variable {
   std::string unknown_because;      // set where its value depends on what the script cannot tell
 };
 
+bool all_digits(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 bool valid_name(std::string_view n) {
   if (n.empty() || std::isdigit(static_cast<unsigned char>(n[0]))) return false;
   return std::all_of(n.begin(), n.end(),
@@ -113,7 +117,8 @@ class Shell {
   std::map<std::string, Variable> vars;
 
   // Expands a raw word into words (quote removal, expansions, word splitting of unquoted expansions).
-  [[nodiscard]] std::vector<std::string> expand(const std::string& raw) const {
+  [[nodiscard]] std::vector<std::string> expand(const std::string& raw, int nesting = 0) const {
+    if (nesting > 16) throw Error(where_ + ": expansions nested more than 16 deep");
     std::vector<std::string> out;
     std::string cur;
     bool have = false;  // a quoted empty string is still a word
@@ -182,7 +187,7 @@ class Shell {
         std::string fallback;
         bool has_fallback = false;
         if (const auto d = body.find(":-"); d != std::string::npos) {
-          const std::vector<std::string> f = expand(body.substr(d + 2));
+          const std::vector<std::string> f = expand(body.substr(d + 2), nesting + 1);
           for (std::size_t k = 0; k < f.size(); ++k) fallback += (k ? " " : "") + f[k];
           body.resize(d), has_fallback = true;
         }
@@ -191,11 +196,13 @@ class Shell {
           index = body.substr(b + 1, body.size() - b - 2), body.resize(b);
         array_all = index == "@" || index == "*";
         values = lookup(body, has_fallback ? std::optional<std::string>(fallback) : std::nullopt);
-        if (!array_all && values.size() > 1) {
-          std::size_t k = 0;
-          if (!index.empty() && !(std::all_of(index.begin(), index.end(), ::isdigit) && (k = std::stoul(index), true)))
+        if (!array_all && !index.empty()) {  // ${A[k]}: the k-th element, none past the end
+          if (index.size() > 9 || !all_digits(index))
             throw Error(where_ + ": ${" + body + "[" + index + "]}: only numeric or @ indices are read");
+          const std::size_t k = std::stoul(index);
           values = k < values.size() ? std::vector<std::string>{values[k]} : std::vector<std::string>{};
+        } else if (!array_all && values.size() > 1) {
+          values.resize(1);  // ${A} is its first element
         }
       } else {
         while (end < raw.size() && (std::isalnum(static_cast<unsigned char>(raw[end])) || raw[end] == '_')) {
@@ -317,13 +324,12 @@ class Shell {
       std::string token = expr.substr(j, k - j);
       i = k;
       if (i < expr.size() && expr[i] == '}') ++i;
-      if (!std::all_of(token.begin(), token.end(), ::isdigit)) {
+      if (!all_digits(token)) {
         const auto it = vars.find(token);
         if (it == vars.end() || it->second.values.size() != 1 || !it->second.unknown_because.empty())
           return std::nullopt;
         token = it->second.values[0];
-        if (token.empty() || token.size() > 15 || !std::all_of(token.begin(), token.end(), ::isdigit))
-          return std::nullopt;
+        if (token.empty() || token.size() > 15 || !all_digits(token)) return std::nullopt;
       }
       if (token.size() > 15) return std::nullopt;
       return std::stoll(token);
