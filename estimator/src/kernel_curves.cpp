@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
+#include <mutex>
 #include <cmath>
 #include <limits>
 
@@ -138,7 +140,9 @@ double fraction_of_peak(double tflops, double peak, const std::string& where) {
 
 }  // namespace
 
-DeviceKernels device_kernels_from_json(const json& j, double bf16_peak, double fp8_peak, std::string_view where) {
+namespace {
+
+DeviceKernels read_device_kernels(const json& j, double bf16_peak, double fp8_peak, std::string_view where) {
   const std::string w(where);
   if (!j.is_object() || !j.contains("format") || j.at("format") != "headroom-kernel-curves")
     throw Error(w + ": not a kernel-curves file (format headroom-kernel-curves)");
@@ -196,6 +200,25 @@ DeviceKernels device_kernels_from_json(const json& j, double bf16_peak, double f
     }
   }
   if (!att.empty()) k.attention = fit_attention_curve(att);
+  return k;
+}
+
+}  // namespace
+
+// The curves are a pure function of the document and the peaks: every GPU spec that names a file (h100-80gb, h200
+// and h800 name one; validate reads a cluster per published run) takes the tables built once per process.
+DeviceKernels device_kernels_from_json(const json& j, double bf16_peak, double fp8_peak, std::string_view where) {
+  static std::mutex mutex;
+  static std::map<std::string, DeviceKernels> built;
+  const std::string key = std::to_string(bf16_peak) + " " + std::to_string(fp8_peak) + " " + j.dump();
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (const auto it = built.find(key); it != built.end()) return it->second;
+  }
+  DeviceKernels k = read_device_kernels(j, bf16_peak, fp8_peak, where);
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (built.size() >= 16) built.clear();  // a bounded cache: a process reads a handful of devices
+  built.emplace(key, k);
   return k;
 }
 

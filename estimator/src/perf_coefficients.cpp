@@ -309,7 +309,6 @@ PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
     device_curves = true;
     bf16_curve = k.bf16;
     fp8_curve = k.fp8;
-    gemm_efficiency = c.stack_gemm_fraction * gemm_curve_fraction(k.bf16, 1e9, 1e9, 1e9);
     if (!k.attention.empty()) {
       attention_efficiency = k.attention.efficiency;
       attention_half_tokens = k.attention.half_tokens;

@@ -525,13 +525,7 @@ std::vector<std::string> launch_script_command(const std::string& text, std::str
     std::vector<std::string> expanded;
     bool runs_script = false;
     for (std::size_t j = k; j < words.size(); ++j) {
-      const std::string& raw = words[j];
-      if (raw.find(script_name) == std::string::npos && raw.find('$') == std::string::npos) {
-        const std::vector<std::string> x = sh.expand(raw);
-        expanded.insert(expanded.end(), x.begin(), x.end());
-        continue;
-      }
-      const std::vector<std::string> x = sh.expand(raw);
+      const std::vector<std::string> x = sh.expand(words[j]);
       runs_script = runs_script || std::any_of(x.begin(), x.end(), is_script);
       expanded.insert(expanded.end(), x.begin(), x.end());
     }

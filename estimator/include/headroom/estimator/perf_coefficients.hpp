@@ -1,7 +1,8 @@
 // The coefficients of the throughput model that the datasheets do not give (efficiencies, overlaps, fixed costs),
 // where they come from (data/perf/<framework>.json, a calibration profile, calibrate --from-runs) and how they are
-// resolved against one cluster (PerfContext): every precedence between a GPU's own entry, the GPU it computes as,
-// another framework's device entry, a cluster's link entry and the generic values is here, once.
+// resolved against one cluster (PerfContext): every precedence between a GPU's own entry, the device's kernel curves,
+// the GPU it computes as, another framework's device entry, a cluster's link entry and the generic values is here,
+// once.
 #pragma once
 
 #include <cstdint>
@@ -146,8 +147,8 @@ struct PerfContext {
   std::int64_t gpus_per_node = 1;
   Link intra, inter, cp_inter;
   // Where this GPU's GEMM and attention efficiencies come from (nothing falls back silently):
-  // "fitted" (a `gpus` entry names it, or the GPU its spec says it computes as), else the coefficients'
-  // generic_source; efficiency_gpu is the GPU the entry names.
+  // "fitted" (a `gpus` entry names it, or the GPU its spec says it computes as), "device curves" (its kernel curves),
+  // else the coefficients' generic_source; efficiency_gpu is the GPU the entry or the curves name.
   std::string efficiency_source;
   std::string efficiency_gpu;
   std::string efficiency_fitted_under;  // the coefficients whose fit gave the entry (another's: a device_gpus one)
