@@ -81,14 +81,23 @@ double lora_flops_forward(const ModelSpec& m, const Layout& l) {
   return 2.0 * d(l.seq) * d(l.mbs) / d(l.cp) * lora_layer_split(m, l.lora, l.tp).per_rank();
 }
 
-// Korthikanti et al. 2023 Sec. 5.
-RecomputeFactors recompute_factors(Recompute r) {
+double op_recomputed_gemm_share(const ModelSpec& m) {
+  const double h = d(m.hidden_size), q = query_width(m), kv = kv_width(m), f = d(m.ffn_hidden_size);
+  const double gated = mlp_input_projections(m.mlp);
+  const double all = h * (q + 2.0 * kv) + q * h + (gated + 1.0) * h * f;
+  const double recomputed = h * kv + q * h + h * f;  // wk, wo and w3 (gated) or w2 (plain): each h·f
+  return recomputed / all;
+}
+
+// Korthikanti et al. 2023 Sec. 5 (selective, full); torchtitan's SelectiveAC policy (op).
+RecomputeFactors recompute_factors(const ModelSpec& m, Recompute r) {
   switch (r) {
-    case Recompute::none: return {0.0, 0.0};
-    case Recompute::selective: return {0.0, 1.0};
-    case Recompute::full: return {1.0, 1.0};
+    case Recompute::none: return {};
+    case Recompute::selective: return {0.0, 1.0, 0.0, 0.0};
+    case Recompute::full: return {1.0, 1.0, 1.0, 1.0};
+    case Recompute::op: return {op_recomputed_gemm_share(m), 0.0, 1.0, 0.5};
   }
-  return {0.0, 0.0};
+  return {};
 }
 
 }  // namespace headroom

@@ -31,7 +31,8 @@ Recompute parse_recompute(std::string_view text) {
   if (name == "none") return Recompute::none;
   if (name == "selective") return Recompute::selective;
   if (name == "full") return Recompute::full;
-  throw Error("unknown recompute mode '" + std::string(text) + "' (valid: none, selective, full)");
+  if (name == "op") return Recompute::op;
+  throw Error("unknown recompute mode '" + std::string(text) + "' (valid: none, selective, full, op)");
 }
 
 Schedule parse_schedule(std::string_view text) {
@@ -94,6 +95,12 @@ void set_optimizer_precision(const FrameworkProfile& f, const OptimizerPrecision
   l.precision = model_state_precision(priced, f.precision, l.fp8);
 }
 
+void require_compile(const FrameworkProfile& f, bool wanted) {
+  if (wanted && !f.compile)
+    throw Error("framework " + f.name + " does not torch.compile its blocks (" + field("compile") +
+                "; torchtitan's compile.enable: --framework torchtitan)");
+}
+
 void require_tp_comm_overlap(const FrameworkProfile& f, bool wanted) {
   if (wanted && !f.tp_comm_overlap)
     throw Error("framework " + f.name + " does not overlap TP communication with GEMMs (" + field("tp_comm_overlap") +
@@ -128,7 +135,9 @@ void require_listed(const FrameworkProfile& f, const std::vector<T>& ok, const T
 void require_recompute(const FrameworkProfile& f, Recompute r) {
   require_listed(
       f, f.supported_recompute, r, "recompute", "recompute", [](Recompute x) { return to_string(x); },
-      r == Recompute::selective ? "; selective is Megatron-LM's core-attention recompute: --framework megatron" : "");
+      r == Recompute::selective ? "; selective is Megatron-LM's core-attention recompute: --framework megatron"
+      : r == Recompute::op      ? "; op is torchtitan's per-op checkpointing: --framework torchtitan"
+                                : "");
 }
 
 void require_sharding(const FrameworkProfile& f, const StateSharding& s) {
@@ -227,6 +236,7 @@ LayoutRequest layout_request(const KnobSettings& k, const FrameworkProfile& f) {
   if (offload) r.optimizer_offload = k.number(optimizer_offload_fraction, 1.0);  // arguments.py's default
   r.overlap_p2p_comm = k.flag(overlap_p2p_comm, true);
   r.tp_comm_overlap = k.flag(tp_comm_overlap, false);
+  r.compile = k.flag(compile, false);
   OptimizerPrecision& o = r.optimizer_precision;
   o.precision_aware = k.flag(use_precision_aware_optimizer, false);
   o.grad_reduce_in_bf16 = k.flag(grad_reduce_in_bf16, false);
@@ -291,6 +301,8 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   l.overlap_p2p_comm = r.overlap_p2p_comm;
   require_tp_comm_overlap(f, r.tp_comm_overlap);
   l.tp_comm_overlap = r.tp_comm_overlap;
+  require_compile(f, r.compile);
+  l.compile = r.compile;
   set_optimizer_precision(f, r.optimizer_precision, l);
   l.mbs = positive("mbs", r.mbs);
   l.seq = positive("seq", r.seq);
@@ -367,6 +379,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
     f.activation_offload = j.at("offload").value("activations", false);
   }
   if (j.contains("tp_comm_overlap")) f.tp_comm_overlap = j.at("tp_comm_overlap").at("supported").get<bool>();
+  if (j.contains("compile")) f.compile = j.at("compile").at("supported").get<bool>();
   if (j.contains("precision_aware_optimizer"))
     f.precision_aware_optimizer = j.at("precision_aware_optimizer").at("supported").get<bool>();
   const auto& r = j.at("residual");

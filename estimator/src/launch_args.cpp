@@ -182,6 +182,10 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
   if (l.recompute == Recompute::full)
     a.insert(a.end(),
              {"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"});
+  if (l.recompute == Recompute::op)
+    issues.emplace_back("recompute op: torchtitan's per-op checkpointing; Megatron-LM has no such setting");
+  if (l.compile)
+    issues.emplace_back("compile: torch.compile of the blocks is torchtitan's; Megatron-LM has no setting");
   const StateSharding& s = l.sharding;
   const std::string code = sharding_code(s);
   if (s.params == Shard::none && s.grads == Shard::none) {
@@ -252,8 +256,8 @@ TorchtitanDp torchtitan_dp(const ClusterSpec& c, const Layout& l, std::vector<st
 void torchtitan_limits(const Layout& l, std::vector<std::string>& issues) {
   if (l.recompute == Recompute::selective)
     issues.emplace_back(
-        "recompute selective: torchtitan's per-op selective AC is not Megatron-LM's core-attention "
-        "recompute that headroom models; memory differs");
+        "recompute selective: Megatron-LM's core-attention recompute; torchtitan's per-op selective "
+        "checkpointing is --recompute op, priced differently");
   if (l.tp > 1 && !l.sequence_parallel)
     issues.emplace_back(
         "no sequence parallelism: torchtitan's tensor parallelism always shards the norms over the "
@@ -305,8 +309,11 @@ std::vector<TomlEntry> torchtitan_entries(const ModelSpec& m, const Layout& l, c
     if (l.vpp > 2)
       t.emplace_back("parallelism", "pipeline_parallel_layers_per_stage", num(m.num_layers / (l.pp * l.vpp)));
   }
-  t.emplace_back("activation_checkpoint", "mode", "\"" + std::string(to_string(l.recompute)) + "\"");
-  if (l.recompute == Recompute::selective) t.emplace_back("activation_checkpoint", "selective_ac_option", "\"op\"");
+  if (l.tp_comm_overlap) t.emplace_back("parallelism", "enable_async_tensor_parallel", "true");  // needs compile
+  // Per-op selective checkpointing is mode "selective" with selective_ac_option "op" (torchtitan's config_manager).
+  const bool op = l.recompute == Recompute::op;
+  t.emplace_back("activation_checkpoint", "mode", "\"" + std::string(op ? "selective" : to_string(l.recompute)) + "\"");
+  if (op) t.emplace_back("activation_checkpoint", "selective_ac_option", "\"op\"");
   // FP8 through torchao's converter (torchtitan's quantize.linear.float8; it needs torch.compile), the LM head in BF16.
   if (l.fp8 != Fp8Recipe::none) {
     t.emplace_back("model", "converters", "[\"quantize.linear.float8\"]");
@@ -314,8 +321,8 @@ std::vector<TomlEntry> torchtitan_entries(const ModelSpec& m, const Layout& l, c
     t.emplace_back("quantize.linear.float8", "precompute_float8_dynamic_scale_for_fsdp",
                    l.fp8_param_gather ? "true" : "false");
     t.emplace_back("quantize.linear.float8", "filter_fqns", "[\"output\"]");
-    t.emplace_back("compile", "enable", "true");
   }
+  if (l.compile || l.fp8 != Fp8Recipe::none || l.tp_comm_overlap) t.emplace_back("compile", "enable", "true");
   return t;
 }
 
@@ -401,8 +408,12 @@ void write_pytorch_parallelism(std::ostringstream& py, const Layout& l) {
   if (l.recompute != Recompute::none)
     py << "# recompute " << to_string(l.recompute) << ": "
        << (l.recompute == Recompute::full ? "checkpoint_wrapper(block) on every decoder block"
-                                          : "recompute core attention only (torch.utils.checkpoint around it)")
+           : l.recompute == Recompute::op
+               ? "checkpoint_wrapper(block, context_fn=create_selective_checkpoint_contexts(policy)) saving SDPA, "
+                 "reduce-scatter and every other mm output (torchtitan's SelectiveAC)"
+               : "recompute core attention only (torch.utils.checkpoint around it)")
        << "\n";
+  if (l.compile) py << "# compile: torch.compile(block) on every decoder block before fully_shard\n";
   if (l.lora.enabled())
     py << "# LoRA rank " << l.lora.rank << ": add the adapters (e.g. peft.get_peft_model) before fully_shard\n";
   py << "# micro-batch " << l.mbs << " x seq " << l.seq << " per rank; global batch " << l.gbs

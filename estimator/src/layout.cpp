@@ -105,6 +105,26 @@ void validate_pipeline_split(const ModelSpec& m, const Layout& l) {
 // headroom's ring model (throughput.hpp, cp_kv_bytes) does not price.
 bool context_parallel_priced(const ModelSpec& m) { return m.sliding_window == 0; }
 
+bool op_recompute_priced(const ModelSpec& m, const Layout& l) {
+  return m.num_experts == 0 && !latent_attention(m) && !l.lora.enabled() && l.fp8 == Fp8Recipe::none &&
+         l.flash_attention;
+}
+
+void refuse_unpriced_op_recompute(const ModelSpec& m, const Layout& l) {
+  if (l.recompute != Recompute::op || op_recompute_priced(m, l)) return;
+  const auto refuse = [&](const std::string& what) {
+    throw Error(field("recompute") + " op (torchtitan's per-op checkpointing) " + what +
+                " is not priced: the saved outputs are counted for a Llama block's seven BF16 matmuls");
+  };
+  if (m.num_experts > 0) refuse("of the experts of " + m.name);
+  if (latent_attention(m)) refuse("of the latent attention of " + m.name);
+  if (l.lora.enabled()) refuse("with LoRA adapters (" + field("lora_rank") + ")");
+  // torch._scaled_mm is not aten.mm: torchtitan's policy of the end of 2024 recomputes every FP8 matmul, its later
+  // one (compute-intensive ops saved) keeps them all.
+  if (l.fp8 != Fp8Recipe::none) refuse("with FP8 matmuls (" + field("fp8_recipe") + "; the policy's versions differ)");
+  if (!l.flash_attention) refuse("without fused attention");
+}
+
 void validate_model_split(const ModelSpec& m, const Layout& l) {
   require_positive(l.tp, "tensor parallel size", "tp");
   require_positive(l.cp, "context parallel size", "cp");
@@ -119,6 +139,7 @@ void validate_model_split(const ModelSpec& m, const Layout& l) {
   if (l.vpp > 1 && l.pp == 1)
     throw Error(field("vpp") + " " + s(l.vpp) + " needs " + field("pp") + " > 1 (interleaving splits pipeline stages)");
   validate_pipeline_split(m, l);
+  refuse_unpriced_op_recompute(m, l);
   if (l.cp > 1 && !context_parallel_priced(m))
     throw Error(field("cp") + " " + s(l.cp) + ": context parallelism over the sliding-window attention of " + m.name +
                 " is not priced (cp 1 only)");
@@ -293,6 +314,7 @@ std::string_view to_string(Recompute r) {
     case Recompute::none: return "none";
     case Recompute::selective: return "selective";
     case Recompute::full: return "full";
+    case Recompute::op: return "op";
   }
   return "?";
 }

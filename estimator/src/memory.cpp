@@ -295,6 +295,21 @@ double shard_divisor(Shard shard, const Layout& l, std::int64_t gpus_per_node) {
   return 1.0;
 }
 
+// torchtitan's per-op checkpointing of a Llama block (recompute_factors' op), in units of s·b·h/(t·c) bytes: the
+// block's input (2; whole on every TP rank without SP) and the saved outputs: wq (2q/h) and wv (2kv/h) of the counted
+// matmuls, SDPA's output (2q/h) and FP32 log-sum-exp (4a/h), w1 (2f/h; the gated MLP's gate, a plain MLP's up
+// projection); under TP the reduce-scatters after wo and w2 (2 each, sequence-sharded) and w2's partial sum before its
+// reduce-scatter (2t: every token, h wide, on each rank), without TP w2's output (2). Without TP a plain MLP's w2
+// is the 6th matmul and recomputed.
+double op_saved_units(const ModelSpec& m, const Layout& l) {
+  const double h = d(m.hidden_size), t = d(l.tp), q = query_width(m);
+  const double input = l.sequence_parallel ? 2.0 : 2.0 * t;
+  const double attention = (2.0 * q + 2.0 * kv_width(m) + 2.0 * q + 4.0 * d(m.num_heads)) / h;
+  const double w2 = gated_mlp(m) ? (l.tp > 1 ? 2.0 * t : 2.0) : 0.0;
+  const double reduce_scatters = l.tp > 1 ? 4.0 : 0.0;
+  return input + attention + 2.0 * d(m.ffn_hidden_size) / h + w2 + reduce_scatters;
+}
+
 // 4D paper Eq. 11–12, 15, 17 (one layer, one micro-batch, per GPU). With FlashAttention and SP:
 // s·b·h/(t·c)·(12 + 4k/a + 8h_ffn/h): attention 6 + 4k/a (input, Q, K, V, output), FFN 2 + 8h_ffn/h
 // (input; gate, up, activation and product outputs), two norm inputs 4 (norm_activation_units). A GELU MLP stores
@@ -306,6 +321,7 @@ double shard_divisor(Shard shard, const Layout& l, std::int64_t gpus_per_node) {
 double activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   const double sbh = sbh_per_gpu(m, l);
   if (l.recompute == Recompute::full) return 2.0 * sbh * (l.sequence_parallel ? 1.0 : d(l.tp));
+  if (l.recompute == Recompute::op) return sbh * op_saved_units(m, l);
   const double ffn_ratio = d(m.ffn_hidden_size) / d(m.hidden_size);
   const double mlp_units = 2.0 + mlp_intermediate_units(m.mlp) * ffn_ratio;
   const double all_units = attention_activation_units(m, l) + mlp_units + norm_activation_units(m);
@@ -377,16 +393,21 @@ double lm_head_activation_bytes(const ModelSpec& m, const Layout& l) {
   return 4.0 * sbh_per_gpu(m, l) * (1.0 + d(m.vocab_size) / d(m.hidden_size));
 }
 
+// What recompute re-materialises during one layer's backward, one micro-batch at a time, beyond what the layer keeps:
+// full, the whole layer (a layer with experts where the stage has one); op, the layer's tensors it did not save.
+double rematerialised_layer_bytes(const ModelSpec& m, const Layout& l, bool experts) {
+  if (l.recompute != Recompute::full && l.recompute != Recompute::op) return 0.0;
+  Layout stored = l;
+  stored.recompute = Recompute::none;
+  const double whole = experts ? moe_activation_bytes_per_layer(m, stored) : activation_bytes_per_layer(m, stored);
+  return l.recompute == Recompute::full ? whole : std::max(0.0, whole - activation_bytes_per_layer(m, l));
+}
+
 double stage_activation_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage) {
   double bytes = layers_in_flight(m, l, stage) * stage_layer_activation_bytes(m, l, stage);
   // Full recompute re-materialises one layer of one micro-batch at a time during backward (a layer with experts
   // where the stage has one).
-  if (l.recompute == Recompute::full) {
-    Layout stored = l;
-    stored.recompute = Recompute::none;
-    bytes += stage_moe_layers(m, l, stage) > 0 ? moe_activation_bytes_per_layer(m, stored)
-                                               : activation_bytes_per_layer(m, stored);
-  }
+  bytes += rematerialised_layer_bytes(m, l, stage_moe_layers(m, l, stage) > 0);
   if (stage == 0) bytes += embedding_activation_bytes(m, l) * microbatches_in_flight(l, 0);
   if (stage == l.pp - 1) bytes += lm_head_activation_bytes(m, l);
   return bytes;
@@ -507,10 +528,7 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
   s.params += unit_param_share * fsdp_unit_buffer_bytes(m, l);
   s.grads = prec.grad_bytes * grad_params / shard_divisor(l.sharding.grads, l, c.gpus_per_node) +
             (1.0 - unit_param_share) * fsdp_unit_buffer_bytes(m, l);
-  Layout whole = l;
-  whole.recompute = Recompute::none;
-  s.activations =
-      activation_bytes_per_layer(m, l) + (l.recompute == Recompute::full ? activation_bytes_per_layer(m, whole) : 0.0);
+  s.activations = activation_bytes_per_layer(m, l) + rematerialised_layer_bytes(m, l, false);
   s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params, c.gpu.usable_memory_bytes, false);
   return s;
 }

@@ -34,6 +34,7 @@ constexpr Field kFields[] = {
     {"attention_half_tokens", &PerfCoefficients::attention_half_tokens},
     {"stack_gemm_fraction", &PerfCoefficients::stack_gemm_fraction},
     {"elementwise_passes", &PerfCoefficients::elementwise_passes},
+    {"compiled_elementwise_passes", &PerfCoefficients::compiled_elementwise_passes},
     {"loss_passes", &PerfCoefficients::loss_passes},
     {"layer_overhead_us", nullptr},  // stored in seconds, written in µs
     {"step_overhead_ms", nullptr},
@@ -142,7 +143,7 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
 nlohmann::json perf_coefficients_to_json(const PerfCoefficients& c) {
   nlohmann::json j = {{"name", c.name}, {"source", c.source}, {"generic_source", c.generic_source}};
   for (const auto& f : kFields)
-    if (f.member != nullptr) j[f.key] = c.*(f.member);
+    if (f.member != nullptr && c.*(f.member) >= 0) j[f.key] = c.*(f.member);  // compiled_elementwise_passes < 0: unset
   j["layer_overhead_us"] = c.layer_overhead_s * 1e6;
   j["step_overhead_ms"] = c.step_overhead_s * 1e3;
   nlohmann::json gpus = nlohmann::json::array();
@@ -275,8 +276,9 @@ void add_device_entries(PerfCoefficients& c, const PerfCoefficients& from) {
 
 PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
     : coef(c),
-      peak_flops(cluster.gpu.bf16_flops),
-      fp8_peak_flops(cluster.gpu.fp8_flops),
+      peak_flops(cluster.gpu.bf16_flops * power_limited_clock_fraction(cluster)),
+      fp8_peak_flops(cluster.gpu.fp8_flops * power_limited_clock_fraction(cluster)),
+      datasheet_peak_flops(cluster.gpu.bf16_flops),
       hbm_bytes_per_s(cluster.gpu.hbm_bytes_per_s),
       host{cluster.host_link.bytes_per_s * c.host_link_efficiency, cluster.host_link.latency_s},
       host_memory_bytes_per_s(cluster.host_memory_bytes_per_s * c.host_memory_efficiency),

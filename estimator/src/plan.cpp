@@ -165,6 +165,7 @@ Estimate estimate(const Plan& plan, const PlanContext& ctx, const Layout& l) {
   f.coefficients_fitted_under = context.efficiency_fitted_under;
   f.gemm_scale = context.gemm_scale, f.attention_scale = context.attention_scale;
   f.device_kernels = context.device_kernels;
+  f.compute_clock_fraction = context.peak_flops / context.datasheet_peak_flops;
   f.link_coefficients_source = context.link_source;
   f.breakdown = p.breakdown;
   return out;
@@ -226,6 +227,7 @@ nlohmann::json to_json(const Estimate& e) {
             {"coefficients_fitted_under", p.coefficients_fitted_under},
             {"coefficients_scale", {{"gemm", p.gemm_scale}, {"attention", p.attention_scale}}},
             {"device_kernels", p.device_kernels},
+            {"compute_clock_fraction", p.compute_clock_fraction},
             {"link_coefficients_source", p.link_coefficients_source},
             {"step_time_s_interval", interval_json(p.step_time_s_interval)},
             {"interval_source", p.interval_source},
@@ -265,6 +267,7 @@ Estimate estimate_from_json(const nlohmann::json& j) {
   f.link_coefficients_source = p.at("link_coefficients_source");
   f.gemm_scale = p.at("coefficients_scale").at("gemm"), f.attention_scale = p.at("coefficients_scale").at("attention");
   f.device_kernels = p.at("device_kernels");
+  f.compute_clock_fraction = p.at("compute_clock_fraction");
   for (const auto& x : kBreakdown) f.breakdown.*(x.member) = p.at("breakdown").at(x.key).get<double>();
   f.breakdown.slowest_stage = p.at("breakdown").at("slowest_stage");
   return e;

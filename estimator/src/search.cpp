@@ -57,7 +57,7 @@ void insert_pareto(std::vector<RankedLayout>& front, const RankedLayout& r) {
 
 Constraint parse_constraint(std::string_view text) {
   static constexpr std::string_view kValid =
-      "(valid: tp, cp, pp, dp, vpp, mbs with =, <=, >=, <, >; recompute=none|selective|full; sharding=NAME; "
+      "(valid: tp, cp, pp, dp, vpp, mbs with =, <=, >=, <, >; recompute=none|selective|full|op; sharding=NAME; "
       "schedule=1f1b|interleaved|gpipe)";
   const std::string shown = "--constraint '" + std::string(text) + "'";
   const auto op_at = text.find_first_of("<>=");
@@ -264,6 +264,7 @@ struct Search {
           if (base.optimizer_precision.precision_aware && s.optimizer == Shard::none) continue;
           l.sharding = s;
           for (Recompute r : o.recomputes) {
+            if (r == Recompute::op && !op_recompute_priced(m, l)) continue;
             l.recompute = r;
             price_microbatches(l, mbss);
           }

@@ -651,6 +651,7 @@ GpuSpec gpu_from_json(const json& j, std::string_view where) {
   g.fp32_flops = si_number(j, "fp32_TFLOPs", 1e12, where);
   g.hbm_bytes_per_s = si_number(j, "hbm_bandwidth_GBps", 1e9, where);
   if (j.contains("fp8_dense_TFLOPs")) g.fp8_flops = si_number(j, "fp8_dense_TFLOPs", 1e12, where);
+  if (j.contains("tdp_W")) g.tdp_watts = si_number(j, "tdp_W", 1.0, where);
   g.kernels_as = j.value("kernels_as", std::string());
   if (j.contains("kernels_scale")) {
     const json& s = j.at("kernels_scale");
@@ -762,6 +763,14 @@ ClusterSpec SpecLibrary::cluster_from_document(const json& j, const fs::path& pa
   const json& inter = j.at("inter_node");
   c.inter_node = {inter.at("kind").get<std::string>(), si_number(inter, "bandwidth_GBps_per_gpu", 1e9, where),
                   si_number(inter, "latency_us", 1e-6, where)};
+  if (j.contains("gpu_power_limit_W")) {
+    c.gpu_power_limit_watts = si_number(j, "gpu_power_limit_W", 1.0, where);
+    if (!(c.gpu.tdp_watts > 0))
+      throw Error(where + ": gpu_power_limit_W needs the GPU's tdp_W (" + c.gpu.name + " states none)");
+    if (c.gpu_power_limit_watts > c.gpu.tdp_watts)
+      throw Error(where + ": gpu_power_limit_W " + std::to_string(c.gpu_power_limit_watts) + " is above " + c.gpu.name +
+                  "'s tdp_W (valid: at most " + std::to_string(c.gpu.tdp_watts) + ")");
+  }
   if (j.contains("host")) {
     const json& host = j.at("host");
     c.host_link = {host.at("kind").get<std::string>(), si_number(host, "bandwidth_GBps_per_gpu", 1e9, where),
@@ -771,12 +780,21 @@ ClusterSpec SpecLibrary::cluster_from_document(const json& j, const fs::path& pa
   return c;
 }
 
+double power_limited_clock_fraction(const ClusterSpec& c) {
+  if (!(c.gpu_power_limit_watts > 0) || !(c.gpu.tdp_watts > c.gpu_power_limit_watts)) return 1.0;
+  return std::cbrt(c.gpu_power_limit_watts / c.gpu.tdp_watts);
+}
+
 ClusterSpec SpecLibrary::cluster_for_gpu(const GpuSpec& g) const {
+  std::optional<fs::path> first;
   for (const auto& name : names("clusters")) {
     const fs::path path = data_dir_ / "clusters" / (name + ".json");
     const json j = read_json_file(path);
-    if (j.is_object() && j.value("gpu", std::string()) == g.name) return cluster_from_document(j, path, &g);
+    if (!j.is_object() || j.value("gpu", std::string()) != g.name) continue;
+    if (name.rfind(g.name, 0) == 0) return cluster_from_document(j, path, &g);
+    if (!first) first = path;
   }
+  if (first) return cluster_from_document(read_json_file(*first), *first, &g);
   ClusterSpec c;
   c.name = g.name + "-node";
   c.gpu = g;

@@ -212,12 +212,12 @@ LayerPasses layer_passes(const ModelSpec& m, const PerfContext& p, const Layout&
   const double attn_b = l.flash_attention ? kAttentionBackwardRatio * attn_f : unfused.backward;
   // With experts, the token copies are permuted before the dispatch and back after the combine: read and write each.
   const double permute_bytes = experts ? 4.0 * 2.0 * routed_copies_per_gpu(m, l) * h : 0.0;
-  const double elem_f =
-      (p.coef.elementwise_passes * activation_tensor_bytes(m, l) + permute_bytes + unsplit_norm_residual_bytes(m, l)) /
-      p.hbm_bytes_per_s;
+  const double elem_f = (elementwise_passes(p.coef, l) * activation_tensor_bytes(m, l) + permute_bytes +
+                         unsplit_norm_residual_bytes(m, l)) /
+                        p.hbm_bytes_per_s;
   const Fp8CastBytes cast = fp8_cast_bytes(m, l, experts);
   const double cast_f = cast.forward / p.hbm_bytes_per_s, cast_b = cast.backward / p.hbm_bytes_per_s;
-  const RecomputeFactors rc = recompute_factors(l.recompute);
+  const RecomputeFactors rc = recompute_factors(m, l.recompute);
   const double base_bwd = gemm_backward_ratio(!l.lora.enabled());  // frozen base weights: input gradient only
   // LoRA adapters: small GEMMs (k or n = r), timed at the efficiency of an s·b/c × r × h shape.
   const double lora_f =
@@ -226,8 +226,8 @@ LayerPasses layer_passes(const ModelSpec& m, const PerfContext& p, const Layout&
   LayerPasses out;
   out.forward = {gemm_f + lora_f, attn_f, elem_f + cast_f, p.coef.layer_overhead_s};
   out.backward = {(base_bwd + rc.gemm) * gemm_f + (kGemmBackwardRatio + rc.gemm) * lora_f,
-                  attn_b + rc.attention * attn_f, (2.0 + rc.gemm) * elem_f + cast_b + rc.gemm * cast_f,
-                  (1.0 + rc.gemm) * p.coef.layer_overhead_s};
+                  attn_b + rc.attention * attn_f, (2.0 + rc.elementwise) * elem_f + cast_b + rc.elementwise * cast_f,
+                  (1.0 + rc.elementwise) * p.coef.layer_overhead_s};
   return out;
 }
 
@@ -422,10 +422,10 @@ LayerPassTimes layer_pass_times(const ModelSpec& m, const PerfContext& p, const 
   const PerfCoefficients& c = p.coef;
   const LayerPasses lc = layer_passes(m, p, l, experts);
   const double attn_f = lc.forward.attention;
-  const RecomputeFactors rc = recompute_factors(l.recompute);
+  const RecomputeFactors rc = recompute_factors(m, l.recompute);
   LayerPassTimes x{compute_only(lc.forward), compute_only(lc.backward)};
   // TP/SP (Korthikanti et al. 2023 Sec. 4.2.2): 2 all-gathers + 2 reduce-scatters of s·b·h/c per pass (the same
-  // bytes as 2 all-reduces without SP); full recompute repeats the forward ones.
+  // bytes as 2 all-reduces without SP); recompute repeats its share of the forward ones (recompute_factors).
   if (l.tp > 1) {
     const std::int64_t per_node = members_per_node(1, l.tp, p.gpus_per_node);
     const double bytes = activation_tensor_bytes(m, l) * d(l.tp);  // the whole s·b·h/c tensor the SP ring assembles
@@ -438,7 +438,7 @@ LayerPassTimes layer_pass_times(const ModelSpec& m, const PerfContext& p, const 
     const double all_gathers = l.sequence_parallel && fp8_sequence_gathers(l) ? 2.0 * ring(0.5 * bytes) : 2.0 * gather;
     const double one = (all_gathers + 2.0 * gather) * (1.0 - c.tp_overlap);
     x.forward.tp = one;
-    x.backward.tp = (1.0 + rc.gemm) * one;
+    x.backward.tp = (1.0 + rc.tp_collectives) * one;
     if (l.tp_comm_overlap) {
       x.forward.tp = tp_overlapped_comm_seconds(x.forward.tp, x.forward.gemm, l.tp);
       x.backward.tp = tp_overlapped_comm_seconds(x.backward.tp, x.backward.gemm, l.tp);
@@ -622,7 +622,8 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   e.tokens_per_s = sequences * d(l.seq) / e.step_time_s;
   const double gpus = d(l.gpus());
   e.tflops_per_gpu = e.model_flops / (e.step_time_s * gpus) / 1e12;
-  e.mfu = e.model_flops / (e.step_time_s * gpus * p.peak_flops);
+  // MFU against the datasheet peak, as torchtitan and Megatron-LM report it (not the power-limited one).
+  e.mfu = e.model_flops / (e.step_time_s * gpus * p.datasheet_peak_flops);
   e.pts_s = e.step_time_s / sequences;
   return e;
 }

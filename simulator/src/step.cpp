@@ -371,7 +371,7 @@ class StepBuilder {
     LayerCosts x;
     x.compute = layer_compute_seconds(m_, perf_, l_);
     x.ends = pipeline_end_seconds(m_, perf_, l_);
-    const RecomputeFactors rc = recompute_factors(l_.recompute);
+    const RecomputeFactors rc = recompute_factors(m_, l_.recompute);
     // TP/SP (Korthikanti et al. 2023): 2 all-gathers + 2 reduce-scatters of s·b·h/c per layer and pass.
     if (l_.tp > 1) {
       std::vector<std::int64_t> g;
@@ -379,7 +379,7 @@ class StepBuilder {
       x.tp_fwd = 4.0 * collective(Collective::all_gather, activation_tensor_bytes(m_, l_) * d(l_.tp), g, Group::tp) *
                  (1.0 - perf_.coef.tp_overlap);
     }
-    x.tp_bwd = (1.0 + rc.gemm) * x.tp_fwd;
+    x.tp_bwd = (1.0 + rc.tp_collectives) * x.tp_fwd;
     if (l_.tp_comm_overlap) {
       x.tp_fwd = tp_overlapped_comm_seconds(x.tp_fwd, x.compute.forward.gemm, l_.tp);
       x.tp_bwd = tp_overlapped_comm_seconds(x.tp_bwd, x.compute.backward.gemm, l_.tp);

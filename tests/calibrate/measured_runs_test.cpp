@@ -350,7 +350,9 @@ TEST(TorchtitanLog, RealPresetWithItsLog) {
   EXPECT_EQ(run.layout.at("sharding"), "fsdp");  // data_parallel_shard_degree = -1: all 64 GPUs
   EXPECT_EQ(run.layout.at("gbs"), "64");         // local_batch_size 1 × DP 64
   EXPECT_EQ(run.layout.at("seq"), "8192");
-  EXPECT_EQ(run.layout.at("recompute"), "selective");
+  EXPECT_EQ(run.layout.at("framework"), "torchtitan");
+  EXPECT_EQ(run.layout.at("recompute"), "op");       // mode "selective", selective_ac_option "op"
+  EXPECT_EQ(run.layout.count("compile"), 0u);        // [compile] enable=false
   EXPECT_DOUBLE_EQ(*run.tokens_per_s, 3954.0 * 64);  // tps is per GPU: median of the steps after the first
   EXPECT_DOUBLE_EQ(*run.step_time_s, 64.0 * 8192 / (3954.0 * 64));
   EXPECT_DOUBLE_EQ(*run.tflops_per_gpu, 191.5);
@@ -377,6 +379,26 @@ TEST(TorchtitanLog, RefusesWhatItCannotTell) {
             }).find("only torchao's float8"),
             std::string::npos);
   EXPECT_NE(error_of([&] { (void)parse_torchtitan_log("nothing\n", toml, 64, "tt.log"); }).find("neither trained"),
+            std::string::npos);
+  // torch.compile and async TP are read; layer-selective checkpointing (every N-th block, torchtitan's default "2")
+  // and other modes are refused naming the key.
+  std::string compiled = toml;
+  compiled.replace(compiled.find("enable=false"), 12, "enable=true");
+  const auto c =
+      parse_torchtitan_log(log, compiled + "\n[parallelism]\nenable_async_tensor_parallel = true\n", 64, "t");
+  EXPECT_EQ(c.layout.at("compile"), "true");
+  EXPECT_EQ(c.layout.at("tp_comm_overlap"), "true");
+  std::string layer = toml;
+  layer.replace(layer.find("selective_ac_option = \"op\""), 26, "selective_ac_option = \"2\"");
+  EXPECT_NE(error_of([&] {
+              (void)parse_torchtitan_log(log, layer, 64, "tt.log");
+            }).find("selective_ac_option = 2: layer-selective checkpointing (every N-th block) is not priced"),
+            std::string::npos);
+  std::string budget = toml;
+  budget.replace(budget.find("mode = \"selective\""), 18, "mode = \"memory_budget\"");
+  EXPECT_NE(error_of([&] {
+              (void)parse_torchtitan_log(log, budget, 64, "tt.log");
+            }).find("activation_checkpoint.mode = memory_budget is not priced"),
             std::string::npos);
   const auto oom = parse_torchtitan_log("torch.OutOfMemoryError: CUDA out of memory.\n", toml, 64, "tt.log");
   EXPECT_EQ(oom.outcome, RunOutcome::oom);

@@ -126,7 +126,7 @@ const BadCase kBadCases[] = {
      {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb", "--seq", "8192"},
      "give --gpus"},
     {"bad_recompute", with(kEstimate, {"--recompute", "most"}),
-     "--recompute 'most' is not priced (valid: none|selective|full)"},
+     "--recompute 'most' is not priced (valid: none|selective|full|op)"},
     {"vpp_without_pp",
      {"estimate", "--model", "llama3.1-8b", "--gpu", "a100-40gb", "--seq", "8192", "--vpp", "2", "--gpus", "8"},
      "--vpp 2 needs --pp > 1"},

@@ -65,11 +65,33 @@ TEST_F(FlopsTest, NarayananEquationThreeAddsTheRecomputedForward) {
   EXPECT_NEAR(narayanan_recompute_flops_per_step(gpt, 2048, 1.0), layers * 4.0 / 3.0 + 6.0 * s * h * v, 1e-9 * layers);
 }
 
-TEST(Recompute, FactorsPerMode) {
-  EXPECT_EQ(recompute_factors(Recompute::none).gemm, 0.0);
-  EXPECT_EQ(recompute_factors(Recompute::selective).attention, 1.0);
-  EXPECT_EQ(recompute_factors(Recompute::selective).gemm, 0.0);
-  EXPECT_EQ(recompute_factors(Recompute::full).gemm, 1.0);
+TEST_F(FlopsTest, RecomputeFactorsPerMode) {
+  EXPECT_EQ(recompute_factors(llama8b, Recompute::none).gemm, 0.0);
+  EXPECT_EQ(recompute_factors(llama8b, Recompute::selective).attention, 1.0);
+  EXPECT_EQ(recompute_factors(llama8b, Recompute::selective).gemm, 0.0);
+  EXPECT_EQ(recompute_factors(llama8b, Recompute::selective).elementwise, 0.0);
+  EXPECT_EQ(recompute_factors(llama8b, Recompute::full).gemm, 1.0);
+  EXPECT_EQ(recompute_factors(llama8b, Recompute::full).tp_collectives, 1.0);
+  // torchtitan's per-op checkpointing: attention saved, every elementwise op and the two all-gathers redone.
+  const RecomputeFactors op = recompute_factors(llama8b, Recompute::op);
+  EXPECT_EQ(op.attention, 0.0);
+  EXPECT_EQ(op.elementwise, 1.0);
+  EXPECT_EQ(op.tp_collectives, 0.5);
+  EXPECT_EQ(op.gemm, op_recomputed_gemm_share(llama8b));
+}
+
+// The matmuls of a Llama 3.1 8B block in forward order with their weights' sizes (torchtitan models/llama/model.py:
+// wq h×h, wk and wv h×kv, wo h×h, w1 and w3 h×f, w2 f×h); the policy recomputes the 2nd, 4th and 6th.
+TEST_F(FlopsTest, PerOpCheckpointingRecomputesEverySecondMatmul) {
+  const double h = 4096, kv = 1024, f = 14336;
+  const double weights[] = {h * h, h * kv, h * kv, h * h, h * f, h * f, f * h};
+  double all = 0, recomputed = 0;
+  for (int i = 0; i < 7; ++i) {
+    all += weights[i];
+    if ((i + 1) % 2 == 0) recomputed += weights[i];
+  }
+  EXPECT_DOUBLE_EQ(op_recomputed_gemm_share(llama8b), recomputed / all);
+  EXPECT_NEAR(op_recomputed_gemm_share(llama8b), 0.365, 0.001);
 }
 
 // A sliding window of w tokens leaves s·w − w²/2 of the s²/2 causal pairs where s > w, on the

@@ -121,6 +121,29 @@ TEST_F(MemoryTest, RecomputeAndSequenceParallelOrdering) {
   EXPECT_NEAR(stage_activation_bytes(dropout, l, 0) - base, 32 * 5.0 * 32 * 8192.0 * 8192 / 4, 1.0);
 }
 
+// torchtitan's per-op checkpointing keeps, per token of a Llama 3.1 8B block on one GPU: the block input (h), wq's
+// output (h), wv's (kv), SDPA's output (h) and log-sum-exp (a FP32 values), w1's (f) and w2's (h), 2 bytes each but
+// the log-sum-exp; under TP 2 with SP the input is sharded, the per-head ones split, w2's output is its full-sequence
+// partial sum on every rank (h) and the two reduce-scatters' outputs (h/t each) are kept as well.
+TEST_F(MemoryTest, PerOpCheckpointingKeepsTheSavedOutputs) {
+  const double h = 4096, kv = 1024, f = 14336, a = 32, tokens = 8192;
+  Layout l = layout(1, 1, 1, 1, 8);
+  l.recompute = Recompute::op;
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(llama8b, l), tokens * (2 * (h + h + kv + h + f + h) + 4 * a));
+  l = layout(2, 1, 1, 1, 8);
+  l.recompute = Recompute::op;
+  const double per_rank = 2 * (h / 2 + h / 2 + kv / 2 + h / 2 + f / 2 + h + h / 2 + h / 2) + 4 * a / 2;
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(llama8b, l), tokens * per_rank);
+  // Less than every activation, more than full recompute's input; the backward re-materialises the rest.
+  Layout none = l, full = l;
+  none.recompute = Recompute::none;
+  full.recompute = Recompute::full;
+  EXPECT_LT(activation_bytes_per_layer(llama8b, l), activation_bytes_per_layer(llama8b, none));
+  EXPECT_GT(activation_bytes_per_layer(llama8b, l), activation_bytes_per_layer(llama8b, full));
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(llama8b, l) + rematerialised_layer_bytes(llama8b, l, false),
+                   activation_bytes_per_layer(llama8b, none));
+}
+
 TEST_F(MemoryTest, PeakWithoutAllocationEqualsWorstStage) {
   ResidualModel r;
   r.fixed_bytes = 1e9;

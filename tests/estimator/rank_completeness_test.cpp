@@ -48,7 +48,7 @@ std::set<Key> accepted_by_build_layout(const ModelSpec& m, const FrameworkProfil
         if (job.gpus % (t * c * p) != 0) continue;  // every GPU in some group: the request names gpus
         for (std::int64_t v = 1; v <= max_v; ++v)
           for (std::int64_t b = 1; b <= max_b; ++b)
-            for (const Recompute r : {Recompute::none, Recompute::selective, Recompute::full})
+            for (const Recompute r : {Recompute::none, Recompute::selective, Recompute::full, Recompute::op})
               for (const Schedule s : {Schedule::one_f_one_b, Schedule::interleaved, Schedule::gpipe})
                 for (const StateSharding& sh : all_shardings())
                   for (const bool sp : {true, false}) {
@@ -110,10 +110,11 @@ TEST_P(RankCompleteness, RankEnumeratesExactlyTheLayoutsEstimateAccepts) {
   RecordProperty("layouts", static_cast<int>(oracle.size()));
 }
 
-// Llama 3.1 8B (32 layers, 8 KV heads): every t, c, p of 8 GPUs, interleaving where p | m; both frameworks' lists.
+// Llama 3.1 8B (32 layers, 8 KV heads): every t, c, p of 8 GPUs, interleaving where p | m; each framework's lists.
 INSTANTIATE_TEST_SUITE_P(Jobs, RankCompleteness,
                          ::testing::Values(Job{"llama3.1-8b", "megatron", 8, 8, 4096},
-                                           Job{"llama3.1-8b", "pytorch-fsdp", 8, 8, 4096}),
+                                           Job{"llama3.1-8b", "pytorch-fsdp", 8, 8, 4096},
+                                           Job{"llama3.1-8b", "torchtitan", 8, 8, 4096}),
                          [](const auto& info) {
                            std::string name = info.param.framework;
                            std::erase(name, '-');

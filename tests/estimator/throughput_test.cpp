@@ -1,5 +1,7 @@
 #include "headroom/estimator/throughput.hpp"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -130,6 +132,46 @@ TEST_F(ThroughputTest, RecomputeAddsComputeTime) {
   EXPECT_LT(none, selective);
   EXPECT_LT(selective, full);
   EXPECT_NEAR(full / none, 4.0 / 3.0, 0.1);  // one more forward of three passes
+  // torchtitan's per-op checkpointing redoes, in a layer's backward, its share of the GEMMs (by FLOPs) and every
+  // elementwise pass, and no attention.
+  const PerfContext p(datasheet, a100);
+  l.recompute = Recompute::op;
+  const LayerPasses op = layer_compute_seconds(llama8b, p, l);
+  l.recompute = Recompute::none;
+  const LayerPasses base = layer_compute_seconds(llama8b, p, l);
+  EXPECT_DOUBLE_EQ(op.backward.attention, base.backward.attention);
+  EXPECT_NEAR(op.backward.gemm - base.backward.gemm, op_recomputed_gemm_share(llama8b) * base.forward.gemm,
+              0.02 * base.forward.gemm);  // by FLOPs against the GEMMs' time at their own efficiencies
+  EXPECT_DOUBLE_EQ(op.backward.elementwise - base.backward.elementwise, base.forward.elementwise);
+}
+
+// torch.compile (Layout::compile) prices the block's elementwise passes at compiled_elementwise_passes where the
+// coefficients give it, and changes nothing where they do not.
+TEST_F(ThroughputTest, CompiledBlocksMakeFewerElementwisePasses) {
+  Layout l = layout(1, 1, 1, 1, 8);
+  PerfCoefficients c = datasheet;
+  c.elementwise_passes = 50;
+  const double eager = estimate_perf(llama8b, a100, l, c).breakdown.elementwise_s;
+  l.compile = true;
+  EXPECT_DOUBLE_EQ(estimate_perf(llama8b, a100, l, c).breakdown.elementwise_s, eager);
+  c.compiled_elementwise_passes = 5;
+  EXPECT_LT(estimate_perf(llama8b, a100, l, c).breakdown.elementwise_s, eager / 5);
+}
+
+// A cluster that caps its GPUs' board power below the TDP runs the tensor cores at (limit/TDP)^(1/3) of their clock:
+// GEMMs and attention slow by that, HBM-bound passes do not, and MFU stays against the datasheet peak.
+TEST_F(ThroughputTest, APowerLimitSlowsTheTensorCoresOnly) {
+  ClusterSpec capped = lib.cluster("grand-teton-h100");
+  ClusterSpec full = capped;
+  full.gpu_power_limit_watts = 0;
+  EXPECT_DOUBLE_EQ(power_limited_clock_fraction(full), 1.0);
+  EXPECT_DOUBLE_EQ(power_limited_clock_fraction(capped), std::cbrt(500.0 / 700.0));
+  const Layout l = layout(1, 1, 1, 1, 8);
+  const PerfEstimate a = estimate_perf(llama8b, full, l, datasheet), b = estimate_perf(llama8b, capped, l, datasheet);
+  EXPECT_NEAR(b.breakdown.gemm_s / a.breakdown.gemm_s, 1.0 / std::cbrt(500.0 / 700.0), 1e-9);
+  EXPECT_NEAR(b.breakdown.attention_s / a.breakdown.attention_s, 1.0 / std::cbrt(500.0 / 700.0), 1e-9);
+  EXPECT_DOUBLE_EQ(b.breakdown.elementwise_s, a.breakdown.elementwise_s);
+  EXPECT_NEAR(b.mfu / a.mfu, a.step_time_s / b.step_time_s, 1e-12);
 }
 
 // Without FlashAttention (Megatron-LM's unfused softmax) the s² scores go through HBM: slower than FlashAttention,

@@ -134,6 +134,8 @@ Layout rank_base(const Plan& plan, const LayoutRequest& q) {
   base.fp8_param_gather = q.fp8_param_gather;
   require_tp_comm_overlap(plan.framework, q.tp_comm_overlap);
   base.tp_comm_overlap = q.tp_comm_overlap;
+  require_compile(plan.framework, q.compile);
+  base.compile = q.compile;
   set_optimizer_precision(plan.framework, q.optimizer_precision, base);  // after the FP8 recipe it depends on
   return base;
 }
@@ -238,6 +240,7 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
       {"cpu_offloading_num_layers", l.activation_offload_layers},
       {"overlap_p2p_comm", pipeline_sends_overlap(l)},
       {"tp_comm_overlap", l.tp_comm_overlap},
+      {"compile", l.compile},
       {"use_precision_aware_optimizer", l.optimizer_precision.precision_aware || l.optimizer_offload > 0},
       {"main_grads_dtype", to_string(l.optimizer_precision.main_grads)},
       {"main_params_dtype", to_string(l.optimizer_precision.main_params)},

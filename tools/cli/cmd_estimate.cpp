@@ -118,6 +118,13 @@ void print_perf(std::ostream& out, const PerfResult& p, const std::string& gpu, 
       << (p.link_coefficients_source == "generic" ? "the framework's generic ones (none fitted for this cluster)"
                                                   : p.link_coefficients_source)
       << "\n";
+  if (p.compute_clock_fraction < 1.0) {
+    std::snprintf(line, sizeof line,
+                  "  compute at %.3f of the datasheet clock: the cluster's GPU power limit (gpu_power_limit_W; clock "
+                  "as the cube root of the power)\n",
+                  p.compute_clock_fraction);
+    out << line;
+  }
   if (p.step_time_s_interval) {
     std::snprintf(line, sizeof line, "  held-out band of the step time: %.3f-%.3f s (", (*p.step_time_s_interval)[0],
                   (*p.step_time_s_interval)[1]);

@@ -152,6 +152,7 @@ nlohmann::json rank_json(const Plan& r, const Layout& base, const SearchOptions&
       {"precision", base.fp8 == Fp8Recipe::none ? "bf16" : "fp8"},
       {"fp8_recipe", base.fp8 == Fp8Recipe::none ? nlohmann::json(nullptr) : nlohmann::json(to_string(base.fp8))},
       {"tp_comm_overlap", base.tp_comm_overlap},
+      {"compile", base.compile},
       {"memory_checked", res.memory_checked},
       {"fitting", res.fitting},
       {"dominated", res.dominated},
@@ -245,7 +246,7 @@ void register_rank(CLI::App& app, std::ostream& out) {
                   "strategy, also those the framework profile does not list), schedule=1f1b");
   // The knobs every ranked layout shares (--tp-comm-overlap: on every layout with tp >= 2 and SP).
   opts->layout.add_to(*sub, {KnobId::precision, KnobId::fp8_format, KnobId::fp8_recipe, KnobId::fp8_param_gather,
-                             KnobId::tp_comm_overlap, KnobId::lora_rank, KnobId::lora_targets,
+                             KnobId::tp_comm_overlap, KnobId::compile, KnobId::lora_rank, KnobId::lora_targets,
                              KnobId::use_precision_aware_optimizer, KnobId::main_grads_dtype, KnobId::main_params_dtype,
                              KnobId::exp_avg_dtype, KnobId::exp_avg_sq_dtype, KnobId::grad_reduce_in_bf16});
   sub->add_option("--profile", opts->profile,

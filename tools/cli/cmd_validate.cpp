@@ -31,6 +31,8 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
                      {"published_fp8_runs", published_json(r.fp8)},
                      {"stack_gemm_fraction", stack_fraction_json(r.stack)},
                      {"published_fsdp_runs", published_json(r.fsdp_runs)},
+                     {"published_torchtitan_runs", published_json(r.torchtitan_runs)},
+                     {"published_torchtitan_memory", published_memory_json(r.torchtitan_memory)},
                      {"published_collectives", collectives_json(r.collectives)},
                      {"passed", r.passed}});
   } else {
@@ -45,6 +47,9 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
     print_published(out, r.fp8, "Published FP8 runs", "published_fp8_priced.csv");
     print_stack_fraction(out, r.stack, r.framework.name);
     print_published(out, r.fsdp_runs, "Published PyTorch FSDP runs", "published_fsdp_runs.csv", r.fsdp.name);
+    print_published(out, r.torchtitan_runs, "Published torchtitan runs", "published_torchtitan_priced.csv",
+                    r.torchtitan.name);
+    print_published_memory(out, r.torchtitan_memory);
     print_collectives(out, r.collectives);
     out << "\n" << (r.passed ? "validation passed" : "VALIDATION FAILED") << "\n";
   }

@@ -26,6 +26,8 @@ void print_thesis_perf(std::ostream& out, const validate::ThesisPerfValidation& 
 [[nodiscard]] nlohmann::json published_json(const validate::PublishedValidation& v);
 void print_published(std::ostream& out, const validate::PublishedValidation& v, const std::string& what,
                      const std::string& file, const std::string& coefficients = "megatron");
+[[nodiscard]] nlohmann::json published_memory_json(const validate::PublishedMemoryValidation& v);
+void print_published_memory(std::ostream& out, const validate::PublishedMemoryValidation& v);
 [[nodiscard]] nlohmann::json stack_fraction_json(const validate::StackFractionFit& f);
 void print_stack_fraction(std::ostream& out, const validate::StackFractionFit& f, const std::string& coefficients);
 [[nodiscard]] nlohmann::json collectives_json(const validate::CollectiveValidation& v);

@@ -335,6 +335,46 @@ void print_published(std::ostream& out, const validate::PublishedValidation& v, 
   }
 }
 
+nlohmann::json published_memory_json(const validate::PublishedMemoryValidation& v) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (const auto& r : v.runs)
+    runs.push_back({{"id", r.run->id},
+                    {"outcome", r.run->out_of_memory ? "oom" : "ok"},
+                    {"predicted_peak_GiB", r.predicted_peak_gib},
+                    {"verdict", to_string(r.verdict)},
+                    {"printed_peak_GiB", r.run->measured_peak_gib > 0 ? nlohmann::json(r.run->measured_peak_gib)
+                                                                      : nlohmann::json(nullptr)}});
+  return {{"trained", v.trained},
+          {"trained_predicted_oom", v.trained_predicted_oom},
+          {"out_of_memory", v.out_of_memory},
+          {"out_of_memory_predicted_fits", v.oom_predicted_fits},
+          {"printed_peaks", v.printed},
+          {"peak_mean_error", v.mean_error},
+          {"peak_mean_abs_error", v.mean_abs_error},
+          {"runs", runs}};
+}
+
+void print_published_memory(std::ostream& out, const validate::PublishedMemoryValidation& v) {
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "memory: %d of %d runs that trained predicted oom, %d of %d that ran out of memory predicted to fit; "
+                "against the %d printed peaks (the allocator's peak reserved) predicted %+.1f%% on average "
+                "(mean |error| %.1f%%)\n",
+                v.trained_predicted_oom, v.trained, v.oom_predicted_fits, v.out_of_memory, v.printed,
+                100 * v.mean_error, 100 * v.mean_abs_error);
+  out << line;
+  for (const auto& r : v.runs) {
+    std::snprintf(line, sizeof line, "  %-16s %-4s predicted %6.1f GiB, %-9s", r.run->id.c_str(),
+                  r.run->out_of_memory ? "oom" : "ok", r.predicted_peak_gib, std::string(to_string(r.verdict)).c_str());
+    out << line;
+    if (r.run->measured_peak_gib > 0) {
+      std::snprintf(line, sizeof line, " printed %6.1f GiB (%+6.1f%%)", r.run->measured_peak_gib, 100 * r.error);
+      out << line;
+    }
+    out << "\n";
+  }
+}
+
 nlohmann::json stack_fraction_json(const validate::StackFractionFit& f) {
   nlohmann::json folds = nlohmann::json::array();
   for (const auto& x : f.leave_one_source_out)

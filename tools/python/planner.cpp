@@ -463,6 +463,7 @@ void bind_planner(py::module_& m) {
       .def_readonly("coefficients_source", &PerfResult::coefficients_source)
       .def_readonly("coefficients_gpu", &PerfResult::coefficients_gpu)
       .def_readonly("device_kernels", &PerfResult::device_kernels)
+      .def_readonly("compute_clock_fraction", &PerfResult::compute_clock_fraction)
       .def_readonly("coefficients_fitted_under", &PerfResult::coefficients_fitted_under)
       .def_property_readonly(
           "coefficients_scale",

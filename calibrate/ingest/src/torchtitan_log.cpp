@@ -81,6 +81,25 @@ std::string torchtitan_model(const std::map<std::string, std::string>& t) {
   return name + (flavor.empty() ? "" : "-" + flavor);
 }
 
+// [activation_checkpoint] mode and selective_ac_option as headroom's recompute: none, full, or op for torchtitan's
+// per-op selective checkpointing; the layer-selective option (a number: every N-th block) is not priced. torchtitan's
+// defaults (config_manager.py): mode "selective", selective_ac_option "2".
+std::string torchtitan_recompute(const std::map<std::string, std::string>& t, std::string_view where) {
+  const auto mode =
+      t.count("activation_checkpoint.mode") ? t.at("activation_checkpoint.mode") : std::string("selective");
+  if (mode == "none" || mode == "full") return mode;
+  if (mode != "selective")
+    throw Error(std::string(where) + ": activation_checkpoint.mode = " + mode.substr(0, 40) +
+                " is not priced (valid: none, full, selective with selective_ac_option op)");
+  const auto option = t.count("activation_checkpoint.selective_ac_option")
+                          ? t.at("activation_checkpoint.selective_ac_option")
+                          : std::string("2");
+  if (option != "op")
+    throw Error(std::string(where) + ": activation_checkpoint.selective_ac_option = " + option.substr(0, 40) +
+                ": layer-selective checkpointing (every N-th block) is not priced (valid: op)");
+  return "op";
+}
+
 }  // namespace
 
 MeasuredRun parse_torchtitan_log(std::string_view log, std::string_view toml, std::int64_t gpus,
@@ -130,7 +149,7 @@ MeasuredRun parse_torchtitan_log(std::string_view log, std::string_view toml, st
   MeasuredRun run;
   run.source = std::string(where);
   run.layout = {
-      {"framework", "pytorch-fsdp"},
+      {"framework", "torchtitan"},
       {"model", torchtitan_model(t)},
       {"gpus", std::to_string(world)},
       {"tp", std::to_string(tp)},
@@ -140,7 +159,12 @@ MeasuredRun parse_torchtitan_log(std::string_view log, std::string_view toml, st
       {"gbs", std::to_string(gbs)},
       {"seq", std::to_string(seq)},
       {"sharding", shard == 1 ? "ddp" : (replicate > 1 ? "hsdp" : "fsdp")}};
-  if (const auto it = t.find("activation_checkpoint.mode"); it != t.end()) run.layout["recompute"] = it->second;
+  run.layout["recompute"] = torchtitan_recompute(t, where);
+  // torch.compile of the blocks ([compile] enable from torchtitan 0.2, [training] compile before) and async TP.
+  for (const char* key : {"compile.enable", "training.compile"})
+    if (const auto it = t.find(key); it != t.end() && it->second == "true") run.layout["compile"] = "true";
+  if (const auto it = t.find("parallelism.enable_async_tensor_parallel"); it != t.end() && it->second == "true")
+    run.layout["tp_comm_overlap"] = "true";
   if (float8) {
     run.layout["precision"] = "fp8";
     run.layout["fp8_recipe"] = "tensorwise";

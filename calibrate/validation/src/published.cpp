@@ -8,6 +8,7 @@
 #include "headroom/core/error.hpp"
 #include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/flops.hpp"
+#include "headroom/estimator/memory.hpp"
 
 namespace headroom::validate {
 namespace {
@@ -88,6 +89,13 @@ Layout row_layout(const ReferenceTable& t, const Record& row, const FrameworkPro
   if (has(t, "p2p_overlap")) l.overlap_p2p_comm = truth(t, row, "p2p_overlap");
   // TransformerEngine userbuffers (Megatron-LM --tp-comm-overlap, NeMo ub_tp_comm_overlap): as the row's recipe says.
   if (has(t, "tp_comm_overlap")) l.tp_comm_overlap = truth(t, row, "tp_comm_overlap");
+  // torch.compile of the blocks (torchtitan's runs) and the stages' layer counts where torchtitan's generated split
+  // is uneven (optional columns; an empty count is an even split).
+  if (has(t, "compile")) l.compile = truth(t, row, "compile");
+  if (has(t, "decoder_first_pipeline_num_layers") && !t.at(row, "decoder_first_pipeline_num_layers").empty())
+    l.split.first_stage_layers = integer(t, row, "decoder_first_pipeline_num_layers");
+  if (has(t, "decoder_last_pipeline_num_layers") && !t.at(row, "decoder_last_pipeline_num_layers").empty())
+    l.split.last_stage_layers = integer(t, row, "decoder_last_pipeline_num_layers");
   if (has(t, "distributed_optimizer") && truth(t, row, "distributed_optimizer")) return l;
   // Another framework's run (PyTorch FSDP): the framework's precision, the row's sharding code (III: HSDP).
   if (has(t, "sharding")) {
@@ -156,7 +164,16 @@ std::vector<PublishedRun> published_runs(const SpecLibrary& lib, const Framework
       throw Error(runs_csv.string() + ": " + r.id + ": tp·pp·dp is not the row's GPU count");
     validate_layout(r.model, r.layout);
     r.grad_overlap = truth(t, row, "grad_overlap");
-    r.measured_step_s = measured_step_seconds(t, row, r.model, r.layout);
+    // A run that ran out of memory (optional column outcome: ok or oom) has no step time.
+    if (has(t, "outcome") && t.at(row, "outcome") != "ok") {
+      if (t.at(row, "outcome") != "oom")
+        throw Error(runs_csv.string() + ": " + r.id + ": outcome '" + t.at(row, "outcome") + "' is not ok or oom");
+      r.out_of_memory = true;
+    } else {
+      r.measured_step_s = measured_step_seconds(t, row, r.model, r.layout);
+    }
+    if (has(t, "peak_memory_gib") && !t.at(row, "peak_memory_gib").empty())
+      r.measured_peak_gib = positive(t, row, "peak_memory_gib");
     if (const auto it = calculon.find(r.id); it != calculon.end()) r.calculon_step_s = it->second;
     runs.push_back(std::move(r));
   }
@@ -172,9 +189,37 @@ PerfCoefficients run_coefficients(const PublishedRun& run, const PerfCoefficient
   return c;
 }
 
+PublishedMemoryValidation validate_published_memory(const std::vector<PublishedRun>& runs,
+                                                    const FrameworkProfile& framework) {
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  PublishedMemoryValidation v;
+  for (const auto& run : runs) {
+    const double peak = peak_memory_bytes(run.model, run.cluster, run.layout, framework.residual);
+    PublishedMemoryScore s{&run, peak / kGiB,
+                           memory_verdict(peak, run.cluster.gpu.usable_memory_bytes, framework.memory_band), 0.0};
+    if (run.out_of_memory) {
+      v.out_of_memory += 1;
+      v.oom_predicted_fits += s.verdict == MemoryVerdict::fits ? 1 : 0;
+    } else {
+      v.trained += 1;
+      v.trained_predicted_oom += s.verdict == MemoryVerdict::oom ? 1 : 0;
+    }
+    if (run.measured_peak_gib > 0) {
+      s.error = s.predicted_peak_gib / run.measured_peak_gib - 1.0;
+      v.printed += 1;
+      v.mean_error += s.error;
+      v.mean_abs_error += std::abs(s.error);
+    }
+    v.runs.push_back(s);
+  }
+  if (v.printed > 0) v.mean_error /= v.printed, v.mean_abs_error /= v.printed;
+  return v;
+}
+
 PublishedValidation validate_published(const std::vector<PublishedRun>& runs, const PerfCoefficients& coefficients) {
   PublishedValidation v;
   for (const auto& run : runs) {
+    if (run.out_of_memory) continue;
     const double predicted =
         estimate_perf(run.model, run.cluster, run.layout, run_coefficients(run, coefficients)).step_time_s;
     const ErrorBand& band = step_time_band_for(coefficients, run.layout.gpus());

@@ -135,6 +135,11 @@ Report validate_all(const SpecLibrary& lib, const std::string& framework) {
   r.stack = fit_stack_gemm_fraction(r.fp8_rows, coefficients);
   r.fsdp_rows = published_runs(lib, r.fsdp, ref / "published_fsdp_runs.csv", "");
   r.fsdp_runs = validate_published(r.fsdp_rows, fsdp_coefficients);
+  // torchtitan's published runs under its own coefficients, derived from Megatron-LM's (nothing fitted on them).
+  r.torchtitan = lib.framework("torchtitan");
+  r.torchtitan_rows = published_runs(lib, r.torchtitan, ref / "published_torchtitan_priced.csv", "");
+  r.torchtitan_runs = validate_published(r.torchtitan_rows, default_perf_coefficients(lib, r.torchtitan.name));
+  r.torchtitan_memory = validate_published_memory(r.torchtitan_rows, r.torchtitan);
   r.collective_rows = published_collectives(lib, ref / "published_collectives.csv");
   r.collectives = validate_collectives(r.collective_rows, coefficients);
   r.passed = r.estimates.failures == 0 && r.verdicts.ok() && r.perf_ok && r.thesis_ok && r.stack.shipped_is_fit;

@@ -121,6 +121,10 @@ constexpr std::array<Knob, kKnobCount> kKnobs = {{
      .flags = "--tp-comm-overlap",
      .help = "TP all-gathers/reduce-scatters pipelined with their GEMMs (Megatron-LM, TransformerEngine " "userbuffers; needs sequence parallelism)",
      .log_key = "tp_comm_overlap", .json = "layout.tp_comm_overlap"},
+    {.id = compile, .name = "compile", .type = T::flag, .default_text = "false", .flags = "--compile",
+     .help = "torch.compile of each decoder block: Inductor fuses its elementwise ops (torchtitan's compile.enable; "
+             "PyTorch frameworks only)",
+     .log_key = "compile", .json = "layout.compile"},
     {.id = cpu_offloading_num_layers, .name = "cpu_offloading_num_layers", .type = T::whole, .default_text = "0",
      .unit = "layers", .flags = "--cpu-offloading-num-layers",
      .help = "decoder layers whose activations go to host memory (Megatron-LM; pp 1 only)",
@@ -149,8 +153,9 @@ constexpr std::array<Knob, kKnobCount> kKnobs = {{
      .json = "layout.lora.targets"},
     {.id = recompute, .name = "recompute", .type = T::choice, .default_text = "the framework's",
      .flags = "--recompute,--recompute-granularity",
-     .help = "activation recompute: none|selective|full (default: the --framework profile's)",
-     .choices = "none|selective|full", .log_key = "recompute_granularity", .json = "layout.recompute"},
+     .help = "activation recompute: none|selective|full|op (selective: Megatron-LM's core attention; op: torchtitan's "
+             "per-op selective checkpointing; default: the --framework profile's)",
+     .choices = "none|selective|full|op", .log_key = "recompute_granularity", .json = "layout.recompute"},
     {.id = schedule, .name = "schedule", .type = T::choice, .default_text = "the framework's", .flags = "--schedule",
      .help = "pipeline schedule: 1f1b|interleaved|gpipe (default: the --framework profile's)",
      .choices = "1f1b|interleaved|gpipe", .json = "layout.schedule"},

@@ -43,6 +43,8 @@ struct FrameworkProfile {
   bool activation_offload = false;
   // TP collectives pipelined with their GEMMs (optional key "tp_comm_overlap": {"supported": bool}).
   bool tp_comm_overlap = false;
+  // torch.compile of the decoder blocks (optional key "compile": {"supported": bool}).
+  bool compile = false;
   // Megatron-LM's precision-aware optimizer and gradient formats (optional key "precision_aware_optimizer":
   // {"supported": bool}); without it the formats are the "precision" key's.
   bool precision_aware_optimizer = false;
@@ -59,6 +61,8 @@ struct FrameworkProfile {
 void require_fp8_recipe(const FrameworkProfile& f, Fp8Recipe recipe);
 // Error when the TP overlap is asked of a framework that does not run it.
 void require_tp_comm_overlap(const FrameworkProfile& f, bool wanted);
+// Error when torch.compile is asked of a framework that does not compile its blocks.
+void require_compile(const FrameworkProfile& f, bool wanted);
 // Sets the layout's optimizer-state and gradient formats and its bytes per parameter (memory.hpp
 // model_state_precision) after its offload and FP8 recipe: refused where the framework does not run Megatron-LM's
 // precision-aware optimizer, and formats other than fp32 with an offloaded optimizer (not priced).
@@ -93,6 +97,7 @@ struct LayoutRequest {
   std::int64_t activation_offload_layers = 0;  // Layout::activation_offload_layers
   bool overlap_p2p_comm = true;                // Layout::overlap_p2p_comm
   bool tp_comm_overlap = false;                // Layout::tp_comm_overlap; needs a framework that runs it
+  bool compile = false;                        // Layout::compile; needs a framework that compiles
   OptimizerPrecision optimizer_precision;      // Layout::optimizer_precision; needs a framework that runs it
 };
 // The micro-batches per pipeline of a global batch not given: p with a pipeline, the fewest at which 1F1B's first stage

@@ -11,7 +11,11 @@ namespace headroom {
 struct ModelSpec;
 struct ClusterSpec;
 
-enum class Recompute { none, selective, full };
+// Activation recompute: none; selective, Megatron-LM's core-attention recompute (Korthikanti et al. 2023 Sec. 5); full,
+// every layer from its input; op, torchtitan's per-op selective checkpointing (torchtitan/distributed/
+// activation_checkpoint.py SelectiveAC: inside each checkpointed block the outputs of attention, of reduce-scatters and
+// of every other matmul are saved, everything else is recomputed in backward).
+enum class Recompute { none, selective, full, op };
 enum class ExpertDispatcher { alltoall, flex };
 enum class Schedule { one_f_one_b, interleaved, gpipe };
 // FP8 training of the decoder's linear layers (per-tensor scales; attention, embedding, router and LM head stay BF16):
@@ -151,6 +155,9 @@ struct Layout {
   // Megatron-LM's --tp-comm-overlap: TransformerEngine's userbuffers pipeline each TP all-gather/reduce-scatter with
   // the GEMM it feeds or follows (needs sequence parallelism; throughput.hpp tp_overlapped_comm_seconds).
   bool tp_comm_overlap = false;
+  // torch.compile of each decoder block (torchtitan's compile.enable): elementwise ops fused by Inductor, priced with
+  // the framework's compiled_elementwise_passes.
+  bool compile = false;
   // Megatron-LM's precision-aware optimizer: the formats of the gradient buffer, master weights and Adam moments;
   // build_layout sets precision's grad and optimizer bytes from them (memory.hpp model_state_precision).
   OptimizerPrecision optimizer_precision;
@@ -183,9 +190,12 @@ struct Layout {
 
 // Whether context parallelism (cp > 1) can be priced for the model: not over sliding-window attention.
 [[nodiscard]] bool context_parallel_priced(const ModelSpec& model);
+// torchtitan's per-op checkpointing is priced for the blocks its matmul count was read on (recompute_factors): a
+// Llama-style block in BF16 with separate q, k, v projections, a dense MLP and fused attention, without LoRA.
+[[nodiscard]] bool op_recompute_priced(const ModelSpec& m, const Layout& l);
 // Throws Error naming the first violated constraint of how the model is split: sizes positive, t | a,
-// t | k, the pipeline split as Megatron-LM checks it (p | L when even), v | the layers of every stage, 2c | s.
-// Needs no DP size or batch.
+// t | k, the pipeline split as Megatron-LM checks it (p | L when even), v | the layers of every stage, 2c | s, and
+// recompute op only where op_recompute_priced. Needs no DP size or batch.
 void validate_model_split(const ModelSpec& model, const Layout& layout);
 // validate_model_split, then the batch: d > 0, gbs a multiple of d·b, interleaving_runs, and the experts' split
 // (ep | E, etp | the expert FFN, etp·ep | t·c·d; ep and etp only for a model with experts).

@@ -104,6 +104,10 @@ enum class StepMoment { activations, gradients };
 // ---- activations (bytes) ----
 [[nodiscard]] double activation_bytes_per_layer(const ModelSpec& m, const Layout& l);
 [[nodiscard]] double moe_activation_bytes_per_layer(const ModelSpec& m, const Layout& l);  // a layer with experts
+// torchtitan's per-op checkpointing: what a Llama block keeps, in units of s·b·h/(t·c) bytes (memory.cpp).
+[[nodiscard]] double op_saved_units(const ModelSpec& m, const Layout& l);
+// Bytes a recomputed layer adds while its backward runs (full: the whole layer; op: what it did not keep; else 0).
+[[nodiscard]] double rematerialised_layer_bytes(const ModelSpec& m, const Layout& l, bool experts);
 [[nodiscard]] double layers_in_flight(const ModelSpec& m, const Layout& l,
                                       std::int64_t stage);  // layer-micro-batches held
 [[nodiscard]] double microbatches_in_flight(const Layout& l, std::int64_t stage);

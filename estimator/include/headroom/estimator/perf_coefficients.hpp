@@ -12,6 +12,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "headroom/estimator/layout.hpp"
 #include "headroom/estimator/spec.hpp"
 #include "headroom/estimator/uncertainty.hpp"
 
@@ -55,9 +56,12 @@ struct PerfCoefficients {
   // Prices only GPUs with kernel curves and no `gpus` entry of their own.
   double stack_gemm_fraction = 1.0;
   double elementwise_passes = 6;  // HBM passes over a layer's s·b·h/(t·c) activations (norms, SwiGLU, RoPE, residual)
-  double loss_passes = 3;         // HBM passes over the FP32 logits (softmax, loss, gradient)
-  double layer_overhead_s = 0;    // fixed cost per layer and micro-batch pass (launches, synchronisation)
-  double step_overhead_s = 0;     // fixed cost per step (optimizer launch, logging)
+  // The same under torch.compile (Layout::compile), Inductor fusing the block's elementwise ops; < 0:
+  // elementwise_passes.
+  double compiled_elementwise_passes = -1;
+  double loss_passes = 3;       // HBM passes over the FP32 logits (softmax, loss, gradient)
+  double layer_overhead_s = 0;  // fixed cost per layer and micro-batch pass (launches, synchronisation)
+  double step_overhead_s = 0;   // fixed cost per step (optimizer launch, logging)
   // communication: achieved fraction of the link's datasheet bandwidth per level
   double intra_efficiency = 0.7;
   double inter_efficiency = 0.7;
@@ -95,6 +99,12 @@ struct PerfCoefficients {
   std::vector<GpuCountBand> step_time_bands_by_gpus;
 };
 
+// HBM passes over a layer's activations as the layout runs it: compiled_elementwise_passes under torch.compile (when
+// the framework's coefficients give it), else elementwise_passes.
+[[nodiscard]] inline double elementwise_passes(const PerfCoefficients& c, const Layout& l) {
+  return l.compile && c.compiled_elementwise_passes >= 0 ? c.compiled_elementwise_passes : c.elementwise_passes;
+}
+
 // The held-out step-time band for a job of `gpus` GPUs: the by-GPU-count entry of the largest count not above it
 // (the smallest count's below all of them), else the pooled one.
 [[nodiscard]] const ErrorBand& step_time_band_for(const PerfCoefficients& c, std::int64_t gpus);
@@ -131,8 +141,9 @@ struct Link {
 struct PerfContext {
   PerfContext(const PerfCoefficients& coefficients, const ClusterSpec& cluster);
   PerfCoefficients coef;
-  double peak_flops = 0;      // BF16 dense
-  double fp8_peak_flops = 0;  // FP8 dense; 0: the GPU has none
+  double peak_flops = 0;            // BF16 dense, at the cluster's power limit (power_limited_clock_fraction)
+  double fp8_peak_flops = 0;        // FP8 dense, likewise; 0: the GPU has none
+  double datasheet_peak_flops = 0;  // BF16 dense as the datasheet gives it: MFU's denominator
   double hbm_bytes_per_s = 0;
   Link host;                           // GPU↔host copies (PCIe) at host_link_efficiency; 0 B/s: not given
   double host_memory_bytes_per_s = 0;  // the node's CPU DRAM at host_memory_efficiency; 0: not given

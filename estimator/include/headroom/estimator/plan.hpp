@@ -84,6 +84,8 @@ struct PerfResult {
   std::string coefficients, coefficients_source, coefficients_gpu, coefficients_fitted_under, link_coefficients_source;
   double gemm_scale = 1, attention_scale = 1;
   std::string device_kernels;  // coefficients_source "device curves": the curves' file and rows, the stack's fraction
+  // The compute clock the cluster's GPU power limit leaves (spec.hpp power_limited_clock_fraction; 1: none).
+  double compute_clock_fraction = 1;
   StepBreakdown breakdown;
 };
 

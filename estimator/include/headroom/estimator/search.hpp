@@ -41,7 +41,7 @@ struct SearchOptions {
   // Sharding strategies to try; empty = the 14 PaRO strategies that satisfy Principle 1 (DDP, ZeRO-1/2/3,
   // MiCS, ... all included).
   std::vector<StateSharding> shardings;
-  std::vector<Recompute> recomputes{Recompute::none, Recompute::selective, Recompute::full};
+  std::vector<Recompute> recomputes{Recompute::none, Recompute::selective, Recompute::full, Recompute::op};
   std::vector<Schedule> schedules;  // pipeline schedules to try; empty = 1F1B, interleaved and GPipe
   bool try_without_sp = true;       // with t > 1, also sequence parallelism off (Megatron's --sequence-parallel)
   std::int64_t max_vpp = 0;         // virtual stages per GPU tried: divisors of L/p up to this; 0 = all

@@ -149,6 +149,7 @@ struct GpuSpec {
   double fp32_flops = 0;
   double fp8_flops = 0;  // dense FP8 tensor-core peak, FLOP/s; 0: no FP8 (A100, MI250X)
   double hbm_bytes_per_s = 0;
+  double tdp_watts = 0;  // the board power its datasheet clocks are given at ("tdp_W"; 0: not stated)
   // A GPU of the same die, clocks and power (a memory variant) whose fitted or measured GEMM and attention
   // efficiencies apply to this one where none names it ("kernels_as"; empty: none).
   std::string kernels_as;
@@ -180,7 +181,14 @@ struct ClusterSpec {
   // node's CPU memory bandwidth, all sockets together; bytes_per_s 0 when the spec does not give them.
   LinkSpec host_link;
   double host_memory_bytes_per_s = 0;
+  // A board power limit below the GPU's TDP that the cluster runs its GPUs at ("gpu_power_limit_W"; 0: the TDP).
+  double gpu_power_limit_watts = 0;
 };
+
+// The tensor-core clock a power limit leaves, as a fraction of the clock at TDP: dynamic power grows with f·V² and
+// the voltage with the clock over the DVFS range, so P ∝ f³ and f ∝ (limit/TDP)^(1/3) (0.89 at 500 of 700 W); 1 without
+// a limit. Scales the compute peaks (PerfContext), not the HBM bandwidth.
+[[nodiscard]] double power_limited_clock_fraction(const ClusterSpec& c);
 
 // Finds and parses specs. Names are case-insensitive; an argument that names an existing file is read
 // as a headroom spec or (models only) a Hugging Face config.json.
@@ -191,8 +199,9 @@ class SpecLibrary {
   [[nodiscard]] ModelSpec model(std::string_view name_or_path) const;
   [[nodiscard]] GpuSpec gpu(std::string_view name_or_path) const;
   [[nodiscard]] ClusterSpec cluster(std::string_view name_or_path) const;
-  // A shipped cluster whose GPU is `gpu`, else an assumed one (`assumed`, `source` says what): nodes of 8 such GPUs
-  // with NVLink-class links inside (150 GB/s per GPU) and a 25 GB/s NIC per GPU between nodes.
+  // A shipped cluster whose GPU is `gpu` (the one named after it, "h100-94gb-x4" for h100-94gb, where there is one;
+  // else the first by name), else an assumed one (`assumed`, `source` says what): nodes of 8 such GPUs with
+  // NVLink-class links inside (150 GB/s per GPU) and a 25 GB/s NIC per GPU between nodes.
   [[nodiscard]] ClusterSpec cluster_for_gpu(const GpuSpec& gpu) const;
   [[nodiscard]] FrameworkProfile framework(std::string_view name_or_path) const;
 

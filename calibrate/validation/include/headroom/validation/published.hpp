@@ -23,9 +23,11 @@ struct PublishedRun {
   ModelSpec model;
   ClusterSpec cluster;
   Layout layout;
-  bool grad_overlap = true;  // the gradient all-reduce overlaps the backward (torch DDP) or follows it (local DDP)
-  double measured_step_s = 0;
-  double calculon_step_s = 0;  // Calculon's prediction; 0 where it has none
+  bool grad_overlap = true;      // the gradient all-reduce overlaps the backward (torch DDP) or follows it (local DDP)
+  double measured_step_s = 0;    // 0 for a run that ran out of memory
+  double calculon_step_s = 0;    // Calculon's prediction; 0 where it has none
+  bool out_of_memory = false;    // the source says it ran out of memory (column outcome)
+  double measured_peak_gib = 0;  // the peak the source printed (column peak_memory_gib), 0 where none
 };
 
 // Reads the runs (`runs_csv`) and Calculon's predictions (`calculon_csv`, optional: absent = none), the
@@ -67,6 +69,26 @@ inline constexpr double kPublishedMeanErrorGoal = 0.10;
 [[nodiscard]] PublishedValidation validate_published(const std::vector<PublishedRun>& runs,
                                                      const PerfCoefficients& coefficients);
 
+// The predicted peak memory of each run (estimator/memory.hpp peak_memory_bytes under the framework's residual) against
+// what it did: a run that trained predicted oom, or one that ran out of memory predicted to fit, is a wrong verdict
+// (uncertain is neither). Where the source printed a peak it is compared too; torchtitan prints the caching
+// allocator's peak reserved bytes, which hold fragmentation but not the CUDA context, so this is information, not a
+// goal.
+struct PublishedMemoryScore {
+  const PublishedRun* run = nullptr;
+  double predicted_peak_gib = 0;
+  MemoryVerdict verdict = MemoryVerdict::uncertain;
+  double error = 0;  // predicted / printed peak − 1; 0 where none was printed
+};
+struct PublishedMemoryValidation {
+  std::vector<PublishedMemoryScore> runs;
+  int trained = 0, trained_predicted_oom = 0;  // runs that trained, and of them those predicted oom
+  int out_of_memory = 0, oom_predicted_fits = 0;
+  int printed = 0;  // runs with a printed peak
+  double mean_error = 0, mean_abs_error = 0;
+};
+[[nodiscard]] PublishedMemoryValidation validate_published_memory(const std::vector<PublishedRun>& runs,
+                                                                  const FrameworkProfile& framework);
 // The framework's stack_gemm_fraction (perf_coefficients.hpp), the one coefficient between a device's isolated GEMM
 // curve and the GEMMs of that framework's steps, fitted on the published runs of GPUs priced by their kernel curves:
 // the value on a 0.01 grid over [0.5, 1] (half the isolated curve to all of it) with the least mean

@@ -54,7 +54,7 @@ struct VerdictSection {
 };
 
 struct Report {
-  FrameworkProfile framework, fsdp;
+  FrameworkProfile framework, fsdp, torchtitan;
   EstimateSection estimates;
   VerdictSection verdicts;
   PerfValidation perf;
@@ -62,9 +62,10 @@ struct Report {
   std::unique_ptr<const ThesisPerfData> thesis_data;  // thesis's scores point into it
   ThesisPerfValidation thesis;
   // The published rows (the scores point into them: a vector's elements stay where they are when a Report moves).
-  std::vector<PublishedRun> published_rows, moe_rows, fp8_rows, fsdp_rows;
+  std::vector<PublishedRun> published_rows, moe_rows, fp8_rows, fsdp_rows, torchtitan_rows;
   std::vector<PublishedCollective> collective_rows;
-  PublishedValidation published, moe, fp8, fsdp_runs;
+  PublishedValidation published, moe, fp8, fsdp_runs, torchtitan_runs;
+  PublishedMemoryValidation torchtitan_memory;
   StackFractionFit stack;  // the framework's stack_gemm_fraction, fitted on the dense FP8 rows of curve GPUs
   CollectiveValidation collectives;
   // What passes: every estimate cell; the verdicts (98% right, no false fit) with the shipped residual equal to its
@@ -77,7 +78,8 @@ struct Report {
 [[nodiscard]] bool same_coefficients(const ResidualModel& a, const ResidualModel& b);
 
 // The framework of the runs the 4D, published, MoE and FP8 checks price (Megatron-LM ran them all); pytorch-fsdp's
-// runs (the thesis, the published FSDP runs) are priced under pytorch-fsdp in every validation.
+// runs (the thesis, the published FSDP runs) are priced under pytorch-fsdp and torchtitan's under torchtitan in every
+// validation.
 inline constexpr const char* kValidatedFramework = "megatron";
 
 // An Error, before any work, for a framework other than kValidatedFramework: its residual would price runs that

@@ -48,6 +48,7 @@ enum class KnobId : std::uint8_t {
   grad_reduce_in_bf16,
   overlap_p2p_comm,
   tp_comm_overlap,
+  compile,
   cpu_offloading_num_layers,
   mbs,
   gpus,
