@@ -29,6 +29,8 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
                      {"published_runs", published_json(r.published)},
                      {"published_moe_runs", published_json(r.moe)},
                      {"published_fp8_runs", published_json(r.fp8)},
+                     {"published_fp8_memory", published_memory_json(r.fp8_memory)},
+                     {"published_moe_memory", published_memory_json(r.moe_memory)},
                      {"stack_gemm_fraction", stack_fraction_json(r.stack)},
                      {"published_fsdp_runs", published_json(r.fsdp_runs)},
                      {"published_torchtitan_runs", published_json(r.torchtitan_runs)},
@@ -44,7 +46,9 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
     print_thesis_perf(out, r.thesis);
     print_published(out, r.published, "Published large-scale runs", "published_runs.csv");
     print_published(out, r.moe, "Published runs of models with experts", "published_moe_priced.csv");
+    print_published_memory(out, r.moe_memory);
     print_published(out, r.fp8, "Published FP8 runs", "published_fp8_priced.csv");
+    print_published_memory(out, r.fp8_memory);
     print_stack_fraction(out, r.stack, r.framework.name);
     print_published(out, r.fsdp_runs, "Published PyTorch FSDP runs", "published_fsdp_runs.csv", r.fsdp.name);
     print_published(out, r.torchtitan_runs, "Published torchtitan runs", "published_torchtitan_priced.csv",

@@ -357,12 +357,17 @@ nlohmann::json published_memory_json(const validate::PublishedMemoryValidation& 
 void print_published_memory(std::ostream& out, const validate::PublishedMemoryValidation& v) {
   char line[256];
   std::snprintf(line, sizeof line,
-                "memory: %d of %d runs that trained predicted oom, %d of %d that ran out of memory predicted to fit; "
-                "against the %d printed peaks (the allocator's peak reserved) predicted %+.1f%% on average "
-                "(mean |error| %.1f%%)\n",
-                v.trained_predicted_oom, v.trained, v.oom_predicted_fits, v.out_of_memory, v.printed,
-                100 * v.mean_error, 100 * v.mean_abs_error);
+                "memory: %d of %d runs that trained predicted oom, %d of %d that ran out of memory predicted to fit",
+                v.trained_predicted_oom, v.trained, v.oom_predicted_fits, v.out_of_memory);
   out << line;
+  if (v.printed > 0) {
+    std::snprintf(line, sizeof line,
+                  "; against the %d printed peaks (the allocator's peak reserved) predicted %+.1f%% on average (mean "
+                  "|error| %.1f%%)",
+                  v.printed, 100 * v.mean_error, 100 * v.mean_abs_error);
+    out << line;
+  }
+  out << "\n";
   for (const auto& r : v.runs) {
     std::snprintf(line, sizeof line, "  %-16s %-4s predicted %6.1f GiB, %-9s", r.run->id.c_str(),
                   r.run->out_of_memory ? "oom" : "ok", r.predicted_peak_gib, std::string(to_string(r.verdict)).c_str());

@@ -96,7 +96,18 @@ Layout row_layout(const ReferenceTable& t, const Record& row, const FrameworkPro
     l.split.first_stage_layers = integer(t, row, "decoder_first_pipeline_num_layers");
   if (has(t, "decoder_last_pipeline_num_layers") && !t.at(row, "decoder_last_pipeline_num_layers").empty())
     l.split.last_stage_layers = integer(t, row, "decoder_last_pipeline_num_layers");
-  if (has(t, "distributed_optimizer") && truth(t, row, "distributed_optimizer")) return l;
+  // FP8 weights all-gathered in FP8 (Megatron-Bridge's FP8 recipes set fp8_param_gather) and the optimizer-state and
+  // gradient formats (optional columns, as the knobs name them): NeMo 1.x's Apex distributed Adam keeps the FP32
+  // master weight as a 16-bit remainder beside the BF16 weight with FP32 moments, as Megatron-LM's precision-aware
+  // optimizer does, and reduces gradients in its optim.grad_sync_dtype.
+  if (has(t, "fp8_param_gather")) l.fp8_param_gather = truth(t, row, "fp8_param_gather");
+  if (has(t, "distributed_optimizer") && truth(t, row, "distributed_optimizer")) {
+    OptimizerPrecision o;
+    if (has(t, "use_precision_aware_optimizer")) o.precision_aware = truth(t, row, "use_precision_aware_optimizer");
+    if (has(t, "grad_reduce_in_bf16")) o.grad_reduce_in_bf16 = truth(t, row, "grad_reduce_in_bf16");
+    set_optimizer_precision(framework, o, l);
+    return l;
+  }
   // Another framework's run (PyTorch FSDP): the framework's precision, the row's sharding code (III: HSDP).
   if (has(t, "sharding")) {
     l.sharding = parse_sharding_code(t.at(row, "sharding"));

@@ -133,6 +133,8 @@ Report validate_all(const SpecLibrary& lib, const std::string& framework) {
   r.fp8_rows = published_runs(lib, fw, ref / "published_fp8_priced.csv", "");
   r.fp8 = validate_published(r.fp8_rows, coefficients);
   r.stack = fit_stack_gemm_fraction(r.fp8_rows, coefficients);
+  r.fp8_memory = validate_published_memory(r.fp8_rows, fw);
+  r.moe_memory = validate_published_memory(r.moe_rows, fw);
   r.fsdp_rows = published_runs(lib, r.fsdp, ref / "published_fsdp_runs.csv", "");
   r.fsdp_runs = validate_published(r.fsdp_rows, fsdp_coefficients);
   // torchtitan's published runs under its own coefficients, derived from Megatron-LM's (nothing fitted on them).

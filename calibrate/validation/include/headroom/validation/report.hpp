@@ -65,7 +65,7 @@ struct Report {
   std::vector<PublishedRun> published_rows, moe_rows, fp8_rows, fsdp_rows, torchtitan_rows;
   std::vector<PublishedCollective> collective_rows;
   PublishedValidation published, moe, fp8, fsdp_runs, torchtitan_runs;
-  PublishedMemoryValidation torchtitan_memory;
+  PublishedMemoryValidation torchtitan_memory, fp8_memory, moe_memory;
   StackFractionFit stack;  // the framework's stack_gemm_fraction, fitted on the dense FP8 rows of curve GPUs
   CollectiveValidation collectives;
   // What passes: every estimate cell; the verdicts (98% right, no false fit) with the shipped residual equal to its
