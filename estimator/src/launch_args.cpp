@@ -266,12 +266,14 @@ void torchtitan_limits(const Layout& l, std::vector<std::string>& issues) {
   if (l.lora.enabled()) issues.emplace_back("LoRA: torchtitan v0.2.x has no LoRA");
   if (l.ep > 1 || l.etp > 0)
     issues.emplace_back("expert parallelism: headroom writes Megatron-LM's --expert-model-parallel-size only");
-  if (!l.split.even())
+  if (l.split.uneven())
     issues.emplace_back(
-        "uneven pipeline stages: headroom exports Megatron-LM's --decoder-first/last-pipeline-num-"
-        "layers only; torchtitan's first/last_stage_less_layers are not mapped");
+        "first/last stage layer counts: torchtitan sets only a layer fewer on them "
+        "(pipeline_parallel_first/last_stage_less_layers); give its pipeline_parallel_layers_per_stage by hand");
   if (l.fp8 == Fp8Recipe::delayed)
     issues.emplace_back("FP8 delayed scaling: torchtitan's float8 converter scales dynamically (tensorwise)");
+  if (l.tp_comm_overlap && !l.compile)
+    issues.emplace_back("async TP without torch.compile: torchtitan runs it compiled only (--compile)");
   if (l.optimizer_offload > 0 || l.activation_offload_layers > 0)
     issues.emplace_back("offloading: torchtitan has no optimizer or activation CPU offload setting");
   if (l.optimizer_precision.given())
@@ -305,6 +307,10 @@ std::vector<TomlEntry> torchtitan_entries(const ModelSpec& m, const Layout& l, c
                    : l.schedule == Schedule::gpipe     ? "\"GPipe\""
                                                        : "\"1F1B\"");
     t.emplace_back("parallelism", "pipeline_parallel_microbatch_size", num(l.mbs));
+    // torchtitan 0.2 gives the first and last stages a layer fewer for the embedding and the output unless told
+    // (pipeline_parallel_first/last_stage_less_layers, default 1): Megatron-LM's embedding and loss in the split.
+    t.emplace_back("parallelism", "pipeline_parallel_first_stage_less_layers", l.split.embedding_in_split ? "1" : "0");
+    t.emplace_back("parallelism", "pipeline_parallel_last_stage_less_layers", l.split.loss_in_split ? "1" : "0");
     // Multi-stage schedules default to 2 stages per rank; other counts need the layers per stage.
     if (l.vpp > 2)
       t.emplace_back("parallelism", "pipeline_parallel_layers_per_stage", num(m.num_layers / (l.pp * l.vpp)));
@@ -314,7 +320,7 @@ std::vector<TomlEntry> torchtitan_entries(const ModelSpec& m, const Layout& l, c
   const bool op = l.recompute == Recompute::op;
   t.emplace_back("activation_checkpoint", "mode", "\"" + std::string(op ? "selective" : to_string(l.recompute)) + "\"");
   if (op) t.emplace_back("activation_checkpoint", "selective_ac_option", "\"op\"");
-  // FP8 through torchao's converter (torchtitan's quantize.linear.float8; it needs torch.compile), the LM head in BF16.
+  // FP8 through torchao's converter (torchtitan's quantize.linear.float8; fast under torch.compile), the LM head in BF16.
   if (l.fp8 != Fp8Recipe::none) {
     t.emplace_back("model", "converters", "[\"quantize.linear.float8\"]");
     t.emplace_back("quantize.linear.float8", "enable_fsdp_float8_all_gather", l.fp8_param_gather ? "true" : "false");
@@ -322,7 +328,7 @@ std::vector<TomlEntry> torchtitan_entries(const ModelSpec& m, const Layout& l, c
                    l.fp8_param_gather ? "true" : "false");
     t.emplace_back("quantize.linear.float8", "filter_fqns", "[\"output\"]");
   }
-  if (l.compile || l.fp8 != Fp8Recipe::none || l.tp_comm_overlap) t.emplace_back("compile", "enable", "true");
+  if (l.compile) t.emplace_back("compile", "enable", "true");
   return t;
 }
 

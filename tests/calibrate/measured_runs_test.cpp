@@ -347,7 +347,7 @@ TEST(TorchtitanLog, RealPresetWithItsLog) {
       parse_torchtitan_log(slurp("torchtitan_llama3_8b_written.log"), slurp("torchtitan_llama3_8b.toml"), 64, "tt.log");
   EXPECT_EQ(run.layout.at("model"), "llama3.1-8b");
   EXPECT_EQ(run.layout.at("gpus"), "64");
-  EXPECT_EQ(run.layout.at("sharding"), "fsdp");  // data_parallel_shard_degree = -1: all 64 GPUs
+  EXPECT_EQ(run.layout.at("sharding"), "GGG");  // data_parallel_shard_degree = -1: all 64 GPUs, resharded
   EXPECT_EQ(run.layout.at("gbs"), "64");         // local_batch_size 1 × DP 64
   EXPECT_EQ(run.layout.at("seq"), "8192");
   EXPECT_EQ(run.layout.at("framework"), "torchtitan");

@@ -217,6 +217,92 @@ TEST(Check, ReadsMegatronLmsExampleScriptUnchanged) {
   EXPECT_EQ(a.at("flags_ignored"), b.at("flags_ignored"));
 }
 
+// torchtitan's own Llama 3 job configs (tests/data/launch/torchtitan-train-configs), unchanged: priced under torchtitan
+// as estimate prices the same job, every key read or ignored by name.
+TEST(Check, ReadsTorchtitansJobConfigsUnchanged) {
+  const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/torchtitan-train-configs/";
+  struct Case {
+    std::string file, gpus;
+    std::vector<std::string> estimate;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"llama3_8b.toml", "8", {"--model", "llama3.1-8b", "--gpus", "8", "--mbs", "1", "--gbs", "8"}},
+           {"llama3_70b.toml",
+            "64",
+            {"--model", "llama3.1-70b", "--gpus", "64", "--tp", "8", "--mbs", "8", "--gbs", "64", "--recompute",
+             "full"}},
+           {"llama3_405b.toml",
+            "128",
+            {"--model", "llama3.1-405b", "--gpus", "128", "--tp", "8", "--mbs", "2", "--gbs", "32", "--recompute",
+             "full", "--compile", "--tp-comm-overlap", "--precision", "fp8", "--fp8-param-gather"}}}) {
+    const Result r = run({"check", "--cluster", "dgx-h100", "--gpus", c.gpus, "--json", dir + c.file});
+    ASSERT_NE(r.code, 2) << c.file << ": " << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    EXPECT_EQ(doc.at("framework"), "torchtitan");
+    std::vector<std::string> estimate = {"estimate", "--cluster", "dgx-h100", "--framework", "torchtitan", "--seq",
+                                         "8192",     "--json"};
+    estimate.insert(estimate.end(), c.estimate.begin(), c.estimate.end());
+    const Result e = run(estimate);
+    ASSERT_EQ(e.code, 0) << e.err;
+    const auto est = nlohmann::json::parse(e.out);
+    EXPECT_EQ(doc.at("layout"), est.at("layout")) << c.file;
+    EXPECT_DOUBLE_EQ(doc.at("perf").at("step_time_s").get<double>(), est.at("perf").at("step_time_s").get<double>());
+    // Every key of the file is read or ignored.
+    std::ifstream in(dir + c.file);
+    std::string line, section;
+    std::size_t keys = 0;
+    while (std::getline(in, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      if (line[0] == '[') {
+        section = line.substr(1, line.find(']') - 1);
+        continue;
+      }
+      const std::string key = section + "." + line.substr(0, line.find_first_of(" ="));
+      ++keys;
+      const std::string listed = doc.at("flags_read").dump() + doc.at("flags_ignored").dump();
+      EXPECT_NE(listed.find("\"" + key + " = "), std::string::npos) << c.file << ": " << key;
+    }
+    EXPECT_EQ(doc.at("flags_read").size() + doc.at("flags_ignored").size(), keys) << c.file;
+  }
+  // A key torchtitan has that changes the job and headroom does not price is refused naming it.
+  const auto bad = std::filesystem::temp_directory_path() / ("headroom_tt_" + std::to_string(::getpid()) + ".toml");
+  std::ofstream(bad) << "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[activation_checkpoint]\nmode = "
+                        "\"selective\"\nselective_ac_option = \"op\"\n[parallelism]\nexpert_parallel_degree = 2\n"
+                        "[experimental]\ncustom_import = \"x\"\n";
+  const Result r = run({"check", "--cluster", "dgx-h100", "--gpus", "8", bad.string()});
+  std::filesystem::remove(bad);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(r.err.find("experimental.custom_import is a key headroom does not know") != std::string::npos ||
+              r.err.find("parallelism.expert_parallel_degree = 2") != std::string::npos)
+      << r.err;
+}
+
+// torchtitan's job config that launch writes reads back as the layout it was written from.
+TEST(Check, ReadsBackTheJobConfigLaunchWrites) {
+  for (const std::vector<std::string>& job : std::vector<std::vector<std::string>>{
+           {"--model", "llama3.1-70b", "--gpus", "64", "--tp", "8", "--pp", "2", "--gbs", "64", "--recompute", "full",
+            "--compile"},
+           {"--model", "llama3.1-8b", "--gpus", "16", "--cp", "2", "--tp", "2", "--gbs", "8", "--precision", "fp8",
+            "--recompute", "full", "--fp8-param-gather"},
+           {"--model", "llama3.1-8b", "--gpus", "16", "--gbs", "32", "--mbs", "2"}}) {
+    std::vector<std::string> common = {"--cluster", "dgx-h100", "--framework", "torchtitan", "--seq", "8192"};
+    common.insert(common.end(), job.begin(), job.end());
+    std::vector<std::string> launch = {"launch", "--export", "torchtitan"}, estimate = {"estimate", "--json"};
+    launch.insert(launch.end(), common.begin(), common.end());
+    estimate.insert(estimate.end(), common.begin(), common.end());
+    const Result l = run(launch), e = run(estimate);
+    ASSERT_EQ(l.code, 0) << l.err;
+    ASSERT_EQ(e.code, 0) << e.err;
+    const auto toml = std::filesystem::temp_directory_path() / ("headroom_rt_" + std::to_string(::getpid()) + ".toml");
+    std::ofstream(toml) << l.out;
+    const Result c = run({"check", "--cluster", "dgx-h100", "--model", job[1], "--gpus", job[3], "--json",
+                          toml.string()});
+    std::filesystem::remove(toml);
+    ASSERT_NE(c.code, 2) << c.err << l.out;
+    EXPECT_EQ(nlohmann::json::parse(c.out).at("layout"), nlohmann::json::parse(e.out).at("layout")) << l.out;
+  }
+}
+
 // The GPT-3 example splits its quoted --step-batch-size-schedule value into words (an unquoted ${TRAINING_ARGS[@]}):
 // refused naming the stray word, as Megatron-LM's parser would refuse it.
 TEST(Check, RefusesTheWordsBashSplitsAsMegatronWould) {

@@ -1,5 +1,5 @@
-// `headroom check -- torchrun ... pretrain_gpt.py --flags`: the pre-flight check of a Megatron-LM launch command as it
-// is: the flags read (and those ignored, with why), the verdict per stage with its band, the step time and MFU with
+// `headroom check -- torchrun ... pretrain_gpt.py --flags` (or a script that runs it, or a torchtitan job config
+// `.toml`): the pre-flight check of a launch command as it is: the flags or keys read (and those ignored, with why), the verdict per stage with its band, the step time and MFU with
 // theirs, and the faster layouts of the same job that fit, as the flags to change. The exit code says the verdict:
 // 0 fits, 3 uncertain, 4 out of memory (2 refused, as every command).
 #include <algorithm>
@@ -76,10 +76,12 @@ std::vector<std::string> without_ignored(const std::vector<std::string>& tokens,
   return out;
 }
 
-// The Megatron-LM flags launch writes for a layout (launch_args.hpp, the one place that spells them), flag -> value
-// ("" for a switch).
+// What launch writes for a layout (launch_args.hpp, the one place that spells them), flag -> value ("" for a switch):
+// Megatron-LM's arguments, or torchtitan's command-line overrides of its job config under torchtitan.
 std::map<std::string, std::string> megatron_flags(const Plan& plan, const Layout& l) {
-  const std::vector<std::string> argv = launch_export(plan.model, plan.cluster, l).megatron;
+  const LaunchExport e = launch_export(plan.model, plan.cluster, l);
+  const bool torchtitan = plan.framework.name == "torchtitan";
+  const std::vector<std::string>& argv = torchtitan ? e.torchtitan_overrides : e.megatron;
   std::map<std::string, std::string> flags;
   for (std::size_t i = 0; i < argv.size(); ++i)
     if (argv[i].rfind("--", 0) == 0)
@@ -103,23 +105,58 @@ std::vector<std::string> flag_changes(const Plan& plan, const Layout& from, cons
   return out;
 }
 
+bool is_job_config(const std::vector<std::string>& command) {
+  return command.size() == 1 && command.front().size() > 5 &&
+         command.front().compare(command.front().size() - 5, 5, ".toml") == 0;
+}
+
+// A torchtitan job config, every key read or ignored (read_torchtitan_job), as the command of a Megatron-LM line is.
+calibrate::MegatronCommand job_config_command(const CheckOptions& o, std::int64_t gpus) {
+  if (!o.set.empty()) throw Error("--set " + o.set.front() + ": gives a launch script's values, not a job config's");
+  if (!o.ignore.empty()) throw Error("--ignore " + o.ignore.front() + ": a job config's keys are read or ignored by name");
+  const std::string& path = o.command.front();
+  calibrate::TorchtitanJob job = calibrate::read_torchtitan_job(read_file_bounded(path, path), gpus, path);
+  calibrate::MegatronCommand cmd;
+  cmd.run.layout = std::move(job.layout);
+  cmd.read = std::move(job.read);
+  cmd.ignored = std::move(job.ignored);
+  cmd.notes = std::move(job.notes);
+  return cmd;
+}
+
 void run_check(const CheckOptions& o, std::ostream& out) {
-  if (o.command.empty()) throw Error("give the launch command after -- (or a script that runs pretrain_gpt.py)");
+  if (o.command.empty())
+    throw Error("give the launch command after -- (or a script that runs pretrain_gpt.py, or a torchtitan .toml)");
+  if (is_job_config(o.command)) {
+    if (o.specs.framework != "megatron" && o.specs.framework != "torchtitan")
+      throw Error("--framework " + o.specs.framework + ": a torchtitan job config is priced under torchtitan");
+    if (!std::filesystem::is_regular_file(o.command.front()))
+      throw Error(o.command.front() + ": no such job config file");
+  }
   std::vector<std::string> tokens = o.command;
   std::string where = "the command";
-  if (tokens.size() == 1 && std::filesystem::is_regular_file(tokens.front())) {
+  if (is_job_config(o.command)) {
+    where = o.command.front();
+  } else if (tokens.size() == 1 && std::filesystem::is_regular_file(tokens.front())) {
     where = tokens.front();
     tokens = script_tokens(tokens.front(), o.set);
   } else if (!o.set.empty()) {
     throw Error("--set " + o.set.front() + ": gives a launch script's values, and the command is not a script");
   }
-  std::vector<std::string> ignored;
-  tokens = without_ignored(tokens, o.ignore, ignored);
   const std::int64_t gpus = o.gpus.empty() ? 0 : parse_count("--gpus", o.gpus);
-  calibrate::MegatronCommand cmd = calibrate::parse_megatron_command(tokens, gpus, where);
-  cmd.ignored.insert(cmd.ignored.begin(), ignored.begin(), ignored.end());
+  calibrate::MegatronCommand cmd;
   PlanRequest req = o.specs.request(o.profile);
-  if (o.specs.model.empty()) {
+  if (is_job_config(o.command)) {
+    cmd = job_config_command(o, gpus);
+    req.framework = "torchtitan";
+    if (o.specs.model.empty()) req.model = cmd.run.layout.at("model");
+  } else {
+    std::vector<std::string> ignored;
+    tokens = without_ignored(tokens, o.ignore, ignored);
+    cmd = calibrate::parse_megatron_command(tokens, gpus, where);
+    cmd.ignored.insert(cmd.ignored.begin(), ignored.begin(), ignored.end());
+  }
+  if (o.specs.model.empty() && req.model.empty()) {
     if (!cmd.run.model)
       throw Error(where +
                   ": no --vocab-size in the command, so the model is not whole: give --model (a shipped name "
@@ -246,7 +283,9 @@ void run_check(const CheckOptions& o, std::ostream& out) {
 void register_check(CLI::App& app, std::ostream& out) {
   auto opts = std::make_shared<CheckOptions>();
   CLI::App* sub = app.add_subcommand(
-      "check", "pre-flight check of a Megatron-LM launch command as it is (exit 0 fits, 3 uncertain, 4 out of memory)");
+      "check",
+      "pre-flight check of a Megatron-LM launch command or a torchtitan job config as it is (exit 0 fits, 3 "
+      "uncertain, 4 out of memory)");
   opts->specs.add_to(*sub, false);
   sub->add_option("--gpus", opts->gpus, "the world size, when the command has no torchrun --nproc-per-node");
   sub->add_option("--profile", opts->profile, "performance coefficients JSON or a calibration profile");
@@ -260,8 +299,8 @@ void register_check(CLI::App& app, std::ostream& out) {
                   "also write the plan page of the job, the command's layout first (rank --html)");
   sub->add_flag("--json", opts->json, "print one JSON document");
   sub->add_option("command", opts->command,
-                  "the launch command after -- (torchrun ... pretrain_gpt.py ...), or a "
-                  "script whose line runs pretrain_gpt.py");
+                  "the launch command after -- (torchrun ... pretrain_gpt.py ...), a script whose line runs "
+                  "pretrain_gpt.py, or a torchtitan job config (.toml; --gpus where its shard degree is -1)");
   sub->callback([opts, &out] { run_check(*opts, out); });
 }
 

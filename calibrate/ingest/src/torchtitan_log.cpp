@@ -102,9 +102,133 @@ std::string torchtitan_recompute(const std::map<std::string, std::string>& t, st
 
 }  // namespace
 
-MeasuredRun parse_torchtitan_log(std::string_view log, std::string_view toml, std::int64_t gpus,
-                                 std::string_view where) {
+namespace {
+
+// Every key of torchtitan's job config (torchtitan/config/job_config.py at 238fa9953e, the TOML era, with the older
+// names [training] compile/batch_size and [float8] of 2024) that headroom reads or ignores, with why; a key not here
+// is refused naming it. A prefix ending in '.' covers its section.
+struct TomlKeyRule {
+  std::string_view key;
+  bool read;
+  std::string_view why;  // what it sets (read) or why it changes neither memory nor step time (ignored)
+};
+constexpr TomlKeyRule kTorchtitanKeys[] = {
+    {"model.name", true, "the model"},
+    {"model.flavor", true, "the model"},
+    {"model.converters", true, "float8 linears"},
+    {"model.hf_assets_path", false, "tokenizer and checkpoint path"},
+    {"model.tokenizer_path", false, "tokenizer path"},
+    {"model.print_after_conversion", false, "logging"},
+    {"float8.", true, "float8 linears (before torchtitan 0.2)"},
+    {"quantize.linear.float8.", true, "float8 linears"},
+    {"optimizer.name", true, "AdamW's states"},
+    {"optimizer.lr", false, "learning rate"},
+    {"optimizer.eps", false, "Adam's epsilon"},
+    {"optimizer.weight_decay", false, "weight decay"},
+    {"optimizer.implementation", false, "foreach or fused: the same states, one pass either way"},
+    {"lr_scheduler.", false, "learning-rate schedule"},
+    {"training.local_batch_size", true, "sequences per DP rank"},
+    {"training.batch_size", true, "sequences per DP rank (before torchtitan 0.2)"},
+    {"training.global_batch_size", true, "the global batch"},
+    {"training.seq_len", true, "the sequence"},
+    {"training.mixed_precision_param", true, "BF16 compute"},
+    {"training.mixed_precision_reduce", true, "FP32 gradient reduction"},
+    {"training.compile", true, "torch.compile (before torchtitan 0.2)"},
+    {"training.dtype", true, "FP32 parameters"},
+    {"training.enable_cpu_offload", true, "FSDP's CPU offload"},
+    {"training.max_norm", false, "gradient clipping: one pass over the gradients"},
+    {"training.steps", false, "run length"},
+    {"training.dataset", false, "data"},
+    {"training.dataset_path", false, "data"},
+    {"training.seed", false, "seed"},
+    {"training.deterministic", false, "determinism"},
+    {"training.gc_freq", false, "Python garbage collection"},
+    {"training.gc_debug", false, "Python garbage collection"},
+    {"training.dataloader.", false, "data loading"},
+    {"parallelism.data_parallel_replicate_degree", true, "HSDP replicas"},
+    {"parallelism.data_parallel_shard_degree", true, "FSDP shards"},
+    {"parallelism.fsdp_reshard_after_forward", true, "FSDP2 resharding"},
+    {"parallelism.tensor_parallel_degree", true, "TP"},
+    {"parallelism.disable_loss_parallel", true, "loss parallel"},
+    {"parallelism.enable_async_tensor_parallel", true, "async TP"},
+    {"parallelism.pipeline_parallel_degree", true, "PP"},
+    {"parallelism.pipeline_parallel_schedule", true, "the pipeline schedule"},
+    {"parallelism.pipeline_parallel_microbatch_size", true, "the micro-batch"},
+    {"parallelism.pipeline_parallel_first_stage_less_layers", true, "the pipeline split"},
+    {"parallelism.pipeline_parallel_last_stage_less_layers", true, "the pipeline split"},
+    {"parallelism.context_parallel_degree", true, "CP"},
+    {"parallelism.context_parallel_rotate_method", false, "CP's K/V exchange, priced as a ring either way"},
+    {"parallelism.context_parallel_load_balancer", false, "CP's causal load balance, priced as balanced"},
+    {"parallelism.expert_parallel_degree", true, "experts"},
+    {"parallelism.expert_tensor_parallel_degree", true, "experts"},
+    {"activation_checkpoint.mode", true, "recompute"},
+    {"activation_checkpoint.selective_ac_option", true, "recompute"},
+    {"activation_checkpoint.preserve_rng_state", false, "RNG state: a few bytes per block"},
+    {"activation_checkpoint.determinism_check", false, "checks"},
+    {"activation_checkpoint.debug", false, "logging"},
+    {"activation_checkpoint.early_stop", false, "the recompute stops where the saved tensors are"},
+    {"compile.enable", true, "torch.compile"},
+    {"compile.components", false, "the blocks are what is priced compiled"},
+    {"compile.backend", true, "Inductor"},
+    {"checkpoint.", false, "checkpointing, between the measured steps"},
+    {"validation.", false, "validation, between the training steps"},
+    {"job.", false, "paths and description"},
+    {"profiling.", false, "profiling"},
+    {"metrics.", false, "logging"},
+    {"comm.", false, "timeouts and traces"},
+    {"memory_estimation.", false, "an estimate of its own"},
+};
+
+const TomlKeyRule* torchtitan_key_rule(const std::string& key) {
+  for (const auto& r : kTorchtitanKeys)
+    if (key == r.key || (r.key.back() == '.' && key.rfind(r.key, 0) == 0)) return &r;
+  return nullptr;
+}
+
+std::string value_or(const std::map<std::string, std::string>& t, const std::string& key, const std::string& fallback) {
+  const auto it = t.find(key);
+  return it == t.end() ? fallback : it->second;
+}
+
+// A setting torchtitan runs that headroom does not price: refused naming the key and the value.
+[[noreturn]] void refuse_key(std::string_view where, const std::string& key, const std::string& value,
+                             const std::string& why) {
+  throw Error(std::string(where) + ": " + key + " = " + value.substr(0, 60) + ": " + why);
+}
+
+}  // namespace
+
+TorchtitanJob read_torchtitan_job(std::string_view toml, std::int64_t gpus, std::string_view where) {
   const auto t = toml_values(toml, std::string(where) + " (TOML)");
+  TorchtitanJob job;
+  for (const auto& [key, value] : t) {
+    const TomlKeyRule* rule = torchtitan_key_rule(key);
+    if (rule == nullptr)
+      throw Error(std::string(where) + ": " + key +
+                  " is a key headroom does not know: it may change memory or time (valid: the keys of torchtitan's "
+                  "job config that headroom reads or ignores; --ignore is not offered for a job config)");
+    (rule->read ? job.read : job.ignored).push_back(key + " = " + value + (rule->read ? "" : " (" + std::string(rule->why) + ")"));
+  }
+  const auto is_true = [&](const std::string& key) { return value_or(t, key, "false") == "true"; };
+  // What headroom cannot price, each naming its key.
+  if (value_or(t, "optimizer.name", "AdamW") != "AdamW" && value_or(t, "optimizer.name", "AdamW") != "Adam")
+    refuse_key(where, "optimizer.name", t.at("optimizer.name"), "only Adam(W)'s two FP32 moments are priced");
+  if (value_or(t, "training.mixed_precision_param", "bfloat16") != "bfloat16")
+    refuse_key(where, "training.mixed_precision_param", t.at("training.mixed_precision_param"),
+               "FP32 compute is not priced (valid: bfloat16)");
+  if (value_or(t, "training.mixed_precision_reduce", "float32") != "float32")
+    refuse_key(where, "training.mixed_precision_reduce", t.at("training.mixed_precision_reduce"),
+               "only FP32 gradient reduction is priced (valid: float32)");
+  if (value_or(t, "training.dtype", "float32") != "float32")
+    refuse_key(where, "training.dtype", t.at("training.dtype"), "BF16 parameters are not priced (valid: float32)");
+  if (is_true("training.enable_cpu_offload"))
+    refuse_key(where, "training.enable_cpu_offload", "true", "FSDP's CPU offload is not priced");
+  if (is_true("parallelism.disable_loss_parallel"))
+    refuse_key(where, "parallelism.disable_loss_parallel", "true", "whole logits on every TP rank are not priced");
+  if (value_or(t, "compile.backend", "inductor") != "inductor")
+    refuse_key(where, "compile.backend", t.at("compile.backend"), "only Inductor's fusion is priced");
+  for (const char* key : {"parallelism.expert_parallel_degree", "parallelism.expert_tensor_parallel_degree"})
+    if (value_or(t, key, "1") != "1") refuse_key(where, key, t.at(key), "experts are priced under megatron only");
   // Float8 linear layers (torchtitan's model.converters "float8", later "quantize.linear.float8": torchao, dynamic
   // tensorwise scaling unless a rowwise recipe is named); MX formats are not priced.
   bool float8 = false, float8_gather = false;
@@ -116,7 +240,7 @@ MeasuredRun parse_torchtitan_log(std::string_view log, std::string_view toml, st
                   ": only torchao's float8 converter is priced (MX and other formats are not)");
     for (const char* section : {"float8.", "quantize.linear.float8."}) {
       const auto recipe = t.find(std::string(section) + "recipe_name");
-      if (recipe != t.end() && recipe->second != "\"tensorwise\"")
+      if (recipe != t.end() && recipe->second != "tensorwise")
         throw Error(std::string(where) + ": " + section + "recipe_name = " + recipe->second.substr(0, 40) +
                     ": only the tensorwise float8 recipe is priced");
       const auto gather = t.find(std::string(section) + "enable_fsdp_float8_all_gather");
@@ -130,46 +254,95 @@ MeasuredRun parse_torchtitan_log(std::string_view log, std::string_view toml, st
   auto shard = toml_int(t, "parallelism.data_parallel_shard_degree", -1, where);
   if (tp < 0 || pp < 0 || cp < 0 || replicate < 0)
     throw Error(std::string(where) + ": only data_parallel_shard_degree may be -1 (the rest of the GPUs)");
+  // Products of the degrees stay inside int64: each at most 10^6, the world and the batch at most 10^12.
+  const auto bounded = [&](const char* key, std::int64_t v) {
+    if (v > 1'000'000) throw Error(std::string(where) + ": " + key + " " + std::to_string(v) + " is more than 10^6");
+  };
+  bounded("parallelism.tensor_parallel_degree", tp), bounded("parallelism.pipeline_parallel_degree", pp);
+  bounded("parallelism.context_parallel_degree", cp), bounded("parallelism.data_parallel_replicate_degree", replicate);
+  bounded("parallelism.data_parallel_shard_degree", shard);
+  if (tp * pp * cp > 1'000'000'000'000 / replicate)
+    throw Error(std::string(where) + ": the parallel degrees multiply to more than 10^12 GPUs");
   if (shard == -1) {
     if (gpus <= 0 || gpus % (tp * pp * cp * replicate) != 0)
       throw Error(std::string(where) + ": data_parallel_shard_degree = -1 needs the number of GPUs (a multiple of " +
                   std::to_string(tp * pp * cp * replicate) + ")");
     shard = gpus / (tp * pp * cp * replicate);
   }
+  if (tp * pp * cp * replicate > 1'000'000'000'000 / shard)
+    throw Error(std::string(where) + ": the parallel degrees multiply to more than 10^12 GPUs");
   const auto world = tp * pp * cp * replicate * shard;
   if (gpus > 0 && gpus != world)
     throw Error(std::string(where) + ": the TOML's degrees make " + std::to_string(world) + " GPUs, not " +
                 std::to_string(gpus));
   // [training] local_batch_size (batch_size before torchtitan 0.2) sequences per DP rank and step.
   const auto local = toml_int(t, "training.local_batch_size", toml_int(t, "training.batch_size", 8, where), where);
+  bounded("training.local_batch_size", local);
   const auto seq = toml_int(t, "training.seq_len", 2048, where);
   const auto dp = replicate * shard;
   auto gbs = toml_int(t, "training.global_batch_size", -1, where);
   if (gbs == -1) gbs = local * dp;
+  auto& l = job.layout;
+  l = {{"framework", "torchtitan"},
+       {"model", torchtitan_model(t)},
+       {"gpus", std::to_string(world)},
+       {"tp", std::to_string(tp)},
+       {"pp", std::to_string(pp)},
+       {"cp", std::to_string(cp)},
+       {"mbs", std::to_string(pp > 1 ? toml_int(t, "parallelism.pipeline_parallel_microbatch_size", 1, where) : local)},
+       {"gbs", std::to_string(gbs)},
+       {"seq", std::to_string(seq)}};
+  // FSDP2 (parallelize.py apply_fsdp): "default" reshards after forward without PP and not with it.
+  const std::string reshard = value_or(t, "parallelism.fsdp_reshard_after_forward", "default");
+  if (reshard != "default" && reshard != "always" && reshard != "never")
+    refuse_key(where, "parallelism.fsdp_reshard_after_forward", reshard, "valid: default, always, never");
+  const bool resharded = reshard == "always" || (reshard == "default" && pp == 1);
+  l["sharding"] = shard == 1 ? (replicate > 1 ? "NNN" : "GGG")
+                  : replicate > 1 ? (resharded ? "III" : "NII")
+                                  : (resharded ? "GGG" : "NGG");
+  if (pp > 1) {
+    const std::string schedule = value_or(t, "parallelism.pipeline_parallel_schedule", "1F1B");
+    if (schedule == "1F1B") {
+      l["schedule"] = "1f1b";
+    } else if (schedule == "GPipe") {
+      l["schedule"] = "gpipe";
+    } else if (schedule == "Interleaved1F1B") {
+      l["schedule"] = "interleaved";
+      l["vpp"] = "2";  // multi-stage schedules' default: 2 stages per rank
+    } else {
+      refuse_key(where, "parallelism.pipeline_parallel_schedule", schedule,
+                 "not priced (valid: 1F1B, Interleaved1F1B, GPipe)");
+    }
+    // The first and last stages hold one layer fewer by default (first/last_stage_less_layers 1, for the embedding
+    // and the output): Megatron-LM's embedding and loss counted in the split.
+    for (const auto& [key, knob] : {std::pair{"parallelism.pipeline_parallel_first_stage_less_layers",
+                                              "account_for_embedding_in_pipeline_split"},
+                                    std::pair{"parallelism.pipeline_parallel_last_stage_less_layers",
+                                              "account_for_loss_in_pipeline_split"}}) {
+      const std::string less = value_or(t, key, "1");
+      if (less != "0" && less != "1") refuse_key(where, key, less, "valid: 0 or 1 (a layer's worth)");
+      if (less == "1") l[knob] = "true";
+    }
+  }
+  l["recompute"] = torchtitan_recompute(t, where);
+  for (const char* key : {"compile.enable", "training.compile"})
+    if (is_true(key)) l["compile"] = "true";
+  if (is_true("parallelism.enable_async_tensor_parallel")) l["tp_comm_overlap"] = "true";
+  if (float8) {
+    l["precision"] = "fp8";
+    l["fp8_recipe"] = "tensorwise";
+    l["fp8_param_gather"] = float8_gather ? "true" : "false";
+  }
+  return job;
+}
+
+MeasuredRun parse_torchtitan_log(std::string_view log, std::string_view toml, std::int64_t gpus,
+                                 std::string_view where) {
   MeasuredRun run;
   run.source = std::string(where);
-  run.layout = {
-      {"framework", "torchtitan"},
-      {"model", torchtitan_model(t)},
-      {"gpus", std::to_string(world)},
-      {"tp", std::to_string(tp)},
-      {"pp", std::to_string(pp)},
-      {"cp", std::to_string(cp)},
-      {"mbs", std::to_string(pp > 1 ? toml_int(t, "parallelism.pipeline_parallel_microbatch_size", 1, where) : local)},
-      {"gbs", std::to_string(gbs)},
-      {"seq", std::to_string(seq)},
-      {"sharding", shard == 1 ? "ddp" : (replicate > 1 ? "hsdp" : "fsdp")}};
-  run.layout["recompute"] = torchtitan_recompute(t, where);
-  // torch.compile of the blocks ([compile] enable from torchtitan 0.2, [training] compile before) and async TP.
-  for (const char* key : {"compile.enable", "training.compile"})
-    if (const auto it = t.find(key); it != t.end() && it->second == "true") run.layout["compile"] = "true";
-  if (const auto it = t.find("parallelism.enable_async_tensor_parallel"); it != t.end() && it->second == "true")
-    run.layout["tp_comm_overlap"] = "true";
-  if (float8) {
-    run.layout["precision"] = "fp8";
-    run.layout["fp8_recipe"] = "tensorwise";
-    run.layout["fp8_param_gather"] = float8_gather ? "true" : "false";
-  }
+  run.layout = read_torchtitan_job(toml, gpus, std::string(where) + " (TOML)").layout;
+  const std::int64_t world = std::stoll(run.layout.at("gpus"));
+  const std::int64_t gbs = std::stoll(run.layout.at("gbs")), seq = std::stoll(run.layout.at("seq"));
   std::vector<double> tps, tflops, mem;
   for (const auto line : lines_of(log)) {
     if (line.find("step:") == std::string_view::npos || line.find("tps:") == std::string_view::npos) continue;
@@ -188,7 +361,7 @@ MeasuredRun parse_torchtitan_log(std::string_view log, std::string_view toml, st
                 "nor ran out of memory");
   if (!tps.empty() && run.outcome == RunOutcome::ok) {
     run.tokens_per_s = steady_state(tps) * static_cast<double>(world);  // tps is per GPU
-    run.step_time_s = static_cast<double>(gbs * seq) / *run.tokens_per_s;
+    run.step_time_s = static_cast<double>(gbs) * static_cast<double>(seq) / *run.tokens_per_s;
     if (!tflops.empty()) run.tflops_per_gpu = steady_state(tflops);
   }
   return run;

@@ -92,6 +92,15 @@ struct MegatronCommand {
 [[nodiscard]] std::vector<std::string> launch_script_command(
     const std::string& text, std::string_view script_name, std::string_view where,
     const std::map<std::string, std::string>& environment = {});
+// A torchtitan job config (TOML) as torchtitan reads it: the layout in the knob names (framework torchtitan), every key
+// either read or ignored with why (torchtitan_log.cpp kTorchtitanKeys, the one list), any other key and any setting not
+// priced (an optimizer other than Adam(W), FP32 compute, layer-selective checkpointing, zero-bubble schedules, experts,
+// MX formats, ...) an Error naming it. data_parallel_shard_degree -1 needs `gpus`.
+struct TorchtitanJob {
+  std::map<std::string, std::string> layout;
+  std::vector<std::string> read, ignored, notes;
+};
+[[nodiscard]] TorchtitanJob read_torchtitan_job(std::string_view toml, std::int64_t gpus, std::string_view where);
 // A torchtitan log (torchtitan/components/metrics.py: "step: n  loss: ...  memory: x GiB(p%)  tps: t
 // tflops: f  mfu: m%", tps per GPU, memory the max reserved since the last log) with the job's TOML config
 // (torchtitan/config/job_config.py sections [model], [training], [parallelism], [activation_checkpoint]).
