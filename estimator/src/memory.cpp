@@ -508,8 +508,16 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
   s.params = prec.weight_bytes * stored / shard_divisor(l.sharding.params, l, c.gpus_per_node) +
              fsdp_root_unit_bytes(m, l, stage) + s.fp8;
   s.optimizer = prec.optimizer_bytes * optimizer_shard_params;
+  // Under a pipeline schedule FSDP neither reshards after backward nor reduce-scatters until the last micro-batch's
+  // backward (torch/distributed/pipelining/stage.py backward_maybe_with_nosync sets reshard_after_backward and
+  // requires_gradient_sync False before it): the stage's weights stay gathered and its gradients accumulate unsharded,
+  // in the weights' dtype, from the first backward to the last, beside the sharded gradient the last one produces.
+  const bool pipelined = l.pp > 1;
+  if (pipelined) s.params = prec.weight_bytes * stored + s.fp8;
+  const double accumulated_grads = pipelined ? prec.weight_bytes * trainable : 0.0;
   const double logits = logits_elements(m, l, stage);
   if (moment == StepMoment::activations) {
+    s.grads = accumulated_grads;
     // At the loss: every layer's checkpoint (layer input; SP-sharded or not), the head's Eq. 14 terms and, under
     // TP, loss_parallel's decomposed log_softmax (torch.distributed.tensor.parallel.loss._log_softmax keeps
     // `shifted` and exp(shifted) in FP32 next to its result: 8 B per local logit). No gradient exists yet.
@@ -525,9 +533,10 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
   const double decoder = d(stage_layers(m, l, stage)) * layer_parameters_per_gpu(m, l);
   const double grad_params = l.lora.enabled() ? decoder + trainable : params;
   const double units = d(l.fsdp_unit_buffers), unit_param_share = std::min(units, 2.0) / std::max(units, 1.0);
-  s.params += unit_param_share * fsdp_unit_buffer_bytes(m, l);
+  const double unit_buffers = pipelined ? 0.0 : fsdp_unit_buffer_bytes(m, l);
+  s.params += unit_param_share * unit_buffers;
   s.grads = prec.grad_bytes * grad_params / shard_divisor(l.sharding.grads, l, c.gpus_per_node) +
-            (1.0 - unit_param_share) * fsdp_unit_buffer_bytes(m, l);
+            (1.0 - unit_param_share) * unit_buffers + accumulated_grads;
   s.activations = activation_bytes_per_layer(m, l) + rematerialised_layer_bytes(m, l, false);
   s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params, c.gpu.usable_memory_bytes, false);
   return s;
