@@ -145,6 +145,16 @@ void require_sharding(const FrameworkProfile& f, const StateSharding& s) {
                  [](const StateSharding& x) { return sharding_code(x); });
 }
 
+void require_pipeline_sharding(const FrameworkProfile& f, const StateSharding& s, std::int64_t pp) {
+  if (pp <= 1 || f.pipeline_shardings.empty() ||
+      std::find(f.pipeline_shardings.begin(), f.pipeline_shardings.end(), s) != f.pipeline_shardings.end())
+    return;
+  std::string ok;
+  for (const auto& x : f.pipeline_shardings) ok += (ok.empty() ? "" : ", ") + sharding_code(x);
+  throw Error("framework " + f.name + " does not run the sharding " + sharding_code(s) + " with a pipeline (" +
+              field("sharding") + ", " + field("pp") + " " + std::to_string(pp) + "; with pp > 1 it runs: " + ok + ")");
+}
+
 void require_schedule(const FrameworkProfile& f, Schedule s) {
   require_listed(f, f.supported_schedules, s, "schedule", "run the pipeline schedule",
                  [](Schedule x) { return to_string(x); });
@@ -314,6 +324,10 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   if (l.schedule == Schedule::interleaved && l.vpp == 1)
     throw Error(field("schedule") + " interleaved needs " + field("vpp") + " > 1 (virtual stages per GPU)");
   require_schedule(f, l.schedule);
+  require_pipeline_sharding(f, l.sharding, l.pp);
+  if (l.cp > 1 && !f.context_parallel)
+    throw Error("framework " + f.name + " does not run ring-attention context parallelism (" + field("cp") + " " +
+                std::to_string(l.cp) + "; valid: 1)");
   if (r.gpus == 0 && r.dp == 0) throw Error("give " + field("gpus") + " (DP derived as N / (t·c·p)) or " + field("dp"));
   validate_model_split(model, l);
   const std::int64_t model_parallel = l.tp * l.cp;  // each ≤ 10^12 only if checked: keep products bounded
@@ -361,6 +375,10 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
   if (j.contains("supported_shardings"))
     for (const auto& code : j.at("supported_shardings"))
       f.supported_shardings.push_back(parse_sharding_code(code.get<std::string>()));
+  if (j.contains("context_parallel")) f.context_parallel = j.at("context_parallel").get<bool>();
+  if (j.contains("pipeline_shardings"))
+    for (const auto& code : j.at("pipeline_shardings"))
+      f.pipeline_shardings.push_back(parse_sharding_code(code.get<std::string>()));
   if (j.contains("supported_recompute"))
     for (const auto& r : j.at("supported_recompute"))
       f.supported_recompute.push_back(parse_recompute(r.get<std::string>()));

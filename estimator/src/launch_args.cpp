@@ -320,7 +320,8 @@ std::vector<TomlEntry> torchtitan_entries(const ModelSpec& m, const Layout& l, c
   const bool op = l.recompute == Recompute::op;
   t.emplace_back("activation_checkpoint", "mode", "\"" + std::string(op ? "selective" : to_string(l.recompute)) + "\"");
   if (op) t.emplace_back("activation_checkpoint", "selective_ac_option", "\"op\"");
-  // FP8 through torchao's converter (torchtitan's quantize.linear.float8; fast under torch.compile), the LM head in BF16.
+  // FP8 through torchao's converter (torchtitan's quantize.linear.float8; fast under torch.compile), the LM head in
+  // BF16.
   if (l.fp8 != Fp8Recipe::none) {
     t.emplace_back("model", "converters", "[\"quantize.linear.float8\"]");
     t.emplace_back("quantize.linear.float8", "enable_fsdp_float8_all_gather", l.fp8_param_gather ? "true" : "false");
@@ -487,6 +488,72 @@ void pytorch(const ClusterSpec& c, const Layout& l, LaunchExport& e) {
   e.fsdp_python = py.str();
 }
 
+// DeepSpeed with Megatron-DeepSpeed's model: the ZeRO stage of the sharding (deepspeed/runtime/zero/config.py: 0 none,
+// 1 optimizer states, 2 and gradients, 3 and parameters, each over all of DP), the ds_config.json DeepSpeed reads and
+// the launcher's parallelism, batch and ZeRO flags; the model's flags are the Megatron-LM export's, whose names
+// Megatron-DeepSpeed's forks share in part (a note says so).
+void deepspeed(const Layout& l, LaunchExport& e) {
+  auto& issues = e.deepspeed_issues;
+  const StateSharding& s = l.sharding;
+  const bool dp_wide = s.params != Shard::intra && s.grads != Shard::intra && s.optimizer != Shard::intra;
+  const bool nested =
+      (s.optimizer != Shard::none || s.grads == Shard::none) && (s.grads != Shard::none || s.params == Shard::none);
+  const int stage = !dp_wide || !nested          ? -1
+                    : s.params != Shard::none    ? 3
+                    : s.grads != Shard::none     ? 2
+                    : s.optimizer != Shard::none ? 1
+                                                 : 0;
+  if (stage < 0)
+    issues.push_back("sharding " + sharding_code(s) +
+                     ": ZeRO shards over the whole DP group, states before gradients before parameters (NNN, NNG, "
+                     "NGG, GGG)");
+  if (stage >= 2 && l.pp > 1)
+    issues.emplace_back("ZeRO-2/3 with a pipeline: DeepSpeed's PipelineEngine asserts stage < 2");
+  if (l.cp > 1)
+    issues.emplace_back(
+        "context parallelism: Megatron-DeepSpeed splits sequences with DeepSpeed-Ulysses "
+        "(--ds-sequence-parallel-size), "
+        "not the ring attention headroom prices");
+  if (l.schedule != Schedule::one_f_one_b && l.pp > 1)
+    issues.emplace_back("schedule " + std::string(to_string(l.schedule)) + ": DeepSpeed's pipeline engine runs 1F1B");
+  if (l.split.uneven()) issues.emplace_back("first/last stage layer counts: --partition-method custom by hand");
+  if (l.fp8 != Fp8Recipe::none) issues.emplace_back("FP8: not in DeepSpeed's engine as headroom prices it");
+  if (l.lora.enabled()) issues.emplace_back("LoRA: not in Megatron-DeepSpeed's pretrain_gpt.py");
+  if (l.recompute == Recompute::op) issues.emplace_back("recompute op: torchtitan's per-op checkpointing");
+  if (l.compile) issues.emplace_back("compile: torchtitan's torch.compile of the blocks");
+  if (l.tp_comm_overlap)
+    issues.emplace_back("TP communication overlap: Transformer Engine's userbuffers (Megatron-LM)");
+  if (l.optimizer_offload > 0 || l.activation_offload_layers > 0)
+    issues.emplace_back("offloading: ZeRO-Offload's settings are not written (Megatron-LM's are priced)");
+  if (l.optimizer_precision.given())
+    issues.emplace_back("optimizer-state and gradient formats: Megatron-LM's precision-aware optimizer flags only");
+  nlohmann::json ds = {{"train_batch_size", l.gbs},
+                       {"train_micro_batch_size_per_gpu", l.mbs},
+                       {"gradient_accumulation_steps", l.microbatches()},
+                       {"bf16", {{"enabled", l.precision.weight_bytes == 2}}},
+                       {"gradient_clipping", 1.0},
+                       {"steps_per_print", 10},
+                       {"wall_clock_breakdown", false}};
+  // Gradient reduction after the backward, not overlapped with it (overlap_comm false: DeepSpeed's default for
+  // stages 1 and 2, what headroom prices); contiguous gradient buffers.
+  if (stage >= 0) ds["zero_optimization"] = {{"stage", stage}, {"overlap_comm", false}, {"contiguous_gradients", true}};
+  e.deepspeed_config = ds.dump(2) + "\n";
+  auto& a = e.deepspeed;
+  a = {"--tensor-model-parallel-size", num(l.tp), "--pipeline-model-parallel-size", num(l.pp)};
+  // Megatron-DeepSpeed runs DeepSpeed's pipeline engine unless told not to; ZeRO-2/3 need it off.
+  if (l.pp == 1) a.emplace_back("--no-pipeline-parallel");
+  if (l.tp > 1 && l.sequence_parallel) a.emplace_back("--sequence-parallel");
+  a.insert(a.end(), {"--micro-batch-size", num(l.mbs), "--global-batch-size", num(l.gbs), "--seq-length", num(l.seq)});
+  if (l.precision.weight_bytes == 2) a.emplace_back("--bf16");
+  if (l.flash_attention) a.emplace_back("--use-flash-attn-v2");
+  if (l.recompute == Recompute::selective) a.insert(a.end(), {"--recompute-granularity", "selective"});
+  if (l.recompute == Recompute::full)
+    a.insert(a.end(),
+             {"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"});
+  a.insert(a.end(), {"--deepspeed", "--deepspeed_config", "ds_config.json"});
+  if (stage >= 0) a.insert(a.end(), {"--zero-stage", std::to_string(stage)});
+}
+
 std::string joined(const std::vector<std::string>& tokens, const std::vector<std::string>& issues) {
   std::string line;
   for (const auto& t : tokens) line += (line.empty() ? "" : " ") + t;
@@ -503,6 +570,7 @@ LaunchExport launch_export(const ModelSpec& model, const ClusterSpec& cluster, c
   megatron(model, cluster, layout, e);
   torchtitan(model, cluster, layout, e);
   pytorch(cluster, layout, e);
+  deepspeed(layout, e);
   return e;
 }
 
@@ -510,13 +578,22 @@ std::string megatron_line(const LaunchExport& e) { return joined(e.megatron, e.m
 std::string torchtitan_line(const LaunchExport& e) { return joined(e.torchtitan_overrides, e.torchtitan_issues); }
 
 nlohmann::json launch_to_json(const LaunchExport& e) {
-  return {
-      {"megatron", e.megatron},
-      {"torchtitan_toml", e.torchtitan_toml},
-      {"fsdp_python", e.fsdp_python},
-      {"torchrun", {{"nnodes", e.nodes}, {"nproc_per_node", e.gpus_per_node}}},
-      {"unsupported", {{"megatron", e.megatron_issues}, {"torchtitan", e.torchtitan_issues}, {"fsdp", e.fsdp_issues}}},
-      {"versions", {{"megatron", kMegatronVersions}, {"torchtitan", kTorchtitanVersions}, {"fsdp", kPytorchVersions}}}};
+  return {{"megatron", e.megatron},
+          {"torchtitan_toml", e.torchtitan_toml},
+          {"fsdp_python", e.fsdp_python},
+          {"deepspeed", e.deepspeed},
+          {"deepspeed_config", nlohmann::json::parse(e.deepspeed_config)},
+          {"torchrun", {{"nnodes", e.nodes}, {"nproc_per_node", e.gpus_per_node}}},
+          {"unsupported",
+           {{"megatron", e.megatron_issues},
+            {"torchtitan", e.torchtitan_issues},
+            {"fsdp", e.fsdp_issues},
+            {"deepspeed", e.deepspeed_issues}}},
+          {"versions",
+           {{"megatron", kMegatronVersions},
+            {"torchtitan", kTorchtitanVersions},
+            {"fsdp", kPytorchVersions},
+            {"deepspeed", kDeepspeedVersions}}}};
 }
 
 }  // namespace headroom

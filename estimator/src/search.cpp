@@ -138,6 +138,8 @@ void restrict_to_framework(SearchOptions& o, const FrameworkProfile& f) {
   if (!sharding_asked && !f.supported_shardings.empty()) o.shardings = f.supported_shardings;
   if (!f.supported_recompute.empty()) o.recomputes = f.supported_recompute;
   if (!f.supported_schedules.empty()) o.schedules = f.supported_schedules;
+  o.pipeline_shardings = f.pipeline_shardings;
+  o.context_parallel = f.context_parallel;
   o.uneven_stages = f.uneven_pipeline_stages;
 }
 
@@ -253,15 +255,19 @@ struct Search {
       l.schedule = sched == 1 ? Schedule::gpipe : v > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
       // p = 1 runs no pipeline: any framework launches it whatever schedules it lists.
       if (p > 1 && !schedule_wanted(l.schedule)) continue;
-      for (int sp = 0; sp < 2; ++sp) {  // the framework's default, then SP off
-        if (sp == 1 && (l.tp == 1 || !o.try_without_sp || !base.sequence_parallel)) continue;
-        l.sequence_parallel = sp == 0 ? base.sequence_parallel : false;
+      for (int sp = 0; sp < 2; ++sp) {  // the framework's default, then the other (off, or on where it is off)
+        if (sp == 1 && (l.tp == 1 || !o.try_without_sp)) continue;
+        l.sequence_parallel = sp == 0 ? base.sequence_parallel : !base.sequence_parallel;
         // --tp-comm-overlap: wherever Megatron-LM runs it (t ≥ 2 with SP; layout.cpp).
         l.tp_comm_overlap = base.tp_comm_overlap && l.tp > 1 && l.sequence_parallel;
         if (m.num_experts > 0 && l.tp > 1 && !l.sequence_parallel) continue;  // Megatron-LM requires SP with experts
         for (const StateSharding& s : shardings) {
           // Megatron-LM's precision-aware optimizer runs only as the distributed optimizer (layout.cpp).
           if (base.optimizer_precision.precision_aware && s.optimizer == Shard::none) continue;
+          // DeepSpeed's pipeline engine runs ZeRO-0 and ZeRO-1 only (framework.hpp pipeline_shardings).
+          if (p > 1 && !o.pipeline_shardings.empty() &&
+              std::find(o.pipeline_shardings.begin(), o.pipeline_shardings.end(), s) == o.pipeline_shardings.end())
+            continue;
           l.sharding = s;
           for (Recompute r : o.recomputes) {
             if (r == Recompute::op && !op_recompute_priced(m, l)) continue;
@@ -311,6 +317,7 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
     if (m.num_heads % t != 0 || m.num_kv_heads % t != 0) continue;
     divisors_of(o.gpus / t, cps);
     for (std::int64_t c : cps) {
+      if (c > 1 && !o.context_parallel) break;  // divisors ascend: 1 first
       if (c > 1 && (o.seq % (2 * c) != 0 || !context_parallel_priced(m))) continue;
       divisors_of(o.gpus / (t * c), pps);
       for (std::int64_t p : pps) {

@@ -297,9 +297,44 @@ TEST(Launch, TextPrintsAllThreeOrOne) {
   const Result megatron = run(with(kLayout, {"--export", "megatron"}));
   ASSERT_EQ(megatron.code, 0) << megatron.err;
   EXPECT_FALSE(contains(megatron.out, "[parallelism]"));
-  const Result bad = run(with(kLayout, {"--export", "deepspeed"}));
+  const Result bad = run(with(kLayout, {"--export", "colossalai"}));
   EXPECT_EQ(bad.code, 2);
-  EXPECT_TRUE(contains(bad.err, "--export 'deepspeed'")) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "--export 'colossalai'")) << bad.err;
+}
+
+// DeepSpeed (data/frameworks/deepspeed.json): the ZeRO stage of the sharding in ds_config.json and on the line, the
+// pipeline engine off without a pipeline, what DeepSpeed cannot run with a pipeline or at all flagged.
+TEST(Launch, DeepspeedConfigAndLine) {
+  const std::vector<std::string> job = {"launch",      "--model",   "llama3.1-70b", "--cluster", "dgx-h100",
+                                        "--framework", "deepspeed", "--gpus",       "64",        "--tp",
+                                        "8",           "--seq",     "4096",         "--gbs",     "256"};
+  const Result zero2 = run(with(job, {"--sharding", "zero2", "--json"}));
+  ASSERT_EQ(zero2.code, 0) << zero2.err;
+  const auto j = nlohmann::json::parse(zero2.out);
+  const auto& ds = j.at("deepspeed_config");
+  EXPECT_EQ(ds.at("zero_optimization").at("stage"), 2);
+  EXPECT_EQ(ds.at("train_batch_size"), 256);
+  EXPECT_EQ(ds.at("train_micro_batch_size_per_gpu"), 1);
+  EXPECT_EQ(ds.at("gradient_accumulation_steps"), 32);  // 256 / (dp 8 x mbs 1)
+  EXPECT_TRUE(ds.at("bf16").at("enabled").get<bool>());
+  const auto args = j.at("deepspeed").get<std::vector<std::string>>();
+  for (const char* flag : {"--no-pipeline-parallel", "--deepspeed", "--use-flash-attn-v2"})
+    EXPECT_NE(std::find(args.begin(), args.end(), flag), args.end()) << flag;
+  EXPECT_TRUE(j.at("unsupported").at("deepspeed").empty()) << j.at("unsupported");
+  const Result text = run(with(job, {"--sharding", "zero2", "--export", "deepspeed"}));
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_TRUE(contains(text.out, "deepspeed --num_nodes 8 --num_gpus 8 pretrain_gpt.py")) << text.out;
+  EXPECT_TRUE(contains(text.out, "--zero-stage 2")) << text.out;
+  // ZeRO-2 with a pipeline is refused as DeepSpeed refuses it; ring-attention CP is not DeepSpeed's.
+  const Result piped = run(with(job, {"--sharding", "zero2", "--pp", "2"}));
+  EXPECT_EQ(piped.code, 2);
+  EXPECT_TRUE(contains(piped.err, "does not run the sharding NGG with a pipeline")) << piped.err;
+  const Result cp = run(with(job, {"--cp", "2"}));
+  EXPECT_EQ(cp.code, 2);
+  EXPECT_TRUE(contains(cp.err, "does not run ring-attention context parallelism")) << cp.err;
+  // Another framework's layout exported for DeepSpeed says what it cannot run.
+  const auto other = launch_json();
+  EXPECT_FALSE(other.at("unsupported").at("deepspeed").empty());
 }
 
 TEST(Launch, GpipeAndLoraAreFlaggedForMegatron) {

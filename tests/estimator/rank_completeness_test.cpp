@@ -114,7 +114,8 @@ TEST_P(RankCompleteness, RankEnumeratesExactlyTheLayoutsEstimateAccepts) {
 INSTANTIATE_TEST_SUITE_P(Jobs, RankCompleteness,
                          ::testing::Values(Job{"llama3.1-8b", "megatron", 8, 8, 4096},
                                            Job{"llama3.1-8b", "pytorch-fsdp", 8, 8, 4096},
-                                           Job{"llama3.1-8b", "torchtitan", 8, 8, 4096}),
+                                           Job{"llama3.1-8b", "torchtitan", 8, 8, 4096},
+                                           Job{"llama3.1-8b", "deepspeed", 8, 8, 4096}),
                          [](const auto& info) {
                            std::string name = info.param.framework;
                            std::erase(name, '-');

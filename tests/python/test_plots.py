@@ -110,7 +110,7 @@ def test_launch_export():
     assert r == json.loads(headroom.run("launch", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192",
                                         "--tp", "2", "--pp", "2", "--gpus", "16", "--gbs", "64", "--json"))
     with pytest.raises(ValueError, match="--export"):
-        headroom.launch(model="llama3.1-8b", cluster="dgx-h100", seq=8192, gpus=8, export="deepspeed")
+        headroom.launch(model="llama3.1-8b", cluster="dgx-h100", seq=8192, gpus=8, export="colossalai")
 
 
 def test_outputs_that_are_not_files_are_refused_or_written_into(tmp_path):

@@ -1,6 +1,8 @@
 // `headroom launch`: the launch arguments of one layout (the flags of `estimate`) for Megatron-LM, torchtitan and
 // PyTorch FSDP2 (launch_args.hpp: versions targeted, what each framework cannot express).
+#include <algorithm>
 #include <memory>
+#include <sstream>
 
 #include "cli_common.hpp"
 #include "commands.hpp"
@@ -30,9 +32,34 @@ void print_megatron(std::ostream& out, const LaunchExport& e) {
   out << "\n";
 }
 
+// ds_config.json, then the deepspeed launcher line with the model's flags from the Megatron-LM export.
+void print_deepspeed(std::ostream& out, const LaunchExport& e) {
+  out << "# " << kDeepspeedVersions << "\n# ds_config.json:\n";
+  std::istringstream config(e.deepspeed_config);
+  for (std::string line; std::getline(config, line);) out << "#   " << line << "\n";
+  for (const auto& i : e.deepspeed_issues) out << "# UNSUPPORTED: " << i << "\n";
+  out << "# the model's flags are the Megatron-LM export's; check their names against your Megatron-DeepSpeed's "
+         "arguments.py\n";
+  out << "deepspeed --num_nodes " << e.nodes << " --num_gpus " << e.gpus_per_node << " pretrain_gpt.py";
+  std::vector<std::string> model;  // the Megatron-LM export's flags that the DeepSpeed line does not set
+  for (std::size_t i = 0; i < e.megatron.size(); ++i) {
+    const std::string& flag = e.megatron[i];
+    if (!flag.starts_with("--")) continue;
+    const bool has_value = i + 1 < e.megatron.size() && !e.megatron[i + 1].starts_with("--");
+    if (std::find(e.deepspeed.begin(), e.deepspeed.end(), flag) == e.deepspeed.end() &&
+        flag != "--use-distributed-optimizer" && flag != "--use-flash-attn" && flag != "--context-parallel-size") {
+      model.push_back(flag);
+      if (has_value) model.push_back(e.megatron[i + 1]);
+    }
+  }
+  for (const std::vector<std::string>* argv : {static_cast<const std::vector<std::string>*>(&model), &e.deepspeed})
+    for (const std::string& arg : *argv) out << (arg.starts_with("--") ? " \\\n    " : " ") << arg;
+  out << "\n";
+}
+
 void run_launch(const LaunchOptions& o, std::ostream& out) {
-  if (!o.only.empty() && o.only != "megatron" && o.only != "torchtitan" && o.only != "fsdp")
-    throw Error("--export '" + o.only + "' is not understood (valid: megatron, torchtitan, fsdp)");
+  if (!o.only.empty() && o.only != "megatron" && o.only != "torchtitan" && o.only != "fsdp" && o.only != "deepspeed")
+    throw Error("--export '" + o.only + "' is not understood (valid: megatron, torchtitan, fsdp, deepspeed)");
   const Plan r = resolve_plan(o.specs.request());
   const Layout l = o.layout.build(r);
   const LaunchExport e = launch_export(r.model, r.cluster, l);
@@ -61,6 +88,8 @@ void run_launch(const LaunchOptions& o, std::ostream& out) {
   if (o.only.empty() || o.only == "torchtitan") out << e.torchtitan_toml;
   if (o.only.empty()) out << "\n";
   if (o.only.empty() || o.only == "fsdp") out << e.fsdp_python;
+  if (o.only.empty()) out << "\n";
+  if (o.only.empty() || o.only == "deepspeed") print_deepspeed(out, e);
 }
 
 }  // namespace
@@ -68,10 +97,11 @@ void run_launch(const LaunchOptions& o, std::ostream& out) {
 void register_launch(CLI::App& app, std::ostream& out) {
   auto opts = std::make_shared<LaunchOptions>();
   CLI::App* sub = app.add_subcommand(
-      "launch", "launch arguments of one layout: Megatron-LM flags, torchtitan TOML, PyTorch FSDP2 snippet");
+      "launch",
+      "launch arguments of one layout: Megatron-LM flags, torchtitan TOML, PyTorch FSDP2 snippet, DeepSpeed config");
   opts->specs.add_to(*sub, true);
   opts->layout.add_to(*sub);
-  sub->add_option("--export", opts->only, "print only one: megatron, torchtitan or fsdp");
+  sub->add_option("--export", opts->only, "print only one: megatron, torchtitan, fsdp or deepspeed");
   sub->add_flag("--json", opts->json, "print one JSON document");
   sub->callback([opts, &out] { run_launch(*opts, out); });
 }

@@ -31,6 +31,10 @@ struct FrameworkProfile {
   std::vector<StateSharding> supported_shardings;
   std::vector<Recompute> supported_recompute;
   std::vector<Schedule> supported_schedules;
+  // Ring-attention context parallelism (optional key "context_parallel", default true).
+  bool context_parallel = true;
+  // Of those shardings, the ones it runs with a pipeline (optional key "pipeline_shardings"; empty: all).
+  std::vector<StateSharding> pipeline_shardings;
   // Pipeline stages of unequal layer counts (Megatron-LM's --decoder-first/last-pipeline-num-layers); optional
   // key, absent = no: `rank` then keeps to p | L.
   bool uneven_pipeline_stages = false;
@@ -72,6 +76,8 @@ void set_optimizer_precision(const FrameworkProfile& f, const OptimizerPrecision
 // one rule for estimate, launch, simulate, mtsl and the Python Planner (build_layout), as for rank's proposals.
 void require_recompute(const FrameworkProfile& f, Recompute r);
 void require_sharding(const FrameworkProfile& f, const StateSharding& s);
+// Errors when the framework does not run the sharding with a pipeline (pipeline_shardings; pp > 1 only).
+void require_pipeline_sharding(const FrameworkProfile& f, const StateSharding& s, std::int64_t pp);
 void require_schedule(const FrameworkProfile& f, Schedule s);
 
 // What a user asks for, typed (the CLI's layout flags, the Python Planner's keywords): 0 / nullopt = not given.

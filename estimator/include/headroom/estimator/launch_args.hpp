@@ -1,5 +1,6 @@
-// Launch export: one layout as Megatron-LM arguments, a torchtitan TOML job-config fragment and a PyTorch
-// FSDP2/DeviceMesh snippet. Shared by `headroom launch` and `headroom rank` (launch of the fastest layout).
+// Launch export: one layout as Megatron-LM arguments, a torchtitan TOML job-config fragment, a PyTorch
+// FSDP2/DeviceMesh snippet and DeepSpeed's ds_config.json with its launcher line. Shared by `headroom launch` and
+// `headroom rank` (launch of the fastest layout).
 //
 // Versions targeted (flag and field names checked against the sources):
 //   Megatron-LM  core_r0.8.0 .. main (megatron/training/arguments.py); --num-distributed-optimizer-instances
@@ -12,6 +13,9 @@
 //                written with v0.2.x names (converter "quantize.linear.float8", [quantize.linear.float8], [compile]);
 //                v0.1.0 calls them "float8", [float8] and [training] compile.
 //   PyTorch      2.6+ (torch.distributed.fsdp.fully_shard, init_device_mesh; FSDP1 ShardingStrategy named too).
+//   DeepSpeed    0.10+ with Megatron-DeepSpeed's pretrain_gpt.py (deepspeedai/Megatron-DeepSpeed: Megatron-LM's
+//                arguments plus --deepspeed, --deepspeed_config, --zero-stage, --no-pipeline-parallel,
+//                --use-flash-attn-v2); ds_config.json keys of deepspeed/runtime/config.py and zero/config.py.
 //
 // What a framework cannot express (a sharding code, GPipe on Megatron-LM, LoRA, TP without SP on torchtitan)
 // is listed in the `*_issues` vectors and printed as "UNSUPPORTED" comments; nothing is silently approximated.
@@ -31,6 +35,7 @@ namespace headroom {
 inline constexpr const char* kMegatronVersions = "Megatron-LM core_r0.8.0 .. main (pretrain_gpt.py arguments)";
 inline constexpr const char* kTorchtitanVersions = "torchtitan v0.1.0 .. v0.2.2 (TOML job config)";
 inline constexpr const char* kPytorchVersions = "PyTorch 2.6+ (FSDP2 fully_shard, DeviceMesh)";
+inline constexpr const char* kDeepspeedVersions = "DeepSpeed 0.10+ with Megatron-DeepSpeed's pretrain_gpt.py";
 
 struct LaunchExport {
   std::vector<std::string> megatron;         // argv tokens for pretrain_gpt.py
@@ -40,6 +45,9 @@ struct LaunchExport {
   std::vector<std::string> torchtitan_issues;
   std::string fsdp_python;
   std::vector<std::string> fsdp_issues;
+  std::vector<std::string> deepspeed;  // Megatron-DeepSpeed's pretrain_gpt.py arguments (parallelism, batch, ZeRO)
+  std::string deepspeed_config;        // ds_config.json
+  std::vector<std::string> deepspeed_issues;
   std::int64_t nodes = 1, gpus_per_node = 1;  // for the torchrun line
 };
 
@@ -49,7 +57,8 @@ struct LaunchExport {
 [[nodiscard]] std::string megatron_line(const LaunchExport& e);
 [[nodiscard]] std::string torchtitan_line(const LaunchExport& e);
 
-// {"megatron": [...], "torchtitan_toml": "...", "fsdp_python": "...", "issues": {...}, "versions": {...}}
+// {"megatron": [...], "torchtitan_toml": "...", "fsdp_python": "...", "deepspeed": [...], "deepspeed_config": {...},
+//  "issues": {...}, "versions": {...}}
 [[nodiscard]] nlohmann::json launch_to_json(const LaunchExport& e);
 
 }  // namespace headroom

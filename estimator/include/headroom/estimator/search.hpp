@@ -42,9 +42,12 @@ struct SearchOptions {
   // MiCS, ... all included).
   std::vector<StateSharding> shardings;
   std::vector<Recompute> recomputes{Recompute::none, Recompute::selective, Recompute::full, Recompute::op};
-  std::vector<Schedule> schedules;  // pipeline schedules to try; empty = 1F1B, interleaved and GPipe
-  bool try_without_sp = true;       // with t > 1, also sequence parallelism off (Megatron's --sequence-parallel)
-  std::int64_t max_vpp = 0;         // virtual stages per GPU tried: divisors of L/p up to this; 0 = all
+  std::vector<Schedule> schedules;                // pipeline schedules to try; empty = 1F1B, interleaved and GPipe
+  std::vector<StateSharding> pipeline_shardings;  // of the shardings, those tried with p > 1; empty = all
+  bool context_parallel = true;                   // c > 1 tried
+  bool try_without_sp =
+      true;  // with t > 1, also the other sequence parallelism (off, or on where the framework has it off)
+  std::int64_t max_vpp = 0;  // virtual stages per GPU tried: divisors of L/p up to this; 0 = all
   // Where p does not divide L, also try layout.hpp's balanced_uneven_split (Megatron-LM's
   // --decoder-first/last-pipeline-num-layers); restrict_to_framework sets it from the framework profile.
   bool uneven_stages = true;
