@@ -405,8 +405,8 @@ double rematerialised_layer_bytes(const ModelSpec& m, const Layout& l, bool expe
 
 double stage_activation_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage) {
   double bytes = layers_in_flight(m, l, stage) * stage_layer_activation_bytes(m, l, stage);
-  // Full recompute re-materialises one layer of one micro-batch at a time during backward (a layer with experts
-  // where the stage has one).
+  // Recompute re-materialises one layer of one micro-batch at a time during backward (a layer with experts where the
+  // stage has one).
   bytes += rematerialised_layer_bytes(m, l, stage_moe_layers(m, l, stage) > 0);
   if (stage == 0) bytes += embedding_activation_bytes(m, l) * microbatches_in_flight(l, 0);
   if (stage == l.pp - 1) bytes += lm_head_activation_bytes(m, l);
@@ -520,7 +520,8 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
     s.grads = accumulated_grads;
     // At the loss: every layer's checkpoint (layer input; SP-sharded or not), the head's Eq. 14 terms and, under
     // TP, loss_parallel's decomposed log_softmax (torch.distributed.tensor.parallel.loss._log_softmax keeps
-    // `shifted` and exp(shifted) in FP32 next to its result: 8 B per local logit). No gradient exists yet.
+    // `shifted` and exp(shifted) in FP32 next to its result: 8 B per local logit). No gradient exists yet but, under a
+    // pipeline, the earlier micro-batches' accumulated ones.
     s.activations = layers_in_flight(m, l, stage) * activation_bytes_per_layer(m, l);
     if (stage == l.pp - 1) s.activations += lm_head_activation_bytes(m, l) + (l.tp > 1 ? 8.0 * logits : 0.0);
     s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params, c.gpu.usable_memory_bytes);

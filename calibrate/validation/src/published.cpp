@@ -6,6 +6,7 @@
 #include <map>
 
 #include "headroom/core/error.hpp"
+#include "headroom/core/units.hpp"
 #include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/flops.hpp"
 #include "headroom/estimator/memory.hpp"
@@ -202,7 +203,6 @@ PerfCoefficients run_coefficients(const PublishedRun& run, const PerfCoefficient
 
 PublishedMemoryValidation validate_published_memory(const std::vector<PublishedRun>& runs,
                                                     const FrameworkProfile& framework) {
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   PublishedMemoryValidation v;
   for (const auto& run : runs) {
     const double peak = peak_memory_bytes(run.model, run.cluster, run.layout, framework.residual);
