@@ -37,7 +37,7 @@ TEST_F(TorchtitanTest, DefaultsAreItsLlamaRecipe) {
 }
 
 TEST_F(TorchtitanTest, RefusesWhatItsPerOpCheckpointingDoesNotPrice) {
-  const auto error_of = [&](const ModelSpec& m, LayoutRequest r, const FrameworkProfile& f) {
+  const auto error_of = [&](const ModelSpec& m, const LayoutRequest& r, const FrameworkProfile& f) {
     try {
       (void)build_layout(m, f, r);
     } catch (const Error& e) {

@@ -85,7 +85,7 @@ std::string torchtitan_model(const std::map<std::string, std::string>& t) {
 // per-op selective checkpointing; the layer-selective option (a number: every N-th block) is not priced. torchtitan's
 // defaults (config_manager.py): mode "selective", selective_ac_option "2".
 std::string torchtitan_recompute(const std::map<std::string, std::string>& t, std::string_view where) {
-  const auto mode =
+  std::string mode =
       t.count("activation_checkpoint.mode") ? t.at("activation_checkpoint.mode") : std::string("selective");
   if (mode == "none" || mode == "full") return mode;
   if (mode != "selective")
@@ -207,7 +207,8 @@ TorchtitanJob read_torchtitan_job(std::string_view toml, std::int64_t gpus, std:
       throw Error(std::string(where) + ": " + key +
                   " is a key headroom does not know: it may change memory or time (valid: the keys of torchtitan's "
                   "job config that headroom reads or ignores; --ignore is not offered for a job config)");
-    (rule->read ? job.read : job.ignored).push_back(key + " = " + value + (rule->read ? "" : " (" + std::string(rule->why) + ")"));
+    (rule->read ? job.read : job.ignored)
+        .push_back(key + " = " + value + (rule->read ? "" : " (" + std::string(rule->why) + ")"));
   }
   const auto is_true = [&](const std::string& key) { return value_or(t, key, "false") == "true"; };
   // What headroom cannot price, each naming its key.
@@ -297,7 +298,7 @@ TorchtitanJob read_torchtitan_job(std::string_view toml, std::int64_t gpus, std:
   if (reshard != "default" && reshard != "always" && reshard != "never")
     refuse_key(where, "parallelism.fsdp_reshard_after_forward", reshard, "valid: default, always, never");
   const bool resharded = reshard == "always" || (reshard == "default" && pp == 1);
-  l["sharding"] = shard == 1 ? (replicate > 1 ? "NNN" : "GGG")
+  l["sharding"] = shard == 1      ? (replicate > 1 ? "NNN" : "GGG")
                   : replicate > 1 ? (resharded ? "III" : "NII")
                                   : (resharded ? "GGG" : "NGG");
   if (pp > 1) {
@@ -315,13 +316,12 @@ TorchtitanJob read_torchtitan_job(std::string_view toml, std::int64_t gpus, std:
     }
     // The first and last stages hold one layer fewer by default (first/last_stage_less_layers 1, for the embedding
     // and the output): Megatron-LM's embedding and loss counted in the split.
-    for (const auto& [key, knob] : {std::pair{"parallelism.pipeline_parallel_first_stage_less_layers",
-                                              "account_for_embedding_in_pipeline_split"},
-                                    std::pair{"parallelism.pipeline_parallel_last_stage_less_layers",
-                                              "account_for_loss_in_pipeline_split"}}) {
+    for (const auto& [key, column] :
+         {std::pair{"parallelism.pipeline_parallel_first_stage_less_layers", "account_for_embedding_in_pipeline_split"},
+          std::pair{"parallelism.pipeline_parallel_last_stage_less_layers", "account_for_loss_in_pipeline_split"}}) {
       const std::string less = value_or(t, key, "1");
       if (less != "0" && less != "1") refuse_key(where, key, less, "valid: 0 or 1 (a layer's worth)");
-      if (less == "1") l[knob] = "true";
+      if (less == "1") l[column] = "true";
     }
   }
   l["recompute"] = torchtitan_recompute(t, where);
