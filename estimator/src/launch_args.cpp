@@ -576,6 +576,7 @@ LaunchExport launch_export(const ModelSpec& model, const ClusterSpec& cluster, c
 
 std::string megatron_line(const LaunchExport& e) { return joined(e.megatron, e.megatron_issues); }
 std::string torchtitan_line(const LaunchExport& e) { return joined(e.torchtitan_overrides, e.torchtitan_issues); }
+std::string deepspeed_line(const LaunchExport& e) { return joined(e.deepspeed, e.deepspeed_issues); }
 
 nlohmann::json launch_to_json(const LaunchExport& e) {
   return {{"megatron", e.megatron},

@@ -161,7 +161,8 @@ nlohmann::json rank_json(const Plan& r, const Layout& base, const SearchOptions&
   add_cluster_json(doc, r.cluster);
   if (!res.best.empty()) {
     const LaunchExport e = launch_export(r.model, r.cluster, res.best.front().layout);
-    doc["launch"] = {{"megatron", megatron_line(e)}, {"torchtitan", torchtitan_line(e)}};
+    doc["launch"] = {
+        {"megatron", megatron_line(e)}, {"torchtitan", torchtitan_line(e)}, {"deepspeed", deepspeed_line(e)}};
   }
   return doc;
 }
@@ -204,6 +205,8 @@ void print_rank(std::ostream& out, const Plan& r, const Layout& base, const Sear
   const LaunchExport e = launch_export(r.model, r.cluster, res.best.front().layout);
   out << "\nlaunch the fastest (headroom launch for TOML and FSDP):\n  Megatron-LM: " << megatron_line(e)
       << "\n  torchtitan:  " << torchtitan_line(e) << "\n";
+  // DeepSpeed's line where it is the framework (its ds_config.json: headroom launch --export deepspeed).
+  if (r.framework.name == "deepspeed") out << "  DeepSpeed:   " << deepspeed_line(e) << "\n";
 }
 
 void run_rank(const RankOptions& o, std::ostream& out) {

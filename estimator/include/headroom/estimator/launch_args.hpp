@@ -56,6 +56,7 @@ struct LaunchExport {
 // One line each, as `rank` prints them: the tokens joined by spaces, issues appended as "  # UNSUPPORTED: ...".
 [[nodiscard]] std::string megatron_line(const LaunchExport& e);
 [[nodiscard]] std::string torchtitan_line(const LaunchExport& e);
+[[nodiscard]] std::string deepspeed_line(const LaunchExport& e);  // its flags; ds_config.json is launch's
 
 // {"megatron": [...], "torchtitan_toml": "...", "fsdp_python": "...", "deepspeed": [...], "deepspeed_config": {...},
 //  "issues": {...}, "versions": {...}}
