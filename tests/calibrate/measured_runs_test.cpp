@@ -348,7 +348,7 @@ TEST(TorchtitanLog, RealPresetWithItsLog) {
   EXPECT_EQ(run.layout.at("model"), "llama3.1-8b");
   EXPECT_EQ(run.layout.at("gpus"), "64");
   EXPECT_EQ(run.layout.at("sharding"), "GGG");  // data_parallel_shard_degree = -1: all 64 GPUs, resharded
-  EXPECT_EQ(run.layout.at("gbs"), "64");         // local_batch_size 1 × DP 64
+  EXPECT_EQ(run.layout.at("gbs"), "64");        // local_batch_size 1 × DP 64
   EXPECT_EQ(run.layout.at("seq"), "8192");
   EXPECT_EQ(run.layout.at("framework"), "torchtitan");
   EXPECT_EQ(run.layout.at("recompute"), "op");       // mode "selective", selective_ac_option "op"

@@ -239,8 +239,8 @@ TEST(Check, ReadsTorchtitansJobConfigsUnchanged) {
     ASSERT_NE(r.code, 2) << c.file << ": " << r.err;
     const auto doc = nlohmann::json::parse(r.out);
     EXPECT_EQ(doc.at("framework"), "torchtitan");
-    std::vector<std::string> estimate = {"estimate", "--cluster", "dgx-h100", "--framework", "torchtitan", "--seq",
-                                         "8192",     "--json"};
+    std::vector<std::string> estimate = {"estimate",   "--cluster", "dgx-h100", "--framework",
+                                         "torchtitan", "--seq",     "8192",     "--json"};
     estimate.insert(estimate.end(), c.estimate.begin(), c.estimate.end());
     const Result e = run(estimate);
     ASSERT_EQ(e.code, 0) << e.err;
@@ -295,8 +295,8 @@ TEST(Check, ReadsBackTheJobConfigLaunchWrites) {
     ASSERT_EQ(e.code, 0) << e.err;
     const auto toml = std::filesystem::temp_directory_path() / ("headroom_rt_" + std::to_string(::getpid()) + ".toml");
     std::ofstream(toml) << l.out;
-    const Result c = run({"check", "--cluster", "dgx-h100", "--model", job[1], "--gpus", job[3], "--json",
-                          toml.string()});
+    const Result c =
+        run({"check", "--cluster", "dgx-h100", "--model", job[1], "--gpus", job[3], "--json", toml.string()});
     std::filesystem::remove(toml);
     ASSERT_NE(c.code, 2) << c.err << l.out;
     EXPECT_EQ(nlohmann::json::parse(c.out).at("layout"), nlohmann::json::parse(e.out).at("layout")) << l.out;

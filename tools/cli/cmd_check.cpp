@@ -1,7 +1,8 @@
 // `headroom check -- torchrun ... pretrain_gpt.py --flags` (or a script that runs it, or a torchtitan job config
-// `.toml`): the pre-flight check of a launch command as it is: the flags or keys read (and those ignored, with why), the verdict per stage with its band, the step time and MFU with
-// theirs, and the faster layouts of the same job that fit, as the flags to change. The exit code says the verdict:
-// 0 fits, 3 uncertain, 4 out of memory (2 refused, as every command).
+// `.toml`): the pre-flight check of a launch command as it is: the flags or keys read (and those ignored, with why),
+// the verdict per stage with its band, the step time and MFU with theirs, and the faster layouts of the same job that
+// fit, as the flags to change. The exit code says the verdict: 0 fits, 3 uncertain, 4 out of memory (2 refused, as
+// every command).
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -113,7 +114,8 @@ bool is_job_config(const std::vector<std::string>& command) {
 // A torchtitan job config, every key read or ignored (read_torchtitan_job), as the command of a Megatron-LM line is.
 calibrate::MegatronCommand job_config_command(const CheckOptions& o, std::int64_t gpus) {
   if (!o.set.empty()) throw Error("--set " + o.set.front() + ": gives a launch script's values, not a job config's");
-  if (!o.ignore.empty()) throw Error("--ignore " + o.ignore.front() + ": a job config's keys are read or ignored by name");
+  if (!o.ignore.empty())
+    throw Error("--ignore " + o.ignore.front() + ": a job config's keys are read or ignored by name");
   const std::string& path = o.command.front();
   calibrate::TorchtitanJob job = calibrate::read_torchtitan_job(read_file_bounded(path, path), gpus, path);
   calibrate::MegatronCommand cmd;
