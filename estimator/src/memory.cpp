@@ -505,15 +505,16 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
   // Sharded weights (frozen base BF16 + adapters), the root unit whole, the adapters' AdamW m and v (torch keeps
   // them in the parameter dtype: BF16 → optimizer_bytes 4).
   s.fp8 = fp8_scaling_state_bytes(m, l, stage);
-  s.params = prec.weight_bytes * stored / shard_divisor(l.sharding.params, l, c.gpus_per_node) +
-             fsdp_root_unit_bytes(m, l, stage) + s.fp8;
-  s.optimizer = prec.optimizer_bytes * optimizer_shard_params;
   // Under a pipeline schedule FSDP neither reshards after backward nor reduce-scatters until the last micro-batch's
   // backward (torch/distributed/pipelining/stage.py backward_maybe_with_nosync sets reshard_after_backward and
   // requires_gradient_sync False before it): the stage's weights stay gathered and its gradients accumulate unsharded,
   // in the weights' dtype, from the first backward to the last, beside the sharded gradient the last one produces.
   const bool pipelined = l.pp > 1;
-  if (pipelined) s.params = prec.weight_bytes * stored + s.fp8;
+  s.params = (pipelined ? prec.weight_bytes * stored
+                        : prec.weight_bytes * stored / shard_divisor(l.sharding.params, l, c.gpus_per_node) +
+                              fsdp_root_unit_bytes(m, l, stage)) +
+             s.fp8;
+  s.optimizer = prec.optimizer_bytes * optimizer_shard_params;
   const double accumulated_grads = pipelined ? prec.weight_bytes * trainable : 0.0;
   const double logits = logits_elements(m, l, stage);
   if (moment == StepMoment::activations) {

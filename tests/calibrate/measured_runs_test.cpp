@@ -388,17 +388,16 @@ TEST(TorchtitanLog, RefusesWhatItCannotTell) {
       parse_torchtitan_log(log, compiled + "\n[parallelism]\nenable_async_tensor_parallel = true\n", 64, "t");
   EXPECT_EQ(c.layout.at("compile"), "true");
   EXPECT_EQ(c.layout.at("tp_comm_overlap"), "true");
-  std::string layer = toml;
-  layer.replace(layer.find("selective_ac_option = \"op\""), 26, "selective_ac_option = \"2\"");
-  EXPECT_NE(error_of([&] {
-              (void)parse_torchtitan_log(log, layer, 64, "tt.log");
-            }).find("selective_ac_option = 2: layer-selective checkpointing (every N-th block) is not priced"),
+  const auto refusal = [&](const std::string& line, const std::string& replacement) {
+    std::string changed = toml;
+    changed.replace(changed.find(line), line.size(), replacement);
+    return error_of([&] { (void)parse_torchtitan_log(log, changed, 64, "tt.log"); });
+  };
+  EXPECT_NE(refusal("selective_ac_option = \"op\"", "selective_ac_option = \"2\"")
+                .find("selective_ac_option = 2: layer-selective checkpointing (every N-th block) is not priced"),
             std::string::npos);
-  std::string budget = toml;
-  budget.replace(budget.find("mode = \"selective\""), 18, "mode = \"memory_budget\"");
-  EXPECT_NE(error_of([&] {
-              (void)parse_torchtitan_log(log, budget, 64, "tt.log");
-            }).find("activation_checkpoint.mode = memory_budget is not priced"),
+  EXPECT_NE(refusal("mode = \"selective\"", "mode = \"memory_budget\"")
+                .find("activation_checkpoint.mode = memory_budget is not priced"),
             std::string::npos);
   const auto oom = parse_torchtitan_log("torch.OutOfMemoryError: CUDA out of memory.\n", toml, 64, "tt.log");
   EXPECT_EQ(oom.outcome, RunOutcome::oom);

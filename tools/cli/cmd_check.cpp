@@ -79,7 +79,7 @@ std::vector<std::string> without_ignored(const std::vector<std::string>& tokens,
 
 // What launch writes for a layout (launch_args.hpp, the one place that spells them), flag -> value ("" for a switch):
 // Megatron-LM's arguments, or torchtitan's command-line overrides of its job config under torchtitan.
-std::map<std::string, std::string> megatron_flags(const Plan& plan, const Layout& l) {
+std::map<std::string, std::string> launch_flags(const Plan& plan, const Layout& l) {
   const LaunchExport e = launch_export(plan.model, plan.cluster, l);
   const bool torchtitan = plan.framework.name == "torchtitan";
   const std::vector<std::string>& argv = torchtitan ? e.torchtitan_overrides : e.megatron;
@@ -92,7 +92,7 @@ std::map<std::string, std::string> megatron_flags(const Plan& plan, const Layout
 
 // The flags to change from the command's layout to `to`: what launch writes differently for the two.
 std::vector<std::string> flag_changes(const Plan& plan, const Layout& from, const Layout& to) {
-  const auto a = megatron_flags(plan, from), b = megatron_flags(plan, to);
+  const auto a = launch_flags(plan, from), b = launch_flags(plan, to);
   std::vector<std::string> out;
   for (const auto& [flag, value] : b) {
     const auto it = a.find(flag);
@@ -129,30 +129,26 @@ calibrate::MegatronCommand job_config_command(const CheckOptions& o, std::int64_
 void run_check(const CheckOptions& o, std::ostream& out) {
   if (o.command.empty())
     throw Error("give the launch command after -- (or a script that runs pretrain_gpt.py, or a torchtitan .toml)");
-  if (is_job_config(o.command)) {
-    if (o.specs.framework != "megatron" && o.specs.framework != "torchtitan")
-      throw Error("--framework " + o.specs.framework + ": a torchtitan job config is priced under torchtitan");
-    if (!std::filesystem::is_regular_file(o.command.front()))
-      throw Error(o.command.front() + ": no such job config file");
-  }
-  std::vector<std::string> tokens = o.command;
+  const std::int64_t gpus = o.gpus.empty() ? 0 : parse_count("--gpus", o.gpus);
+  PlanRequest req = o.specs.request(o.profile);
+  calibrate::MegatronCommand cmd;
   std::string where = "the command";
   if (is_job_config(o.command)) {
     where = o.command.front();
-  } else if (tokens.size() == 1 && std::filesystem::is_regular_file(tokens.front())) {
-    where = tokens.front();
-    tokens = script_tokens(tokens.front(), o.set);
-  } else if (!o.set.empty()) {
-    throw Error("--set " + o.set.front() + ": gives a launch script's values, and the command is not a script");
-  }
-  const std::int64_t gpus = o.gpus.empty() ? 0 : parse_count("--gpus", o.gpus);
-  calibrate::MegatronCommand cmd;
-  PlanRequest req = o.specs.request(o.profile);
-  if (is_job_config(o.command)) {
+    if (o.specs.framework != "megatron" && o.specs.framework != "torchtitan")
+      throw Error("--framework " + o.specs.framework + ": a torchtitan job config is priced under torchtitan");
+    if (!std::filesystem::is_regular_file(where)) throw Error(where + ": no such job config file");
     cmd = job_config_command(o, gpus);
     req.framework = "torchtitan";
     if (o.specs.model.empty()) req.model = cmd.run.layout.at("model");
   } else {
+    std::vector<std::string> tokens = o.command;
+    if (tokens.size() == 1 && std::filesystem::is_regular_file(tokens.front())) {
+      where = tokens.front();
+      tokens = script_tokens(tokens.front(), o.set);
+    } else if (!o.set.empty()) {
+      throw Error("--set " + o.set.front() + ": gives a launch script's values, and the command is not a script");
+    }
     std::vector<std::string> ignored;
     tokens = without_ignored(tokens, o.ignore, ignored);
     cmd = calibrate::parse_megatron_command(tokens, gpus, where);

@@ -81,19 +81,21 @@ std::string torchtitan_model(const std::map<std::string, std::string>& t) {
   return name + (flavor.empty() ? "" : "-" + flavor);
 }
 
+std::string value_or(const std::map<std::string, std::string>& t, const std::string& key, const std::string& fallback) {
+  const auto it = t.find(key);
+  return it == t.end() ? fallback : it->second;
+}
+
 // [activation_checkpoint] mode and selective_ac_option as headroom's recompute: none, full, or op for torchtitan's
 // per-op selective checkpointing; the layer-selective option (a number: every N-th block) is not priced. torchtitan's
 // defaults (config_manager.py): mode "selective", selective_ac_option "2".
 std::string torchtitan_recompute(const std::map<std::string, std::string>& t, std::string_view where) {
-  std::string mode =
-      t.count("activation_checkpoint.mode") ? t.at("activation_checkpoint.mode") : std::string("selective");
+  std::string mode = value_or(t, "activation_checkpoint.mode", "selective");
   if (mode == "none" || mode == "full") return mode;
   if (mode != "selective")
     throw Error(std::string(where) + ": activation_checkpoint.mode = " + mode.substr(0, 40) +
                 " is not priced (valid: none, full, selective with selective_ac_option op)");
-  const auto option = t.count("activation_checkpoint.selective_ac_option")
-                          ? t.at("activation_checkpoint.selective_ac_option")
-                          : std::string("2");
+  const std::string option = value_or(t, "activation_checkpoint.selective_ac_option", "2");
   if (option != "op")
     throw Error(std::string(where) + ": activation_checkpoint.selective_ac_option = " + option.substr(0, 40) +
                 ": layer-selective checkpointing (every N-th block) is not priced (valid: op)");
@@ -185,11 +187,6 @@ const TomlKeyRule* torchtitan_key_rule(const std::string& key) {
   return nullptr;
 }
 
-std::string value_or(const std::map<std::string, std::string>& t, const std::string& key, const std::string& fallback) {
-  const auto it = t.find(key);
-  return it == t.end() ? fallback : it->second;
-}
-
 // A setting torchtitan runs that headroom does not price: refused naming the key and the value.
 [[noreturn]] void refuse_key(std::string_view where, const std::string& key, const std::string& value,
                              const std::string& why) {
@@ -212,8 +209,8 @@ TorchtitanJob read_torchtitan_job(std::string_view toml, std::int64_t gpus, std:
   }
   const auto is_true = [&](const std::string& key) { return value_or(t, key, "false") == "true"; };
   // What headroom cannot price, each naming its key.
-  if (value_or(t, "optimizer.name", "AdamW") != "AdamW" && value_or(t, "optimizer.name", "AdamW") != "Adam")
-    refuse_key(where, "optimizer.name", t.at("optimizer.name"), "only Adam(W)'s two FP32 moments are priced");
+  if (const std::string optimizer = value_or(t, "optimizer.name", "AdamW"); optimizer != "AdamW" && optimizer != "Adam")
+    refuse_key(where, "optimizer.name", optimizer, "only Adam(W)'s two FP32 moments are priced");
   if (value_or(t, "training.mixed_precision_param", "bfloat16") != "bfloat16")
     refuse_key(where, "training.mixed_precision_param", t.at("training.mixed_precision_param"),
                "FP32 compute is not priced (valid: bfloat16)");
