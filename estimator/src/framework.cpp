@@ -75,6 +75,7 @@ Layout default_layout(const FrameworkProfile& f) {
   l.precision = f.precision;
   l.sharding = f.sharding;
   l.fsdp_unit_buffers = f.fsdp_unit_buffers;
+  l.fsdp_flat_parameters = f.fsdp_flat_parameters;
   l.fp8_library = f.fp8_library;
   return l;
 }
@@ -372,6 +373,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
   f.sharding = {parse_shard(s.at("params").get<std::string>()), parse_shard(s.at("grads").get<std::string>()),
                 parse_shard(s.at("optimizer").get<std::string>())};
   f.fsdp_unit_buffers = j.value("fsdp_unit_buffers", std::int64_t{0});
+  f.fsdp_flat_parameters = j.value("fsdp_flat_parameters", false);
   if (j.contains("supported_shardings"))
     for (const auto& code : j.at("supported_shardings"))
       f.supported_shardings.push_back(parse_sharding_code(code.get<std::string>()));

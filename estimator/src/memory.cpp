@@ -434,6 +434,16 @@ bool fsdp_step_model(const Layout& l) { return l.fsdp_unit_buffers > 0; }
 // FSDP1 switches FULL_SHARD to NO_SHARD when its process group has one rank: nothing is all-gathered then.
 bool fsdp_gathers(const Layout& l) { return fsdp_step_model(l) && l.sharding.params != Shard::none && l.dp * l.cp > 1; }
 
+// FSDP1 builds a unit's FlatParameter with requires_grad if any weight in it requires it
+// (torch/distributed/fsdp/_flat_param.py _validate_tensors_to_flatten) and forward uses views of it, so autograd
+// gives the unit one gradient of its full size, frozen weights included (PyTorch FSDP docs: "equivalent to not
+// freezing those parameters"). FSDP2 shards per parameter: a frozen weight takes none. Neither does a model that a
+// DP group of one leaves unwrapped: the thesis's TP-only runs trained at LoRA rank 768 (Sec. 5.1), where Llama 3.1
+// 70B's full-size BF16 gradients beside its weights and the adapters' states would already fill the 64 GiB GCD.
+bool frozen_weights_take_gradients(const Layout& l) {
+  return l.lora.enabled() && l.fsdp_flat_parameters && l.dp * l.cp > 1;
+}
+
 // FSDP (fsdp-summary; thesis Sec. 3.1.3): a sharded unit is all-gathered to its TP-sharded size, adapters included.
 // With FP8 all-gather (torchao's enable_fsdp_float8_all_gather) the linear weights arrive in FP8, 1 B each.
 double fsdp_unit_bytes(const ModelSpec& m, const Layout& l) {
@@ -528,12 +538,13 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
     s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params, c.gpu.usable_memory_bytes);
     return s;
   }
-  // Last decoder unit's backward. FSDP1 with use_orig_params gives a flat parameter mixing frozen and trainable
-  // weights one gradient of its full size (PyTorch FSDP docs: "equivalent to not freezing those parameters"):
-  // every decoder layer's gradient, sharded; the root (frozen under LoRA) has none. The unit buffers: 2 unsharded
-  // parameter sets, the rest unsharded gradients. Activations: the layer re-materialised and its stored input.
+  // Last decoder unit's backward: every trainable weight's gradient, sharded, and under FSDP1's flat parameters every
+  // decoder layer's whole (frozen_weights_take_gradients; the root, frozen under LoRA, has none). The unit buffers: 2
+  // unsharded parameter sets, the rest unsharded gradients. Activations: the layer re-materialised and its input.
   const double decoder = d(stage_layers(m, l, stage)) * layer_parameters_per_gpu(m, l);
-  const double grad_params = l.lora.enabled() ? decoder + trainable : params;
+  const double grad_params = !l.lora.enabled()                  ? params
+                             : frozen_weights_take_gradients(l) ? decoder + trainable
+                                                                : trainable;
   const double units = d(l.fsdp_unit_buffers), unit_param_share = std::min(units, 2.0) / std::max(units, 1.0);
   const double unit_buffers = pipelined ? 0.0 : fsdp_unit_buffer_bytes(m, l);
   s.params += unit_param_share * unit_buffers;

@@ -44,7 +44,8 @@ TEST_F(LoraTest, TensorParallelSplitFollowsTheBaseWeight) {
 // Frozen base: weights only; adapters carry weights and optimizer states; FSDP shards all of it over d after TP.
 // (1,8) at rank 128: 80·(57344 + 13056)·128 = 720,896,000 trainable elements per GPU. FSDP1 frees gradients
 // between steps: none at the activations moment; at the gradients moment the flat parameters' gradient covers
-// the frozen decoder weights too (use_orig_params). TP-only is NO_SHARD: no unit buffers, no root copy.
+// the frozen decoder weights too (use_orig_params) where FSDP wraps the model (a DP group > 1). TP-only is not
+// wrapped: no frozen gradient, no unit buffers, no root copy.
 TEST_F(LoraTest, StageMemoryFreezesTheBase) {
   Layout l = default_layout(fsdp);
   l.tp = 8, l.dp = 1, l.mbs = 1, l.gbs = 1, l.seq = 1024;
@@ -56,10 +57,17 @@ TEST_F(LoraTest, StageMemoryFreezesTheBase) {
   const double base = stage_parameters_per_gpu(m, l, 0);
   EXPECT_DOUBLE_EQ(a.params, fsdp.precision.weight_bytes * (base + trainable));
   EXPECT_DOUBLE_EQ(fsdp_unit_buffer_bytes(m, l), 0.0);
-  // Decoder layer per TP rank: (h² (2 + 2/8) + 3·h·h_ffn)/8 + 2h = 106,971,136 elements, 80 of them.
+  // TP alone (a DP group of one, not wrapped in FSDP): the adapters' gradients only.
   const StageMemory g = stage_memory_at(m, lumi, l, ResidualModel{}, 0, StepMoment::gradients);
-  EXPECT_DOUBLE_EQ(g.grads, fsdp.precision.grad_bytes * (80.0 * 106'971'136.0 + trainable));
+  EXPECT_DOUBLE_EQ(g.grads, fsdp.precision.grad_bytes * trainable);
   EXPECT_DOUBLE_EQ(g.params, a.params);
+  // (2,4): FSDP1's flat parameters give every decoder weight a gradient, sharded over 2. Decoder layer per TP rank:
+  // (h² (2 + 2/8) + 3·h·h_ffn)/4 + 2h = 213,925,888 elements, 80 of them.
+  l.tp = 4, l.dp = 2, l.gbs = 2;
+  const double trainable_24 = lora_stage_parameters_per_rank(m, l, 0).per_rank() / 2;
+  EXPECT_DOUBLE_EQ(
+      stage_memory_at(m, lumi, l, ResidualModel{}, 0, StepMoment::gradients).grads,
+      fsdp.precision.grad_bytes * (80.0 * 213'925'888.0 / 2 + trainable_24) + 2.0 * fsdp_unit_buffer_bytes(m, l) / 4);
   // (8,1): everything sharded over 8, no replication; the root (embedding, norm, head) whole; 4 unit buffers
   // of one decoder layer with its adapters (855,654,400 + 161,792·128 elements).
   l.tp = 1, l.dp = 8, l.gbs = 8;
@@ -67,6 +75,22 @@ TEST_F(LoraTest, StageMemoryFreezesTheBase) {
                    fsdp.precision.optimizer_bytes * 161792.0 * 128 * 80 / 8);
   EXPECT_DOUBLE_EQ(fsdp_root_unit_bytes(m, l, 0), 2.0 * (2.0 * 8192 * 128256 + 8192));
   EXPECT_DOUBLE_EQ(fsdp_unit_buffer_bytes(m, l), 4.0 * 2.0 * (855'654'400.0 + 161792.0 * 128));
+}
+
+// FSDP2 (torchtitan) shards per parameter: a frozen weight takes no gradient on any DP group.
+TEST_F(LoraTest, PerParameterShardingGivesFrozenWeightsNoGradient) {
+  const FrameworkProfile titan = lib.framework("torchtitan");
+  Layout l = default_layout(titan);
+  l.tp = 1, l.dp = 8, l.mbs = 1, l.gbs = 8, l.seq = 1024, l.recompute = Recompute::full;
+  l.lora = lora(16);
+  EXPECT_FALSE(frozen_weights_take_gradients(l));
+  EXPECT_DOUBLE_EQ(stage_memory_at(m, lumi, l, ResidualModel{}, 0, StepMoment::gradients).grads,
+                   titan.precision.grad_bytes * 161792.0 * 16 * 80 / 8 + 3.0 * fsdp_unit_buffer_bytes(m, l) / 5);
+  Layout flat = default_layout(fsdp);
+  flat.tp = 1, flat.dp = 8, flat.lora = lora(16);
+  EXPECT_TRUE(frozen_weights_take_gradients(flat));
+  flat.tp = 8, flat.dp = 1;
+  EXPECT_FALSE(frozen_weights_take_gradients(flat));
 }
 
 // The replicated halves make the adapters per GPU grow with t at a fixed GPU count (8): why TP-only runs out

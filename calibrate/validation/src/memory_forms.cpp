@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "headroom/core/error.hpp"
 #include "headroom/estimator/memory.hpp"
 
 namespace headroom::validate {
@@ -188,22 +189,22 @@ std::vector<MtslFormScore> compare_mtsl_forms(const ModelSpec& m, const ClusterS
   return forms;
 }
 
-const MtslFormScore& best_mtsl_form(const std::vector<MtslFormScore>& scores) {
-  const auto key = [](const MtslFormScore& s) { return std::make_tuple(s.zeros_wrong, s.mean_error, s.worst_error); };
-  return *std::min_element(scores.begin(), scores.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
-}
-
 ThesisMtslValidation validate_thesis_mtsl(const SpecLibrary& lib, const FrameworkProfile& fsdp) {
   const ModelSpec m = lib.model("llama3.1-70b");
   const ClusterSpec c = lib.cluster("lumi-mi250x");
   const auto cells = thesis_mtsl_cells(lib, fsdp);
   ThesisMtslValidation v;
   v.forms = compare_mtsl_forms(m, c, cells, fsdp.residual);
-  v.best = static_cast<std::size_t>(&best_mtsl_form(v.forms) - v.forms.data());
+  const std::string derived = "unit buffers = " + std::to_string(fsdp.fsdp_unit_buffers);
+  const auto shipped = std::find_if(v.forms.begin(), v.forms.end(), [&](const auto& f) { return f.form == derived; });
+  if (shipped == v.forms.end())
+    throw Error(fsdp.name + ": fsdp_unit_buffers " + std::to_string(fsdp.fsdp_unit_buffers) +
+                " is not one of the candidates scored on Table B.4 (valid: 2 to 6)");
+  v.shipped = static_cast<std::size_t>(shipped - v.forms.begin());
   std::vector<MtslObservation> all;
   all.reserve(cells.size());
   for (const auto& cell : cells) all.push_back(cell.observation);
-  v.refit = fit_residual_to_mtsl(m, c, all, fsdp.residual, v.forms[v.best].options);
+  v.refit = fit_residual_to_mtsl(m, c, all, fsdp.residual, v.forms[v.shipped].options);
   const auto close = [](double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)); };
   v.shipped_is_fit = v.refit.fsdp_unit_buffers == fsdp.fsdp_unit_buffers &&
                      close(v.refit.model.fixed_bytes, fsdp.residual.fixed_bytes) &&

@@ -25,6 +25,9 @@ struct FrameworkProfile {
   Precision precision;
   StateSharding sharding;
   std::int64_t fsdp_unit_buffers = 0;  // PyTorch FSDP: decoder layers held unsharded at a time (optional key)
+  // FSDP1's FlatParameter: one flat tensor per unit, frozen and trainable weights together (optional key
+  // "fsdp_flat_parameters", default false: FSDP2's per-parameter sharding).
+  bool fsdp_flat_parameters = false;
   // What the framework can launch (optional keys; empty = not stated, anything goes): `rank` proposes only
   // these. Sharding codes P,G,OS as in "NNG"; recompute and schedule names as in the "recompute"/"schedule" keys
   // (no "interleaved" = no virtual pipeline stages).

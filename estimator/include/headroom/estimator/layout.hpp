@@ -161,6 +161,9 @@ struct Layout {
   // Megatron-LM's precision-aware optimizer: the formats of the gradient buffer, master weights and Adam moments;
   // build_layout sets precision's grad and optimizer bytes from them (memory.hpp model_state_precision).
   OptimizerPrecision optimizer_precision;
+  // FSDP1's FlatParameter (the framework's fsdp_flat_parameters): frozen and trainable weights of a unit in one flat
+  // tensor, which then takes one gradient of its full size (memory.hpp frozen_weights_take_gradients).
+  bool fsdp_flat_parameters = false;
 
   [[nodiscard]] std::int64_t gpus() const { return tp * cp * pp * dp; }
   [[nodiscard]] std::int64_t expert_tp() const { return etp > 0 ? etp : tp; }

@@ -91,6 +91,9 @@ enum class StepMoment { activations, gradients };
 [[nodiscard]] bool fsdp_step_model(const Layout& l);  // fsdp_unit_buffers > 0
 // FSDP actually all-gathers: parameters sharded and a DP×CP group > 1 (FSDP1 runs NO_SHARD on one rank).
 [[nodiscard]] bool fsdp_gathers(const Layout& l);
+// Whether LoRA's frozen decoder weights hold gradients at the end of backward: only under FSDP1's flat parameters on a
+// DP×CP group > 1 (see memory.cpp).
+[[nodiscard]] bool frozen_weights_take_gradients(const Layout& l);
 // One decoder layer as FSDP unshards it (TP-sharded, adapters included), bytes.
 [[nodiscard]] double fsdp_unit_bytes(const ModelSpec& m, const Layout& l);
 // The unit-sized buffers live at the gradients moment: Layout::fsdp_unit_buffers × fsdp_unit_bytes, or 0 when

@@ -71,15 +71,14 @@ struct MtslFormScore {
 [[nodiscard]] std::vector<MtslFormScore> compare_mtsl_forms(const ModelSpec& m, const ClusterSpec& c,
                                                             const std::vector<ThesisMtslCell>& cells,
                                                             const ResidualModel& base);
-// Fewest held-out zeros wrong, then the smallest mean error, then the smallest worst error.
-[[nodiscard]] const MtslFormScore& best_mtsl_form(const std::vector<MtslFormScore>& scores);
 
-// Table B.4 under `fsdp`: the candidate forms, the best one's grid fitted on every visible cell (the shipped
-// coefficients must be this fit) and the shipped coefficients' in-sample errors.
+// Table B.4 under `fsdp`: the candidate forms held out, the framework's unit-buffer count (derived from FSDP1's
+// backward, not chosen among the candidates) with the other two coefficients fitted on every visible cell (the
+// shipped coefficients must be this fit) and its in-sample errors.
 struct ThesisMtslValidation {
   std::vector<MtslFormScore> forms;
-  std::size_t best = 0;  // index into forms
-  MtslFit refit;         // the best form's grid on all visible cells
+  std::size_t shipped = 0;  // index into forms: "unit buffers = " the framework's fsdp_unit_buffers
+  MtslFit refit;            // that form's grid on all visible cells
   bool shipped_is_fit = false;
 };
 [[nodiscard]] ThesisMtslValidation validate_thesis_mtsl(const SpecLibrary& lib, const FrameworkProfile& fsdp);
