@@ -2,7 +2,8 @@
 """The plan page as a person uses it: `rank --html` writes one self-contained file (no network, no external script or
 style), and so does `check --html`; headless Chromium opens them, a click on a layout row (the page's #select=N runs
 the row's click handler) fills the selected layout's numbers, and every number the DOM shows is compared with `rank
---json` (and `check --json`). A screenshot is kept.
+--json` (and `check --json`); with `--mtsl-curve` the selected layout's MTSL is `mtsl --json`'s for that layout. A
+screenshot is kept.
 
     tests/cli/plan_page_test.py --headroom build/bin/headroom [--chromium chromium] [--screenshot FILE]
 
@@ -70,7 +71,8 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         page = os.path.join(tmp, "plan.html")
-        r = subprocess.run([o.headroom, *JOB, "--json", "--html", page], capture_output=True, text=True, check=True)
+        r = subprocess.run([o.headroom, *JOB, "--json", "--html", page, "--mtsl-curve"], capture_output=True, text=True,
+                           check=True)
         doc = json.loads(r.stdout)
         text = open(page, encoding="utf-8").read()
         # Self-contained: no URL but the SVG namespace, no external script, style, image or font.
@@ -99,6 +101,17 @@ def main():
             name = dom.by_id.get("sel-name", "")
             expect(f"tp{x['layout']['tp']} " in name and f"pp{x['layout']['pp']}" in name, f"row {n}: the name {name}")
             expect("--tensor-model-parallel-size" in dom.by_id.get("launch", ""), f"row {n}: no launch command")
+            lay = x["layout"]
+            mtsl = json.loads(subprocess.run(
+                [o.headroom, "mtsl", *JOB[1:5], "--gpus", str(lay["gpus"]), "--gbs", str(lay["gbs"]), "--mbs",
+                 str(lay["mbs"]), "--tp", str(lay["tp"]), "--cp", str(lay["cp"]), "--pp", str(lay["pp"]), "--vpp",
+                 str(lay["vpp"]), "--sharding", lay["sharding_code"], "--recompute", lay["recompute"], "--schedule",
+                 lay["schedule"], "--sp" if lay["sequence_parallel"] else "--no-sp", "--json"],
+                capture_output=True, text=True, check=True).stdout)
+            lo, hi = mtsl["mtsl_tokens_interval"]
+            want_mtsl = f"MTSL {mtsl['mtsl_tokens']} tokens (band {lo}-{hi})"
+            shown_mtsl = dom.by_id.get("mtsl-text", "")
+            expect(shown_mtsl.startswith(want_mtsl), f"row {n}: the page says {shown_mtsl!r}, mtsl --json {want_mtsl}")
         # check --html: the same page of the command's job, the command's layout first and selected.
         command = ["torchrun", "--nproc_per_node", "8", "pretrain_gpt.py", "--num-layers", "32", "--hidden-size",
                    "4096", "--num-attention-heads", "32", "--group-query-attention", "--num-query-groups", "8",

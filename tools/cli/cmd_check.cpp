@@ -32,6 +32,7 @@ struct CheckOptions {
   std::vector<std::string> set;  // NAME=VALUE: a value a launch script reads and does not set
   std::string top = "3";
   std::string html;  // the plan page of the job, the command's layout first
+  bool mtsl_curve = false;
   std::vector<std::string> command;
   bool json = false;
 };
@@ -176,6 +177,7 @@ void run_check(const CheckOptions& o, std::ostream& out) {
     differ("KV heads", a.num_kv_heads, b.num_kv_heads);
     differ("FFN width", a.ffn_hidden_size, b.ffn_hidden_size);
   }
+  if (o.mtsl_curve && o.html.empty()) throw Error("--mtsl-curve draws on the plan page: give --html FILE with it");
   if (!o.html.empty()) (void)check_output_path(o.html, "--html");
   KnobSettings k = knob_settings_of(cmd.run.layout);
   const Layout layout = plan_layout(plan, k);
@@ -192,7 +194,7 @@ void run_check(const CheckOptions& o, std::ostream& out) {
     page.best.insert(page.best.begin(),
                      RankedLayout{layout, e.perf.step_time_s, e.perf.tokens_per_s, e.perf.tflops_per_gpu, e.perf.mfu,
                                   e.memory.peak_gib * kGiB, e.memory.capacity_gib * kGiB});
-    nlohmann::json doc = plan_page_json(plan, base, so, page);
+    nlohmann::json doc = plan_page_json(plan, base, so, page, o.mtsl_curve);
     doc["layouts"][0]["label"] = "the command";
     write_file_atomically(o.html, plan_page_html(doc));
   }
@@ -295,6 +297,8 @@ void register_check(CLI::App& app, std::ostream& out) {
   sub->add_option("--top", opts->top, "how many faster layouts to show")->capture_default_str();
   sub->add_option("--html", opts->html,
                   "also write the plan page of the job, the command's layout first (rank --html)");
+  sub->add_flag("--mtsl-curve", opts->mtsl_curve,
+                "with --html: the page also draws each layout's peak memory against sequence length, with its MTSL");
   sub->add_flag("--json", opts->json, "print one JSON document");
   sub->add_option("command", opts->command,
                   "the launch command after -- (torchrun ... pretrain_gpt.py ...), a script whose line runs "

@@ -26,7 +26,8 @@ struct RankOptions {
   std::string profile;
   bool all_shardings = false;
   std::string risk = "nominal";
-  std::string html;  // the plan page
+  std::string html;         // the plan page
+  bool mtsl_curve = false;  // the plan page draws each layout's MTSL curve
   bool json = false;
 };
 
@@ -214,9 +215,10 @@ void run_rank(const RankOptions& o, std::ostream& out) {
   const KnobSettings k = o.layout.settings();
   const SearchOptions so = search_options(o, k, r);
   const Layout base = rank_base(r, layout_request(k, r.framework));
+  if (o.mtsl_curve && o.html.empty()) throw Error("--mtsl-curve draws on the plan page: give --html FILE with it");
   if (!o.html.empty()) (void)check_output_path(o.html, "--html");  // before the search
   const SearchResult res = rank_layouts(r.model, r.cluster, base, r.framework.residual, r.coefficients, so);
-  if (!o.html.empty()) write_file_atomically(o.html, plan_page_html(plan_page_json(r, base, so, res)));
+  if (!o.html.empty()) write_file_atomically(o.html, plan_page_html(plan_page_json(r, base, so, res, o.mtsl_curve)));
   if (o.json)
     print_json(out, rank_json(r, base, so, res));
   else
@@ -225,13 +227,17 @@ void run_rank(const RankOptions& o, std::ostream& out) {
 
 }  // namespace
 
-nlohmann::json plan_page_json(const Plan& r, const Layout& base, const SearchOptions& so, const SearchResult& res) {
+nlohmann::json plan_page_json(const Plan& r, const Layout& base, const SearchOptions& so, const SearchResult& res,
+                              bool mtsl_curve) {
   nlohmann::json doc = rank_json(r, base, so, res);
   const PlanContext context(r);
   nlohmann::json details = nlohmann::json::array();
-  for (const auto& x : res.best)
-    details.push_back({{"estimate", to_json(estimate(r, context, x.layout))},
-                       {"launch", megatron_line(launch_export(r.model, r.cluster, x.layout))}});
+  for (const auto& x : res.best) {
+    nlohmann::json d = {{"estimate", to_json(estimate(r, context, x.layout))},
+                        {"launch", megatron_line(launch_export(r.model, r.cluster, x.layout))}};
+    if (mtsl_curve) d["mtsl"] = mtsl_curve_json(r, x.layout);
+    details.push_back(std::move(d));
+  }
   doc["details"] = details;
   return doc;
 }
@@ -264,6 +270,9 @@ void register_rank(CLI::App& app, std::ostream& out) {
   sub->add_option("--html", opts->html,
                   "also write the plan page: one self-contained HTML file (sortable layouts, Pareto front, memory "
                   "and step breakdown of a clicked layout, its launch command)");
+  sub->add_flag("--mtsl-curve", opts->mtsl_curve,
+                "with --html: the page also draws the clicked layout's peak memory against sequence length, with its "
+                "MTSL and band");
   sub->add_flag("--json", opts->json, "print one JSON document");
   sub->callback([opts, &out] { run_rank(*opts, out); });
 }

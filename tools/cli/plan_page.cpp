@@ -1,6 +1,10 @@
 #include "plan_page.hpp"
 
+#include <algorithm>
 #include <string_view>
+
+#include "headroom/estimator/memory.hpp"
+#include "headroom/estimator/mtsl.hpp"
 
 namespace headroom::cli {
 namespace {
@@ -39,6 +43,9 @@ aria-label="memory per stage"></svg><div class="legend" id="memory-legend"></div
 <h2>Selected layout: <span id="sel-name"></span></h2>
 <div>step <b><span id="sel-step"></span> s</b>, <span id="sel-tokens"></span> tokens/s, MFU <span id="sel-mfu"></span>%,
 peak <b><span id="sel-peak"></span> GiB</b> of <span id="sel-capacity"></span> GiB (<span id="sel-verdict"></span>)</div>
+<div id="mtsl-section" hidden><h2>How long can the sequence be? <span class="muted">Peak memory of the selected
+layout against sequence length, at its batch</span></h2><svg id="mtsl" width="1000" height="320" role="img"
+aria-label="peak memory against sequence length"></svg><div class="muted" id="mtsl-text"></div></div>
 <h2>Where the step goes</h2><svg id="breakdown" width="1000" height="260" role="img" aria-label="step breakdown"></svg>
 <h2>Launch it <button id="copy" class="noprint" type="button">Copy</button> <span id="copied" class="muted"></span></h2>
 <div class="cmd" id="launch"></div>
@@ -169,6 +176,37 @@ function drawBreakdown(est) {
   el.setAttribute("viewBox", "0 0 1000 " + (20 + items.length * h));
   el.setAttribute("height", 20 + items.length * h);
 }
+function drawMtsl(x, m) {
+  const sec = document.getElementById("mtsl-section");
+  sec.hidden = !m; if (!m) return;
+  const el = svg(document.getElementById("mtsl"), 1000, 320), P = m.points, cap = m.capacity_gib;
+  const hi = p => p.peak_gib_interval ? p.peak_gib_interval[1] : p.peak_gib;
+  const xmax = P[P.length - 1].seq, ymax = Math.max(cap, ...P.map(hi)) * 1.08;
+  const X = v => 70 + 900 * v / xmax, Y = v => 280 - 260 * v / ymax;
+  axis(el, 70, 280, 900, 260, null, ymax, "sequence length (tokens)", "peak GiB per GPU");
+  for (let k = 0; k <= 4; k++) add(el, "text", {x:X(xmax * k / 4), y:294, "text-anchor":"middle"}, f(xmax * k / 4, 0));
+  if (P[0].peak_gib_interval) {
+    const top = P.map(p => X(p.seq) + " " + Y(p.peak_gib_interval[1])).join("L");
+    const bottom = P.slice().reverse().map(p => X(p.seq) + " " + Y(p.peak_gib_interval[0])).join("L");
+    add(el, "path", {d:"M" + top + "L" + bottom + "Z", fill:"#56B4E9", "fill-opacity":0.3, stroke:"none"});
+  }
+  add(el, "path", {d:"M" + P.map(p => X(p.seq) + " " + Y(p.peak_gib)).join("L"), fill:"none", stroke:"#0072B2",
+    "stroke-width":2});
+  P.forEach(p => add(add(el, "circle", {cx:X(p.seq), cy:Y(p.peak_gib), r:2.5, fill:"#0072B2"}), "title", {},
+    f(p.seq, 0) + " tokens: " + f(p.peak_gib, 2) + " GiB"));
+  add(el, "line", {x1:70, y1:Y(cap), x2:970, y2:Y(cap), stroke:"#D55E00", "stroke-dasharray":"6 3"});
+  add(el, "text", {x:970, y:Y(cap) - 4, "text-anchor":"end"}, "capacity " + f(cap, 1) + " GiB");
+  const mark = (s, text, dash) => { if (s > 0 && s <= xmax) {
+    add(el, "line", {x1:X(s), y1:280, x2:X(s), y2:20, stroke:"#333", "stroke-dasharray":dash});
+    add(el, "text", {x:X(s) + 4, y:34}, text); } };
+  mark(x.layout.seq, "this job: " + f(x.layout.seq, 0), "2 3");
+  if (!m.capped) mark(m.mtsl_tokens, "MTSL " + f(m.mtsl_tokens, 0), "6 2");
+  document.getElementById("mtsl-text").textContent = m.capped ? "The layout fits at every length considered." :
+    m.mtsl_tokens === 0 ? "Out of memory at every length: " + m.binding_term + " alone fill stage " + m.binding_stage +
+    "." : "MTSL " + f(m.mtsl_tokens, 0) + " tokens" + (m.mtsl_tokens_interval ? " (band " +
+    f(m.mtsl_tokens_interval[0], 0) + "-" + f(m.mtsl_tokens_interval[1], 0) + ")" : "") + ", where " + m.binding_term +
+    " of stage " + m.binding_stage + " reach the capacity. Shaded: the held-out band of the peak.";
+}
 function select(i) {
   selected = i; drawTable();
   const x = D.layouts[i], d = D.details[i];
@@ -180,7 +218,7 @@ function select(i) {
   document.getElementById("sel-capacity").textContent = f(d.estimate.memory.capacity_gib, 2);
   document.getElementById("sel-verdict").textContent = x.verdict;
   document.getElementById("launch").textContent = d.launch;
-  drawMemory(d.estimate); drawBreakdown(d.estimate);
+  drawMemory(d.estimate); drawBreakdown(d.estimate); drawMtsl(x, d.mtsl);
   const p = d.estimate.perf;
   document.getElementById("sources").textContent = "Coefficients " + p.coefficients + " (" + p.coefficients_source +
     "); links: " + p.link_coefficients_source + ". Step band: " + p.interval_source + ". Memory band: " +
@@ -202,6 +240,32 @@ if (D.layouts.length) {
 )html";
 
 }  // namespace
+
+nlohmann::json mtsl_curve_json(const Plan& r, const Layout& l) {
+  const MtslResult m = max_trainable_seq(r.model, r.cluster, l, r.framework.residual);
+  const MtslInterval band = mtsl_interval(r.model, r.cluster, l, r.framework.residual, r.framework.memory_band);
+  const std::int64_t g = m.granularity, top = 3 * std::max(l.seq, m.capped ? 4 * l.seq : m.tokens) / 2;
+  constexpr int kPoints = 24;
+  nlohmann::json points = nlohmann::json::array();
+  Layout at = l;
+  for (int k = 1; k <= kPoints; ++k) {
+    at.seq = std::max(g, top * k / kPoints / g * g);
+    const double peak = peak_memory_bytes(r.model, r.cluster, at, r.framework.residual);
+    const ErrorBand& b = r.framework.memory_band;
+    points.push_back(
+        {{"seq", at.seq},
+         {"peak_gib", peak / kGiB},
+         {"peak_gib_interval",
+          b.known ? nlohmann::json::array({b.lower(peak) / kGiB, b.upper(peak) / kGiB}) : nlohmann::json(nullptr)}});
+  }
+  return {{"mtsl_tokens", m.tokens},
+          {"mtsl_tokens_interval", band.known ? nlohmann::json::array({band.low, band.high}) : nlohmann::json(nullptr)},
+          {"capped", m.capped},
+          {"binding_stage", m.binding_stage},
+          {"binding_term", std::string(m.binding_term)},
+          {"capacity_gib", m.capacity_bytes / kGiB},
+          {"points", points}};
+}
 
 std::string plan_page_html(const nlohmann::json& doc) {
   const std::string json = doc.dump();
