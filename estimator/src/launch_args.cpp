@@ -488,11 +488,52 @@ void pytorch(const ClusterSpec& c, const Layout& l, LaunchExport& e) {
   e.fsdp_python = py.str();
 }
 
+// The model in Megatron-DeepSpeed's spellings (deepspeedai/Megatron-DeepSpeed megatron/arguments.py at 4efb479d5317:
+// --num-key-value-heads for GQA, --normalization layernorm|rmsnorm, --use-rotary-position-embeddings (which turns the
+// learned position embeddings off) with --rotary-position-embeddings-theta, --layernorm-epsilon). It has no flag for
+// a bias on QKV alone, RoPE scaling, QK norms, sliding windows, latent attention or Megatron-LM's experts.
+void megatron_deepspeed_model(const ModelSpec& m, std::vector<std::string>& a, std::vector<std::string>& issues) {
+  a = {"--num-layers",      num(m.num_layers),      "--hidden-size",         num(m.hidden_size),
+       "--ffn-hidden-size", num(m.ffn_hidden_size), "--num-attention-heads", num(m.num_heads)};
+  if (m.num_kv_heads != m.num_heads) a.insert(a.end(), {"--num-key-value-heads", num(m.num_kv_heads)});
+  if (m.head_dim > 0 && m.head_dim * m.num_heads != m.hidden_size)
+    a.insert(a.end(), {"--kv-channels", num(m.head_dim)});
+  a.insert(a.end(), {"--max-position-embeddings", num(m.max_context)});
+  if (m.mlp == Mlp::swiglu) a.emplace_back("--swiglu");
+  if (m.mlp == Mlp::relu2) a.emplace_back("--squared-relu");
+  if (m.mlp == Mlp::geglu) issues.emplace_back("GeGLU (gated tanh GELU): Megatron-DeepSpeed has --swiglu only");
+  if (m.rotary_fraction < 1.0) a.insert(a.end(), {"--rotary-percent", decimal(m.rotary_fraction)});
+  a.insert(a.end(), {"--normalization", m.norm == Norm::rmsnorm ? "rmsnorm" : "layernorm"});
+  if (!m.linear_biases) a.emplace_back("--disable-bias-linear");
+  if (m.qkv_bias && !m.linear_biases) issues.emplace_back("a bias on QKV alone: Megatron-DeepSpeed has no such flag");
+  if (!m.learned_positions) {
+    a.emplace_back("--use-rotary-position-embeddings");
+    if (m.rope_theta > 0 && m.rope_theta == std::floor(m.rope_theta) && m.rope_theta <= 2e9)
+      a.insert(a.end(), {"--rotary-position-embeddings-theta", num(static_cast<std::int64_t>(m.rope_theta))});
+    else
+      issues.emplace_back(
+          "RoPE base: not an integer the model spec gives; --rotary-position-embeddings-theta 10000 "
+          "applies");
+    if (!m.rope_scaling.empty()) issues.push_back("RoPE scaling " + m.rope_scaling + ": Megatron-DeepSpeed has none");
+  }
+  if (!m.tied_embeddings) a.emplace_back("--untie-embeddings-and-output-weights");
+  if (m.norm_eps > 0) a.insert(a.end(), {"--layernorm-epsilon", decimal(m.norm_eps)});
+  if (m.norm_plus_one) a.emplace_back("--apply-layernorm-1p");
+  a.insert(a.end(), {"--attention-dropout", decimal(m.attention_dropout)});
+  if (m.qk_norm) issues.emplace_back("QK norms: Megatron-DeepSpeed has no such flag");
+  if (m.sliding_window > 0) issues.emplace_back("sliding-window attention: Megatron-DeepSpeed has no such flag");
+  if (m.sandwich_norms) issues.emplace_back("norms after attention and MLP: Megatron-DeepSpeed has no such flag");
+  if (latent_attention(m)) issues.emplace_back("latent attention: Megatron-DeepSpeed has no such flag");
+  if (m.num_experts > 0)
+    issues.emplace_back("experts: Megatron-DeepSpeed's MoE (--num-experts, --topk) is not what headroom prices");
+  if (m.scaled_embeddings || m.attention_softcap > 0 || m.final_softcap > 0)
+    issues.emplace_back("Gemma's embedding scale and soft caps: Megatron-DeepSpeed has no such flags");
+}
+
 // DeepSpeed with Megatron-DeepSpeed's model: the ZeRO stage of the sharding (deepspeed/runtime/zero/config.py: 0 none,
 // 1 optimizer states, 2 and gradients, 3 and parameters, each over all of DP), the ds_config.json DeepSpeed reads and
-// the launcher's parallelism, batch and ZeRO flags; the model's flags are the Megatron-LM export's, whose names
-// Megatron-DeepSpeed's forks share in part (a note says so).
-void deepspeed(const Layout& l, LaunchExport& e) {
+// Megatron-DeepSpeed's pretrain_gpt.py arguments: the model's, parallelism, batch and ZeRO.
+void deepspeed(const ModelSpec& m, const Layout& l, LaunchExport& e) {
   auto& issues = e.deepspeed_issues;
   const StateSharding& s = l.sharding;
   const bool dp_wide = s.params != Shard::intra && s.grads != Shard::intra && s.optimizer != Shard::intra;
@@ -539,7 +580,8 @@ void deepspeed(const Layout& l, LaunchExport& e) {
   if (stage >= 0) ds["zero_optimization"] = {{"stage", stage}, {"overlap_comm", false}, {"contiguous_gradients", true}};
   e.deepspeed_config = ds.dump(2) + "\n";
   auto& a = e.deepspeed;
-  a = {"--tensor-model-parallel-size", num(l.tp), "--pipeline-model-parallel-size", num(l.pp)};
+  megatron_deepspeed_model(m, a, issues);
+  a.insert(a.end(), {"--tensor-model-parallel-size", num(l.tp), "--pipeline-model-parallel-size", num(l.pp)});
   // Megatron-DeepSpeed runs DeepSpeed's pipeline engine unless told not to; ZeRO-2/3 need it off.
   if (l.pp == 1) a.emplace_back("--no-pipeline-parallel");
   if (l.tp > 1 && l.sequence_parallel) a.emplace_back("--sequence-parallel");
@@ -547,9 +589,10 @@ void deepspeed(const Layout& l, LaunchExport& e) {
   if (l.precision.weight_bytes == 2) a.emplace_back("--bf16");
   if (l.flash_attention) a.emplace_back("--use-flash-attn-v2");
   if (l.recompute == Recompute::selective) a.insert(a.end(), {"--recompute-granularity", "selective"});
+  // Every layer recomputed: Megatron-DeepSpeed's --checkpoint-activations, which DeepSpeed's activation checkpointing
+  // serves (megatron/model/transformer.py _checkpointed_forward, one layer a chunk by default).
   if (l.recompute == Recompute::full)
-    a.insert(a.end(),
-             {"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"});
+    a.insert(a.end(), {"--checkpoint-activations", "--deepspeed-activation-checkpointing"});
   a.insert(a.end(), {"--deepspeed", "--deepspeed_config", "ds_config.json"});
   if (stage >= 0) a.insert(a.end(), {"--zero-stage", std::to_string(stage)});
 }
@@ -570,7 +613,7 @@ LaunchExport launch_export(const ModelSpec& model, const ClusterSpec& cluster, c
   megatron(model, cluster, layout, e);
   torchtitan(model, cluster, layout, e);
   pytorch(cluster, layout, e);
-  deepspeed(layout, e);
+  deepspeed(model, layout, e);
   return e;
 }
 

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <tuple>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -313,6 +315,91 @@ TEST(Check, RefusesTheWordsBashSplitsAsMegatronWould) {
   EXPECT_NE(r.err.find("'2.4B:320'"), std::string::npos) << r.err;
 }
 
+// A DeepSpeed launch as launch writes it (the deepspeed line, ds_config.json beside it), read back as the layout it
+// was written from: the pipeline engine with ZeRO-1 and full recompute, and ZeRO-2 without it.
+TEST(Check, ReadsBackTheDeepspeedLaunchLaunchWrites) {
+  for (const std::vector<std::string>& job : std::vector<std::vector<std::string>>{
+           {"--gpus", "64", "--tp", "8", "--pp", "4", "--gbs", "256", "--recompute", "full"},
+           {"--gpus", "16", "--tp", "2", "--gbs", "64", "--mbs", "2", "--sharding", "zero2", "--sp"}}) {
+    std::vector<std::string> common = {"--model",     "llama3.1-70b", "--cluster", "dgx-h100",
+                                       "--framework", "deepspeed",    "--seq",     "4096"};
+    common.insert(common.end(), job.begin(), job.end());
+    std::vector<std::string> launch = {"launch", "--export", "deepspeed"}, json = {"launch", "--json"},
+                             estimate = {"estimate", "--json"};
+    for (auto* v : {&launch, &json, &estimate}) v->insert(v->end(), common.begin(), common.end());
+    const Result l = run(launch), j = run(json), e = run(estimate);
+    ASSERT_EQ(l.code, 0) << l.err;
+    ASSERT_EQ(j.code, 0) << j.err;
+    ASSERT_EQ(e.code, 0) << e.err;
+    const auto dir = std::filesystem::temp_directory_path() / ("headroom_ds_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "run.sh") << l.out;
+    std::ofstream(dir / "ds_config.json") << nlohmann::json::parse(j.out).at("deepspeed_config").dump(2);
+    const Result c =
+        run({"check", "--cluster", "dgx-h100", "--model", "llama3.1-70b", "--json", (dir / "run.sh").string()});
+    std::filesystem::remove_all(dir);
+    ASSERT_NE(c.code, 2) << c.err << l.out;
+    const auto doc = nlohmann::json::parse(c.out);
+    EXPECT_EQ(doc.at("framework"), "deepspeed");
+    EXPECT_EQ(doc.at("layout"), nlohmann::json::parse(e.out).at("layout")) << l.out;
+  }
+}
+
+// Megatron-DeepSpeed's own Llama 2 script (examples_deepspeed/pretrain_llama2_distributed.sh, unchanged): its
+// numeric test followed, its DeepSpeed config read from the here-document it writes, every flag read or ignored.
+TEST(Check, ReadsMegatronDeepspeedsExampleScriptUnchanged) {
+  const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/megatron-deepspeed-examples/";
+  const Result r = run({"check", "--cluster", "dgx-h100", "--gpus", "8", "--model", dir + "llama2-example-model.json",
+                        "--json", dir + "pretrain_llama2_distributed.sh"});
+  ASSERT_NE(r.code, 2) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc.at("framework"), "deepspeed");
+  const auto& l = doc.at("layout");
+  EXPECT_EQ(l.at("tp"), 2);
+  EXPECT_EQ(l.at("pp"), 2);
+  EXPECT_EQ(l.at("dp"), 2);
+  EXPECT_EQ(l.at("mbs"), 4);
+  EXPECT_EQ(l.at("gbs"), 32);
+  EXPECT_EQ(l.at("sharding"), nlohmann::json({{"params", "N"}, {"grads", "N"}, {"optimizer", "N"}}));  // ZERO_STAGE=0
+  EXPECT_EQ(l.at("recompute"), "none");       // activation_checkpoint="false"
+  EXPECT_EQ(l.at("flash_attention"), false);  // no --use-flash-attn-*: its CoreAttention
+  const auto read = doc.at("flags_read").dump(), ignored = doc.at("flags_ignored").dump();
+  EXPECT_NE(read.find("zero_optimization.stage 0"), std::string::npos) << read;
+  EXPECT_NE(read.find("--num-key-value-heads 4"), std::string::npos) << read;
+  EXPECT_NE(ignored.find("--no-query-key-layer-scaling"), std::string::npos) << ignored;
+  EXPECT_NE(doc.at("notes").dump().find("here-document"), std::string::npos);
+}
+
+// What DeepSpeed would run differently from what headroom prices is refused naming the key or flag.
+TEST(Check, RefusesDeepspeedSettingsItDoesNotPrice) {
+  const std::string line =
+      "deepspeed --num_nodes 1 --num_gpus 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 --num-attention-heads "
+      "32 --seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 --global-batch-size 8 --bf16 "
+      "--use-flash-attn-v2 --deepspeed --deepspeed_config ds.json";
+  const std::string bf16 = R"("bf16": {"enabled": true}, "train_batch_size": 8)";
+  for (const auto& [extra, config, says] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"", "{" + bf16 + R"(, "zero_optimization": {"stage": 3}})", "zero_optimization.stage 3"},
+           {"", "{" + bf16 + R"(, "zero_optimization": {"stage": 2}})", "pipeline engine"},
+           {" --no-pipeline-parallel", "{" + bf16 + R"(, "frobnicate": 1})", "frobnicate is a DeepSpeed key"},
+           {"", "{" + bf16 + R"(, "activation_checkpointing": {"partition_activations": true}})",
+            "activation_checkpointing.partition_activations"},
+           {"", R"({"bf16": {"enabled": true}, "train_batch_size": 16})", "train_batch_size 16"},
+           {"", R"({"train_batch_size": 8})", "bf16.enabled"},
+           {" --group-query-attention", "{" + bf16 + "}", "Megatron-DeepSpeed takes --num-key-value-heads"},
+           {" --zero-stage 2 --no-pipeline-parallel", "{" + bf16 + R"(, "zero_optimization": {"stage": 1}})",
+            "--zero-stage is 2"}}) {
+    const auto dir = std::filesystem::temp_directory_path() / ("headroom_dsr_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "ds.json") << config;
+    std::ofstream(dir / "run.sh") << line << extra << "\n";
+    const Result r = run({"check", "--cluster", "dgx-h100", "--model", "llama2-7b", (dir / "run.sh").string()});
+    std::filesystem::remove_all(dir);
+    EXPECT_EQ(r.code, 2) << extra << config;
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty());
+  }
+}
+
 std::vector<std::string> words_of(const std::string& script) {
   return calibrate::launch_script_command(script, "pretrain_gpt.py", "test.sh");
 }
@@ -350,6 +437,22 @@ TEST(LaunchScript, TakesTheCallersValuesAndFollowsGroups) {
   const Result r = run({"check", "--cluster", "dgx-h100", "--set", "not a name=1", "--", "python", "pretrain_gpt.py"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--set"), std::string::npos) << r.err;
+}
+
+// Integer tests, and the files a script writes with here-documents (expanded unless the delimiter is quoted).
+TEST(LaunchScript, FollowsIntegerTestsAndHereDocuments) {
+  const std::string script =
+      "N=2\nCFG=./c.json\nif [ $N -eq 2 ] && [ $N -lt 3 ]; then A=(--two); fi\n"
+      "cat <<EOT > $CFG\n{\"n\": $N, \"s\": \"x y\"}\nEOT\ncat > raw.txt <<'END'\n$N\nEND\n"
+      "python pretrain_gpt.py ${A[@]} --deepspeed_config $CFG\n";
+  std::map<std::string, std::string> files;
+  EXPECT_EQ(calibrate::launch_script_command(script, "pretrain_gpt.py", "t.sh", {}, &files),
+            (std::vector<std::string>{"python", "pretrain_gpt.py", "--two", "--deepspeed_config", "./c.json"}));
+  EXPECT_EQ(files["./c.json"], "{\"n\": 2, \"s\": \"x y\"}\n");
+  EXPECT_EQ(files["raw.txt"], "$N\n");
+  EXPECT_THROW((void)words_of("cat <<EOT > x\nno end\npython pretrain_gpt.py\n"), Error);
+  // Not integers: the machine's to answer (bash would fail the test), so the block's values are unknown.
+  EXPECT_THROW((void)words_of("if [ a -eq 1 ]; then T=1; fi\npython pretrain_gpt.py $T\n"), Error);
 }
 
 TEST(LaunchScript, RefusesWhatDependsOnTheMachine) {

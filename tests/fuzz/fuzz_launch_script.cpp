@@ -1,5 +1,8 @@
-// A launch script `headroom check` reads (launch_script_command: its variables, arrays and if blocks followed).
+// A launch script `headroom check` reads (launch_script_command: its variables, arrays, if blocks and here-documents
+// followed), then its command as check reads it (parse_megatron_command) and, for a DeepSpeed launch whose config the
+// script writes, that config (read_deepspeed_config).
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "fuzz_support.hpp"
@@ -9,8 +12,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace headroom;
   const std::string text(reinterpret_cast<const char*>(data), size);
   fuzz::value_or_error([&] {
-    const auto words = calibrate::launch_script_command(text, "pretrain_gpt.py", "fuzz.sh");
+    std::map<std::string, std::string> files;
+    const auto words = calibrate::launch_script_command(text, "pretrain_gpt.py", "fuzz.sh", {}, &files);
     fuzz::require(!words.empty(), "the command has at least the training script");
+    calibrate::MegatronCommand cmd = calibrate::parse_megatron_command(words, 8, "fuzz.sh");
+    if (const auto config = files.find(cmd.deepspeed_config); cmd.deepspeed && config != files.end()) {
+      calibrate::read_deepspeed_config(config->second, "fuzz.json", cmd);
+      fuzz::require(cmd.run.layout.contains("sharding"), "a DeepSpeed config read gives the sharding");
+    }
   });
   return 0;
 }

@@ -41,7 +41,8 @@ constexpr int kExitUncertain = 3, kExitOom = 4;
 
 // A launch script's command that runs pretrain_gpt.py, as bash would give it its words: the script's variables, arrays
 // and string-test if blocks followed (launch_script_command), nothing guessed.
-std::vector<std::string> script_tokens(const std::string& path, const std::vector<std::string>& set) {
+std::vector<std::string> script_tokens(const std::string& path, const std::vector<std::string>& set,
+                                       std::map<std::string, std::string>& files) {
   std::map<std::string, std::string> environment;
   for (const std::string& s : set) {
     const auto eq = s.find('=');
@@ -54,7 +55,7 @@ std::vector<std::string> script_tokens(const std::string& path, const std::vecto
     if (!valid) throw Error("--set " + s + ": not NAME=VALUE (valid: a shell variable's name or an argument's number)");
     environment[name] = s.substr(eq + 1);
   }
-  return calibrate::launch_script_command(read_file_bounded(path, path), "pretrain_gpt.py", path, environment);
+  return calibrate::launch_script_command(read_file_bounded(path, path), "pretrain_gpt.py", path, environment, &files);
 }
 
 // --ignore FLAG: the flag and the value after it (a token not starting with --) leave the command, listed as ignored.
@@ -79,11 +80,12 @@ std::vector<std::string> without_ignored(const std::vector<std::string>& tokens,
 }
 
 // What launch writes for a layout (launch_args.hpp, the one place that spells them), flag -> value ("" for a switch):
-// Megatron-LM's arguments, or torchtitan's command-line overrides of its job config under torchtitan.
+// Megatron-LM's arguments, torchtitan's command-line overrides of its job config under torchtitan, Megatron-DeepSpeed's
+// under deepspeed.
 std::map<std::string, std::string> launch_flags(const Plan& plan, const Layout& l) {
   const LaunchExport e = launch_export(plan.model, plan.cluster, l);
-  const bool torchtitan = plan.framework.name == "torchtitan";
-  const std::vector<std::string>& argv = torchtitan ? e.torchtitan_overrides : e.megatron;
+  const bool torchtitan = plan.framework.name == "torchtitan", deepspeed = plan.framework.name == "deepspeed";
+  const std::vector<std::string>& argv = torchtitan ? e.torchtitan_overrides : deepspeed ? e.deepspeed : e.megatron;
   std::map<std::string, std::string> flags;
   for (std::size_t i = 0; i < argv.size(); ++i)
     if (argv[i].rfind("--", 0) == 0)
@@ -127,6 +129,24 @@ calibrate::MegatronCommand job_config_command(const CheckOptions& o, std::int64_
   return cmd;
 }
 
+// The DeepSpeed config a DeepSpeed launch names (--deepspeed_config): the text the launch script writes to that path
+// with a here-document, or the file, a relative path from the script's folder when a script was given, else from the
+// current one.
+void read_deepspeed_config(calibrate::MegatronCommand& cmd, const std::string& where,
+                           const std::map<std::string, std::string>& script_files) {
+  if (const auto written = script_files.find(cmd.deepspeed_config); written != script_files.end()) {
+    cmd.notes.push_back("the DeepSpeed config is the text " + where + " writes to " + cmd.deepspeed_config +
+                        " (its here-document)");
+    calibrate::read_deepspeed_config(written->second, where + " (" + cmd.deepspeed_config + ")", cmd);
+    return;
+  }
+  std::filesystem::path path = cmd.deepspeed_config;
+  if (path.is_relative() && where != "the command") path = std::filesystem::path(where).parent_path() / path;
+  if (!std::filesystem::is_regular_file(path))
+    throw Error(where + ": --deepspeed_config " + cmd.deepspeed_config + ": no such file (" + path.string() + ")");
+  calibrate::read_deepspeed_config(read_file_bounded(path.string(), path.string()), path.string(), cmd);
+}
+
 void run_check(const CheckOptions& o, std::ostream& out) {
   if (o.command.empty())
     throw Error("give the launch command after -- (or a script that runs pretrain_gpt.py, or a torchtitan .toml)");
@@ -144,9 +164,10 @@ void run_check(const CheckOptions& o, std::ostream& out) {
     if (o.specs.model.empty()) req.model = cmd.run.layout.at("model");
   } else {
     std::vector<std::string> tokens = o.command;
+    std::map<std::string, std::string> script_files;  // what the script writes with here-documents
     if (tokens.size() == 1 && std::filesystem::is_regular_file(tokens.front())) {
       where = tokens.front();
-      tokens = script_tokens(tokens.front(), o.set);
+      tokens = script_tokens(tokens.front(), o.set, script_files);
     } else if (!o.set.empty()) {
       throw Error("--set " + o.set.front() + ": gives a launch script's values, and the command is not a script");
     }
@@ -154,6 +175,12 @@ void run_check(const CheckOptions& o, std::ostream& out) {
     tokens = without_ignored(tokens, o.ignore, ignored);
     cmd = calibrate::parse_megatron_command(tokens, gpus, where);
     cmd.ignored.insert(cmd.ignored.begin(), ignored.begin(), ignored.end());
+    if (cmd.deepspeed) {
+      if (o.specs.framework != "megatron" && o.specs.framework != "deepspeed")
+        throw Error("--framework " + o.specs.framework + ": a DeepSpeed launch is priced under deepspeed");
+      req.framework = "deepspeed";
+      read_deepspeed_config(cmd, where, script_files);
+    }
   }
   if (o.specs.model.empty() && req.model.empty()) {
     if (!cmd.run.model)

@@ -32,28 +32,14 @@ void print_megatron(std::ostream& out, const LaunchExport& e) {
   out << "\n";
 }
 
-// ds_config.json, then the deepspeed launcher line with the model's flags from the Megatron-LM export.
+// ds_config.json, then the deepspeed launcher line with Megatron-DeepSpeed's arguments.
 void print_deepspeed(std::ostream& out, const LaunchExport& e) {
   out << "# " << kDeepspeedVersions << "\n# ds_config.json:\n";
   std::istringstream config(e.deepspeed_config);
   for (std::string line; std::getline(config, line);) out << "#   " << line << "\n";
   for (const auto& i : e.deepspeed_issues) out << "# UNSUPPORTED: " << i << "\n";
-  out << "# the model's flags are the Megatron-LM export's; check their names against your Megatron-DeepSpeed's "
-         "arguments.py\n";
   out << "deepspeed --num_nodes " << e.nodes << " --num_gpus " << e.gpus_per_node << " pretrain_gpt.py";
-  std::vector<std::string> model;  // the Megatron-LM export's flags that the DeepSpeed line does not set
-  for (std::size_t i = 0; i < e.megatron.size(); ++i) {
-    const std::string& flag = e.megatron[i];
-    if (!flag.starts_with("--")) continue;
-    const bool has_value = i + 1 < e.megatron.size() && !e.megatron[i + 1].starts_with("--");
-    if (std::find(e.deepspeed.begin(), e.deepspeed.end(), flag) == e.deepspeed.end() &&
-        flag != "--use-distributed-optimizer" && flag != "--use-flash-attn" && flag != "--context-parallel-size") {
-      model.push_back(flag);
-      if (has_value) model.push_back(e.megatron[i + 1]);
-    }
-  }
-  for (const std::vector<std::string>* argv : {static_cast<const std::vector<std::string>*>(&model), &e.deepspeed})
-    for (const std::string& arg : *argv) out << (arg.starts_with("--") ? " \\\n    " : " ") << arg;
+  for (const std::string& arg : e.deepspeed) out << (arg.starts_with("--") ? " \\\n    " : " ") << arg;
   out << "\n";
 }
 

@@ -1,12 +1,14 @@
 // A launch script read as bash would run it up to its training command, for the part a launch script uses: variable
 // and array assignments (NAME=value, NAME=(...), NAME+=(...), export), their expansions ($NAME, ${NAME},
 // ${NAME:-default}, "${NAME[@]}", $((arithmetic))), quoting and word splitting, and if/elif/else blocks whose tests
-// compare strings ([[ "$A" == b ]], -z, -n, !, || and &&). Nothing is guessed: a variable set in a block whose test
+// compare strings ([[ "$A" == b ]], -z, -n, !, || and &&) or integers (-eq, -ne, -lt, -le, -gt, -ge), and the files it
+// writes with a here-document (cat <<EOF > FILE). Nothing is guessed: a variable set in a block whose test
 // is not a string comparison, or in a loop, case or function, is refused where the command uses it, naming it; a
 // variable the script never sets (its arguments, the environment) reaches the command as "${NAME}(not set by the
 // script)", which check refuses where the flag it is given to changes memory or time.
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <map>
 #include <optional>
 #include <set>
@@ -281,6 +283,25 @@ class Shell {
         const auto a = value(t[0]), b = value(t[2]);
         if (!a || !b) return std::nullopt;
         r = (*a == *b) == (t[1] != "!=");
+      } else if (t.size() == 3 &&
+                 (t[1] == "-eq" || t[1] == "-ne" || t[1] == "-lt" || t[1] == "-le" || t[1] == "-gt" || t[1] == "-ge")) {
+        const auto integer = [&](const std::string& raw) -> std::optional<long long> {
+          const auto v = value(raw);
+          long long x = 0;
+          if (!v || v->empty()) return std::nullopt;
+          const auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), x);
+          if (ec != std::errc() || p != v->data() + v->size()) return std::nullopt;  // bash: not an integer
+          return x;
+        };
+        const auto a = integer(t[0]), b = integer(t[2]);
+        if (!a || !b) return std::nullopt;
+        const std::string& o = t[1];
+        r = o == "-eq"   ? *a == *b
+            : o == "-ne" ? *a != *b
+            : o == "-lt" ? *a < *b
+            : o == "-le" ? *a <= *b
+            : o == "-gt" ? *a > *b
+                         : *a >= *b;
       } else {
         return std::nullopt;  // file tests, numbers, patterns, commands: the machine's to answer
       }
@@ -372,7 +393,8 @@ struct Frame {
 
 std::vector<std::string> launch_script_command(const std::string& text, std::string_view script_name,
                                                std::string_view where,
-                                               const std::map<std::string, std::string>& environment) {
+                                               const std::map<std::string, std::string>& environment,
+                                               std::map<std::string, std::string>* files) {
   const std::string w(where);
   Lexer lex{text, 0, w};
   Shell sh(w);
@@ -413,6 +435,47 @@ std::vector<std::string> launch_script_command(const std::string& text, std::str
       }
       words.push_back(std::move(word));
       if (words.size() > 100000) throw Error(w + ": a command of more than 100,000 words");
+    }
+    // A here-document (cat <<EOF > FILE): its lines up to the delimiter are the body, not commands; with an unquoted
+    // delimiter its $NAME and ${NAME} expand. What a command the script runs writes with one is kept as FILE's text.
+    if (const auto doc =
+            std::find_if(words.begin(), words.end(), [](const std::string& x) { return x.starts_with("<<"); });
+        doc != words.end()) {
+      std::string delimiter = doc->substr(2);
+      if (delimiter == "<") throw Error(w + ": a here-string (<<<) in a command headroom reads");
+      const bool strip_tabs = delimiter.starts_with("-");
+      if (strip_tabs) delimiter.erase(0, 1);
+      if (delimiter.empty() && doc + 1 != words.end()) delimiter = *(doc + 1);
+      const bool literal = delimiter.find_first_of("'\"") != std::string::npos;
+      std::erase_if(delimiter, [](char c) { return c == '\'' || c == '"'; });
+      std::string body;
+      bool closed = false;
+      while (!lex.done()) {
+        const std::size_t eol = std::min(lex.s.find('\n', lex.i), lex.s.size());
+        std::string line = lex.s.substr(lex.i, eol - lex.i);
+        lex.i = eol + 1;
+        if (strip_tabs)
+          line.erase(0, line.find_first_not_of('\t') == std::string::npos ? line.size() : line.find_first_not_of('\t'));
+        if (line == delimiter) {
+          closed = true;
+          break;
+        }
+        if (!literal) {  // expanded as inside double quotes: no word splitting
+          std::string quoted = "\"";
+          for (const char c : line) quoted += c == '"' ? std::string("\\\"") : std::string(1, c);
+          const std::vector<std::string> x = sh.expand(quoted + "\"");
+          line = x.empty() ? std::string() : x.front();
+        }
+        body += line + "\n";
+      }
+      if (!closed) throw Error(w + ": a here-document without its closing " + delimiter);
+      const auto to = std::find_if(words.begin(), words.end(), [](const std::string& x) { return x.starts_with(">"); });
+      if (files != nullptr && to != words.end() && active() && unknown().empty()) {
+        const std::string raw = *to == ">" ? (to + 1 == words.end() ? "" : *(to + 1)) : to->substr(1);
+        const std::vector<std::string> target = raw.empty() ? std::vector<std::string>{} : sh.expand(raw);
+        if (target.size() == 1) (*files)[target.front()] = body;
+      }
+      continue;
     }
     // `then X=1`, `else X=2`, `do ...`: the keyword opens the branch, the rest is a command of it.
     while (!words.empty() && (words.front() == "then" || words.front() == "do" || words.front() == "else")) {

@@ -146,9 +146,55 @@ constexpr std::array kFlags = {
     Flag{"--no-mmap-bin-files", "mmap_bin_files", Arity::store_false, "data"},
 };
 
+// Megatron-DeepSpeed's own spellings (deepspeedai/Megatron-DeepSpeed megatron/arguments.py at 4efb479d5317, and
+// DeepSpeed's add_config_arguments), read where the command launches DeepSpeed.
+constexpr std::array kDeepspeedFlags = {
+    Flag{"--num-key-value-heads", "num_key_value_heads", Arity::value, ""},
+    Flag{"--no-position-embedding", "add_position_embedding", Arity::store_false, ""},
+    Flag{"--checkpoint-activations", "checkpoint_activations", Arity::store_true, ""},
+    Flag{"--checkpoint-num-layers", "checkpoint_num_layers", Arity::value, ""},
+    Flag{"--use-flash-attn-v1", "use_flash_attn", Arity::store_true, ""},
+    Flag{"--use-flash-attn-v2", "use_flash_attn", Arity::store_true, ""},
+    Flag{"--use-flash-attn-triton", "use_flash_attn", Arity::store_true, ""},
+    Flag{"--no-pipeline-parallel", "no_pipeline_parallel", Arity::store_true, ""},
+    Flag{"--ds-sequence-parallel-size", "ds_sequence_parallel_size", Arity::value, ""},
+    Flag{"--deepspeed", "deepspeed", Arity::store_true, ""},
+    Flag{"--deepspeed_config", "deepspeed_config", Arity::value, ""},
+    Flag{"--zero-stage", "zero_stage", Arity::value, ""},
+    Flag{"--deepspeed-activation-checkpointing", "deepspeed_activation_checkpointing", Arity::store_true,
+         "DeepSpeed's implementation of the same recompute (its partitioning and CPU options are ds_config.json's)"},
+    Flag{"--rotary-position-embeddings-theta", "rope_theta", Arity::value,
+         "RoPE's frequency base: no weights, the same work"},
+    Flag{"--layernorm-epsilon", "layernorm_epsilon", Arity::value, "the norms' epsilon: the same work"},
+    Flag{"--data-impl", "data_impl", Arity::value, "data"},
+    Flag{"--no-query-key-layer-scaling", "apply_query_key_layer_scaling", Arity::store_false,
+         "the attention scores' scaling by layer number (FP16 range): the same work"},
+    Flag{"--optimizer", "optimizer", Arity::value, ""},
+};
+
+// Megatron-LM flags that Megatron-DeepSpeed spells otherwise (or lacks): its argparse would stop on them.
+constexpr std::array<std::pair<std::string_view, std::string_view>, 8> kNotMegatronDeepspeed = {{
+    {"--group-query-attention", "--num-key-value-heads K"},
+    {"--num-query-groups", "--num-key-value-heads K"},
+    {"--position-embedding-type", "--use-rotary-position-embeddings"},
+    {"--rotary-base", "--rotary-position-embeddings-theta"},
+    {"--norm-epsilon", "--layernorm-epsilon"},
+    {"--context-parallel-size", "--ds-sequence-parallel-size (DeepSpeed-Ulysses, not priced)"},
+    {"--use-rope-scaling", "no RoPE scaling"},
+    {"--recompute-method", "--checkpoint-activations"},
+}};
+
 // The flag of `name`: a row of kFlags, or a knob's Megatron-LM spelling (knobs.hpp log_key, the flag arguments.py
-// takes for it), read into the layout.
-std::optional<Flag> flag_of(std::string_view name) {
+// takes for it), read into the layout; under DeepSpeed a row of kDeepspeedFlags first.
+std::optional<Flag> flag_of(std::string_view name, bool deepspeed, std::string_view where) {
+  if (deepspeed) {
+    for (const Flag& f : kDeepspeedFlags)
+      if (f.flag == name) return f;
+    for (const auto& [flag, instead] : kNotMegatronDeepspeed)
+      if (flag == name)
+        throw Error(std::string(where) + ": " + std::string(name) + " is Megatron-LM's; Megatron-DeepSpeed takes " +
+                    std::string(instead));
+  }
   for (const Flag& f : kFlags)
     if (f.flag == name) return f;
   // Spellings whose dest is not the flag's words (arguments.py).
@@ -181,6 +227,47 @@ std::string get(const std::map<std::string, std::string>& a, const std::string& 
   return it == a.end() ? fallback : it->second;
 }
 
+// Megatron-DeepSpeed's arguments in Megatron-LM's dests (its arguments.py): --num-key-value-heads is grouped-query
+// attention, --normalization takes layernorm|rmsnorm, --checkpoint-activations recomputes every layer (a chunk of
+// --checkpoint-num-layers, 1 priced), --no-pipeline-parallel drops the pipeline engine, Ulysses is not priced.
+void megatron_deepspeed_arguments(std::map<std::string, std::string>& args, MegatronCommand& out,
+                                  std::string_view where) {
+  const std::string w(where);
+  if (const auto k = args.find("num_key_value_heads"); k != args.end()) {
+    args["group_query_attention"] = "True";
+    args["num_query_groups"] = k->second;
+  }
+  if (const auto n = args.find("normalization"); n != args.end()) {
+    if (n->second != "layernorm" && n->second != "rmsnorm")
+      throw Error(w + ": --normalization " + n->second + " (valid: layernorm, rmsnorm)");
+    n->second = n->second == "rmsnorm" ? "RMSNorm" : "LayerNorm";
+  }
+  if (args.contains("use_rotary_position_embeddings"))
+    args["position_embedding_type"] = "rope";  // arguments.py: and no learned position embeddings
+  else if (get(args, "add_position_embedding", "True") == "False")
+    args["position_embedding_type"] = "none";
+  if (args.contains("checkpoint_activations")) {
+    if (args.contains("recompute_granularity") && args["recompute_granularity"] != "full")
+      throw Error(w + ": --checkpoint-activations with --recompute-granularity " + args["recompute_granularity"]);
+    if (const std::string n = get(args, "checkpoint_num_layers", "1"); n != "1")
+      throw Error(w + ": --checkpoint-num-layers " + n + ": only a checkpoint every layer (1) is priced");
+    args["recompute_granularity"] = "full";
+  }
+  if (const std::string u = get(args, "ds_sequence_parallel_size", "1"); u != "1")
+    throw Error(w + ": --ds-sequence-parallel-size " + u +
+                ": DeepSpeed-Ulysses' sequence parallelism is not priced (valid: 1)");
+  if (args.contains("no_pipeline_parallel") && get(args, "pipeline_model_parallel_size", "1") != "1")
+    throw Error(w + ": --no-pipeline-parallel with --pipeline-model-parallel-size " +
+                args["pipeline_model_parallel_size"]);
+  if (const auto o = args.find("optimizer"); o != args.end() && o->second != "adam" && o->second != "adamw")
+    throw Error(w + ": --optimizer " + o->second + ": only Adam (AdamW) is priced");
+  if (!args.contains("deepspeed_config"))
+    throw Error(w + ": no --deepspeed_config: the ZeRO stage and the batch are in the DeepSpeed config");
+  out.deepspeed_config = args["deepspeed_config"];
+  out.zero_stage = get(args, "zero_stage", "");
+  out.pipeline_engine = !args.contains("no_pipeline_parallel");
+}
+
 }  // namespace
 
 MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, std::int64_t gpus,
@@ -195,7 +282,13 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
   if (name != "pretrain_gpt.py")
     throw Error(w + ": " + name + " is not Megatron-LM's pretrain_gpt.py (the one training script check reads)");
   MegatronCommand out;
-  // torchrun's world: --nproc-per-node × --nnodes (torch/distributed/run.py; both spellings).
+  // DeepSpeed's launcher, or Megatron-DeepSpeed's --deepspeed under another launcher.
+  out.deepspeed = std::find(script + 1, tokens.end(), "--deepspeed") != tokens.end() ||
+                  std::any_of(tokens.begin(), script, [](const std::string& t) {
+                    return t == "deepspeed" || (t.size() > 10 && t.ends_with("/deepspeed"));
+                  });
+  // torchrun's world: --nproc-per-node × --nnodes (torch/distributed/run.py; both spellings); DeepSpeed's launcher's:
+  // --num_gpus (or --num_accelerators) × --num_nodes (deepspeed/launcher/runner.py).
   std::int64_t per_node = 0, nodes = 1;
   for (auto t = tokens.begin(); t != script; ++t) {
     const auto value = [&](std::string_view flag) -> std::optional<std::string> {
@@ -206,9 +299,10 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
       if (t->rfind(std::string(flag) + "=", 0) == 0) return t->substr(flag.size() + 1);
       return std::nullopt;
     };
-    for (const char* f : {"--nproc_per_node", "--nproc-per-node"})
+    for (const char* f : {"--nproc_per_node", "--nproc-per-node", "--num_gpus", "--num_accelerators"})
       if (const auto v = value(f)) per_node = positive(*v, f, where);
-    if (const auto v = value("--nnodes")) nodes = positive(*v, "--nnodes", where);
+    for (const char* f : {"--nnodes", "--num_nodes"})
+      if (const auto v = value(f)) nodes = positive(*v, f, where);
   }
   std::map<std::string, std::string> args;
   for (auto t = script + 1; t != tokens.end(); ++t) {
@@ -217,10 +311,10 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
     const auto eq = flag.find('=');
     const bool has_inline = eq != std::string::npos;
     if (has_inline) inline_value = flag.substr(eq + 1), flag.resize(eq);
-    const std::optional<Flag> known = flag_of(flag);
+    const std::optional<Flag> known = flag_of(flag, out.deepspeed, where);
     if (!known)
-      throw Error(w + ": " + flag +
-                  ": a Megatron-LM flag headroom does not read, so it cannot tell whether it changes memory or time "
+      throw Error(w + ": " + flag + ": a " + (out.deepspeed ? "Megatron-DeepSpeed" : "Megatron-LM") +
+                  " flag headroom does not read, so it cannot tell whether it changes memory or time "
                   "(check --ignore " +
                   flag + " prices the job without it)");
     const Arity arity = known->arity;
@@ -284,6 +378,7 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
     args["padded_vocab_size"] = std::to_string((v + multiple - 1) / multiple * multiple);
   }
   if (!args.contains("attention_dropout")) args["attention_dropout"] = "0.1";  // arguments.py's default
+  if (out.deepspeed) megatron_deepspeed_arguments(args, out, where);
   const std::string hidden_dropout = get(args, "hidden_dropout", "0.1");
   char* end = nullptr;
   const double p = std::strtod(hidden_dropout.c_str(), &end);
@@ -311,13 +406,18 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
   if (const std::string b = get(args, "attention_backend", "auto"); b != "auto" && b != "flash" && b != "fused")
     throw Error(w + ": --attention-backend " + b + ": only the fused kernels (auto, flash, fused) are priced");
   const std::int64_t dp = gpus / model_gpus;
-  if (dp > 1 && !args.contains("overlap_grad_reduce"))
+  if (dp > 1 && !out.deepspeed && !args.contains("overlap_grad_reduce"))
     out.notes.emplace_back(
         "no --overlap-grad-reduce: the gradient reduction then runs after the backward, while the "
         "framework's coefficients (dp_overlap) assume it overlapped: the step may be longer");
   if (!args.contains("bf16"))
     throw Error(w + ": no --bf16: headroom prices BF16 training (and FP8 on top of it); FP16 and FP32 are not priced");
   out.run = megatron_run_from_arguments(args, {}, where);
+  if (out.deepspeed) {
+    out.run.layout["framework"] = "deepspeed";
+    out.run.layout["flash_attention"] = args.contains("use_flash_attn") ? "true" : "false";  // CoreAttention unfused
+    out.run.layout.erase("sharding");  // the ZeRO stage: read_deepspeed_config
+  }
   return out;
 }
 

@@ -77,21 +77,39 @@ void check_run_bounds(const MeasuredRun& r, const RunBounds& b);
 // no launcher gives it (0: from the launcher). Every flag is either read (the model, the layout), or ignored with
 // the reason (learning rate, data, logging, ...); any other flag, partial recompute, or no --bf16 is an Error naming
 // it. The run has no measurement.
+// A DeepSpeed launch (the `deepspeed --num_nodes M --num_gpus N` launcher, or --deepspeed among the flags) is read as
+// Megatron-DeepSpeed's arguments.py parses it (its spellings: --num-key-value-heads, --normalization rmsnorm,
+// --use-rotary-position-embeddings, --checkpoint-activations, --use-flash-attn-v2, --zero-stage, ...; attention
+// without a FlashAttention flag is its unfused CoreAttention), under framework deepspeed, and names its ds_config.json
+// (`deepspeed_config`), which read_deepspeed_config then applies.
 struct MegatronCommand {
   MeasuredRun run;
   std::vector<std::string> read, ignored, notes;
+  bool deepspeed = false;
+  std::string deepspeed_config;  // --deepspeed_config's path as the command gives it
+  std::string zero_stage;        // --zero-stage as given ("": not given)
+  bool pipeline_engine = true;   // DeepSpeed's PipelineEngine (Megatron-DeepSpeed's default; --no-pipeline-parallel)
 };
 [[nodiscard]] MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, std::int64_t gpus,
                                                      std::string_view where);
+// A DeepSpeed config (ds_config.json) applied to a DeepSpeed launch read by parse_megatron_command: the ZeRO stage
+// (0, 1, 2; 3 refused: its prefetching is priced for FSDP, not DeepSpeed's hooks) becomes the sharding, the batch keys
+// must agree with the command's (DeepSpeed asserts train_batch_size = micro-batch x accumulation x DP), BF16 must be
+// on; every key is read or ignored with why (deepspeed_config.cpp kDeepspeedKeys, the one list), any other key and
+// any setting not priced (offloading, partitioned or CPU activation checkpoints, another gradient accumulation or
+// communication dtype) an Error naming it.
+void read_deepspeed_config(std::string_view text, std::string_view where, MegatronCommand& cmd);
 // The command of a launch script that runs `script_name` (pretrain_gpt.py), its words as bash would pass them: the
 // script's variable and array assignments, their expansions and its if blocks of string tests followed
 // (launch_script.cpp says what is read and what is refused). A value the script does not set reaches the words as
 // "${NAME}(not-set-by-the-script)".
 // `environment`: values of variables the script reads but does not set (its arguments "1", "2", ..., the
-// environment's), as the user gives them.
-[[nodiscard]] std::vector<std::string> launch_script_command(
-    const std::string& text, std::string_view script_name, std::string_view where,
-    const std::map<std::string, std::string>& environment = {});
+// environment's), as the user gives them. `files`, where given, receives the files the script writes with a
+// here-document before that command (cat <<EOF > FILE), by FILE as expanded.
+[[nodiscard]] std::vector<std::string> launch_script_command(const std::string& text, std::string_view script_name,
+                                                             std::string_view where,
+                                                             const std::map<std::string, std::string>& environment = {},
+                                                             std::map<std::string, std::string>* files = nullptr);
 // A torchtitan job config (TOML) as torchtitan reads it: the layout in the knob names (framework torchtitan), every key
 // either read or ignored with why (torchtitan_log.cpp kTorchtitanKeys, the one list), any other key and any setting not
 // priced (an optimizer other than Adam(W), FP32 compute, layer-selective checkpointing, zero-bubble schedules, experts,

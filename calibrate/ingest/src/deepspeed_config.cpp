@@ -1,0 +1,193 @@
+// A DeepSpeed config (ds_config.json) as DeepSpeed reads it (deepspeed/runtime/config.py, zero/config.py,
+// activation_checkpointing/config.py), applied to the Megatron-DeepSpeed launch it belongs to.
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "headroom/core/error.hpp"
+#include "headroom/estimator/spec.hpp"
+#include "headroom/ingest/measured_runs.hpp"
+
+namespace headroom::calibrate {
+namespace {
+
+// Every key a config may hold, dotted ("zero_optimization.stage"; "section.*" for all of a section): read (no reason;
+// deepspeed_settings checks its value) or ignored with why. Any other key is refused.
+struct DeepspeedKey {
+  std::string_view key, ignored_because;
+};
+constexpr std::array kDeepspeedKeys = {
+    DeepspeedKey{"train_batch_size", ""},
+    DeepspeedKey{"train_micro_batch_size_per_gpu", ""},
+    DeepspeedKey{"gradient_accumulation_steps", ""},
+    DeepspeedKey{"bf16.enabled", ""},
+    DeepspeedKey{"fp16.enabled", ""},
+    DeepspeedKey{"fp16.*", "FP16 loss scaling, unused with FP16 off"},
+    DeepspeedKey{"zero_optimization.stage", ""},
+    DeepspeedKey{"zero_optimization.overlap_comm", ""},
+    DeepspeedKey{"zero_optimization.offload_optimizer.device", ""},
+    DeepspeedKey{"zero_optimization.offload_param.device", ""},
+    DeepspeedKey{"zero_optimization.offload_optimizer.*", "offload settings, unused without offloading"},
+    DeepspeedKey{"zero_optimization.offload_param.*", "offload settings, unused without offloading"},
+    DeepspeedKey{"zero_optimization.contiguous_gradients",
+                 "one contiguous gradient buffer: the same bytes, defragmented"},
+    DeepspeedKey{"zero_optimization.reduce_scatter", "reduce-scatter or all-reduce of the same gradient volume"},
+    DeepspeedKey{"zero_optimization.allgather_partitions", "one all-gather or broadcasts of the same volume"},
+    DeepspeedKey{"zero_optimization.reduce_bucket_size", "bucket buffers: within the framework's residual"},
+    DeepspeedKey{"zero_optimization.allgather_bucket_size", "bucket buffers: within the framework's residual"},
+    DeepspeedKey{"zero_optimization.round_robin_gradients", "which rank copies which gradient: the same volume"},
+    DeepspeedKey{"zero_optimization.load_from_fp32_weights", "checkpoint loading"},
+    DeepspeedKey{"zero_optimization.elastic_checkpoint", "checkpoint format"},
+    DeepspeedKey{"zero_optimization.ignore_unused_parameters", "a check of unused parameters"},
+    DeepspeedKey{"zero_optimization.sub_group_size", "ZeRO-3 and offload grouping, unused below stage 3"},
+    DeepspeedKey{"zero_optimization.stage3_*", "ZeRO-3 settings, unused below stage 3"},
+    DeepspeedKey{"activation_checkpointing.partition_activations", ""},
+    DeepspeedKey{"activation_checkpointing.cpu_checkpointing", ""},
+    DeepspeedKey{"activation_checkpointing.contiguous_memory_optimization",
+                 "checkpoints copied into one buffer: the same bytes, defragmented"},
+    DeepspeedKey{"activation_checkpointing.number_checkpoints", "the buffer's slot count for the same checkpoints"},
+    DeepspeedKey{"activation_checkpointing.synchronize_checkpoint_boundary", "a device synchronisation per layer"},
+    DeepspeedKey{"activation_checkpointing.profile", "profiling"},
+    DeepspeedKey{"data_types.grad_accum_dtype", ""},
+    DeepspeedKey{"communication_data_type", ""},
+    DeepspeedKey{"optimizer.type", ""},
+    DeepspeedKey{"optimizer.params.*", "optimizer hyper-parameters"},
+    DeepspeedKey{"scheduler.*", "learning-rate schedule"},
+    DeepspeedKey{"gradient_clipping", "gradient clipping (one norm a step)"},
+    DeepspeedKey{"prescale_gradients", "the gradients' scaling before reduction: the same bytes"},
+    DeepspeedKey{"gradient_predivide_factor", "the gradients' scaling before reduction: the same bytes"},
+    DeepspeedKey{"zero_allow_untested_optimizer", "a permission"},
+    DeepspeedKey{"steps_per_print", "logging"},
+    DeepspeedKey{"wall_clock_breakdown", "logging"},
+    DeepspeedKey{"memory_breakdown", "logging"},
+    DeepspeedKey{"dump_state", "logging"},
+    DeepspeedKey{"tensorboard.*", "logging"},
+    DeepspeedKey{"wandb.*", "logging"},
+    DeepspeedKey{"csv_monitor.*", "logging"},
+    DeepspeedKey{"comms_logger.*", "logging"},
+    DeepspeedKey{"flops_profiler.*", "profiling, on its own step"},
+};
+
+const DeepspeedKey* key_of(const std::string& dotted) {
+  for (const DeepspeedKey& k : kDeepspeedKeys) {
+    if (k.key == dotted) return &k;
+    if (k.key.ends_with("*") && dotted.starts_with(k.key.substr(0, k.key.size() - 1))) return &k;
+  }
+  return nullptr;
+}
+
+// The config's leaves, dotted.
+void leaves(const nlohmann::json& j, const std::string& prefix,
+            std::vector<std::pair<std::string, nlohmann::json>>& out) {
+  for (const auto& [k, v] : j.items()) {
+    const std::string key = prefix.empty() ? k : prefix + "." + k;
+    if (v.is_object() && !v.empty())
+      leaves(v, key, out);
+    else
+      out.emplace_back(key, v);
+  }
+}
+
+std::string text_of(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+}  // namespace
+
+void read_deepspeed_config(std::string_view text, std::string_view where, MegatronCommand& cmd) {
+  const std::string w(where);
+  const nlohmann::json j = parse_json_strict(text, where);
+  if (!j.is_object()) throw Error(w + ": a DeepSpeed config is a JSON object");
+  std::vector<std::pair<std::string, nlohmann::json>> all;
+  leaves(j, "", all);
+  std::map<std::string, nlohmann::json> read;
+  for (const auto& [key, value] : all) {
+    const DeepspeedKey* k = key_of(key);
+    if (k == nullptr)
+      throw Error(w + ": " + key +
+                  " is a DeepSpeed key headroom does not read, so it cannot tell whether it changes "
+                  "memory or time");
+    if (!k->ignored_because.empty())
+      cmd.ignored.push_back(key + " (" + std::string(k->ignored_because) + ")");
+    else
+      read[key] = value;
+  }
+  const auto count = [&](const std::string& key) -> std::optional<std::int64_t> {
+    const auto it = read.find(key);
+    if (it == read.end()) return std::nullopt;
+    if (!it->second.is_number_integer() || it->second.get<std::int64_t>() <= 0)
+      throw Error(w + ": " + key + " " + text_of(it->second) + " is not a positive integer");
+    return it->second.get<std::int64_t>();
+  };
+  const auto flag = [&](const std::string& key) -> std::optional<bool> {
+    const auto it = read.find(key);
+    if (it == read.end()) return std::nullopt;
+    if (!it->second.is_boolean()) throw Error(w + ": " + key + " " + text_of(it->second) + " is not true or false");
+    return it->second.get<bool>();
+  };
+  const auto word = [&](const std::string& key) -> std::optional<std::string> {
+    const auto it = read.find(key);
+    if (it == read.end()) return std::nullopt;
+    std::string s = text_of(it->second);
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+    return s;
+  };
+  auto& l = cmd.run.layout;
+  const auto layout_count = [&](const char* knob) { return std::stoll(l.at(knob)); };
+  // The batch: DeepSpeed asserts train_batch_size = micro-batch x accumulation x DP (runtime/config.py
+  // _batch_assertion); each key given must agree with the command's.
+  const std::int64_t dp = layout_count("gpus") / (layout_count("tp") * layout_count("pp") * layout_count("cp"));
+  const std::int64_t mbs = layout_count("mbs"), gbs = layout_count("gbs");
+  const auto agree = [&](const std::string& key, std::int64_t command, const std::string& what) {
+    if (const auto v = count(key); v && *v != command)
+      throw Error(w + ": " + key + " " + std::to_string(*v) + " but the command's " + what + " is " +
+                  std::to_string(command));
+  };
+  agree("train_batch_size", gbs, "--global-batch-size");
+  agree("train_micro_batch_size_per_gpu", mbs, "--micro-batch-size");
+  agree("gradient_accumulation_steps", gbs / (mbs * dp), "global batch / (micro-batch x DP)");
+  if (!flag("bf16.enabled").value_or(false) || flag("fp16.enabled").value_or(false))
+    throw Error(w + ": bf16.enabled is not true: headroom prices BF16 training; FP16 and FP32 are not priced");
+  // ZeRO (zero/config.py: stage 0 by default).
+  const std::int64_t stage = read.contains("zero_optimization.stage") ? [&] {
+    const auto& v = read.at("zero_optimization.stage");
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 3)
+      throw Error(w + ": zero_optimization.stage " + text_of(v) + " (valid: 0, 1, 2, 3)");
+    return v.get<std::int64_t>();
+  }() : 0;
+  if (stage == 3)
+    throw Error(w +
+                ": zero_optimization.stage 3: ZeRO-3's parameter prefetching is priced for FSDP, not for "
+                "DeepSpeed's hooks (valid: 0, 1, 2)");
+  if (!cmd.zero_stage.empty() && cmd.zero_stage != std::to_string(stage))
+    throw Error(w + ": zero_optimization.stage " + std::to_string(stage) + " but the command's --zero-stage is " +
+                cmd.zero_stage);
+  if (stage >= 2 && cmd.pipeline_engine)
+    throw Error(w + ": zero_optimization.stage " + std::to_string(stage) +
+                " under DeepSpeed's pipeline engine, which asserts \"ZeRO-2 and ZeRO-3 are incompatible with "
+                "pipeline parallelism\" (runtime/pipe/engine.py): add --no-pipeline-parallel with one stage");
+  l["sharding"] = stage == 0 ? "ddp" : stage == 1 ? "zero1" : "zero2";
+  for (const char* offload : {"zero_optimization.offload_optimizer.device", "zero_optimization.offload_param.device"})
+    if (const auto d = word(offload); d && *d != "none")
+      throw Error(w + ": " + offload + " " + *d + ": ZeRO-Offload is not priced (valid: none)");
+  if (flag("zero_optimization.overlap_comm").value_or(false))
+    cmd.notes.emplace_back(
+        "zero_optimization.overlap_comm true: DeepSpeed then reduces gradients during the backward; the deepspeed "
+        "framework prices the reduction after it (dp_overlap 0), so the step may be shorter");
+  for (const char* a : {"activation_checkpointing.partition_activations", "activation_checkpointing.cpu_checkpointing"})
+    if (flag(a).value_or(false))
+      throw Error(w + ": " + a + " true: checkpoints split over the TP group or kept on the host are not priced");
+  if (const auto t = word("data_types.grad_accum_dtype"); t && *t != "fp32")
+    throw Error(w + ": data_types.grad_accum_dtype " + *t + ": gradients accumulated in FP32 are priced (valid: fp32)");
+  if (const auto t = word("communication_data_type"))
+    throw Error(w + ": communication_data_type " + *t + ": the gradient reduction's dtype is the framework's, not set");
+  if (const auto o = word("optimizer.type"); o && *o != "adam" && *o != "adamw")
+    throw Error(w + ": optimizer.type " + *o + ": only Adam (AdamW) is priced");
+  for (const auto& [key, value] : read) cmd.read.push_back(key + " " + text_of(value));
+}
+
+}  // namespace headroom::calibrate
