@@ -244,6 +244,35 @@ TEST(MegatronLog, SteadyStateDropsTheFirstIterationAndTakesTheMedian) {
   EXPECT_DOUBLE_EQ(*run.peak_memory_gib, 66560.0 / 1024);  // the larger rank's max reserved, MiB -> GiB
 }
 
+// A Megatron-DeepSpeed log: its arguments in Megatron-DeepSpeed's names, the ZeRO stage DeepSpeed prints of its config
+// (over --zero-stage's default), framework deepspeed; FlashAttention-2 and checkpointed layers read.
+TEST(MegatronLog, MegatronDeepspeedRunIsReadAsDeepspeed) {
+  const std::string log = slurp("megatron_deepspeed_written.log");
+  const auto run = parse_megatron_log(log, "mds.log");
+  EXPECT_EQ(run.outcome, RunOutcome::ok);
+  EXPECT_EQ(run.layout.at("framework"), "deepspeed");
+  EXPECT_EQ(run.layout.at("sharding"), "zero1");
+  EXPECT_EQ(run.layout.at("recompute"), "full");
+  EXPECT_EQ(run.layout.at("flash_attention"), "true");
+  EXPECT_EQ(run.layout.at("tp"), "2");
+  EXPECT_EQ(run.layout.at("pp"), "2");
+  EXPECT_EQ(run.layout.at("gpus"), "32");
+  ASSERT_TRUE(run.model);
+  EXPECT_EQ(run.model->norm, Norm::rmsnorm);
+  EXPECT_EQ(run.model->num_kv_heads, 32);
+  EXPECT_FALSE(run.model->learned_positions);
+  EXPECT_DOUBLE_EQ(*run.step_time_s, 6.2102);  // the median after the first iteration
+  // DeepSpeed's own print decides the stage; without it, --zero-stage's printed value.
+  std::string stage2 = log;
+  stage2.replace(stage2.find("zero_optimization_stage ...... 1"), 32, "zero_optimization_stage ...... 2");
+  EXPECT_EQ(parse_megatron_log(stage2, "mds.log").layout.at("sharding"), "zero2");
+  std::string ulysses = log;
+  ulysses.replace(ulysses.find("ds_sequence_parallel_size ....................... 1"), 51,
+                  "ds_sequence_parallel_size ....................... 4");
+  EXPECT_NE(error_of([&] { (void)parse_megatron_log(ulysses, "mds.log"); }).find("DeepSpeed-Ulysses"),
+            std::string::npos);
+}
+
 // Megatron-LM's fp8 argument is the format (None without FP8): the run is read as FP8 with its recipe, FP8 weights and
 // Offloading, never as BF16.
 TEST(MegatronLog, Fp8AndOffloadingAreRead) {

@@ -16,4 +16,11 @@ namespace headroom::calibrate {
                                                       const std::vector<std::string_view>& lines,
                                                       std::string_view where);
 
+// A Megatron-DeepSpeed run (its arguments.py; `deepspeed` True): its spellings in Megatron-LM's dests
+// (--num-key-value-heads is grouped-query attention, --normalization layernorm|rmsnorm,
+// --use-rotary-position-embeddings turns the learned positions off, --checkpoint-activations recomputes every layer).
+// What it runs that headroom does not price (DeepSpeed-Ulysses, another optimizer, checkpoints of several layers) is an
+// Error naming it.
+void megatron_deepspeed_arguments(std::map<std::string, std::string>& args, std::string_view where);
+
 }  // namespace headroom::calibrate

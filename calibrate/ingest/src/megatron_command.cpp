@@ -153,9 +153,10 @@ constexpr std::array kDeepspeedFlags = {
     Flag{"--no-position-embedding", "add_position_embedding", Arity::store_false, ""},
     Flag{"--checkpoint-activations", "checkpoint_activations", Arity::store_true, ""},
     Flag{"--checkpoint-num-layers", "checkpoint_num_layers", Arity::value, ""},
-    Flag{"--use-flash-attn-v1", "use_flash_attn", Arity::store_true, ""},
-    Flag{"--use-flash-attn-v2", "use_flash_attn", Arity::store_true, ""},
-    Flag{"--use-flash-attn-triton", "use_flash_attn", Arity::store_true, ""},
+    Flag{"--use-flash-attn-v1", "use_flash_attn_v1", Arity::store_true, ""},
+    Flag{"--use-flash-attn", "use_flash_attn_v1", Arity::store_true, ""},
+    Flag{"--use-flash-attn-v2", "use_flash_attn_v2", Arity::store_true, ""},
+    Flag{"--use-flash-attn-triton", "use_flash_attn_triton", Arity::store_true, ""},
     Flag{"--no-pipeline-parallel", "no_pipeline_parallel", Arity::store_true, ""},
     Flag{"--ds-sequence-parallel-size", "ds_sequence_parallel_size", Arity::value, ""},
     Flag{"--deepspeed", "deepspeed", Arity::store_true, ""},
@@ -225,47 +226,6 @@ std::int64_t positive(const std::string& text, std::string_view what, std::strin
 std::string get(const std::map<std::string, std::string>& a, const std::string& key, const std::string& fallback) {
   const auto it = a.find(key);
   return it == a.end() ? fallback : it->second;
-}
-
-// Megatron-DeepSpeed's arguments in Megatron-LM's dests (its arguments.py): --num-key-value-heads is grouped-query
-// attention, --normalization takes layernorm|rmsnorm, --checkpoint-activations recomputes every layer (a chunk of
-// --checkpoint-num-layers, 1 priced), --no-pipeline-parallel drops the pipeline engine, Ulysses is not priced.
-void megatron_deepspeed_arguments(std::map<std::string, std::string>& args, MegatronCommand& out,
-                                  std::string_view where) {
-  const std::string w(where);
-  if (const auto k = args.find("num_key_value_heads"); k != args.end()) {
-    args["group_query_attention"] = "True";
-    args["num_query_groups"] = k->second;
-  }
-  if (const auto n = args.find("normalization"); n != args.end()) {
-    if (n->second != "layernorm" && n->second != "rmsnorm")
-      throw Error(w + ": --normalization " + n->second + " (valid: layernorm, rmsnorm)");
-    n->second = n->second == "rmsnorm" ? "RMSNorm" : "LayerNorm";
-  }
-  if (args.contains("use_rotary_position_embeddings"))
-    args["position_embedding_type"] = "rope";  // arguments.py: and no learned position embeddings
-  else if (get(args, "add_position_embedding", "True") == "False")
-    args["position_embedding_type"] = "none";
-  if (args.contains("checkpoint_activations")) {
-    if (args.contains("recompute_granularity") && args["recompute_granularity"] != "full")
-      throw Error(w + ": --checkpoint-activations with --recompute-granularity " + args["recompute_granularity"]);
-    if (const std::string n = get(args, "checkpoint_num_layers", "1"); n != "1")
-      throw Error(w + ": --checkpoint-num-layers " + n + ": only a checkpoint every layer (1) is priced");
-    args["recompute_granularity"] = "full";
-  }
-  if (const std::string u = get(args, "ds_sequence_parallel_size", "1"); u != "1")
-    throw Error(w + ": --ds-sequence-parallel-size " + u +
-                ": DeepSpeed-Ulysses' sequence parallelism is not priced (valid: 1)");
-  if (args.contains("no_pipeline_parallel") && get(args, "pipeline_model_parallel_size", "1") != "1")
-    throw Error(w + ": --no-pipeline-parallel with --pipeline-model-parallel-size " +
-                args["pipeline_model_parallel_size"]);
-  if (const auto o = args.find("optimizer"); o != args.end() && o->second != "adam" && o->second != "adamw")
-    throw Error(w + ": --optimizer " + o->second + ": only Adam (AdamW) is priced");
-  if (!args.contains("deepspeed_config"))
-    throw Error(w + ": no --deepspeed_config: the ZeRO stage and the batch are in the DeepSpeed config");
-  out.deepspeed_config = args["deepspeed_config"];
-  out.zero_stage = get(args, "zero_stage", "");
-  out.pipeline_engine = !args.contains("no_pipeline_parallel");
 }
 
 }  // namespace
@@ -378,7 +338,14 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
     args["padded_vocab_size"] = std::to_string((v + multiple - 1) / multiple * multiple);
   }
   if (!args.contains("attention_dropout")) args["attention_dropout"] = "0.1";  // arguments.py's default
-  if (out.deepspeed) megatron_deepspeed_arguments(args, out, where);
+  if (out.deepspeed) {
+    if (!args.contains("deepspeed_config"))
+      throw Error(w + ": no --deepspeed_config: the ZeRO stage and the batch are in the DeepSpeed config");
+    out.deepspeed_config = args["deepspeed_config"];
+    out.zero_stage = get(args, "zero_stage", "");
+    out.pipeline_engine = !args.contains("no_pipeline_parallel");
+    args["deepspeed"] = "True";  // under torchrun with --deepspeed, or the deepspeed launcher
+  }
   const std::string hidden_dropout = get(args, "hidden_dropout", "0.1");
   char* end = nullptr;
   const double p = std::strtod(hidden_dropout.c_str(), &end);
@@ -413,11 +380,6 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
   if (!args.contains("bf16"))
     throw Error(w + ": no --bf16: headroom prices BF16 training (and FP8 on top of it); FP16 and FP32 are not priced");
   out.run = megatron_run_from_arguments(args, {}, where);
-  if (out.deepspeed) {
-    out.run.layout["framework"] = "deepspeed";
-    out.run.layout["flash_attention"] = args.contains("use_flash_attn") ? "true" : "false";  // CoreAttention unfused
-    out.run.layout.erase("sharding");  // the ZeRO stage: read_deepspeed_config
-  }
   return out;
 }
 

@@ -202,10 +202,28 @@ bool megatron_knob_applies(KnobId id, const std::map<std::string, std::string>& 
   }
 }
 
+// Megatron-DeepSpeed's ZeRO stage: DeepSpeed's own print of its config ("zero_optimization_stage ....... 1",
+// runtime/config.py DeepSpeedConfig.print) where the log has it, else the --zero-stage argument (its default 1.0).
+std::optional<std::int64_t> zero_stage(const std::map<std::string, std::string>& args,
+                                       const std::vector<std::string_view>& lines, std::string_view where) {
+  for (const auto line : lines)
+    if (const auto at = line.find("zero_optimization_stage "); at != std::string_view::npos) {
+      auto v = line.find_first_not_of(". ", at + 24);
+      if (v != std::string_view::npos && line[v] >= '0' && line[v] <= '3') return line[v] - '0';
+    }
+  const auto v = arg(args, "zero_stage");
+  if (!v) return std::nullopt;
+  char* end = nullptr;
+  const double x = std::strtod(v->c_str(), &end);
+  if (end == v->c_str() || *end != '\0' || !(x == 0 || x == 1 || x == 2 || x == 3))
+    throw Error(std::string(where) + ": zero_stage '" + *v + "' (valid: 0, 1, 2, 3)");
+  return static_cast<std::int64_t>(x);
+}
+
 // The run's knobs from the arguments block: each knob's log_key (knobs.hpp), as printed; then what arguments.py
 // derives or defaults differently.
 std::map<std::string, std::string> megatron_layout(const std::map<std::string, std::string>& args,
-                                                   std::string_view where) {
+                                                   const std::vector<std::string_view>& lines, std::string_view where) {
   std::map<std::string, std::string> l;
   l["framework"] = "megatron";
   for (const Knob& k : knobs()) {
@@ -227,16 +245,67 @@ std::map<std::string, std::string> megatron_layout(const std::map<std::string, s
   if (arg(args, "num_experts") && !arg(args, "moe_token_dispatcher_type")) l["moe_token_dispatcher_type"] = "allgather";
   // Megatron-LM's distributed optimizer shards optimizer states over DP (ZeRO-1); without it, DDP.
   l["sharding"] = flag_arg(args, "use_distributed_optimizer") ? "zero1" : "ddp";
+  if (flag_arg(args, "deepspeed")) {
+    // DeepSpeed's ZeRO stage (a launch command's comes with its config); Megatron-DeepSpeed's attention without a
+    // FlashAttention flag is its unfused CoreAttention (megatron/model/transformer.py).
+    l["framework"] = "deepspeed";
+    l.erase("sharding");
+    if (const auto stage = zero_stage(args, lines, where)) {
+      if (*stage == 3)
+        throw Error(std::string(where) +
+                    ": ZeRO stage 3: its parameter prefetching is priced for FSDP, not for "
+                    "DeepSpeed's hooks");
+      l["sharding"] = *stage == 0 ? "ddp" : *stage == 1 ? "zero1" : "zero2";
+    }
+    const bool flash = flag_arg(args, "use_flash_attn_v1") || flag_arg(args, "use_flash_attn_v2") ||
+                       flag_arg(args, "use_flash_attn_triton") || flag_arg(args, "use_flash_attn_builder");
+    l["flash_attention"] = flash ? "true" : "false";
+  }
   return l;
 }
 
 }  // namespace
 
-MeasuredRun megatron_run_from_arguments(const std::map<std::string, std::string>& args,
+void megatron_deepspeed_arguments(std::map<std::string, std::string>& args, std::string_view where) {
+  const std::string w(where);
+  args.try_emplace("context_parallel_size", "1");  // no ring attention in Megatron-DeepSpeed
+  if (const auto k = arg(args, "num_key_value_heads")) {
+    args["group_query_attention"] = "True";
+    args["num_query_groups"] = *k;
+  }
+  if (const auto n = args.find("normalization"); n != args.end()) {
+    if (n->second != "layernorm" && n->second != "rmsnorm")
+      throw Error(w + ": normalization " + n->second + " (valid: layernorm, rmsnorm)");
+    n->second = n->second == "rmsnorm" ? "RMSNorm" : "LayerNorm";
+  }
+  if (flag_arg(args, "use_rotary_position_embeddings"))
+    args["position_embedding_type"] = "rope";  // its arguments.py: and no learned position embeddings
+  else if (arg(args, "add_position_embedding").value_or("True") == "False")
+    args["position_embedding_type"] = "none";
+  if (flag_arg(args, "checkpoint_activations")) {
+    if (const auto g = arg(args, "recompute_granularity"); g && *g != "full")
+      throw Error(w + ": checkpoint_activations with recompute_granularity " + *g);
+    if (const auto n = arg(args, "checkpoint_num_layers"); n && *n != "1")
+      throw Error(w + ": checkpoint_num_layers " + *n + ": only a checkpoint every layer (1) is priced");
+    args["recompute_granularity"] = "full";
+  }
+  if (const auto u = arg(args, "ds_sequence_parallel_size"); u && *u != "1")
+    throw Error(w + ": ds_sequence_parallel_size " + *u +
+                ": DeepSpeed-Ulysses' sequence parallelism is not priced (valid: 1)");
+  if (flag_arg(args, "no_pipeline_parallel") && arg(args, "pipeline_model_parallel_size").value_or("1") != "1")
+    throw Error(w + ": no_pipeline_parallel with pipeline_model_parallel_size " +
+                *arg(args, "pipeline_model_parallel_size"));
+  if (const auto o = arg(args, "optimizer"); o && *o != "adam" && *o != "adamw")
+    throw Error(w + ": optimizer " + *o + ": only Adam (AdamW) is priced");
+}
+
+MeasuredRun megatron_run_from_arguments(const std::map<std::string, std::string>& given,
                                         const std::vector<std::string_view>& lines, std::string_view where) {
+  std::map<std::string, std::string> args = given;
+  if (flag_arg(args, "deepspeed")) megatron_deepspeed_arguments(args, where);
   MeasuredRun run;
   run.source = std::string(where);
-  run.layout = megatron_layout(args, where);
+  run.layout = megatron_layout(args, lines, where);
   run.model = megatron_model(args, lines, where);
   return run;
 }
