@@ -103,6 +103,12 @@ AttentionCurve fit_attention_curve(const std::vector<AttentionPoint>& points) {
   return best;
 }
 
+const AttentionCurve* DeviceKernels::attention_curve(std::string_view backend) const {
+  for (const auto& [name, curve] : attention)
+    if (name == backend) return &curve;
+  return nullptr;
+}
+
 namespace {
 
 // A key's string, the fallback when absent; any other type is refused, naming the key.
@@ -174,15 +180,20 @@ DeviceKernels read_device_kernels(const json& j, double bf16_peak, double fp8_pe
   if (bf16.empty()) throw Error(w + ": no BF16 GEMM rows (a device's curves start with its BF16 GEMMs)");
   k.bf16 = fit_gemm_curve(bf16);
   if (!fp8.empty()) k.fp8 = fit_gemm_curve(fp8);
-  // Attention: the first backend among these that the file has rows for (what TE and SDPA pick on the device).
+  // Attention: a curve for each backend with rows (a measured profile's SDPA "flash" is FlashAttention-2).
   const json& attention = array_field(j, "attention", w);
-  std::vector<AttentionPoint> att;
-  for (const char* backend : {"cudnn", "flash2", "flash"}) {
+  for (const std::string_view backend : kAttentionBackends) {
+    std::vector<AttentionPoint> att;
     for (std::size_t i = 0; i < attention.size(); ++i) {
       const json& r = attention[i];
       const std::string row = w + ": attention[" + std::to_string(i) + "]";
       if (!r.is_object()) throw Error(row + " must be an object");
-      if (string_field(r, "backend", "", row) != backend || r.contains("unsupported")) continue;
+      std::string named = string_field(r, "backend", "", row);
+      if (named == "flash") named = "flash2";
+      if (named == "math") continue;  // SDPA's unfused reference (a CPU dry run): no training runs it
+      if (named != "cudnn" && named != "flash2")
+        throw Error(row + ": backend '" + named + "' (valid: cudnn, flash2, flash, math)");
+      if (named != backend || r.contains("unsupported")) continue;
       const double seq = number_field(r, "seq", row);
       if (!(seq >= 1)) throw Error(row + ": seq must be at least 1");
       // Published rows give fwd+bwd TFLOP/s; measured ones the seconds, counted as FlashAttention-2 does: forward
@@ -194,12 +205,8 @@ DeviceKernels read_device_kernels(const json& j, double bf16_peak, double fp8_pe
                                       1e12;
       att.push_back({seq, fraction_of_peak(tflops, bf16_peak, row)});
     }
-    if (!att.empty()) {
-      k.attention_backend = backend;
-      break;
-    }
+    if (!att.empty()) k.attention.emplace_back(std::string(backend), fit_attention_curve(att));
   }
-  if (!att.empty()) k.attention = fit_attention_curve(att);
   return k;
 }
 

@@ -64,7 +64,15 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
       c.source = value.get<std::string>();
       continue;
     }
-    if (key == "$schema" || key == "description" || key == "fit" || key == "memory" || key == "fitted_on")
+    if (key == "attention_backend") {
+      const std::string v = value.is_string() ? value.get<std::string>() : "";
+      if (std::find(kAttentionBackends.begin(), kAttentionBackends.end(), v) == kAttentionBackends.end())
+        throw Error(w + ": attention_backend must be cudnn or flash2 (got " + value.dump() + ")");
+      c.attention_backend = v;
+      continue;
+    }
+    if (key == "$schema" || key == "description" || key == "fit" || key == "memory" || key == "fitted_on" ||
+        key == "attention_backend_reason")
       continue;  // memory, fitted_on: with_profile (plan.cpp)
     if (key == "generic_source") {
       const std::string v = value.is_string() ? value.get<std::string>() : "";
@@ -123,7 +131,9 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
         std::find_if(std::begin(kFields), std::end(kFields), [&name = key](const Field& x) { return name == x.key; });
     if (f == std::end(kFields)) {
       std::string valid =
-          "name, source, description, fit, memory, fitted_on, uncertainty, generic_source, gpus, clusters";
+          "name, source, description, fit, memory, fitted_on, uncertainty, generic_source, attention_backend, "
+          "attention_backend_reason, gpus, "
+          "clusters";
       for (const auto& x : kFields) valid += std::string(", ") + x.key;
       throw Error(w + ": unknown key '" + key + "' (valid: " + valid + ")");
     }
@@ -141,7 +151,10 @@ PerfCoefficients perf_coefficients_from_json(const nlohmann::json& j, std::strin
 }
 
 nlohmann::json perf_coefficients_to_json(const PerfCoefficients& c) {
-  nlohmann::json j = {{"name", c.name}, {"source", c.source}, {"generic_source", c.generic_source}};
+  nlohmann::json j = {{"name", c.name},
+                      {"source", c.source},
+                      {"generic_source", c.generic_source},
+                      {"attention_backend", c.attention_backend}};
   for (const auto& f : kFields)
     if (f.member != nullptr && c.*(f.member) >= 0) j[f.key] = c.*(f.member);  // compiled_elementwise_passes < 0: unset
   j["layer_overhead_us"] = c.layer_overhead_s * 1e6;
@@ -311,17 +324,19 @@ PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
     device_curves = true;
     bf16_curve = k.bf16;
     fp8_curve = k.fp8;
-    if (!k.attention.empty()) {
-      attention_efficiency = k.attention.efficiency;
-      attention_half_tokens = k.attention.half_tokens;
+    const AttentionCurve* attention = k.attention_curve(c.attention_backend);
+    if (attention != nullptr) {
+      attention_efficiency = attention->efficiency;
+      attention_half_tokens = attention->half_tokens;
     }
     efficiency_source = "device curves";
     char fraction[32];
     std::snprintf(fraction, sizeof fraction, "%.3g", c.stack_gemm_fraction);
     device_kernels = k.file + " (" + (k.machine.empty() ? k.kind : k.kind + " on " + k.machine) + "; GEMM rows: BF16 " +
                      std::to_string(k.bf16.rows) + ", FP8 " + std::to_string(k.fp8.rows) + "; attention: " +
-                     (k.attention.empty() ? std::string("none, the coefficients' own")
-                                          : k.attention_backend + ", " + std::to_string(k.attention.rows) + " rows") +
+                     (attention == nullptr
+                          ? "no " + c.attention_backend + " rows, the coefficients' own"
+                          : c.attention_backend + " (" + c.name + "'s), " + std::to_string(attention->rows) + " rows") +
                      "), GEMMs at " + c.name + "'s stack_gemm_fraction " + fraction;
     efficiency_gpu = cluster.gpu.name;
   }

@@ -32,6 +32,12 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
                      {"published_fp8_memory", published_memory_json(r.fp8_memory)},
                      {"published_moe_memory", published_memory_json(r.moe_memory)},
                      {"stack_gemm_fraction", stack_fraction_json(r.stack)},
+                     {"attention_backends",
+                      [&] {
+                        nlohmann::json a = nlohmann::json::array();
+                        for (const auto& f : r.attention_backends) a.push_back(stack_fraction_json(f));
+                        return a;
+                      }()},
                      {"published_fsdp_runs", published_json(r.fsdp_runs)},
                      {"published_torchtitan_runs", published_json(r.torchtitan_runs)},
                      {"published_torchtitan_memory", published_memory_json(r.torchtitan_memory)},
@@ -50,6 +56,7 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
     print_published(out, r.fp8, "Published FP8 runs", "published_fp8_priced.csv");
     print_published_memory(out, r.fp8_memory);
     print_stack_fraction(out, r.stack, r.framework.name);
+    print_attention_backends(out, r.attention_backends, r.stack.attention_backend);
     print_published(out, r.fsdp_runs, "Published PyTorch FSDP runs", "published_fsdp_runs.csv", r.fsdp.name);
     print_published(out, r.torchtitan_runs, "Published torchtitan runs", "published_torchtitan_priced.csv",
                     r.torchtitan.name);

@@ -387,12 +387,27 @@ nlohmann::json stack_fraction_json(const validate::StackFractionFit& f) {
                      {"runs", x.runs},
                      {"fraction", x.fraction},
                      {"held_out_mean_abs_error", x.held_out_mean_abs_error}});
-  return {{"shipped", f.shipped},
+  return {{"attention_backend", f.attention_backend},
+          {"shipped", f.shipped},
           {"fitted", f.fitted},
           {"runs", f.runs},
           {"mean_abs_log_error", f.mean_abs_log_error},
           {"leave_one_source_out", folds},
+          {"held_out_mean_abs_error", f.held_out_mean_abs_error},
           {"shipped_equals_fit", f.shipped_is_fit}};
+}
+
+void print_attention_backends(std::ostream& out, const std::vector<validate::StackFractionFit>& fits,
+                              const std::string& shipped) {
+  out << "the attention curve that prices its steps, chosen by that held-out error (the fraction refitted under each; "
+         "every run in its source's fold):\n";
+  char line[200];
+  for (const auto& f : fits) {
+    std::snprintf(line, sizeof line, "  %-8s fraction %.2f  in-sample mean |log error| %.3f  held out %5.1f%%%s\n",
+                  f.attention_backend.c_str(), f.fitted, f.mean_abs_log_error, 100 * f.held_out_mean_abs_error,
+                  f.attention_backend == shipped ? "  <- shipped" : "");
+    out << line;
+  }
 }
 
 void print_stack_fraction(std::ostream& out, const validate::StackFractionFit& f, const std::string& coefficients) {

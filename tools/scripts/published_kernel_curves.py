@@ -26,9 +26,15 @@ SELECTION = {
         # against 0.79 here) are left out: they are not this SKU's.
         "gemm": [("H100-class sm_90 (SKU not stated)", "bf16 (bf16xbf16->bf16)", "bf16"),
                  ("H100 SXM", "fp8_e4m3", "e4m3")],
-        # Attention: FlashAttention-2's own fwd+bwd benchmark, causal (the only fwd+bwd sweep of a backend over
-        # sequence length on this SKU; cuDNN's published rows give the forward causal and the backward non-causal only).
-        "attention": [("FlashAttention-2", "flash2")],
+        # Attention, causal forward+backward at head dimension 128 (Llama's), one curve per backend: cuDNN's fused
+        # attention (Transformer Engine's FusedAttention on this SKU; cudnn-frontend's own sweep on the H200, the same
+        # GH100 die, clocks and 700 W) and FlashAttention-2 (through Transformer Engine on this SKU; PyTorch SDPA's
+        # default backend in the same H200 sweep). FlashAttention-2's README sweep is at head dimension 64 only, and
+        # the FlashAttention-3 paper's cuDNN rows give the causal forward alone.
+        "attention": [("H100 SXM", "TE FusedAttention (cuDNN sub-backend 1)", "cudnn"),
+                      ("H200 SXM", "cuDNN fused attention (cudnn-frontend graph)", "cudnn"),
+                      ("H100 SXM", "TE FlashAttention (flash-attn 2.x)", "flash2"),
+                      ("H200 SXM", "PyTorch SDPA (default backend; FlashAttention-2 kernels in PyTorch 2.4)", "flash2")],
     },
 }
 
@@ -57,10 +63,10 @@ def main() -> int:
                 doc["gemm"].append({"m": int(r["m"]), "n": int(r["n"]), "k": int(r["k"]), "dtype": name,
                                     "tflops": number(r["TFLOPs"]), "library": r["library"],
                                     "source": r["source"], "software": r["software"]})
-    for library, backend in sel["attention"]:
+    for gpu, library, backend in sel["attention"]:
         for r in rows:
-            if (r["kernel"] == "attention" and r["gpu"] == a.gpu and r["library"] == library
-                    and r["direction"] == "fwd+bwd" and r["causal"] == "True"):
+            if (r["kernel"] == "attention" and r["gpu"] == gpu and r["library"] == library and r["dtype"] == "bf16"
+                    and r["head_dim"] == "128" and r["direction"] == "fwd+bwd" and r["causal"] == "True"):
                 doc["attention"].append({"backend": backend, "seq": int(r["seq"]), "head_dim": int(r["head_dim"]),
                                          "heads": int(r["heads"]), "batch": int(r["batch"]), "causal": True,
                                          "fwd_bwd_tflops": number(r["TFLOPs"]), "source": r["source"],

@@ -253,6 +253,7 @@ PublishedValidation validate_published(const std::vector<PublishedRun>& runs, co
 
 StackFractionFit fit_stack_gemm_fraction(const std::vector<PublishedRun>& runs, const PerfCoefficients& shipped) {
   StackFractionFit f;
+  f.attention_backend = shipped.attention_backend;
   f.shipped = shipped.stack_gemm_fraction;
   std::vector<const PublishedRun*> fitted;  // runs of GPUs the shipped coefficients price by their curves
   for (const auto& run : runs)
@@ -299,11 +300,24 @@ StackFractionFit fit_stack_gemm_fraction(const std::vector<PublishedRun>& runs, 
       if (fitted[i]->source == held)
         fold.held_out_mean_abs_error += std::abs(std::expm1(log_error[static_cast<std::size_t>(others)][i])),
             ++fold.runs;
+    f.held_out_mean_abs_error += fold.held_out_mean_abs_error;
     fold.held_out_mean_abs_error /= fold.runs;
     f.leave_one_source_out.push_back(fold);
   }
+  f.held_out_mean_abs_error /= f.runs;
   f.shipped_is_fit = std::abs(f.fitted - f.shipped) < 1e-9;
   return f;
+}
+
+std::vector<StackFractionFit> stack_fraction_by_attention_backend(const std::vector<PublishedRun>& runs,
+                                                                  const PerfCoefficients& shipped) {
+  std::vector<StackFractionFit> fits;
+  for (const std::string_view backend : kAttentionBackends) {
+    PerfCoefficients c = shipped;
+    c.attention_backend = backend;
+    fits.push_back(fit_stack_gemm_fraction(runs, c));
+  }
+  return fits;
 }
 
 std::vector<PublishedCollective> published_collectives(const SpecLibrary& lib, const std::filesystem::path& csv) {

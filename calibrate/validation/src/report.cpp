@@ -133,6 +133,10 @@ Report validate_all(const SpecLibrary& lib, const std::string& framework) {
   r.fp8_rows = published_runs(lib, fw, ref / "published_fp8_priced.csv", "");
   r.fp8 = validate_published(r.fp8_rows, coefficients);
   r.stack = fit_stack_gemm_fraction(r.fp8_rows, coefficients);
+  r.attention_backends = stack_fraction_by_attention_backend(r.fp8_rows, coefficients);
+  r.attention_backend_chosen =
+      std::none_of(r.attention_backends.begin(), r.attention_backends.end(),
+                   [&](const auto& f) { return f.held_out_mean_abs_error < r.stack.held_out_mean_abs_error; });
   r.fp8_memory = validate_published_memory(r.fp8_rows, fw);
   r.moe_memory = validate_published_memory(r.moe_rows, fw);
   r.fsdp_rows = published_runs(lib, r.fsdp, ref / "published_fsdp_runs.csv", "");
@@ -144,7 +148,8 @@ Report validate_all(const SpecLibrary& lib, const std::string& framework) {
   r.torchtitan_memory = validate_published_memory(r.torchtitan_rows, r.torchtitan);
   r.collective_rows = published_collectives(lib, ref / "published_collectives.csv");
   r.collectives = validate_collectives(r.collective_rows, coefficients);
-  r.passed = r.estimates.failures == 0 && r.verdicts.ok() && r.perf_ok && r.thesis_ok && r.stack.shipped_is_fit;
+  r.passed = r.estimates.failures == 0 && r.verdicts.ok() && r.perf_ok && r.thesis_ok && r.stack.shipped_is_fit &&
+             r.attention_backend_chosen;
   return r;
 }
 

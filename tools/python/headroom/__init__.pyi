@@ -61,8 +61,8 @@ def rank(*, model: str, gpus: int, seq: int, gbs: int, gpu: str = ..., cluster: 
          use_precision_aware_optimizer: bool = ..., main_grads_dtype: Literal["fp32", "bf16"] = ...,
          main_params_dtype: Literal["fp32", "fp16"] = ..., exp_avg_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = ...,
          exp_avg_sq_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = ..., grad_reduce_in_bf16: bool = ...,
-         profile: str | os.PathLike[str] = ..., all_shardings: bool = ..., risk: str = ...,
-         html: str = ...) -> dict[str, Any]: ...
+         profile: str | os.PathLike[str] = ..., all_shardings: bool = ..., risk: str = ..., html: str = ...,
+         mtsl_curve: bool = ...) -> dict[str, Any]: ...
 def launch(*, model: str, seq: int, gpu: str = ..., cluster: str = ..., framework: str = ...,
            data_dir: str | os.PathLike[str] = ..., tp: int = ..., cp: int = ..., pp: int = ..., vpp: int = ...,
            decoder_first_pipeline_num_layers: int = ..., decoder_last_pipeline_num_layers: int = ...,
@@ -243,7 +243,7 @@ class Planner:
              main_grads_dtype: Literal["fp32", "bf16"] = ..., main_params_dtype: Literal["fp32", "fp16"] = ...,
              exp_avg_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = ...,
              exp_avg_sq_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = ..., grad_reduce_in_bf16: bool = ...,
-             all_shardings: bool = ..., risk: str = ..., html: str = ...) -> dict[str, Any]: ...
+             all_shardings: bool = ..., risk: str = ..., html: str = ..., mtsl_curve: bool = ...) -> dict[str, Any]: ...
     # --- end of generated ---
     def estimate_many(self, columns: Mapping[str, Any], *, on_error: str = ...,
                       threads: int = ...) -> dict[str, np.ndarray]: ...

@@ -4,6 +4,7 @@
 // tools/scripts/gpu_kernel_sweep.py on the device, or published benchmarks by
 // tools/scripts/published_kernel_curves.py).
 #include <cstdint>
+#include <array>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -49,17 +50,22 @@ struct AttentionPoint {
 
 // One device's curves and where they come from.
 struct DeviceKernels {
-  std::string file;               // the kernel-curves file
-  std::string kind;               // "measured" or "published"
-  std::string machine;            // the GPU the rows ran on, as the file names it
-  std::string attention_backend;  // the backend whose rows gave the attention curve
+  std::string file;     // the kernel-curves file
+  std::string kind;     // "measured" or "published"
+  std::string machine;  // the GPU the rows ran on, as the file names it
   GemmCurve bf16, fp8;
-  AttentionCurve attention;
+  // Causal attention forward and backward, one curve per backend the file has rows for (kAttentionBackends).
+  std::vector<std::pair<std::string, AttentionCurve>> attention;
   [[nodiscard]] bool empty() const { return bf16.empty(); }
+  [[nodiscard]] const AttentionCurve* attention_curve(std::string_view backend) const;
 };
 
-// Reads a kernel-curves document; fractions are of the given peaks (FLOP/s; fp8_peak 0: FP8 rows are refused). The
-// attention curve is the first backend's among cudnn, flash2, flash that the file has rows for.
+// The attention backends a curve can be for: "cudnn", cuDNN's fused attention (Transformer Engine's FusedAttention,
+// PyTorch SDPA's CUDNN_ATTENTION), and "flash2", FlashAttention-2 (the flash-attn package, PyTorch SDPA's
+// FLASH_ATTENTION, which a measured profile's rows call "flash").
+inline constexpr std::array<std::string_view, 2> kAttentionBackends = {"cudnn", "flash2"};
+
+// Reads a kernel-curves document; fractions are of the given peaks (FLOP/s; fp8_peak 0: FP8 rows are refused).
 [[nodiscard]] DeviceKernels device_kernels_from_json(const nlohmann::json& j, double bf16_peak, double fp8_peak,
                                                      std::string_view where);
 

@@ -50,6 +50,9 @@ struct PerfCoefficients {
   double gemm_tile = 128;              // output tile edge for the wave term
   double attention_efficiency = 0.5;   // FlashAttention-2 fwd+bwd fraction of peak at long sequences
   double attention_half_tokens = 512;  // query tokens per GPU (s/c) at which attention efficiency halves
+  // The attention kernels the framework runs (kernel_curves.hpp kAttentionBackends): which of a device's attention
+  // curves prices it.
+  std::string attention_backend = "flash2";
   // The fraction of a device's isolated GEMM curve (GpuSpec::kernels) that this framework's GEMMs reach inside a
   // training step: the SMs its overlapped TP/DP communication kernels hold while they run, clocks under sustained
   // load. Attention runs at the device's curve (nothing is overlapped with it but the CP ring, on copy engines).

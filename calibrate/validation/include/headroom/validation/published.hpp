@@ -102,14 +102,21 @@ struct StackFractionFold {
   double held_out_mean_abs_error = 0;  // this source's mean |predicted − measured| / measured at that fraction
 };
 struct StackFractionFit {
+  std::string attention_backend;  // the attention curve the steps were priced with
   double shipped = 0, fitted = 0;
   int runs = 0;
   double mean_abs_log_error = 0;  // at the fitted value
   std::vector<StackFractionFold> leave_one_source_out;
+  double held_out_mean_abs_error = 0;  // over every run, each in its source's fold
   bool shipped_is_fit = false;
 };
 [[nodiscard]] StackFractionFit fit_stack_gemm_fraction(const std::vector<PublishedRun>& runs,
                                                        const PerfCoefficients& shipped);
+// The same fit with each attention curve a device can have (kernel_curves.hpp kAttentionBackends) pricing the steps:
+// the form of the framework's attention, chosen by the held-out error (the shipped attention_backend must be the
+// least).
+[[nodiscard]] std::vector<StackFractionFit> stack_fraction_by_attention_backend(const std::vector<PublishedRun>& runs,
+                                                                                const PerfCoefficients& shipped);
 
 // Published nccl-tests / rccl-tests bus bandwidths (data/reference/published_collectives.csv) against the link model
 // the estimator prices collectives with (throughput.hpp ring_collective_seconds on the cluster's links at the

@@ -67,10 +67,14 @@ struct Report {
   PublishedValidation published, moe, fp8, fsdp_runs, torchtitan_runs;
   PublishedMemoryValidation torchtitan_memory, fp8_memory, moe_memory;
   StackFractionFit stack;  // the framework's stack_gemm_fraction, fitted on the dense FP8 rows of curve GPUs
+  // The same fit under each attention curve; the shipped attention_backend must hold out best.
+  std::vector<StackFractionFit> attention_backends;
+  bool attention_backend_chosen = false;
   CollectiveValidation collectives;
   // What passes: every estimate cell; the verdicts (98% right, no false fit) with the shipped residual equal to its
   // fit, band and form; the throughput's regret goals with the shipped coefficients and bands equal to their fit;
-  // the thesis's MTSL and throughput fits and goal; the shipped stack_gemm_fraction equal to its fit.
+  // the thesis's MTSL and throughput fits and goal; the shipped stack_gemm_fraction equal to its fit and the shipped
+  // attention curve the one with the least held-out error.
   bool perf_ok = false, thesis_ok = false, passed = false;
 };
 
