@@ -248,6 +248,8 @@ LayoutRequest layout_request(const KnobSettings& k, const FrameworkProfile& f) {
   r.overlap_p2p_comm = k.flag(overlap_p2p_comm, true);
   r.tp_comm_overlap = k.flag(tp_comm_overlap, false);
   r.compile = k.flag(compile, false);
+  if (const std::string* x = k.text(attention_backend))
+    r.attention_backend = *x == "cudnn" ? AttentionBackend::cudnn : AttentionBackend::flash2;
   OptimizerPrecision& o = r.optimizer_precision;
   o.precision_aware = k.flag(use_precision_aware_optimizer, false);
   o.grad_reduce_in_bf16 = k.flag(grad_reduce_in_bf16, false);
@@ -314,6 +316,7 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   l.tp_comm_overlap = r.tp_comm_overlap;
   require_compile(f, r.compile);
   l.compile = r.compile;
+  l.attention_backend = r.attention_backend;
   set_optimizer_precision(f, r.optimizer_precision, l);
   l.mbs = positive("mbs", r.mbs);
   l.seq = positive("seq", r.seq);

@@ -178,6 +178,10 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
   if (l.activation_offload_layers > 0)
     a.insert(a.end(), {"--cpu-offloading-num-layers", num(l.activation_offload_layers)});
   if (l.flash_attention) a.emplace_back("--use-flash-attn");
+  // arguments.py --attention-backend (AttnBackend): fused is Transformer Engine's cuDNN attention, flash the flash-attn
+  // package's.
+  if (l.attention_backend != AttentionBackend::framework)
+    a.insert(a.end(), {"--attention-backend", l.attention_backend == AttentionBackend::cudnn ? "fused" : "flash"});
   if (l.recompute == Recompute::selective) a.insert(a.end(), {"--recompute-granularity", "selective"});
   if (l.recompute == Recompute::full)
     a.insert(a.end(),
@@ -274,6 +278,10 @@ void torchtitan_limits(const Layout& l, std::vector<std::string>& issues) {
     issues.emplace_back("FP8 delayed scaling: torchtitan's float8 converter scales dynamically (tensorwise)");
   if (l.tp_comm_overlap && !l.compile)
     issues.emplace_back("async TP without torch.compile: torchtitan runs it compiled only (--compile)");
+  if (l.attention_backend == AttentionBackend::cudnn)
+    issues.emplace_back(
+        "attention_backend cudnn: torchtitan's SDPA takes PyTorch's priority (FlashAttention-2 first); "
+        "no job-config key picks cuDNN");
   if (l.optimizer_offload > 0 || l.activation_offload_layers > 0)
     issues.emplace_back("offloading: torchtitan has no optimizer or activation CPU offload setting");
   if (l.optimizer_precision.given())
@@ -421,6 +429,8 @@ void write_pytorch_parallelism(std::ostringstream& py, const Layout& l) {
                : "recompute core attention only (torch.utils.checkpoint around it)")
        << "\n";
   if (l.compile) py << "# compile: torch.compile(block) on every decoder block before fully_shard\n";
+  if (l.attention_backend == AttentionBackend::cudnn)
+    py << "# attention: with torch.nn.attention.sdpa_kernel(SDPBackend.CUDNN_ATTENTION) around the model's forward\n";
   if (l.lora.enabled())
     py << "# LoRA rank " << l.lora.rank << ": add the adapters (e.g. peft.get_peft_model) before fully_shard\n";
   py << "# micro-batch " << l.mbs << " x seq " << l.seq << " per rank; global batch " << l.gbs
@@ -562,6 +572,8 @@ void deepspeed(const ModelSpec& m, const Layout& l, LaunchExport& e) {
   if (l.lora.enabled()) issues.emplace_back("LoRA: not in Megatron-DeepSpeed's pretrain_gpt.py");
   if (l.recompute == Recompute::op) issues.emplace_back("recompute op: torchtitan's per-op checkpointing");
   if (l.compile) issues.emplace_back("compile: torchtitan's torch.compile of the blocks");
+  if (l.attention_backend == AttentionBackend::cudnn)
+    issues.emplace_back("attention_backend cudnn: Megatron-DeepSpeed calls the flash-attn package");
   if (l.tp_comm_overlap)
     issues.emplace_back("TP communication overlap: Transformer Engine's userbuffers (Megatron-LM)");
   if (l.optimizer_offload > 0 || l.activation_offload_layers > 0)

@@ -356,6 +356,9 @@ std::optional<Dtype> dtype_from_string(std::string_view text) {
 }
 
 std::string_view to_string(Fp8Library x) { return x == Fp8Library::torchao ? "torchao" : "transformer_engine"; }
+std::string_view to_string(AttentionBackend x) {
+  return x == AttentionBackend::cudnn ? "cudnn" : x == AttentionBackend::flash2 ? "flash2" : "framework";
+}
 
 // Schedulers allocate whole nodes and torchrun/Megatron-LM start the same number of ranks on each, while the models
 // here fill nodes in rank order: a job past one node is whole nodes; one within a node may use part of it.

@@ -324,6 +324,9 @@ PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
     device_curves = true;
     bf16_curve = k.bf16;
     fp8_curve = k.fp8;
+    for (std::size_t b = 0; b < kAttentionBackends.size(); ++b)
+      if (const AttentionCurve* a = k.attention_curve(kAttentionBackends[b]))
+        attention_curves[b] = {a->efficiency, a->half_tokens};
     const AttentionCurve* attention = k.attention_curve(c.attention_backend);
     if (attention != nullptr) {
       attention_efficiency = attention->efficiency;

@@ -165,6 +165,9 @@ Estimate estimate(const Plan& plan, const PlanContext& ctx, const Layout& l) {
   f.coefficients_fitted_under = context.efficiency_fitted_under;
   f.gemm_scale = context.gemm_scale, f.attention_scale = context.attention_scale;
   f.device_kernels = context.device_kernels;
+  if (l.attention_backend != AttentionBackend::framework)
+    f.device_kernels +=
+        "; attention at the device's " + std::string(to_string(l.attention_backend)) + " curve (attention_backend)";
   f.compute_clock_fraction = context.peak_flops / context.datasheet_peak_flops;
   f.link_coefficients_source = context.link_source;
   f.breakdown = p.breakdown;

@@ -61,8 +61,17 @@ double gemm_efficiency(const PerfContext& p, const GemmShape& g, bool fp8) {
          gemm_wave_factor(g.m, g.n, p.coef.gemm_wave_units, p.coef.gemm_tile);
 }
 
-double attention_efficiency(const PerfContext& p, double query_tokens) {
-  return p.attention_efficiency * query_tokens / (query_tokens + p.attention_half_tokens);
+double attention_efficiency(const PerfContext& p, const Layout& l, double query_tokens) {
+  double efficiency = p.attention_efficiency, half = p.attention_half_tokens;
+  if (l.attention_backend != AttentionBackend::framework) {
+    const auto& [e, h] = p.attention_curves[l.attention_backend == AttentionBackend::cudnn ? 0 : 1];
+    if (!(e > 0))
+      throw Error(field("attention_backend") + " " + std::string(to_string(l.attention_backend)) +
+                  ": this GPU's attention is not priced by kernel curves of that backend (data/kernels; valid: leave "
+                  "it to the framework's)");
+    efficiency = e, half = h;
+  }
+  return efficiency * query_tokens / (query_tokens + half);
 }
 
 // Patarasuk & Yuan 2009 ring; nccl-tests bus-bandwidth factor (n − 1)/n for all-gather / reduce-scatter.
@@ -207,7 +216,7 @@ LayerPasses layer_passes(const ModelSpec& m, const PerfContext& p, const Layout&
                                 : attention_gemms + gemm_seconds(p, g.fc1, fp8) + gemm_seconds(p, g.fc2, fp8);
   const AttentionSeconds unfused = l.flash_attention ? AttentionSeconds{} : unfused_attention_seconds(m, p, l);
   const double attn_f = l.flash_attention
-                            ? attention_flops_forward(m, l) / (p.peak_flops * attention_efficiency(p, s / d(l.cp)))
+                            ? attention_flops_forward(m, l) / (p.peak_flops * attention_efficiency(p, l, s / d(l.cp)))
                             : unfused.forward;
   const double attn_b = l.flash_attention ? kAttentionBackwardRatio * attn_f : unfused.backward;
   // With experts, the token copies are permuted before the dispatch and back after the combine: read and write each.

@@ -31,6 +31,31 @@ std::vector<std::string> with(std::vector<std::string> args, const std::vector<s
   return args;
 }
 
+// --attention-backend picks one of the device's attention curves (data/kernels): cuDNN's fused attention runs faster
+// than FlashAttention-2 on the H100's published curves; a GPU priced without curves refuses it; launch writes it as
+// Megatron-LM's --attention-backend and check reads that back.
+TEST(Cli, AttentionBackendPicksTheDevicesCurve) {
+  const std::vector<std::string> job = {"estimate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus",
+                                        "8",        "--seq",   "8192",        "--gbs",     "64",       "--json"};
+  const auto attention = [&](const std::vector<std::string>& extra) {
+    const Result r = run(with(job, extra));
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out).at("perf").at("breakdown").at("attention_s").get<double>();
+  };
+  const double framework = attention({}), cudnn = attention({"--attention-backend", "cudnn"}),
+               flash2 = attention({"--attention-backend", "flash2"});
+  EXPECT_DOUBLE_EQ(framework, flash2);  // megatron's curve (data/perf/megatron.json attention_backend)
+  EXPECT_LT(cudnn, 0.8 * flash2);
+  const Result fitted = run({"estimate", "--model", "llama3.1-8b", "--gpu", "h100-94gb", "--gpus", "8", "--seq", "8192",
+                             "--attention-backend", "cudnn"});
+  EXPECT_EQ(fitted.code, 2);
+  EXPECT_NE(fitted.err.find("--attention-backend cudnn"), std::string::npos) << fitted.err;
+  const Result launch = run({"launch", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8", "--seq",
+                             "8192", "--attention-backend", "cudnn", "--export", "megatron"});
+  ASSERT_EQ(launch.code, 0) << launch.err;
+  EXPECT_NE(launch.out.find("--attention-backend fused"), std::string::npos) << launch.out;
+}
+
 TEST(Cli, EstimateJsonHasTheDocumentedFields) {
   const Result r = run(with(kEstimate, {"--json"}));
   ASSERT_EQ(r.code, 0) << r.err;

@@ -136,6 +136,7 @@ Layout rank_base(const Plan& plan, const LayoutRequest& q) {
   base.tp_comm_overlap = q.tp_comm_overlap;
   require_compile(plan.framework, q.compile);
   base.compile = q.compile;
+  base.attention_backend = q.attention_backend;
   set_optimizer_precision(plan.framework, q.optimizer_precision, base);  // after the FP8 recipe it depends on
   return base;
 }
@@ -241,6 +242,9 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
       {"overlap_p2p_comm", pipeline_sends_overlap(l)},
       {"tp_comm_overlap", l.tp_comm_overlap},
       {"compile", l.compile},
+      {"attention_backend", l.attention_backend == AttentionBackend::framework
+                                ? nlohmann::json(nullptr)
+                                : nlohmann::json(to_string(l.attention_backend))},
       {"use_precision_aware_optimizer", l.optimizer_precision.precision_aware || l.optimizer_offload > 0},
       {"main_grads_dtype", to_string(l.optimizer_precision.main_grads)},
       {"main_params_dtype", to_string(l.optimizer_precision.main_params)},

@@ -243,6 +243,13 @@ std::map<std::string, std::string> megatron_layout(const std::map<std::string, s
   if (!l.contains("recompute")) l["recompute"] = "none";
   // arguments.py's default dispatcher is allgather, which headroom does not price (the knob's check says so).
   if (arg(args, "num_experts") && !arg(args, "moe_token_dispatcher_type")) l["moe_token_dispatcher_type"] = "allgather";
+  // --attention-backend (arguments.py AttnBackend, printed as AttnBackend.fused): fused is Transformer Engine's cuDNN
+  // attention, flash the flash-attn package's; auto leaves it to the framework's curve.
+  if (auto b = arg(args, "attention_backend")) {
+    if (b->starts_with("AttnBackend.")) b->erase(0, 12);
+    if (*b == "fused") l["attention_backend"] = "cudnn";
+    if (*b == "flash") l["attention_backend"] = "flash2";
+  }
   // Megatron-LM's distributed optimizer shards optimizer states over DP (ZeRO-1); without it, DDP.
   l["sharding"] = flag_arg(args, "use_distributed_optimizer") ? "zero1" : "ddp";
   if (flag_arg(args, "deepspeed")) {

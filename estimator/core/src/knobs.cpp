@@ -167,6 +167,12 @@ constexpr std::array<Knob, kKnobCount> kKnobs = {{
      .flags = "--flash-attn,--use-flash-attn", .help = "FlashAttention on", .off_flags = "--no-flash-attn",
      .off_help = "attention without FlashAttention (stores the s² softmax)", .aliases = "flash_attn",
      .json = "layout.flash_attention"},
+    {.id = attention_backend, .name = "attention_backend", .type = T::choice, .default_text = "the framework's",
+     .flags = "--attention-backend",
+     .help = "the attention kernels priced, by the device's curve of them: cudnn (cuDNN's fused attention: Transformer "
+             "Engine's FusedAttention, Megatron-LM's --attention-backend fused) or flash2 (FlashAttention-2); default "
+             "the framework's curve (data/perf attention_backend)",
+     .choices = "cudnn|flash2", .json = "layout.attention_backend"},
     {.id = sharding, .name = "sharding", .type = T::text, .default_text = "the framework's", .flags = "--sharding",
      .help = "DP sharding of P/G/OS: ddp, zero1, zero2, zero3, fsdp, mics, hsdp, paro-XYZ or a code like NIG " "(default: the --framework profile's)",
      .json = "layout.sharding"},

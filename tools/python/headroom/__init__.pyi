@@ -31,7 +31,7 @@ def estimate(*, model: str, seq: int, gpu: str = ..., cluster: str = ..., framew
              lora_rank: int = ..., lora_targets: str | Sequence[str] = ...,
              recompute: Literal["none", "selective", "full", "op"] = ...,
              schedule: Literal["1f1b", "interleaved", "gpipe"] = ..., sequence_parallel: bool = ...,
-             flash_attention: bool = ..., sharding: str = ...,
+             flash_attention: bool = ..., attention_backend: Literal["cudnn", "flash2"] = ..., sharding: str = ...,
              profile: str | os.PathLike[str] = ...) -> dict[str, Any]: ...
 def mtsl(*, model: str, gpu: str = ..., cluster: str = ..., framework: str = ...,
          data_dir: str | os.PathLike[str] = ..., tp: int = ..., cp: int = ..., pp: int = ..., vpp: int = ...,
@@ -50,16 +50,18 @@ def mtsl(*, model: str, gpu: str = ..., cluster: str = ..., framework: str = ...
          seq: int = ..., lora_rank: int = ..., lora_targets: str | Sequence[str] = ...,
          recompute: Literal["none", "selective", "full", "op"] = ...,
          schedule: Literal["1f1b", "interleaved", "gpipe"] = ..., sequence_parallel: bool = ...,
-         flash_attention: bool = ..., sharding: str = ..., sweep: str = ..., target_seq: int = ...,
-         profile: str | os.PathLike[str] = ..., max_gpus: int = ..., risk: str = ..., any_layout: bool = ...,
-         constraint: str | Sequence[str] = ..., top: int = ...) -> dict[str, Any]: ...
+         flash_attention: bool = ..., attention_backend: Literal["cudnn", "flash2"] = ..., sharding: str = ...,
+         sweep: str = ..., target_seq: int = ..., profile: str | os.PathLike[str] = ..., max_gpus: int = ...,
+         risk: str = ..., any_layout: bool = ..., constraint: str | Sequence[str] = ...,
+         top: int = ...) -> dict[str, Any]: ...
 def rank(*, model: str, gpus: int, seq: int, gbs: int, gpu: str = ..., cluster: str = ..., framework: str = ...,
          data_dir: str | os.PathLike[str] = ..., top: int = ..., constraint: str | Sequence[str] = ...,
          precision: Literal["bf16", "fp8"] = ..., fp8_format: Literal["e4m3", "hybrid"] = ...,
          fp8_recipe: Literal["delayed", "tensorwise"] = ..., fp8_param_gather: bool = ..., tp_comm_overlap: bool = ...,
-         compile: bool = ..., lora_rank: int = ..., lora_targets: str | Sequence[str] = ...,
-         use_precision_aware_optimizer: bool = ..., main_grads_dtype: Literal["fp32", "bf16"] = ...,
-         main_params_dtype: Literal["fp32", "fp16"] = ..., exp_avg_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = ...,
+         compile: bool = ..., attention_backend: Literal["cudnn", "flash2"] = ..., lora_rank: int = ...,
+         lora_targets: str | Sequence[str] = ..., use_precision_aware_optimizer: bool = ...,
+         main_grads_dtype: Literal["fp32", "bf16"] = ..., main_params_dtype: Literal["fp32", "fp16"] = ...,
+         exp_avg_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = ...,
          exp_avg_sq_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = ..., grad_reduce_in_bf16: bool = ...,
          profile: str | os.PathLike[str] = ..., all_shardings: bool = ..., risk: str = ..., html: str = ...,
          mtsl_curve: bool = ...) -> dict[str, Any]: ...
@@ -80,7 +82,8 @@ def launch(*, model: str, seq: int, gpu: str = ..., cluster: str = ..., framewor
            lora_rank: int = ..., lora_targets: str | Sequence[str] = ...,
            recompute: Literal["none", "selective", "full", "op"] = ...,
            schedule: Literal["1f1b", "interleaved", "gpipe"] = ..., sequence_parallel: bool = ...,
-           flash_attention: bool = ..., sharding: str = ..., export: str = ...) -> dict[str, Any]: ...
+           flash_attention: bool = ..., attention_backend: Literal["cudnn", "flash2"] = ..., sharding: str = ...,
+           export: str = ...) -> dict[str, Any]: ...
 def comm(*, sharding: str = ..., params: float = ..., trainable: float = ..., gpus: int = ..., group_size: int = ...,
          accum: int = ..., weight_bytes: float = ..., grad_bytes: float = ..., optimizer_bytes: float = ...,
          collectives: str = ..., list: bool = ..., compare: bool = ...) -> dict[str, Any]: ...
@@ -101,9 +104,9 @@ def simulate(*, model: str = ..., gpu: str = ..., cluster: str = ..., framework:
              seq: int = ..., lora_rank: int = ..., lora_targets: str | Sequence[str] = ...,
              recompute: Literal["none", "selective", "full", "op"] = ...,
              schedule: Literal["1f1b", "interleaved", "gpipe"] = ..., sequence_parallel: bool = ...,
-             flash_attention: bool = ..., sharding: str = ..., collective: str = ..., algorithm: str = ...,
-             bytes: int = ..., nodes: int = ..., channels: int = ..., nics_per_node: int = ...,
-             profile: str | os.PathLike[str] = ..., trace: str | os.PathLike[str] = ...,
+             flash_attention: bool = ..., attention_backend: Literal["cudnn", "flash2"] = ..., sharding: str = ...,
+             collective: str = ..., algorithm: str = ..., bytes: int = ..., nodes: int = ..., channels: int = ...,
+             nics_per_node: int = ..., profile: str | os.PathLike[str] = ..., trace: str | os.PathLike[str] = ...,
              no_contention: bool = ...) -> dict[str, Any]: ...
 def calibrate(*, backend: str = ..., ranks: int = ..., gpus_per_node: int = ..., mpi: bool = ...,
               model: str | Sequence[str] = ..., gpu: str = ..., quick: bool = ..., out: str | os.PathLike[str] = ...,
@@ -212,7 +215,8 @@ class Planner:
                  lora_targets: str | Sequence[str] | None = ...,
                  recompute: Literal["none", "selective", "full", "op"] | None = ...,
                  schedule: Literal["1f1b", "interleaved", "gpipe"] | None = ..., sequence_parallel: bool | None = ...,
-                 flash_attention: bool | None = ..., sharding: str | None = ...) -> Estimate: ...
+                 flash_attention: bool | None = ..., attention_backend: Literal["cudnn", "flash2"] | None = ...,
+                 sharding: str | None = ...) -> Estimate: ...
     def mtsl(self, *, tp: int | None = ..., cp: int | None = ..., pp: int | None = ..., vpp: int | None = ...,
              decoder_first_pipeline_num_layers: int | None = ..., decoder_last_pipeline_num_layers: int | None = ...,
              account_for_embedding_in_pipeline_split: bool | None = ...,
@@ -234,12 +238,13 @@ class Planner:
              lora_targets: str | Sequence[str] | None = ...,
              recompute: Literal["none", "selective", "full", "op"] | None = ...,
              schedule: Literal["1f1b", "interleaved", "gpipe"] | None = ..., sequence_parallel: bool | None = ...,
-             flash_attention: bool | None = ..., sharding: str | None = ...) -> dict[str, Any]: ...
+             flash_attention: bool | None = ..., attention_backend: Literal["cudnn", "flash2"] | None = ...,
+             sharding: str | None = ...) -> dict[str, Any]: ...
     def rank(self, *, gpus: int, seq: int, gbs: int, top: int = ..., constraint: str | Sequence[str] = ...,
              precision: Literal["bf16", "fp8"] = ..., fp8_format: Literal["e4m3", "hybrid"] = ...,
              fp8_recipe: Literal["delayed", "tensorwise"] = ..., fp8_param_gather: bool = ...,
-             tp_comm_overlap: bool = ..., compile: bool = ..., lora_rank: int = ...,
-             lora_targets: str | Sequence[str] = ..., use_precision_aware_optimizer: bool = ...,
+             tp_comm_overlap: bool = ..., compile: bool = ..., attention_backend: Literal["cudnn", "flash2"] = ...,
+             lora_rank: int = ..., lora_targets: str | Sequence[str] = ..., use_precision_aware_optimizer: bool = ...,
              main_grads_dtype: Literal["fp32", "bf16"] = ..., main_params_dtype: Literal["fp32", "fp16"] = ...,
              exp_avg_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = ...,
              exp_avg_sq_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = ..., grad_reduce_in_bf16: bool = ...,

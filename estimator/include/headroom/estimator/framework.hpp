@@ -107,7 +107,8 @@ struct LayoutRequest {
   bool overlap_p2p_comm = true;                // Layout::overlap_p2p_comm
   bool tp_comm_overlap = false;                // Layout::tp_comm_overlap; needs a framework that runs it
   bool compile = false;                        // Layout::compile; needs a framework that compiles
-  OptimizerPrecision optimizer_precision;      // Layout::optimizer_precision; needs a framework that runs it
+  AttentionBackend attention_backend = AttentionBackend::framework;  // Layout::attention_backend
+  OptimizerPrecision optimizer_precision;  // Layout::optimizer_precision; needs a framework that runs it
 };
 // The micro-batches per pipeline of a global batch not given: p with a pipeline, the fewest at which 1F1B's first stage
 // holds p micro-batches in flight as every run with m >= p does (Narayanan et al. 2021 Sec. 2.2.1, 4D paper Sec.

@@ -27,6 +27,9 @@ enum class Fp8Recipe { none, delayed, tensorwise };
 // Transformer Engine (Megatron-LM) caches each weight's FP8 copy and transpose across micro-batches and saves the
 // linear layers' inputs in FP8; torchao (torchtitan, FSDP2) casts every weight each micro-batch and saves them in BF16.
 enum class Fp8Library { transformer_engine, torchao };
+// The attention kernels a layout is priced with (the attention_backend knob): the framework's curve, or the device's
+// curve of cuDNN's fused attention or of FlashAttention-2 (kernel_curves.hpp kAttentionBackends).
+enum class AttentionBackend : std::uint8_t { framework, cudnn, flash2 };
 // How one of parameters, gradients or optimizer states is sharded over the data-parallel (DP×CP) group:
 // not at all, inside a group of GPUs (a node), or over the whole group (PaRO's N / I / G).
 enum class Shard { none, intra, global };
@@ -164,6 +167,7 @@ struct Layout {
   // FSDP1's FlatParameter (the framework's fsdp_flat_parameters): frozen and trainable weights of a unit in one flat
   // tensor, which then takes one gradient of its full size (memory.hpp frozen_weights_take_gradients).
   bool fsdp_flat_parameters = false;
+  AttentionBackend attention_backend = AttentionBackend::framework;
 
   [[nodiscard]] std::int64_t gpus() const { return tp * cp * pp * dp; }
   [[nodiscard]] std::int64_t expert_tp() const { return etp > 0 ? etp : tp; }
@@ -219,8 +223,9 @@ void refuse_unpriced_precision(const Layout& layout);
 [[nodiscard]] std::string_view to_string(Schedule s);
 [[nodiscard]] std::string_view to_string(Shard s);
 [[nodiscard]] std::string_view to_string(ExpertDispatcher d);
-[[nodiscard]] std::string_view to_string(Fp8Recipe r);   // "none", "delayed", "tensorwise"
-[[nodiscard]] std::string_view to_string(Fp8Library x);  // "transformer_engine", "torchao"
+[[nodiscard]] std::string_view to_string(Fp8Recipe r);         // "none", "delayed", "tensorwise"
+[[nodiscard]] std::string_view to_string(Fp8Library x);        // "transformer_engine", "torchao"
+[[nodiscard]] std::string_view to_string(AttentionBackend x);  // "framework", "cudnn", "flash2"
 // Whether `gpus` is whole nodes of the cluster: at most one node, or a multiple of gpus_per_node (schedulers allocate
 // whole nodes, launchers start the same ranks on each). An assumed cluster's nodes are a guess: any count passes.
 [[nodiscard]] bool whole_nodes(std::int64_t gpus, const ClusterSpec& cluster);

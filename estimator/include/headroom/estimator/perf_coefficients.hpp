@@ -153,6 +153,9 @@ struct PerfContext {
   double gemm_efficiency = 0;
   double attention_efficiency = 0;
   double attention_half_tokens = 0;
+  // Where the device's curves price it, each of its attention curves (efficiency, half tokens) in kAttentionBackends'
+  // order (cudnn, flash2), for a layout's attention_backend knob; efficiency 0: the device has none of that backend.
+  std::array<std::pair<double, double>, 2> attention_curves{};
   // The device's kernel curves (GEMMs at the stack's stack_gemm_fraction) price GEMMs and attention when set:
   // the GPU has curves and these coefficients no `gpus` entry of its own (efficiency_source "device curves").
   bool device_curves = false;

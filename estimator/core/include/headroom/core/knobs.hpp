@@ -61,6 +61,7 @@ enum class KnobId : std::uint8_t {
   schedule,
   sequence_parallel,
   flash_attention,
+  attention_backend,
   sharding,
 };
 inline constexpr std::size_t kKnobCount = static_cast<std::size_t>(KnobId::sharding) + 1;
