@@ -21,10 +21,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const double f = gemm_curve_fraction(*c, x, 4096.0, x);
         fuzz::require(f > 0.0 && f <= 1.0, "a GEMM curve gives a fraction of peak in (0, 1]");
       }
-    if (!k.attention.empty())
-      fuzz::require(k.attention.efficiency > 0.0 && k.attention.efficiency <= 1.0 &&
-                        std::isfinite(k.attention.half_tokens) && k.attention.half_tokens > 0.0,
-                    "an attention curve has an efficiency in (0, 1] and a finite positive half");
+    for (const auto& [backend, a] : k.attention)
+      fuzz::require(k.attention_curve(backend) == &a && a.efficiency > 0.0 && a.efficiency <= 1.0 &&
+                        std::isfinite(a.half_tokens) && a.half_tokens > 0.0,
+                    "each backend's attention curve has an efficiency in (0, 1] and a finite positive half");
   });
   return 0;
 }

@@ -130,9 +130,9 @@ calibrate::MegatronCommand job_config_command(const CheckOptions& o, std::int64_
 }
 
 // The DeepSpeed config a DeepSpeed launch names (--deepspeed_config): the text the launch script writes to that path
-// with a here-document, or the file, a relative path from the script's folder when a script was given, else from the
-// current one.
-void read_deepspeed_config(calibrate::MegatronCommand& cmd, const std::string& where,
+// with a here-document, or the file, a relative path from the script's folder when a script was given (`script`), else
+// from the current one.
+void read_deepspeed_config(calibrate::MegatronCommand& cmd, const std::string& where, const std::string& script,
                            const std::map<std::string, std::string>& script_files) {
   if (const auto written = script_files.find(cmd.deepspeed_config); written != script_files.end()) {
     cmd.notes.push_back("the DeepSpeed config is the text " + where + " writes to " + cmd.deepspeed_config +
@@ -141,7 +141,7 @@ void read_deepspeed_config(calibrate::MegatronCommand& cmd, const std::string& w
     return;
   }
   std::filesystem::path path = cmd.deepspeed_config;
-  if (path.is_relative() && where != "the command") path = std::filesystem::path(where).parent_path() / path;
+  if (path.is_relative() && !script.empty()) path = std::filesystem::path(script).parent_path() / path;
   if (!std::filesystem::is_regular_file(path))
     throw Error(where + ": --deepspeed_config " + cmd.deepspeed_config + ": no such file (" + path.string() + ")");
   calibrate::read_deepspeed_config(read_file_bounded(path.string(), path.string()), path.string(), cmd);
@@ -165,8 +165,9 @@ void run_check(const CheckOptions& o, std::ostream& out) {
   } else {
     std::vector<std::string> tokens = o.command;
     std::map<std::string, std::string> script_files;  // what the script writes with here-documents
+    std::string script;
     if (tokens.size() == 1 && std::filesystem::is_regular_file(tokens.front())) {
-      where = tokens.front();
+      where = script = tokens.front();
       tokens = script_tokens(tokens.front(), o.set, script_files);
     } else if (!o.set.empty()) {
       throw Error("--set " + o.set.front() + ": gives a launch script's values, and the command is not a script");
@@ -179,7 +180,7 @@ void run_check(const CheckOptions& o, std::ostream& out) {
       if (o.specs.framework != "megatron" && o.specs.framework != "deepspeed")
         throw Error("--framework " + o.specs.framework + ": a DeepSpeed launch is priced under deepspeed");
       req.framework = "deepspeed";
-      read_deepspeed_config(cmd, where, script_files);
+      read_deepspeed_config(cmd, where, script, script_files);
     }
   }
   if (o.specs.model.empty() && req.model.empty()) {

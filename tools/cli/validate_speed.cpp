@@ -265,7 +265,7 @@ nlohmann::json published_source_json(const validate::PublishedSourceScore& s) {
                       {"mean_abs_error", s.mean_abs_error},
                       {"mean_error", s.mean_error},
                       {"worst_abs_error", s.worst_abs_error},
-                      {"inside_step_time_band", s.inside_band},
+                      {"inside_step_time_band", s.banded > 0 ? nlohmann::json(s.inside_band) : nlohmann::json(nullptr)},
                       {"goal_met", s.mean_abs_error <= validate::kPublishedMeanErrorGoal}};
   if (s.calculon_runs > 0) j["calculon"] = {{"runs", s.calculon_runs}, {"mean_abs_error", s.calculon_mean_abs_error}};
   return j;
@@ -282,7 +282,7 @@ nlohmann::json published_json(const validate::PublishedValidation& v) {
                         {"measured_step_time_s", r.run->measured_step_s},
                         {"predicted_step_time_s", r.predicted_step_s},
                         {"error", r.error},
-                        {"inside_step_time_band", r.inside_band}};
+                        {"inside_step_time_band", r.banded ? nlohmann::json(r.inside_band) : nlohmann::json(nullptr)}};
     if (r.run->calculon_step_s > 0) j["calculon_step_time_s"] = r.run->calculon_step_s;
     runs.push_back(j);
   }
@@ -297,8 +297,13 @@ namespace {
 
 void print_published_line(std::ostream& out, const validate::PublishedSourceScore& s) {
   char line[256];
-  std::snprintf(line, sizeof line, "%-26s %5d %9.1f%% %+9.1f%% %8.1f%% %4d/%-4d", s.source.c_str(), s.runs,
-                100 * s.mean_abs_error, 100 * s.mean_error, 100 * s.worst_abs_error, s.inside_band, s.runs);
+  std::snprintf(line, sizeof line, "%-26s %5d %9.1f%% %+9.1f%% %8.1f%% ", s.source.c_str(), s.runs,
+                100 * s.mean_abs_error, 100 * s.mean_error, 100 * s.worst_abs_error);
+  out << line;
+  if (s.banded > 0)
+    std::snprintf(line, sizeof line, "%4d/%-4d", s.inside_band, s.banded);
+  else
+    std::snprintf(line, sizeof line, "%9s", "n/a");  // coefficients without a held-out band
   out << line;
   if (s.calculon_runs > 0) {
     std::snprintf(line, sizeof line, "  %9.1f%% (%d runs)", 100 * s.calculon_mean_abs_error, s.calculon_runs);

@@ -140,6 +140,7 @@ void add(PublishedSourceScore& s, const PublishedRunScore& r) {
   s.mean_error += r.error;
   s.worst_abs_error = std::max(s.worst_abs_error, std::abs(r.error));
   s.inside_band += r.inside_band ? 1 : 0;
+  s.banded += r.banded ? 1 : 0;
   if (r.run->calculon_step_s > 0) {
     s.calculon_runs += 1;
     s.calculon_mean_abs_error += std::abs(r.run->calculon_step_s / r.run->measured_step_s - 1.0);
@@ -236,7 +237,7 @@ PublishedValidation validate_published(const std::vector<PublishedRun>& runs, co
     const ErrorBand& band = step_time_band_for(coefficients, run.layout.gpus());
     const bool inside =
         band.known && band.lower(predicted) <= run.measured_step_s && run.measured_step_s <= band.upper(predicted);
-    v.runs.push_back({&run, predicted, predicted / run.measured_step_s - 1.0, inside});
+    v.runs.push_back({&run, predicted, predicted / run.measured_step_s - 1.0, inside, band.known});
   }
   for (const auto& r : v.runs) {
     auto it =

@@ -46,6 +46,7 @@ struct PublishedSourceScore {
   double mean_error = 0;      // signed: > 0 predicts slower than measured
   double worst_abs_error = 0;
   int inside_band = 0;  // runs measured inside the held-out step-time band at their GPU count (step_time_band_for)
+  int banded = 0;       // runs whose coefficients have such a band (none: nothing held out behind them)
   int calculon_runs = 0;
   double calculon_mean_abs_error = 0;
 };
@@ -55,6 +56,7 @@ struct PublishedRunScore {
   double predicted_step_s = 0;
   double error = 0;  // predicted / measured − 1
   bool inside_band = false;
+  bool banded = false;
 };
 
 struct PublishedValidation {
