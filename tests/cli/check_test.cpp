@@ -368,6 +368,19 @@ TEST(Check, ReadsMegatronDeepspeedsExampleScriptUnchanged) {
   EXPECT_NE(read.find("--num-key-value-heads 4"), std::string::npos) << read;
   EXPECT_NE(ignored.find("--no-query-key-layer-scaling"), std::string::npos) << ignored;
   EXPECT_NE(doc.at("notes").dump().find("here-document"), std::string::npos);
+  // Its checkpointing branch (activation_checkpoint="true"): --recompute-granularity full --recompute-method uniform.
+  std::ifstream in(dir + "pretrain_llama2_distributed.sh");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string off = "\nactivation_checkpoint=\"false\"";
+  ASSERT_NE(text.find(off), std::string::npos);
+  text.replace(text.find(off), off.size(), "\nactivation_checkpoint=\"true\"");
+  const auto copy = std::filesystem::temp_directory_path() / ("headroom_mds_" + std::to_string(::getpid()) + ".sh");
+  std::ofstream(copy) << text;
+  const Result full = run({"check", "--cluster", "dgx-h100", "--gpus", "8", "--model",
+                           dir + "llama2-example-model.json", "--json", copy.string()});
+  std::filesystem::remove(copy);
+  ASSERT_NE(full.code, 2) << full.err;
+  EXPECT_EQ(nlohmann::json::parse(full.out).at("layout").at("recompute"), "full");
 }
 
 // What DeepSpeed would run differently from what headroom prices is refused naming the key or flag.

@@ -174,7 +174,7 @@ constexpr std::array kDeepspeedFlags = {
 };
 
 // Megatron-LM flags that Megatron-DeepSpeed spells otherwise (or lacks): its argparse would stop on them.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 8> kNotMegatronDeepspeed = {{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 7> kNotMegatronDeepspeed = {{
     {"--group-query-attention", "--num-key-value-heads K"},
     {"--num-query-groups", "--num-key-value-heads K"},
     {"--position-embedding-type", "--use-rotary-position-embeddings"},
@@ -182,7 +182,6 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 8> kNotMegat
     {"--norm-epsilon", "--layernorm-epsilon"},
     {"--context-parallel-size", "--ds-sequence-parallel-size (DeepSpeed-Ulysses, not priced)"},
     {"--use-rope-scaling", "no RoPE scaling"},
-    {"--recompute-method", "--checkpoint-activations"},
 }};
 
 // The flag of `name`: a row of kFlags, or a knob's Megatron-LM spelling (knobs.hpp log_key, the flag arguments.py
