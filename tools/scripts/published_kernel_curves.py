@@ -34,7 +34,8 @@ SELECTION = {
         "attention": [("H100 SXM", "TE FusedAttention (cuDNN sub-backend 1)", "cudnn"),
                       ("H200 SXM", "cuDNN fused attention (cudnn-frontend graph)", "cudnn"),
                       ("H100 SXM", "TE FlashAttention (flash-attn 2.x)", "flash2"),
-                      ("H200 SXM", "PyTorch SDPA (default backend; FlashAttention-2 kernels in PyTorch 2.4)", "flash2")],
+                      ("H200 SXM", "PyTorch SDPA (default backend; FlashAttention-2 kernels in PyTorch 2.4)",
+                       "flash2")],
     },
 }
 

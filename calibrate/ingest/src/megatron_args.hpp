@@ -12,7 +12,7 @@
 namespace headroom::calibrate {
 
 // `lines`: the log's lines (its "padded vocab" line), empty for a command. Throws Error naming `where`.
-[[nodiscard]] MeasuredRun megatron_run_from_arguments(const std::map<std::string, std::string>& args,
+[[nodiscard]] MeasuredRun megatron_run_from_arguments(const std::map<std::string, std::string>& given,
                                                       const std::vector<std::string_view>& lines,
                                                       std::string_view where);
 
