@@ -180,33 +180,35 @@ DeviceKernels read_device_kernels(const json& j, double bf16_peak, double fp8_pe
   if (bf16.empty()) throw Error(w + ": no BF16 GEMM rows (a device's curves start with its BF16 GEMMs)");
   k.bf16 = fit_gemm_curve(bf16);
   if (!fp8.empty()) k.fp8 = fit_gemm_curve(fp8);
-  // Attention: a curve for each backend with rows (a measured profile's SDPA "flash" is FlashAttention-2).
+  // Attention: a curve for each backend with rows (a measured profile's SDPA "flash" is FlashAttention-2), the rows
+  // read once and gathered by backend in kAttentionBackends' order.
   const json& attention = array_field(j, "attention", w);
-  for (const std::string_view backend : kAttentionBackends) {
-    std::vector<AttentionPoint> att;
-    for (std::size_t i = 0; i < attention.size(); ++i) {
-      const json& r = attention[i];
-      const std::string row = w + ": attention[" + std::to_string(i) + "]";
-      if (!r.is_object()) throw Error(row + " must be an object");
-      std::string named = string_field(r, "backend", "", row);
-      if (named == "flash") named = "flash2";
-      if (named == "math") continue;  // SDPA's unfused reference (a CPU dry run): no training runs it
-      if (named != "cudnn" && named != "flash2")
-        throw Error(row + ": backend '" + named + "' (valid: cudnn, flash2, flash, math)");
-      if (named != backend || r.contains("unsupported")) continue;
-      const double seq = number_field(r, "seq", row);
-      if (!(seq >= 1)) throw Error(row + ": seq must be at least 1");
-      // Published rows give fwd+bwd TFLOP/s; measured ones the seconds, counted as FlashAttention-2 does: forward
-      // 2·b·a·s²·d with the causal mask, backward 2.5x.
-      const double tflops = r.contains("fwd_bwd_tflops")
-                                ? number_field(r, "fwd_bwd_tflops", row)
-                                : 3.5 * 2.0 * number_field(r, "batch", row) * number_field(r, "heads", row) * seq *
-                                      seq * number_field(r, "head_dim", row) / number_field(r, "fwd_bwd_seconds", row) /
-                                      1e12;
-      att.push_back({seq, fraction_of_peak(tflops, bf16_peak, row)});
-    }
-    if (!att.empty()) k.attention.emplace_back(std::string(backend), fit_attention_curve(att));
+  std::array<std::vector<AttentionPoint>, kAttentionBackends.size()> by_backend;
+  for (std::size_t i = 0; i < attention.size(); ++i) {
+    const json& r = attention[i];
+    const std::string row = w + ": attention[" + std::to_string(i) + "]";
+    if (!r.is_object()) throw Error(row + " must be an object");
+    std::string named = string_field(r, "backend", "", row);
+    if (named == "flash") named = "flash2";
+    if (named == "math") continue;  // SDPA's unfused reference (a CPU dry run): no training runs it
+    const auto b = std::find(kAttentionBackends.begin(), kAttentionBackends.end(), named);
+    if (b == kAttentionBackends.end())
+      throw Error(row + ": backend '" + named + "' (valid: cudnn, flash2, flash, math)");
+    if (r.contains("unsupported")) continue;
+    const double seq = number_field(r, "seq", row);
+    if (!(seq >= 1)) throw Error(row + ": seq must be at least 1");
+    // Published rows give fwd+bwd TFLOP/s; measured ones the seconds, counted as FlashAttention-2 does: forward
+    // 2·b·a·s²·d with the causal mask, backward 2.5x.
+    const double tflops = r.contains("fwd_bwd_tflops")
+                              ? number_field(r, "fwd_bwd_tflops", row)
+                              : 3.5 * 2.0 * number_field(r, "batch", row) * number_field(r, "heads", row) * seq * seq *
+                                    number_field(r, "head_dim", row) / number_field(r, "fwd_bwd_seconds", row) / 1e12;
+    by_backend[static_cast<std::size_t>(b - kAttentionBackends.begin())].push_back(
+        {seq, fraction_of_peak(tflops, bf16_peak, row)});
   }
+  for (std::size_t b = 0; b < kAttentionBackends.size(); ++b)
+    if (!by_backend[b].empty())
+      k.attention.emplace_back(std::string(kAttentionBackends[b]), fit_attention_curve(by_backend[b]));
   return k;
 }
 

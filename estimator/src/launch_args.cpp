@@ -60,6 +60,12 @@ void megatron_experts(const ModelSpec& m, const Layout& l, std::vector<std::stri
   if (l.expert_load > 1.0) a.insert(a.end(), {"--moe-expert-capacity-factor", decimal(l.expert_load)});
 }
 
+// The model's shape, spelled alike by Megatron-LM's and Megatron-DeepSpeed's arguments.py.
+std::vector<std::string> shape_flags(const ModelSpec& m) {
+  return {"--num-layers",      num(m.num_layers),      "--hidden-size",         num(m.hidden_size),
+          "--ffn-hidden-size", num(m.ffn_hidden_size), "--num-attention-heads", num(m.num_heads)};
+}
+
 // What changes the model's arithmetic but not its shape: every ModelSpec field of it is written as Megatron-LM's
 // flag, or said to have none. Flag names, types and defaults from megatron/training/arguments.py (--rotary-base an
 // int, default 10000; --use-rope-scaling and --rope-scaling-factor, Llama 3.x's frequency scaling, default factor 8;
@@ -112,8 +118,7 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
   auto& a = e.megatron;
   auto& issues = e.megatron_issues;
   // The model's shape (megatron/training/arguments.py names), so that the line can be pasted as it is.
-  a = {"--num-layers",      num(m.num_layers),      "--hidden-size",         num(m.hidden_size),
-       "--ffn-hidden-size", num(m.ffn_hidden_size), "--num-attention-heads", num(m.num_heads)};
+  a = shape_flags(m);
   if (m.num_kv_heads != m.num_heads)
     a.insert(a.end(), {"--group-query-attention", "--num-query-groups", num(m.num_kv_heads)});
   if (m.head_dim > 0 && m.head_dim * m.num_heads != m.hidden_size)
@@ -503,8 +508,7 @@ void pytorch(const ClusterSpec& c, const Layout& l, LaunchExport& e) {
 // learned position embeddings off) with --rotary-position-embeddings-theta, --layernorm-epsilon). It has no flag for
 // a bias on QKV alone, RoPE scaling, QK norms, sliding windows, latent attention or Megatron-LM's experts.
 void megatron_deepspeed_model(const ModelSpec& m, std::vector<std::string>& a, std::vector<std::string>& issues) {
-  a = {"--num-layers",      num(m.num_layers),      "--hidden-size",         num(m.hidden_size),
-       "--ffn-hidden-size", num(m.ffn_hidden_size), "--num-attention-heads", num(m.num_heads)};
+  a = shape_flags(m);
   if (m.num_kv_heads != m.num_heads) a.insert(a.end(), {"--num-key-value-heads", num(m.num_kv_heads)});
   if (m.head_dim > 0 && m.head_dim * m.num_heads != m.hidden_size)
     a.insert(a.end(), {"--kv-channels", num(m.head_dim)});

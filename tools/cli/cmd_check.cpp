@@ -132,8 +132,8 @@ calibrate::MegatronCommand job_config_command(const CheckOptions& o, std::int64_
 // The DeepSpeed config a DeepSpeed launch names (--deepspeed_config): the text the launch script writes to that path
 // with a here-document, or the file, a relative path from the script's folder when a script was given (`script`), else
 // from the current one.
-void read_deepspeed_config(calibrate::MegatronCommand& cmd, const std::string& where, const std::string& script,
-                           const std::map<std::string, std::string>& script_files) {
+void apply_deepspeed_config(calibrate::MegatronCommand& cmd, const std::string& where, const std::string& script,
+                            const std::map<std::string, std::string>& script_files) {
   if (const auto written = script_files.find(cmd.deepspeed_config); written != script_files.end()) {
     cmd.notes.push_back("the DeepSpeed config is the text " + where + " writes to " + cmd.deepspeed_config +
                         " (its here-document)");
@@ -180,7 +180,7 @@ void run_check(const CheckOptions& o, std::ostream& out) {
       if (o.specs.framework != "megatron" && o.specs.framework != "deepspeed")
         throw Error("--framework " + o.specs.framework + ": a DeepSpeed launch is priced under deepspeed");
       req.framework = "deepspeed";
-      read_deepspeed_config(cmd, where, script, script_files);
+      apply_deepspeed_config(cmd, where, script, script_files);
     }
   }
   if (o.specs.model.empty() && req.model.empty()) {

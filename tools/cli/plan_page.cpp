@@ -247,11 +247,11 @@ nlohmann::json mtsl_curve_json(const Plan& r, const Layout& l) {
   const std::int64_t g = m.granularity, top = 3 * std::max(l.seq, m.capped ? 4 * l.seq : m.tokens) / 2;
   constexpr int kPoints = 24;
   nlohmann::json points = nlohmann::json::array();
+  const ErrorBand& b = r.framework.memory_band;
   Layout at = l;
   for (int k = 1; k <= kPoints; ++k) {
     at.seq = std::max(g, top * k / kPoints / g * g);
     const double peak = peak_memory_bytes(r.model, r.cluster, at, r.framework.residual);
-    const ErrorBand& b = r.framework.memory_band;
     points.push_back(
         {{"seq", at.seq},
          {"peak_gib", peak / kGiB},

@@ -13,6 +13,7 @@
 #include "headroom/core/error.hpp"
 #include "headroom/estimator/spec.hpp"
 #include "headroom/ingest/measured_runs.hpp"
+#include "megatron_args.hpp"
 
 namespace headroom::calibrate {
 namespace {
@@ -159,10 +160,7 @@ void read_deepspeed_config(std::string_view text, std::string_view where, Megatr
       throw Error(w + ": zero_optimization.stage " + text_of(v) + " (valid: 0, 1, 2, 3)");
     return v.get<std::int64_t>();
   }() : 0;
-  if (stage == 3)
-    throw Error(w +
-                ": zero_optimization.stage 3: ZeRO-3's parameter prefetching is priced for FSDP, not for "
-                "DeepSpeed's hooks (valid: 0, 1, 2)");
+  l["sharding"] = zero_stage_sharding(stage, w + ": zero_optimization.stage 3");
   if (!cmd.zero_stage.empty() && cmd.zero_stage != std::to_string(stage))
     throw Error(w + ": zero_optimization.stage " + std::to_string(stage) + " but the command's --zero-stage is " +
                 cmd.zero_stage);
@@ -170,7 +168,6 @@ void read_deepspeed_config(std::string_view text, std::string_view where, Megatr
     throw Error(w + ": zero_optimization.stage " + std::to_string(stage) +
                 " under DeepSpeed's pipeline engine, which asserts \"ZeRO-2 and ZeRO-3 are incompatible with "
                 "pipeline parallelism\" (runtime/pipe/engine.py): add --no-pipeline-parallel with one stage");
-  l["sharding"] = stage == 0 ? "ddp" : stage == 1 ? "zero1" : "zero2";
   for (const char* offload : {"zero_optimization.offload_optimizer.device", "zero_optimization.offload_param.device"})
     if (const auto d = word(offload); d && *d != "none")
       throw Error(w + ": " + offload + " " + *d + ": ZeRO-Offload is not priced (valid: none)");

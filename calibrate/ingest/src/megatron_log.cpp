@@ -251,19 +251,14 @@ std::map<std::string, std::string> megatron_layout(const std::map<std::string, s
     if (*b == "flash") l["attention_backend"] = "flash2";
   }
   // Megatron-LM's distributed optimizer shards optimizer states over DP (ZeRO-1); without it, DDP.
-  l["sharding"] = flag_arg(args, "use_distributed_optimizer") ? "zero1" : "ddp";
-  if (flag_arg(args, "deepspeed")) {
+  if (!flag_arg(args, "deepspeed")) {
+    l["sharding"] = flag_arg(args, "use_distributed_optimizer") ? "zero1" : "ddp";
+  } else {
     // DeepSpeed's ZeRO stage (a launch command's comes with its config); Megatron-DeepSpeed's attention without a
     // FlashAttention flag is its unfused CoreAttention (megatron/model/transformer.py).
     l["framework"] = "deepspeed";
-    l.erase("sharding");
-    if (const auto stage = zero_stage(args, lines, where)) {
-      if (*stage == 3)
-        throw Error(std::string(where) +
-                    ": ZeRO stage 3: its parameter prefetching is priced for FSDP, not for "
-                    "DeepSpeed's hooks");
-      l["sharding"] = *stage == 0 ? "ddp" : *stage == 1 ? "zero1" : "zero2";
-    }
+    if (const auto stage = zero_stage(args, lines, where))
+      l["sharding"] = zero_stage_sharding(*stage, std::string(where) + ": ZeRO stage 3");
     const bool flash = flag_arg(args, "use_flash_attn_v1") || flag_arg(args, "use_flash_attn_v2") ||
                        flag_arg(args, "use_flash_attn_triton") || flag_arg(args, "use_flash_attn_builder");
     l["flash_attention"] = flash ? "true" : "false";
@@ -304,6 +299,13 @@ void megatron_deepspeed_arguments(std::map<std::string, std::string>& args, std:
                 *arg(args, "pipeline_model_parallel_size"));
   if (const auto o = arg(args, "optimizer"); o && *o != "adam" && *o != "adamw")
     throw Error(w + ": optimizer " + *o + ": only Adam (AdamW) is priced");
+}
+
+std::string zero_stage_sharding(std::int64_t stage, const std::string& what) {
+  if (stage == 3)
+    throw Error(what +
+                ": ZeRO-3's parameter prefetching is priced for FSDP, not for DeepSpeed's hooks (valid: 0, 1, 2)");
+  return stage == 0 ? "ddp" : stage == 1 ? "zero1" : "zero2";
 }
 
 MeasuredRun megatron_run_from_arguments(const std::map<std::string, std::string>& given,
