@@ -256,6 +256,30 @@ TEST(Profile, ANoisyFitNamesTheMeasurementsOfItsWorstPoint) {
   }
 }
 
+// A measured peak is the fastest compute kernel of the sweep: attention passes timed faster than every GEMM (as a
+// busy CPU run can) raise it, and the fit does not put an efficiency above 1 or refuse the run.
+TEST(Profile, AMeasuredPeakIsTheFastestComputeKernelOfTheSweep) {
+  Profile p;
+  p.machine = {"cpu", "test CPU", "host", 2, 2, 4, 0};
+  p.raw = gemms_with_one_outlier();
+  for (const std::int64_t s : {128, 256, 512})
+    for (const bool backward : {false, true}) {
+      kernels::Measurement x;
+      x.c = kernels::AttentionCase{s, 64, 2, true, backward};
+      x.flops = (backward ? 2.5 : 1.0) * 2.0 * 2.0 * static_cast<double>(s * s * 64 * 2) / 2;
+      x.seconds = x.flops / 1.5e12;
+      p.raw.push_back(x);
+    }
+  p.min_r2 = 0;
+  ASSERT_NO_THROW(fit_profile(p, 2));
+  EXPECT_DOUBLE_EQ(p.peak_flops, 1.5e12);
+  EXPECT_NE(p.peak_source.find("attention"), std::string::npos) << p.peak_source;
+  ASSERT_EQ(p.attention.size(), 1u);
+  EXPECT_NEAR(p.attention[0].efficiency, 1.0, 1e-9);
+  ASSERT_TRUE(p.gemm.has_value());
+  EXPECT_LT(p.gemm->efficiency, 1.0);
+}
+
 TEST(Sweep, ANoisyCaseIsMeasuredAgainAndDroppedFromThePartialWhenItStaysNoisy) {
   auto b = kernels::make_cpu_backend(2);
   kernels::TimingOptions t;

@@ -86,7 +86,7 @@ struct Profile {
   bool quick = false;
   std::vector<std::string> models;
   double peak_flops = 0;       // what efficiencies are fractions of
-  std::string peak_source;     // "datasheet <gpu>" or "measured: fastest GEMM"
+  std::string peak_source;     // "datasheet <gpu>" or "measured: the fastest GEMM or attention pass"
   double hbm_bytes_per_s = 0;  // from the copy sweep (read + write traffic); 0 = not measured
   double min_r2 = kDefaultMinR2;
   std::optional<GemmFit> gemm;

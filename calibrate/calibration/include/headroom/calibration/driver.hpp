@@ -40,7 +40,7 @@ struct CalibrationRequest {
   std::string backend = "cpu";    // cpu, cuda, hip
   std::vector<ModelSpec> models;  // also their layer GEMMs
   std::vector<std::string> model_names;
-  std::string gpu_name;  // efficiencies against this GPU's datasheet peak ("": the fastest GEMM's)
+  std::string gpu_name;  // efficiencies against this GPU's datasheet peak ("": the fastest compute kernel measured)
   double gpu_peak_flops = 0;
   bool quick = false;
   bool fresh = false;  // start over: remove FILE.partial instead of resuming from it
