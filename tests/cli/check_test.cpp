@@ -413,6 +413,148 @@ TEST(Check, RefusesDeepspeedSettingsItDoesNotPrice) {
   }
 }
 
+// NeMo's own training configs (tests/data/launch/nemo-launcher), unchanged: read as the Megatron-LM line NeMo hands
+// Megatron-core (the note that prints it), and priced exactly as that line is; every leaf key listed as read or
+// ignored.
+TEST(Check, ReadsNemosTrainingConfigsUnchanged) {
+  const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-launcher/";
+  // The file's leaf keys, counted by its lines: "key: value", or "key:" over a block sequence ("- item" lines).
+  const auto leaf_keys = [](const std::string& path) {
+    std::ifstream in(path);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) {
+      line = line.substr(0, line.find(" #"));
+      const auto first = line.find_first_not_of(' ');
+      if (first != std::string::npos && line[first] != '#') lines.push_back(line.substr(first));
+    }
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      const std::string& l = lines[i];
+      const auto colon = l.find(':');
+      if (l[0] == '-' || colon == std::string::npos) continue;
+      const bool value = l.find_first_not_of(' ', colon + 1) != std::string::npos;
+      if (value || (i + 1 < lines.size() && lines[i + 1][0] == '-')) ++n;
+    }
+    return n;
+  };
+  for (const auto& [file, model] : std::vector<std::pair<std::string, std::string>>{
+           {"llama3_1_8b.yaml", "llama3.1-8b"}, {"llama2_70b.yaml", "llama2-70b"}, {"175b.yaml", "gpt3-175b"}}) {
+    const std::size_t keys = leaf_keys(dir + file);
+    const Result r = run({"check", "--cluster", "dgx-h100", "--model", model, "--json", dir + file});
+    ASSERT_NE(r.code, 2) << file << ": " << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    EXPECT_EQ(doc.at("framework"), "megatron");
+    EXPECT_EQ(doc.at("flags_read").size() + doc.at("flags_ignored").size(), keys) << file;
+    const std::string listed = doc.at("flags_read").dump() + doc.at("flags_ignored").dump();
+    for (const char* key : {"\"trainer.num_nodes: ", "\"model.tensor_model_parallel_size: ", "\"model.optim.name: ",
+                            "\"exp_manager.name: ", "\"model.data.data_prefix: "})
+      EXPECT_NE(listed.find(key), std::string::npos) << file << ": " << key;
+    // The Megatron-LM line of the note, launched on the config's nodes, is the same job.
+    const std::string prefix = "read as the Megatron-LM arguments NeMo hands to Megatron-core: ";
+    const std::string note = doc.at("notes").at(0).get<std::string>();
+    ASSERT_EQ(note.rfind(prefix, 0), 0u) << note;
+    std::vector<std::string> line = {"check",
+                                     "--cluster",
+                                     "dgx-h100",
+                                     "--model",
+                                     model,
+                                     "--json",
+                                     "--",
+                                     "torchrun",
+                                     "--nproc-per-node",
+                                     "8",
+                                     "--nnodes",
+                                     std::to_string(doc.at("layout").at("gpus").get<std::int64_t>() / 8),
+                                     "pretrain_gpt.py"};
+    for (std::size_t at = prefix.size(); at < note.size();) {
+      const std::size_t end = std::min(note.find(' ', at), note.size());
+      line.push_back(note.substr(at, end - at));
+      at = end + 1;
+    }
+    const Result m = run(line);
+    ASSERT_EQ(m.code, r.code) << m.err;
+    const auto megatron = nlohmann::json::parse(m.out);
+    EXPECT_EQ(doc.at("layout"), megatron.at("layout")) << file;
+    EXPECT_EQ(doc.at("memory"), megatron.at("memory")) << file;
+    EXPECT_DOUBLE_EQ(doc.at("perf").at("step_time_s").get<double>(),
+                     megatron.at("perf").at("step_time_s").get<double>());
+    // Faster layouts are given in the config's keys.
+    for (const auto& alt : doc.at("faster"))
+      for (const auto& change : alt.at("change")) EXPECT_EQ(change.get<std::string>().rfind("model.", 0), 0u) << change;
+  }
+  // Llama 2 70B as the launcher sets it: TP 4 with sequence parallelism and userbuffers, 4 stages of 5 virtual ones,
+  // Megatron-core's distributed optimizer, on 128 nodes.
+  const Result r = run({"check", "--cluster", "dgx-h100", "--model", "llama2-70b", "--json", dir + "llama2_70b.yaml"});
+  const Result e = run({"estimate", "--cluster", "dgx-h100", "--model", "llama2-70b", "--gpus", "1024", "--tp", "4",
+                        "--pp", "4", "--vpp", "5", "--seq", "4096", "--gbs", "2048", "--tp-comm-overlap", "--json"});
+  ASSERT_EQ(e.code, 0) << e.err;
+  const auto doc = nlohmann::json::parse(r.out), est = nlohmann::json::parse(e.out);
+  EXPECT_EQ(doc.at("layout"), est.at("layout"));
+  EXPECT_DOUBLE_EQ(doc.at("perf").at("step_time_s").get<double>(), est.at("perf").at("step_time_s").get<double>());
+}
+
+// What a NeMo config sets that headroom does not price, or cannot read, is refused naming the key; --model must be the
+// config's model.
+TEST(Check, RefusesNemoSettingsItDoesNotPrice) {
+  const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-launcher/";
+  const Result gqa = run({"check", "--cluster", "dgx-h100", "--model", "llama3.1-405b", dir + "llama3_1_405b.yaml"});
+  EXPECT_EQ(gqa.code, 2);
+  EXPECT_NE(gqa.err.find("has KV heads 8, the config 16"), std::string::npos) << gqa.err;
+  const Result no_model = run({"check", "--cluster", "dgx-h100", dir + "llama3_1_8b.yaml"});
+  EXPECT_EQ(no_model.code, 2);
+  EXPECT_NE(no_model.err.find("names its tokenizer"), std::string::npos) << no_model.err;
+  std::ifstream in(dir + "llama3_1_8b.yaml");
+  const std::string base((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string t = base;
+    const auto at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return at == std::string::npos ? t : t.replace(at, from.size(), to);
+  };
+  for (const auto& [text, says] : std::vector<std::pair<std::string, std::string>>{
+           {replaced("  mcore_gpt: true", "  mcore_gpt: true\n  fsdp: true"), "model.fsdp: true"},
+           {replaced("  mcore_gpt: true", "  mcore_gpt: true\n  frobnicate: 1"), "model.frobnicate is a key"},
+           {replaced("activations_checkpoint_granularity: null", "activations_checkpoint_granularity: full")
+                .replace(base.find("activations_checkpoint_method: null"), 35, "activations_checkpoint_method: block"),
+            "model.activations_checkpoint_method: block"},
+           {replaced("precision: bf16", "precision: 16-mixed"), "trainer.precision: 16-mixed"},
+           {replaced("fp8: False", "fp8: True"), "give exactly one of fp8_e4m3 and fp8_hybrid"},
+           {replaced("  num_layers: 32", "  num_layers: ${.hidden_layers}"), "model.num_layers: ${.hidden_layers}"},
+           {replaced("  num_layers: 32", "  num_layers: *layers"), "a YAML alias"},
+           {replaced("  num_layers: 32", "  num_layers: 32\n  num_layers: 33"), "model.num_layers is given twice"},
+           {replaced("  num_layers: 32", "  num_layers: [32"), "not YAML"},
+           {base + "---\na: 1\n", "more than one YAML document"},
+           {replaced("name: mcore_distributed_optim", "name: sgd"), "model.optim.name: sgd"}}) {
+    const auto file =
+        std::filesystem::temp_directory_path() / ("headroom_nemo_" + std::to_string(::getpid()) + ".yaml");
+    std::ofstream(file) << text;
+    const Result r = run({"check", "--cluster", "dgx-h100", "--model", "llama3.1-8b", file.string()});
+    std::filesystem::remove(file);
+    EXPECT_EQ(r.code, 2) << says;
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty());
+  }
+}
+
+// NeMo 1.x's Apex distributed Adam: sharded as Megatron-core's distributed optimizer, the FP32 master weight kept as
+// the 16-bit remainder of the BF16 weight (the precision-aware optimizer), gradients reduced in grad_sync_dtype.
+TEST(Check, ReadsNemosApexDistributedAdam) {
+  const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-launcher/";
+  std::ifstream in(dir + "llama3_1_8b.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text.replace(text.find("name: mcore_distributed_optim"), 29,
+               "name: distributed_fused_adam\n    grad_sync_dtype: bf16");
+  const auto file = std::filesystem::temp_directory_path() / ("headroom_apex_" + std::to_string(::getpid()) + ".yaml");
+  std::ofstream(file) << text;
+  const Result r = run({"check", "--cluster", "dgx-h100", "--model", "llama3.1-8b", "--json", file.string()});
+  std::filesystem::remove(file);
+  ASSERT_NE(r.code, 2) << r.err;
+  const auto layout = nlohmann::json::parse(r.out).at("layout");
+  EXPECT_EQ(layout.at("use_precision_aware_optimizer"), true);
+  EXPECT_EQ(layout.at("grad_reduce_in_bf16"), true);
+  EXPECT_EQ(layout.at("sharding").at("optimizer"), "G");
+}
+
 std::vector<std::string> words_of(const std::string& script) {
   return calibrate::launch_script_command(script, "pretrain_gpt.py", "test.sh");
 }

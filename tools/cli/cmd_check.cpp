@@ -1,14 +1,16 @@
-// `headroom check -- torchrun ... pretrain_gpt.py --flags` (or a script that runs it, or a torchtitan job config
-// `.toml`): the pre-flight check of a launch command as it is: the flags or keys read (and those ignored, with why),
-// the verdict per stage with its band, the step time and MFU with theirs, and the faster layouts of the same job that
-// fit, as the flags to change. The exit code says the verdict: 0 fits, 3 uncertain, 4 out of memory (2 refused, as
-// every command).
+// `headroom check -- torchrun ... pretrain_gpt.py --flags` (or a script that runs it, a torchtitan job config `.toml`,
+// or a NeMo training config `.yaml`): the pre-flight check of a launch command as it is: the flags or keys read (and
+// those ignored, with why), the verdict per stage with its band, the step time and MFU with theirs, and the faster
+// layouts of the same job that fit, as the flags to change. The exit code says the verdict: 0 fits, 3 uncertain, 4 out
+// of memory (2 refused, as every command).
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include "cli_common.hpp"
 #include "commands.hpp"
@@ -109,18 +111,27 @@ std::vector<std::string> flag_changes(const Plan& plan, const Layout& from, cons
   return out;
 }
 
-bool is_job_config(const std::vector<std::string>& command) {
-  return command.size() == 1 && command.front().size() > 5 &&
-         command.front().compare(command.front().size() - 5, 5, ".toml") == 0;
+enum class ConfigKind { none, torchtitan, nemo };
+
+// A job config given alone: a torchtitan TOML or a NeMo YAML, by its extension.
+ConfigKind config_kind(const std::vector<std::string>& command) {
+  if (command.size() != 1) return ConfigKind::none;
+  const std::string& f = command.front();
+  if (f.ends_with(".toml") && f.size() > 5) return ConfigKind::torchtitan;
+  if ((f.ends_with(".yaml") && f.size() > 5) || (f.ends_with(".yml") && f.size() > 4)) return ConfigKind::nemo;
+  return ConfigKind::none;
 }
 
-// A torchtitan job config, every key read or ignored (read_torchtitan_job), as the command of a Megatron-LM line is.
-calibrate::MegatronCommand job_config_command(const CheckOptions& o, std::int64_t gpus) {
+// A job config, every key read or ignored (read_torchtitan_job, read_nemo_config), as the command of a Megatron-LM
+// line is.
+calibrate::MegatronCommand job_config_command(const CheckOptions& o, ConfigKind kind, std::int64_t gpus) {
   if (!o.set.empty()) throw Error("--set " + o.set.front() + ": gives a launch script's values, not a job config's");
   if (!o.ignore.empty())
     throw Error("--ignore " + o.ignore.front() + ": a job config's keys are read or ignored by name");
   const std::string& path = o.command.front();
-  calibrate::TorchtitanJob job = calibrate::read_torchtitan_job(read_file_bounded(path, path), gpus, path);
+  const std::string text = read_file_bounded(path, path);
+  if (kind == ConfigKind::nemo) return calibrate::read_nemo_config(text, gpus, path);
+  calibrate::TorchtitanJob job = calibrate::read_torchtitan_job(text, gpus, path);
   calibrate::MegatronCommand cmd;
   cmd.run.layout = std::move(job.layout);
   cmd.read = std::move(job.read);
@@ -149,19 +160,27 @@ void apply_deepspeed_config(calibrate::MegatronCommand& cmd, const std::string& 
 
 void run_check(const CheckOptions& o, std::ostream& out) {
   if (o.command.empty())
-    throw Error("give the launch command after -- (or a script that runs pretrain_gpt.py, or a torchtitan .toml)");
+    throw Error(
+        "give the launch command after -- (or a script that runs pretrain_gpt.py, a torchtitan .toml or a NeMo "
+        ".yaml)");
   const std::int64_t gpus = o.gpus.empty() ? 0 : parse_count("--gpus", o.gpus);
   PlanRequest req = o.specs.request(o.profile);
   calibrate::MegatronCommand cmd;
   std::string where = "the command";
-  if (is_job_config(o.command)) {
+  const ConfigKind kind = config_kind(o.command);
+  if (kind != ConfigKind::none) {
     where = o.command.front();
-    if (o.specs.framework != "megatron" && o.specs.framework != "torchtitan")
-      throw Error("--framework " + o.specs.framework + ": a torchtitan job config is priced under torchtitan");
     if (!std::filesystem::is_regular_file(where)) throw Error(where + ": no such job config file");
-    cmd = job_config_command(o, gpus);
-    req.framework = "torchtitan";
-    if (o.specs.model.empty()) req.model = cmd.run.layout.at("model");
+    if (kind == ConfigKind::torchtitan && o.specs.framework != "megatron" && o.specs.framework != "torchtitan")
+      throw Error("--framework " + o.specs.framework + ": a torchtitan job config is priced under torchtitan");
+    if (kind == ConfigKind::nemo && o.specs.framework != "megatron")
+      throw Error("--framework " + o.specs.framework +
+                  ": a NeMo config is priced under megatron (NeMo runs Megatron-core)");
+    cmd = job_config_command(o, kind, gpus);
+    if (kind == ConfigKind::torchtitan) {
+      req.framework = "torchtitan";
+      if (o.specs.model.empty()) req.model = cmd.run.layout.at("model");
+    }
   } else {
     std::vector<std::string> tokens = o.command;
     std::map<std::string, std::string> script_files;  // what the script writes with here-documents
@@ -186,24 +205,32 @@ void run_check(const CheckOptions& o, std::ostream& out) {
   if (o.specs.model.empty() && req.model.empty()) {
     if (!cmd.run.model)
       throw Error(where +
-                  ": no --vocab-size in the command, so the model is not whole: give --model (a shipped name "
-                  "or a config.json)");
+                  (kind == ConfigKind::nemo ? ": a NeMo config names its tokenizer, not its vocabulary size"
+                                            : ": no --vocab-size in the command") +
+                  ", so the model is not whole: give --model (a shipped name or a config.json)");
     req.model_spec = *cmd.run.model;
     req.model_spec->name = "the command's model";
   }
   const Plan plan = resolve_plan(req);
-  if (cmd.run.model && !o.specs.model.empty()) {  // --model given too: it must be the command's model
-    const ModelSpec &a = *cmd.run.model, &b = plan.model;
-    const auto differ = [&](const char* what, std::int64_t x, std::int64_t y) {
+  if (!o.specs.model.empty() && (cmd.run.model || cmd.arguments.contains("hidden_size"))) {
+    // --model given too: it must be the command's model (a command without a vocabulary, as a NeMo config, still
+    // gives every other dimension; megatron_model checked them as integers).
+    const ModelSpec& b = plan.model;
+    const auto argument = [&](const char* key) { return std::stoll(cmd.arguments.at(key)); };
+    const bool gqa = cmd.arguments.contains("group_query_attention");
+    const std::array<std::tuple<const char*, std::int64_t, std::int64_t>, 5> dims = {{
+        {"hidden size", cmd.run.model ? cmd.run.model->hidden_size : argument("hidden_size"), b.hidden_size},
+        {"layers", cmd.run.model ? cmd.run.model->num_layers : argument("num_layers"), b.num_layers},
+        {"attention heads", cmd.run.model ? cmd.run.model->num_heads : argument("num_attention_heads"), b.num_heads},
+        {"KV heads",
+         cmd.run.model ? cmd.run.model->num_kv_heads : argument(gqa ? "num_query_groups" : "num_attention_heads"),
+         b.num_kv_heads},
+        {"FFN width", cmd.run.model ? cmd.run.model->ffn_hidden_size : argument("ffn_hidden_size"), b.ffn_hidden_size},
+    }};
+    for (const auto& [what, x, y] : dims)
       if (x != y)
-        throw Error("--model " + b.name + " has " + what + " " + std::to_string(y) + ", the command " +
-                    std::to_string(x));
-    };
-    differ("hidden size", a.hidden_size, b.hidden_size);
-    differ("layers", a.num_layers, b.num_layers);
-    differ("attention heads", a.num_heads, b.num_heads);
-    differ("KV heads", a.num_kv_heads, b.num_kv_heads);
-    differ("FFN width", a.ffn_hidden_size, b.ffn_hidden_size);
+        throw Error("--model " + b.name + " has " + what + " " + std::to_string(y) + ", the " +
+                    (kind == ConfigKind::nemo ? "config " : "command ") + std::to_string(x));
   }
   if (o.mtsl_curve && o.html.empty()) throw Error("--mtsl-curve draws on the plan page: give --html FILE with it");
   if (!o.html.empty()) (void)check_output_path(o.html, "--html");
@@ -234,6 +261,14 @@ void run_check(const CheckOptions& o, std::ostream& out) {
     if ((!fits || x.step_time_s < e.perf.step_time_s) && faster.size() < top &&
         !flag_changes(plan, layout, x.layout).empty())
       faster.push_back(&x);
+  // A change as the user writes it: a NeMo config's keys, else the command's flags (a change no NeMo key says stays
+  // in Megatron-LM's flags).
+  const auto changes = [&](const Layout& to) {
+    std::vector<std::string> c =
+        kind == ConfigKind::nemo ? calibrate::nemo_config_changes(layout, to) : std::vector<std::string>{};
+    if (c.empty()) c = flag_changes(plan, layout, to);
+    return c;
+  };
   const std::string& verdict = e.memory.verdict;
   if (o.json) {
     nlohmann::json alts = nlohmann::json::array();
@@ -241,7 +276,7 @@ void run_check(const CheckOptions& o, std::ostream& out) {
       alts.push_back({{"layout", layout_to_json(plan.model, x->layout)},
                       {"step_time_s", x->step_time_s},
                       {"peak_gib", x->peak_bytes / kGiB},
-                      {"change", flag_changes(plan, layout, x->layout)}});
+                      {"change", changes(x->layout)}});
     }
     nlohmann::json doc = {{"source", where},
                           {"flags_read", cmd.read},
@@ -296,7 +331,7 @@ void run_check(const CheckOptions& o, std::ostream& out) {
         std::snprintf(line, sizeof line, "  %.3f s (%.0f%% of the step), peak %.2f GiB:", x->step_time_s,
                       100 * x->step_time_s / e.perf.step_time_s, x->peak_bytes / kGiB);
         out << line;
-        for (const auto& c : flag_changes(plan, layout, x->layout)) out << " " << c << ";";
+        for (const auto& c : changes(x->layout)) out << " " << c << ";";
         out << "\n";
       }
     }
@@ -312,8 +347,8 @@ void register_check(CLI::App& app, std::ostream& out) {
   auto opts = std::make_shared<CheckOptions>();
   CLI::App* sub = app.add_subcommand(
       "check",
-      "pre-flight check of a Megatron-LM launch command or a torchtitan job config as it is (exit 0 fits, 3 "
-      "uncertain, 4 out of memory)");
+      "pre-flight check of a Megatron-LM launch command, a torchtitan job config or a NeMo training config as it is "
+      "(exit 0 fits, 3 uncertain, 4 out of memory)");
   opts->specs.add_to(*sub, false);
   sub->add_option("--gpus", opts->gpus, "the world size, when the command has no torchrun --nproc-per-node");
   sub->add_option("--profile", opts->profile, "performance coefficients JSON or a calibration profile");
@@ -330,7 +365,8 @@ void register_check(CLI::App& app, std::ostream& out) {
   sub->add_flag("--json", opts->json, "print one JSON document");
   sub->add_option("command", opts->command,
                   "the launch command after -- (torchrun ... pretrain_gpt.py ...), a script whose line runs "
-                  "pretrain_gpt.py, or a torchtitan job config (.toml; --gpus where its shard degree is -1)");
+                  "pretrain_gpt.py, a torchtitan job config (.toml; --gpus where its shard degree is -1), or a NeMo "
+                  "training config (.yaml)");
   sub->callback([opts, &out] { run_check(*opts, out); });
 }
 

@@ -13,7 +13,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build-asan}" && pwd)
 shift $(($# > 0 ? 1 : 0))
 targets=("$@")
-((${#targets[@]})) || targets=(fuzz_model_spec fuzz_gpu_spec fuzz_kernel_curves fuzz_cluster_spec fuzz_profile fuzz_nccl_tests_log fuzz_measured_runs fuzz_launch_script fuzz_cli)
+((${#targets[@]})) || targets=(fuzz_model_spec fuzz_gpu_spec fuzz_kernel_curves fuzz_cluster_spec fuzz_profile fuzz_nccl_tests_log fuzz_measured_runs fuzz_launch_script fuzz_nemo_config fuzz_cli)
 seconds=${FUZZ_SECONDS:-30}
 jobs=${FUZZ_JOBS:-2}
 timeout=${FUZZ_TIMEOUT:-30}
@@ -43,6 +43,13 @@ seed() {
         '"num_experts_per_tok": 2}' >"$dir"/hf-no-experts.json ;;
     fuzz_gpu_spec) cp "$data"/gpus/*.json "$dir"/ ;;
     fuzz_launch_script) find "$root"/tests/data/launch -name '*.sh' -exec cp {} "$dir"/ \; ;;
+    fuzz_nemo_config)
+      # NeMo's configs whole, and without their long data list: short inputs mutate faster.
+      local f
+      for f in "$root"/tests/data/launch/nemo-launcher/*.yaml; do
+        cp "$f" "$dir"/
+        grep -v '^ *- ' "$f" | grep -v 'data_prefix' >"$dir/short-${f##*/}"
+      done ;;
     fuzz_kernel_curves)
       cp "$data"/kernels/*.json "$dir"/
       # Each file also cut to three GEMM rows of each precision and two attention rows: short inputs mutate faster.
@@ -96,12 +103,18 @@ EOF
   esac
 }
 
-# Dictionaries: JSON tokens plus every quoted word of the schemas (keys and enum values); nccl-tests words;
-# the CLI's subcommands, flags and shipped spec names.
+# Dictionaries: JSON tokens plus every quoted word of the schemas (keys and enum values); nccl-tests words; the
+# NeMo config keys; the CLI's subcommands, flags and shipped spec names.
 dictionary() {
   local t=$1 out=$work/$1/dict
   case $t in
     fuzz_nccl_tests_log) cp "$root"/tests/fuzz/nccl_tests.dict "$out" ;;
+    fuzz_nemo_config)
+      # The last word of every key the NeMo reader knows, YAML's punctuation, and NeMo's interpolation.
+      {
+        grep -ohE 'NemoKey\{"[a-zA-Z0-9_.]+"' "$root"/calibrate/ingest/src/nemo_config.cpp | sed -E 's/.*[{."]([a-zA-Z0-9_]+)"$/"\1:"/' | sort -u
+        printf '"%s"\n' ': ' '- ' '{}' '[]' '${' '${multiply:' '${training.model.' '*a' '&a' '---' 'null' 'true' 'false'
+      } >"$out" ;;
     fuzz_cli)
       {
         printf '"%s"\n' calibrate comm estimate launch mtsl rank simulate --help model.json config.json profile.json perf.json

@@ -379,6 +379,8 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
   if (!args.contains("bf16"))
     throw Error(w + ": no --bf16: headroom prices BF16 training (and FP8 on top of it); FP16 and FP32 are not priced");
   out.run = megatron_run_from_arguments(args, {}, where);
+  if (out.deepspeed) megatron_deepspeed_arguments(args, where);  // in Megatron-LM's dests, as the run was read
+  out.arguments = std::move(args);
   return out;
 }
 

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "headroom/estimator/layout.hpp"
 #include "headroom/estimator/spec.hpp"
 
 namespace headroom::calibrate {
@@ -89,6 +90,7 @@ struct MegatronCommand {
   std::string deepspeed_config;  // --deepspeed_config's path as the command gives it
   std::string zero_stage;        // --zero-stage as given ("": not given)
   bool pipeline_engine = true;   // DeepSpeed's PipelineEngine (Megatron-DeepSpeed's default; --no-pipeline-parallel)
+  std::map<std::string, std::string> arguments;  // arguments.py's dests as read, with the defaults it fills in
 };
 [[nodiscard]] MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, std::int64_t gpus,
                                                      std::string_view where);
@@ -110,6 +112,17 @@ void read_deepspeed_config(std::string_view text, std::string_view where, Megatr
                                                              std::string_view where,
                                                              const std::map<std::string, std::string>& environment = {},
                                                              std::map<std::string, std::string>* files = nullptr);
+// A NeMo 1.x training config (YAML; NeMo-Framework-Launcher's conf/training/<family>/<model>.yaml, NeMo's
+// megatron_gpt_config.yaml) read as the Megatron-LM arguments NeMo hands to Megatron-core, then as that
+// pretrain_gpt.py line (parse_megatron_command): every key read or ignored with why (nemo_config.cpp kNemoKeys, the
+// one list), any other key and any setting not priced (NeMo's FSDP, partial checkpointing, FP16, ...) an Error naming
+// it. The world is trainer.num_nodes x trainer.devices (`gpus`, where given, must agree). YAML aliases, several
+// documents and interpolations other than ${path} are refused. The tokenizer's vocabulary is not in the config: the
+// run has no whole model (check takes --model).
+[[nodiscard]] MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::string_view where);
+// The keys of a NeMo config to change from one layout to another (tp, pp, vpp, cp, ep, mbs, gbs, sequence parallel,
+// checkpointing, userbuffers, p2p overlap), as "key: new (was old)"; empty when none of them differs.
+[[nodiscard]] std::vector<std::string> nemo_config_changes(const Layout& from, const Layout& to);
 // A torchtitan job config (TOML) as torchtitan reads it: the layout in the knob names (framework torchtitan), every key
 // either read or ignored with why (torchtitan_log.cpp kTorchtitanKeys, the one list), any other key and any setting not
 // priced (an optimizer other than Adam(W), FP32 compute, layer-selective checkpointing, zero-bubble schedules, experts,

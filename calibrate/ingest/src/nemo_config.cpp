@@ -1,0 +1,603 @@
+// A NeMo 1.x training config (YAML: NVIDIA/NeMo-Framework-Launcher
+// launcher_scripts/conf/training/<family>/<model>.yaml, or NeMo's
+// examples/nlp/language_modeling/conf/megatron_*_config.yaml) as NeMo reads it: its `model:` keys are the ones
+// MegatronGPTModel hands to Megatron-core (nemo/collections/nlp/models/language_modeling/megatron_base_model.py
+// build_transformer_config and megatron_gpt_model.py), its `trainer:` the world. Each key read becomes the
+// Megatron-LM argument Megatron-core takes for it, and the job is read as that pretrain_gpt.py line
+// (parse_megatron_command), so a NeMo job and the Megatron-LM line of the same settings are priced alike.
+#include <yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "headroom/core/error.hpp"
+#include "headroom/estimator/layout.hpp"
+#include "headroom/ingest/measured_runs.hpp"
+
+namespace headroom::calibrate {
+namespace {
+
+// One YAML document flattened to dotted keys, in the file's order: a scalar as written (a plain null, ~ or empty as
+// "null", a plain boolean as "true"/"false"), a sequence or an empty mapping as its flow text ("[0.9, 0.95]", "{}").
+using FlatYaml = std::vector<std::pair<std::string, std::string>>;
+
+constexpr std::size_t kMaxYamlDepth = 64;
+
+std::string plain_scalar(std::string s) {
+  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return "null";
+  if (s == "true" || s == "True" || s == "TRUE") return "true";
+  if (s == "false" || s == "False" || s == "FALSE") return "false";
+  return s;
+}
+
+// libyaml's parser, deleted only when it was initialised.
+class YamlParser {
+ public:
+  YamlParser() : ok_(yaml_parser_initialize(&p_) != 0) {}
+  ~YamlParser() {
+    if (ok_) yaml_parser_delete(&p_);
+  }
+  YamlParser(const YamlParser&) = delete;
+  YamlParser& operator=(const YamlParser&) = delete;
+  YamlParser(YamlParser&&) = delete;
+  YamlParser& operator=(YamlParser&&) = delete;
+  [[nodiscard]] bool ok() const { return ok_; }
+  yaml_parser_t* get() { return &p_; }
+
+ private:
+  yaml_parser_t p_{};
+  bool ok_;
+};
+
+FlatYaml flatten_yaml(std::string_view text, const std::string& where) {
+  YamlParser parser;
+  if (!parser.ok()) throw Error(where + ": the YAML parser could not start");
+  yaml_parser_set_input_string(parser.get(), reinterpret_cast<const unsigned char*>(text.data()), text.size());
+  // A mapping being read: its dotted prefix, the key awaiting its value, its keys so far. A sequence (or anything
+  // inside one) is captured as flow text: `capture` holds, per open collection, whether it is a mapping and its count.
+  struct Mapping {
+    std::string prefix, key;
+    bool have_key = false;
+    std::size_t entries = 0;
+  };
+  std::vector<Mapping> open;
+  std::vector<std::pair<bool, std::size_t>> capture;
+  std::string captured;
+  FlatYaml flat;
+  std::map<std::string, bool> seen;
+  int documents = 0;
+  bool done = false;
+  const auto add = [&](const std::string& key, std::string value) {
+    if (!seen.emplace(key, true).second) throw Error(where + ": " + key + " is given twice");
+    flat.emplace_back(key, std::move(value));
+  };
+  const auto captured_item = [&](const std::string& text_of_item, bool opens) {
+    auto& [mapping, count] = capture.back();
+    if (count > 0) captured += mapping && count % 2 == 1 ? ": " : ", ";
+    captured += text_of_item;
+    if (!opens) ++count;
+  };
+  while (!done) {
+    yaml_event_t event;
+    if (yaml_parser_parse(parser.get(), &event) == 0) {
+      const auto line = static_cast<long long>(parser.get()->problem_mark.line) + 1;
+      throw Error(where + ": line " + std::to_string(line) + ": not YAML (" +
+                  (parser.get()->problem != nullptr ? std::string(parser.get()->problem) : "a syntax error") + ")");
+    }
+    const auto free_event = std::unique_ptr<yaml_event_t, void (*)(yaml_event_t*)>(&event, yaml_event_delete);
+    const auto line = std::to_string(event.start_mark.line + 1);
+    switch (event.type) {
+      case YAML_STREAM_END_EVENT: done = true; break;
+      case YAML_DOCUMENT_START_EVENT:
+        if (++documents > 1) throw Error(where + ": line " + line + ": more than one YAML document");
+        break;
+      case YAML_ALIAS_EVENT:
+        throw Error(where + ": line " + line + ": a YAML alias (*name): write the value out (aliases are not read)");
+      case YAML_SCALAR_EVENT: {
+        std::string value(reinterpret_cast<const char*>(event.data.scalar.value), event.data.scalar.length);
+        if (event.data.scalar.style == YAML_PLAIN_SCALAR_STYLE) value = plain_scalar(std::move(value));
+        if (!capture.empty()) {
+          captured_item(value, false);
+          break;
+        }
+        if (open.empty()) throw Error(where + ": line " + line + ": the document is not a mapping of keys");
+        Mapping& m = open.back();
+        if (!m.have_key) {
+          if (value.empty() || value.find('.') != std::string::npos)
+            throw Error(where + ": line " + line + ": key '" + value.substr(0, 60) + "' (valid: a name without dots)");
+          m.key = value, m.have_key = true;
+        } else {
+          add(m.prefix + m.key, std::move(value));
+          m.have_key = false, ++m.entries;
+        }
+        break;
+      }
+      case YAML_SEQUENCE_START_EVENT:
+      case YAML_MAPPING_START_EVENT: {
+        const bool mapping = event.type == YAML_MAPPING_START_EVENT;
+        if (open.size() + capture.size() >= kMaxYamlDepth)
+          throw Error(where + ": line " + line + ": nested deeper than " + std::to_string(kMaxYamlDepth));
+        if (!capture.empty()) {
+          captured_item(mapping ? "{" : "[", true);
+          capture.emplace_back(mapping, 0);
+        } else if (open.empty()) {
+          if (!mapping) throw Error(where + ": line " + line + ": the document is not a mapping of keys");
+          open.push_back({});
+        } else if (!open.back().have_key) {
+          throw Error(where + ": line " + line + ": a key that is not a name");
+        } else if (mapping) {
+          open.push_back({open.back().prefix + open.back().key + ".", "", false, 0});
+        } else {
+          captured = "[";
+          capture.emplace_back(false, 0);
+        }
+        break;
+      }
+      case YAML_SEQUENCE_END_EVENT:
+      case YAML_MAPPING_END_EVENT:
+        if (!capture.empty()) {
+          captured += event.type == YAML_MAPPING_END_EVENT ? "}" : "]";
+          capture.pop_back();
+          if (!capture.empty()) {
+            ++capture.back().second;
+          } else {  // the sequence a key holds
+            Mapping& m = open.back();
+            add(m.prefix + m.key, captured);
+            m.have_key = false, ++m.entries;
+          }
+        } else {
+          const Mapping closed = open.back();
+          open.pop_back();
+          if (!open.empty()) {
+            if (closed.entries == 0) add(closed.prefix.substr(0, closed.prefix.size() - 1), "{}");
+            open.back().have_key = false, ++open.back().entries;
+          }
+        }
+        break;
+      default: break;  // stream and document ends, no event
+    }
+  }
+  return flat;
+}
+
+// Every key a NeMo training config may hold, dotted ("section.*": all of a section): read (no reason; the
+// translation below checks its value) or ignored with why. Any other key is refused.
+struct NemoKey {
+  std::string_view key, ignored_because;
+};
+constexpr std::string_view kRun = "the launcher's job, logging and checkpoint settings";
+constexpr std::string_view kFused = "a fused kernel of the same work (as Megatron-LM's default)";
+constexpr std::array kNemoKeys = {
+    NemoKey{"trainer.num_nodes", ""},
+    NemoKey{"trainer.devices", ""},
+    NemoKey{"trainer.precision", ""},
+    NemoKey{"trainer.accumulate_grad_batches", ""},
+    NemoKey{"model.mcore_gpt", ""},
+    NemoKey{"model.transformer_engine", ""},
+    NemoKey{"model.megatron_amp_O2", ""},
+    NemoKey{"model.micro_batch_size", ""},
+    NemoKey{"model.global_batch_size", ""},
+    NemoKey{"model.tensor_model_parallel_size", ""},
+    NemoKey{"model.pipeline_model_parallel_size", ""},
+    NemoKey{"model.virtual_pipeline_model_parallel_size", ""},
+    NemoKey{"model.context_parallel_size", ""},
+    NemoKey{"model.expert_model_parallel_size", ""},
+    NemoKey{"model.sequence_parallel", ""},
+    NemoKey{"model.encoder_seq_length", ""},
+    NemoKey{"model.data.seq_length", ""},
+    NemoKey{"model.max_position_embeddings", ""},
+    NemoKey{"model.num_layers", ""},
+    NemoKey{"model.hidden_size", ""},
+    NemoKey{"model.ffn_hidden_size", ""},
+    NemoKey{"model.num_attention_heads", ""},
+    NemoKey{"model.num_query_groups", ""},
+    NemoKey{"model.kv_channels", ""},
+    NemoKey{"model.make_vocab_size_divisible_by", ""},
+    NemoKey{"model.activation", ""},
+    NemoKey{"model.normalization", ""},
+    NemoKey{"model.bias", ""},
+    NemoKey{"model.position_embedding_type", ""},
+    NemoKey{"model.share_embeddings_and_output_weights", ""},
+    NemoKey{"model.hidden_dropout", ""},
+    NemoKey{"model.attention_dropout", ""},
+    NemoKey{"model.ffn_dropout", ""},
+    NemoKey{"model.attention_type", ""},
+    NemoKey{"model.transformer_block_type", ""},
+    NemoKey{"model.headscale", ""},
+    NemoKey{"model.fp32_residual_connection", ""},
+    NemoKey{"model.fp16_lm_cross_entropy", ""},
+    NemoKey{"model.pre_process", ""},
+    NemoKey{"model.post_process", ""},
+    NemoKey{"model.use_emha", ""},
+    NemoKey{"model.deterministic_mode", ""},
+    NemoKey{"model.fsdp", ""},
+    NemoKey{"model.sharp", ""},
+    NemoKey{"model.use_flash_attention", ""},
+    NemoKey{"model.activations_checkpoint_granularity", ""},
+    NemoKey{"model.activations_checkpoint_method", ""},
+    NemoKey{"model.activations_checkpoint_num_layers", ""},
+    NemoKey{"model.num_micro_batches_with_partial_activation_checkpoints", ""},
+    NemoKey{"model.activations_checkpoint_layers_per_pipeline", ""},
+    NemoKey{"model.fp8", ""},
+    NemoKey{"model.fp8_e4m3", ""},
+    NemoKey{"model.fp8_hybrid", ""},
+    NemoKey{"model.fp8_params", ""},
+    NemoKey{"model.fp8_wgrad", ""},
+    NemoKey{"model.ub_tp_comm_overlap", ""},
+    NemoKey{"model.overlap_p2p_comm", ""},
+    NemoKey{"model.optim.name", ""},
+    NemoKey{"model.optim.overlap_grad_sync", ""},
+    NemoKey{"model.optim.overlap_param_sync", ""},
+    NemoKey{"model.optim.grad_sync_dtype", ""},
+    NemoKey{"model.rampup_batch_size", ""},
+    NemoKey{"defaults", "Hydra's composition list (the userbuffers tuning it may add is read as ub_tp_comm_overlap)"},
+    NemoKey{"hydra.*", "Hydra's search path"},
+    NemoKey{"name", kRun},
+    NemoKey{"restore_from_path", "a checkpoint to start from"},
+    NemoKey{"run.*", kRun},
+    NemoKey{"exp_manager.*", kRun},
+    NemoKey{"trainer.accelerator", "the device kind: the cluster's GPUs are --gpu/--cluster's"},
+    NemoKey{"trainer.logger", kRun},
+    NemoKey{"trainer.enable_checkpointing", kRun},
+    NemoKey{"trainer.use_distributed_sampler", "the data sampler"},
+    NemoKey{"trainer.max_epochs", "length of training"},
+    NemoKey{"trainer.max_steps", "length of training"},
+    NemoKey{"trainer.max_time", "length of training"},
+    NemoKey{"trainer.log_every_n_steps", kRun},
+    NemoKey{"trainer.val_check_interval", "validation, between training steps"},
+    NemoKey{"trainer.limit_val_batches", "validation, between training steps"},
+    NemoKey{"trainer.limit_test_batches", "testing, after training"},
+    NemoKey{"trainer.num_sanity_val_steps", "validation before training"},
+    NemoKey{"trainer.gradient_clip_val", "gradient clipping (one norm per step)"},
+    NemoKey{"trainer.benchmark", "cuDNN autotuning of convolutions (none in a GPT)"},
+    NemoKey{"trainer.enable_model_summary", kRun},
+    NemoKey{"trainer.enable_progress_bar", kRun},
+    NemoKey{"model.tokenizer.*",
+            "the tokenizer: its vocabulary is --model's (the config names the tokenizer, not its size)"},
+    NemoKey{"model.data.*", "the dataset and its loader"},
+    NemoKey{"model.nsys_profile.*", "the profiler, on its own steps only"},
+    NemoKey{"model.optim.lr", "learning rate"},
+    NemoKey{"model.optim.weight_decay", "optimizer hyper-parameter"},
+    NemoKey{"model.optim.betas", "optimizer hyper-parameter"},
+    NemoKey{"model.optim.eps", "optimizer hyper-parameter"},
+    NemoKey{"model.optim.sched.*", "learning-rate schedule"},
+    NemoKey{"model.optim.bucket_cap_mb", "gradient bucket size: the same volume in other pieces"},
+    NemoKey{"model.optim.contiguous_grad_buffer", "one contiguous gradient buffer, as Megatron-LM's"},
+    NemoKey{"model.optim.contiguous_param_buffer", "one contiguous parameter buffer, as Megatron-LM's"},
+    NemoKey{"model.init_method_std", "initialisation"},
+    NemoKey{"model.use_scaled_init_method", "initialisation"},
+    NemoKey{"model.seed", "random seed"},
+    NemoKey{"model.layernorm_epsilon", "the norms' epsilon: the same work"},
+    NemoKey{"model.layernorm_zero_centered_gamma", "zero-centred norm weights: the same parameters and work"},
+    NemoKey{"model.do_layer_norm_weight_decay", "optimizer hyper-parameter"},
+    NemoKey{"model.apply_query_key_layer_scaling", "a scale inside the softmax: the same work"},
+    NemoKey{"model.normalize_attention_scores", "the softmax's 1/sqrt(d) scale: the same work"},
+    NemoKey{"model.rotary_percentage", "the rotated share of a head: no weights, the same work"},
+    NemoKey{"model.scale_positional_embedding", "RoPE's frequency scaling: the same work"},
+    NemoKey{"model.openai_gelu", "the GELU's formula: the same work"},
+    NemoKey{"model.native_amp_init_scale", "FP16 loss scaling, unused under BF16"},
+    NemoKey{"model.native_amp_growth_interval", "FP16 loss scaling, unused under BF16"},
+    NemoKey{"model.hysteresis", "FP16 loss scaling, unused under BF16"},
+    NemoKey{"model.apex_transformer_log_level", "logging"},
+    NemoKey{"model.onnx_safe", "ONNX export"},
+    NemoKey{"model.resume_from_checkpoint", "a checkpoint to start from"},
+    NemoKey{"model.use_cpu_initialization", "where the weights are initialised, before training"},
+    NemoKey{"model.gc_interval", "Python's garbage collection on the host"},
+    NemoKey{"model.sync_batch_comm", "a synchronisation of the pipeline's batched sends: the same bytes"},
+    NemoKey{"model.batch_p2p_comm", "the pipeline's sends batched or not: the same bytes"},
+    NemoKey{"model.grad_allreduce_chunk_size_mb", "gradient bucket size: the same volume in other pieces"},
+    NemoKey{"model.gradient_as_bucket_view", "gradients as views of the buckets, as Megatron-LM's"},
+    NemoKey{"model.gradient_accumulation_fusion", kFused},
+    NemoKey{"model.grad_div_ar_fusion", kFused},
+    NemoKey{"model.bias_activation_fusion", kFused},
+    NemoKey{"model.bias_dropout_add_fusion", kFused},
+    NemoKey{"model.masked_softmax_fusion", kFused},
+    NemoKey{"model.apply_rope_fusion", kFused},
+    NemoKey{"model.persist_layer_norm", kFused},
+    NemoKey{"model.cross_entropy_loss_fusion",
+            "the fused loss keeps fewer FP32 logit copies: priced as the unfused loss, so the peak may be lower"},
+    NemoKey{"model.fp8_margin", "FP8 delayed scaling's margin: the same work"},
+    NemoKey{"model.fp8_interval", "FP8 delayed scaling's update interval: the same work"},
+    NemoKey{"model.fp8_amax_history_len", "FP8 delayed scaling's amax history: a few KiB a tensor"},
+    NemoKey{"model.fp8_amax_compute_algo", "FP8 delayed scaling's amax reduction"},
+    NemoKey{"model.ub_tp_comm_overlap_cfg.*", "userbuffers' tuning of the TP overlap ub_tp_comm_overlap prices"},
+    NemoKey{"model.defer_embedding_wgrad_compute",
+            "the output layer's weight-gradient GEMMs moved into the pipeline flush: the same work, a bubble hidden "
+            "that is not priced, so the step may be shorter"},
+    NemoKey{"model.wgrad_deferral_limit", "how many micro-batches' output-layer weight gradients are deferred"},
+    NemoKey{"model.fsdp_sharding_strategy", "NeMo's FSDP settings, unused with fsdp off"},
+    NemoKey{"model.fsdp_grad_reduce_dtype", "NeMo's FSDP settings, unused with fsdp off"},
+    NemoKey{"model.fsdp_sharded_checkpoint", "NeMo's FSDP settings, unused with fsdp off"},
+};
+
+const NemoKey* nemo_key_rule(const std::string& key) {
+  for (const NemoKey& k : kNemoKeys) {
+    if (k.key == key) return &k;
+    if (k.key.ends_with(".*") && key.starts_with(k.key.substr(0, k.key.size() - 1))) return &k;
+  }
+  return nullptr;
+}
+
+[[noreturn]] void refuse(std::string_view where, const std::string& key, const std::string& value,
+                         std::string_view why) {
+  throw Error(std::string(where) + ": " + key + ": " + value.substr(0, 60) + ": " + std::string(why));
+}
+
+// The end of the interpolation that opens at `open` ("${"), nested ones skipped; npos when unclosed.
+std::size_t interpolation_end(const std::string& text, std::size_t open) {
+  int depth = 0;
+  for (std::size_t i = open; i < text.size(); ++i) {
+    if (text.compare(i, 2, "${") == 0)
+      ++depth, ++i;
+    else if (text[i] == '}' && --depth == 0)
+      return i;
+  }
+  return std::string::npos;
+}
+
+// OmegaConf's interpolations as NeMo's training configs use them, for the value of `key`: the whole value one
+// ${path} (absolute, the launcher's "training." prefix dropped, or ${.name} beside the key) or ${multiply:a, b} (the
+// launcher's resolver, launcher_scripts/main.py: x * y, here of whole numbers). Anything else with "${" is refused.
+std::string interpolated(const std::string& key, const std::string& text, const std::map<std::string, std::string>& v,
+                         std::string_view where, int depth) {
+  if (text.find("${") == std::string::npos) return text;
+  const auto cannot = [&] { refuse(where, key, text, "an interpolation headroom cannot resolve (write the value)"); };
+  if (depth > 8 || !text.starts_with("${") || interpolation_end(text, 0) != text.size() - 1) cannot();
+  const std::string inner = text.substr(2, text.size() - 3);
+  if (inner.starts_with("multiply:")) {
+    std::vector<std::string> args;
+    std::size_t from = 9;
+    for (std::size_t i = from; i <= inner.size(); ++i) {
+      if (i < inner.size() && inner.compare(i, 2, "${") == 0) {
+        const std::size_t end = interpolation_end(inner, i);
+        if (end == std::string::npos) cannot();
+        i = end;
+      } else if (i == inner.size() || inner[i] == ',') {
+        std::string arg = inner.substr(from, i - from);
+        arg.erase(0, arg.find_first_not_of(' '));
+        arg.erase(arg.find_last_not_of(' ') + 1);
+        args.push_back(interpolated(key, arg, v, where, depth + 1));
+        from = i + 1;
+      }
+    }
+    std::int64_t product = 1;
+    for (const std::string& a : args) {
+      if (args.size() != 2 || a.empty() || a.size() > 7 ||
+          !std::all_of(a.begin(), a.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        cannot();
+      product *= std::stoll(a);
+    }
+    return std::to_string(product);
+  }
+  std::string path = inner;
+  if (path.starts_with(".")) {
+    const auto dot = key.rfind('.');
+    path = (dot == std::string::npos ? "" : key.substr(0, dot + 1)) + path.substr(1);
+  } else if (path.starts_with("training.")) {
+    path.erase(0, 9);
+  }
+  const auto it = v.find(path);
+  if (it == v.end()) cannot();
+  return interpolated(path, it->second, v, where, depth + 1);
+}
+
+}  // namespace
+
+MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::string_view where) {
+  const std::string w(where);
+  const FlatYaml flat = flatten_yaml(text, w);
+  std::map<std::string, std::string> v;
+  for (const auto& [key, value] : flat) v[key] = value;
+  MegatronCommand out;
+  for (const auto& [key, value] : flat) {
+    const NemoKey* rule = nemo_key_rule(key);
+    if (rule == nullptr)
+      throw Error(w + ": " + key +
+                  " is a key headroom does not know: it may change memory or time (valid: the keys of NeMo's "
+                  "training config that headroom reads or ignores)");
+    (rule->ignored_because.empty() ? out.read : out.ignored)
+        .push_back(key + ": " + value.substr(0, 80) +
+                   (rule->ignored_because.empty() ? "" : " (" + std::string(rule->ignored_because) + ")"));
+  }
+  // A read key's value, its interpolation resolved (interpolated).
+  const auto value = [&](const std::string& key, const std::string& fallback) -> std::string {
+    const auto it = v.find(key);
+    return it == v.end() ? fallback : interpolated(key, it->second, v, where, 0);
+  };
+  const auto is = [&](const std::string& key, const std::string& fallback) { return value(key, fallback) == "true"; };
+  // Values that must be as priced, each naming its key.
+  const auto require = [&](const std::string& key, const std::string& fallback,
+                           std::initializer_list<std::string_view> valid, std::string_view why) {
+    const std::string x = value(key, fallback);
+    if (std::find(valid.begin(), valid.end(), x) == valid.end()) refuse(where, key, x, why);
+  };
+  require("model.mcore_gpt", "false", {"true"}, "only Megatron-core's GPT (mcore_gpt: true) is priced");
+  require("model.transformer_engine", "false", {"true"}, "only Transformer Engine's layers are priced");
+  require("model.megatron_amp_O2", "false", {"true"},
+          "without O2 the weights stay FP32 under autocast, which is not priced (valid: true, BF16 weights)");
+  require("trainer.precision", "32", {"bf16", "bf16-mixed"},
+          "headroom prices BF16 training, and FP8 on top of it (valid: bf16, bf16-mixed)");
+  require("trainer.accumulate_grad_batches", "1", {"1"}, "NeMo accumulates through global_batch_size (valid: 1)");
+  require("model.attention_type", "multihead", {"multihead"}, "only causal multi-head attention is priced");
+  require("model.transformer_block_type", "pre_ln", {"pre_ln"}, "only pre-norm blocks are priced");
+  require("model.headscale", "false", {"false"}, "NormFormer's head scaling is not priced");
+  require("model.fp32_residual_connection", "false", {"false"}, "an FP32 residual stream is not priced");
+  require("model.fp16_lm_cross_entropy", "false", {"false"}, "the loss over 16-bit logits is not priced");
+  require("model.pre_process", "true", {"true"}, "a model without its embedding is not priced");
+  require("model.post_process", "true", {"true"}, "a model without its output layer is not priced");
+  require("model.use_emha", "false", {"false"}, "Apex's fused multi-head attention is not priced");
+  require("model.deterministic_mode", "false", {"false"}, "deterministic kernels are slower and not priced");
+  require("model.fsdp", "false", {"false"}, "NeMo's FSDP is not priced (PyTorch FSDP jobs: --framework pytorch-fsdp)");
+  require("model.sharp", "false", {"false"}, "SHARP's in-switch reductions are not priced");
+  require("model.use_flash_attention", "true", {"true"}, "only fused attention is priced");
+  require("model.ffn_dropout", "0.0", {"0.0", "0"}, "dropout inside the MLP is not priced");
+  require("model.rampup_batch_size", "null", {"null"},
+          "a batch ramp-up: give the steady-state global_batch_size and no ramp-up");
+  // What NeMo's model keys are in Megatron-LM's arguments.
+  std::vector<std::string> t = {"pretrain_gpt.py", "--bf16"};
+  const auto flag = [&](const std::string& key, const char* megatron) {
+    const std::string x = value(key, "null");
+    if (x != "null") t.insert(t.end(), {megatron, x});
+  };
+  const auto flag_if = [&](const std::string& key, const char* megatron, bool fallback) {
+    if (is(key, fallback ? "true" : "false")) t.emplace_back(megatron);
+  };
+  flag("model.tensor_model_parallel_size", "--tensor-model-parallel-size");
+  flag("model.pipeline_model_parallel_size", "--pipeline-model-parallel-size");
+  flag("model.context_parallel_size", "--context-parallel-size");
+  flag("model.expert_model_parallel_size", "--expert-model-parallel-size");
+  // NeMo's virtual_pipeline_model_parallel_size is Megatron-core's: model chunks per pipeline rank.
+  flag("model.virtual_pipeline_model_parallel_size", "--num-virtual-stages-per-pipeline-rank");
+  flag("model.micro_batch_size", "--micro-batch-size");
+  flag("model.global_batch_size", "--global-batch-size");
+  const std::string seq = value("model.encoder_seq_length", "null");
+  if (seq == "null") throw Error(w + ": no model.encoder_seq_length: the sequence length is required");
+  if (const std::string data = value("model.data.seq_length", seq); data != seq)
+    refuse(where, "model.data.seq_length", data, "differs from model.encoder_seq_length " + seq);
+  t.insert(t.end(), {"--seq-length", seq});
+  flag("model.max_position_embeddings", "--max-position-embeddings");
+  flag("model.num_layers", "--num-layers");
+  flag("model.hidden_size", "--hidden-size");
+  flag("model.ffn_hidden_size", "--ffn-hidden-size");
+  flag("model.num_attention_heads", "--num-attention-heads");
+  flag("model.kv_channels", "--kv-channels");
+  flag("model.make_vocab_size_divisible_by", "--make-vocab-size-divisible-by");
+  flag("model.hidden_dropout", "--hidden-dropout");
+  flag("model.attention_dropout", "--attention-dropout");
+  if (const std::string g = value("model.num_query_groups", "null");
+      g != "null" && g != value("model.num_attention_heads", "null"))
+    t.insert(t.end(), {"--group-query-attention", "--num-query-groups", g});
+  // megatron_base_model.py: activation (fast-)swiglu is a gated SiLU MLP, (fast-)gelu the plain GELU one.
+  if (const std::string a = value("model.activation", "gelu"); a == "swiglu" || a == "fast-swiglu")
+    t.emplace_back("--swiglu");
+  else if (a == "squared-relu")
+    t.emplace_back("--squared-relu");
+  else if (a != "gelu" && a != "fast-gelu")
+    refuse(where, "model.activation", a, "not priced (valid: gelu, fast-gelu, swiglu, fast-swiglu, squared-relu)");
+  if (const std::string n = value("model.normalization", "layernorm"); n == "rmsnorm")
+    t.insert(t.end(), {"--normalization", "RMSNorm"});
+  else if (n == "layernorm" || n == "layernorm1p")
+    t.insert(t.end(), {"--normalization", "LayerNorm"});
+  else
+    refuse(where, "model.normalization", n, "not priced (valid: layernorm, layernorm1p, rmsnorm)");
+  if (!is("model.bias", "true")) t.emplace_back("--disable-bias-linear");
+  if (const std::string p = value("model.position_embedding_type", "learned_absolute"); p == "rope")
+    t.insert(t.end(), {"--position-embedding-type", "rope"});
+  else if (p != "learned_absolute")
+    refuse(where, "model.position_embedding_type", p, "not priced (valid: learned_absolute, rope)");
+  if (!is("model.share_embeddings_and_output_weights", "true")) t.emplace_back("--untie-embeddings-and-output-weights");
+  flag_if("model.sequence_parallel", "--sequence-parallel", false);
+  flag_if("model.ub_tp_comm_overlap", "--tp-comm-overlap", false);
+  if (!is("model.overlap_p2p_comm", "true")) t.emplace_back("--no-overlap-p2p-communication");
+  // Activation checkpointing (megatron_base_model.py: granularity full with method uniform|block and a layer count,
+  // or selective); only every layer recomputed is priced for full.
+  if (const std::string g = value("model.activations_checkpoint_granularity", "null"); g == "selective") {
+    t.insert(t.end(), {"--recompute-granularity", "selective"});
+  } else if (g == "full") {
+    const std::string method = value("model.activations_checkpoint_method", "null");
+    const std::string layers = value("model.activations_checkpoint_num_layers", "null");
+    if (method != "uniform" || layers != "1")
+      refuse(where, "model.activations_checkpoint_method", method + ", num_layers " + layers,
+             "only every layer recomputed (uniform, 1) is priced");
+    t.insert(t.end(),
+             {"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"});
+  } else if (g != "null") {
+    refuse(where, "model.activations_checkpoint_granularity", g, "not priced (valid: null, selective, full)");
+  }
+  for (const char* key : {"model.num_micro_batches_with_partial_activation_checkpoints",
+                          "model.activations_checkpoint_layers_per_pipeline"})
+    if (const std::string x = value(key, "null"); x != "null" && x != "0")
+      refuse(where, key, x, "partial activation checkpointing is not priced");
+  // FP8 (megatron_base_model.py: fp8_e4m3 is E4M3 throughout, fp8_hybrid E4M3 forward and E5M2 gradients), with
+  // Transformer Engine's delayed scaling, NeMo 1.x's only recipe.
+  if (is("model.fp8", "false")) {
+    const bool e4m3 = is("model.fp8_e4m3", "false"), hybrid = is("model.fp8_hybrid", "false");
+    if (e4m3 == hybrid)
+      refuse(where, "model.fp8", "true", "give exactly one of fp8_e4m3 and fp8_hybrid (NeMo needs one format)");
+    t.insert(t.end(), {"--fp8-format", hybrid ? "hybrid" : "e4m3", "--fp8-recipe", "delayed"});
+    flag_if("model.fp8_params", "--fp8-param-gather", false);
+    require("model.fp8_wgrad", "true", {"true"}, "weight-gradient GEMMs in BF16 under FP8 are not priced");
+  } else if (is("model.fp8_params", "false")) {
+    refuse(where, "model.fp8_params", "true", "FP8 weights need fp8: true");
+  }
+  // The optimizer (NeMo's optimizer names): Megatron-core's distributed optimizer (ZeRO-1 over DP); Apex's distributed
+  // Adam, which shards the same way and keeps the FP32 master weight as a 16-bit remainder beside the BF16 weight
+  // (apex/contrib/optimizers/distributed_fused_adam.py store_param_remainders), reducing gradients in grad_sync_dtype;
+  // or Adam without sharding.
+  const std::string optimizer = value("model.optim.name", "fused_adam");
+  if (optimizer == "mcore_distributed_optim" || optimizer == "distributed_fused_adam") {
+    t.emplace_back("--use-distributed-optimizer");
+    flag_if("model.optim.overlap_param_sync", "--overlap-param-gather", false);
+  } else if (optimizer != "fused_adam" && optimizer != "adam" && optimizer != "adamw") {
+    refuse(where, "model.optim.name", optimizer,
+           "only Adam is priced (valid: mcore_distributed_optim, distributed_fused_adam, fused_adam, adam, adamw)");
+  }
+  if (optimizer == "distributed_fused_adam") t.emplace_back("--use-precision-aware-optimizer");
+  if (const std::string d = value("model.optim.grad_sync_dtype", "fp32"); d == "bf16") {
+    if (optimizer != "distributed_fused_adam")
+      refuse(where, "model.optim.grad_sync_dtype", d, "applies to distributed_fused_adam only");
+    t.emplace_back("--grad-reduce-in-bf16");
+  } else if (d != "fp32" && d != "32") {
+    refuse(where, "model.optim.grad_sync_dtype", d, "not priced (valid: fp32, bf16)");
+  }
+  flag_if("model.optim.overlap_grad_sync", "--overlap-grad-reduce", false);
+  // The world: trainer.num_nodes x trainer.devices.
+  const std::string nodes = value("trainer.num_nodes", "1"), devices = value("trainer.devices", "null");
+  const auto whole = [&](const char* key, const std::string& x) {
+    const bool digits =
+        !x.empty() && x.size() <= 7 && std::all_of(x.begin(), x.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || std::stoll(x) < 1) refuse(where, key, x, "not a positive whole number of at most 7 digits");
+    return std::stoll(x);
+  };
+  if (devices != "null" || gpus <= 0) {
+    const std::int64_t world = whole("trainer.num_nodes", nodes) * whole("trainer.devices", devices);
+    if (gpus > 0 && gpus != world)
+      throw Error(w + ": --gpus " + std::to_string(gpus) + " but the config starts " + std::to_string(world) +
+                  " GPUs (trainer.num_nodes x trainer.devices)");
+    gpus = world;
+  }
+  MegatronCommand read = parse_megatron_command(t, gpus, w);
+  out.run = std::move(read.run);
+  out.arguments = std::move(read.arguments);
+  std::string line;
+  for (std::size_t i = 1; i < t.size(); ++i) line += (i > 1 ? " " : "") + t[i];
+  out.notes.push_back("read as the Megatron-LM arguments NeMo hands to Megatron-core: " + line);
+  out.notes.insert(out.notes.end(), read.notes.begin(), read.notes.end());
+  return out;
+}
+
+std::vector<std::string> nemo_config_changes(const Layout& from, const Layout& to) {
+  std::vector<std::string> out;
+  const auto change = [&](const char* key, const std::string& a, const std::string& b) {
+    if (a != b) out.push_back(std::string(key) + ": " + b + " (was " + a + ")");
+  };
+  const auto count = [](std::int64_t x) { return std::to_string(x); };
+  const auto boolean = [](bool x) { return std::string(x ? "true" : "false"); };
+  change("model.tensor_model_parallel_size", count(from.tp), count(to.tp));
+  change("model.pipeline_model_parallel_size", count(from.pp), count(to.pp));
+  change("model.virtual_pipeline_model_parallel_size", from.vpp > 1 ? count(from.vpp) : "null",
+         to.vpp > 1 ? count(to.vpp) : "null");
+  change("model.context_parallel_size", count(from.cp), count(to.cp));
+  change("model.expert_model_parallel_size", count(from.ep), count(to.ep));
+  change("model.micro_batch_size", count(from.mbs), count(to.mbs));
+  change("model.global_batch_size", count(from.gbs), count(to.gbs));
+  change("model.sequence_parallel", boolean(from.tp > 1 && from.sequence_parallel),
+         boolean(to.tp > 1 && to.sequence_parallel));
+  const auto granularity = [](Recompute r) {
+    return std::string(r == Recompute::full ? "full" : r == Recompute::selective ? "selective" : "null");
+  };
+  change("model.activations_checkpoint_granularity", granularity(from.recompute), granularity(to.recompute));
+  if (to.recompute == Recompute::full && from.recompute != Recompute::full)
+    out.emplace_back("model.activations_checkpoint_method: uniform, model.activations_checkpoint_num_layers: 1");
+  change("model.ub_tp_comm_overlap", boolean(from.tp_comm_overlap), boolean(to.tp_comm_overlap));
+  change("model.overlap_p2p_comm", boolean(from.overlap_p2p_comm), boolean(to.overlap_p2p_comm));
+  return out;
+}
+
+}  // namespace headroom::calibrate
