@@ -423,7 +423,7 @@ TEST(Check, ReadsNemosTrainingConfigsUnchanged) {
     std::ifstream in(path);
     std::vector<std::string> lines;
     for (std::string line; std::getline(in, line);) {
-      line = line.substr(0, line.find(" #"));
+      if (const auto comment = line.find(" #"); comment != std::string::npos) line.resize(comment);
       const auto first = line.find_first_not_of(' ');
       if (first != std::string::npos && line[first] != '#') lines.push_back(line.substr(first));
     }

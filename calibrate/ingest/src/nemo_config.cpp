@@ -11,7 +11,7 @@
 #include <array>
 #include <map>
 #include <memory>
-#include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,16 +70,16 @@ FlatYaml flatten_yaml(std::string_view text, const std::string& where) {
   std::vector<std::pair<bool, std::size_t>> capture;
   std::string captured;
   FlatYaml flat;
-  std::map<std::string, bool> seen;
+  std::set<std::string> seen;
   int documents = 0;
   bool done = false;
   const auto add = [&](const std::string& key, std::string value) {
-    if (!seen.emplace(key, true).second) throw Error(where + ": " + key + " is given twice");
+    if (!seen.insert(key).second) throw Error(where + ": " + key + " is given twice");
     flat.emplace_back(key, std::move(value));
   };
   const auto captured_item = [&](const std::string& text_of_item, bool opens) {
-    auto& [mapping, count] = capture.back();
-    if (count > 0) captured += mapping && count % 2 == 1 ? ": " : ", ";
+    std::size_t& count = capture.back().second;
+    if (count > 0) captured += capture.back().first && count % 2 == 1 ? ": " : ", ";
     captured += text_of_item;
     if (!opens) ++count;
   };
