@@ -137,8 +137,7 @@ AttentionFit fit_attention(const std::vector<AttentionPoint>& points, double pea
   }
   if (f.efficiency > 1.0)
     throw Error("attention fit (head dim " + std::to_string(head_dim) + "): efficiency " +
-                std::to_string(f.efficiency) +
-                " of the peak is above 1: the datasheet peak is too low (check --gpu)");
+                std::to_string(f.efficiency) + " of the peak is above 1: the datasheet peak is too low (check --gpu)");
   std::vector<double> measured, predicted;
   for (const auto& p : points) {
     measured.push_back(p.seconds);
