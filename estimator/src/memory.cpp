@@ -444,6 +444,13 @@ bool frozen_weights_take_gradients(const Layout& l) {
   return l.lora.enabled() && l.fsdp_flat_parameters && l.dp * l.cp > 1;
 }
 
+double gradient_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  if (!l.lora.enabled()) return stage_parameters_per_gpu(m, l, stage);
+  const double adapters = lora_stage_parameters_per_rank(m, l, stage).per_rank();
+  return frozen_weights_take_gradients(l) ? d(stage_layers(m, l, stage)) * layer_parameters_per_gpu(m, l) + adapters
+                                          : adapters;
+}
+
 // FSDP (fsdp-summary; thesis Sec. 3.1.3): a sharded unit is all-gathered to its TP-sharded size, adapters included.
 // With FP8 all-gather (torchao's enable_fsdp_float8_all_gather) the linear weights arrive in FP8, 1 B each.
 double fsdp_unit_bytes(const ModelSpec& m, const Layout& l) {
@@ -538,13 +545,9 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
     s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params, c.gpu.usable_memory_bytes);
     return s;
   }
-  // Last decoder unit's backward: every trainable weight's gradient, sharded, and under FSDP1's flat parameters every
-  // decoder layer's whole (frozen_weights_take_gradients; the root, frozen under LoRA, has none). The unit buffers: 2
-  // unsharded parameter sets, the rest unsharded gradients. Activations: the layer re-materialised and its input.
-  const double decoder = d(stage_layers(m, l, stage)) * layer_parameters_per_gpu(m, l);
-  const double grad_params = !l.lora.enabled()                  ? params
-                             : frozen_weights_take_gradients(l) ? decoder + trainable
-                                                                : trainable;
+  // Last decoder unit's backward: every gradient a GPU holds, sharded (gradient_parameters_per_gpu). The unit buffers:
+  // 2 unsharded parameter sets, the rest unsharded gradients. Activations: the layer re-materialised and its input.
+  const double grad_params = gradient_parameters_per_gpu(m, l, stage);
   const double units = d(l.fsdp_unit_buffers), unit_param_share = std::min(units, 2.0) / std::max(units, 1.0);
   const double unit_buffers = pipelined ? 0.0 : fsdp_unit_buffer_bytes(m, l);
   s.params += unit_param_share * unit_buffers;

@@ -106,9 +106,9 @@ double tp_overlapped_comm_seconds(double comm, double gemm, std::int64_t tp) {
 // Thesis Sec. 3.1.2: LoRA freezes the base weights; its adapters are stored (and gathered) next to them.
 DpParameters dp_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage) {
   const double base = stage_parameters_per_gpu(m, l, stage);
-  if (!l.lora.enabled()) return {base, base};
+  if (!l.lora.enabled()) return {base, base, base};
   const double adapters = lora_stage_parameters_per_rank(m, l, stage).per_rank();
-  return {base + adapters, adapters};
+  return {base + adapters, adapters, gradient_parameters_per_gpu(m, l, stage)};
 }
 
 namespace {
@@ -227,7 +227,11 @@ LayerPasses layer_passes(const ModelSpec& m, const PerfContext& p, const Layout&
   const Fp8CastBytes cast = fp8_cast_bytes(m, l, experts);
   const double cast_f = cast.forward / p.hbm_bytes_per_s, cast_b = cast.backward / p.hbm_bytes_per_s;
   const RecomputeFactors rc = recompute_factors(m, l.recompute);
-  const double base_bwd = gemm_backward_ratio(!l.lora.enabled());  // frozen base weights: input gradient only
+  // Frozen base weights: the input gradient only, unless FSDP1's flat parameters hand autograd views that require
+  // grad (torch/distributed/fsdp/_flat_param.py _use_unsharded_views: every view of a flat parameter that requires
+  // grad does), which then computes the frozen weights' gradients too (frozen_weights_take_gradients). The root unit
+  // (embedding, LM head) is frozen whole, so its GEMMs stay input-gradient only.
+  const double base_bwd = gemm_backward_ratio(!l.lora.enabled() || frozen_weights_take_gradients(l));
   // LoRA adapters: small GEMMs (k or n = r), timed at the efficiency of an s·b/c × r × h shape.
   const double lora_f =
       l.lora.enabled() ? lora_flops_forward(m, l) / (p.peak_flops * gemm_efficiency(p, {g.qkv.m, d(l.lora.rank), h}))
@@ -540,11 +544,15 @@ double exposed_dp_seconds(const PerfContext& p, const Layout& l, const DpParamet
   st.sharding = l.sharding;
   st.collectives = Collectives::ring;
   const StageVolumes vol = communication_volume(st, cs);
+  // PaRO's gradient terms over the gradients the GPUs hold (Ψ' unless FSDP1's flat parameters hold more).
+  CommSetup grads = cs;
+  grads.trainable = stage_params.reduced;
+  const StageVolumes grad_vol = stage_params.reduced == stage_params.trainable ? vol : communication_volume(st, grads);
   const double f = p.dp_overlap;
   const double mb_f = volume_seconds(vol.forward_gather_params, cs.weight_bytes, cs, p);
   const double mb_b = volume_seconds(vol.backward_gather_params, cs.weight_bytes, cs, p) +
-                      volume_seconds(vol.backward_reduce_grads, cs.grad_bytes, cs, p);
-  const double sync = volume_seconds(vol.update_sync_grads, cs.grad_bytes, cs, p);
+                      volume_seconds(grad_vol.backward_reduce_grads, cs.grad_bytes, cs, p);
+  const double sync = volume_seconds(grad_vol.update_sync_grads, cs.grad_bytes, cs, p);
   const double gather = volume_seconds(vol.update_gather_params, cs.weight_bytes, cs, p);
   return d(l.microbatches()) * (std::max(0.0, mb_f - f * forward_s) + std::max(0.0, mb_b - f * backward_s)) +
          std::max(0.0, sync - f * backward_s) + std::max(0.0, gather - f * forward_s);
@@ -591,7 +599,7 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   br.bubble_s = (pp - 1.0) / v * mean;
   DpParameters dense = dp_parameters_per_gpu(m, l, br.slowest_stage);
   const double experts = stage_expert_parameters_per_gpu(m, l, br.slowest_stage);
-  dense.gathered -= experts, dense.trainable -= experts;
+  dense.gathered -= experts, dense.trainable -= experts, dense.reduced -= experts;
   // FP8 parameter gather: the linear layers' weights travel in FP8 (1 B), the rest (embedding, norms) in BF16.
   const double weight_bytes = l.precision.weight_bytes;
   double dense_gather_bytes = weight_bytes, expert_gather_bytes = weight_bytes;
@@ -604,8 +612,8 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
                                     sb.total(), dense_gather_bytes);
   if (experts > 0) {
     const std::int64_t per_node = sharding_group_size(l.expert_tp() * l.ep, l.expert_dp(), p.gpus_per_node);
-    br.dp_comm_s += exposed_dp_seconds(p, l, {experts, experts}, l.expert_dp(), per_node, sf.total(), sb.total(),
-                                       expert_gather_bytes);
+    br.dp_comm_s += exposed_dp_seconds(p, l, {experts, experts, experts}, l.expert_dp(), per_node, sf.total(),
+                                       sb.total(), expert_gather_bytes);
   }
   const double shard_params = dense.trainable / shard_divisor(l.sharding.optimizer, l, p.gpus_per_node) +
                               experts / expert_shard_divisor(l.sharding.optimizer, l, p.gpus_per_node);

@@ -130,15 +130,16 @@ class StepBuilder {
     double sync_s = 0, gather_s = 0;
   };
 
-  // Once per step over the stage's DP×CP group: the gradient sync of the trainable parameters (Ψ': all of them,
-  // or the LoRA adapters) and, where the optimizer is sharded wider than the parameters, the all-gather of the
-  // updated ones.
+  // Once per step over the stage's DP×CP group: the gradient sync of the gradients the GPUs hold (all of them, the
+  // LoRA adapters, or under FSDP1's flat parameters the decoder's too) and, where the optimizer is sharded wider than
+  // the parameters, the all-gather of the updated trainable ones.
   UpdateComm update_dp_seconds(std::int64_t st) {
     UpdateComm out;
     const DpScopes s = dp_scopes(st);
     if (s.all.size() <= 1) return out;
-    const double trainable = dp_parameters_per_gpu(m_, l_, st).trainable;
-    const double grads = trainable * l_.precision.grad_bytes;
+    const DpParameters dpp = dp_parameters_per_gpu(m_, l_, st);
+    const double trainable = dpp.trainable;
+    const double grads = dpp.reduced * l_.precision.grad_bytes;
     const Shard gs = l_.sharding.grads, os = l_.sharding.optimizer;
     const auto across = [&](Collective op) { return collective(op, grads / s.m, s.across, Group::dp_cp); };
     switch (update_grad_sync_kind(l_.sharding)) {
@@ -181,7 +182,7 @@ class StepBuilder {
                                                l_.sharding.params, Shard::none, s);
     out.forward_s += gather;
     out.backward_s +=
-        gather + scope_change_seconds(Collective::reduce_scatter, dpp.trainable * chunk * l_.precision.grad_bytes,
+        gather + scope_change_seconds(Collective::reduce_scatter, dpp.reduced * chunk * l_.precision.grad_bytes,
                                       l_.sharding.grads, Shard::none, s);
     return out;
   }

@@ -5,6 +5,7 @@
 #include "../test_support.hpp"
 #include "headroom/core/error.hpp"
 #include "headroom/estimator/memory.hpp"
+#include "headroom/estimator/throughput.hpp"
 
 namespace headroom {
 namespace {
@@ -91,6 +92,34 @@ TEST_F(LoraTest, PerParameterShardingGivesFrozenWeightsNoGradient) {
   EXPECT_TRUE(frozen_weights_take_gradients(flat));
   flat.tp = 8, flat.dp = 1;
   EXPECT_FALSE(frozen_weights_take_gradients(flat));
+}
+
+// FSDP1's flat parameters in time as in memory: autograd computes the frozen decoder weights' gradients (the backward's
+// GEMMs twice the forward's, as in full training) and FSDP reduce-scatters the whole flat gradient; per-parameter
+// sharding (FSDP2) computes and reduces the adapters' only, and so does a model no DP group wraps (TP alone).
+TEST_F(LoraTest, FlatParametersPriceTheFrozenWeightsGradientsInTime) {
+  Layout flat = default_layout(fsdp);
+  flat.tp = 1, flat.dp = 8, flat.mbs = 1, flat.gbs = 8, flat.seq = 1024, flat.recompute = Recompute::none;
+  flat.lora = lora(16);
+  Layout per_parameter = flat;
+  per_parameter.fsdp_flat_parameters = false;
+  EXPECT_DOUBLE_EQ(gradient_parameters_per_gpu(m, flat, 0), 80 * (855'654'400.0 + 161792.0 * 16));
+  EXPECT_DOUBLE_EQ(gradient_parameters_per_gpu(m, per_parameter, 0), 80 * 161792.0 * 16);
+  EXPECT_DOUBLE_EQ(dp_parameters_per_gpu(m, flat, 0).reduced, gradient_parameters_per_gpu(m, flat, 0));
+  EXPECT_DOUBLE_EQ(dp_parameters_per_gpu(m, flat, 0).trainable, dp_parameters_per_gpu(m, per_parameter, 0).trainable);
+  const PerfContext ctx(default_perf_coefficients(lib, fsdp.name), lumi);
+  const PerfEstimate a = estimate_perf(m, ctx, flat), b = estimate_perf(m, ctx, per_parameter);
+  Layout full = flat;
+  full.lora = {};
+  const PerfEstimate f = estimate_perf(m, ctx, full);
+  // The decoder's GEMMs: forward once, backward twice under flat parameters and in full training (the adapters' small
+  // GEMMs on top, the frozen LM head's weight gradient left out), once without.
+  EXPECT_GT(a.breakdown.gemm_s, b.breakdown.gemm_s);
+  EXPECT_NEAR(a.breakdown.gemm_s / f.breakdown.gemm_s, 1.0, 0.05);
+  EXPECT_LT(b.breakdown.gemm_s / f.breakdown.gemm_s, 0.75);
+  EXPECT_GT(a.breakdown.dp_comm_s, b.breakdown.dp_comm_s);
+  flat.tp = 8, flat.dp = 1, per_parameter.tp = 8, per_parameter.dp = 1;
+  EXPECT_DOUBLE_EQ(estimate_perf(m, ctx, flat).step_time_s, estimate_perf(m, ctx, per_parameter).step_time_s);
 }
 
 // The replicated halves make the adapters per GPU grow with t at a fixed GPU count (8): why TP-only runs out

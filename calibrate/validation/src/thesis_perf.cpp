@@ -157,20 +157,17 @@ PerfCoefficients fit_thesis_perf(const ThesisPerfData& data, const PerfCoefficie
   ClusterEfficiency& links = cluster_links(c, data.cluster.name);
   if (links.dp_overlap < 0) links.dp_overlap = c.dp_overlap;
   c.dp_overlap = 1.0;
-  // What one node of FSDP(+TP) LoRA runs exercises: GEMM and attention efficiency, GEMM shape, elementwise
-  // and loss traffic, fixed costs, intra/inter-node links, TP and FSDP overlap. CP and PP do not occur.
+  // What the runs measure and the code does not say: the MI250X's GEMM and attention efficiency and shape curves,
+  // LUMI's links and how much of a pass hides FSDP's collectives there. The framework's elementwise and loss traffic,
+  // fixed costs and TP overlap are counted from the code (`start`: data/perf/pytorch-fsdp.json says how), not fitted:
+  // with them free the fit trades them against the GEMM efficiency (2 ms a layer and 12 passes, or none and 2).
   const std::vector<FitParameter> parameters = {
       {&g.gemm, 0.2, 0.9},
       {&g.attention, 0.1, 0.9},
       {&c.gemm_half_dim, 16, 512},
       {&c.attention_half_tokens, 64, 8192},
-      {&c.elementwise_passes, 2, 20},
-      {&c.loss_passes, 2, 20},
-      {&c.layer_overhead_s, 0, 2e-3},
-      {&c.step_overhead_s, 0, 10},
       {&links.intra, 0.1, 0.95},
       {&links.inter, 0.01, 0.95},
-      {&c.tp_overlap, 0, 0.95},
       {&links.dp_overlap, 0, 1},
   };
   coordinate_descent(parameters, 20, [&] { return objective(data, c, excluded, by_table); });
@@ -182,9 +179,16 @@ ThesisPerfValidation validate_thesis_perf(const ThesisPerfData& data, const Perf
   v.shipped = shipped;
   v.score = score_thesis_perf(data, shipped);
   v.datasheet = score_thesis_perf(data, PerfCoefficients{});
-  // stack_gemm_fraction is not the thesis's to fit (its MI250X has no kernel curves): the refit keeps the shipped one.
+  // stack_gemm_fraction is not the thesis's to fit (its MI250X has no kernel curves), nor is what is counted from the
+  // framework's code (fit_thesis_perf): the refit keeps the shipped ones.
   PerfCoefficients start;
   start.stack_gemm_fraction = shipped.stack_gemm_fraction;
+  start.elementwise_passes = shipped.elementwise_passes;
+  start.compiled_elementwise_passes = shipped.compiled_elementwise_passes;
+  start.loss_passes = shipped.loss_passes;
+  start.layer_overhead_s = shipped.layer_overhead_s;
+  start.step_overhead_s = shipped.step_overhead_s;
+  start.tp_overlap = shipped.tp_overlap;
   v.refit = fit_thesis_perf(data, start);
   v.refit.name = shipped.name;
   v.refit.source = shipped.source;

@@ -94,6 +94,10 @@ enum class StepMoment { activations, gradients };
 // Whether LoRA's frozen decoder weights hold gradients at the end of backward: only under FSDP1's flat parameters on a
 // DP×CP group > 1 (see memory.cpp).
 [[nodiscard]] bool frozen_weights_take_gradients(const Layout& l);
+// The parameters of a stage whose gradients a GPU computes and reduces over DP (its TP share, before DP sharding): all
+// of them in full training; under LoRA the adapters, and the decoder layers' whole flat parameters besides where frozen
+// weights take gradients (the root unit, frozen, takes none).
+[[nodiscard]] double gradient_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage);
 // One decoder layer as FSDP unshards it (TP-sharded, adapters included), bytes.
 [[nodiscard]] double fsdp_unit_bytes(const ModelSpec& m, const Layout& l);
 // The unit-sized buffers live at the gradients moment: Layout::fsdp_unit_buffers × fsdp_unit_bytes, or 0 when

@@ -178,7 +178,9 @@ struct PipelineEnds {
 // (the adapters under LoRA, everything otherwise). Thesis Sec. 3.1.2–3.3; PaRO Sec. 3.1 (Ψ and Ψ').
 struct DpParameters {
   double gathered = 0;   // Ψ: all-gathered by P-sharding strategies (FSDP), before forward and backward
-  double trainable = 0;  // Ψ': reduce-scattered / all-reduced, and the optimizer's parameters
+  double trainable = 0;  // Ψ': the optimizer's parameters, all-gathered after its step where it is sharded wider
+  double reduced = 0;    // the gradients reduce-scattered / all-reduced (memory.hpp gradient_parameters_per_gpu): Ψ',
+                         // or under FSDP1's flat parameters with LoRA the decoder's whole flat parameters besides
 };
 [[nodiscard]] DpParameters dp_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage);
 
