@@ -162,12 +162,9 @@ PerfCoefficients fit_thesis_perf(const ThesisPerfData& data, const PerfCoefficie
   // fixed costs and TP overlap are counted from the code (`start`: data/perf/pytorch-fsdp.json says how), not fitted:
   // with them free the fit trades them against the GEMM efficiency (2 ms a layer and 12 passes, or none and 2).
   const std::vector<FitParameter> parameters = {
-      {&g.gemm, 0.2, 0.9},
-      {&g.attention, 0.1, 0.9},
-      {&c.gemm_half_dim, 16, 512},
-      {&c.attention_half_tokens, 64, 8192},
-      {&links.intra, 0.1, 0.95},
-      {&links.inter, 0.01, 0.95},
+      {&g.gemm, 0.2, 0.9},         {&g.attention, 0.1, 0.9},
+      {&c.gemm_half_dim, 16, 512}, {&c.attention_half_tokens, 64, 8192},
+      {&links.intra, 0.1, 0.95},   {&links.inter, 0.01, 0.95},
       {&links.dp_overlap, 0, 1},
   };
   coordinate_descent(parameters, 20, [&] { return objective(data, c, excluded, by_table); });
