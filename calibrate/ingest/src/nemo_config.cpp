@@ -298,6 +298,7 @@ constexpr std::array kNemoKeys = {
     NemoKey{"model.bias_activation_fusion", kFused},
     NemoKey{"model.bias_dropout_add_fusion", kFused},
     NemoKey{"model.masked_softmax_fusion", kFused},
+    NemoKey{"model.get_attention_mask_from_fusion", "where the fused softmax's causal mask is made: the same work"},
     NemoKey{"model.apply_rope_fusion", kFused},
     NemoKey{"model.persist_layer_norm", kFused},
     NemoKey{"model.cross_entropy_loss_fusion",
@@ -306,6 +307,7 @@ constexpr std::array kNemoKeys = {
     NemoKey{"model.fp8_interval", "FP8 delayed scaling's update interval: the same work"},
     NemoKey{"model.fp8_amax_history_len", "FP8 delayed scaling's amax history: a few KiB a tensor"},
     NemoKey{"model.fp8_amax_compute_algo", "FP8 delayed scaling's amax reduction"},
+    NemoKey{"model.reduce_amax", "FP8 delayed scaling's amax all-reduce: a few KiB a tensor"},
     NemoKey{"model.ub_tp_comm_overlap_cfg.*", "userbuffers' tuning of the TP overlap ub_tp_comm_overlap prices"},
     NemoKey{"model.defer_embedding_wgrad_compute",
             "the output layer's weight-gradient GEMMs moved into the pipeline flush: the same work, a bubble hidden "
