@@ -160,7 +160,8 @@ PerfCoefficients fit_thesis_perf(const ThesisPerfData& data, const PerfCoefficie
   // What the runs measure and the code does not say: the MI250X's GEMM and attention efficiency and shape curves,
   // LUMI's links and how much of a pass hides FSDP's collectives there. The framework's elementwise and loss traffic,
   // fixed costs and TP overlap are counted from the code (`start`: data/perf/pytorch-fsdp.json says how), not fitted:
-  // with them free the fit trades them against the GEMM efficiency (2 ms a layer and 12 passes, or none and 2).
+  // left free they trade against the GEMM efficiency (one kernel mix cannot tell a slower GEMM from a cost per layer
+  // or per pass).
   const std::vector<FitParameter> parameters = {
       {&g.gemm, 0.2, 0.9},         {&g.attention, 0.1, 0.9},
       {&c.gemm_half_dim, 16, 512}, {&c.attention_half_tokens, 64, 8192},
