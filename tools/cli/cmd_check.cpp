@@ -216,16 +216,16 @@ void run_check(const CheckOptions& o, std::ostream& out) {
     // --model given too: it must be the command's model (a command without a vocabulary, as a NeMo config, still
     // gives every other dimension; megatron_model checked them as integers).
     const ModelSpec& b = plan.model;
-    const auto argument = [&](const char* key) { return std::stoll(cmd.arguments.at(key)); };
     const bool gqa = cmd.arguments.contains("group_query_attention");
+    const auto dim = [&](std::int64_t ModelSpec::*field, const char* argument) {
+      return cmd.run.model ? (*cmd.run.model).*field : std::stoll(cmd.arguments.at(argument));
+    };
     const std::array<std::tuple<const char*, std::int64_t, std::int64_t>, 5> dims = {{
-        {"hidden size", cmd.run.model ? cmd.run.model->hidden_size : argument("hidden_size"), b.hidden_size},
-        {"layers", cmd.run.model ? cmd.run.model->num_layers : argument("num_layers"), b.num_layers},
-        {"attention heads", cmd.run.model ? cmd.run.model->num_heads : argument("num_attention_heads"), b.num_heads},
-        {"KV heads",
-         cmd.run.model ? cmd.run.model->num_kv_heads : argument(gqa ? "num_query_groups" : "num_attention_heads"),
-         b.num_kv_heads},
-        {"FFN width", cmd.run.model ? cmd.run.model->ffn_hidden_size : argument("ffn_hidden_size"), b.ffn_hidden_size},
+        {"hidden size", dim(&ModelSpec::hidden_size, "hidden_size"), b.hidden_size},
+        {"layers", dim(&ModelSpec::num_layers, "num_layers"), b.num_layers},
+        {"attention heads", dim(&ModelSpec::num_heads, "num_attention_heads"), b.num_heads},
+        {"KV heads", dim(&ModelSpec::num_kv_heads, gqa ? "num_query_groups" : "num_attention_heads"), b.num_kv_heads},
+        {"FFN width", dim(&ModelSpec::ffn_hidden_size, "ffn_hidden_size"), b.ffn_hidden_size},
     }};
     for (const auto& [what, x, y] : dims)
       if (x != y)

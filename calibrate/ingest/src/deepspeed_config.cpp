@@ -14,6 +14,7 @@
 #include "headroom/estimator/spec.hpp"
 #include "headroom/ingest/measured_runs.hpp"
 #include "megatron_args.hpp"
+#include "text.hpp"
 
 namespace headroom::calibrate {
 namespace {
@@ -75,14 +76,6 @@ constexpr std::array kDeepspeedKeys = {
     DeepspeedKey{"flops_profiler.*", "profiling, on its own step"},
 };
 
-const DeepspeedKey* key_of(const std::string& dotted) {
-  for (const DeepspeedKey& k : kDeepspeedKeys) {
-    if (k.key == dotted) return &k;
-    if (k.key.ends_with("*") && dotted.starts_with(k.key.substr(0, k.key.size() - 1))) return &k;
-  }
-  return nullptr;
-}
-
 // The config's leaves, dotted.
 void leaves(const nlohmann::json& j, const std::string& prefix,
             std::vector<std::pair<std::string, nlohmann::json>>& out) {
@@ -107,7 +100,7 @@ void read_deepspeed_config(std::string_view text, std::string_view where, Megatr
   leaves(j, "", all);
   std::map<std::string, nlohmann::json> read;
   for (const auto& [key, value] : all) {
-    const DeepspeedKey* k = key_of(key);
+    const DeepspeedKey* k = text::key_rule(kDeepspeedKeys, key);
     if (k == nullptr)
       throw Error(w + ": " + key +
                   " is a DeepSpeed key headroom does not read, so it cannot tell whether it changes "

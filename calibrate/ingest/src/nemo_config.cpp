@@ -19,6 +19,7 @@
 #include "headroom/core/error.hpp"
 #include "headroom/estimator/layout.hpp"
 #include "headroom/ingest/measured_runs.hpp"
+#include "text.hpp"
 
 namespace headroom::calibrate {
 namespace {
@@ -318,14 +319,6 @@ constexpr std::array kNemoKeys = {
     NemoKey{"model.fsdp_sharded_checkpoint", "NeMo's FSDP settings, unused with fsdp off"},
 };
 
-const NemoKey* nemo_key_rule(const std::string& key) {
-  for (const NemoKey& k : kNemoKeys) {
-    if (k.key == key) return &k;
-    if (k.key.ends_with(".*") && key.starts_with(k.key.substr(0, k.key.size() - 1))) return &k;
-  }
-  return nullptr;
-}
-
 [[noreturn]] void refuse(std::string_view where, const std::string& key, const std::string& value,
                          std::string_view why) {
   throw Error(std::string(where) + ": " + key + ": " + value.substr(0, 60) + ": " + std::string(why));
@@ -398,7 +391,7 @@ MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::
   for (const auto& [key, value] : flat) v[key] = value;
   MegatronCommand out;
   for (const auto& [key, value] : flat) {
-    const NemoKey* rule = nemo_key_rule(key);
+    const NemoKey* rule = text::key_rule(kNemoKeys, key);
     if (rule == nullptr)
       throw Error(w + ": " + key +
                   " is a key headroom does not know: it may change memory or time (valid: the keys of NeMo's "

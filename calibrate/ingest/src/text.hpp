@@ -1,6 +1,7 @@
 // The text-scanning helpers the readers of runs, logs and traces share (internal to ingest/).
 #pragma once
 
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,5 +23,14 @@ namespace headroom::calibrate::text {
 // growth, NCCL set-up) and is dropped when others follow; the median of the rest resists stragglers.
 [[nodiscard]] double steady_state(const std::vector<double>& logged);
 [[nodiscard]] bool out_of_memory(std::string_view text);
+
+// The row of a config reader's key table (rows with a dotted `key`, or a prefix ending in "*" for every key under it)
+// that `key` matches, in the table's order; nullptr when none does.
+template <class Rules>
+[[nodiscard]] auto key_rule(const Rules& rules, std::string_view key) -> decltype(&*std::begin(rules)) {
+  for (const auto& r : rules)
+    if (r.key == key || (r.key.ends_with('*') && key.starts_with(r.key.substr(0, r.key.size() - 1)))) return &r;
+  return nullptr;
+}
 
 }  // namespace headroom::calibrate::text

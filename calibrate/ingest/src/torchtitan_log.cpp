@@ -108,7 +108,7 @@ namespace {
 
 // Every key of torchtitan's job config (torchtitan/config/job_config.py at 238fa9953e, the TOML era, with the older
 // names [training] compile/batch_size and [float8] of 2024) that headroom reads or ignores, with why; a key not here
-// is refused naming it. A prefix ending in '.' covers its section.
+// is refused naming it. A prefix ending in ".*" covers its section (text::key_rule).
 struct TomlKeyRule {
   std::string_view key;
   bool read;
@@ -121,14 +121,14 @@ constexpr TomlKeyRule kTorchtitanKeys[] = {
     {"model.hf_assets_path", false, "tokenizer and checkpoint path"},
     {"model.tokenizer_path", false, "tokenizer path"},
     {"model.print_after_conversion", false, "logging"},
-    {"float8.", true, "float8 linears (before torchtitan 0.2)"},
-    {"quantize.linear.float8.", true, "float8 linears"},
+    {"float8.*", true, "float8 linears (before torchtitan 0.2)"},
+    {"quantize.linear.float8.*", true, "float8 linears"},
     {"optimizer.name", true, "AdamW's states"},
     {"optimizer.lr", false, "learning rate"},
     {"optimizer.eps", false, "Adam's epsilon"},
     {"optimizer.weight_decay", false, "weight decay"},
     {"optimizer.implementation", false, "foreach or fused: the same states, one pass either way"},
-    {"lr_scheduler.", false, "learning-rate schedule"},
+    {"lr_scheduler.*", false, "learning-rate schedule"},
     {"training.local_batch_size", true, "sequences per DP rank"},
     {"training.batch_size", true, "sequences per DP rank (before torchtitan 0.2)"},
     {"training.global_batch_size", true, "the global batch"},
@@ -146,7 +146,7 @@ constexpr TomlKeyRule kTorchtitanKeys[] = {
     {"training.deterministic", false, "determinism"},
     {"training.gc_freq", false, "Python garbage collection"},
     {"training.gc_debug", false, "Python garbage collection"},
-    {"training.dataloader.", false, "data loading"},
+    {"training.dataloader.*", false, "data loading"},
     {"parallelism.data_parallel_replicate_degree", true, "HSDP replicas"},
     {"parallelism.data_parallel_shard_degree", true, "FSDP shards"},
     {"parallelism.fsdp_reshard_after_forward", true, "FSDP2 resharding"},
@@ -172,20 +172,14 @@ constexpr TomlKeyRule kTorchtitanKeys[] = {
     {"compile.enable", true, "torch.compile"},
     {"compile.components", false, "the blocks are what is priced compiled"},
     {"compile.backend", true, "Inductor"},
-    {"checkpoint.", false, "checkpointing, between the measured steps"},
-    {"validation.", false, "validation, between the training steps"},
-    {"job.", false, "paths and description"},
-    {"profiling.", false, "profiling"},
-    {"metrics.", false, "logging"},
-    {"comm.", false, "timeouts and traces"},
-    {"memory_estimation.", false, "an estimate of its own"},
+    {"checkpoint.*", false, "checkpointing, between the measured steps"},
+    {"validation.*", false, "validation, between the training steps"},
+    {"job.*", false, "paths and description"},
+    {"profiling.*", false, "profiling"},
+    {"metrics.*", false, "logging"},
+    {"comm.*", false, "timeouts and traces"},
+    {"memory_estimation.*", false, "an estimate of its own"},
 };
-
-const TomlKeyRule* torchtitan_key_rule(const std::string& key) {
-  for (const auto& r : kTorchtitanKeys)
-    if (key == r.key || (r.key.back() == '.' && key.rfind(r.key, 0) == 0)) return &r;
-  return nullptr;
-}
 
 // A setting torchtitan runs that headroom does not price: refused naming the key and the value.
 [[noreturn]] void refuse_key(std::string_view where, const std::string& key, const std::string& value,
@@ -199,7 +193,7 @@ TorchtitanJob read_torchtitan_job(std::string_view toml, std::int64_t gpus, std:
   const auto t = toml_values(toml, std::string(where) + " (TOML)");
   TorchtitanJob job;
   for (const auto& [key, value] : t) {
-    const TomlKeyRule* rule = torchtitan_key_rule(key);
+    const TomlKeyRule* rule = text::key_rule(kTorchtitanKeys, key);
     if (rule == nullptr)
       throw Error(std::string(where) + ": " + key +
                   " is a key headroom does not know: it may change memory or time (valid: the keys of torchtitan's "
