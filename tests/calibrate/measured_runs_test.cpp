@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <iomanip>
+#include <regex>
 #include <tuple>
 #include <unistd.h>
 #include <sstream>
@@ -244,6 +245,23 @@ TEST(MegatronLog, SteadyStateDropsTheFirstIterationAndTakesTheMedian) {
   EXPECT_DOUBLE_EQ(*run.peak_memory_gib, 66560.0 / 1024);  // the larger rank's max reserved, MiB -> GiB
 }
 
+// A logged zero measures nothing: an iteration of 0 ms, 0 TFLOP/s or 0 MiB reserved is skipped like a line without
+// the value, and a step too short for a finite tokens/s is refused by its value.
+TEST(MegatronLog, ALoggedZeroIsNoMeasurement) {
+  const auto log = slurp("megatron_llama_written.log");
+  const auto run = parse_megatron_log(
+      log +
+          "\n iteration 99/ 100 | elapsed time per iteration (ms): 0.0 | throughput per GPU (TFLOP/s/GPU): 0\n"
+          "[Rank 0] (after 99 iterations) memory (MB) | allocated: 0 | max reserved: 0\n",
+      "llama.log");
+  EXPECT_DOUBLE_EQ(*run.step_time_s, parse_megatron_log(log, "llama.log").step_time_s.value());
+  EXPECT_DOUBLE_EQ(*run.peak_memory_gib, 66560.0 / 1024);
+  const auto tiny = std::regex_replace(log, std::regex(R"(elapsed time per iteration \(ms\): [0-9.]+)"),
+                                       "elapsed time per iteration (ms): 1e-320");
+  EXPECT_NE(error_of([&] { (void)parse_megatron_log(tiny, "llama.log"); }).find("tokens/s would be infinite"),
+            std::string::npos);
+}
+
 // A Megatron-DeepSpeed log: its arguments in Megatron-DeepSpeed's names, the ZeRO stage DeepSpeed prints of its config
 // (over --zero-stage's default), framework deepspeed; FlashAttention-2 and checkpointed layers read.
 TEST(MegatronLog, MegatronDeepspeedRunIsReadAsDeepspeed) {
@@ -386,6 +404,11 @@ TEST(TorchtitanLog, RealPresetWithItsLog) {
   EXPECT_DOUBLE_EQ(*run.step_time_s, 64.0 * 8192 / (3954.0 * 64));
   EXPECT_DOUBLE_EQ(*run.tflops_per_gpu, 191.5);
   EXPECT_DOUBLE_EQ(*run.peak_memory_gib, 63.90);
+  const auto zero = parse_torchtitan_log(slurp("torchtitan_llama3_8b_written.log") +
+                                             "\nstep: 99  loss:  3.1  memory:  0.00GiB(0.00%)  tps: 0  tflops: 0.00\n",
+                                         slurp("torchtitan_llama3_8b.toml"), 64, "tt.log");
+  EXPECT_DOUBLE_EQ(*zero.tokens_per_s, *run.tokens_per_s);  // a step that moved no tokens measures nothing
+  EXPECT_DOUBLE_EQ(*zero.peak_memory_gib, 63.90);
 }
 
 TEST(TorchtitanLog, RefusesWhatItCannotTell) {

@@ -21,6 +21,7 @@ namespace headroom::calibrate {
 
 using text::lines_of;
 using text::lower;
+using text::measurement_after;
 using text::number_after;
 using text::out_of_memory;
 using text::steady_state;
@@ -327,13 +328,13 @@ MeasuredRun parse_megatron_log(std::string_view text, std::string_view where) {
   for (const auto line : lines) {
     if (line.find(" iteration ") == std::string_view::npos && line.rfind("iteration ", 0) != 0) {
       if (line.find("memory (MB)") != std::string_view::npos)
-        if (const auto mib = number_after(line, "max reserved:"))
+        if (const auto mib = measurement_after(line, "max reserved:"))
           run.peak_memory_gib = std::max(run.peak_memory_gib.value_or(0.0), *mib / 1024.0);
       continue;
     }
-    if (const auto ms = number_after(line, "elapsed time per iteration (ms):")) {
+    if (const auto ms = measurement_after(line, "elapsed time per iteration (ms):")) {
       step_ms.push_back(*ms);
-      if (const auto f = number_after(line, "throughput per GPU (TFLOP/s/GPU):")) tflops.push_back(*f);
+      if (const auto f = measurement_after(line, "throughput per GPU (TFLOP/s/GPU):")) tflops.push_back(*f);
     }
   }
   if (out_of_memory(text))
@@ -348,6 +349,9 @@ MeasuredRun parse_megatron_log(std::string_view text, std::string_view where) {
     run.tokens_per_s =
         static_cast<double>(int_arg(args, "global_batch_size", where) * int_arg(args, "seq_length", where)) /
         *run.step_time_s;
+    if (!std::isfinite(*run.tokens_per_s))
+      throw Error(std::string(where) + ": elapsed time per iteration " + std::to_string(steady_state(step_ms)) +
+                  " ms is no step time a run can take (tokens/s would be infinite)");
   }
   return run;
 }

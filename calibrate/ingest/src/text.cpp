@@ -56,6 +56,11 @@ std::optional<double> number_after(std::string_view line, std::string_view key) 
   return number(digits);
 }
 
+std::optional<double> measurement_after(std::string_view line, std::string_view key) {
+  const auto x = number_after(line, key);
+  return x && *x > 0 ? x : std::nullopt;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const auto n = v.size();

@@ -18,6 +18,9 @@ namespace headroom::calibrate::text {
 // The number that follows `key` on `line` ("elapsed time per iteration (ms): 5630.1 | ..."), commas of
 // thousands ("tps: 10,050") dropped.
 [[nodiscard]] std::optional<double> number_after(std::string_view line, std::string_view key);
+// The measurement that follows `key` on a log line: a positive number_after; a logged zero (a step that took no
+// time or moved no tokens, an allocator that reserved nothing) measures nothing and is not one.
+[[nodiscard]] std::optional<double> measurement_after(std::string_view line, std::string_view key);
 [[nodiscard]] double median(std::vector<double> v);
 // Steady state of per-iteration values: the first logged value includes warm-up (compilation, allocator
 // growth, NCCL set-up) and is dropped when others follow; the median of the rest resists stragglers.

@@ -19,7 +19,7 @@ namespace headroom::calibrate {
 
 using text::at;
 using text::lines_of;
-using text::number_after;
+using text::measurement_after;
 using text::out_of_memory;
 using text::steady_state;
 using text::trim;
@@ -337,11 +337,11 @@ MeasuredRun parse_torchtitan_log(std::string_view log, std::string_view toml, st
   std::vector<double> tps, tflops, mem;
   for (const auto line : lines_of(log)) {
     if (line.find("step:") == std::string_view::npos || line.find("tps:") == std::string_view::npos) continue;
-    const auto x = number_after(line, "tps:");
-    if (!x || !(*x > 0)) continue;  // a step that moved no tokens measures no speed (and would give 1/0 s)
+    const auto x = measurement_after(line, "tps:");
+    if (!x) continue;
     tps.push_back(*x);
-    if (const auto f = number_after(line, "tflops:")) tflops.push_back(*f);
-    if (const auto m = number_after(line, "memory:")) mem.push_back(*m);
+    if (const auto f = measurement_after(line, "tflops:")) tflops.push_back(*f);
+    if (const auto m = measurement_after(line, "memory:")) mem.push_back(*m);
   }
   if (!mem.empty()) run.peak_memory_gib = *std::max_element(mem.begin(), mem.end());
   if (out_of_memory(log))
@@ -352,6 +352,9 @@ MeasuredRun parse_torchtitan_log(std::string_view log, std::string_view toml, st
                 "nor ran out of memory");
   if (!tps.empty() && run.outcome == RunOutcome::ok) {
     run.tokens_per_s = steady_state(tps) * static_cast<double>(world);  // tps is per GPU
+    if (!std::isfinite(*run.tokens_per_s))
+      throw Error(std::string(where) + ": tps " + std::to_string(steady_state(tps)) +
+                  " per GPU is no throughput a run can reach");
     run.step_time_s = static_cast<double>(gbs) * static_cast<double>(seq) / *run.tokens_per_s;
     if (!tflops.empty()) run.tflops_per_gpu = steady_state(tflops);
   }
