@@ -146,6 +146,7 @@ json profile_to_json(const Profile& p) {
               {"mpi", p.machine.mpi}}},
             {"sweep", {{"quick", p.quick}, {"models", p.models}}},
             {"min_r2", p.min_r2}};
+  if (!p.machine.software.empty()) j["machine"]["software"] = p.machine.software;
   if (p.peak_flops > 0) j["peak"] = {{"TFLOPs", p.peak_flops / 1e12}, {"source", p.peak_source}};
   if (p.hbm_bytes_per_s > 0) j["memory"] = {{"copy_GBps", p.hbm_bytes_per_s / 1e9}};
   if (p.gemm) {
@@ -224,6 +225,7 @@ Profile profile_from_json(const json& j, std::string_view where) {
                  m.value("memory_GiB", 0.0) * 1073741824.0};
     p.machine.nodes = m.value("nodes", 1);
     p.machine.mpi = m.value("mpi", false);
+    p.machine.software = m.value("software", "");
     if (j.contains("sweep")) {
       p.quick = j["sweep"].value("quick", false);
       for (const auto& x : j["sweep"].value("models", json::array())) p.models.push_back(x.get<std::string>());

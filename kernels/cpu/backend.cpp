@@ -5,6 +5,8 @@
 #include <new>
 #include <string>
 
+#include <Eigen/Core>
+
 #include "cpu.hpp"
 #include "headroom/core/error.hpp"
 
@@ -67,6 +69,13 @@ DeviceInfo CpuBackend::device() const {
     break;
   }
   d.multiprocessors = static_cast<int>(std::thread::hardware_concurrency());
+  d.software = "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
+               std::to_string(EIGEN_MINOR_VERSION) + ", " +
+#if defined(__clang__)
+               __VERSION__;  // "Debian Clang 14.0.6"
+#else
+               "g++ " __VERSION__;
+#endif
   return d;
 }
 

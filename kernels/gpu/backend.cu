@@ -1,10 +1,49 @@
 // The GPU backend (CUDA or HIP from this one source): device memory, streams, event timing, kernel table.
+#include <cstddef>
 #include <string>
 
 #include "gpu_backend.hpp"
 
 namespace headroom::kernels {
 namespace gpu {
+namespace {
+
+// A library version as its header encodes it (major·10000 + minor·100 + patch: cuBLASLt, cuDNN 9, NCCL 2.9+).
+std::string dotted(std::size_t v) {
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
+// The driver and runtime and the libraries this build linked, as they report themselves at run time (a library
+// loaded at run time may be newer than its header).
+std::string software_versions() {
+  int driver = 0, runtime = 0;
+  GPU_CHECK(cudaDriverGetVersion(&driver));
+  GPU_CHECK(cudaRuntimeGetVersion(&runtime));
+#if defined(HEADROOM_HIP)
+  std::string s = "HIP driver " + std::to_string(driver) + ", runtime " + std::to_string(runtime);
+#else
+  const auto major_minor = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  std::string s = "CUDA driver " + major_minor(driver) + ", runtime " + major_minor(runtime);
+#endif
+#if defined(HEADROOM_HAVE_CUBLASLT)
+  s += ", cuBLASLt " + dotted(cublasLtGetVersion());
+#endif
+#if defined(HEADROOM_HAVE_CUDNN)
+  s += ", cuDNN " + dotted(cudnnGetVersion());
+#endif
+#if defined(HEADROOM_HAVE_NCCL)
+  int nccl = 0;
+#if defined(HEADROOM_HIP)
+  const char* collectives = ", RCCL ";
+#else
+  const char* collectives = ", NCCL ";
+#endif
+  if (ncclGetVersion(&nccl) == ncclSuccess) s += collectives + dotted(static_cast<std::size_t>(nccl));
+#endif
+  return s;
+}
+
+}  // namespace
 
 GpuBackend::GpuBackend(int ranks) {
   int count = 0;
@@ -36,7 +75,7 @@ GpuBackend::~GpuBackend() {
 DeviceInfo GpuBackend::device() const {
   cudaDeviceProp prop{};
   GPU_CHECK(cudaGetDeviceProperties(&prop, 0));
-  return {prop.name, static_cast<double>(prop.totalGlobalMem), prop.multiProcessorCount};
+  return {prop.name, static_cast<double>(prop.totalGlobalMem), prop.multiProcessorCount, software_versions()};
 }
 
 void* GpuBackend::alloc(std::size_t bytes) {

@@ -203,10 +203,11 @@ TEST(Ingest, NonUtf8DeviceNameIsWrittenAndLoadsBack) {
 
 Profile sample_profile() {
   Profile p;
+  auto b = kernels::make_cpu_backend(2);
   p.machine = {"cpu", "test CPU", "host", 2, 2, 4, 0};
+  p.machine.software = b->device().software;  // round-tripped with the rest of the machine
   p.date = "2025-01-01T00:00:00Z";
   p.quick = true;
-  auto b = kernels::make_cpu_backend(2);
   kernels::TimingOptions t;
   t.warmup = 0;
   t.repeats = 1;

@@ -16,6 +16,13 @@ TimingOptions fast() {
   return t;
 }
 
+// The device names the libraries that ran its kernels, with versions: a profile's curves belong to them.
+TEST(CpuKernels, TheDeviceNamesItsSoftware) {
+  const DeviceInfo d = make_cpu_backend(1)->device();
+  EXPECT_EQ(d.software.rfind("Eigen 3.", 0), 0u) << d.software;
+  EXPECT_GE(d.multiprocessors, 1);
+}
+
 TEST(CpuKernels, GemmChecksAndTimes) {
   auto b = make_cpu_backend(1);
   for (const GemmCase g : {GemmCase{1, 1, 1}, GemmCase{64, 96, 200}, GemmCase{257, 129, 65}}) {

@@ -169,7 +169,7 @@ CalibrationResult run_calibration(const CalibrationRequest& r, kernels::Backend&
   const std::string partial = r.out.string() + ".partial";
   const kernels::DeviceInfo dev = backend.device();
   p.machine = {r.backend,           dev.name,         hostname(),  ranks.count, ranks.per_node,
-               dev.multiprocessors, dev.memory_bytes, ranks.nodes, ranks.mpi};
+               dev.multiprocessors, dev.memory_bytes, ranks.nodes, ranks.mpi,   dev.software};
   p.partial = false;  // what was resumed was a partial profile; the one written at the end is not
   p.quick = r.quick;
   p.models = r.model_names;

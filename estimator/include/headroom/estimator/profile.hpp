@@ -75,8 +75,9 @@ struct Machine {
   int gpus_per_node = 1;
   int multiprocessors = 0;
   double memory_bytes = 0;
-  int nodes = 1;     // nodes the ranks ran on (--mpi: from where mpirun placed them)
-  bool mpi = false;  // collectives between MPI processes (--mpi) rather than threads or one process's GPUs
+  int nodes = 1;           // nodes the ranks ran on (--mpi: from where mpirun placed them)
+  bool mpi = false;        // collectives between MPI processes (--mpi) rather than threads or one process's GPUs
+  std::string software{};  // the libraries that ran the kernels, with versions (kernels::DeviceInfo::software)
 };
 
 struct Profile {

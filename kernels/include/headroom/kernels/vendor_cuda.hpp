@@ -9,5 +9,8 @@
 #if defined(HEADROOM_HAVE_NCCL)
 #include <nccl.h>
 #endif  // HEADROOM_HAVE_NCCL
+#if defined(HEADROOM_HAVE_CUDNN)
+#include <cudnn.h>
+#endif  // HEADROOM_HAVE_CUDNN
 
 #define HEADROOM_GPU_VENDOR "cuda"

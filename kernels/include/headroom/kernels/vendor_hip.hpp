@@ -11,6 +11,7 @@
 #define HEADROOM_GPU_VENDOR "hip"
 
 #define cudaDeviceProp hipDeviceProp_t
+#define cudaDriverGetVersion hipDriverGetVersion
 #define cudaError_t hipError_t
 #define cudaEventCreate hipEventCreate
 #define cudaEventDestroy hipEventDestroy
@@ -29,6 +30,7 @@
 #define cudaMemcpyDeviceToDevice hipMemcpyDeviceToDevice
 #define cudaMemcpyDeviceToHost hipMemcpyDeviceToHost
 #define cudaMemcpyHostToDevice hipMemcpyHostToDevice
+#define cudaRuntimeGetVersion hipRuntimeGetVersion
 #define cudaSetDevice hipSetDevice
 #define cudaStreamCreate hipStreamCreate
 #define cudaStreamDestroy hipStreamDestroy
