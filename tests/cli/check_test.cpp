@@ -493,6 +493,54 @@ TEST(Check, ReadsNemosTrainingConfigsUnchanged) {
   EXPECT_DOUBLE_EQ(doc.at("perf").at("step_time_s").get<double>(), est.at("perf").at("step_time_s").get<double>());
 }
 
+// A NeMo-Framework-Launcher script runs main.py on a config (training=gpt3/175b) with Hydra overrides: check takes the
+// script's training.* overrides after that config, as main.py applies them, and prices the job they make.
+TEST(Check, ReadsTheHydraOverridesOfNemosLauncherScripts) {
+  const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-launcher/";
+  std::vector<std::string> overrides;  // the script's lines "training.x=y \\" and "+training.x=y \\"
+  std::ifstream script(dir + "175b_bf16_16node.sh");
+  for (std::string line; std::getline(script, line);)
+    if (line.starts_with("training.") || line.starts_with("+training."))
+      overrides.push_back(line.substr(0, line.find(" \\")));
+  ASSERT_EQ(overrides.size(), 9u);
+  std::vector<std::string> args = {"check",     "--cluster", "dgx-h100",       "--model",
+                                   "gpt3-175b", "--json",    dir + "175b.yaml"};
+  args.insert(args.end(), overrides.begin(), overrides.end());
+  // Its last override adds Apex's grad_sync_dtype to a config whose optimizer is Megatron-core's: refused by name.
+  const Result as_is = run(args);
+  EXPECT_EQ(as_is.code, 2);
+  EXPECT_NE(as_is.err.find("model.optim.grad_sync_dtype: bf16"), std::string::npos) << as_is.err;
+  args.pop_back();
+  const Result r = run(args);
+  ASSERT_NE(r.code, 2) << r.err;
+  const auto layout = nlohmann::json::parse(r.out).at("layout");
+  EXPECT_EQ(layout.at("gpus"), 128);  // trainer.num_nodes=16 of 8 devices
+  EXPECT_EQ(layout.at("tp"), 4);
+  EXPECT_EQ(layout.at("pp"), 8);
+  EXPECT_EQ(layout.at("vpp"), 12);
+  EXPECT_EQ(layout.at("gbs"), 256);
+  EXPECT_EQ(layout.at("mbs"), 1);
+  // Hydra's rules: a key the config lacks needs +, one it has takes no +; ~ deletes; the launcher's own keys are not
+  // the training config's.
+  for (const auto& [override, says] : std::vector<std::pair<std::string, std::string>>{
+           {"training.model.frobnicate=1", "the config has no model.frobnicate (Hydra refuses to change it"},
+           {"+training.model.fp8=true", "the config already has model.fp8"},
+           {"~training.model.frobnicate", "the config has no model.frobnicate to delete"},
+           {"training=gpt3/175b", "is NeMo-Framework-Launcher's, not the training config's"},
+           {"stages=[training]", "is NeMo-Framework-Launcher's"}}) {
+    const Result bad = run({"check", "--cluster", "dgx-h100", "--model", "gpt3-175b", dir + "175b.yaml", override});
+    EXPECT_EQ(bad.code, 2) << override;
+    EXPECT_NE(bad.err.find(says), std::string::npos) << override << ": " << bad.err;
+  }
+  const Result as_script = run({"check", "--cluster", "dgx-h100", "--model", "gpt3-175b", dir + "175b_bf16_16node.sh"});
+  EXPECT_EQ(as_script.code, 2);
+  EXPECT_NE(as_script.err.find("give the training config its training= names"), std::string::npos) << as_script.err;
+  const Result fp8 = run({"check", "--cluster", "dgx-h100", "--model", "gpt3-175b", "--json", dir + "175b.yaml",
+                          "training.model.fp8=True", "++model.fp8_hybrid=true"});
+  ASSERT_NE(fp8.code, 2) << fp8.err;
+  EXPECT_EQ(nlohmann::json::parse(fp8.out).at("layout").at("precision"), "fp8");
+}
+
 // What a NeMo config sets that headroom does not price, or cannot read, is refused naming the key; --model must be the
 // config's model.
 TEST(Check, RefusesNemoSettingsItDoesNotPrice) {

@@ -113,12 +113,17 @@ std::vector<std::string> flag_changes(const Plan& plan, const Layout& from, cons
 
 enum class ConfigKind { none, torchtitan, nemo };
 
-// A job config given alone: a torchtitan TOML or a NeMo YAML, by its extension.
+// A job config given alone, by its extension: a torchtitan TOML, or a NeMo YAML with the Hydra overrides a launcher
+// script passes after it (key=value, +key=value, ++key=value, ~key).
 ConfigKind config_kind(const std::vector<std::string>& command) {
-  if (command.size() != 1) return ConfigKind::none;
+  if (command.empty()) return ConfigKind::none;
   const std::string& f = command.front();
-  if (f.ends_with(".toml") && f.size() > 5) return ConfigKind::torchtitan;
-  if ((f.ends_with(".yaml") && f.size() > 5) || (f.ends_with(".yml") && f.size() > 4)) return ConfigKind::nemo;
+  if (command.size() == 1 && f.ends_with(".toml") && f.size() > 5) return ConfigKind::torchtitan;
+  const bool overrides = std::all_of(command.begin() + 1, command.end(), [](const std::string& x) {
+    return x.find('=') != std::string::npos || x.starts_with("~");
+  });
+  if (overrides && ((f.ends_with(".yaml") && f.size() > 5) || (f.ends_with(".yml") && f.size() > 4)))
+    return ConfigKind::nemo;
   return ConfigKind::none;
 }
 
@@ -130,7 +135,8 @@ calibrate::MegatronCommand job_config_command(const CheckOptions& o, ConfigKind 
     throw Error("--ignore " + o.ignore.front() + ": a job config's keys are read or ignored by name");
   const std::string& path = o.command.front();
   const std::string text = read_file_bounded(path, path);
-  if (kind == ConfigKind::nemo) return calibrate::read_nemo_config(text, gpus, path);
+  if (kind == ConfigKind::nemo)
+    return calibrate::read_nemo_config(text, gpus, path, {o.command.begin() + 1, o.command.end()});
   calibrate::TorchtitanJob job = calibrate::read_torchtitan_job(text, gpus, path);
   calibrate::MegatronCommand cmd;
   cmd.run.layout = std::move(job.layout);
@@ -366,7 +372,8 @@ void register_check(CLI::App& app, std::ostream& out) {
   sub->add_option("command", opts->command,
                   "the launch command after -- (torchrun ... pretrain_gpt.py ...), a script whose line runs "
                   "pretrain_gpt.py, a torchtitan job config (.toml; --gpus where its shard degree is -1), or a NeMo "
-                  "training config (.yaml)");
+                  "training config (.yaml) and the Hydra overrides its launcher script gives main.py "
+                  "(training.model.tensor_model_parallel_size=4 +training.model.optim.grad_sync_dtype=bf16 ...)");
   sub->callback([opts, &out] { run_check(*opts, out); });
 }
 

@@ -49,7 +49,12 @@ seed() {
       for f in "$root"/tests/data/launch/nemo-launcher/*.yaml; do
         cp "$f" "$dir"/
         grep -v '^ *- ' "$f" | grep -v 'data_prefix' >"$dir/short-${f##*/}"
-      done ;;
+      done
+      # The 175B config with its launcher script's Hydra overrides (the target reads the lines after "#overrides").
+      f="$root"/tests/data/launch/nemo-launcher/175b.yaml
+      { grep -v '^ *- ' "$f" | grep -v 'data_prefix'; echo '#overrides'
+        grep -E '^\+?training\.' "$root"/tests/data/launch/nemo-launcher/175b_bf16_16node.sh | sed 's/ \\$//'
+      } >"$dir/overrides-175b.yaml" ;;
     fuzz_kernel_curves)
       cp "$data"/kernels/*.json "$dir"/
       # Each file also cut to three GEMM rows of each precision and two attention rows: short inputs mutate faster.
@@ -113,7 +118,8 @@ dictionary() {
       # The last word of every key the NeMo reader knows, YAML's punctuation, and NeMo's interpolation.
       {
         grep -ohE 'NemoKey\{"[a-zA-Z0-9_.]+"' "$root"/calibrate/ingest/src/nemo_config.cpp | sed -E 's/.*[{."]([a-zA-Z0-9_]+)"$/"\1:"/' | sort -u
-        printf '"%s"\n' ': ' '- ' '{}' '[]' '${' '${multiply:' '${training.model.' '*a' '&a' '---' 'null' 'true' 'false'
+        printf '"%s"\n' ': ' '- ' '{}' '[]' '${' '${multiply:' '${training.model.' '*a' '&a' '---' 'null' 'true' 'false' \
+          '#overrides' 'training.model.' '+training.model.' '++model.' '~model.' '='
       } >"$out" ;;
     fuzz_cli)
       {

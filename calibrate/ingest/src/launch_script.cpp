@@ -616,6 +616,11 @@ std::vector<std::string> launch_script_command(const std::string& text, std::str
     }
     return command;
   }
+  // NeMo-Framework-Launcher's scripts run its main.py on a config it names (training=gpt3/175b) with Hydra overrides.
+  if (text.find("main.py") != std::string::npos && text.find("training=") != std::string::npos)
+    throw Error(w + ": no command runs " + std::string(script_name) +
+                "; it runs NeMo-Framework-Launcher's main.py: give the training config its training= names "
+                "(launcher_scripts/conf/training/<name>.yaml) and its training.* overrides");
   throw Error(w + ": no command runs " + std::string(script_name));
 }
 

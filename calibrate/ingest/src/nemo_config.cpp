@@ -382,11 +382,59 @@ std::string interpolated(const std::string& key, const std::string& text, const 
   return interpolated(path, it->second, v, where, depth + 1);
 }
 
+// Hydra's command-line overrides of the config, as NeMo-Framework-Launcher's scripts pass them to main.py
+// (hydra/core/override_parser: `key=value` changes a key the config has, `+key=value` adds one it has not,
+// `++key=value` does either, `~key` deletes one). The launcher's own keys name the training config's under `training.`;
+// that prefix is dropped. A value is a YAML scalar (True, null, 'quoted').
+void apply_hydra_overrides(FlatYaml& flat, const std::vector<std::string>& overrides, const std::string& where) {
+  for (const std::string& o : overrides) {
+    std::string_view s = o;
+    const bool remove = s.starts_with("~"), upsert = s.starts_with("++"), add = !upsert && s.starts_with("+");
+    s.remove_prefix(remove || add ? 1 : upsert ? 2 : 0);
+    const std::size_t eq = s.find('=');
+    if (!remove && (eq == std::string_view::npos || eq == 0))
+      throw Error(where + ": override '" + o + "' is not key=value (valid: key=value, +key=value, ++key=value, ~key)");
+    std::string key(s.substr(0, remove ? s.find('=') : eq));
+    if (key.starts_with("training.")) {
+      key.erase(0, 9);
+    } else if (const std::string top = key.substr(0, key.find('.'));
+               top == "training" || top == "stages" || top == "data_dir" || top == "launcher_scripts_path" ||
+               top == "base_results_dir" || top == "cluster" || top == "cluster_type" || top == "container" ||
+               top == "env_vars" || top == "hydra") {
+      throw Error(where + ": override '" + o +
+                  "' is NeMo-Framework-Launcher's, not the training config's (valid: the training.* overrides; the "
+                  "config that training= names is the file given)");
+    }
+    std::string value = remove ? "" : std::string(s.substr(eq + 1));
+    if (value.size() >= 2 && (value.front() == '\'' || value.front() == '"') && value.back() == value.front())
+      value = value.substr(1, value.size() - 2);
+    else
+      value = plain_scalar(std::move(value));
+    const auto it = std::find_if(flat.begin(), flat.end(), [&](const auto& kv) { return kv.first == key; });
+    if (remove) {
+      if (it == flat.end()) throw Error(where + ": override '" + o + "': the config has no " + key + " to delete");
+      flat.erase(it);
+    } else if (it != flat.end()) {
+      if (add)
+        throw Error(where + ": override '" + o + "': the config already has " + key +
+                    " (Hydra refuses to add it: write " + key + "=" + value + ")");
+      it->second = value;
+    } else {
+      if (!add && !upsert)
+        throw Error(where + ": override '" + o + "': the config has no " + key + " (Hydra refuses to change it: +" +
+                    key + "=" + value + " adds it)");
+      flat.emplace_back(key, value);
+    }
+  }
+}
+
 }  // namespace
 
-MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::string_view where) {
+MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::string_view where,
+                                 const std::vector<std::string>& overrides) {
   const std::string w(where);
-  const FlatYaml flat = flatten_yaml(text, w);
+  FlatYaml flat = flatten_yaml(text, w);
+  apply_hydra_overrides(flat, overrides, w);
   std::map<std::string, std::string> v;
   for (const auto& [key, value] : flat) v[key] = value;
   MegatronCommand out;

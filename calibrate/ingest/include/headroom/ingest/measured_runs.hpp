@@ -118,8 +118,11 @@ void read_deepspeed_config(std::string_view text, std::string_view where, Megatr
 // one list), any other key and any setting not priced (NeMo's FSDP, partial checkpointing, FP16, ...) an Error naming
 // it. The world is trainer.num_nodes x trainer.devices (`gpus`, where given, must agree). YAML aliases, several
 // documents and interpolations other than ${path} are refused. The tokenizer's vocabulary is not in the config: the
-// run has no whole model (check takes --model).
-[[nodiscard]] MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::string_view where);
+// run has no whole model (check takes --model). `overrides` are Hydra's, as a launcher script passes them to main.py
+// after training=<family>/<model> (`training.model.tensor_model_parallel_size=4`, `+training.model.optim.x=y`; the
+// `training.` prefix optional), applied to the file's keys before they are read.
+[[nodiscard]] MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::string_view where,
+                                               const std::vector<std::string>& overrides = {});
 // The keys of a NeMo config to change from one layout to another (tp, pp, vpp, cp, ep, mbs, gbs, sequence parallel,
 // checkpointing, userbuffers, p2p overlap), as "key: new (was old)"; empty when none of them differs.
 [[nodiscard]] std::vector<std::string> nemo_config_changes(const Layout& from, const Layout& to);
