@@ -506,14 +506,12 @@ TEST(Check, ReadsTheHydraOverridesOfNemosLauncherScripts) {
   std::vector<std::string> args = {"check",     "--cluster", "dgx-h100",       "--model",
                                    "gpt3-175b", "--json",    dir + "175b.yaml"};
   args.insert(args.end(), overrides.begin(), overrides.end());
-  // Its last override adds Apex's grad_sync_dtype to a config whose optimizer is Megatron-core's: refused by name.
-  const Result as_is = run(args);
-  EXPECT_EQ(as_is.code, 2);
-  EXPECT_NE(as_is.err.find("model.optim.grad_sync_dtype: bf16"), std::string::npos) << as_is.err;
-  args.pop_back();
   const Result r = run(args);
   ASSERT_NE(r.code, 2) << r.err;
   const auto layout = nlohmann::json::parse(r.out).at("layout");
+  // Its last override, grad_sync_dtype bf16 under Megatron-core's optimizer, is NeMo's grad_reduce_in_fp32 false.
+  EXPECT_EQ(layout.at("grad_reduce_in_bf16"), true);
+  EXPECT_EQ(layout.at("sharding").at("optimizer"), "G");
   EXPECT_EQ(layout.at("gpus"), 128);  // trainer.num_nodes=16 of 8 devices
   EXPECT_EQ(layout.at("tp"), 4);
   EXPECT_EQ(layout.at("pp"), 8);
@@ -585,7 +583,8 @@ TEST(Check, RefusesNemoSettingsItDoesNotPrice) {
 }
 
 // NeMo 1.x's Apex distributed Adam: sharded as Megatron-core's distributed optimizer, the FP32 master weight kept as
-// the 16-bit remainder of the BF16 weight (the precision-aware optimizer), gradients reduced in grad_sync_dtype.
+// the 16-bit remainder of the BF16 weight (the precision-aware optimizer), gradients reduced in grad_sync_dtype. Adam
+// without sharding has no reduction dtype to set.
 TEST(Check, ReadsNemosApexDistributedAdam) {
   const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-launcher/";
   std::ifstream in(dir + "llama3_1_8b.yaml");
@@ -601,6 +600,10 @@ TEST(Check, ReadsNemosApexDistributedAdam) {
   EXPECT_EQ(layout.at("use_precision_aware_optimizer"), true);
   EXPECT_EQ(layout.at("grad_reduce_in_bf16"), true);
   EXPECT_EQ(layout.at("sharding").at("optimizer"), "G");
+  const Result adam = run({"check", "--cluster", "dgx-h100", "--model", "llama3.1-8b", dir + "llama3_1_8b.yaml",
+                           "training.model.optim.name=fused_adam", "+training.model.optim.grad_sync_dtype=bf16"});
+  EXPECT_EQ(adam.code, 2);
+  EXPECT_NE(adam.err.find("applies to the distributed optimizers only"), std::string::npos) << adam.err;
 }
 
 std::vector<std::string> words_of(const std::string& script) {

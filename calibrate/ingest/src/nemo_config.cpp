@@ -571,8 +571,7 @@ MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::
   }
   // The optimizer (NeMo's optimizer names): Megatron-core's distributed optimizer (ZeRO-1 over DP); Apex's distributed
   // Adam, which shards the same way and keeps the FP32 master weight as a 16-bit remainder beside the BF16 weight
-  // (apex/contrib/optimizers/distributed_fused_adam.py store_param_remainders), reducing gradients in grad_sync_dtype;
-  // or Adam without sharding.
+  // (apex/contrib/optimizers/distributed_fused_adam.py store_param_remainders); or Adam without sharding.
   const std::string optimizer = value("model.optim.name", "fused_adam");
   if (optimizer == "mcore_distributed_optim" || optimizer == "distributed_fused_adam") {
     t.emplace_back("--use-distributed-optimizer");
@@ -582,11 +581,14 @@ MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::
            "only Adam is priced (valid: mcore_distributed_optim, distributed_fused_adam, fused_adam, adam, adamw)");
   }
   if (optimizer == "distributed_fused_adam") t.emplace_back("--use-precision-aware-optimizer");
+  // grad_sync_dtype: Apex's reduction dtype, and under Megatron-core's optimizer its DDP's grad_reduce_in_fp32 =
+  // (grad_sync_dtype == 'fp32') (NeMo megatron_gpt_model.py setup_mcore_distributed_parallel).
   if (const std::string d = value("model.optim.grad_sync_dtype", "fp32"); d == "bf16") {
-    if (optimizer != "distributed_fused_adam")
-      refuse(where, "model.optim.grad_sync_dtype", d, "applies to distributed_fused_adam only");
+    if (optimizer != "distributed_fused_adam" && optimizer != "mcore_distributed_optim")
+      refuse(where, "model.optim.grad_sync_dtype", d,
+             "applies to the distributed optimizers only (mcore_distributed_optim, distributed_fused_adam)");
     t.emplace_back("--grad-reduce-in-bf16");
-  } else if (d != "fp32" && d != "32") {
+  } else if (d != "fp32" && (d != "32" || optimizer == "mcore_distributed_optim")) {
     refuse(where, "model.optim.grad_sync_dtype", d, "not priced (valid: fp32, bf16)");
   }
   flag_if("model.optim.overlap_grad_sync", "--overlap-grad-reduce", false);
