@@ -77,6 +77,7 @@ Layout default_layout(const FrameworkProfile& f) {
   l.fsdp_unit_buffers = f.fsdp_unit_buffers;
   l.fsdp_flat_parameters = f.fsdp_flat_parameters;
   l.fp8_library = f.fp8_library;
+  l.tp_comm_buffers = f.tp_comm_buffers;
   return l;
 }
 
@@ -401,7 +402,11 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
     f.optimizer_offload = j.at("offload").value("optimizer", false);
     f.activation_offload = j.at("offload").value("activations", false);
   }
-  if (j.contains("tp_comm_overlap")) f.tp_comm_overlap = j.at("tp_comm_overlap").at("supported").get<bool>();
+  if (j.contains("tp_comm_overlap")) {
+    f.tp_comm_overlap = j.at("tp_comm_overlap").at("supported").get<bool>();
+    if (j.at("tp_comm_overlap").value("buffers", "userbuffers") == "symmetric_memory")
+      f.tp_comm_buffers = TpCommBuffers::symmetric_memory;  // the schema allows these two
+  }
   if (j.contains("compile")) f.compile = j.at("compile").at("supported").get<bool>();
   if (j.contains("precision_aware_optimizer"))
     f.precision_aware_optimizer = j.at("precision_aware_optimizer").at("supported").get<bool>();

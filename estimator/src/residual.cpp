@@ -1,5 +1,7 @@
 #include "headroom/estimator/residual.hpp"
 
+#include <algorithm>
+
 #include "headroom/estimator/layout.hpp"
 #include "headroom/estimator/spec.hpp"
 
@@ -20,6 +22,8 @@ double tp_comm_buffer_bytes(const ModelSpec& m, const Layout& l) {
   const double elements = static_cast<double>(l.seq) * static_cast<double>(l.mbs) / static_cast<double>(l.cp) *
                           static_cast<double>(m.hidden_size);
   const double all_gather_bytes = l.fp8 != Fp8Recipe::none ? 1.0 : 2.0;
+  if (l.tp_comm_buffers == TpCommBuffers::symmetric_memory)
+    return std::max(all_gather_bytes, 2.0 * 2.0) * elements / static_cast<double>(l.tp);
   return elements * (8.0 * all_gather_bytes + 4.0 * 2.0);
 }
 

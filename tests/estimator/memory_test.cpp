@@ -276,6 +276,13 @@ TEST(Residual, TermsFollowTheirCarriers) {
   EXPECT_DOUBLE_EQ(residual_bytes(m, l, r, 1, 1e9, 80.0 * kGiB), 1.5 * kGiB + 2e9 + 24 * elements);
   l.fp8 = Fp8Recipe::delayed;
   EXPECT_DOUBLE_EQ(tp_comm_buffer_bytes(m, l), (8 * 1 + 4 * 2) * elements);
+  // torch's micro-pipelined TP: one symmetric workspace per TP group, two BF16 chunks of a reduce-scatter's output.
+  l.tp_comm_buffers = TpCommBuffers::symmetric_memory;
+  EXPECT_DOUBLE_EQ(tp_comm_buffer_bytes(m, l), 2 * 2 * elements / l.tp);
+  l.fp8 = Fp8Recipe::none;
+  EXPECT_DOUBLE_EQ(tp_comm_buffer_bytes(m, l), 2 * 2 * elements / l.tp);
+  l.tp_comm_overlap = false;
+  EXPECT_EQ(tp_comm_buffer_bytes(m, l), 0.0);
 }
 
 // The one-parameter form: the smallest share that keeps every OOM run out, raised to the largest that loses no

@@ -48,8 +48,10 @@ struct FrameworkProfile {
   // Offloading the framework can launch (optional key "offload": {"optimizer": bool, "activations": bool}).
   bool optimizer_offload = false;
   bool activation_offload = false;
-  // TP collectives pipelined with their GEMMs (optional key "tp_comm_overlap": {"supported": bool}).
+  // TP collectives pipelined with their GEMMs (optional key "tp_comm_overlap": {"supported": bool, "buffers":
+  // "userbuffers" (default) or "symmetric_memory"}).
   bool tp_comm_overlap = false;
+  TpCommBuffers tp_comm_buffers = TpCommBuffers::userbuffers;
   // torch.compile of the decoder blocks (optional key "compile": {"supported": bool}).
   bool compile = false;
   // Megatron-LM's precision-aware optimizer and gradient formats (optional key "precision_aware_optimizer":

@@ -30,6 +30,9 @@ enum class Fp8Library { transformer_engine, torchao };
 // The attention kernels a layout is priced with (the attention_backend knob): the framework's curve, or the device's
 // curve of cuDNN's fused attention or of FlashAttention-2 (kernel_curves.hpp kAttentionBackends).
 enum class AttentionBackend : std::uint8_t { framework, cudnn, flash2 };
+// The buffers the TP overlap communicates through (a framework's, residual.hpp tp_comm_buffer_bytes): Transformer
+// Engine's userbuffers, or the symmetric-memory workspace of torch's micro-pipelined TP.
+enum class TpCommBuffers : std::uint8_t { userbuffers, symmetric_memory };
 // How one of parameters, gradients or optimizer states is sharded over the data-parallel (DP×CP) group:
 // not at all, inside a group of GPUs (a node), or over the whole group (PaRO's N / I / G).
 enum class Shard { none, intra, global };
@@ -158,6 +161,7 @@ struct Layout {
   // Megatron-LM's --tp-comm-overlap: TransformerEngine's userbuffers pipeline each TP all-gather/reduce-scatter with
   // the GEMM it feeds or follows (needs sequence parallelism; throughput.hpp tp_overlapped_comm_seconds).
   bool tp_comm_overlap = false;
+  TpCommBuffers tp_comm_buffers = TpCommBuffers::userbuffers;  // the framework's (FrameworkProfile::tp_comm_buffers)
   // torch.compile of each decoder block (torchtitan's compile.enable): elementwise ops fused by Inductor, priced with
   // the framework's compiled_elementwise_passes.
   bool compile = false;

@@ -31,10 +31,16 @@ struct ResidualModel {
 // builds a 2-rank communicator per ring neighbour (3).
 [[nodiscard]] double cp_extra_communicators(const Layout& l);
 
-// TransformerEngine's userbuffers under --tp-comm-overlap (transformer_engine/pytorch/module/base.py initialize_ub,
-// shape (s·b/c, h) from megatron/training/initialize.py): 12 communication buffers of s·b/c·h elements, the 8
-// all-gather ones in FP8 (1 B) when training in FP8, the 4 reduce-scatter ones and all under BF16 2 B. Physical,
-// not fitted; 0 without the overlap.
+// The TP overlap's communication buffers, physical, not fitted; 0 without the overlap.
+//  - TransformerEngine's userbuffers under --tp-comm-overlap (transformer_engine/pytorch/module/base.py
+//    initialize_ub, shape (s·b/c, h) from megatron/training/initialize.py): 12 communication buffers of s·b/c·h
+//    elements, the 8 all-gather ones in FP8 (1 B) when training in FP8, the 4 reduce-scatter ones and all under
+//    BF16 2 B.
+//  - torch's micro-pipelined TP (torch/distributed/_symmetric_memory/__init__.py get_symm_mem_workspace): one
+//    workspace per TP group, grown to its largest request: an all-gather's local shard of s·b/(c·t)·h elements
+//    (_pipelined_multi_all_gather_and_consume) or two BF16 chunks of a reduce-scatter's output, 2·s·b/(c·t)·h
+//    elements (_pipelined_produce_and_all2all); the gathered and partial tensors themselves are the ones TP without
+//    the overlap also holds.
 [[nodiscard]] double tp_comm_buffer_bytes(const ModelSpec& m, const Layout& l);
 
 // Residual bytes of one pipeline stage, given how many parameters this GPU's optimizer shard holds and the
