@@ -524,15 +524,17 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
   s.fp8 = fp8_scaling_state_bytes(m, l, stage);
   // Under a pipeline schedule FSDP neither reshards after backward nor reduce-scatters until the last micro-batch's
   // backward (torch/distributed/pipelining/stage.py backward_maybe_with_nosync sets reshard_after_backward and
-  // requires_gradient_sync False before it): the stage's weights stay gathered and its gradients accumulate unsharded,
-  // in the weights' dtype, from the first backward to the last, beside the sharded gradient the last one produces.
+  // requires_gradient_sync False before it): the stage's weights stay gathered and its gradients accumulate unsharded
+  // from the first backward to the last, beside the sharded gradient the last one produces, in the reduce dtype (the
+  // gradient bytes): FSDP2 casts a BF16 gradient it does not reduce to the reduce dtype and accumulates there
+  // (torch/distributed/fsdp/_fully_shard/_fsdp_param.py to_accumulated_grad_if_needed).
   const bool pipelined = l.pp > 1;
   s.params = (pipelined ? prec.weight_bytes * stored
                         : prec.weight_bytes * stored / shard_divisor(l.sharding.params, l, c.gpus_per_node) +
                               fsdp_root_unit_bytes(m, l, stage)) +
              s.fp8;
   s.optimizer = prec.optimizer_bytes * optimizer_shard_params;
-  const double accumulated_grads = pipelined ? prec.weight_bytes * trainable : 0.0;
+  const double accumulated_grads = pipelined ? prec.grad_bytes * trainable : 0.0;
   const double logits = logits_elements(m, l, stage);
   if (moment == StepMoment::activations) {
     s.grads = accumulated_grads;

@@ -81,8 +81,9 @@ TEST_F(TorchtitanTest, GeneratedPipelineSplitsAreUnevenStages) {
   EXPECT_EQ(stage_layers(lib.model("llama3.1-405b"), l, 3), 16);
 }
 
-// Under a pipeline FSDP keeps each stage's weights gathered and accumulates its gradients unsharded in BF16 until the
-// last micro-batch's backward (torch.distributed.pipelining): 2 + 2 B per parameter of the stage at the loss already.
+// Under a pipeline FSDP keeps each stage's weights gathered and accumulates its gradients unsharded until the last
+// micro-batch's backward (torch.distributed.pipelining), in the reduce dtype (torchtitan's FP32): 2 + 4 B per parameter
+// of the stage at the loss already.
 TEST_F(TorchtitanTest, PipelinedFsdpAccumulatesUnshardedGradients) {
   LayoutRequest r;
   r.gpus = 16, r.pp = 2, r.seq = 8192, r.gbs = 16, r.recompute = Recompute::full;
@@ -91,10 +92,10 @@ TEST_F(TorchtitanTest, PipelinedFsdpAccumulatesUnshardedGradients) {
   const ClusterSpec c = lib.cluster("dgx-h100");
   const double params = stage_parameters_per_gpu(llama8b, l, 0);
   const StageMemory a = stage_memory_at(llama8b, c, l, torchtitan.residual, 0, StepMoment::activations);
-  EXPECT_DOUBLE_EQ(a.grads, 2.0 * params);
+  EXPECT_DOUBLE_EQ(a.grads, 4.0 * params);
   EXPECT_DOUBLE_EQ(a.params, 2.0 * params);
   const StageMemory g = stage_memory_at(llama8b, c, l, torchtitan.residual, 0, StepMoment::gradients);
-  EXPECT_DOUBLE_EQ(g.grads, 2.0 * params + 4.0 * params / 8.0);  // and the FP32 shard of the last reduce-scatter
+  EXPECT_DOUBLE_EQ(g.grads, 4.0 * params + 4.0 * params / 8.0);  // and the FP32 shard of the last reduce-scatter
 }
 
 // A bare GPU name picks the cluster named after it where there is one (the 4D paper's h100-94gb-x4, not Grand Teton's
