@@ -622,6 +622,82 @@ std::string joined(const std::vector<std::string>& tokens, const std::vector<std
 
 }  // namespace
 
+// ---- NeMo ----
+
+std::vector<std::pair<std::string, std::string>> nemo_layout_keys(const Layout& l) {
+  const auto boolean = [](bool x) { return std::string(x ? "true" : "false"); };
+  const bool full = l.recompute == Recompute::full;
+  return {{"model.micro_batch_size", num(l.mbs)},
+          {"model.global_batch_size", num(l.gbs)},
+          {"model.tensor_model_parallel_size", num(l.tp)},
+          {"model.pipeline_model_parallel_size", num(l.pp)},
+          {"model.virtual_pipeline_model_parallel_size", l.vpp > 1 ? num(l.vpp) : "null"},
+          {"model.context_parallel_size", num(l.cp)},
+          {"model.expert_model_parallel_size", num(l.ep)},
+          {"model.sequence_parallel", boolean(l.tp > 1 && l.sequence_parallel)},
+          {"model.activations_checkpoint_granularity", full                                  ? "full"
+                                                       : l.recompute == Recompute::selective ? "selective"
+                                                                                             : "null"},
+          {"model.activations_checkpoint_method", full ? "uniform" : "null"},
+          {"model.activations_checkpoint_num_layers", full ? "1" : "null"},
+          {"model.ub_tp_comm_overlap", boolean(l.tp_comm_overlap)},
+          {"model.overlap_p2p_comm", boolean(l.overlap_p2p_comm)}};
+}
+
+namespace {
+
+// The layout as overrides of the model's NeMo training config, which holds the model's shape (the keys
+// calibrate/ingest's NeMo reader reads). NeMo runs Megatron-core: what Megatron-LM's arguments cannot express of a
+// layout NeMo cannot either, and the settings NeMo's config has no key for are issues too.
+void nemo(const Layout& l, LaunchExport& e) {
+  auto& issues = e.nemo_issues;
+  if (l.recompute == Recompute::op) issues.emplace_back("recompute op: torchtitan's per-op checkpointing");
+  if (l.compile) issues.emplace_back("compile: torch.compile of the blocks is torchtitan's");
+  if (l.schedule == Schedule::gpipe) issues.emplace_back("schedule gpipe: Megatron-core has 1F1B and interleaved 1F1B");
+  if (l.lora.enabled()) issues.emplace_back("LoRA: a NeMo pre-training config has no adapters");
+  if (l.fp8 != Fp8Recipe::none && l.fp8_library == Fp8Library::torchao)
+    issues.emplace_back("FP8 priced as torchao's (the framework's); NeMo runs Transformer Engine's");
+  std::vector<std::pair<std::string, std::string>> keys = {{"trainer.num_nodes", num(e.nodes)},
+                                                           {"trainer.devices", num(e.gpus_per_node)},
+                                                           {"model.encoder_seq_length", num(l.seq)},
+                                                           {"model.data.seq_length", num(l.seq)}};
+  if (e.nodes * e.gpus_per_node != l.gpus())
+    issues.push_back(num(l.gpus()) + " GPUs are not trainer.num_nodes x trainer.devices of whole nodes");
+  const auto layout = nemo_layout_keys(l);
+  keys.insert(keys.end(), layout.begin(), layout.end());
+  keys.emplace_back("model.fp8", l.fp8 != Fp8Recipe::none ? "true" : "false");
+  if (l.fp8 != Fp8Recipe::none) {
+    keys.insert(keys.end(), {{"model.fp8_e4m3", "false"}, {"model.fp8_hybrid", "true"}});
+    if (l.fp8 != Fp8Recipe::delayed)
+      issues.push_back("FP8 recipe " + std::string(to_string(l.fp8)) + ": NeMo 1.x's fp8 keys set delayed scaling");
+  }
+  keys.emplace_back("model.fp8_params", l.fp8_param_gather ? "true" : "false");
+  const StateSharding& s = l.sharding;
+  const bool distributed = s.params == Shard::none && s.grads == Shard::none && s.optimizer == Shard::global;
+  if (!distributed && !(uniform(s) && s.params == Shard::none))
+    issues.push_back("sharding " + sharding_code(s) +
+                     ": NeMo's optimizers shard the optimizer states over the whole DP group (mcore_distributed_optim, "
+                     "NNG) or nothing (fused_adam, NNN)");
+  keys.emplace_back("model.optim.name", distributed ? "mcore_distributed_optim" : "fused_adam");
+  const OptimizerPrecision& o = l.optimizer_precision;
+  if (distributed) keys.emplace_back("model.optim.grad_sync_dtype", o.grad_reduce_in_bf16 ? "bf16" : "fp32");
+  if (o.precision_aware || o.main_params != Dtype::fp32 || o.exp_avg != Dtype::fp32 || o.exp_avg_sq != Dtype::fp32 ||
+      o.main_grads != Dtype::fp32)
+    issues.emplace_back(
+        "the precision-aware optimizer's formats: NeMo 1.x's config sets them only through Apex's "
+        "distributed_fused_adam (16-bit master remainders), not this combination");
+  if (!l.split.even())
+    issues.emplace_back("uneven pipeline stages: NeMo 1.x's training config has no first/last stage layer counts");
+  if (l.optimizer_offload > 0 || l.activation_offload_layers > 0)
+    issues.emplace_back("offloading: NeMo 1.x's training config has no optimizer or activation offload key");
+  if (l.attention_backend != AttentionBackend::framework)
+    issues.emplace_back("attention_backend: NeMo 1.x's training config has no attention backend key");
+  if (!l.flash_attention) issues.emplace_back("no FlashAttention: check reads only use_flash_attention true");
+  for (const auto& [key, value] : keys) e.nemo.push_back("++training." + key + "=" + value);
+}
+
+}  // namespace
+
 LaunchExport launch_export(const ModelSpec& model, const ClusterSpec& cluster, const Layout& layout) {
   LaunchExport e;
   e.gpus_per_node = std::max<std::int64_t>(1, std::min(cluster.gpus_per_node, layout.gpus()));
@@ -630,12 +706,14 @@ LaunchExport launch_export(const ModelSpec& model, const ClusterSpec& cluster, c
   torchtitan(model, cluster, layout, e);
   pytorch(cluster, layout, e);
   deepspeed(model, layout, e);
+  nemo(layout, e);
   return e;
 }
 
 std::string megatron_line(const LaunchExport& e) { return joined(e.megatron, e.megatron_issues); }
 std::string torchtitan_line(const LaunchExport& e) { return joined(e.torchtitan_overrides, e.torchtitan_issues); }
 std::string deepspeed_line(const LaunchExport& e) { return joined(e.deepspeed, e.deepspeed_issues); }
+std::string nemo_line(const LaunchExport& e) { return joined(e.nemo, e.nemo_issues); }
 
 nlohmann::json launch_to_json(const LaunchExport& e) {
   return {{"megatron", e.megatron},
@@ -643,17 +721,20 @@ nlohmann::json launch_to_json(const LaunchExport& e) {
           {"fsdp_python", e.fsdp_python},
           {"deepspeed", e.deepspeed},
           {"deepspeed_config", nlohmann::json::parse(e.deepspeed_config)},
+          {"nemo", e.nemo},
           {"torchrun", {{"nnodes", e.nodes}, {"nproc_per_node", e.gpus_per_node}}},
           {"unsupported",
            {{"megatron", e.megatron_issues},
             {"torchtitan", e.torchtitan_issues},
             {"fsdp", e.fsdp_issues},
-            {"deepspeed", e.deepspeed_issues}}},
+            {"deepspeed", e.deepspeed_issues},
+            {"nemo", e.nemo_issues}}},
           {"versions",
            {{"megatron", kMegatronVersions},
             {"torchtitan", kTorchtitanVersions},
             {"fsdp", kPytorchVersions},
-            {"deepspeed", kDeepspeedVersions}}}};
+            {"deepspeed", kDeepspeedVersions},
+            {"nemo", kNemoVersions}}}};
 }
 
 }  // namespace headroom

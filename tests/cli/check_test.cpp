@@ -170,6 +170,41 @@ TEST(Check, ReadsBackWhatLaunchWrites) {
   EXPECT_EQ(nlohmann::json::parse(c.out).at("layout"), nlohmann::json::parse(e.out).at("layout"));
 }
 
+// What launch writes for NeMo, Hydra overrides of the model's training config, check reads back with that config as the
+// layout launch was given, for each knob NeMo's config has a key for.
+TEST(Check, ReadsBackTheNemoOverridesLaunchWrites) {
+  const std::string config =
+      std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-launcher/llama3_1_8b.yaml";
+  for (const std::vector<std::string>& knobs :
+       std::vector<std::vector<std::string>>{{"--tp", "2", "--pp", "2", "--vpp", "4", "--gpus", "64", "--gbs", "512",
+                                              "--recompute", "full", "--no-overlap-p2p-communication"},
+                                             {"--tp", "4", "--cp", "2", "--gpus", "32", "--gbs", "64", "--mbs", "2",
+                                              "--recompute", "selective", "--tp-comm-overlap"},
+                                             {"--tp", "2", "--gpus", "16", "--gbs", "128", "--precision", "fp8",
+                                              "--fp8-recipe", "delayed", "--fp8-param-gather", "--grad-reduce-in-bf16"},
+                                             {"--gpus", "8", "--gbs", "64", "--sharding", "ddp"}}) {
+    std::vector<std::string> launch = {"launch", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192"};
+    launch.insert(launch.end(), knobs.begin(), knobs.end());
+    launch.emplace_back("--json");
+    const Result l = run(launch);
+    ASSERT_EQ(l.code, 0) << l.err;
+    auto doc = nlohmann::json::parse(l.out);
+    ASSERT_TRUE(doc.at("unsupported").at("nemo").empty()) << doc.at("unsupported").at("nemo");
+    doc.at("layout").erase("sharding_code");  // launch's own summary of the sharding
+    std::vector<std::string> check = {"check", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--json", config};
+    for (const auto& o : doc.at("nemo")) check.push_back(o.get<std::string>());
+    const Result c = run(check);
+    ASSERT_NE(c.code, 2) << c.err;
+    EXPECT_EQ(nlohmann::json::parse(c.out).at("layout"), doc.at("layout")) << knobs.front();
+  }
+  // What NeMo's config cannot say is flagged, not approximated.
+  const Result zero3 =
+      run({"launch", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192", "--gpus", "16", "--gbs", "64",
+           "--sharding", "zero3", "--framework", "pytorch-fsdp", "--export", "nemo"});
+  ASSERT_EQ(zero3.code, 0) << zero3.err;
+  EXPECT_NE(zero3.out.find("# UNSUPPORTED: sharding GGG"), std::string::npos) << zero3.out;
+}
+
 // A launch script of Megatron-LM's own examples (examples/llama/train_llama3_8b_h100_fp8.sh, its variables expanded
 // with the script's defaults): read whole, every flag of it read or ignored by name, none dropped.
 TEST(Check, ReadsMegatronLmsOwnLlamaExampleWhole) {

@@ -291,8 +291,10 @@ TEST(Launch, ZeroOneInPytorchIsDdpWithZeroRedundancyOptimizer) {
 TEST(Launch, TextPrintsAllThreeOrOne) {
   const Result all = run(kLayout);
   ASSERT_EQ(all.code, 0) << all.err;
-  for (const char* part : {"torchrun --nnodes 8 --nproc-per-node 8 pretrain_gpt.py", "--tensor-model-parallel-size 2",
-                           "[parallelism]", "init_device_mesh", "core_r0.8.0", "torchtitan v0.1.0", "PyTorch 2.6+"})
+  for (const char* part :
+       {"torchrun --nnodes 8 --nproc-per-node 8 pretrain_gpt.py", "--tensor-model-parallel-size 2", "[parallelism]",
+        "init_device_mesh", "core_r0.8.0", "torchtitan v0.1.0", "PyTorch 2.6+",
+        "launcher_scripts/main.py training=<family>/<model>", "++training.model.tensor_model_parallel_size=2"})
     EXPECT_TRUE(contains(all.out, part)) << part << "\n" << all.out;
   const Result megatron = run(with(kLayout, {"--export", "megatron"}));
   ASSERT_EQ(megatron.code, 0) << megatron.err;

@@ -1,5 +1,5 @@
-// `headroom launch`: the launch arguments of one layout (the flags of `estimate`) for Megatron-LM, torchtitan and
-// PyTorch FSDP2 (launch_args.hpp: versions targeted, what each framework cannot express).
+// `headroom launch`: the launch arguments of one layout (the flags of `estimate`) for Megatron-LM, torchtitan,
+// PyTorch FSDP2, DeepSpeed and NeMo (launch_args.hpp: versions targeted, what each framework cannot express).
 #include <algorithm>
 #include <memory>
 #include <sstream>
@@ -16,7 +16,7 @@ namespace {
 struct LaunchOptions {
   SpecOptions specs;
   LayoutOptions layout;
-  std::string only;  // --export megatron|torchtitan|fsdp
+  std::string only;  // --export megatron|torchtitan|fsdp|deepspeed|nemo
   bool json = false;
 };
 
@@ -43,9 +43,20 @@ void print_deepspeed(std::ostream& out, const LaunchExport& e) {
   out << "\n";
 }
 
+// NeMo-Framework-Launcher's main.py on the model's training config, with the layout as Hydra overrides.
+void print_nemo(std::ostream& out, const LaunchExport& e) {
+  out << "# " << kNemoVersions << "\n";
+  out << "# training=<family>/<model>: the model's config in launcher_scripts/conf/training (its shape and data)\n";
+  for (const auto& i : e.nemo_issues) out << "# UNSUPPORTED: " << i << "\n";
+  out << "python3 launcher_scripts/main.py training=<family>/<model> stages=[training]";
+  for (const std::string& o : e.nemo) out << " \\\n    " << o;
+  out << "\n";
+}
+
 void run_launch(const LaunchOptions& o, std::ostream& out) {
-  if (!o.only.empty() && o.only != "megatron" && o.only != "torchtitan" && o.only != "fsdp" && o.only != "deepspeed")
-    throw Error("--export '" + o.only + "' is not understood (valid: megatron, torchtitan, fsdp, deepspeed)");
+  if (!o.only.empty() && o.only != "megatron" && o.only != "torchtitan" && o.only != "fsdp" && o.only != "deepspeed" &&
+      o.only != "nemo")
+    throw Error("--export '" + o.only + "' is not understood (valid: megatron, torchtitan, fsdp, deepspeed, nemo)");
   const Plan r = resolve_plan(o.specs.request());
   const Layout l = o.layout.build(r);
   const LaunchExport e = launch_export(r.model, r.cluster, l);
@@ -76,6 +87,8 @@ void run_launch(const LaunchOptions& o, std::ostream& out) {
   if (o.only.empty() || o.only == "fsdp") out << e.fsdp_python;
   if (o.only.empty()) out << "\n";
   if (o.only.empty() || o.only == "deepspeed") print_deepspeed(out, e);
+  if (o.only.empty()) out << "\n";
+  if (o.only.empty() || o.only == "nemo") print_nemo(out, e);
 }
 
 }  // namespace
@@ -84,10 +97,11 @@ void register_launch(CLI::App& app, std::ostream& out) {
   auto opts = std::make_shared<LaunchOptions>();
   CLI::App* sub = app.add_subcommand(
       "launch",
-      "launch arguments of one layout: Megatron-LM flags, torchtitan TOML, PyTorch FSDP2 snippet, DeepSpeed config");
+      "launch arguments of one layout: Megatron-LM flags, torchtitan TOML, PyTorch FSDP2 snippet, DeepSpeed config, "
+      "NeMo training-config overrides");
   opts->specs.add_to(*sub, true);
   opts->layout.add_to(*sub);
-  sub->add_option("--export", opts->only, "print only one: megatron, torchtitan, fsdp or deepspeed");
+  sub->add_option("--export", opts->only, "print only one: megatron, torchtitan, fsdp, deepspeed or nemo");
   sub->add_flag("--json", opts->json, "print one JSON document");
   sub->callback([opts, &out] { run_launch(*opts, out); });
 }

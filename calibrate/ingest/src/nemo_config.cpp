@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "headroom/core/error.hpp"
+#include "headroom/estimator/launch_args.hpp"
 #include "headroom/estimator/layout.hpp"
 #include "headroom/ingest/measured_runs.hpp"
 #include "text.hpp"
@@ -619,29 +620,9 @@ MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::
 
 std::vector<std::string> nemo_config_changes(const Layout& from, const Layout& to) {
   std::vector<std::string> out;
-  const auto change = [&](const char* key, const std::string& a, const std::string& b) {
-    if (a != b) out.push_back(std::string(key) + ": " + b + " (was " + a + ")");
-  };
-  const auto count = [](std::int64_t x) { return std::to_string(x); };
-  const auto boolean = [](bool x) { return std::string(x ? "true" : "false"); };
-  change("model.tensor_model_parallel_size", count(from.tp), count(to.tp));
-  change("model.pipeline_model_parallel_size", count(from.pp), count(to.pp));
-  change("model.virtual_pipeline_model_parallel_size", from.vpp > 1 ? count(from.vpp) : "null",
-         to.vpp > 1 ? count(to.vpp) : "null");
-  change("model.context_parallel_size", count(from.cp), count(to.cp));
-  change("model.expert_model_parallel_size", count(from.ep), count(to.ep));
-  change("model.micro_batch_size", count(from.mbs), count(to.mbs));
-  change("model.global_batch_size", count(from.gbs), count(to.gbs));
-  change("model.sequence_parallel", boolean(from.tp > 1 && from.sequence_parallel),
-         boolean(to.tp > 1 && to.sequence_parallel));
-  const auto granularity = [](Recompute r) {
-    return std::string(r == Recompute::full ? "full" : r == Recompute::selective ? "selective" : "null");
-  };
-  change("model.activations_checkpoint_granularity", granularity(from.recompute), granularity(to.recompute));
-  if (to.recompute == Recompute::full && from.recompute != Recompute::full)
-    out.emplace_back("model.activations_checkpoint_method: uniform, model.activations_checkpoint_num_layers: 1");
-  change("model.ub_tp_comm_overlap", boolean(from.tp_comm_overlap), boolean(to.tp_comm_overlap));
-  change("model.overlap_p2p_comm", boolean(from.overlap_p2p_comm), boolean(to.overlap_p2p_comm));
+  const auto a = nemo_layout_keys(from), b = nemo_layout_keys(to);
+  for (std::size_t i = 0; i < b.size(); ++i)
+    if (a[i].second != b[i].second) out.push_back(b[i].first + ": " + b[i].second + " (was " + a[i].second + ")");
   return out;
 }
 

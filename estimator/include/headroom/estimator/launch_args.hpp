@@ -13,6 +13,8 @@
 //                written with v0.2.x names (converter "quantize.linear.float8", [quantize.linear.float8], [compile]);
 //                v0.1.0 calls them "float8", [float8] and [training] compile.
 //   PyTorch      2.6+ (torch.distributed.fsdp.fully_shard, init_device_mesh; FSDP1 ShardingStrategy named too).
+//   NeMo         1.x training configs as NeMo-Framework-Launcher runs them (launcher_scripts/main.py
+//                training=<family>/<model> with Hydra overrides; `++` adds or changes a key, Hydra 1.1+).
 //   DeepSpeed    0.10+ with Megatron-DeepSpeed's pretrain_gpt.py (deepspeedai/Megatron-DeepSpeed: Megatron-LM's
 //                arguments plus --deepspeed, --deepspeed_config, --zero-stage, --no-pipeline-parallel,
 //                --use-flash-attn-v2); ds_config.json keys of deepspeed/runtime/config.py and zero/config.py.
@@ -23,6 +25,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -36,6 +39,12 @@ inline constexpr const char* kMegatronVersions = "Megatron-LM core_r0.8.0 .. mai
 inline constexpr const char* kTorchtitanVersions = "torchtitan v0.1.0 .. v0.2.2 (TOML job config)";
 inline constexpr const char* kPytorchVersions = "PyTorch 2.6+ (FSDP2 fully_shard, DeviceMesh)";
 inline constexpr const char* kDeepspeedVersions = "DeepSpeed 0.10+ with Megatron-DeepSpeed's pretrain_gpt.py";
+inline constexpr const char* kNemoVersions =
+    "NeMo 1.x training config (NeMo-Framework-Launcher main.py training=<family>/<model>, Hydra 1.1+ overrides)";
+
+// The keys of a NeMo 1.x training config that set a layout (model.tensor_model_parallel_size, ...), with their YAML
+// values, in the config's order: launch writes them as overrides, check gives a faster layout's changes in them.
+[[nodiscard]] std::vector<std::pair<std::string, std::string>> nemo_layout_keys(const Layout& l);
 
 struct LaunchExport {
   std::vector<std::string> megatron;         // argv tokens for pretrain_gpt.py
@@ -48,6 +57,8 @@ struct LaunchExport {
   std::vector<std::string> deepspeed;  // Megatron-DeepSpeed's pretrain_gpt.py arguments (parallelism, batch, ZeRO)
   std::string deepspeed_config;        // ds_config.json
   std::vector<std::string> deepspeed_issues;
+  std::vector<std::string> nemo;  // ++training.<key>=<value> overrides of the model's NeMo training config
+  std::vector<std::string> nemo_issues;
   std::int64_t nodes = 1, gpus_per_node = 1;  // for the torchrun line
 };
 
@@ -57,6 +68,7 @@ struct LaunchExport {
 [[nodiscard]] std::string megatron_line(const LaunchExport& e);
 [[nodiscard]] std::string torchtitan_line(const LaunchExport& e);
 [[nodiscard]] std::string deepspeed_line(const LaunchExport& e);  // its flags; ds_config.json is launch's
+[[nodiscard]] std::string nemo_line(const LaunchExport& e);       // the ++training.* overrides
 
 // {"megatron": [...], "torchtitan_toml": "...", "fsdp_python": "...", "deepspeed": [...], "deepspeed_config": {...},
 //  "issues": {...}, "versions": {...}}
