@@ -693,6 +693,10 @@ void nemo(const Layout& l, LaunchExport& e) {
   if (l.attention_backend != AttentionBackend::framework)
     issues.emplace_back("attention_backend: NeMo 1.x's training config has no attention backend key");
   if (!l.flash_attention) issues.emplace_back("no FlashAttention: check reads only use_flash_attention true");
+  if (l.etp > 0 && l.etp != l.tp)
+    issues.emplace_back("expert tensor parallelism apart from TP: NeMo 1.x's training config has no key for it");
+  if (l.dispatcher != ExpertDispatcher::alltoall || l.expert_load != 1.0)
+    issues.emplace_back("the expert dispatcher or capacity factor: written for Megatron-LM only");
   for (const auto& [key, value] : keys) e.nemo.push_back("++training." + key + "=" + value);
 }
 
@@ -713,7 +717,6 @@ LaunchExport launch_export(const ModelSpec& model, const ClusterSpec& cluster, c
 std::string megatron_line(const LaunchExport& e) { return joined(e.megatron, e.megatron_issues); }
 std::string torchtitan_line(const LaunchExport& e) { return joined(e.torchtitan_overrides, e.torchtitan_issues); }
 std::string deepspeed_line(const LaunchExport& e) { return joined(e.deepspeed, e.deepspeed_issues); }
-std::string nemo_line(const LaunchExport& e) { return joined(e.nemo, e.nemo_issues); }
 
 nlohmann::json launch_to_json(const LaunchExport& e) {
   return {{"megatron", e.megatron},

@@ -68,7 +68,6 @@ struct LaunchExport {
 [[nodiscard]] std::string megatron_line(const LaunchExport& e);
 [[nodiscard]] std::string torchtitan_line(const LaunchExport& e);
 [[nodiscard]] std::string deepspeed_line(const LaunchExport& e);  // its flags; ds_config.json is launch's
-[[nodiscard]] std::string nemo_line(const LaunchExport& e);       // the ++training.* overrides
 
 // {"megatron": [...], "torchtitan_toml": "...", "fsdp_python": "...", "deepspeed": [...], "deepspeed_config": {...},
 //  "issues": {...}, "versions": {...}}
