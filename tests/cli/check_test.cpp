@@ -175,7 +175,7 @@ TEST(Check, ReadsBackWhatLaunchWrites) {
 TEST(Check, ReadsBackTheNemoOverridesLaunchWrites) {
   const std::string config =
       std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-launcher/llama3_1_8b.yaml";
-  for (const std::vector<std::string>& knobs :
+  for (const std::vector<std::string>& layout_knobs :
        std::vector<std::vector<std::string>>{{"--tp", "2", "--pp", "2", "--vpp", "4", "--gpus", "64", "--gbs", "512",
                                               "--recompute", "full", "--no-overlap-p2p-communication"},
                                              {"--tp", "4", "--cp", "2", "--gpus", "32", "--gbs", "64", "--mbs", "2",
@@ -184,18 +184,19 @@ TEST(Check, ReadsBackTheNemoOverridesLaunchWrites) {
                                               "--fp8-recipe", "delayed", "--fp8-param-gather", "--grad-reduce-in-bf16"},
                                              {"--gpus", "8", "--gbs", "64", "--sharding", "ddp"}}) {
     std::vector<std::string> launch = {"launch", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192"};
-    launch.insert(launch.end(), knobs.begin(), knobs.end());
+    launch.insert(launch.end(), layout_knobs.begin(), layout_knobs.end());
     launch.emplace_back("--json");
     const Result l = run(launch);
     ASSERT_EQ(l.code, 0) << l.err;
     auto doc = nlohmann::json::parse(l.out);
     ASSERT_TRUE(doc.at("unsupported").at("nemo").empty()) << doc.at("unsupported").at("nemo");
     doc.at("layout").erase("sharding_code");  // launch's own summary of the sharding
-    std::vector<std::string> check = {"check", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--json", config};
-    for (const auto& o : doc.at("nemo")) check.push_back(o.get<std::string>());
-    const Result c = run(check);
+    std::vector<std::string> check_args = {"check",    "--model", "llama3.1-8b", "--cluster",
+                                           "dgx-h100", "--json",  config};
+    for (const auto& o : doc.at("nemo")) check_args.push_back(o.get<std::string>());
+    const Result c = run(check_args);
     ASSERT_NE(c.code, 2) << c.err;
-    EXPECT_EQ(nlohmann::json::parse(c.out).at("layout"), doc.at("layout")) << knobs.front();
+    EXPECT_EQ(nlohmann::json::parse(c.out).at("layout"), doc.at("layout")) << layout_knobs.front();
   }
   // What NeMo's config cannot say is flagged, not approximated.
   const Result zero3 =
