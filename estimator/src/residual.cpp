@@ -1,7 +1,5 @@
 #include "headroom/estimator/residual.hpp"
 
-#include <algorithm>
-
 #include "headroom/estimator/layout.hpp"
 #include "headroom/estimator/spec.hpp"
 
@@ -21,9 +19,9 @@ double tp_comm_buffer_bytes(const ModelSpec& m, const Layout& l) {
   if (!l.tp_comm_overlap) return 0.0;
   const double elements = static_cast<double>(l.seq) * static_cast<double>(l.mbs) / static_cast<double>(l.cp) *
                           static_cast<double>(m.hidden_size);
+  // torch's workspace: two BF16 chunks of a reduce-scatter's output (an all-gather's shard, ≤ 2 B, is smaller).
+  if (l.tp_comm_buffers == TpCommBuffers::symmetric_memory) return 2.0 * 2.0 * elements / static_cast<double>(l.tp);
   const double all_gather_bytes = l.fp8 != Fp8Recipe::none ? 1.0 : 2.0;
-  if (l.tp_comm_buffers == TpCommBuffers::symmetric_memory)
-    return std::max(all_gather_bytes, 2.0 * 2.0) * elements / static_cast<double>(l.tp);
   return elements * (8.0 * all_gather_bytes + 4.0 * 2.0);
 }
 

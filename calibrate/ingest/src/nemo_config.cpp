@@ -387,6 +387,11 @@ std::string interpolated(const std::string& key, const std::string& text, const 
 // (hydra/core/override_parser: `key=value` changes a key the config has, `+key=value` adds one it has not,
 // `++key=value` does either, `~key` deletes one). The launcher's own keys name the training config's under `training.`;
 // that prefix is dropped. A value is a YAML scalar (True, null, 'quoted').
+// NeMo-Framework-Launcher's own top-level keys (launcher_scripts/conf/config.yaml), not the training config's.
+constexpr std::array<std::string_view, 10> kLauncherKeys = {
+    "training",  "stages",   "data_dir", "launcher_scripts_path", "base_results_dir", "cluster", "cluster_type",
+    "container", "env_vars", "hydra"};
+
 void apply_hydra_overrides(FlatYaml& flat, const std::vector<std::string>& overrides, const std::string& where) {
   for (const std::string& o : overrides) {
     std::string_view s = o;
@@ -395,13 +400,11 @@ void apply_hydra_overrides(FlatYaml& flat, const std::vector<std::string>& overr
     const std::size_t eq = s.find('=');
     if (!remove && (eq == std::string_view::npos || eq == 0))
       throw Error(where + ": override '" + o + "' is not key=value (valid: key=value, +key=value, ++key=value, ~key)");
-    std::string key(s.substr(0, remove ? s.find('=') : eq));
+    std::string key(s.substr(0, eq));
     if (key.starts_with("training.")) {
       key.erase(0, 9);
-    } else if (const std::string top = key.substr(0, key.find('.'));
-               top == "training" || top == "stages" || top == "data_dir" || top == "launcher_scripts_path" ||
-               top == "base_results_dir" || top == "cluster" || top == "cluster_type" || top == "container" ||
-               top == "env_vars" || top == "hydra") {
+    } else if (std::find(kLauncherKeys.begin(), kLauncherKeys.end(), key.substr(0, key.find('.'))) !=
+               kLauncherKeys.end()) {
       throw Error(where + ": override '" + o +
                   "' is NeMo-Framework-Launcher's, not the training config's (valid: the training.* overrides; the "
                   "config that training= names is the file given)");
