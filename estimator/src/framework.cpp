@@ -97,6 +97,38 @@ void set_optimizer_precision(const FrameworkProfile& f, const OptimizerPrecision
   l.precision = model_state_precision(priced, f.precision, l.fp8);
 }
 
+namespace {
+
+// Layout::zero: the framework's DeepSpeed defaults, then the request's; refused where the framework has none.
+void set_zero_settings(const FrameworkProfile& f, const LayoutRequest& r, Layout& l) {
+  const bool given = r.overlap_comm || r.reduce_bucket_size >= 0 || r.prefetch_bucket_size >= 0 ||
+                     r.max_live_parameters >= 0 || r.max_reuse_distance >= 0;
+  if (!f.zero) {
+    if (given)
+      throw Error("framework " + f.name + " does not run DeepSpeed's ZeRO (" + field("overlap_comm") + ", " +
+                  field("reduce_bucket_size") + ", " + field("stage3_max_live_parameters") +
+                  ", ...: --framework deepspeed)");
+    return;
+  }
+  ZeroSettings& z = l.zero;
+  z = *f.zero;
+  z.deepspeed = true;
+  for (const auto& [given_value, to] : {std::pair{r.reduce_bucket_size, &z.reduce_bucket_size},
+                                        std::pair{r.prefetch_bucket_size, &z.prefetch_bucket_size},
+                                        std::pair{r.max_live_parameters, &z.max_live_parameters},
+                                        std::pair{r.max_reuse_distance, &z.max_reuse_distance}})
+    if (given_value >= 0) *to = given_value;
+  // Stages 0 and 1 (BF16 weights, FP32 accumulation) run DeepSpeed's BF16_Optimizer (runtime/engine.py
+  // _do_optimizer_sanity_check), which reduces after the backward whatever overlap_comm says.
+  z.overlap_comm = r.overlap_comm.value_or(zero_overlap_comm_default(l.sharding));
+  if (z.overlap_comm && l.sharding.grads == Shard::none)
+    throw Error(field("overlap_comm") + " at ZeRO stage 0 or 1 (" + field("sharding") + " " +
+                sharding_code(l.sharding) +
+                "): DeepSpeed's BF16 optimizer reduces gradients after the backward (valid: ZeRO-2 or ZeRO-3)");
+}
+
+}  // namespace
+
 void require_compile(const FrameworkProfile& f, bool wanted) {
   if (wanted && !f.compile)
     throw Error("framework " + f.name + " does not torch.compile its blocks (" + field("compile") +
@@ -208,6 +240,10 @@ std::int64_t* integer_field(LayoutRequest& r, KnobId id) {
     case KnobId::gbs: return &r.gbs;
     case KnobId::seq: return &r.seq;
     case KnobId::lora_rank: return &r.lora_rank;
+    case KnobId::reduce_bucket_size: return &r.reduce_bucket_size;
+    case KnobId::stage3_prefetch_bucket_size: return &r.prefetch_bucket_size;
+    case KnobId::stage3_max_live_parameters: return &r.max_live_parameters;
+    case KnobId::stage3_max_reuse_distance: return &r.max_reuse_distance;
     default: return nullptr;
   }
 }
@@ -251,6 +287,7 @@ LayoutRequest layout_request(const KnobSettings& k, const FrameworkProfile& f) {
   r.compile = k.flag(compile, false);
   if (const std::string* x = k.text(attention_backend))
     r.attention_backend = *x == "cudnn" ? AttentionBackend::cudnn : AttentionBackend::flash2;
+  r.overlap_comm = k.flag(overlap_comm);
   OptimizerPrecision& o = r.optimizer_precision;
   o.precision_aware = k.flag(use_precision_aware_optimizer, false);
   o.grad_reduce_in_bf16 = k.flag(grad_reduce_in_bf16, false);
@@ -319,6 +356,7 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   l.compile = r.compile;
   l.attention_backend = r.attention_backend;
   set_optimizer_precision(f, r.optimizer_precision, l);
+  set_zero_settings(f, r, l);
   l.mbs = positive("mbs", r.mbs);
   l.seq = positive("seq", r.seq);
   if (r.schedule) l.schedule = *r.schedule;
@@ -410,6 +448,14 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
   if (j.contains("compile")) f.compile = j.at("compile").at("supported").get<bool>();
   if (j.contains("precision_aware_optimizer"))
     f.precision_aware_optimizer = j.at("precision_aware_optimizer").at("supported").get<bool>();
+  if (j.contains("zero")) {
+    const auto& z = j.at("zero");
+    f.zero = ZeroSettings{};
+    f.zero->reduce_bucket_size = z.at("reduce_bucket_size").get<std::int64_t>();
+    f.zero->prefetch_bucket_size = z.at("stage3_prefetch_bucket_size").get<std::int64_t>();
+    f.zero->max_live_parameters = z.at("stage3_max_live_parameters").get<std::int64_t>();
+    f.zero->max_reuse_distance = z.at("stage3_max_reuse_distance").get<std::int64_t>();
+  }
   const auto& r = j.at("residual");
   f.residual.name = f.name;
   f.residual.fixed_bytes = r.at("fixed_GiB").get<double>() * kGiB;

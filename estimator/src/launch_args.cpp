@@ -591,9 +591,20 @@ void deepspeed(const ModelSpec& m, const Layout& l, LaunchExport& e) {
                        {"gradient_clipping", 1.0},
                        {"steps_per_print", 10},
                        {"wall_clock_breakdown", false}};
-  // Gradient reduction after the backward, not overlapped with it (overlap_comm false: DeepSpeed's default for
-  // stages 1 and 2, what headroom prices); contiguous gradient buffers.
-  if (stage >= 0) ds["zero_optimization"] = {{"stage", stage}, {"overlap_comm", false}, {"contiguous_gradients", true}};
+  // The ZeRO settings priced under the deepspeed framework (Layout::zero; another framework's layout takes DeepSpeed's
+  // defaults), contiguous gradient buckets; ZeRO-3's fetching at stage 3.
+  if (stage >= 0) {
+    nlohmann::json& z = ds["zero_optimization"];
+    z = {{"stage", stage},
+         {"overlap_comm", l.zero.deepspeed ? l.zero.overlap_comm : zero_overlap_comm_default(s)},
+         {"contiguous_gradients", true}};
+    if (l.zero.deepspeed) z["reduce_bucket_size"] = l.zero.reduce_bucket_size;
+    if (l.zero.deepspeed && stage == 3) {
+      z["stage3_prefetch_bucket_size"] = l.zero.prefetch_bucket_size;
+      z["stage3_max_live_parameters"] = l.zero.max_live_parameters;
+      z["stage3_max_reuse_distance"] = l.zero.max_reuse_distance;
+    }
+  }
   e.deepspeed_config = ds.dump(2) + "\n";
   auto& a = e.deepspeed;
   megatron_deepspeed_model(m, a, issues);

@@ -1,6 +1,7 @@
 #include "headroom/estimator/memory.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -204,12 +205,17 @@ double stage_expert_parameters_per_gpu(const ModelSpec& m, const Layout& l, std:
   return d(stage_moe_layers(m, l, stage)) * expert_parameters_per_gpu(m, l);
 }
 
-double stage_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage) {
-  const double h = d(m.hidden_size), t = d(l.tp);
+double stage_decoder_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage) {
   const std::int64_t moe = stage_moe_layers(m, l, stage);
   double params = d(stage_layers(m, l, stage) - moe) * layer_parameters_per_gpu(m, l);
   if (moe > 0)
     params += d(moe) * moe_layer_dense_parameters_per_gpu(m, l) + stage_expert_parameters_per_gpu(m, l, stage);
+  return params;
+}
+
+double stage_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  const double h = d(m.hidden_size), t = d(l.tp);
+  double params = stage_decoder_parameters_per_gpu(m, l, stage);
   const double hv_t = h * d(m.vocab_size) / t;
   const bool first = stage == 0, last = stage == l.pp - 1;
   if (first) params += hv_t + (m.learned_positions ? d(m.max_context) * h : 0.0);
@@ -472,6 +478,35 @@ double fsdp_root_unit_bytes(const ModelSpec& m, const Layout& l, std::int64_t st
   return (stage_parameters_per_gpu(m, l, stage) - decoder) * l.precision.weight_bytes;
 }
 
+// DeepSpeed's BF16 weights' dtype buckets: stage_1_and_2.py setup_buckets allocates one of reduce_bucket_size elements
+// (two with overlap_comm, double-buffered), stage3.py one per communication dtype; stages 0 and 1 run the BF16
+// optimizer, which has none.
+double zero_gradient_bucket_bytes(const Layout& l) {
+  if (!l.zero.deepspeed || l.sharding.grads == Shard::none) return 0.0;
+  const double buckets = l.sharding.params == Shard::none && l.zero.overlap_comm ? 2.0 : 1.0;
+  return buckets * d(l.zero.reduce_bucket_size) * l.precision.weight_bytes;
+}
+
+// deepspeed/runtime/zero/partitioned_param_coordinator.py: a module's parameters are released after use unless the
+// trace uses them again within stage3_max_reuse_distance parameters (__params_to_release), and up to
+// stage3_prefetch_bucket_size more are all-gathered ahead while fewer than stage3_max_live_parameters are gathered.
+// From the k-th last decoder layer's forward to its backward the trace passes the k layers after it and the LM head
+// twice, so the layer stays gathered when 2·k·P_layer + 2·P_head < the distance; the head, used again at once, stays.
+double zero3_gathered_parameters(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  if (!l.zero.deepspeed || l.sharding.params == Shard::none) return 0.0;
+  const std::int64_t layers = stage_layers(m, l, stage);
+  const double per_layer = layers > 0 ? stage_decoder_parameters_per_gpu(m, l, stage) / d(layers) : 0.0;
+  const double head = stage == l.pp - 1 ? d(m.hidden_size) * d(m.vocab_size) / d(l.tp) : 0.0;
+  const double distance = d(l.zero.max_reuse_distance);
+  double kept_layers = 0.0;
+  if (per_layer > 0 && distance > 2.0 * head)
+    kept_layers = std::min(d(layers), std::ceil((distance - 2.0 * head) / (2.0 * per_layer)));
+  const double kept = kept_layers * per_layer + (distance > 0 ? head : 0.0);
+  const double prefetched = std::clamp(std::min(d(l.zero.prefetch_bucket_size), d(l.zero.max_live_parameters) - kept),
+                                       0.0, (d(layers) - kept_layers) * per_layer);
+  return kept + prefetched;
+}
+
 namespace {
 
 // 4D paper Eq. 10 / PaRO section 3 (Megatron and any framework without all-gathered units): weights, gradients
@@ -495,8 +530,8 @@ StageMemory eq18_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
   // 4D paper Eq. 10: BF16 weights and FP32 gradients whole, 12 bytes of Adam state over d·c; PaRO
   // section 3 generalises each of the three to N / I / G sharding.
   s.fp8 = fp8_weight_copy_bytes(m, l, stage) + fp8_scaling_state_bytes(m, l, stage);
-  s.params = prec.weight_bytes * sharded(stored, l.sharding.params) + s.fp8;
-  s.grads = prec.grad_bytes * sharded(trainable, l.sharding.grads);
+  s.params = prec.weight_bytes * (sharded(stored, l.sharding.params) + zero3_gathered_parameters(m, l, stage)) + s.fp8;
+  s.grads = prec.grad_bytes * sharded(trainable, l.sharding.grads) + zero_gradient_bucket_bytes(l);
   const double optimizer_shard_params = sharded(trainable, l.sharding.optimizer);
   // An offloaded optimizer keeps (1 − fraction) of its states on the GPU.
   s.optimizer = (1.0 - l.optimizer_offload) * prec.optimizer_bytes * optimizer_shard_params;

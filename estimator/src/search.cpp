@@ -269,6 +269,7 @@ struct Search {
               std::find(o.pipeline_shardings.begin(), o.pipeline_shardings.end(), s) == o.pipeline_shardings.end())
             continue;
           l.sharding = s;
+          if (l.zero.deepspeed) l.zero.overlap_comm = zero_overlap_comm_default(s);  // DeepSpeed's default per stage
           for (Recompute r : o.recomputes) {
             if (r == Recompute::op && !op_recompute_priced(m, l)) continue;
             l.recompute = r;

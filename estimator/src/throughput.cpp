@@ -424,6 +424,14 @@ double pipeline_send_seconds(const ModelSpec& m, const PerfContext& p, const Lay
 
 bool pipeline_sends_overlap(const Layout& l) { return l.schedule == Schedule::interleaved && l.overlap_p2p_comm; }
 
+DpOverlap dp_overlap_shares(const PerfContext& p, const Layout& l) {
+  if (!l.zero.deepspeed) return {p.dp_overlap, p.dp_overlap};
+  // DeepSpeed: ZeRO-3 prefetches its gathers on their own stream (partitioned_param_coordinator.py); stages 1 and 2
+  // gather the updated weights inside the optimizer step. Gradients are reduced behind the backward with overlap_comm
+  // only (stage_1_and_2.py, stage3.py: the reduction stream); the pipeline engine reduces after the flush.
+  return {l.sharding.params != Shard::none ? p.dp_overlap : 0.0, l.zero.overlap_comm ? p.dp_overlap : 0.0};
+}
+
 namespace {
 
 struct LayerPassTimes {
@@ -548,14 +556,18 @@ double exposed_dp_seconds(const PerfContext& p, const Layout& l, const DpParamet
   CommSetup grads = cs;
   grads.trainable = stage_params.reduced;
   const StageVolumes grad_vol = stage_params.reduced == stage_params.trainable ? vol : communication_volume(st, grads);
-  const double f = p.dp_overlap;
+  const DpOverlap f = dp_overlap_shares(p, l);
   const double mb_f = volume_seconds(vol.forward_gather_params, cs.weight_bytes, cs, p);
-  const double mb_b = volume_seconds(vol.backward_gather_params, cs.weight_bytes, cs, p) +
-                      volume_seconds(grad_vol.backward_reduce_grads, cs.grad_bytes, cs, p);
+  const double mb_b_gather = volume_seconds(vol.backward_gather_params, cs.weight_bytes, cs, p);
+  const double mb_b_reduce = volume_seconds(grad_vol.backward_reduce_grads, cs.grad_bytes, cs, p);
   const double sync = volume_seconds(grad_vol.update_sync_grads, cs.grad_bytes, cs, p);
   const double gather = volume_seconds(vol.update_gather_params, cs.weight_bytes, cs, p);
-  return d(l.microbatches()) * (std::max(0.0, mb_f - f * forward_s) + std::max(0.0, mb_b - f * backward_s)) +
-         std::max(0.0, sync - f * backward_s) + std::max(0.0, gather - f * forward_s);
+  // The backward's gathers and reductions overlap it together where both run on their own streams, else each alone.
+  const double mb_b = f.gathers == f.reductions ? std::max(0.0, mb_b_gather + mb_b_reduce - f.gathers * backward_s)
+                                                : std::max(0.0, mb_b_gather - f.gathers * backward_s) +
+                                                      std::max(0.0, mb_b_reduce - f.reductions * backward_s);
+  return d(l.microbatches()) * (std::max(0.0, mb_f - f.gathers * forward_s) + mb_b) +
+         std::max(0.0, sync - f.reductions * backward_s) + std::max(0.0, gather - f.gathers * forward_s);
 }
 
 }  // namespace

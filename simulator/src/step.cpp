@@ -351,7 +351,8 @@ class StepBuilder {
 
   // Virtual stages per GPU (v ≥ 1) and the share of a pass that DP traffic may overlap.
   [[nodiscard]] std::int64_t virtual_stages() const { return std::max<std::int64_t>(1, l_.vpp); }
-  [[nodiscard]] double dp_overlap() const { return std::clamp(perf_.dp_overlap, 0.0, 1.0); }
+  // One share for gathers and reductions alike (simulate_step refuses a layout whose shares differ).
+  [[nodiscard]] double dp_overlap() const { return std::clamp(dp_overlap_shares(perf_, l_).gathers, 0.0, 1.0); }
 
   // One decoder layer's compute per pass (the throughput model's) and its exposed TP/SP and CP time; the
   // pipeline's ends (embedding on the first stage, LM head and FP32 loss on the last).
@@ -589,6 +590,13 @@ StepResult simulate_step(const ModelSpec& m, const ClusterSpec& c, const Layout&
                                             "gathers)"
                                           : "offloading (its host copies)") +
                 " is not scheduled by the event simulator yet (estimate prices it)");
+  if (const DpOverlap f = dp_overlap_shares(PerfContext(k, c), l); f.gathers != f.reductions)
+    throw Error(
+        "simulate: DeepSpeed running its parameter gathers and gradient reductions on different streams (" +
+        field("overlap_comm") + " " + (l.zero.overlap_comm ? "true" : "false") + " with " + field("sharding") + " " +
+        sharding_code(l.sharding) +
+        ") is not scheduled by the event simulator yet (estimate prices it; valid: overlap_comm true at ZeRO-3, "
+        "false below)");
   return StepBuilder(m, c, l, k, o).build_and_run();
 }
 

@@ -19,9 +19,12 @@
 #include "headroom/ingest/measured_runs.hpp"
 #include "headroom/core/error.hpp"
 #include "headroom/core/knobs.hpp"
+#include "../test_support.hpp"
 
 namespace headroom::calibrate {
 namespace {
+
+using test::error_of;
 
 const std::filesystem::path kRuns = std::filesystem::path(HEADROOM_TEST_SOURCE_DIR) / "data" / "runs";
 
@@ -31,15 +34,6 @@ std::string slurp(const std::string& name) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(RunsTable, CsvAndJsonLinesReadTheSameRuns) {
@@ -284,6 +278,9 @@ TEST(MegatronLog, MegatronDeepspeedRunIsReadAsDeepspeed) {
   std::string stage2 = log;
   stage2.replace(stage2.find("zero_optimization_stage ...... 1"), 32, "zero_optimization_stage ...... 2");
   EXPECT_EQ(parse_megatron_log(stage2, "mds.log").layout.at("sharding"), "zero2");
+  std::string stage3 = log;
+  stage3.replace(stage3.find("zero_optimization_stage ...... 1"), 32, "zero_optimization_stage ...... 3");
+  EXPECT_EQ(parse_megatron_log(stage3, "mds.log").layout.at("sharding"), "zero3");
   std::string ulysses = log;
   ulysses.replace(ulysses.find("ds_sequence_parallel_size ....................... 1"), 51,
                   "ds_sequence_parallel_size ....................... 4");

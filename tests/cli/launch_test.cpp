@@ -332,6 +332,17 @@ TEST(Launch, DeepspeedConfigAndLine) {
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_TRUE(contains(text.out, "deepspeed --num_nodes 8 --num_gpus 8 pretrain_gpt.py")) << text.out;
   EXPECT_TRUE(contains(text.out, "--zero-stage 2")) << text.out;
+  EXPECT_EQ(ds.at("zero_optimization").at("overlap_comm"), false);  // DeepSpeed's default below stage 3
+  EXPECT_EQ(ds.at("zero_optimization").at("reduce_bucket_size"), 500000000);
+  // ZeRO-3: DeepSpeed's defaults of its fetching written, overlap_comm on; a setting given is written as given.
+  const Result zero3 = run(with(job, {"--sharding", "zero3", "--stage3-max-reuse-distance", "0", "--json"}));
+  ASSERT_EQ(zero3.code, 0) << zero3.err;
+  const auto z = nlohmann::json::parse(zero3.out).at("deepspeed_config").at("zero_optimization");
+  EXPECT_EQ(z.at("stage"), 3);
+  EXPECT_EQ(z.at("overlap_comm"), true);
+  EXPECT_EQ(z.at("stage3_prefetch_bucket_size"), 50000000);
+  EXPECT_EQ(z.at("stage3_max_live_parameters"), 1000000000);
+  EXPECT_EQ(z.at("stage3_max_reuse_distance"), 0);
   // ZeRO-2 with a pipeline is refused as DeepSpeed refuses it; ring-attention CP is not DeepSpeed's.
   const Result piped = run(with(job, {"--sharding", "zero2", "--pp", "2"}));
   EXPECT_EQ(piped.code, 2);

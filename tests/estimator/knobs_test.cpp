@@ -11,14 +11,7 @@
 namespace headroom {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(Knobs, EveryNameAndSpellingIsOneKnobs) {
   std::set<std::string_view> names, flags;
@@ -49,7 +42,7 @@ TEST(Knobs, OneIntegerGrammar) {
   EXPECT_EQ(std::get<std::int64_t>(parse_knob(tp, "8")), 8);
   EXPECT_EQ(std::get<std::int64_t>(parse_knob(tp, "+8")), 8);
   for (const char* bad : {"8.0", "8e0", "1e1", "2.0000000000000001", "0x8", " 8", "8 ", "", "-8", "0"})
-    EXPECT_NE(error_of([&] { (void)parse_knob(tp, bad); }), "") << bad;
+    EXPECT_NE(error_of([&] { (void)parse_knob(tp, bad); }), "(no error)") << bad;
   EXPECT_NE(error_of([&] { (void)parse_knob(tp, "1000000000001"); }).find("too large"), std::string::npos);
   EXPECT_EQ(std::get<std::int64_t>(parse_knob(knob(KnobId::cpu_offloading_num_layers), "0")), 0);  // whole
   EXPECT_EQ(error_of([&] { (void)parse_knob(tp, "2.5"); }),
@@ -64,7 +57,7 @@ TEST(Knobs, FlagsNumbersAndChoices) {
   const Knob& factor = knob(KnobId::moe_expert_capacity_factor);
   EXPECT_DOUBLE_EQ(std::get<double>(parse_knob(factor, "1.5")), 1.5);
   for (const char* bad : {"0.5", "nan", "inf", "1e7", "1.5x"})
-    EXPECT_NE(error_of([&] { (void)parse_knob(factor, bad); }), "") << bad;
+    EXPECT_NE(error_of([&] { (void)parse_knob(factor, bad); }), "(no error)") << bad;
   EXPECT_EQ(std::get<std::string>(parse_knob(knob(KnobId::recompute), "FULL")), "full");
   EXPECT_NE(error_of([&] { (void)parse_knob(knob(KnobId::recompute), "most"); }).find("valid: none|selective|full|op"),
             std::string::npos);

@@ -219,6 +219,8 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
   nlohmann::json stages = nlohmann::json::array();
   for (std::int64_t st = 0; st < l.pp; ++st) stages.push_back(stage_layers(m, l, st));
   const auto optional_count = [](std::int64_t n) { return n > 0 ? nlohmann::json(n) : nlohmann::json(nullptr); };
+  // DeepSpeed's ZeRO settings (Layout::zero): null under other frameworks.
+  const auto deepspeed_only = [&l](auto v) { return l.zero.deepspeed ? nlohmann::json(v) : nlohmann::json(nullptr); };
   return {
       {"tp", l.tp},
       {"cp", l.cp},
@@ -251,6 +253,11 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
       {"exp_avg_dtype", to_string(l.optimizer_precision.exp_avg)},
       {"exp_avg_sq_dtype", to_string(l.optimizer_precision.exp_avg_sq)},
       {"grad_reduce_in_bf16", l.optimizer_precision.grad_reduce_in_bf16},
+      {"overlap_comm", deepspeed_only(l.zero.overlap_comm)},
+      {"reduce_bucket_size", deepspeed_only(l.zero.reduce_bucket_size)},
+      {"stage3_prefetch_bucket_size", deepspeed_only(l.zero.prefetch_bucket_size)},
+      {"stage3_max_live_parameters", deepspeed_only(l.zero.max_live_parameters)},
+      {"stage3_max_reuse_distance", deepspeed_only(l.zero.max_reuse_distance)},
       {"vpp", l.vpp},
       {"gpus", l.gpus()},
       {"mbs", l.mbs},

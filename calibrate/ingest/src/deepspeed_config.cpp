@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <string>
@@ -41,14 +42,28 @@ constexpr std::array kDeepspeedKeys = {
                  "one contiguous gradient buffer: the same bytes, defragmented"},
     DeepspeedKey{"zero_optimization.reduce_scatter", "reduce-scatter or all-reduce of the same gradient volume"},
     DeepspeedKey{"zero_optimization.allgather_partitions", "one all-gather or broadcasts of the same volume"},
-    DeepspeedKey{"zero_optimization.reduce_bucket_size", "bucket buffers: within the framework's residual"},
+    DeepspeedKey{"zero_optimization.reduce_bucket_size", ""},
     DeepspeedKey{"zero_optimization.allgather_bucket_size", "bucket buffers: within the framework's residual"},
     DeepspeedKey{"zero_optimization.round_robin_gradients", "which rank copies which gradient: the same volume"},
     DeepspeedKey{"zero_optimization.load_from_fp32_weights", "checkpoint loading"},
     DeepspeedKey{"zero_optimization.elastic_checkpoint", "checkpoint format"},
     DeepspeedKey{"zero_optimization.ignore_unused_parameters", "a check of unused parameters"},
-    DeepspeedKey{"zero_optimization.sub_group_size", "ZeRO-3 and offload grouping, unused below stage 3"},
-    DeepspeedKey{"zero_optimization.stage3_*", "ZeRO-3 settings, unused below stage 3"},
+    DeepspeedKey{"zero_optimization.sub_group_size", "the optimizer step's grouping of the same states"},
+    DeepspeedKey{"zero_optimization.stage3_prefetch_bucket_size", ""},
+    DeepspeedKey{"zero_optimization.stage3_max_live_parameters", ""},
+    DeepspeedKey{"zero_optimization.stage3_max_reuse_distance", ""},
+    DeepspeedKey{"zero_optimization.stage3_param_persistence_threshold", ""},
+    DeepspeedKey{"zero_optimization.stage3_use_all_reduce_for_fetch_params", ""},
+    DeepspeedKey{"zero_optimization.stage3_model_persistence_threshold",
+                 "a cap on the parameters kept whole, which stage3_param_persistence_threshold bounds"},
+    DeepspeedKey{"zero_optimization.stage3_module_granularity_threshold",
+                 "which small modules are fetched as one: the same parameters gathered"},
+    DeepspeedKey{"zero_optimization.stage3_allgather_sequential",
+                 "per-parameter all-gathers without a flattening buffer: the same bytes"},
+    DeepspeedKey{"zero_optimization.stage3_gather_16bit_weights_on_model_save", "checkpoint saving"},
+    DeepspeedKey{"zero_optimization.zero_hpz_partition_size", ""},
+    DeepspeedKey{"zero_optimization.zero_quantized_weights", ""},
+    DeepspeedKey{"zero_optimization.zero_quantized_gradients", ""},
     DeepspeedKey{"activation_checkpointing.partition_activations", ""},
     DeepspeedKey{"activation_checkpointing.cpu_checkpointing", ""},
     DeepspeedKey{"activation_checkpointing.contiguous_memory_optimization",
@@ -117,6 +132,18 @@ void read_deepspeed_config(std::string_view text, std::string_view where, Megatr
       throw Error(w + ": " + key + " " + text_of(it->second) + " is not a positive integer");
     return it->second.get<std::int64_t>();
   };
+  // A count of elements or parameters, 0 allowed; DeepSpeed takes 5e8 as 500000000 (pp_int), not "auto" (which
+  // Hugging Face's Trainer fills in before DeepSpeed reads the file).
+  const auto elements = [&](const std::string& key) -> std::optional<std::int64_t> {
+    const auto it = read.find(key);
+    if (it == read.end()) return std::nullopt;
+    const nlohmann::json& v = it->second;
+    const double x = v.is_number() ? v.get<double>() : -1.0;
+    if (!v.is_number() || !(x >= 0 && x <= 1e12) || x != std::floor(x))
+      throw Error(w + ": " + key + " " + text_of(v) + " is not a whole number of elements up to 10^12" +
+                  (v.is_string() ? " (\"auto\" is Hugging Face's Trainer's: give the number it resolves to)" : ""));
+    return static_cast<std::int64_t>(x);
+  };
   const auto flag = [&](const std::string& key) -> std::optional<bool> {
     const auto it = read.find(key);
     if (it == read.end()) return std::nullopt;
@@ -153,7 +180,7 @@ void read_deepspeed_config(std::string_view text, std::string_view where, Megatr
       throw Error(w + ": zero_optimization.stage " + text_of(v) + " (valid: 0, 1, 2, 3)");
     return v.get<std::int64_t>();
   }() : 0;
-  l["sharding"] = zero_stage_sharding(stage, w + ": zero_optimization.stage 3");
+  l["sharding"] = zero_stage_sharding(stage);
   if (!cmd.zero_stage.empty() && cmd.zero_stage != std::to_string(stage))
     throw Error(w + ": zero_optimization.stage " + std::to_string(stage) + " but the command's --zero-stage is " +
                 cmd.zero_stage);
@@ -164,10 +191,32 @@ void read_deepspeed_config(std::string_view text, std::string_view where, Megatr
   for (const char* offload : {"zero_optimization.offload_optimizer.device", "zero_optimization.offload_param.device"})
     if (const auto d = word(offload); d && *d != "none")
       throw Error(w + ": " + offload + " " + *d + ": ZeRO-Offload is not priced (valid: none)");
-  if (flag("zero_optimization.overlap_comm").value_or(false))
-    cmd.notes.emplace_back(
-        "zero_optimization.overlap_comm true: DeepSpeed then reduces gradients during the backward; the deepspeed "
-        "framework prices the reduction after it (dp_overlap 0), so the step may be shorter");
+  if (const auto o = flag("zero_optimization.overlap_comm")) l["overlap_comm"] = *o ? "true" : "false";
+  // Buckets and ZeRO-3's fetching (zero/config.py: integers, which a JSON file may write as 5e8).
+  for (const auto& [key, knob_name] :
+       {std::pair{"zero_optimization.reduce_bucket_size", "reduce_bucket_size"},
+        std::pair{"zero_optimization.stage3_prefetch_bucket_size", "stage3_prefetch_bucket_size"},
+        std::pair{"zero_optimization.stage3_max_live_parameters", "stage3_max_live_parameters"},
+        std::pair{"zero_optimization.stage3_max_reuse_distance", "stage3_max_reuse_distance"}})
+    if (const auto n = elements(key)) l[knob_name] = std::to_string(*n);
+  // Parameters under the persistence threshold stay whole: DeepSpeed's 1e5 keeps the norms' weights and biases so,
+  // within the residual; a higher one keeps whole weights headroom prices as sharded.
+  if (const auto n = elements("zero_optimization.stage3_param_persistence_threshold"); n && *n > 100000)
+    throw Error(w + ": zero_optimization.stage3_param_persistence_threshold " + std::to_string(*n) +
+                ": parameters kept whole above DeepSpeed's 1e5 are not priced (valid: at most 100000)");
+  if (flag("zero_optimization.stage3_use_all_reduce_for_fetch_params").value_or(false))
+    throw Error(w +
+                ": zero_optimization.stage3_use_all_reduce_for_fetch_params true: parameters fetched by "
+                "all-reduce (twice an all-gather's bytes) are not priced");
+  // ZeRO++ (zero/config.py): its secondary parameter shard and quantized collectives are priced by `headroom comm`
+  // (PaRO's tables), not per stage.
+  if (const auto n = elements("zero_optimization.zero_hpz_partition_size"); n && *n > 1)
+    throw Error(w + ": zero_optimization.zero_hpz_partition_size " + std::to_string(*n) +
+                ": ZeRO++'s secondary parameter shard (hpZ) is priced by `headroom comm --strategy zero++` only, not "
+                "per stage (valid: 1)");
+  for (const char* q : {"zero_optimization.zero_quantized_weights", "zero_optimization.zero_quantized_gradients"})
+    if (flag(q).value_or(false))
+      throw Error(w + ": " + q + " true: ZeRO++'s quantized collectives are not priced (valid: false)");
   for (const char* a : {"activation_checkpointing.partition_activations", "activation_checkpointing.cpu_checkpointing"})
     if (flag(a).value_or(false))
       throw Error(w + ": " + a + " true: checkpoints split over the TP group or kept on the host are not priced");

@@ -23,8 +23,8 @@ namespace headroom::calibrate {
 // What it runs that headroom does not price (DeepSpeed-Ulysses, another optimizer, checkpoints of several layers) is an
 // Error naming it.
 void megatron_deepspeed_arguments(std::map<std::string, std::string>& args, std::string_view where);
-// DeepSpeed's ZeRO stage as a sharding (zero/config.py: 0 none, 1 optimizer states, 2 and gradients, over all of DP);
-// stage 3 is an Error `what` begins (its parameter prefetching is priced for FSDP, not for DeepSpeed's hooks).
-[[nodiscard]] std::string zero_stage_sharding(std::int64_t stage, const std::string& what);
+// DeepSpeed's ZeRO stage 0-3 as a sharding (zero/config.py: 0 none, 1 optimizer states, 2 and gradients, 3 and
+// parameters, over all of DP).
+[[nodiscard]] std::string zero_stage_sharding(std::int64_t stage);
 
 }  // namespace headroom::calibrate

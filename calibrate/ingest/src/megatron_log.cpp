@@ -258,8 +258,7 @@ std::map<std::string, std::string> megatron_layout(const std::map<std::string, s
     // DeepSpeed's ZeRO stage (a launch command's comes with its config); Megatron-DeepSpeed's attention without a
     // FlashAttention flag is its unfused CoreAttention (megatron/model/transformer.py).
     l["framework"] = "deepspeed";
-    if (const auto stage = zero_stage(args, lines, where))
-      l["sharding"] = zero_stage_sharding(*stage, std::string(where) + ": ZeRO stage 3");
+    if (const auto stage = zero_stage(args, lines, where)) l["sharding"] = zero_stage_sharding(*stage);
     const bool flash = flag_arg(args, "use_flash_attn_v1") || flag_arg(args, "use_flash_attn_v2") ||
                        flag_arg(args, "use_flash_attn_triton") || flag_arg(args, "use_flash_attn_builder");
     l["flash_attention"] = flash ? "true" : "false";
@@ -302,11 +301,8 @@ void megatron_deepspeed_arguments(std::map<std::string, std::string>& args, std:
     throw Error(w + ": optimizer " + *o + ": only Adam (AdamW) is priced");
 }
 
-std::string zero_stage_sharding(std::int64_t stage, const std::string& what) {
-  if (stage == 3)
-    throw Error(what +
-                ": ZeRO-3's parameter prefetching is priced for FSDP, not for DeepSpeed's hooks (valid: 0, 1, 2)");
-  return stage == 0 ? "ddp" : stage == 1 ? "zero1" : "zero2";
+std::string zero_stage_sharding(std::int64_t stage) {
+  return stage == 0 ? "ddp" : stage == 1 ? "zero1" : stage == 2 ? "zero2" : "zero3";
 }
 
 MeasuredRun megatron_run_from_arguments(const std::map<std::string, std::string>& given,

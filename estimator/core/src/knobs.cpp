@@ -176,6 +176,32 @@ constexpr std::array<Knob, kKnobCount> kKnobs = {{
     {.id = sharding, .name = "sharding", .type = T::text, .default_text = "the framework's", .flags = "--sharding",
      .help = "DP sharding of P/G/OS: ddp, zero1, zero2, zero3, fsdp, mics, hsdp, paro-XYZ or a code like NIG " "(default: the --framework profile's)",
      .json = "layout.sharding"},
+    // DeepSpeed's ZeRO settings, as its ds_config.json names them (deepspeed/runtime/zero/config.py); defaults in
+    // data/frameworks/deepspeed.json.
+    {.id = overlap_comm, .name = "overlap_comm", .type = T::flag, .default_text = "DeepSpeed's: on at ZeRO-3",
+     .flags = "--overlap-comm",
+     .help = "DeepSpeed ZeRO-2/3 reduce gradients on their own stream during the backward (zero_optimization."
+             "overlap_comm)",
+     .off_flags = "--no-overlap-comm", .off_help = "DeepSpeed ZeRO-2/3 reduce gradients on the compute stream",
+     .json = "layout.overlap_comm"},
+    {.id = reduce_bucket_size, .name = "reduce_bucket_size", .type = T::whole, .default_text = "DeepSpeed's 5e8",
+     .unit = "elements", .flags = "--reduce-bucket-size",
+     .help = "DeepSpeed ZeRO-2/3 gradient bucket, elements (zero_optimization.reduce_bucket_size)",
+     .json = "layout.reduce_bucket_size"},
+    {.id = stage3_prefetch_bucket_size, .name = "stage3_prefetch_bucket_size", .type = T::whole,
+     .default_text = "DeepSpeed's 5e7", .unit = "parameters", .flags = "--stage3-prefetch-bucket-size",
+     .help = "DeepSpeed ZeRO-3 parameters all-gathered ahead of use (zero_optimization.stage3_prefetch_bucket_size)",
+     .json = "layout.stage3_prefetch_bucket_size"},
+    {.id = stage3_max_live_parameters, .name = "stage3_max_live_parameters", .type = T::whole,
+     .default_text = "DeepSpeed's 1e9", .unit = "parameters", .flags = "--stage3-max-live-parameters",
+     .help = "DeepSpeed ZeRO-3 gathered parameters beyond which none is prefetched "
+             "(zero_optimization.stage3_max_live_parameters)",
+     .json = "layout.stage3_max_live_parameters"},
+    {.id = stage3_max_reuse_distance, .name = "stage3_max_reuse_distance", .type = T::whole,
+     .default_text = "DeepSpeed's 1e9", .unit = "parameters", .flags = "--stage3-max-reuse-distance",
+     .help = "DeepSpeed ZeRO-3 keeps a gathered parameter used again within this many parameters "
+             "(zero_optimization.stage3_max_reuse_distance)",
+     .json = "layout.stage3_max_reuse_distance"},
 }};
 // clang-format on
 

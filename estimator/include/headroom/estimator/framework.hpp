@@ -57,6 +57,9 @@ struct FrameworkProfile {
   // Megatron-LM's precision-aware optimizer and gradient formats (optional key "precision_aware_optimizer":
   // {"supported": bool}); without it the formats are the "precision" key's.
   bool precision_aware_optimizer = false;
+  // DeepSpeed's ZeRO buffers and streams (optional key "zero": DeepSpeed's defaults of reduce_bucket_size and the
+  // stage3_* settings); absent: the zero knobs are refused.
+  std::optional<ZeroSettings> zero;
   ResidualModel residual;
   ErrorBand memory_band;  // held-out band of the predicted peak ("residual.uncertainty"; unknown when absent)
 };
@@ -111,6 +114,10 @@ struct LayoutRequest {
   bool compile = false;                        // Layout::compile; needs a framework that compiles
   AttentionBackend attention_backend = AttentionBackend::framework;  // Layout::attention_backend
   OptimizerPrecision optimizer_precision;  // Layout::optimizer_precision; needs a framework that runs it
+  // Layout::zero's settings given (overlap_comm, reduce_bucket_size, stage3_*); needs a framework with "zero".
+  std::optional<bool> overlap_comm;
+  std::int64_t reduce_bucket_size = -1, prefetch_bucket_size = -1, max_live_parameters = -1,
+               max_reuse_distance = -1;  // -1: not given
 };
 // The micro-batches per pipeline of a global batch not given: p with a pipeline, the fewest at which 1F1B's first stage
 // holds p micro-batches in flight as every run with m >= p does (Narayanan et al. 2021 Sec. 2.2.1, 4D paper Sec.

@@ -112,6 +112,20 @@ struct PipelineSplit {
   }
 };
 
+// DeepSpeed ZeRO's gradient bucket, parameter fetching and streams (deepspeed/runtime/zero/config.py: the deepspeed
+// framework's defaults, or the overlap_comm, reduce_bucket_size and stage3_* knobs); `deepspeed` false elsewhere.
+struct ZeroSettings {
+  bool deepspeed = false;
+  bool overlap_comm = false;              // gradients reduced on their own stream during the backward
+  std::int64_t reduce_bucket_size = 0;    // elements of a gradient bucket
+  std::int64_t prefetch_bucket_size = 0;  // ZeRO-3: parameters all-gathered ahead of use
+  std::int64_t max_live_parameters = 0;   // ZeRO-3: gathered parameters beyond which none is prefetched
+  std::int64_t max_reuse_distance = 0;    // ZeRO-3: a gathered parameter used again within this many stays
+};
+
+// deepspeed/runtime/zero/config.py overlap_comm_valid: overlap_comm is on by default at stage 3 (parameters sharded).
+[[nodiscard]] inline bool zero_overlap_comm_default(const StateSharding& s) { return s.params != Shard::none; }
+
 struct Layout {
   std::int64_t tp = 1;   // t
   std::int64_t cp = 1;   // c
@@ -172,6 +186,7 @@ struct Layout {
   // tensor, which then takes one gradient of its full size (memory.hpp frozen_weights_take_gradients).
   bool fsdp_flat_parameters = false;
   AttentionBackend attention_backend = AttentionBackend::framework;
+  ZeroSettings zero;
 
   [[nodiscard]] std::int64_t gpus() const { return tp * cp * pp * dp; }
   [[nodiscard]] std::int64_t expert_tp() const { return etp > 0 ? etp : tp; }

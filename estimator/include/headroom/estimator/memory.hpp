@@ -36,6 +36,8 @@ namespace headroom {
 [[nodiscard]] double stage_expert_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage);
 // Parameters one GPU of pipeline stage `stage` holds after TP sharding (elements).
 [[nodiscard]] double stage_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage);
+// Of those, the decoder layers' (all but the embedding, final norm and LM head).
+[[nodiscard]] double stage_decoder_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage);
 
 // ---- FP8 (Layout::fp8) ----
 // The weights of one decoder layer's linear layers one GPU holds (what FP8 GEMMs read): the attention projections,
@@ -107,6 +109,13 @@ enum class StepMoment { activations, gradients };
 // The root unit (the stage's parameters outside the decoder layers: embedding, final norm, LM head), whole:
 // FSDP1 does not reshard the root after forward, so it stays unsharded through backward. 0 when not gathering.
 [[nodiscard]] double fsdp_root_unit_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage);
+
+// ---- DeepSpeed ZeRO (Layout::zero.deepspeed) ----
+// The gradient buckets of ZeRO-2 and ZeRO-3, bytes per GPU (0 for stages 0 and 1 and other frameworks).
+[[nodiscard]] double zero_gradient_bucket_bytes(const Layout& l);
+// ZeRO-3's parameters gathered when the forward turns to the backward (the stage's peak): the trailing layers and LM
+// head that stage3_max_reuse_distance keeps and what is prefetched; parameters per GPU, 0 below stage 3.
+[[nodiscard]] double zero3_gathered_parameters(const ModelSpec& m, const Layout& l, std::int64_t stage);
 
 // ---- activations (bytes) ----
 [[nodiscard]] double activation_bytes_per_layer(const ModelSpec& m, const Layout& l);

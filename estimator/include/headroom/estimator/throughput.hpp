@@ -172,6 +172,12 @@ struct PipelineEnds {
 // communication"); Layout::overlap_p2p_comm. Overlapped, a chunk's send is exposed only by what it takes beyond a
 // chunk's pass.
 [[nodiscard]] bool pipeline_sends_overlap(const Layout& l);
+// The shares of a pass that hide the DP parameter gathers and the gradient reductions: the framework's dp_overlap for
+// both, except where DeepSpeed runs one of them on the compute stream (0 for it; Layout::zero).
+struct DpOverlap {
+  double gathers = 0, reductions = 0;
+};
+[[nodiscard]] DpOverlap dp_overlap_shares(const PerfContext& p, const Layout& l);
 
 // DP/FSDP traffic of one pipeline stage per GPU, after TP and before DP sharding: the parameter all-gathers
 // move every stored weight (frozen base and LoRA adapters alike), the gradient reductions only what trains

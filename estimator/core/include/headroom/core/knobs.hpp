@@ -63,8 +63,13 @@ enum class KnobId : std::uint8_t {
   flash_attention,
   attention_backend,
   sharding,
+  overlap_comm,
+  reduce_bucket_size,
+  stage3_prefetch_bucket_size,
+  stage3_max_live_parameters,
+  stage3_max_reuse_distance,
 };
-inline constexpr std::size_t kKnobCount = static_cast<std::size_t>(KnobId::sharding) + 1;
+inline constexpr std::size_t kKnobCount = static_cast<std::size_t>(KnobId::stage3_max_reuse_distance) + 1;
 
 struct Knob {
   KnobId id{};
