@@ -102,7 +102,7 @@ namespace {
 // Layout::zero: the framework's DeepSpeed defaults, then the request's; refused where the framework has none.
 void set_zero_settings(const FrameworkProfile& f, const LayoutRequest& r, Layout& l) {
   const bool given = r.overlap_comm || r.reduce_bucket_size >= 0 || r.prefetch_bucket_size >= 0 ||
-                     r.max_live_parameters >= 0 || r.max_reuse_distance >= 0;
+                     r.max_live_parameters >= 0 || r.max_reuse_distance >= 0 || r.hpz_partition_size > 0;
   if (!f.zero) {
     if (given)
       throw Error("framework " + f.name + " does not run DeepSpeed's ZeRO (" + field("overlap_comm") + ", " +
@@ -118,6 +118,11 @@ void set_zero_settings(const FrameworkProfile& f, const LayoutRequest& r, Layout
                                         std::pair{r.max_live_parameters, &z.max_live_parameters},
                                         std::pair{r.max_reuse_distance, &z.max_reuse_distance}})
     if (given_value >= 0) *to = given_value;
+  if (r.hpz_partition_size > 1 && l.sharding.params != Shard::global)
+    throw Error(field("zero_hpz_partition_size") + " " + std::to_string(r.hpz_partition_size) +
+                " needs ZeRO-3 (its secondary shard is of sharded parameters; " + field("sharding") + " " +
+                sharding_code(l.sharding) + ")");
+  if (r.hpz_partition_size > 0) z.hpz_partition_size = r.hpz_partition_size;
   // Stages 0 and 1 (BF16 weights, FP32 accumulation) run DeepSpeed's BF16_Optimizer (runtime/engine.py
   // _do_optimizer_sanity_check), which reduces after the backward whatever overlap_comm says.
   z.overlap_comm = r.overlap_comm.value_or(zero_overlap_comm_default(l.sharding));
@@ -244,6 +249,7 @@ std::int64_t* integer_field(LayoutRequest& r, KnobId id) {
     case KnobId::stage3_prefetch_bucket_size: return &r.prefetch_bucket_size;
     case KnobId::stage3_max_live_parameters: return &r.max_live_parameters;
     case KnobId::stage3_max_reuse_distance: return &r.max_reuse_distance;
+    case KnobId::zero_hpz_partition_size: return &r.hpz_partition_size;
     default: return nullptr;
   }
 }

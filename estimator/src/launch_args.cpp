@@ -603,6 +603,7 @@ void deepspeed(const ModelSpec& m, const Layout& l, LaunchExport& e) {
       z["stage3_prefetch_bucket_size"] = l.zero.prefetch_bucket_size;
       z["stage3_max_live_parameters"] = l.zero.max_live_parameters;
       z["stage3_max_reuse_distance"] = l.zero.max_reuse_distance;
+      if (l.zero.hpz_partition_size > 1) z["zero_hpz_partition_size"] = l.zero.hpz_partition_size;
     }
   }
   e.deepspeed_config = ds.dump(2) + "\n";

@@ -7,6 +7,7 @@
 
 #include "headroom/core/error.hpp"
 #include "headroom/estimator/lora.hpp"
+#include "headroom/estimator/throughput.hpp"
 #include "headroom/estimator/spec.hpp"
 
 namespace headroom {
@@ -373,7 +374,7 @@ void require_whole_nodes(std::int64_t gpus, const ClusterSpec& c) {
               " GPUs a node): give a multiple of " + n + ", or at most " + n);
 }
 
-void validate_precision_and_offload(const Layout& l, const ClusterSpec& c) {
+void validate_on_cluster(const Layout& l, const ClusterSpec& c) {
   require_whole_nodes(l.gpus(), c);
   if (l.fp8 != Fp8Recipe::none && !(c.gpu.fp8_flops > 0))
     throw Error("GPU " + c.gpu.name + " has no FP8 tensor cores (no fp8_dense_TFLOPs in its spec): " +
@@ -383,6 +384,11 @@ void validate_precision_and_offload(const Layout& l, const ClusterSpec& c) {
     throw Error("cluster " + c.name + " gives no host link (its spec's \"host\" key): offloading (" +
                 field(l.optimizer_offload > 0 ? "optimizer_offload_fraction" : "cpu_offloading_num_layers") +
                 ") cannot be priced there");
+  // ZeRO++'s hpZ as PaRO prices it: the secondary shard over the DP ranks a node holds (PaRO's group).
+  if (const std::int64_t hpz = l.zero.hpz_partition_size; hpz > 1 && hpz != sharding_group_size(l, c.gpus_per_node))
+    throw Error(field("zero_hpz_partition_size") + " " + std::to_string(hpz) + " on " + c.name +
+                ": priced where the secondary shard is the DP ranks of a node (valid: " +
+                std::to_string(sharding_group_size(l, c.gpus_per_node)) + ")");
 }
 
 std::string_view to_string(Shard s) {

@@ -7,6 +7,7 @@
 
 #include "headroom/core/error.hpp"
 #include "headroom/estimator/lora.hpp"
+#include "headroom/estimator/throughput.hpp"
 #include "headroom/core/units.hpp"
 
 namespace headroom {
@@ -487,6 +488,12 @@ double zero_gradient_bucket_bytes(const Layout& l) {
   return buckets * d(l.zero.reduce_bucket_size) * l.precision.weight_bytes;
 }
 
+// PaRO Table 2's ZeRO++ row: Ψ/M more, the secondary shard over the node's M DP ranks (zero_hpz_partition_size).
+double zero_hpz_secondary_parameters(const ClusterSpec& c, const Layout& l, double stage_params) {
+  if (l.zero.hpz_partition_size <= 1) return 0.0;
+  return stage_params / d(sharding_group_size(l, c.gpus_per_node));
+}
+
 // deepspeed/runtime/zero/partitioned_param_coordinator.py: a module's parameters are released after use unless the
 // trace uses them again within stage3_max_reuse_distance parameters (__params_to_release), and up to
 // stage3_prefetch_bucket_size more are all-gathered ahead while fewer than stage3_max_live_parameters are gathered.
@@ -530,7 +537,9 @@ StageMemory eq18_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
   // 4D paper Eq. 10: BF16 weights and FP32 gradients whole, 12 bytes of Adam state over d·c; PaRO
   // section 3 generalises each of the three to N / I / G sharding.
   s.fp8 = fp8_weight_copy_bytes(m, l, stage) + fp8_scaling_state_bytes(m, l, stage);
-  s.params = prec.weight_bytes * (sharded(stored, l.sharding.params) + zero3_gathered_parameters(m, l, stage)) + s.fp8;
+  s.params = prec.weight_bytes * (sharded(stored, l.sharding.params) + zero_hpz_secondary_parameters(c, l, stored) +
+                                  zero3_gathered_parameters(m, l, stage)) +
+             s.fp8;
   s.grads = prec.grad_bytes * sharded(trainable, l.sharding.grads) + zero_gradient_bucket_bytes(l);
   const double optimizer_shard_params = sharded(trainable, l.sharding.optimizer);
   // An offloaded optimizer keeps (1 − fraction) of its states on the GPU.

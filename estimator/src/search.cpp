@@ -290,7 +290,7 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
   if (o.gbs <= 0) throw Error(field("gbs") + " must be a positive integer (got " + std::to_string(o.gbs) + ")");
   refuse_unpriced_experts(m, base);
   refuse_unpriced_precision(base);
-  validate_precision_and_offload(base, cluster);
+  validate_on_cluster(base, cluster);
   require_whole_nodes(o.gpus, cluster);
   SearchResult result;
   Search search{m, cluster, residual, o, base, PerfContext(coefficients, cluster), o.shardings, result, {}, {}, {}};

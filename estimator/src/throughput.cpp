@@ -208,7 +208,7 @@ double mla_gemm_seconds(const ModelSpec& m, const PerfContext& p, const Layout& 
 LayerPasses layer_passes(const ModelSpec& m, const PerfContext& p, const Layout& l, bool experts) {
   const double s = d(l.seq), h = d(m.hidden_size);
   const LayerGemms g = layer_gemms(m, l);
-  // FP8: the linear layers' GEMMs in FP8 (validate_precision_and_offload checks the GPU has an FP8 peak).
+  // FP8: the linear layers' GEMMs in FP8 (validate_on_cluster checks the GPU has an FP8 peak).
   const bool fp8 = l.fp8 != Fp8Recipe::none;
   const double attention_gemms =
       latent_attention(m) ? mla_gemm_seconds(m, p, l, fp8) : gemm_seconds(p, g.qkv, fp8) + gemm_seconds(p, g.proj, fp8);
@@ -551,6 +551,7 @@ double exposed_dp_seconds(const PerfContext& p, const Layout& l, const DpParamet
   Strategy st;
   st.sharding = l.sharding;
   st.collectives = Collectives::ring;
+  st.secondary_param_copy = l.zero.hpz_partition_size > 1;  // ZeRO++: the backward gathers in the node
   const StageVolumes vol = communication_volume(st, cs);
   // PaRO's gradient terms over the gradients the GPUs hold (Ψ' unless FSDP1's flat parameters hold more).
   CommSetup grads = cs;
@@ -576,7 +577,7 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   if ((l.fp8 != Fp8Recipe::none && !(p.fp8_peak_flops > 0)) ||
       ((l.optimizer_offload > 0 || l.activation_offload_layers > 0) &&
        !(p.host.bytes_per_s > 0 && p.host_memory_bytes_per_s > 0)))
-    throw Error("the layout's FP8 or offloading cannot be priced on this cluster (validate_precision_and_offload)");
+    throw Error("the layout's FP8 or offloading cannot be priced on this cluster (validate_on_cluster)");
   const double pp = d(l.pp), v = d(std::max<std::int64_t>(1, l.vpp));
   const double micro = d(l.microbatches());
   const StagePasses x = stage_pass_times(m, p, l, layer_pass_times(m, p, l, false),

@@ -590,6 +590,9 @@ StepResult simulate_step(const ModelSpec& m, const ClusterSpec& c, const Layout&
                                             "gathers)"
                                           : "offloading (its host copies)") +
                 " is not scheduled by the event simulator yet (estimate prices it)");
+  if (l.zero.hpz_partition_size > 1)
+    throw Error("simulate: ZeRO++'s secondary parameter shard (" + field("zero_hpz_partition_size") +
+                ") is not scheduled by the event simulator yet (estimate prices it)");
   if (const DpOverlap f = dp_overlap_shares(PerfContext(k, c), l); f.gathers != f.reductions)
     throw Error(
         "simulate: DeepSpeed running its parameter gathers and gradient reductions on different streams (" +

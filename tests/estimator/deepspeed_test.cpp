@@ -124,5 +124,33 @@ TEST_F(DeepspeedTest, RefusesWhatDeepspeedDoesNotRun) {
             std::string::npos);
 }
 
+// ZeRO++'s hpZ as PaRO's ZeRO++ row: a second BF16 shard over the node's DP ranks (Ψ/M more), the backward's gather
+// inside the node (PaRO Table 3: no inter-node volume), refused where the shard is not the node's ranks.
+TEST_F(DeepspeedTest, HpzIsPaRosZeroPlusPlus) {
+  LayoutRequest hpz = job("GGG");
+  hpz.hpz_partition_size = 8;
+  const Layout l = layout(hpz), plain = layout(job("GGG"));
+  EXPECT_NO_THROW(validate_on_cluster(l, a100));
+  const double stage = stage_parameters_per_gpu(llama8b, l, 0);
+  EXPECT_DOUBLE_EQ(zero_hpz_secondary_parameters(a100, l, stage), stage / 8.0);
+  EXPECT_DOUBLE_EQ(stage_memory(llama8b, a100, l, deepspeed.residual, 0).params -
+                       stage_memory(llama8b, a100, plain, deepspeed.residual, 0).params,
+                   2.0 * stage / 8.0);
+  // Without overlap the gathers show: the backward's, now on NVLink, take less.
+  hpz.overlap_comm = false;
+  LayoutRequest flat = job("GGG");
+  flat.overlap_comm = false;
+  const PerfContext p(default_perf_coefficients(lib, "deepspeed"), a100);
+  PerfContext exposed = p;
+  exposed.dp_overlap = 0;  // every collective shown
+  EXPECT_LT(estimate_perf(llama8b, exposed, layout(hpz)).breakdown.dp_comm_s,
+            estimate_perf(llama8b, exposed, layout(flat)).breakdown.dp_comm_s);
+  hpz.hpz_partition_size = 4;
+  EXPECT_NE(test::error_of([&] { validate_on_cluster(layout(hpz), a100); }).find("(valid: 8)"), std::string::npos);
+  LayoutRequest stage2 = job("NGG");
+  stage2.hpz_partition_size = 8;
+  EXPECT_NE(test::error_of([&] { (void)layout(stage2); }).find("needs ZeRO-3"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace headroom

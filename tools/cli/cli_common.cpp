@@ -103,7 +103,7 @@ Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) c
 
 Layout LayoutOptions::build(const Plan& plan) const {
   Layout l = build(plan.model, plan.framework);
-  validate_precision_and_offload(l, plan.cluster);
+  validate_on_cluster(l, plan.cluster);
   return l;
 }
 
@@ -258,6 +258,7 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
       {"stage3_prefetch_bucket_size", deepspeed_only(l.zero.prefetch_bucket_size)},
       {"stage3_max_live_parameters", deepspeed_only(l.zero.max_live_parameters)},
       {"stage3_max_reuse_distance", deepspeed_only(l.zero.max_reuse_distance)},
+      {"zero_hpz_partition_size", deepspeed_only(l.zero.hpz_partition_size)},
       {"vpp", l.vpp},
       {"gpus", l.gpus()},
       {"mbs", l.mbs},

@@ -56,7 +56,7 @@ struct LayoutOptions {
   [[nodiscard]] KnobSettings settings() const;
   // Framework defaults, then the flags; DP from --gpus / (t·c·p) unless --dp is given. Validated.
   [[nodiscard]] Layout build(const ModelSpec& model, const FrameworkProfile& framework) const;
-  // The same, then what the precision and offloading need of the cluster (validate_precision_and_offload).
+  // The same, then what the precision and offloading need of the cluster (validate_on_cluster).
   [[nodiscard]] Layout build(const Plan& plan) const;
 };
 

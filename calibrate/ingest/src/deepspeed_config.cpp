@@ -208,12 +208,12 @@ void read_deepspeed_config(std::string_view text, std::string_view where, Megatr
     throw Error(w +
                 ": zero_optimization.stage3_use_all_reduce_for_fetch_params true: parameters fetched by "
                 "all-reduce (twice an all-gather's bytes) are not priced");
-  // ZeRO++ (zero/config.py): its secondary parameter shard and quantized collectives are priced by `headroom comm`
-  // (PaRO's tables), not per stage.
-  if (const auto n = elements("zero_optimization.zero_hpz_partition_size"); n && *n > 1)
-    throw Error(w + ": zero_optimization.zero_hpz_partition_size " + std::to_string(*n) +
-                ": ZeRO++'s secondary parameter shard (hpZ) is priced by `headroom comm --strategy zero++` only, not "
-                "per stage (valid: 1)");
+  // ZeRO++ (zero/config.py): the secondary parameter shard (hpZ) as PaRO's tables have it; its quantized collectives
+  // (qwZ, qgZ) are in no table.
+  if (const auto n = elements("zero_optimization.zero_hpz_partition_size")) {
+    if (*n < 1) throw Error(w + ": zero_optimization.zero_hpz_partition_size 0 (valid: 1 or more)");
+    l["zero_hpz_partition_size"] = std::to_string(*n);
+  }
   for (const char* q : {"zero_optimization.zero_quantized_weights", "zero_optimization.zero_quantized_gradients"})
     if (flag(q).value_or(false))
       throw Error(w + ": " + q + " true: ZeRO++'s quantized collectives are not priced (valid: false)");

@@ -202,6 +202,11 @@ constexpr std::array<Knob, kKnobCount> kKnobs = {{
      .help = "DeepSpeed ZeRO-3 keeps a gathered parameter used again within this many parameters "
              "(zero_optimization.stage3_max_reuse_distance)",
      .json = "layout.stage3_max_reuse_distance"},
+    {.id = zero_hpz_partition_size, .name = "zero_hpz_partition_size", .type = T::count, .default_text = "1 (none)",
+     .unit = "GPUs", .flags = "--zero-hpz-partition-size",
+     .help = "DeepSpeed ZeRO++ hpZ: a second BF16 parameter shard over the node's DP ranks, from which the backward "
+             "gathers (zero_optimization.zero_hpz_partition_size; ZeRO-3)",
+     .json = "layout.zero_hpz_partition_size"},
 }};
 // clang-format on
 

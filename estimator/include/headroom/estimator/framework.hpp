@@ -118,6 +118,7 @@ struct LayoutRequest {
   std::optional<bool> overlap_comm;
   std::int64_t reduce_bucket_size = -1, prefetch_bucket_size = -1, max_live_parameters = -1,
                max_reuse_distance = -1;  // -1: not given
+  std::int64_t hpz_partition_size = 0;   // 0: not given
 };
 // The micro-batches per pipeline of a global batch not given: p with a pipeline, the fewest at which 1F1B's first stage
 // holds p micro-batches in flight as every run with m >= p does (Narayanan et al. 2021 Sec. 2.2.1, 4D paper Sec.

@@ -121,6 +121,7 @@ struct ZeroSettings {
   std::int64_t prefetch_bucket_size = 0;  // ZeRO-3: parameters all-gathered ahead of use
   std::int64_t max_live_parameters = 0;   // ZeRO-3: gathered parameters beyond which none is prefetched
   std::int64_t max_reuse_distance = 0;    // ZeRO-3: a gathered parameter used again within this many stays
+  std::int64_t hpz_partition_size = 1;    // ZeRO++ hpZ: GPUs of the secondary parameter shard (1: none)
 };
 
 // deepspeed/runtime/zero/config.py overlap_comm_valid: overlap_comm is on by default at stage 3 (parameters sharded).
@@ -251,8 +252,9 @@ void refuse_unpriced_precision(const Layout& layout);
 // Throws Error naming the count, the cluster and what would be whole nodes.
 void require_whole_nodes(std::int64_t gpus, const ClusterSpec& cluster);
 // What the layout needs of the cluster beyond validate_layout: whole nodes (require_whole_nodes), an FP8 peak on the
-// GPU (A100 and MI250X have none), host links on the cluster for offloading; throws Error naming what is missing.
+// GPU (A100 and MI250X have none), host links on the cluster for offloading, ZeRO++'s secondary shard over a node's
+// DP ranks; throws Error naming what is missing.
 // Part of every priced estimate.
-void validate_precision_and_offload(const Layout& layout, const ClusterSpec& cluster);
+void validate_on_cluster(const Layout& layout, const ClusterSpec& cluster);
 
 }  // namespace headroom

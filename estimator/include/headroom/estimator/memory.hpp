@@ -113,6 +113,8 @@ enum class StepMoment { activations, gradients };
 // ---- DeepSpeed ZeRO (Layout::zero.deepspeed) ----
 // The gradient buckets of ZeRO-2 and ZeRO-3, bytes per GPU (0 for stages 0 and 1 and other frameworks).
 [[nodiscard]] double zero_gradient_bucket_bytes(const Layout& l);
+// ZeRO++'s secondary shard (hpZ) of a stage's parameters per GPU: the stage's over the node's DP ranks; 0 without.
+[[nodiscard]] double zero_hpz_secondary_parameters(const ClusterSpec& c, const Layout& l, double stage_params);
 // ZeRO-3's parameters gathered when the forward turns to the backward (the stage's peak): the trailing layers and LM
 // head that stage3_max_reuse_distance keeps and what is prefetched; parameters per GPU, 0 below stage 3.
 [[nodiscard]] double zero3_gathered_parameters(const ModelSpec& m, const Layout& l, std::int64_t stage);

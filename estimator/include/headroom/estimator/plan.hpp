@@ -51,7 +51,7 @@ struct Plan {
 [[nodiscard]] Plan with_profile(Plan plan, const std::string& path, const SpecLibrary& lib);
 
 // The layout of the knobs: the framework's defaults, then the knobs (layout_request, build_layout), then what the
-// precision and offloading need of the cluster (validate_precision_and_offload). seq is required.
+// precision and offloading need of the cluster (validate_on_cluster). seq is required.
 [[nodiscard]] Layout plan_layout(const Plan& plan, const KnobSettings& k);
 
 // ---- one layout's result (field names are estimate --json's) ----
