@@ -255,6 +255,31 @@ TEST(Check, ReadsMegatronLmsExampleScriptUnchanged) {
   EXPECT_EQ(a.at("flags_ignored"), b.at("flags_ignored"));
 }
 
+// Megatron-LM's Mixtral 8x7B script as published, its nodes and its WandB test given as the shell would: the experts
+// and their router's settings read or ignored by name, the same job as estimate's.
+TEST(Check, ReadsMegatronLmsMixtralScriptUnchanged) {
+  const std::string script = std::string(HEADROOM_TEST_DATA_DIR) +
+                             "/../tests/data/launch/megatron-lm-examples/train_mixtral_8x7b_distributed.sh";
+  const Result r = run({"check", script, "--cluster", "dgx-h100", "--model", "mixtral-8x7b", "--set", "SLURM_NNODES=4",
+                        "--set", "WANDB_API_KEY=", "--json"});
+  ASSERT_NE(r.code, 2) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  const std::string read = doc.at("flags_read").dump(), ignored = doc.at("flags_ignored").dump();
+  for (const char* flag : {"--num-experts 8", "--moe-router-topk 2", "--moe-token-dispatcher-type alltoall",
+                           "--expert-model-parallel-size 8"})
+    EXPECT_NE(read.find(flag), std::string::npos) << flag << read;
+  for (const char* flag : {"--moe-grouped-gemm", "--moe-aux-loss-coeff", "--moe-router-load-balancing-type",
+                           "--no-masked-softmax-fusion", "--no-load-optim"})
+    EXPECT_NE(ignored.find(flag), std::string::npos) << flag << ignored;
+  const Result e =
+      run({"estimate", "--cluster", "dgx-h100", "--model", "mixtral-8x7b", "--gpus", "32", "--pp", "4", "--ep", "8",
+           "--seq", "4096", "--gbs", "256", "--moe-token-dispatcher-type", "alltoall", "--json"});
+  ASSERT_EQ(e.code, 0) << e.err;
+  const auto est = nlohmann::json::parse(e.out);
+  EXPECT_EQ(doc.at("layout"), est.at("layout"));
+  EXPECT_DOUBLE_EQ(doc.at("perf").at("step_time_s").get<double>(), est.at("perf").at("step_time_s").get<double>());
+}
+
 // torchtitan's own Llama 3 job configs (tests/data/launch/torchtitan-train-configs), unchanged: priced under torchtitan
 // as estimate prices the same job, every key read or ignored by name.
 TEST(Check, ReadsTorchtitansJobConfigsUnchanged) {
@@ -489,8 +514,11 @@ TEST(Check, ReadsNemosTrainingConfigsUnchanged) {
     }
     return n;
   };
-  for (const auto& [file, model] : std::vector<std::pair<std::string, std::string>>{
-           {"llama3_1_8b.yaml", "llama3.1-8b"}, {"llama2_70b.yaml", "llama2-70b"}, {"175b.yaml", "gpt3-175b"}}) {
+  for (const auto& [file, model] :
+       std::vector<std::pair<std::string, std::string>>{{"llama3_1_8b.yaml", "llama3.1-8b"},
+                                                        {"llama2_70b.yaml", "llama2-70b"},
+                                                        {"175b.yaml", "gpt3-175b"},
+                                                        {"mixtral_8x7b.yaml", "mixtral-8x7b"}}) {
     const std::size_t keys = leaf_keys(dir + file);
     const Result r = run({"check", "--cluster", "dgx-h100", "--model", model, "--json", dir + file});
     ASSERT_NE(r.code, 2) << file << ": " << r.err;

@@ -161,7 +161,9 @@ std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>
   m.mlp = flag_arg(args, "swiglu") ? Mlp::swiglu : flag_arg(args, "squared_relu") ? Mlp::relu2 : Mlp::gelu;
   m.linear_biases = arg(args, "add_bias_linear").value_or("True") == "True";
   m.qkv_bias = arg(args, "add_qkv_bias").value_or("False") == "True";
-  m.learned_positions = arg(args, "position_embedding_type").value_or("learned_absolute") == "learned_absolute";
+  // arguments.py: --no-position-embedding (add_position_embedding False) drops the learned table.
+  m.learned_positions = arg(args, "position_embedding_type").value_or("learned_absolute") == "learned_absolute" &&
+                        arg(args, "add_position_embedding").value_or("True") == "True";
   m.qk_norm = arg(args, "qk_layernorm").value_or("False") == "True";
   // Dropout on the attention probabilities stores its mask and output (memory.cpp); arguments.py's default is 0.1.
   if (const auto p = arg(args, "attention_dropout")) {
@@ -282,8 +284,6 @@ void megatron_deepspeed_arguments(std::map<std::string, std::string>& args, std:
   }
   if (flag_arg(args, "use_rotary_position_embeddings"))
     args["position_embedding_type"] = "rope";  // its arguments.py: and no learned position embeddings
-  else if (arg(args, "add_position_embedding").value_or("True") == "False")
-    args["position_embedding_type"] = "none";
   if (flag_arg(args, "checkpoint_activations")) {
     if (const auto g = arg(args, "recompute_granularity"); g && *g != "full")
       throw Error(w + ": checkpoint_activations with recompute_granularity " + *g);

@@ -190,6 +190,16 @@ constexpr std::array kNemoKeys = {
     NemoKey{"model.virtual_pipeline_model_parallel_size", ""},
     NemoKey{"model.context_parallel_size", ""},
     NemoKey{"model.expert_model_parallel_size", ""},
+    NemoKey{"model.precision", ""},
+    NemoKey{"model.mcore_customization_config.new_decoder_architecture", ""},
+    NemoKey{"model.mcore_customization_config.parallel_attention", ""},
+    NemoKey{"model.num_moe_experts", ""},
+    NemoKey{"model.moe_router_topk", ""},
+    NemoKey{"model.moe_token_dispatcher_type", ""},
+    NemoKey{"model.moe_expert_capacity_factor", ""},
+    NemoKey{"model.moe_pad_expert_input_to_capacity", ""},
+    NemoKey{"model.moe_grouped_gemm", "the experts' GEMMs in one grouped launch or one by one: each at its own shape"},
+    NemoKey{"model.moe_aux_loss_coeff", "the router's balancing loss's weight"},
     NemoKey{"model.sequence_parallel", ""},
     NemoKey{"model.encoder_seq_length", ""},
     NemoKey{"model.data.seq_length", ""},
@@ -281,6 +291,8 @@ constexpr std::array kNemoKeys = {
     NemoKey{"model.apply_query_key_layer_scaling", "a scale inside the softmax: the same work"},
     NemoKey{"model.normalize_attention_scores", "the softmax's 1/sqrt(d) scale: the same work"},
     NemoKey{"model.rotary_percentage", "the rotated share of a head: no weights, the same work"},
+    NemoKey{"model.rotary_base", "RoPE's frequency base: no weights, the same work"},
+    NemoKey{"model.seq_len_interpolation_factor", "RoPE's positions interpolated: no weights, the same work"},
     NemoKey{"model.scale_positional_embedding", "RoPE's frequency scaling: the same work"},
     NemoKey{"model.openai_gelu", "the GELU's formula: the same work"},
     NemoKey{"model.native_amp_init_scale", "FP16 loss scaling, unused under BF16"},
@@ -310,6 +322,7 @@ constexpr std::array kNemoKeys = {
     NemoKey{"model.fp8_amax_history_len", "FP8 delayed scaling's amax history: a few KiB a tensor"},
     NemoKey{"model.fp8_amax_compute_algo", "FP8 delayed scaling's amax reduction"},
     NemoKey{"model.reduce_amax", "FP8 delayed scaling's amax all-reduce: a few KiB a tensor"},
+    NemoKey{"model.ub_tp_comm_overlap_cfg", "userbuffers' tuning of the TP overlap ub_tp_comm_overlap prices"},
     NemoKey{"model.ub_tp_comm_overlap_cfg.*", "userbuffers' tuning of the TP overlap ub_tp_comm_overlap prices"},
     NemoKey{"model.defer_embedding_wgrad_compute",
             "the output layer's weight-gradient GEMMs moved into the pipeline flush: the same work, a bubble hidden "
@@ -470,7 +483,13 @@ MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::
           "without O2 the weights stay FP32 under autocast, which is not priced (valid: true, BF16 weights)");
   require("trainer.precision", "32", {"bf16", "bf16-mixed"},
           "headroom prices BF16 training, and FP8 on top of it (valid: bf16, bf16-mixed)");
+  require("model.precision", "bf16", {"bf16", "bf16-mixed"}, "the model's precision must be trainer.precision's BF16");
   require("trainer.accumulate_grad_batches", "1", {"1"}, "NeMo accumulates through global_batch_size (valid: 1)");
+  // Falcon's block customisations of NeMo's mcore GPT (megatron_gpt_model.py mcore_model_customize).
+  require("model.mcore_customization_config.new_decoder_architecture", "false", {"false"},
+          "Falcon's decoder block is not priced");
+  require("model.mcore_customization_config.parallel_attention", "false", {"false"},
+          "attention and MLP in parallel (Falcon) is not priced");
   require("model.attention_type", "multihead", {"multihead"}, "only causal multi-head attention is priced");
   require("model.transformer_block_type", "pre_ln", {"pre_ln"}, "only pre-norm blocks are priced");
   require("model.headscale", "false", {"false"}, "NormFormer's head scaling is not priced");
@@ -499,6 +518,13 @@ MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::
   flag("model.pipeline_model_parallel_size", "--pipeline-model-parallel-size");
   flag("model.context_parallel_size", "--context-parallel-size");
   flag("model.expert_model_parallel_size", "--expert-model-parallel-size");
+  // Experts (megatron_base_model.py build_transformer_config hands these to Megatron-core's TransformerConfig under
+  // the same names): num_moe_experts is --num-experts.
+  flag("model.num_moe_experts", "--num-experts");
+  flag("model.moe_router_topk", "--moe-router-topk");
+  flag("model.moe_token_dispatcher_type", "--moe-token-dispatcher-type");
+  flag("model.moe_expert_capacity_factor", "--moe-expert-capacity-factor");
+  flag_if("model.moe_pad_expert_input_to_capacity", "--moe-pad-expert-input-to-capacity", false);
   // NeMo's virtual_pipeline_model_parallel_size is Megatron-core's: model chunks per pipeline rank.
   flag("model.virtual_pipeline_model_parallel_size", "--num-virtual-stages-per-pipeline-rank");
   flag("model.micro_batch_size", "--micro-batch-size");
