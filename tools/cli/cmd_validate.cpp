@@ -31,6 +31,8 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
                      {"published_fp8_runs", published_json(r.fp8)},
                      {"published_fp8_memory", published_memory_json(r.fp8_memory)},
                      {"published_moe_memory", published_memory_json(r.moe_memory)},
+                     {"published_bridge_runs", published_json(r.bridge)},
+                     {"published_bridge_memory", published_memory_json(r.bridge_memory)},
                      {"stack_gemm_fraction", stack_fraction_json(r.stack)},
                      {"attention_backends",
                       [&] {
@@ -55,6 +57,8 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
     print_published_memory(out, r.moe_memory);
     print_published(out, r.fp8, "Published FP8 runs", "published_fp8_priced.csv");
     print_published_memory(out, r.fp8_memory);
+    print_published(out, r.bridge, "Megatron-Bridge's verification runs", "published_bridge_runs.csv");
+    print_published_memory(out, r.bridge_memory);
     print_stack_fraction(out, r.stack, r.framework.name);
     print_attention_backends(out, r.attention_backends, r.stack.attention_backend);
     print_published(out, r.fsdp_runs, "Published PyTorch FSDP runs", "published_fsdp_runs.csv", r.fsdp.name);

@@ -76,7 +76,8 @@ Layout row_layout(const ReferenceTable& t, const Record& row, const FrameworkPro
   l.schedule = l.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
   l.sequence_parallel = truth(t, row, "sequence_parallel");
   l.flash_attention = truth(t, row, "flash_attention");
-  if (has(t, "ep")) l.ep = integer(t, row, "ep"), l.etp = integer(t, row, "etp");
+  if (has(t, "ep")) l.ep = integer(t, row, "ep");
+  if (has(t, "etp") && !t.at(row, "etp").empty()) l.etp = integer(t, row, "etp");  // empty: a dense model's
   if (has(t, "dispatcher") && t.at(row, "dispatcher") == "flex") l.dispatcher = ExpertDispatcher::flex;
   // fp8-<recipe> (Transformer Engine's: Megatron-LM and NeMo); anything else (bf16, fp16) is 16-bit GEMMs.
   if (has(t, "precision") && t.at(row, "precision").rfind("fp8", 0) == 0) {

@@ -140,6 +140,10 @@ Report validate_all(const SpecLibrary& lib, const std::string& framework) {
       std::none_of(r.attention_backends.begin(), r.attention_backends.end(),
                    [&](const auto& f) { return f.held_out_mean_abs_error < r.stack.held_out_mean_abs_error; });
   r.fp8_memory = validate_published_memory(r.fp8_rows, fw);
+  // Megatron-Bridge's model verification cards (its recipes on H100s, Megatron-core underneath): fitted on nothing.
+  r.bridge_rows = published_runs(lib, fw, ref / "published_bridge_runs.csv", "");
+  r.bridge = validate_published(r.bridge_rows, coefficients);
+  r.bridge_memory = validate_published_memory(r.bridge_rows, fw);
   r.moe_memory = validate_published_memory(r.moe_rows, fw);
   r.fsdp_rows = published_runs(lib, r.fsdp, ref / "published_fsdp_runs.csv", "");
   r.fsdp_runs = validate_published(r.fsdp_rows, fsdp_coefficients);
