@@ -225,6 +225,18 @@ TEST(MegatronLog, RealArgumentsBlockOfARunThatCrashed) {
   EXPECT_FALSE(run.step_time_s);
 }
 
+// arguments.py's learned position table: there with learned_absolute positions unless --no-position-embedding
+// (add_position_embedding False) drops it.
+TEST(MegatronLog, NoPositionEmbeddingDropsTheLearnedTable) {
+  std::string log = slurp("megatron_llama_written.log");
+  const std::string rope = "  position_embedding_type ......................... rope\n";
+  ASSERT_NE(log.find(rope), std::string::npos);
+  log.replace(log.find(rope), rope.size(), "  position_embedding_type ......................... learned_absolute\n");
+  EXPECT_TRUE(parse_megatron_log(log, "learned.log").model->learned_positions);
+  log.insert(log.find("  position_embedding_type"), "  add_position_embedding .......................... False\n");
+  EXPECT_FALSE(parse_megatron_log(log, "none.log").model->learned_positions);
+}
+
 TEST(MegatronLog, SteadyStateDropsTheFirstIterationAndTakesTheMedian) {
   const auto run = parse_megatron_log(slurp("megatron_llama_written.log"), "llama.log");
   EXPECT_EQ(run.outcome, RunOutcome::ok);
