@@ -191,7 +191,15 @@ void read_deepspeed_config(std::string_view text, std::string_view where, Megatr
   for (const char* offload : {"zero_optimization.offload_optimizer.device", "zero_optimization.offload_param.device"})
     if (const auto d = word(offload); d && *d != "none")
       throw Error(w + ": " + offload + " " + *d + ": ZeRO-Offload is not priced (valid: none)");
-  if (const auto o = flag("zero_optimization.overlap_comm")) l["overlap_comm"] = *o ? "true" : "false";
+  // overlap_comm is ZeRO-2's and ZeRO-3's: stages 0 and 1 run DeepSpeed's BF16 optimizer (runtime/engine.py
+  // _do_optimizer_sanity_check), which reduces after the backward whatever the key says.
+  if (const auto o = flag("zero_optimization.overlap_comm"); o && stage >= 2) {
+    l["overlap_comm"] = *o ? "true" : "false";
+  } else if (o) {
+    cmd.ignored.push_back("zero_optimization.overlap_comm " + text_of(read.at("zero_optimization.overlap_comm")) +
+                          " (stages 0 and 1 run DeepSpeed's BF16 optimizer, which reduces after the backward)");
+    read.erase("zero_optimization.overlap_comm");
+  }
   // Buckets and ZeRO-3's fetching (zero/config.py: integers, which a JSON file may write as 5e8).
   for (const auto& [key, knob_name] :
        {std::pair{"zero_optimization.reduce_bucket_size", "reduce_bucket_size"},
