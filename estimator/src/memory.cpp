@@ -490,7 +490,7 @@ double zero_gradient_bucket_bytes(const Layout& l) {
 
 // PaRO Table 2's ZeRO++ row: Ψ/M more, the secondary shard over the node's M DP ranks (zero_hpz_partition_size).
 double zero_hpz_secondary_parameters(const ClusterSpec& c, const Layout& l, double stage_params) {
-  if (l.zero.hpz_partition_size <= 1) return 0.0;
+  if (!zero_hpz(l.zero, l.sharding)) return 0.0;
   return stage_params / d(sharding_group_size(l, c.gpus_per_node));
 }
 

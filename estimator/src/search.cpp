@@ -175,6 +175,9 @@ struct Search {
     for (std::int64_t b : mbss) {
       l.mbs = b;
       if (!wanted(l) || !interleaving_runs(l)) continue;
+      // ZeRO++'s hpZ (a checked request's) is priced over the node's DP ranks only (layout.hpp validate_on_cluster).
+      if (zero_hpz(l.zero, l.sharding) && l.zero.hpz_partition_size != sharding_group_size(l, cluster.gpus_per_node))
+        continue;
       ++result.evaluated;
       if (o.on_enumerated) o.on_enumerated(l);
       if (full || o.enumerate_only) continue;

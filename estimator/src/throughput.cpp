@@ -551,7 +551,7 @@ double exposed_dp_seconds(const PerfContext& p, const Layout& l, const DpParamet
   Strategy st;
   st.sharding = l.sharding;
   st.collectives = Collectives::ring;
-  st.secondary_param_copy = l.zero.hpz_partition_size > 1;  // ZeRO++: the backward gathers in the node
+  st.secondary_param_copy = zero_hpz(l.zero, l.sharding);  // ZeRO++: the backward gathers in the node
   const StageVolumes vol = communication_volume(st, cs);
   // PaRO's gradient terms over the gradients the GPUs hold (Ψ' unless FSDP1's flat parameters hold more).
   CommSetup grads = cs;

@@ -45,7 +45,19 @@ class StepBuilder {
         ranks_{l.tp, l.cp, l.dp, l.pp},
         topo_(c, TopologyOptions{(l.gpus() + c.gpus_per_node - 1) / c.gpus_per_node, o.nics_per_node,
                                  perf_.intra_efficiency, perf_.inter_efficiency}),
-        opt_(o) {}
+        opt_(o),
+        dp_shares_(dp_overlap_shares(perf_, l)) {
+    if (zero_hpz(l.zero, l.sharding))
+      throw Error("simulate: ZeRO++'s secondary parameter shard (" + field("zero_hpz_partition_size") +
+                  ") is not scheduled by the event simulator yet (estimate prices it)");
+    if (dp_shares_.gathers != dp_shares_.reductions)
+      throw Error(
+          "simulate: DeepSpeed running its parameter gathers and gradient reductions on different streams (" +
+          field("overlap_comm") + " " + (l.zero.overlap_comm ? "true" : "false") + " with " + field("sharding") + " " +
+          sharding_code(l.sharding) +
+          ") is not scheduled by the event simulator yet (estimate prices it; valid: overlap_comm true at ZeRO-3, "
+          "false below)");
+  }
 
   StepResult build_and_run() {
     const LayerCosts layer = layer_costs();
@@ -351,8 +363,8 @@ class StepBuilder {
 
   // Virtual stages per GPU (v ≥ 1) and the share of a pass that DP traffic may overlap.
   [[nodiscard]] std::int64_t virtual_stages() const { return std::max<std::int64_t>(1, l_.vpp); }
-  // One share for gathers and reductions alike (simulate_step refuses a layout whose shares differ).
-  [[nodiscard]] double dp_overlap() const { return std::clamp(dp_overlap_shares(perf_, l_).gathers, 0.0, 1.0); }
+  // One share for gathers and reductions alike (the constructor refuses a layout whose shares differ).
+  [[nodiscard]] double dp_overlap() const { return std::clamp(dp_shares_.gathers, 0.0, 1.0); }
 
   // One decoder layer's compute per pass (the throughput model's) and its exposed TP/SP and CP time; the
   // pipeline's ends (embedding on the first stage, LM head and FP32 loss on the last).
@@ -547,6 +559,7 @@ class StepBuilder {
   Ranks ranks_;
   Topology topo_;
   StepOptions opt_;
+  DpOverlap dp_shares_;                         // throughput.hpp dp_overlap_shares of the layout
   std::vector<std::vector<TaskId>> last_pass_;  // per stage, the tasks of its last pass (a backward)
   std::map<std::tuple<int, int, double, std::vector<std::int64_t>>, double> cache_;
 };
@@ -590,16 +603,6 @@ StepResult simulate_step(const ModelSpec& m, const ClusterSpec& c, const Layout&
                                             "gathers)"
                                           : "offloading (its host copies)") +
                 " is not scheduled by the event simulator yet (estimate prices it)");
-  if (l.zero.hpz_partition_size > 1)
-    throw Error("simulate: ZeRO++'s secondary parameter shard (" + field("zero_hpz_partition_size") +
-                ") is not scheduled by the event simulator yet (estimate prices it)");
-  if (const DpOverlap f = dp_overlap_shares(PerfContext(k, c), l); f.gathers != f.reductions)
-    throw Error(
-        "simulate: DeepSpeed running its parameter gathers and gradient reductions on different streams (" +
-        field("overlap_comm") + " " + (l.zero.overlap_comm ? "true" : "false") + " with " + field("sharding") + " " +
-        sharding_code(l.sharding) +
-        ") is not scheduled by the event simulator yet (estimate prices it; valid: overlap_comm true at ZeRO-3, "
-        "false below)");
   return StepBuilder(m, c, l, k, o).build_and_run();
 }
 

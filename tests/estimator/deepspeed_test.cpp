@@ -150,6 +150,10 @@ TEST_F(DeepspeedTest, HpzIsPaRosZeroPlusPlus) {
   LayoutRequest stage2 = job("NGG");
   stage2.hpz_partition_size = 8;
   EXPECT_NE(test::error_of([&] { (void)layout(stage2); }).find("needs ZeRO-3"), std::string::npos);
+  // A layout that carries hpZ to unsharded parameters (a search's other shardings) has no secondary shard.
+  Layout zero2 = layout(job("NGG"));
+  zero2.zero.hpz_partition_size = 8;
+  EXPECT_DOUBLE_EQ(zero_hpz_secondary_parameters(a100, zero2, stage), 0.0);
 }
 
 }  // namespace

@@ -124,6 +124,10 @@ struct ZeroSettings {
   std::int64_t hpz_partition_size = 1;    // ZeRO++ hpZ: GPUs of the secondary parameter shard (1: none)
 };
 
+// ZeRO++'s secondary shard is there: hpZ asked (zero_hpz_partition_size > 1) of parameters sharded over DP (ZeRO-3).
+[[nodiscard]] inline bool zero_hpz(const ZeroSettings& z, const StateSharding& s) {
+  return z.hpz_partition_size > 1 && s.params == Shard::global;
+}
 // deepspeed/runtime/zero/config.py overlap_comm_valid: overlap_comm is on by default at stage 3 (parameters sharded).
 [[nodiscard]] inline bool zero_overlap_comm_default(const StateSharding& s) { return s.params != Shard::none; }
 
