@@ -499,6 +499,24 @@ TEST(Check, RefusesDeepspeedSettingsItDoesNotPrice) {
 // NeMo's own training configs (tests/data/launch/nemo-launcher), unchanged: read as the Megatron-LM line NeMo hands
 // Megatron-core (the note that prints it), and priced exactly as that line is; every leaf key listed as read or
 // ignored.
+// NeMo's Qwen2 7B config names its vocabulary (override_vocab_size, the embedding's rows unpadded) and QKV biases, so
+// the model is whole without --model: per GPU at TP 4, every decoder weight but the two norms split 4 ways, the
+// embedding and the untied head split 4 ways, the final norm whole.
+TEST(Check, ReadsNemosVocabularyOverrideAndQkvBias) {
+  const std::string file = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-launcher/qwen2_7b.yaml";
+  const Result r = run({"check", "--cluster", "dgx-h100", "--json", file});
+  ASSERT_NE(r.code, 2) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  const std::int64_t h = 4096, f = 11008, v = 151936, layers = 32, t = 4;
+  EXPECT_EQ(doc.at("layout").at("tp"), t);
+  const std::int64_t layer = 4 * h * h + 3 * h + 3 * h * f;  // q, k, v, o (MHA), the QKV biases, the SwiGLU MLP
+  const std::int64_t per_gpu = layers * (layer / t + 2 * h) + 2 * v * h / t + h;
+  EXPECT_EQ(doc.at("memory").at("stages").at(0).at("params").get<std::int64_t>(), 2 * per_gpu);
+  const std::string read = doc.at("flags_read").dump();
+  for (const char* key : {"\"model.override_vocab_size: 151936", "\"model.qkv_bias: true"})
+    EXPECT_NE(read.find(key), std::string::npos) << key;
+}
+
 TEST(Check, ReadsNemosTrainingConfigsUnchanged) {
   const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-launcher/";
   // The file's leaf keys, counted by its lines: "key: value", or "key:" over a block sequence ("- item" lines).
@@ -524,7 +542,8 @@ TEST(Check, ReadsNemosTrainingConfigsUnchanged) {
        std::vector<std::pair<std::string, std::string>>{{"llama3_1_8b.yaml", "llama3.1-8b"},
                                                         {"llama2_70b.yaml", "llama2-70b"},
                                                         {"175b.yaml", "gpt3-175b"},
-                                                        {"mixtral_8x7b.yaml", "mixtral-8x7b"}}) {
+                                                        {"mixtral_8x7b.yaml", "mixtral-8x7b"},
+                                                        {"mlperf-24n.yaml", "gpt3-175b"}}) {
     const std::size_t keys = leaf_keys(dir + file);
     const Result r = run({"check", "--cluster", "dgx-h100", "--model", model, "--json", dir + file});
     ASSERT_NE(r.code, 2) << file << ": " << r.err;
@@ -533,7 +552,7 @@ TEST(Check, ReadsNemosTrainingConfigsUnchanged) {
     EXPECT_EQ(doc.at("flags_read").size() + doc.at("flags_ignored").size(), keys) << file;
     const std::string listed = doc.at("flags_read").dump() + doc.at("flags_ignored").dump();
     for (const char* key : {"\"trainer.num_nodes: ", "\"model.tensor_model_parallel_size: ", "\"model.optim.name: ",
-                            "\"exp_manager.name: ", "\"model.data.data_prefix: "})
+                            "\"exp_manager.name: ", "\"model.data."})
       EXPECT_NE(listed.find(key), std::string::npos) << file << ": " << key;
     // The Megatron-LM line of the note, launched on the config's nodes, is the same job.
     const std::string prefix = "read as the Megatron-LM arguments NeMo hands to Megatron-core: ";
@@ -666,6 +685,80 @@ TEST(Check, RefusesNemoSettingsItDoesNotPrice) {
     EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
     EXPECT_TRUE(r.out.empty());
   }
+}
+
+// pretrain_gpt.py's default tokenizer is GPT-2's BPE (args_defaults), whose 50,257 tokens make a command's model whole
+// without --vocab-size; NeMo's configs that name Megatron's GPT2BPETokenizer are whole the same way, and others are
+// not.
+TEST(Check, KnowsTheGpt2TokenizersVocabulary) {
+  const std::vector<std::string> job = {"check",
+                                        "--cluster",
+                                        "dgx-h100",
+                                        "--json",
+                                        "--",
+                                        "torchrun",
+                                        "--nproc-per-node",
+                                        "8",
+                                        "pretrain_gpt.py",
+                                        "--num-layers",
+                                        "24",
+                                        "--hidden-size",
+                                        "2048",
+                                        "--num-attention-heads",
+                                        "16",
+                                        "--seq-length",
+                                        "2048",
+                                        "--micro-batch-size",
+                                        "4",
+                                        "--bf16"};
+  std::vector<std::string> sized = job, gpt2 = job;
+  sized.insert(sized.end(), {"--vocab-size", "50257"});
+  gpt2.insert(gpt2.end(), {"--tokenizer-type", "GPT2BPETokenizer"});
+  const Result d = run(job), v = run(sized), g = run(gpt2);
+  ASSERT_NE(d.code, 2) << d.err;
+  ASSERT_NE(v.code, 2) << v.err;
+  ASSERT_NE(g.code, 2) << g.err;
+  for (const Result* r : {&d, &g})
+    EXPECT_EQ(nlohmann::json::parse(r->out).at("memory"), nlohmann::json::parse(v.out).at("memory"));
+  std::vector<std::string> hf = job;
+  hf.insert(hf.end(), {"--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", "meta-llama/Llama-3.1-8B"});
+  const Result h = run(hf);
+  EXPECT_EQ(h.code, 2);
+  EXPECT_NE(h.err.find("no --vocab-size"), std::string::npos) << h.err;
+  const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-launcher/";
+  const Result n = run({"check", "--cluster", "dgx-h100", "--json", dir + "175b.yaml"});
+  ASSERT_NE(n.code, 2) << n.err;
+  EXPECT_NE(nlohmann::json::parse(n.out).at("notes").at(0).get<std::string>().find("--tokenizer-type GPT2BPETokenizer"),
+            std::string::npos);
+}
+
+// The MLPerf config's switches headroom does not price are refused when on, naming the key (Hydra overrides of the
+// unchanged file); an optimizer dtype Megatron-core's optimizer is never handed is listed as ignored.
+TEST(Check, RefusesTheMlperfSwitchesItDoesNotPrice) {
+  const std::string file = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-launcher/mlperf-24n.yaml";
+  for (const auto& [override, says] : std::vector<std::pair<std::string, std::string>>{
+           {"training.model.cpu_offloading=True", "model.cpu_offloading: true"},
+           {"training.model.enable_cuda_graph=True", "model.enable_cuda_graph: true"},
+           {"training.model.name=megatron_falcon_gpt", "model.name: megatron_falcon_gpt"},
+           {"training.model.optim.nccl_ub=True", "model.optim.nccl_ub: true"},
+           {"training.model.use_tp_pp_dp_mapping=True", "model.use_tp_pp_dp_mapping: true"},
+           {"training.model.tp_comm_overlap_rs=False", "model.tp_comm_overlap_rs: false"},
+           {"training.model.nccl_communicator_config_path=/x.yaml", "model.nccl_communicator_config_path: /x.yaml"},
+           {"+training.env_vars.NVTE_FUSED_ATTN=0", "env_vars.NVTE_FUSED_ATTN: 0"}}) {
+    const Result r = run({"check", "--cluster", "dgx-h100", "--model", "gpt3-175b", file, override});
+    EXPECT_EQ(r.code, 2) << override;
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  }
+  const Result apex = run({"check", "--cluster", "dgx-h100", "--model", "gpt3-175b", file,
+                           "training.model.optim.name=distributed_fused_adam", "+training.model.optim.dtype=bf16"});
+  EXPECT_EQ(apex.code, 2);
+  EXPECT_NE(apex.err.find("model.optim.dtype: bf16"), std::string::npos) << apex.err;
+  const Result mcore = run(
+      {"check", "--cluster", "dgx-h100", "--model", "gpt3-175b", "--json", file, "+training.model.optim.dtype=bf16"});
+  ASSERT_NE(mcore.code, 2) << mcore.err;
+  const auto doc = nlohmann::json::parse(mcore.out);
+  EXPECT_NE(doc.at("flags_ignored").dump().find("model.optim.dtype: bf16"), std::string::npos);
+  EXPECT_EQ(doc.at("flags_read").dump().find("model.optim.dtype"), std::string::npos);
 }
 
 // NeMo 1.x's Apex distributed Adam: sharded as Megatron-core's distributed optimizer, the FP32 master weight kept as

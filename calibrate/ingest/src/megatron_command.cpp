@@ -148,7 +148,7 @@ constexpr std::array kFlags = {
     Flag{"--num-workers", "num_workers", Arity::value, "data loading on the CPU"},
     Flag{"--vocab-file", "vocab_file", Arity::value, "tokenizer"},
     Flag{"--merge-file", "merge_file", Arity::value, "tokenizer"},
-    Flag{"--tokenizer-type", "tokenizer_type", Arity::value, "tokenizer"},
+    Flag{"--tokenizer-type", "tokenizer_type", Arity::value, ""},
     Flag{"--tokenizer-model", "tokenizer_model", Arity::value, "tokenizer"},
     Flag{"--tiktoken-pattern", "tiktoken_pattern", Arity::value, "tokenizer"},
     Flag{"--save", "save", Arity::value, "checkpoints"},
@@ -330,7 +330,7 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
   args["world_size"] = std::to_string(gpus);
   for (const char* key : {"tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size"})
     if (!args.contains(key)) args[key] = "1";
-  if (!args.contains("micro_batch_size")) args["micro_batch_size"] = "1";  // arguments.py's default
+  args.try_emplace("micro_batch_size", "1");  // arguments.py's default
   const std::int64_t t = positive(args["tensor_model_parallel_size"], "--tensor-model-parallel-size", where);
   const std::int64_t model_gpus =
       t * positive(args["pipeline_model_parallel_size"], "--pipeline-model-parallel-size", where) *
@@ -349,6 +349,12 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
     args["ffn_hidden_size"] = std::to_string(args.contains("swiglu") ? h / 24 * 64 : 4 * h);
   }
   if (args.contains("use_rotary_position_embeddings")) args["position_embedding_type"] = "rope";
+  // GPT-2's BPE vocabulary (gpt2-vocab.json) has 50,257 tokens, which Megatron-LM prints as "padded vocab (size:
+  // 50257)": the one tokenizer whose size the command itself fixes, and pretrain_gpt.py's default tokenizer
+  // (args_defaults={'tokenizer_type': 'GPT2BPETokenizer'}).
+  if (get(args, "tokenizer_type", "GPT2BPETokenizer") == "GPT2BPETokenizer" &&
+      args.try_emplace("vocab_size", "50257").second)
+    out.notes.emplace_back("--tokenizer-type GPT2BPETokenizer: GPT-2's BPE vocabulary, 50257 tokens");
   // The padded vocabulary (megatron/training/tokenizer/tokenizer.py _vocab_size_with_padding): a multiple of
   // make_vocab_size_divisible_by (128) x tp.
   if (args.contains("vocab_size")) {

@@ -230,7 +230,10 @@ constexpr std::array kNemoKeys = {
     NemoKey{"model.deterministic_mode", ""},
     NemoKey{"model.fsdp", ""},
     NemoKey{"model.sharp", ""},
-    NemoKey{"model.use_flash_attention", ""},
+    NemoKey{
+        "model.use_flash_attention",
+        "the legacy model's attention switch: Megatron-core's layers run Transformer Engine's attention whatever it "
+        "says (megatron_gpt_model.py model_provider_func hands it to the non-mcore GPTModel only)"},
     NemoKey{"model.activations_checkpoint_granularity", ""},
     NemoKey{"model.activations_checkpoint_method", ""},
     NemoKey{"model.activations_checkpoint_num_layers", ""},
@@ -270,6 +273,8 @@ constexpr std::array kNemoKeys = {
     NemoKey{"trainer.benchmark", "cuDNN autotuning of convolutions (none in a GPT)"},
     NemoKey{"trainer.enable_model_summary", kRun},
     NemoKey{"trainer.enable_progress_bar", kRun},
+    NemoKey{"model.tokenizer.library", ""},
+    NemoKey{"model.tokenizer.type", ""},
     NemoKey{"model.tokenizer.*",
             "the tokenizer: its vocabulary is --model's (the config names the tokenizer, not its size)"},
     NemoKey{"model.data.*", "the dataset and its loader"},
@@ -331,6 +336,38 @@ constexpr std::array kNemoKeys = {
     NemoKey{"model.fsdp_sharding_strategy", "NeMo's FSDP settings, unused with fsdp off"},
     NemoKey{"model.fsdp_grad_reduce_dtype", "NeMo's FSDP settings, unused with fsdp off"},
     NemoKey{"model.fsdp_sharded_checkpoint", "NeMo's FSDP settings, unused with fsdp off"},
+    // The MLPerf GPT-3 configs' keys (launcher_scripts/conf/training/gpt3/mlperf*.yaml, 175b_mlperf.yaml).
+    // model.name picks the layer spec (megatron_gpt_model.py get_specs): Transformer Engine's whole TransformerLayer
+    // under autocast, or by default its per-module spec: the same GEMMs, attention and fused kernels either way.
+    NemoKey{"model.name",
+            "the layer spec: Transformer Engine's layers whichever of te_gpt or its whole "
+            "TransformerLayer (megatron_gpt_full_te_layer_autocast), the same work"},
+    NemoKey{"model.qkv_bias", ""},
+    NemoKey{"model.override_vocab_size", ""},
+    NemoKey{"model.optim.dtype", ""},
+    NemoKey{"model.nccl_communicator_config_path", ""},
+    NemoKey{"model.cpu_offloading", ""},
+    NemoKey{"model.cpu_offloading_activations", "NeMo's offloading settings, unused with cpu_offloading off"},
+    NemoKey{"model.cpu_offloading_weights", "NeMo's offloading settings, unused with cpu_offloading off"},
+    NemoKey{"model.cpu_offloading_num_layers", "NeMo's offloading settings, unused with cpu_offloading off"},
+    NemoKey{"model.enable_cuda_graph", ""},
+    NemoKey{"model.optim.nccl_ub", ""},
+    NemoKey{"model.tp_comm_overlap_ag", ""},
+    NemoKey{"model.tp_comm_overlap_rs", ""},
+    NemoKey{"model.use_tp_pp_dp_mapping", ""},
+    NemoKey{"env_vars.NVTE_FUSED_ATTN", ""},
+    NemoKey{"trainer.limit_train_batches", "length of training"},
+    NemoKey{"model.dist_ckpt_format", "checkpoint saving and loading"},
+    NemoKey{"model.dist_ckpt_load_on_device", "checkpoint saving and loading"},
+    NemoKey{"model.dist_ckpt_parallel_save", "checkpoint saving and loading"},
+    NemoKey{"s3_checkpointing.*", "checkpoint saving and loading"},
+    NemoKey{"model.enable_megatron_timers", "Megatron's timers: logging"},
+    NemoKey{"model.megatron_timer_kwargs.*", "Megatron's timers: logging"},
+    NemoKey{"model.optim.lock_timeout", "a timeout of the distributed optimizer's checkpoint locks"},
+    NemoKey{"model.use_te_rng_tracker", "which random-number tracker dropout draws from: the same work"},
+    NemoKey{"model.validation_param_sync_overlap", "validation, between training steps"},
+    NemoKey{"model.rotary_interleaved", "RoPE's pairing of dimensions: no weights, the same work"},
+    NemoKey{"model.deteministic_mode", "a misspelling of deterministic_mode, which NeMo does not read"},
 };
 
 [[noreturn]] void refuse(std::string_view where, const std::string& key, const std::string& value,
@@ -501,10 +538,25 @@ MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::
   require("model.deterministic_mode", "false", {"false"}, "deterministic kernels are slower and not priced");
   require("model.fsdp", "false", {"false"}, "NeMo's FSDP is not priced (PyTorch FSDP jobs: --framework pytorch-fsdp)");
   require("model.sharp", "false", {"false"}, "SHARP's in-switch reductions are not priced");
-  require("model.use_flash_attention", "true", {"true"}, "only fused attention is priced");
   require("model.ffn_dropout", "0.0", {"0.0", "0"}, "dropout inside the MLP is not priced");
   require("model.rampup_batch_size", "null", {"null"},
           "a batch ramp-up: give the steady-state global_batch_size and no ramp-up");
+  require("model.name", "", {"", "te_gpt", "megatron_gpt_full_te_layer_autocast"},
+          "only Transformer Engine's GPT layer is priced (valid: te_gpt, megatron_gpt_full_te_layer_autocast)");
+  require("model.nccl_communicator_config_path", "null", {"null", "None", "~"},
+          "NCCL's per-communicator tuning is not priced");
+  require("model.cpu_offloading", "false", {"false"}, "NeMo's activation and weight offloading is not priced");
+  require("model.enable_cuda_graph", "false", {"false"}, "CUDA graphs (no kernel launch overhead) are not priced");
+  require("model.optim.nccl_ub", "false", {"false"}, "NCCL's user-buffer registration is not priced");
+  require("model.use_tp_pp_dp_mapping", "false", {"false"},
+          "ranks ordered TP, PP, DP put other groups inside a node than Megatron-core's default order headroom prices");
+  // Transformer Engine's own default (1): its fused attention where cuDNN has it, the attention priced.
+  require("env_vars.NVTE_FUSED_ATTN", "1", {"1"}, "only Transformer Engine's default attention choice is priced");
+  // Userbuffers overlap both the all-gather and the reduce-scatter (megatron_base_model.py tp_comm_overlap_ag/_rs,
+  // on unless set); one of them alone is not priced.
+  if (is("model.ub_tp_comm_overlap", "false"))
+    for (const char* key : {"model.tp_comm_overlap_ag", "model.tp_comm_overlap_rs"})
+      require(key, "true", {"true"}, "only both TP collectives overlapped is priced");
   // What NeMo's model keys are in Megatron-LM's arguments.
   std::vector<std::string> t = {"pretrain_gpt.py", "--bf16"};
   const auto flag = [&](const std::string& key, const char* megatron) {
@@ -540,7 +592,22 @@ MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::
   flag("model.ffn_hidden_size", "--ffn-hidden-size");
   flag("model.num_attention_heads", "--num-attention-heads");
   flag("model.kv_channels", "--kv-channels");
-  flag("model.make_vocab_size_divisible_by", "--make-vocab-size-divisible-by");
+  // override_vocab_size is the embedding's row count as it is, unpadded (megatron_gpt_model.py model_provider_func:
+  // vocab_size=cfg.get('override_vocab_size', padded_vocab_size)): Megatron-LM's --vocab-size padded to a multiple of
+  // 1 (x tp, which NeMo's vocabulary-parallel embedding needs to divide it anyway).
+  if (const std::string v = value("model.override_vocab_size", "null"); v != "null") {
+    t.insert(t.end(), {"--vocab-size", v, "--make-vocab-size-divisible-by", "1"});
+  } else {
+    flag("model.make_vocab_size_divisible_by", "--make-vocab-size-divisible-by");
+    // The tokenizer as Megatron-LM names it: Megatron's own GPT-2 BPE (whose size the parser knows, padded as
+    // Megatron-LM pads it: megatron_base_model.py _vocab_size_with_padding); a Hugging Face or SentencePiece one,
+    // whose size is --model's.
+    const std::string library = value("model.tokenizer.library", "null"), type = value("model.tokenizer.type", "null");
+    t.insert(t.end(), {"--tokenizer-type", library == "huggingface"     ? "HuggingFaceTokenizer"
+                                           : library == "sentencepiece" ? "SentencePieceTokenizer"
+                                           : library == "megatron"      ? type
+                                                                        : "NeMo's " + library});
+  }
   flag("model.hidden_dropout", "--hidden-dropout");
   flag("model.attention_dropout", "--attention-dropout");
   if (const std::string g = value("model.num_query_groups", "null");
@@ -560,6 +627,7 @@ MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::
   else
     refuse(where, "model.normalization", n, "not priced (valid: layernorm, layernorm1p, rmsnorm)");
   if (!is("model.bias", "true")) t.emplace_back("--disable-bias-linear");
+  flag_if("model.qkv_bias", "--add-qkv-bias", false);  // megatron_base_model.py: add_qkv_bias = cfg.qkv_bias
   if (const std::string p = value("model.position_embedding_type", "learned_absolute"); p == "rope")
     t.insert(t.end(), {"--position-embedding-type", "rope"});
   else if (p != "learned_absolute")
@@ -611,6 +679,21 @@ MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::
            "only Adam is priced (valid: mcore_distributed_optim, distributed_fused_adam, fused_adam, adam, adamw)");
   }
   if (optimizer == "distributed_fused_adam") t.emplace_back("--use-precision-aware-optimizer");
+  // optim.dtype: Apex's state dtype (megatron_base_model.py setup_optimization). FP32 keeps the master weight as the
+  // 16-bit remainder priced above; BF16, the model's dtype, keeps no master copy (store_params off), which is not
+  // priced. Megatron-core's optimizer is built from lr, weight decay, betas, clipping and overlap only
+  // (modelPT.py setup_megatron_optimization): its states stay FP32 whatever dtype says.
+  if (const std::string d = value("model.optim.dtype", "fp32"); d != "fp32" && d != "32") {
+    if (optimizer == "mcore_distributed_optim") {
+      std::erase_if(out.read, [](const std::string& x) { return x.starts_with("model.optim.dtype: "); });
+      out.ignored.push_back("model.optim.dtype: " + d +
+                            " (Megatron-core's optimizer is not handed it: its states stay FP32)");
+    } else if (optimizer == "distributed_fused_adam")
+      refuse(where, "model.optim.dtype", d,
+             "Apex's states in the weights' dtype with no master copy are not priced (valid: fp32)");
+    else
+      refuse(where, "model.optim.dtype", d, "applies to the distributed optimizers only (valid: fp32)");
+  }
   // grad_sync_dtype: Apex's reduction dtype, and under Megatron-core's optimizer its DDP's grad_reduce_in_fp32 =
   // (grad_sync_dtype == 'fp32') (NeMo megatron_gpt_model.py setup_mcore_distributed_parallel).
   if (const std::string d = value("model.optim.grad_sync_dtype", "fp32"); d == "bf16") {
