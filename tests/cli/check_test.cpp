@@ -687,9 +687,9 @@ TEST(Check, RefusesNemoSettingsItDoesNotPrice) {
   }
 }
 
-// pretrain_gpt.py's default tokenizer is GPT-2's BPE (args_defaults), whose 50,257 tokens make a command's model whole
-// without --vocab-size; NeMo's configs that name Megatron's GPT2BPETokenizer are whole the same way, and others are
-// not.
+// pretrain_gpt.py's default tokenizer is GPT-2's BPE (args_defaults), built from --vocab-file: its 50,257 tokens make a
+// command's model whole without --vocab-size. Without the vocabulary file, or with another tokenizer, it is not; NeMo's
+// configs that name Megatron's GPT2BPETokenizer are whole the same way.
 TEST(Check, KnowsTheGpt2TokenizersVocabulary) {
   const std::vector<std::string> job = {"check",
                                         "--cluster",
@@ -711,24 +711,26 @@ TEST(Check, KnowsTheGpt2TokenizersVocabulary) {
                                         "--micro-batch-size",
                                         "4",
                                         "--bf16"};
-  std::vector<std::string> sized = job, gpt2 = job;
-  sized.insert(sized.end(), {"--vocab-size", "50257"});
-  gpt2.insert(gpt2.end(), {"--tokenizer-type", "GPT2BPETokenizer"});
-  const Result d = run(job), v = run(sized), g = run(gpt2);
-  ASSERT_NE(d.code, 2) << d.err;
-  ASSERT_NE(v.code, 2) << v.err;
-  ASSERT_NE(g.code, 2) << g.err;
-  for (const Result* r : {&d, &g})
-    EXPECT_EQ(nlohmann::json::parse(r->out).at("memory"), nlohmann::json::parse(v.out).at("memory"));
-  std::vector<std::string> hf = job;
-  hf.insert(hf.end(), {"--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", "meta-llama/Llama-3.1-8B"});
-  const Result h = run(hf);
-  EXPECT_EQ(h.code, 2);
-  EXPECT_NE(h.err.find("no --vocab-size"), std::string::npos) << h.err;
+  const auto with = [&](std::initializer_list<std::string> more) {
+    std::vector<std::string> v = job;
+    v.insert(v.end(), more);
+    return run(v);
+  };
+  const Result sized = with({"--vocab-size", "50257"});
+  ASSERT_NE(sized.code, 2) << sized.err;
+  for (const Result& r : {with({"--vocab-file", "gpt2-vocab.json", "--merge-file", "gpt2-merges.txt"}),
+                          with({"--tokenizer-type", "GPT2BPETokenizer", "--vocab-file", "gpt2-vocab.json"})}) {
+    ASSERT_NE(r.code, 2) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out).at("memory"), nlohmann::json::parse(sized.out).at("memory"));
+  }
+  for (const Result& r : {run(job), with({"--tokenizer-type", "HuggingFaceTokenizer", "--vocab-file", "v.json"})}) {
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("no --vocab-size"), std::string::npos) << r.err;
+  }
   const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-launcher/";
   const Result n = run({"check", "--cluster", "dgx-h100", "--json", dir + "175b.yaml"});
   ASSERT_NE(n.code, 2) << n.err;
-  EXPECT_NE(nlohmann::json::parse(n.out).at("notes").at(0).get<std::string>().find("--tokenizer-type GPT2BPETokenizer"),
+  EXPECT_NE(nlohmann::json::parse(n.out).at("notes").at(0).get<std::string>().find("--vocab-size 50257"),
             std::string::npos);
 }
 

@@ -12,6 +12,10 @@
 
 namespace headroom::calibrate {
 
+// GPT-2's BPE vocabulary (gpt2-vocab.json), Megatron-LM's GPT2BPETokenizer: 50,257 tokens, which Megatron-LM prints
+// as "padded vocab (size: 50257)" before padding it.
+inline constexpr std::int64_t kGpt2BpeVocabulary = 50257;
+
 // `lines`: the log's lines (its "padded vocab" line), empty for a command. Throws Error naming `where`.
 [[nodiscard]] MeasuredRun megatron_run_from_arguments(const std::map<std::string, std::string>& given,
                                                       const std::vector<std::string_view>& lines,

@@ -146,7 +146,7 @@ constexpr std::array kFlags = {
     Flag{"--mock-data", "mock_data", Arity::store_true, "data"},
     Flag{"--data-cache-path", "data_cache_path", Arity::value, "data"},
     Flag{"--num-workers", "num_workers", Arity::value, "data loading on the CPU"},
-    Flag{"--vocab-file", "vocab_file", Arity::value, "tokenizer"},
+    Flag{"--vocab-file", "vocab_file", Arity::value, ""},
     Flag{"--merge-file", "merge_file", Arity::value, "tokenizer"},
     Flag{"--tokenizer-type", "tokenizer_type", Arity::value, ""},
     Flag{"--tokenizer-model", "tokenizer_model", Arity::value, "tokenizer"},
@@ -349,12 +349,12 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
     args["ffn_hidden_size"] = std::to_string(args.contains("swiglu") ? h / 24 * 64 : 4 * h);
   }
   if (args.contains("use_rotary_position_embeddings")) args["position_embedding_type"] = "rope";
-  // GPT-2's BPE vocabulary (gpt2-vocab.json) has 50,257 tokens, which Megatron-LM prints as "padded vocab (size:
-  // 50257)": the one tokenizer whose size the command itself fixes, and pretrain_gpt.py's default tokenizer
-  // (args_defaults={'tokenizer_type': 'GPT2BPETokenizer'}).
-  if (get(args, "tokenizer_type", "GPT2BPETokenizer") == "GPT2BPETokenizer" &&
-      args.try_emplace("vocab_size", "50257").second)
-    out.notes.emplace_back("--tokenizer-type GPT2BPETokenizer: GPT-2's BPE vocabulary, 50257 tokens");
+  // GPT-2's BPE tokenizer, pretrain_gpt.py's default (args_defaults={'tokenizer_type': 'GPT2BPETokenizer'}), built
+  // from --vocab-file: the one tokenizer whose size the command itself fixes.
+  if (get(args, "tokenizer_type", "GPT2BPETokenizer") == "GPT2BPETokenizer" && args.contains("vocab_file") &&
+      args.try_emplace("vocab_size", std::to_string(kGpt2BpeVocabulary)).second)
+    out.notes.emplace_back("GPT2BPETokenizer: GPT-2's BPE vocabulary, " + std::to_string(kGpt2BpeVocabulary) +
+                           " tokens");
   // The padded vocabulary (megatron/training/tokenizer/tokenizer.py _vocab_size_with_padding): a multiple of
   // make_vocab_size_divisible_by (128) x tp.
   if (args.contains("vocab_size")) {

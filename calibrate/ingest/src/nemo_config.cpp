@@ -20,6 +20,7 @@
 #include "headroom/estimator/launch_args.hpp"
 #include "headroom/estimator/layout.hpp"
 #include "headroom/ingest/measured_runs.hpp"
+#include "megatron_args.hpp"
 #include "text.hpp"
 
 namespace headroom::calibrate {
@@ -599,14 +600,11 @@ MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::
     t.insert(t.end(), {"--vocab-size", v, "--make-vocab-size-divisible-by", "1"});
   } else {
     flag("model.make_vocab_size_divisible_by", "--make-vocab-size-divisible-by");
-    // The tokenizer as Megatron-LM names it: Megatron's own GPT-2 BPE (whose size the parser knows, padded as
-    // Megatron-LM pads it: megatron_base_model.py _vocab_size_with_padding); a Hugging Face or SentencePiece one,
-    // whose size is --model's.
-    const std::string library = value("model.tokenizer.library", "null"), type = value("model.tokenizer.type", "null");
-    t.insert(t.end(), {"--tokenizer-type", library == "huggingface"     ? "HuggingFaceTokenizer"
-                                           : library == "sentencepiece" ? "SentencePieceTokenizer"
-                                           : library == "megatron"      ? type
-                                                                        : "NeMo's " + library});
+    // Megatron's own GPT-2 BPE tokenizer fixes the vocabulary, padded as Megatron-LM pads it (megatron_base_model.py
+    // _vocab_size_with_padding); any other tokenizer's size is --model's.
+    if (value("model.tokenizer.library", "null") == "megatron" &&
+        value("model.tokenizer.type", "null") == "GPT2BPETokenizer")
+      t.insert(t.end(), {"--vocab-size", std::to_string(kGpt2BpeVocabulary)});
   }
   flag("model.hidden_dropout", "--hidden-dropout");
   flag("model.attention_dropout", "--attention-dropout");
