@@ -158,6 +158,17 @@ struct Search {
   std::vector<RankedLayout> shape_fits;  // the fitting layouts of the shape being priced (insert_undominated)
   std::vector<std::size_t> order;
   std::vector<char> dominated;
+  // The micro-batch passes of the shape being priced, by SP, recompute and micro-batch size: priced once for all of
+  // the shape's schedules and shardings (throughput.hpp MicrobatchPasses); `priced` marks the slots filled.
+  std::vector<MicrobatchPasses> passes;
+  std::vector<char> priced;
+
+  static constexpr std::size_t kRecomputes = 4;  // Recompute's values
+  static_assert(static_cast<std::size_t>(Recompute::op) + 1 == kRecomputes);
+  [[nodiscard]] std::size_t passes_slot(const Layout& l, std::size_t mbs_index, std::size_t mbs_count) const {
+    const std::size_t sp = l.sequence_parallel ? 1 : 0;
+    return (sp * kRecomputes + static_cast<std::size_t>(l.recompute)) * mbs_count + mbs_index;
+  }
 
   [[nodiscard]] bool wanted(const Layout& l) const {
     return std::all_of(o.constraints.begin(), o.constraints.end(),
@@ -172,8 +183,8 @@ struct Search {
   void price_microbatches(Layout& l, const std::vector<std::int64_t>& mbss) {
     const double capacity = cluster.gpu.usable_memory_bytes;
     bool full = false;
-    for (std::int64_t b : mbss) {
-      l.mbs = b;
+    for (std::size_t i = 0; i < mbss.size(); ++i) {
+      l.mbs = mbss[i];
       if (!wanted(l) || !interleaving_runs(l)) continue;
       // ZeRO++'s hpZ (a checked request's) is priced over the node's DP ranks only (layout.hpp validate_on_cluster).
       if (zero_hpz(l.zero, l.sharding) && l.zero.hpz_partition_size != sharding_group_size(l, cluster.gpus_per_node))
@@ -188,7 +199,9 @@ struct Search {
         continue;
       }
       ++result.fitting;
-      const PerfEstimate e = estimate_perf(m, ctx, l);
+      const std::size_t slot = passes_slot(l, i, mbss.size());
+      if (priced[slot] == 0) passes[slot] = microbatch_passes(m, ctx, l), priced[slot] = 1;
+      const PerfEstimate e = estimate_perf(m, ctx, l, passes[slot]);
       const RankedLayout ranked{l, e.step_time_s, e.tokens_per_s, e.tflops_per_gpu, e.mfu, peak, capacity};
       shape_fits.push_back(ranked);
       insert_pareto(result.pareto, ranked);
@@ -252,6 +265,8 @@ struct Search {
   // The schedules, SP, shardings and recompute modes of one (t, c, p, d, v) shape, then its micro-batch sizes.
   void price_choices(Layout& l, std::int64_t v, const std::vector<std::int64_t>& mbss) {
     const std::int64_t p = l.pp;
+    passes.resize(std::max(passes.size(), 2 * kRecomputes * mbss.size()));
+    priced.assign(2 * kRecomputes * mbss.size(), 0);
     for (int sched = 0; sched < 2; ++sched) {  // 1F1B/interleaved, then GPipe (v = 1, p > 1)
       if (sched == 1 && (v > 1 || p == 1)) continue;
       l.vpp = v;
@@ -296,10 +311,13 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
   validate_on_cluster(base, cluster);
   require_whole_nodes(o.gpus, cluster);
   SearchResult result;
-  Search search{m, cluster, residual, o, base, PerfContext(coefficients, cluster), o.shardings, result, {}, {}, {}};
+  Search search{m,  cluster, residual, o,  base, PerfContext(coefficients, cluster), o.shardings, result,
+                {}, {},      {},       {}, {}};
   search.shape_fits.reserve(4096);
   search.order.reserve(4096);
   search.dominated.reserve(4096);
+  search.passes.reserve(2 * Search::kRecomputes * 64);
+  search.priced.reserve(2 * Search::kRecomputes * 64);
   if (search.shardings.empty())
     for (const auto& s : all_shardings())
       if (satisfies_principle1(s)) search.shardings.push_back(s);

@@ -113,23 +113,6 @@ DpParameters dp_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int
 
 namespace {
 
-// Per micro-batch, one pipeline stage: forward and backward seconds by kind.
-struct PassTimes {
-  double gemm = 0, attention = 0, elementwise = 0, overhead = 0, tp = 0, cp = 0, pp = 0, ep = 0;
-  [[nodiscard]] double total() const { return gemm + attention + elementwise + overhead + tp + cp + pp + ep; }
-  PassTimes& operator+=(const PassTimes& o) {
-    gemm += o.gemm;
-    attention += o.attention;
-    elementwise += o.elementwise;
-    overhead += o.overhead;
-    tp += o.tp;
-    cp += o.cp;
-    pp += o.pp;
-    ep += o.ep;
-    return *this;
-  }
-};
-
 PassTimes scaled(PassTimes x, double k) {
   x.gemm *= k;
   x.attention *= k;
@@ -434,10 +417,6 @@ DpOverlap dp_overlap_shares(const PerfContext& p, const Layout& l) {
 
 namespace {
 
-struct LayerPassTimes {
-  PassTimes forward, backward;
-};
-
 // One decoder layer, one micro-batch: compute, with its exposed TP/SP, CP and (a layer with experts) EP traffic.
 LayerPassTimes layer_pass_times(const ModelSpec& m, const PerfContext& p, const Layout& l, bool experts) {
   const PerfCoefficients& c = p.coef;
@@ -493,8 +472,8 @@ struct StagePasses {
   std::int64_t middle_stage = 0;
 };
 
-StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Layout& l, const LayerPassTimes& layer,
-                             const LayerPassTimes& moe_layer) {
+StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Layout& l, const MicrobatchPasses& mb) {
+  const LayerPassTimes &layer = mb.layer, &moe_layer = mb.moe_layer;
   // PP: each micro-batch sends its activations forward and their gradient backward across every stage boundary,
   // v times with interleaving, behind the next chunk's pass where the sends overlap.
   const double v_chunks = d(std::max<std::int64_t>(1, l.vpp));
@@ -517,7 +496,7 @@ StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Lay
   // First stage: embedding lookup (elementwise). Last stage: LM head GEMM and the FP32 loss.
   x.first_f = forward(0), x.first_b = backward(0);
   x.last_f = forward(l.pp - 1), x.last_b = backward(l.pp - 1);
-  const PipelineEnds ends = pipeline_end_seconds(m, p, l);
+  const PipelineEnds& ends = mb.ends;
   x.first_f.elementwise += ends.embedding_s;
   x.first_b.elementwise += ends.embedding_s;
   x.last_f.gemm += ends.head_forward_s;
@@ -573,15 +552,23 @@ double exposed_dp_seconds(const PerfContext& p, const Layout& l, const DpParamet
 
 }  // namespace
 
+MicrobatchPasses microbatch_passes(const ModelSpec& m, const PerfContext& p, const Layout& l) {
+  return {layer_pass_times(m, p, l, false), m.num_experts > 0 ? layer_pass_times(m, p, l, true) : LayerPassTimes{},
+          pipeline_end_seconds(m, p, l)};
+}
+
 PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layout& l) {
+  return estimate_perf(m, p, l, microbatch_passes(m, p, l));
+}
+
+PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layout& l, const MicrobatchPasses& mb) {
   if ((l.fp8 != Fp8Recipe::none && !(p.fp8_peak_flops > 0)) ||
       ((l.optimizer_offload > 0 || l.activation_offload_layers > 0) &&
        !(p.host.bytes_per_s > 0 && p.host_memory_bytes_per_s > 0)))
     throw Error("the layout's FP8 or offloading cannot be priced on this cluster (validate_on_cluster)");
   const double pp = d(l.pp), v = d(std::max<std::int64_t>(1, l.vpp));
   const double micro = d(l.microbatches());
-  const StagePasses x = stage_pass_times(m, p, l, layer_pass_times(m, p, l, false),
-                                         m.num_experts > 0 ? layer_pass_times(m, p, l, true) : LayerPassTimes{});
+  const StagePasses x = stage_pass_times(m, p, l, mb);
 
   // The slowest stage sets the 1F1B steady state; fill and drain cost (p − 1)/v stage-times (Narayanan et al.
   // 2021 Sec. 2.2: bubble (p − 1)/m of the ideal time, (p − 1)/(v·m) interleaved; GPipe's is the same as 1F1B).

@@ -222,8 +222,40 @@ struct PerfEstimate {
   double pts_s = 0;           // processing time per sample: step time / sequences per step (thesis Sec. 4.2.3)
 };
 
+// Per micro-batch, one decoder layer or pipeline stage: forward or backward seconds by kind.
+struct PassTimes {
+  double gemm = 0, attention = 0, elementwise = 0, overhead = 0, tp = 0, cp = 0, pp = 0, ep = 0;
+  [[nodiscard]] double total() const { return gemm + attention + elementwise + overhead + tp + cp + pp + ep; }
+  PassTimes& operator+=(const PassTimes& o) {
+    gemm += o.gemm;
+    attention += o.attention;
+    elementwise += o.elementwise;
+    overhead += o.overhead;
+    tp += o.tp;
+    cp += o.cp;
+    pp += o.pp;
+    ep += o.ep;
+    return *this;
+  }
+};
+struct LayerPassTimes {
+  PassTimes forward, backward;
+};
+// What estimate_perf prices per micro-batch: a decoder layer's passes with their exposed TP, CP and EP traffic (and a
+// layer with experts', where the model has them) and the pipeline's ends. They follow from the micro-batch's shape
+// (t, c, s, b, SP, recompute, the precision and the expert split over t·c·d GPUs), not from the pipeline schedule, the
+// state sharding or ZeRO's settings: rank prices them once for all of those (search.cpp).
+struct MicrobatchPasses {
+  LayerPassTimes layer, moe_layer;
+  PipelineEnds ends;
+};
+[[nodiscard]] MicrobatchPasses microbatch_passes(const ModelSpec& m, const PerfContext& p, const Layout& l);
+
 // The layout must be valid (validate_layout). Allocation-free.
 [[nodiscard]] PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layout& l);
+// The same with the layout's micro-batch passes given (microbatch_passes of a layout of the same micro-batch shape).
+[[nodiscard]] PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layout& l,
+                                         const MicrobatchPasses& passes);
 [[nodiscard]] PerfEstimate estimate_perf(const ModelSpec& m, const ClusterSpec& c, const Layout& l,
                                          const PerfCoefficients& k);
 
