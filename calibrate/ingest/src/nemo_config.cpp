@@ -596,8 +596,8 @@ MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::
   // override_vocab_size is the embedding's row count as it is, unpadded (megatron_gpt_model.py model_provider_func:
   // vocab_size=cfg.get('override_vocab_size', padded_vocab_size)): Megatron-LM's --vocab-size padded to a multiple of
   // 1 (x tp, which NeMo's vocabulary-parallel embedding needs to divide it anyway).
-  if (const std::string v = value("model.override_vocab_size", "null"); v != "null") {
-    t.insert(t.end(), {"--vocab-size", v, "--make-vocab-size-divisible-by", "1"});
+  if (const std::string vocab = value("model.override_vocab_size", "null"); vocab != "null") {
+    t.insert(t.end(), {"--vocab-size", vocab, "--make-vocab-size-divisible-by", "1"});
   } else {
     flag("model.make_vocab_size_divisible_by", "--make-vocab-size-divisible-by");
     // Megatron's own GPT-2 BPE tokenizer fixes the vocabulary, padded as Megatron-LM pads it (megatron_base_model.py

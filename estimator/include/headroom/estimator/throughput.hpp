@@ -253,9 +253,10 @@ struct MicrobatchPasses {
 
 // The layout must be valid (validate_layout). Allocation-free.
 [[nodiscard]] PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layout& l);
-// The same with the layout's micro-batch passes given (microbatch_passes of a layout of the same micro-batch shape).
+// The same with the layout's micro-batch passes `mb` given (microbatch_passes of a layout of the same micro-batch
+// shape).
 [[nodiscard]] PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layout& l,
-                                         const MicrobatchPasses& passes);
+                                         const MicrobatchPasses& mb);
 [[nodiscard]] PerfEstimate estimate_perf(const ModelSpec& m, const ClusterSpec& c, const Layout& l,
                                          const PerfCoefficients& k);
 
