@@ -384,10 +384,8 @@ void validate_on_cluster(const Layout& l, const ClusterSpec& c) {
     throw Error("cluster " + c.name + " gives no host link (its spec's \"host\" key): offloading (" +
                 field(l.optimizer_offload > 0 ? "optimizer_offload_fraction" : "cpu_offloading_num_layers") +
                 ") cannot be priced there");
-  // ZeRO++'s hpZ as PaRO prices it: the secondary shard over the DP ranks a node holds (PaRO's group).
-  if (const std::int64_t hpz = l.zero.hpz_partition_size;
-      zero_hpz(l.zero, l.sharding) && hpz != sharding_group_size(l, c.gpus_per_node))
-    throw Error(field("zero_hpz_partition_size") + " " + std::to_string(hpz) + " on " + c.name +
+  if (zero_hpz_off_node(l, c.gpus_per_node))
+    throw Error(field("zero_hpz_partition_size") + " " + std::to_string(l.zero.hpz_partition_size) + " on " + c.name +
                 ": priced where the secondary shard is the DP ranks of a node (valid: " +
                 std::to_string(sharding_group_size(l, c.gpus_per_node)) + ")");
 }

@@ -186,9 +186,7 @@ struct Search {
     for (std::size_t i = 0; i < mbss.size(); ++i) {
       l.mbs = mbss[i];
       if (!wanted(l) || !interleaving_runs(l)) continue;
-      // ZeRO++'s hpZ (a checked request's) is priced over the node's DP ranks only (layout.hpp validate_on_cluster).
-      if (zero_hpz(l.zero, l.sharding) && l.zero.hpz_partition_size != sharding_group_size(l, cluster.gpus_per_node))
-        continue;
+      if (zero_hpz_off_node(l, cluster.gpus_per_node)) continue;  // hpZ over the node's DP ranks only
       ++result.evaluated;
       if (o.on_enumerated) o.on_enumerated(l);
       if (full || o.enumerate_only) continue;

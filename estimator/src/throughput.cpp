@@ -42,6 +42,10 @@ std::int64_t sharding_group_size(const Layout& l, std::int64_t gpus_per_node) {
   return sharding_group_size(l.tp, l.dp * l.cp, gpus_per_node);
 }
 
+bool zero_hpz_off_node(const Layout& l, std::int64_t gpus_per_node) {
+  return zero_hpz(l.zero, l.sharding) && l.zero.hpz_partition_size != sharding_group_size(l, gpus_per_node);
+}
+
 double gemm_shape_factor(double m, double n, double k, double half_dim) {
   return m / (m + half_dim) * (n / (n + half_dim)) * (k / (k + half_dim));
 }

@@ -29,6 +29,9 @@ namespace headroom {
 // PaRO's group size M for the DP×CP group (its members on one node, TP innermost), lowered until it divides
 // the group: the scope of 'intra' (I) sharding and of the intra-group collective phases.
 [[nodiscard]] std::int64_t sharding_group_size(const Layout& l, std::int64_t gpus_per_node);
+// ZeRO++'s hpZ as PaRO prices it is a secondary shard over the DP ranks a node holds (PaRO's group): true where the
+// layout asks hpZ of another size, which validate_on_cluster refuses and rank skips.
+[[nodiscard]] bool zero_hpz_off_node(const Layout& l, std::int64_t gpus_per_node);
 // The same for any group laid out with `stride` GPUs of other groups innermost (routed experts: etp·ep, over the
 // expert data-parallel group).
 [[nodiscard]] std::int64_t sharding_group_size(std::int64_t stride, std::int64_t group, std::int64_t gpus_per_node);
