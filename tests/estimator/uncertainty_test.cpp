@@ -243,10 +243,11 @@ TEST(CoefficientsSource, LinkEfficienciesFittedOnOneClusterStayThere) {
   EXPECT_DOUBLE_EQ(back.clusters[0].dp_overlap, fsdp.clusters[0].dp_overlap);
 }
 
-// The same for megatron's CP ring: its P2P efficiency and overlap fitted on the 4D paper's clusters (entries that name
-// only them) stay there; the other links there and every link elsewhere are the generic ones, the CP ring's the
+// The same for megatron's intra-node link and CP ring: the efficiencies and overlap fitted on the 4D paper's clusters
+// (entries that name only them) stay there; the inter-node link there and every link elsewhere are the generic ones:
+// the intra-node link's what nccl-tests measure on NVSwitch (kMeasuredIntraNodeEfficiency), the CP ring's the
 // measured NIC default and Transformer Engine's overlap (PerfCoefficients::cp_inter_efficiency, cp_overlap).
-TEST(CoefficientsSource, ContextParallelRingFittedOnTheFourDClustersStaysThere) {
+TEST(CoefficientsSource, LinksFittedOnTheFourDClustersStayThere) {
   const SpecLibrary lib = test::library();
   const PerfCoefficients megatron = default_perf_coefficients(lib, "megatron");
   const PerfContext on_4d(megatron, lib.cluster("h100-94gb-x4")), on_dgx(megatron, lib.cluster("dgx-h100"));
@@ -254,13 +255,16 @@ TEST(CoefficientsSource, ContextParallelRingFittedOnTheFourDClustersStaysThere) 
   EXPECT_LT(on_4d.cp_inter_efficiency, 0.5);
   EXPECT_LT(on_4d.cp_overlap, 0.5);  // the 4D paper's cross-node CP at 16K is not hidden there
   EXPECT_DOUBLE_EQ(on_dgx.cp_overlap, 1.0);
+  EXPECT_GT(on_4d.intra_efficiency, on_dgx.intra_efficiency);  // the fit's, above what nccl-tests measure
+  EXPECT_DOUBLE_EQ(on_dgx.intra_efficiency, kMeasuredIntraNodeEfficiency);
   EXPECT_DOUBLE_EQ(on_4d.inter_efficiency, megatron.inter_efficiency);  // not named by the entry: generic
   EXPECT_EQ(on_4d.link_source, "fitted on h100-94gb-x4");
   EXPECT_DOUBLE_EQ(on_dgx.cp_inter_efficiency, PerfCoefficients{}.cp_inter_efficiency);
   EXPECT_EQ(on_dgx.link_source, "generic");
   const PerfCoefficients back = perf_coefficients_from_json(perf_coefficients_to_json(megatron), "round trip");
   ASSERT_EQ(back.clusters.size(), 2u);
-  EXPECT_EQ(back.clusters[1].intra, 0.0);
+  EXPECT_DOUBLE_EQ(back.clusters[1].intra, megatron.clusters[1].intra);
+  EXPECT_EQ(back.clusters[1].inter, 0.0);
   EXPECT_DOUBLE_EQ(back.clusters[1].cp_inter, megatron.clusters[1].cp_inter);
   EXPECT_DOUBLE_EQ(back.clusters[1].cp_overlap, megatron.clusters[1].cp_overlap);
 }

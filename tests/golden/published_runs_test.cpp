@@ -149,5 +149,18 @@ TEST(PublishedFsdpRuns, ReadWithTheirShardingUnderPytorchFsdp) {
   EXPECT_EQ(lib.cluster_for_gpu(lib.gpu("h100-80gb")).name, "dgx-h100");
 }
 
+// The intra-node link efficiency every shipped framework prices collectives with (where no `clusters` entry names
+// the cluster) is what nccl-tests measure on NVSwitch nodes of three GPU generations, not a fitted value.
+TEST(PublishedCollectives, EveryFrameworksIntraNodeLinkIsWhatNcclTestsMeasure) {
+  const SpecLibrary lib = test::library();
+  const auto rows = validate::published_collectives(lib, lib.data_dir() / "reference" / "published_collectives.csv");
+  int used = 0;
+  const double measured = validate::intra_node_busbw_fraction(rows, &used);
+  EXPECT_GE(used, 9);  // A100, H200 and B200 nodes
+  EXPECT_NEAR(kMeasuredIntraNodeEfficiency, measured, 0.005);
+  for (const char* f : {"megatron", "torchtitan", "deepspeed", "pytorch-fsdp"})
+    EXPECT_EQ(default_perf_coefficients(lib, f).intra_efficiency, kMeasuredIntraNodeEfficiency) << f;
+}
+
 }  // namespace
 }  // namespace headroom

@@ -445,15 +445,26 @@ nlohmann::json collectives_json(const validate::CollectiveValidation& v) {
                     {"measured_busbw_GBps", r.row->busbw_bytes_per_s / 1e9},
                     {"predicted_busbw_GBps", r.predicted_busbw_bytes_per_s / 1e9},
                     {"error", r.error}});
-  return {{"held_out", "every row: the link efficiencies are not fitted on these measurements"},
+  return {{"held_out",
+           "every row but the one-node rows of 1 GiB and more, whose mean busbw fraction is the intra-node link "
+           "efficiency"},
+          {"intra_node_busbw_fraction", v.intra_node_busbw_fraction},
+          {"intra_node_rows", v.intra_node_rows},
+          {"intra_efficiency_shipped_equals_measured", v.shipped_is_measured},
           {"groups", groups},
           {"rows", rows}};
 }
 
 void print_collectives(std::ostream& out, const validate::CollectiveValidation& v) {
   out << "\nPublished collective bandwidths (data/reference/published_collectives.csv): nccl-tests busbw against the\n"
-      << "link model (ring_collective_seconds on the cluster's links, megatron coefficients); held out\n";
+      << "link model (ring_collective_seconds on the cluster's links, megatron coefficients)\n";
   char line[256];
+  std::snprintf(line, sizeof line,
+                "the intra-node link's efficiency: busbw / datasheet over the %d one-node rows of 1 GiB and more "
+                ": %.3f (%s %.2f); the other rows held out\n",
+                v.intra_node_rows, v.intra_node_busbw_fraction,
+                v.shipped_is_measured ? "= shipped" : "DIFFERS from shipped", kMeasuredIntraNodeEfficiency);
+  out << line;
   std::snprintf(line, sizeof line, "%-24s %5s %10s %10s\n", "group", "rows", "mean|err|", "mean err");
   out << line;
   for (const auto& g : v.groups) {

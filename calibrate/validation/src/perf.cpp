@@ -243,17 +243,20 @@ PerfCoefficients fit_perf(const std::vector<PerfRun>& runs, const PerfCoefficien
   parameters.push_back({&c.pp_overlap, 0, 1});
   parameters.push_back({&c.dp_overlap, 0, 1});
   coordinate_descent(parameters, 12, [&] { return objective(runs, c, tables); });
-  // The CP ring's P2P efficiency and overlap are the fitted clusters' (their network stacks), not the framework's:
-  // they go into an entry for each, and the generic ones return to the measured NIC default and Transformer Engine's
-  // full overlap (predictions on the fitted clusters are unchanged).
+  // The intra-node link's efficiency and the CP ring's P2P efficiency and overlap are the fitted clusters' (their
+  // network stacks), not the framework's: they go into an entry for each, and the generic ones return to what
+  // nccl-tests measure on NVSwitch and one NIC and to Transformer Engine's full overlap (predictions on the fitted
+  // clusters are unchanged).
   for (const auto& r : runs) {
     if (!in_tables(r, tables)) continue;
     auto it = std::find_if(c.clusters.begin(), c.clusters.end(),
                            [&](const ClusterEfficiency& x) { return x.cluster == r.cluster.name; });
     if (it == c.clusters.end()) it = c.clusters.insert(c.clusters.end(), ClusterEfficiency{r.cluster.name});
     if (it->cp_inter <= 0) it->cp_inter = c.cp_inter_efficiency;  // what the fit ran this cluster with
+    if (it->intra <= 0) it->intra = c.intra_efficiency;
     if (it->cp_overlap < 0) it->cp_overlap = c.cp_overlap;
   }
+  c.intra_efficiency = kMeasuredIntraNodeEfficiency;
   c.cp_inter_efficiency = PerfCoefficients{}.cp_inter_efficiency;
   c.cp_overlap = PerfCoefficients{}.cp_overlap;
   return c;

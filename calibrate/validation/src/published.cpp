@@ -344,6 +344,18 @@ std::vector<PublishedCollective> published_collectives(const SpecLibrary& lib, c
   return out;
 }
 
+double intra_node_busbw_fraction(const std::vector<PublishedCollective>& rows, int* used) {
+  double sum = 0;
+  int n = 0;
+  for (const auto& c : rows) {
+    if (c.gpus > c.gpus_per_node || c.bytes < 1024.0 * 1024 * 1024) continue;
+    sum += c.busbw_bytes_per_s / c.cluster.intra_node.bytes_per_s;
+    ++n;
+  }
+  if (used) *used = n;
+  return n > 0 ? sum / n : 0;
+}
+
 CollectiveValidation validate_collectives(const std::vector<PublishedCollective>& rows,
                                           const PerfCoefficients& coefficients) {
   CollectiveValidation v;
@@ -368,6 +380,10 @@ CollectiveValidation validate_collectives(const std::vector<PublishedCollective>
     g.mean_abs_error /= g.rows;
     g.mean_error /= g.rows;
   }
+  v.intra_node_busbw_fraction = intra_node_busbw_fraction(rows, &v.intra_node_rows);
+  v.shipped_is_measured = v.intra_node_rows > 0 &&
+                          std::abs(v.intra_node_busbw_fraction - kMeasuredIntraNodeEfficiency) <= 0.005 &&
+                          coefficients.intra_efficiency == kMeasuredIntraNodeEfficiency;
   return v;
 }
 

@@ -155,7 +155,7 @@ Report validate_all(const SpecLibrary& lib, const std::string& framework) {
   r.collective_rows = published_collectives(lib, ref / "published_collectives.csv");
   r.collectives = validate_collectives(r.collective_rows, coefficients);
   r.passed = r.estimates.failures == 0 && r.verdicts.ok() && r.perf_ok && r.thesis_ok && r.stack.shipped_is_fit &&
-             r.attention_backend_chosen;
+             r.attention_backend_chosen && r.collectives.shipped_is_measured;
   return r;
 }
 

@@ -169,6 +169,7 @@ PerfCoefficients fit_thesis_perf(const ThesisPerfData& data, const PerfCoefficie
       {&links.dp_overlap, 0, 1},
   };
   coordinate_descent(parameters, 20, [&] { return objective(data, c, excluded, by_table); });
+  c.intra_efficiency = kMeasuredIntraNodeEfficiency;  // elsewhere: what nccl-tests measure on NVSwitch
   return c;
 }
 

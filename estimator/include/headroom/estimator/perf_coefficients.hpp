@@ -39,6 +39,12 @@ struct ClusterEfficiency {
   std::string source = "fitted";  // or "measured": a calibration profile's link, at its own bandwidth (1)
 };
 
+// What NCCL's ring collectives reach within a node over NVSwitch at 1 GiB and more in nccl-tests: busbw over the
+// per-direction datasheet bandwidth (data/reference/published_collectives.csv: 0.77 on A100, 0.81 on H200, 0.75 on
+// B200; validation/published.hpp intra_node_busbw_fraction). The shipped frameworks' intra_efficiency wherever no
+// `clusters` entry names the cluster.
+inline constexpr double kMeasuredIntraNodeEfficiency = 0.78;
+
 // Every coefficient of the model that the datasheets do not give. Defaults are datasheet-level guesses.
 struct PerfCoefficients {
   std::string name = "datasheet";

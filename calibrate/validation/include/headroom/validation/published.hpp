@@ -148,7 +148,15 @@ struct CollectiveGroupScore {
 struct CollectiveValidation {
   std::vector<CollectiveScore> rows;
   std::vector<CollectiveGroupScore> groups;
+  // The intra-node link's efficiency as these rows measure it (intra_node_busbw_fraction), and whether the shipped
+  // constant (perf_coefficients.hpp kMeasuredIntraNodeEfficiency) is that value to two digits.
+  double intra_node_busbw_fraction = 0;
+  int intra_node_rows = 0;
+  bool shipped_is_measured = false;
 };
+// The mean, over the one-node rows of 1 GiB and more (where busbw has stopped growing with the message), of busbw
+// over the cluster's per-direction intra-node datasheet bandwidth: what NCCL's collectives reach on the node's links.
+[[nodiscard]] double intra_node_busbw_fraction(const std::vector<PublishedCollective>& rows, int* used = nullptr);
 [[nodiscard]] CollectiveValidation validate_collectives(const std::vector<PublishedCollective>& rows,
                                                         const PerfCoefficients& coefficients);
 
