@@ -651,7 +651,7 @@ TEST(Check, RefusesNemoSettingsItDoesNotPrice) {
   const Result gqa = run({"check", "--cluster", "dgx-h100", "--model", "llama3.1-405b", dir + "llama3_1_405b.yaml"});
   EXPECT_EQ(gqa.code, 2);
   EXPECT_NE(gqa.err.find("has KV heads 8, the config 16"), std::string::npos) << gqa.err;
-  const Result no_model = run({"check", "--cluster", "dgx-h100", dir + "llama3_1_8b.yaml"});
+  const Result no_model = run({"check", "--cluster", "dgx-h100", dir + "llama2_70b.yaml"});  // a SentencePiece path
   EXPECT_EQ(no_model.code, 2);
   EXPECT_NE(no_model.err.find("names its tokenizer"), std::string::npos) << no_model.err;
   std::ifstream in(dir + "llama3_1_8b.yaml");
@@ -732,6 +732,76 @@ TEST(Check, KnowsTheGpt2TokenizersVocabulary) {
   ASSERT_NE(n.code, 2) << n.err;
   EXPECT_NE(nlohmann::json::parse(n.out).at("notes").at(0).get<std::string>().find("--vocab-size 50257"),
             std::string::npos);
+}
+
+// A Hugging Face tokenizer named by a repository whose tokenizer fills its config's vocabulary makes the model whole:
+// NeMo's Llama 3.1 and Mixtral configs, and a Megatron-LM command's --tokenizer-model, price as with --model.
+TEST(Check, KnowsHuggingFaceTokenizersVocabularies) {
+  const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-launcher/";
+  for (const auto& [file, model] : std::vector<std::pair<std::string, std::string>>{
+           {"llama3_1_8b.yaml", "llama3.1-8b"}, {"mixtral_8x7b.yaml", "mixtral-8x7b"}}) {
+    const Result alone = run({"check", "--cluster", "dgx-h100", "--json", dir + file});
+    const Result named = run({"check", "--cluster", "dgx-h100", "--json", "--model", model, dir + file});
+    ASSERT_NE(alone.code, 2) << file << ": " << alone.err;
+    ASSERT_NE(named.code, 2) << file << ": " << named.err;
+    const auto a = nlohmann::json::parse(alone.out), b = nlohmann::json::parse(named.out);
+    EXPECT_EQ(a.at("memory"), b.at("memory")) << file;
+    EXPECT_EQ(a.at("perf"), b.at("perf")) << file;
+  }
+  // A config that brings its own vocabulary file is not the repository's tokenizer.
+  const Result own = run({"check", "--cluster", "dgx-h100", dir + "llama3_1_8b.yaml",
+                          "+training.model.tokenizer.vocab_file=/data/vocab.json"});
+  EXPECT_EQ(own.code, 2);
+  EXPECT_NE(own.err.find("names its tokenizer"), std::string::npos) << own.err;
+  const std::vector<std::string> job = {"check",
+                                        "--cluster",
+                                        "dgx-h100",
+                                        "--json",
+                                        "--",
+                                        "torchrun",
+                                        "--nproc-per-node",
+                                        "8",
+                                        "pretrain_gpt.py",
+                                        "--num-layers",
+                                        "32",
+                                        "--hidden-size",
+                                        "4096",
+                                        "--ffn-hidden-size",
+                                        "14336",
+                                        "--num-attention-heads",
+                                        "32",
+                                        "--group-query-attention",
+                                        "--num-query-groups",
+                                        "8",
+                                        "--swiglu",
+                                        "--normalization",
+                                        "RMSNorm",
+                                        "--disable-bias-linear",
+                                        "--position-embedding-type",
+                                        "rope",
+                                        "--untie-embeddings-and-output-weights",
+                                        "--seq-length",
+                                        "8192",
+                                        "--max-position-embeddings",
+                                        "8192",
+                                        "--micro-batch-size",
+                                        "1",
+                                        "--bf16",
+                                        "--tokenizer-type",
+                                        "HuggingFaceTokenizer"};
+  const auto with = [&](std::initializer_list<std::string> more) {
+    std::vector<std::string> v = job;
+    v.insert(v.end(), more);
+    return run(v);
+  };
+  const Result sized = with({"--tokenizer-model", "/models/llama3-tokenizer", "--vocab-size", "128256"});
+  const Result repo = with({"--tokenizer-model", "meta-llama/Meta-Llama-3-8B"});
+  ASSERT_NE(sized.code, 2) << sized.err;
+  ASSERT_NE(repo.code, 2) << repo.err;
+  EXPECT_EQ(nlohmann::json::parse(repo.out).at("memory"), nlohmann::json::parse(sized.out).at("memory"));
+  const Result path = with({"--tokenizer-model", "/models/llama3-tokenizer"});
+  EXPECT_EQ(path.code, 2);
+  EXPECT_NE(path.err.find("no --vocab-size"), std::string::npos) << path.err;
 }
 
 // The MLPerf config's switches headroom does not price are refused when on, naming the key (Hydra overrides of the

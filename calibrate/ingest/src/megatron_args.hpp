@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,14 @@ namespace headroom::calibrate {
 // GPT-2's BPE vocabulary (gpt2-vocab.json), Megatron-LM's GPT2BPETokenizer: 50,257 tokens, which Megatron-LM prints
 // as "padded vocab (size: 50257)" before padding it.
 inline constexpr std::int64_t kGpt2BpeVocabulary = 50257;
+
+// A Hugging Face tokenizer's size by its repository: len(tokenizer), its vocabulary with the special tokens it adds,
+// which NeMo's AutoTokenizer.vocab_size (nemo/collections/common/tokenizers/huggingface/auto_tokenizer.py) and
+// Megatron-LM's HuggingFaceTokenizer.vocab_size (megatron/core/tokenizers/text/libraries/huggingface_tokenizer.py)
+// return when the run adds no special token (sep and cls then default to the tokenizer's own eos and bos). Only
+// repositories whose config.json vocab_size the tokenizer fills exactly (Qwen's pads its embedding beyond it);
+// nullopt for any other.
+[[nodiscard]] std::optional<std::int64_t> hugging_face_vocabulary(std::string_view repository);
 
 // `lines`: the log's lines (its "padded vocab" line), empty for a command. Throws Error naming `where`.
 [[nodiscard]] MeasuredRun megatron_run_from_arguments(const std::map<std::string, std::string>& given,

@@ -270,6 +270,35 @@ std::map<std::string, std::string> megatron_layout(const std::map<std::string, s
 
 }  // namespace
 
+std::optional<std::int64_t> hugging_face_vocabulary(std::string_view repository) {
+  struct Row {
+    std::string_view repository;
+    std::int64_t tokens;
+  };
+  // Each repository's config.json vocab_size, which its tokenizer.json fills (base vocabulary and added tokens).
+  static constexpr Row kRows[] = {
+      {"gpt2", kGpt2BpeVocabulary},
+      {"meta-llama/Llama-2-7b-hf", 32000},  // 32,000 SentencePiece pieces
+      {"meta-llama/Llama-2-13b-hf", 32000},
+      {"meta-llama/Llama-2-70b-hf", 32000},
+      {"meta-llama/Meta-Llama-3-8B", 128256},  // 128,000 BPE tokens and 256 reserved special ones
+      {"meta-llama/Meta-Llama-3-70B", 128256},
+      {"meta-llama/Meta-Llama-3.1-8B", 128256},
+      {"meta-llama/Meta-Llama-3.1-70B", 128256},
+      {"meta-llama/Meta-Llama-3.1-405B", 128256},
+      {"meta-llama/Llama-3.1-8B", 128256},
+      {"meta-llama/Llama-3.1-70B", 128256},
+      {"meta-llama/Llama-3.1-405B", 128256},
+      {"mistralai/Mistral-7B-v0.1", 32000},
+      {"mistralai/Mixtral-8x7B-v0.1", 32000},
+      {"bigcode/starcoder2-tokenizer", 49152},
+      {"tiiuae/falcon-7b", 65024},
+  };
+  for (const Row& r : kRows)
+    if (r.repository == repository) return r.tokens;
+  return std::nullopt;
+}
+
 void megatron_deepspeed_arguments(std::map<std::string, std::string>& args, std::string_view where) {
   const std::string w(where);
   args.try_emplace("context_parallel_size", "1");  // no ring attention in Megatron-DeepSpeed

@@ -277,7 +277,8 @@ constexpr std::array kNemoKeys = {
     NemoKey{"model.tokenizer.library", ""},
     NemoKey{"model.tokenizer.type", ""},
     NemoKey{"model.tokenizer.*",
-            "the tokenizer: its vocabulary is --model's (the config names the tokenizer, not its size)"},
+            "the tokenizer: its size is --model's unless its name fixes it (Megatron's GPT-2 BPE, a known Hugging Face "
+            "repository's)"},
     NemoKey{"model.data.*", "the dataset and its loader"},
     NemoKey{"model.nsys_profile.*", "the profiler, on its own steps only"},
     NemoKey{"model.optim.lr", "learning rate"},
@@ -600,11 +601,19 @@ MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::
     t.insert(t.end(), {"--vocab-size", vocab, "--make-vocab-size-divisible-by", "1"});
   } else {
     flag("model.make_vocab_size_divisible_by", "--make-vocab-size-divisible-by");
-    // Megatron's own GPT-2 BPE tokenizer fixes the vocabulary, padded as Megatron-LM pads it (megatron_base_model.py
-    // _vocab_size_with_padding); any other tokenizer's size is --model's.
-    if (value("model.tokenizer.library", "null") == "megatron" &&
-        value("model.tokenizer.type", "null") == "GPT2BPETokenizer")
+    // Megatron's own GPT-2 BPE tokenizer fixes the vocabulary, and so does a Hugging Face tokenizer loaded as its
+    // repository has it (get_nmt_tokenizer with no vocabulary or merges file of the config's), padded as Megatron-LM
+    // pads it (megatron_base_model.py _vocab_size_with_padding); any other tokenizer's size is --model's.
+    const std::string library = value("model.tokenizer.library", "null"), type = value("model.tokenizer.type", "null");
+    const auto given = [&](const std::string& key) {  // set at all (an interpolated path need not resolve)
+      const auto it = v.find(key);
+      return it != v.end() && it->second != "null";
+    };
+    const bool own_files = given("model.tokenizer.vocab_file") || given("model.tokenizer.merge_file");
+    if (library == "megatron" && type == "GPT2BPETokenizer")
       t.insert(t.end(), {"--vocab-size", std::to_string(kGpt2BpeVocabulary)});
+    else if (const auto tokens = hugging_face_vocabulary(type); library == "huggingface" && !own_files && tokens)
+      t.insert(t.end(), {"--vocab-size", std::to_string(*tokens)});
   }
   flag("model.hidden_dropout", "--hidden-dropout");
   flag("model.attention_dropout", "--attention-dropout");
