@@ -237,6 +237,38 @@ TEST(MegatronLog, NoPositionEmbeddingDropsTheLearnedTable) {
   EXPECT_FALSE(parse_megatron_log(log, "none.log").model->learned_positions);
 }
 
+// --window-size (left, right): Transformer Engine's window, the query and the `left` keys before it; every N-th layer
+// attends fully under --window-attn-skip-freq N. A window ahead of the query or a list pattern is refused naming it.
+TEST(MegatronLog, SlidingWindowIsReadAsTransformerEnginesWindow) {
+  const std::string base = slurp("megatron_llama_written.log");
+  const std::string anchor = "  position_embedding_type";
+  const auto with = [&](const std::string& lines) {
+    std::string log = base;
+    log.insert(log.find(anchor), lines);
+    return log;
+  };
+  const auto every =
+      parse_megatron_log(with("  window_size ..................................... (4095, 0)\n"), "w.log");
+  ASSERT_TRUE(every.model);
+  EXPECT_EQ(every.model->sliding_window, 4096);
+  EXPECT_EQ(every.model->window_skip_freq, 0);
+  const auto half = parse_megatron_log(with("  window_size ..................................... (4095, 0)\n"
+                                            "  window_attn_skip_freq ........................... 2\n"),
+                                       "w.log");
+  EXPECT_EQ(half.model->window_skip_freq, 2);
+  EXPECT_EQ(parse_megatron_log(with("  window_size ..................................... (-1, 0)\n"), "w.log")
+                .model->sliding_window,
+            0);  // no limit: full causal attention
+  EXPECT_EQ(parse_megatron_log(base, "none.log").model->sliding_window, 0);
+  for (const auto& [lines, says] : std::vector<std::pair<std::string, std::string>>{
+           {"  window_size ..................................... (4095, 8)\n", "keys ahead"},
+           {"  window_size ..................................... (4095, 0)\n"
+            "  window_attn_skip_freq ........................... [1, 1, 0]\n",
+            "window_attn_skip_freq [1, 1, 0]"},
+           {"  window_size ..................................... (4095)\n", "not two integers"}})
+    EXPECT_NE(error_of([&] { (void)parse_megatron_log(with(lines), "w.log"); }).find(says), std::string::npos) << lines;
+}
+
 TEST(MegatronLog, SteadyStateDropsTheFirstIterationAndTakesTheMedian) {
   const auto run = parse_megatron_log(slurp("megatron_llama_written.log"), "llama.log");
   EXPECT_EQ(run.outcome, RunOutcome::ok);

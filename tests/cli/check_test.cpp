@@ -170,6 +170,60 @@ TEST(Check, ReadsBackWhatLaunchWrites) {
   EXPECT_EQ(nlohmann::json::parse(c.out).at("layout"), nlohmann::json::parse(e.out).at("layout"));
 }
 
+// A sliding window round-trips: Gemma 2's 4,096-token window on every other layer, written as Megatron-LM's
+// --window-size 4095,0 --window-attn-skip-freq 2, is read back as the model's window (the command's model, with the
+// written vocabulary, prices the attention as Gemma 2's).
+TEST(Check, ReadsBackTheSlidingWindowLaunchWrites) {
+  const std::vector<std::string> job = {"--cluster", "dgx-h100", "--seq", "8192", "--tp", "8", "--gpus", "64"};
+  std::vector<std::string> launch = {"launch", "--model", "gemma-2-27b"};
+  launch.insert(launch.end(), job.begin(), job.end());
+  const Result l = run(launch);
+  ASSERT_EQ(l.code, 0) << l.err;
+  const auto script = std::filesystem::temp_directory_path() / ("headroom_window_" + std::to_string(::getpid()));
+  std::ofstream(script) << l.out;
+  const Result named = run({"check", "--model", "gemma-2-27b", "--cluster", "dgx-h100", "--json", script.string()});
+  // The tokenizer arguments the script asks for: Gemma 2's 256,000 tokens.
+  std::string sized = l.out;
+  const std::string script_line = "pretrain_gpt.py \\\n";
+  sized.insert(sized.find(script_line) + script_line.size(), "    --vocab-size 256000 \\\n");
+  std::ofstream(script) << sized;
+  const Result own = run({"check", "--cluster", "dgx-h100", "--json", script.string()});
+  std::filesystem::remove(script);
+  ASSERT_NE(named.code, 2) << named.err;
+  ASSERT_NE(own.code, 2) << own.err;
+  std::vector<std::string> estimate = {"estimate", "--json", "--model", "gemma-2-27b"};
+  estimate.insert(estimate.end(), job.begin(), job.end());
+  const Result e = run(estimate);
+  ASSERT_EQ(e.code, 0) << e.err;
+  const auto c = nlohmann::json::parse(named.out), o = nlohmann::json::parse(own.out), x = nlohmann::json::parse(e.out);
+  EXPECT_EQ(c.at("layout"), x.at("layout"));
+  EXPECT_EQ(c.at("perf"), x.at("perf"));
+  // The command's own model has no flag for Gemma 2's extra norms, but its attention is windowed as Gemma 2's.
+  EXPECT_DOUBLE_EQ(o.at("perf").at("breakdown").at("attention_s").get<double>(),
+                   x.at("perf").at("breakdown").at("attention_s").get<double>());
+}
+
+// NeMo's Mistral 7B config: its window_size is Megatron-LM's --window-size (a window of 4,096 keys before the query),
+// the Falcon-only mcore_customization_config keys are listed as ignored, and a --model without that window (the shipped
+// Mistral 7B is v0.3, without one) is refused naming both.
+TEST(Check, ReadsNemosSlidingWindow) {
+  const std::string file = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-launcher/mistral_7b.yaml";
+  const std::string seq = "training.model.data.seq_length=4096";
+  const Result r = run({"check", "--cluster", "dgx-h100", "--json", file, seq});
+  ASSERT_NE(r.code, 2) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_NE(doc.at("notes").at(0).get<std::string>().find("--window-size 4096,0"), std::string::npos);
+  EXPECT_NE(doc.at("flags_ignored").dump().find("model.mcore_customization_config.parallel_attention: true"),
+            std::string::npos);
+  const Result v3 = run({"check", "--cluster", "dgx-h100", "--model", "mistral-7b", file, seq});
+  EXPECT_EQ(v3.code, 2);
+  EXPECT_NE(v3.err.find("has no sliding window, the config a 4097-token window"), std::string::npos) << v3.err;
+  // Falcon's layer, which does read them, is refused by its spec.
+  const Result falcon = run({"check", "--cluster", "dgx-h100", file, seq, "+training.model.name=megatron_falcon_gpt"});
+  EXPECT_EQ(falcon.code, 2);
+  EXPECT_NE(falcon.err.find("model.name: megatron_falcon_gpt"), std::string::npos) << falcon.err;
+}
+
 // What launch writes for NeMo, Hydra overrides of the model's training config, check reads back with that config as the
 // layout launch was given, for each knob NeMo's config has a key for.
 TEST(Check, ReadsBackTheNemoOverridesLaunchWrites) {

@@ -233,10 +233,22 @@ void run_check(const CheckOptions& o, std::ostream& out) {
         {"KV heads", dim(&ModelSpec::num_kv_heads, gqa ? "num_query_groups" : "num_attention_heads"), b.num_kv_heads},
         {"FFN width", dim(&ModelSpec::ffn_hidden_size, "ffn_hidden_size"), b.ffn_hidden_size},
     }};
+    const std::string given = kind == ConfigKind::nemo ? "config " : "command ";
     for (const auto& [what, x, y] : dims)
       if (x != y)
-        throw Error("--model " + b.name + " has " + what + " " + std::to_string(y) + ", the " +
-                    (kind == ConfigKind::nemo ? "config " : "command ") + std::to_string(x));
+        throw Error("--model " + b.name + " has " + what + " " + std::to_string(y) + ", the " + given +
+                    std::to_string(x));
+    // The attention window: Hugging Face's sliding_window and Megatron-LM's --window-size (left) + 1 count the same
+    // tokens, and Mistral's configs give the same 4,096 in both, so one token apart is the same window.
+    const auto window = [](std::int64_t w, std::int64_t skip) {
+      return w == 0 ? std::string("no sliding window")
+                    : "a " + std::to_string(w) + "-token window" +
+                          (skip > 0 ? " (every " + std::to_string(skip) + "th layer full)" : "");
+    };
+    if ((cmd.sliding_window == 0) != (b.sliding_window == 0) || std::abs(cmd.sliding_window - b.sliding_window) > 1 ||
+        cmd.window_skip_freq != b.window_skip_freq)
+      throw Error("--model " + b.name + " has " + window(b.sliding_window, b.window_skip_freq) + ", the " + given +
+                  window(cmd.sliding_window, cmd.window_skip_freq));
   }
   if (o.mtsl_curve && o.html.empty()) throw Error("--mtsl-curve draws on the plan page: give --html FILE with it");
   if (!o.html.empty()) (void)check_output_path(o.html, "--html");

@@ -25,6 +25,10 @@ inline constexpr std::int64_t kGpt2BpeVocabulary = 50257;
 // nullopt for any other.
 [[nodiscard]] std::optional<std::int64_t> hugging_face_vocabulary(std::string_view repository);
 
+// The sliding window of --window-size and --window-attn-skip-freq into m (ModelSpec::sliding_window counts the query,
+// Transformer Engine's left side does not); nothing without a window. Throws Error naming `where`.
+void megatron_window(const std::map<std::string, std::string>& args, ModelSpec& m, std::string_view where);
+
 // `lines`: the log's lines (its "padded vocab" line), empty for a command. Throws Error naming `where`.
 [[nodiscard]] MeasuredRun megatron_run_from_arguments(const std::map<std::string, std::string>& given,
                                                       const std::vector<std::string_view>& lines,

@@ -77,6 +77,7 @@ constexpr std::array kFlags = {
     Flag{"--qk-pos-emb-head-dim", "qk_pos_emb_head_dim", Arity::value, ""},
     Flag{"--v-head-dim", "v_head_dim", Arity::value, ""},
     Flag{"--window-size", "window_size", Arity::value, ""},
+    Flag{"--window-attn-skip-freq", "window_attn_skip_freq", Arity::value, ""},
     Flag{"--use-distributed-optimizer", "use_distributed_optimizer", Arity::store_true, ""},
     Flag{"--recompute-method", "recompute_method", Arity::value, ""},
     Flag{"--recompute-num-layers", "recompute_num_layers", Arity::value, ""},
@@ -413,6 +414,10 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
   if (!args.contains("bf16"))
     throw Error(w + ": no --bf16: headroom prices BF16 training (and FP8 on top of it); FP16 and FP32 are not priced");
   out.run = megatron_run_from_arguments(args, {}, where);
+  ModelSpec window;
+  megatron_window(args, window, where);
+  out.sliding_window = window.sliding_window;
+  out.window_skip_freq = window.window_skip_freq;
   if (out.deepspeed) megatron_deepspeed_arguments(args, where);  // in Megatron-LM's dests, as the run was read
   out.arguments = std::move(args);
   return out;

@@ -130,6 +130,52 @@ void megatron_experts(const std::map<std::string, std::string>& args, ModelSpec&
   }
 }
 
+}  // namespace
+
+// Sliding-window attention: --window-size (left, right) is Transformer Engine's window, a query attending to the
+// `left` keys before it and itself (right 0 under the causal mask; left -1: no limit), written "4096,0" on a command
+// and "(4096, 0)" in a log (arguments.py tuple_type); --window-attn-skip-freq N makes every N-th layer attend fully
+// (megatron/core/transformer/utils.py is_layer_window_attention). A list pattern of full layers is refused.
+void megatron_window(const std::map<std::string, std::string>& args, ModelSpec& m, std::string_view where) {
+  const auto window = arg(args, "window_size");
+  if (!window || *window == "None") return;
+  const std::string w(where), text = *window;
+  std::vector<std::int64_t> sides;
+  std::string digits;
+  for (const char c : text + ",") {
+    if (c == '(' || c == ')' || c == ' ') continue;
+    if (c != ',') {
+      digits += c;
+      continue;
+    }
+    std::int64_t x = 0;
+    const auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), x);
+    if (digits.empty() || ec != std::errc() || p != digits.data() + digits.size() || x < -1)
+      throw Error(w + ": window_size " + text + ": not two integers (left, right), each -1 or more");
+    sides.push_back(x);
+    digits.clear();
+  }
+  if (sides.size() != 2) throw Error(w + ": window_size " + text + ": not two integers (left, right), each -1 or more");
+  if (sides[1] != 0)
+    throw Error(w + ": window_size " + text + ": a window reaching " + std::to_string(sides[1]) +
+                " keys ahead is not priced (valid: right 0, the causal mask's)");
+  if (sides[0] < 0) return;  // no limit to the left: full causal attention
+  m.sliding_window = sides[0] + 1;
+  const std::string freq = arg(args, "window_attn_skip_freq").value_or("None");
+  if (freq == "None") return;
+  std::int64_t n = 0;
+  const auto [p, ec] = std::from_chars(freq.data(), freq.data() + freq.size(), n);
+  if (ec != std::errc() || p != freq.data() + freq.size() || n <= 0)
+    throw Error(w + ": window_attn_skip_freq " + freq.substr(0, 60) +
+                ": only every N-th layer attending fully is priced (valid: a positive integer)");
+  if (n == 1)
+    m.sliding_window = 0;  // every layer attends fully
+  else
+    m.window_skip_freq = n;
+}
+
+namespace {
+
 // The model of a Megatron-LM GPT run from its arguments (megatron/training/arguments.py names).
 std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>& args,
                                         const std::vector<std::string_view>& lines, std::string_view where) {
@@ -172,9 +218,7 @@ std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>
     m.attention_dropout = x;
   }
   megatron_experts(args, m, where);
-  if (const auto window = arg(args, "window_size"); window && *window != "None")
-    throw Error(std::string(where) + ": window_size " + *window +
-                ": runs with sliding-window attention are not read from Megatron-LM logs yet (give a model spec)");
+  megatron_window(args, m, where);
   return m;
 }
 
@@ -291,6 +335,8 @@ std::optional<std::int64_t> hugging_face_vocabulary(std::string_view repository)
       {"meta-llama/Llama-3.1-405B", 128256},
       {"mistralai/Mistral-7B-v0.1", 32000},
       {"mistralai/Mixtral-8x7B-v0.1", 32000},
+      {"mistralai/Mistral-Nemo-Base-2407", 131072},  // Tekken: 2^17 tokens
+      {"mistralai/Mistral-Large-Instruct-2407", 32768},
       {"bigcode/starcoder2-tokenizer", 49152},
       {"tiiuae/falcon-7b", 65024},
   };

@@ -192,8 +192,15 @@ constexpr std::array kNemoKeys = {
     NemoKey{"model.context_parallel_size", ""},
     NemoKey{"model.expert_model_parallel_size", ""},
     NemoKey{"model.precision", ""},
-    NemoKey{"model.mcore_customization_config.new_decoder_architecture", ""},
-    NemoKey{"model.mcore_customization_config.parallel_attention", ""},
+    // NeMo sets these on the TransformerConfig; only its Falcon layer reads them (falcon_decoder_layer.py
+    // FalconTransformerLayer), which model.name's megatron_falcon_gpt picks and headroom refuses. The Mistral configs
+    // carry them under the default spec, whose Megatron-core TransformerLayer never looks.
+    NemoKey{"model.mcore_customization_config.new_decoder_architecture",
+            "read by NeMo's Falcon layer only (model.name megatron_falcon_gpt, refused): the default layer ignores it"},
+    NemoKey{"model.mcore_customization_config.parallel_attention",
+            "read by NeMo's Falcon layer only (model.name megatron_falcon_gpt, refused): the default layer ignores it"},
+    NemoKey{"model.window_size", ""},
+    NemoKey{"model.window_attn_skip_freq", ""},
     NemoKey{"model.num_moe_experts", ""},
     NemoKey{"model.moe_router_topk", ""},
     NemoKey{"model.moe_token_dispatcher_type", ""},
@@ -524,11 +531,6 @@ MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::
           "headroom prices BF16 training, and FP8 on top of it (valid: bf16, bf16-mixed)");
   require("model.precision", "bf16", {"bf16", "bf16-mixed"}, "the model's precision must be trainer.precision's BF16");
   require("trainer.accumulate_grad_batches", "1", {"1"}, "NeMo accumulates through global_batch_size (valid: 1)");
-  // Falcon's block customisations of NeMo's mcore GPT (megatron_gpt_model.py mcore_model_customize).
-  require("model.mcore_customization_config.new_decoder_architecture", "false", {"false"},
-          "Falcon's decoder block is not priced");
-  require("model.mcore_customization_config.parallel_attention", "false", {"false"},
-          "attention and MLP in parallel (Falcon) is not priced");
   require("model.attention_type", "multihead", {"multihead"}, "only causal multi-head attention is priced");
   require("model.transformer_block_type", "pre_ln", {"pre_ln"}, "only pre-norm blocks are priced");
   require("model.headscale", "false", {"false"}, "NormFormer's head scaling is not priced");
@@ -594,6 +596,12 @@ MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::
   flag("model.ffn_hidden_size", "--ffn-hidden-size");
   flag("model.num_attention_heads", "--num-attention-heads");
   flag("model.kv_channels", "--kv-channels");
+  // TransformerConfig.window_size, a YAML list [left, right], as Megatron-LM's --window-size left,right.
+  if (std::string window = value("model.window_size", "null"); window != "null") {
+    std::erase_if(window, [](char c) { return c == '[' || c == ']' || c == ' '; });
+    t.insert(t.end(), {"--window-size", window});
+  }
+  flag("model.window_attn_skip_freq", "--window-attn-skip-freq");
   // override_vocab_size is the embedding's row count as it is, unpadded (megatron_gpt_model.py model_provider_func:
   // vocab_size=cfg.get('override_vocab_size', padded_vocab_size)): Megatron-LM's --vocab-size padded to a multiple of
   // 1 (x tp, which NeMo's vocabulary-parallel embedding needs to divide it anyway).
@@ -730,6 +738,8 @@ MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::
   MegatronCommand read = parse_megatron_command(t, gpus, w);
   out.run = std::move(read.run);
   out.arguments = std::move(read.arguments);
+  out.sliding_window = read.sliding_window;
+  out.window_skip_freq = read.window_skip_freq;
   std::string line;
   for (std::size_t i = 1; i < t.size(); ++i) line += (i > 1 ? " " : "") + t[i];
   out.notes.push_back("read as the Megatron-LM arguments NeMo hands to Megatron-core: " + line);

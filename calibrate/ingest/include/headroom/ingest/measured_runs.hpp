@@ -91,6 +91,9 @@ struct MegatronCommand {
   std::string zero_stage;        // --zero-stage as given ("": not given)
   bool pipeline_engine = true;   // DeepSpeed's PipelineEngine (Megatron-DeepSpeed's default; --no-pipeline-parallel)
   std::map<std::string, std::string> arguments;  // arguments.py's dests as read, with the defaults it fills in
+  // The attention window the command gives (ModelSpec::sliding_window, window_skip_freq; 0: none), known without
+  // the vocabulary that makes run.model whole.
+  std::int64_t sliding_window = 0, window_skip_freq = 0;
 };
 [[nodiscard]] MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, std::int64_t gpus,
                                                      std::string_view where);
