@@ -226,6 +226,11 @@ double stage_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_
   return params;
 }
 
+StageCounts stage_counts(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  return {stage, stage_layers(m, l, stage), stage_moe_layers(m, l, stage), stage_parameters_per_gpu(m, l, stage),
+          stage_expert_parameters_per_gpu(m, l, stage)};
+}
+
 // The linear layers' weights (no biases, norms or router): attention without its replicated latent norms, the FFN, or
 // a layer with experts' shared expert and the GPU's routed experts.
 double linear_weight_parameters_per_gpu(const ModelSpec& m, const Layout& l, bool experts) {
@@ -361,12 +366,17 @@ double moe_activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   return sbh_per_gpu(m, l) * units + unfused_score_bytes(m, l);
 }
 
+namespace {
 // The mean over a stage's layers, dense and with experts.
-double stage_layer_activation_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage) {
-  const std::int64_t moe = stage_moe_layers(m, l, stage);
+double mean_layer_activation_bytes(const ModelSpec& m, const Layout& l, std::int64_t layers, std::int64_t moe) {
   if (moe == 0) return activation_bytes_per_layer(m, l);
-  const double share = d(moe) / d(stage_layers(m, l, stage));
+  const double share = d(moe) / d(layers);
   return (1.0 - share) * activation_bytes_per_layer(m, l) + share * moe_activation_bytes_per_layer(m, l);
+}
+}  // namespace
+
+double stage_layer_activation_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  return mean_layer_activation_bytes(m, l, stage_layers(m, l, stage), stage_moe_layers(m, l, stage));
 }
 
 // Micro-batches whose activations stage `stage` holds at its peak. 1F1B: the first stage holds p
@@ -382,12 +392,18 @@ double microbatches_in_flight(const Layout& l, std::int64_t stage) {
 // (4D paper Sec. 3.2.2). Interleaved with v chunks per GPU (Megatron's warm-up count): stage i holds
 // 2(p − i − 1) + (v − 1)p + 1 chunks of L/(p·v) layers, i.e. L(1 + (p − 1)/(p·v)) on the first stage
 // (Korthikanti et al. 2023, Sec. 4.2.3), at most all m·v chunks.
-double layers_in_flight(const ModelSpec& m, const Layout& l, std::int64_t stage) {
-  const double layers_per_stage = d(stage_layers(m, l, stage));
+namespace {
+double stage_layers_in_flight(const Layout& l, std::int64_t stage, std::int64_t layers) {
+  const double layers_per_stage = d(layers);
   if (l.schedule != Schedule::interleaved || l.vpp == 1) return layers_per_stage * microbatches_in_flight(l, stage);
   const double chunks =
       std::min(d(l.microbatches()) * d(l.vpp), 2.0 * d(l.pp - stage - 1) + d(l.vpp - 1) * d(l.pp) + 1.0);
   return chunks * layers_per_stage / d(l.vpp);
+}
+}  // namespace
+
+double layers_in_flight(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  return stage_layers_in_flight(l, stage, stage_layers(m, l, stage));
 }
 
 // 4D paper Eq. 13 as printed, 8·s·b·h per micro-batch (divided by t·c as in Eq. 17): the embedding
@@ -410,14 +426,19 @@ double rematerialised_layer_bytes(const ModelSpec& m, const Layout& l, bool expe
   return l.recompute == Recompute::full ? whole : std::max(0.0, whole - activation_bytes_per_layer(m, l));
 }
 
-double stage_activation_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage) {
-  double bytes = layers_in_flight(m, l, stage) * stage_layer_activation_bytes(m, l, stage);
+double stage_activation_bytes(const ModelSpec& m, const Layout& l, const StageCounts& n) {
+  double bytes =
+      stage_layers_in_flight(l, n.stage, n.layers) * mean_layer_activation_bytes(m, l, n.layers, n.moe_layers);
   // Recompute re-materialises one layer of one micro-batch at a time during backward (a layer with experts where the
   // stage has one).
-  bytes += rematerialised_layer_bytes(m, l, stage_moe_layers(m, l, stage) > 0);
-  if (stage == 0) bytes += embedding_activation_bytes(m, l) * microbatches_in_flight(l, 0);
-  if (stage == l.pp - 1) bytes += lm_head_activation_bytes(m, l);
+  bytes += rematerialised_layer_bytes(m, l, n.moe_layers > 0);
+  if (n.stage == 0) bytes += embedding_activation_bytes(m, l) * microbatches_in_flight(l, 0);
+  if (n.stage == l.pp - 1) bytes += lm_head_activation_bytes(m, l);
   return bytes;
+}
+
+double stage_activation_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  return stage_activation_bytes(m, l, stage_counts(m, l, stage));
 }
 
 // 4D paper Eq. 18, first stage: (6 + 12/(d·c))·params + s·b·h/(t·c)·((12 + 4k/a + 8h_ffn/h)L + 8p +
@@ -519,17 +540,18 @@ namespace {
 // 4D paper Eq. 10 / PaRO section 3 (Megatron and any framework without all-gathered units): weights, gradients
 // and optimizer states whole for the step, activations at their peak.
 StageMemory eq18_stage_memory(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r,
-                              std::int64_t stage) {
-  const double params = stage_parameters_per_gpu(m, l, stage);
+                              const StageCounts& n) {
+  const std::int64_t stage = n.stage;
+  const double params = n.params;
   // Thesis Sec. 3.1.2: with LoRA the base weights are frozen (weights only) and the adapters train.
   const double trainable = l.lora.enabled() ? lora_stage_parameters_per_rank(m, l, stage).per_rank() : params;
   const double stored = l.lora.enabled() ? params + trainable : params;
   // Routed experts are sharded over the expert data-parallel group instead (theoretical_memory_usage.py,
   // num_bytes_per_parameter(expert_data_parallel_size)); LoRA on a model with experts is refused (build_layout).
-  const double experts = stage_expert_parameters_per_gpu(m, l, stage);
+  const double experts = n.experts;
   const auto sharded = [&](double dense_params, Shard shard) {
     return (dense_params - experts) / shard_divisor(shard, l, c.gpus_per_node) +
-           experts / expert_shard_divisor(shard, l, c.gpus_per_node);
+           (experts > 0 ? experts / expert_shard_divisor(shard, l, c.gpus_per_node) : 0.0);
   };
   const Precision& prec = l.precision;
   StageMemory s;
@@ -545,7 +567,7 @@ StageMemory eq18_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
   // An offloaded optimizer keeps (1 − fraction) of its states on the GPU.
   s.optimizer = (1.0 - l.optimizer_offload) * prec.optimizer_bytes * optimizer_shard_params;
   const double offloaded = offloaded_activation_bytes(m, l);
-  s.activations = stage_activation_bytes(m, l, stage) - offloaded;
+  s.activations = stage_activation_bytes(m, l, n) - offloaded;
   s.host = host_optimizer_bytes(l, optimizer_shard_params) + offloaded;
   s.residual =
       residual_bytes(m, l, r, stage, (1.0 - l.optimizer_offload) * optimizer_shard_params, c.gpu.usable_memory_bytes);
@@ -554,8 +576,9 @@ StageMemory eq18_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
 
 // PyTorch FSDP1 (use_orig_params, PEFT LoRA, HF Llama), one moment of the step; see StepMoment.
 StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r,
-                              std::int64_t stage, StepMoment moment) {
-  const double params = stage_parameters_per_gpu(m, l, stage);
+                              const StageCounts& n, StepMoment moment) {
+  const std::int64_t stage = n.stage;
+  const double params = n.params;
   const double trainable = l.lora.enabled() ? lora_stage_parameters_per_rank(m, l, stage).per_rank() : params;
   const double stored = l.lora.enabled() ? params + trainable : params;
   const Precision& prec = l.precision;
@@ -608,16 +631,22 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
 
 StageMemory stage_memory_at(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r,
                             std::int64_t stage, StepMoment moment) {
-  if (!fsdp_step_model(l)) return eq18_stage_memory(m, c, l, r, stage);
-  return fsdp_stage_memory(m, c, l, r, stage, moment);
+  const StageCounts n = stage_counts(m, l, stage);
+  if (!fsdp_step_model(l)) return eq18_stage_memory(m, c, l, r, n);
+  return fsdp_stage_memory(m, c, l, r, n, moment);
+}
+
+StageMemory stage_memory(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r,
+                         const StageCounts& n) {
+  if (!fsdp_step_model(l)) return eq18_stage_memory(m, c, l, r, n);
+  const StageMemory a = fsdp_stage_memory(m, c, l, r, n, StepMoment::activations);
+  const StageMemory g = fsdp_stage_memory(m, c, l, r, n, StepMoment::gradients);
+  return g.total() > a.total() ? g : a;
 }
 
 StageMemory stage_memory(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r,
                          std::int64_t stage) {
-  if (!fsdp_step_model(l)) return eq18_stage_memory(m, c, l, r, stage);
-  const StageMemory a = fsdp_stage_memory(m, c, l, r, stage, StepMoment::activations);
-  const StageMemory g = fsdp_stage_memory(m, c, l, r, stage, StepMoment::gradients);
-  return g.total() > a.total() ? g : a;
+  return stage_memory(m, c, l, r, stage_counts(m, l, stage));
 }
 
 namespace {
@@ -653,14 +682,31 @@ MemoryEstimate estimate_memory(const ModelSpec& m, const ClusterSpec& c, const L
   return e;
 }
 
-double peak_memory_bytes(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r) {
-  const double first = stage_memory(m, c, l, r, 0).total();
+namespace {
+// Even split: the middle stages hold the first stage's layers with fewer micro-batches in flight. Uneven: the second
+// stage, with more layers than the first and one micro-batch fewer, can be the peak (Llama 3's 7 + 8).
+bool second_stage_can_peak(const Layout& l) { return !l.split.even() && l.pp > 2; }
+}  // namespace
+
+PeakStageCounts peak_stage_counts(const ModelSpec& m, const Layout& l) {
+  PeakStageCounts n;
+  n.first = stage_counts(m, l, 0);
+  if (l.pp > 1) n.last = stage_counts(m, l, l.pp - 1);
+  if (second_stage_can_peak(l)) n.second = stage_counts(m, l, 1);
+  return n;
+}
+
+double peak_memory_bytes(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r,
+                         const PeakStageCounts& n) {
+  const double first = stage_memory(m, c, l, r, n.first).total();
   if (l.pp == 1) return first;
-  const double ends = std::max(first, stage_memory(m, c, l, r, l.pp - 1).total());
-  // Even split: the middle stages hold the first stage's layers with fewer micro-batches in flight. Uneven: the
-  // second stage, with more layers than the first and one micro-batch fewer, can be the peak (Llama 3's 7 + 8).
-  if (l.split.even() || l.pp == 2) return ends;
-  return std::max(ends, stage_memory(m, c, l, r, 1).total());
+  const double ends = std::max(first, stage_memory(m, c, l, r, n.last).total());
+  if (!second_stage_can_peak(l)) return ends;
+  return std::max(ends, stage_memory(m, c, l, r, n.second).total());
+}
+
+double peak_memory_bytes(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r) {
+  return peak_memory_bytes(m, c, l, r, peak_stage_counts(m, l));
 }
 
 // megatron/training/arguments.py dtype_map: fp32 4 B, bf16 and fp16 2 B, fp8 1 B (torch.uint8).

@@ -162,6 +162,7 @@ struct Search {
   // the shape's schedules and shardings (throughput.hpp MicrobatchPasses); `priced` marks the slots filled.
   std::vector<MicrobatchPasses> passes;
   std::vector<char> priced;
+  PeakStageCounts stage_counts;  // the shape's peak stages, counted once (memory.hpp)
 
   static constexpr std::size_t kRecomputes = 4;  // Recompute's values
   static_assert(static_cast<std::size_t>(Recompute::op) + 1 == kRecomputes);
@@ -191,7 +192,7 @@ struct Search {
       if (o.on_enumerated) o.on_enumerated(l);
       if (full || o.enumerate_only) continue;
       ++result.memory_checked;
-      const double peak = peak_memory_bytes(m, cluster, l, residual);
+      const double peak = peak_memory_bytes(m, cluster, l, residual, stage_counts);
       if (o.peak_band.known ? o.peak_band.upper(peak) > capacity : peak > capacity) {
         full = true;
         continue;
@@ -209,23 +210,26 @@ struct Search {
   // The layouts of one shape (t, c, p, d, v, ep, etp) that fit, into the top list, but none that a twin dominates: a
   // layout of the same shape and micro-batch that differs only in its choices (SP, sharding, recompute, schedule)
   // and is no slower and needs no more memory (the earlier of two equal ones stays). Kept in enumeration order.
+  // y dominates x when it is no slower, needs no more memory and is better in one of the two or earlier. Sorted by
+  // (mbs, step time, peak, position), a layout is dominated exactly when one before it of its micro-batch size needs no
+  // more memory: one sweep with the least peak so far.
   void insert_undominated() {
     order.clear();
     for (std::size_t i = 0; i < shape_fits.size(); ++i) order.push_back(i);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](std::size_t a, std::size_t b) { return shape_fits[a].layout.mbs < shape_fits[b].layout.mbs; });
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      const RankedLayout &x = shape_fits[a], &y = shape_fits[b];
+      if (x.layout.mbs != y.layout.mbs) return x.layout.mbs < y.layout.mbs;
+      if (x.step_time_s != y.step_time_s) return x.step_time_s < y.step_time_s;
+      if (x.peak_bytes != y.peak_bytes) return x.peak_bytes < y.peak_bytes;
+      return a < b;
+    });
     dominated.assign(shape_fits.size(), 0);
-    for (std::size_t first = 0; first < order.size();) {
-      std::size_t end = first;
-      while (end < order.size() && shape_fits[order[end]].layout.mbs == shape_fits[order[first]].layout.mbs) ++end;
-      for (std::size_t a = first; a < end; ++a)
-        for (std::size_t b = first; b < end; ++b) {
-          const RankedLayout &x = shape_fits[order[a]], &y = shape_fits[order[b]];
-          const bool no_worse = y.step_time_s <= x.step_time_s && y.peak_bytes <= x.peak_bytes;
-          const bool better = y.step_time_s < x.step_time_s || y.peak_bytes < x.peak_bytes || order[b] < order[a];
-          if (a != b && no_worse && better) dominated[order[a]] = 1;
-        }
-      first = end;
+    double least_peak = 0;
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      const RankedLayout& x = shape_fits[order[k]];
+      const bool first_of_mbs = k == 0 || shape_fits[order[k - 1]].layout.mbs != x.layout.mbs;
+      if (!first_of_mbs && least_peak <= x.peak_bytes) dominated[order[k]] = 1;
+      least_peak = first_of_mbs ? x.peak_bytes : std::min(least_peak, x.peak_bytes);
     }
     for (std::size_t i = 0; i < shape_fits.size(); ++i) {
       if (dominated[i] != 0) {
@@ -265,6 +269,8 @@ struct Search {
     const std::int64_t p = l.pp;
     passes.resize(std::max(passes.size(), 2 * kRecomputes * mbss.size()));
     priced.assign(2 * kRecomputes * mbss.size(), 0);
+    l.vpp = v;
+    stage_counts = peak_stage_counts(m, l);
     for (int sched = 0; sched < 2; ++sched) {  // 1F1B/interleaved, then GPipe (v = 1, p > 1)
       if (sched == 1 && (v > 1 || p == 1)) continue;
       l.vpp = v;
@@ -309,7 +315,7 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
   validate_on_cluster(base, cluster);
   require_whole_nodes(o.gpus, cluster);
   SearchResult result;
-  Search search{m,  cluster, residual, o,  base, PerfContext(coefficients, cluster), o.shardings, result,
+  Search search{m,  cluster, residual, o,  base, PerfContext(coefficients, cluster), o.shardings, result, {},
                 {}, {},      {},       {}, {}};
   search.shape_fits.reserve(4096);
   search.order.reserve(4096);

@@ -108,11 +108,15 @@ double tp_overlapped_comm_seconds(double comm, double gemm, std::int64_t tp) {
 }
 
 // Thesis Sec. 3.1.2: LoRA freezes the base weights; its adapters are stored (and gathered) next to them.
-DpParameters dp_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage) {
-  const double base = stage_parameters_per_gpu(m, l, stage);
+DpParameters dp_parameters_per_gpu(const ModelSpec& m, const Layout& l, const StageCounts& n) {
+  const double base = n.params;
   if (!l.lora.enabled()) return {base, base, base};
-  const double adapters = lora_stage_parameters_per_rank(m, l, stage).per_rank();
-  return {base + adapters, adapters, gradient_parameters_per_gpu(m, l, stage)};
+  const double adapters = lora_stage_parameters_per_rank(m, l, n.stage).per_rank();
+  return {base + adapters, adapters, gradient_parameters_per_gpu(m, l, n.stage)};
+}
+
+DpParameters dp_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  return dp_parameters_per_gpu(m, l, stage_counts(m, l, stage));
 }
 
 namespace {
@@ -485,21 +489,20 @@ StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Lay
   // One micro-batch through the decoder layers of a stage (layout.hpp's stage_layers: L/p, or Megatron-LM's
   // uneven first/last stages), with its boundary traffic; the middle stages are all alike.
   // Layers with experts (stage_moe_layers) take the MoE layer's times.
-  const auto stage_pass = [&](const PassTimes& one_layer, const PassTimes& one_moe_layer, std::int64_t stage) {
-    const std::int64_t moe = stage_moe_layers(m, l, stage);
-    PassTimes x = scaled(one_layer, d(stage_layers(m, l, stage) - moe));
-    if (moe > 0) x += scaled(one_moe_layer, d(moe));
+  const auto stage_pass = [&](const PassTimes& one_layer, const PassTimes& one_moe_layer, const StageCounts& n) {
+    PassTimes x = scaled(one_layer, d(n.layers - n.moe_layers));
+    if (n.moe_layers > 0) x += scaled(one_moe_layer, d(n.moe_layers));
     x.pp = pipeline_sends_overlap(l) ? v_chunks * std::max(0.0, send - x.total() / v_chunks) : v_chunks * send;
     return x;
   };
-  const auto forward = [&](std::int64_t stage) { return stage_pass(layer.forward, moe_layer.forward, stage); };
-  const auto backward = [&](std::int64_t stage) { return stage_pass(layer.backward, moe_layer.backward, stage); };
+  const auto forward = [&](const StageCounts& n) { return stage_pass(layer.forward, moe_layer.forward, n); };
+  const auto backward = [&](const StageCounts& n) { return stage_pass(layer.backward, moe_layer.backward, n); };
   StagePasses x;
-  x.middle_stage = std::min<std::int64_t>(1, l.pp - 1);
-  x.body_f = forward(x.middle_stage), x.body_b = backward(x.middle_stage);
+  x.middle_stage = mb.middle.stage;
+  x.body_f = forward(mb.middle), x.body_b = backward(mb.middle);
   // First stage: embedding lookup (elementwise). Last stage: LM head GEMM and the FP32 loss.
-  x.first_f = forward(0), x.first_b = backward(0);
-  x.last_f = forward(l.pp - 1), x.last_b = backward(l.pp - 1);
+  x.first_f = forward(mb.first), x.first_b = backward(mb.first);
+  x.last_f = forward(mb.last), x.last_b = backward(mb.last);
   const PipelineEnds& ends = mb.ends;
   x.first_f.elementwise += ends.embedding_s;
   x.first_b.elementwise += ends.embedding_s;
@@ -557,8 +560,12 @@ double exposed_dp_seconds(const PerfContext& p, const Layout& l, const DpParamet
 }  // namespace
 
 MicrobatchPasses microbatch_passes(const ModelSpec& m, const PerfContext& p, const Layout& l) {
-  return {layer_pass_times(m, p, l, false), m.num_experts > 0 ? layer_pass_times(m, p, l, true) : LayerPassTimes{},
-          pipeline_end_seconds(m, p, l)};
+  return {layer_pass_times(m, p, l, false),
+          m.num_experts > 0 ? layer_pass_times(m, p, l, true) : LayerPassTimes{},
+          pipeline_end_seconds(m, p, l),
+          stage_counts(m, l, 0),
+          stage_counts(m, l, std::min<std::int64_t>(1, l.pp - 1)),
+          stage_counts(m, l, l.pp - 1)};
 }
 
 PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layout& l) {
@@ -601,8 +608,9 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   br.pp_comm_s = all.pp;
   br.ep_comm_s = all.ep;
   br.bubble_s = (pp - 1.0) / v * mean;
-  DpParameters dense = dp_parameters_per_gpu(m, l, br.slowest_stage);
-  const double experts = stage_expert_parameters_per_gpu(m, l, br.slowest_stage);
+  const StageCounts& slowest_counts = slowest == l.pp - 1 ? mb.last : slowest == 0 ? mb.first : mb.middle;
+  DpParameters dense = dp_parameters_per_gpu(m, l, slowest_counts);
+  const double experts = slowest_counts.experts;
   dense.gathered -= experts, dense.trainable -= experts, dense.reduced -= experts;
   // FP8 parameter gather: the linear layers' weights travel in FP8 (1 B), the rest (embedding, norms) in BF16.
   const double weight_bytes = l.precision.weight_bytes;
@@ -619,8 +627,9 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
     br.dp_comm_s += exposed_dp_seconds(p, l, {experts, experts, experts}, l.expert_dp(), per_node, sf.total(),
                                        sb.total(), expert_gather_bytes);
   }
-  const double shard_params = dense.trainable / shard_divisor(l.sharding.optimizer, l, p.gpus_per_node) +
-                              experts / expert_shard_divisor(l.sharding.optimizer, l, p.gpus_per_node);
+  const double shard_params =
+      dense.trainable / shard_divisor(l.sharding.optimizer, l, p.gpus_per_node) +
+      (experts > 0 ? experts / expert_shard_divisor(l.sharding.optimizer, l, p.gpus_per_node) : 0.0);
   br.optimizer_s = (1.0 - l.optimizer_offload) * optimizer_step_seconds(p, l, shard_params);
   br.offload_s = offloaded_optimizer_seconds(p, l, shard_params);
   // FP8 weights Transformer Engine casts once per step (the first micro-batch), on the slowest stage.

@@ -38,6 +38,15 @@ namespace headroom {
 [[nodiscard]] double stage_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage);
 // Of those, the decoder layers' (all but the embedding, final norm and LM head).
 [[nodiscard]] double stage_decoder_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage);
+// What the layout's shape (t, p, v, the split, ep, etp) fixes of stage `stage`, whatever its micro-batch, schedule,
+// sharding, recompute or SP: counted once per shape where a search prices many layouts of it.
+struct StageCounts {
+  std::int64_t stage = 0;
+  std::int64_t layers = 0, moe_layers = 0;  // stage_layers, stage_moe_layers
+  double params = 0;                        // stage_parameters_per_gpu
+  double experts = 0;                       // stage_expert_parameters_per_gpu
+};
+[[nodiscard]] StageCounts stage_counts(const ModelSpec& m, const Layout& l, std::int64_t stage);
 
 // ---- FP8 (Layout::fp8) ----
 // The weights of one decoder layer's linear layers one GPU holds (what FP8 GEMMs read): the attention projections,
@@ -132,6 +141,7 @@ enum class StepMoment { activations, gradients };
 [[nodiscard]] double embedding_activation_bytes(const ModelSpec& m, const Layout& l);  // per micro-batch
 [[nodiscard]] double lm_head_activation_bytes(const ModelSpec& m, const Layout& l);    // per micro-batch
 [[nodiscard]] double stage_activation_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage);
+[[nodiscard]] double stage_activation_bytes(const ModelSpec& m, const Layout& l, const StageCounts& n);
 
 // ---- the paper's headline number ----
 // Eq. 18 for the first pipeline stage; with p = 1 the one stage holds the embedding and the LM head.
@@ -153,6 +163,8 @@ struct StageMemory {
 // The larger of the moments (FSDP), else the one breakdown.
 [[nodiscard]] StageMemory stage_memory(const ModelSpec& m, const ClusterSpec& c, const Layout& l,
                                        const ResidualModel& r, std::int64_t stage);
+[[nodiscard]] StageMemory stage_memory(const ModelSpec& m, const ClusterSpec& c, const Layout& l,
+                                       const ResidualModel& r, const StageCounts& n);
 // One moment; for frameworks with one moment both give stage_memory's breakdown.
 [[nodiscard]] StageMemory stage_memory_at(const ModelSpec& m, const ClusterSpec& c, const Layout& l,
                                           const ResidualModel& r, std::int64_t stage, StepMoment moment);
@@ -176,5 +188,13 @@ struct MemoryEstimate {
 // fewer micro-batches than the first and neither embedding nor head).
 [[nodiscard]] double peak_memory_bytes(const ModelSpec& m, const ClusterSpec& c, const Layout& l,
                                        const ResidualModel& r);
+// The stages peak_memory_bytes compares (the first, the last and, under an uneven split of more than two stages, the
+// second), counted once for every layout of a shape.
+struct PeakStageCounts {
+  StageCounts first, second, last;
+};
+[[nodiscard]] PeakStageCounts peak_stage_counts(const ModelSpec& m, const Layout& l);
+[[nodiscard]] double peak_memory_bytes(const ModelSpec& m, const ClusterSpec& c, const Layout& l,
+                                       const ResidualModel& r, const PeakStageCounts& n);
 
 }  // namespace headroom

@@ -16,6 +16,7 @@
 #include "headroom/core/collectives.hpp"
 #include "headroom/estimator/flops.hpp"
 #include "headroom/estimator/layout.hpp"
+#include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/perf_coefficients.hpp"
 #include "headroom/estimator/spec.hpp"
 #include "headroom/estimator/uncertainty.hpp"
@@ -192,6 +193,7 @@ struct DpParameters {
                          // or under FSDP1's flat parameters with LoRA the decoder's whole flat parameters besides
 };
 [[nodiscard]] DpParameters dp_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage);
+[[nodiscard]] DpParameters dp_parameters_per_gpu(const ModelSpec& m, const Layout& l, const StageCounts& n);
 
 // One step, broken down. Times in seconds over the whole step, as seen by the slowest stage.
 struct StepBreakdown {
@@ -245,12 +247,15 @@ struct LayerPassTimes {
   PassTimes forward, backward;
 };
 // What estimate_perf prices per micro-batch: a decoder layer's passes with their exposed TP, CP and EP traffic (and a
-// layer with experts', where the model has them) and the pipeline's ends. They follow from the micro-batch's shape
-// (t, c, s, b, SP, recompute, the precision and the expert split over t·c·d GPUs), not from the pipeline schedule, the
-// state sharding or ZeRO's settings: rank prices them once for all of those (search.cpp).
+// layer with experts', where the model has them), the pipeline's ends and the counts of the stages a micro-batch
+// passes (the first, a middle one and the last: their layers scale the layer's passes, the slowest one's parameters
+// set the DP traffic). They follow from the micro-batch's shape (t, c, p, v, s, b, SP, recompute, the precision and the
+// expert split over t·c·d GPUs), not from the pipeline schedule, the state sharding or ZeRO's settings: rank prices
+// them once for all of those (search.cpp).
 struct MicrobatchPasses {
   LayerPassTimes layer, moe_layer;
   PipelineEnds ends;
+  StageCounts first, middle, last;  // memory.hpp stage_counts of stages 0, min(1, p − 1) and p − 1
 };
 [[nodiscard]] MicrobatchPasses microbatch_passes(const ModelSpec& m, const PerfContext& p, const Layout& l);
 
