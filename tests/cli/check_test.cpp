@@ -213,6 +213,16 @@ TEST(Check, ReadsNemosSlidingWindow) {
   ASSERT_NE(r.code, 2) << r.err;
   const auto doc = nlohmann::json::parse(r.out);
   EXPECT_NE(doc.at("notes").at(0).get<std::string>().find("--window-size 4096,0"), std::string::npos);
+  // As shipped, its 2,048-token samples are the micro-batches (one pipeline stage: encoder_seq_length's 4,096 shapes
+  // no send); with two stages the sends would be 4,096 tokens long, which the samples do not fill.
+  const Result shipped = run({"check", "--cluster", "dgx-h100", "--json", file});
+  ASSERT_NE(shipped.code, 2) << shipped.err;
+  EXPECT_EQ(nlohmann::json::parse(shipped.out).at("layout").at("seq"), 2048);
+  const Result piped = run({"check", "--cluster", "dgx-h100", file, "training.model.pipeline_model_parallel_size=2"});
+  EXPECT_EQ(piped.code, 2);
+  EXPECT_NE(piped.err.find("model.data.seq_length: 2048: differs from model.encoder_seq_length 4096"),
+            std::string::npos)
+      << piped.err;
   EXPECT_NE(doc.at("flags_ignored").dump().find("model.mcore_customization_config.parallel_attention: true"),
             std::string::npos);
   const Result v3 = run({"check", "--cluster", "dgx-h100", "--model", "mistral-7b", file, seq});

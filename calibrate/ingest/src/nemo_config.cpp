@@ -587,9 +587,19 @@ MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::
   flag("model.global_batch_size", "--global-batch-size");
   const std::string seq = value("model.encoder_seq_length", "null");
   if (seq == "null") throw Error(w + ": no model.encoder_seq_length: the sequence length is required");
-  if (const std::string data = value("model.data.seq_length", seq); data != seq)
-    refuse(where, "model.data.seq_length", data, "differs from model.encoder_seq_length " + seq);
-  t.insert(t.end(), {"--seq-length", seq});
+  // The micro-batches are the dataset's samples, data.seq_length tokens (megatron_gpt_model.py
+  // build_train_valid_test_datasets); encoder_seq_length shapes only the pipeline's sends (fwd_bwd_step hands it to the
+  // schedule as seq_length), so with more than one stage the two must agree.
+  const std::string data = value("model.data.seq_length", seq);
+  if (data != seq && value("model.pipeline_model_parallel_size", "1") != "1")
+    refuse(where, "model.data.seq_length", data,
+           "differs from model.encoder_seq_length " + seq +
+               ", which shapes the pipeline's sends (valid: equal under pipeline_model_parallel_size > 1)");
+  const std::string seq_note =
+      data == seq ? ""
+                  : "model.data.seq_length " + data + " is the micro-batches' length (the dataset's samples); " +
+                        "encoder_seq_length " + seq + " would shape only a pipeline's sends, and there is one stage";
+  t.insert(t.end(), {"--seq-length", data});
   flag("model.max_position_embeddings", "--max-position-embeddings");
   flag("model.num_layers", "--num-layers");
   flag("model.hidden_size", "--hidden-size");
@@ -743,6 +753,7 @@ MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::
   std::string line;
   for (std::size_t i = 1; i < t.size(); ++i) line += (i > 1 ? " " : "") + t[i];
   out.notes.push_back("read as the Megatron-LM arguments NeMo hands to Megatron-core: " + line);
+  if (!seq_note.empty()) out.notes.push_back(seq_note);
   out.notes.insert(out.notes.end(), read.notes.begin(), read.notes.end());
   return out;
 }
