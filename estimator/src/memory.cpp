@@ -375,10 +375,6 @@ double mean_layer_activation_bytes(const ModelSpec& m, const Layout& l, std::int
 }
 }  // namespace
 
-double stage_layer_activation_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage) {
-  return mean_layer_activation_bytes(m, l, stage_layers(m, l, stage), stage_moe_layers(m, l, stage));
-}
-
 // Micro-batches whose activations stage `stage` holds at its peak. 1F1B: the first stage holds p
 // (4D paper Sec. 3.2.2, Narayanan et al. 2021 Fig. 4), stage i holds p − i; GPipe holds all m.
 double microbatches_in_flight(const Layout& l, std::int64_t stage) {

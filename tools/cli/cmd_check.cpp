@@ -238,12 +238,13 @@ void run_check(const CheckOptions& o, std::ostream& out) {
       if (x != y)
         throw Error("--model " + b.name + " has " + what + " " + std::to_string(y) + ", the " + given +
                     std::to_string(x));
-    // The attention window: Hugging Face's sliding_window and Megatron-LM's --window-size (left) + 1 count the same
-    // tokens, and Mistral's configs give the same 4,096 in both, so one token apart is the same window.
+    // The attention window: Hugging Face's sliding_window counts the query (as ModelSpec does), Megatron-LM's
+    // --window-size left does not (left + 1 here), and Mistral's configs give 4,096 in both conventions: windows one
+    // token apart are the same model's.
     const auto window = [](std::int64_t w, std::int64_t skip) {
       return w == 0 ? std::string("no sliding window")
                     : "a " + std::to_string(w) + "-token window" +
-                          (skip > 0 ? " (every " + std::to_string(skip) + "th layer full)" : "");
+                          (skip > 0 ? " (full attention every " + std::to_string(skip) + " layers)" : "");
     };
     if ((cmd.sliding_window == 0) != (b.sliding_window == 0) || std::abs(cmd.sliding_window - b.sliding_window) > 1 ||
         cmd.window_skip_freq != b.window_skip_freq)
