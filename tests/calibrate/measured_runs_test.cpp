@@ -260,13 +260,16 @@ TEST(MegatronLog, SlidingWindowIsReadAsTransformerEnginesWindow) {
                 .model->sliding_window,
             0);  // no limit: full causal attention
   EXPECT_EQ(parse_megatron_log(base, "none.log").model->sliding_window, 0);
-  for (const auto& [lines, says] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& bad : std::vector<std::pair<std::string, std::string>>{
            {"  window_size ..................................... (4095, 8)\n", "keys ahead"},
            {"  window_size ..................................... (4095, 0)\n"
             "  window_attn_skip_freq ........................... [1, 1, 0]\n",
             "window_attn_skip_freq [1, 1, 0]"},
-           {"  window_size ..................................... (4095)\n", "not two integers"}})
-    EXPECT_NE(error_of([&] { (void)parse_megatron_log(with(lines), "w.log"); }).find(says), std::string::npos) << lines;
+           {"  window_size ..................................... (4095)\n", "not two integers"}}) {
+    const std::string log = with(bad.first);
+    EXPECT_NE(error_of([&] { (void)parse_megatron_log(log, "w.log"); }).find(bad.second), std::string::npos)
+        << bad.first;
+  }
 }
 
 TEST(MegatronLog, SteadyStateDropsTheFirstIterationAndTakesTheMedian) {

@@ -359,9 +359,9 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
   // A Hugging Face tokenizer named by its repository, loaded as it is (no vocabulary or merges file of the run's).
   if (get(args, "tokenizer_type", "") == "HuggingFaceTokenizer" && !args.contains("vocab_file") &&
       !args.contains("merge_file"))
-    if (const auto tokens = hugging_face_vocabulary(get(args, "tokenizer_model", ""));
-        tokens && args.try_emplace("vocab_size", std::to_string(*tokens)).second)
-      out.notes.emplace_back("HuggingFaceTokenizer " + args["tokenizer_model"] + ": " + std::to_string(*tokens) +
+    if (const auto size = hugging_face_vocabulary(get(args, "tokenizer_model", ""));
+        size && args.try_emplace("vocab_size", std::to_string(*size)).second)
+      out.notes.emplace_back("HuggingFaceTokenizer " + args["tokenizer_model"] + ": " + std::to_string(*size) +
                              " tokens");
   // The padded vocabulary (megatron/training/tokenizer/tokenizer.py _vocab_size_with_padding): a multiple of
   // make_vocab_size_divisible_by (128) x tp.

@@ -139,7 +139,8 @@ void megatron_experts(const std::map<std::string, std::string>& args, ModelSpec&
 void megatron_window(const std::map<std::string, std::string>& args, ModelSpec& m, std::string_view where) {
   const auto window = arg(args, "window_size");
   if (!window || *window == "None") return;
-  const std::string w(where), text = *window;
+  const std::string w(where);
+  const std::string& text = *window;
   std::vector<std::int64_t> sides;
   std::string digits;
   for (const char c : text + ",") {
