@@ -684,16 +684,12 @@ namespace {
 bool second_stage_can_peak(const Layout& l) { return !l.split.even() && l.pp > 2; }
 }  // namespace
 
-PeakStageCounts peak_stage_counts(const ModelSpec& m, const Layout& l) {
-  PeakStageCounts n;
-  n.first = stage_counts(m, l, 0);
-  if (l.pp > 1) n.last = stage_counts(m, l, l.pp - 1);
-  if (second_stage_can_peak(l)) n.second = stage_counts(m, l, 1);
-  return n;
+PipelineStageCounts pipeline_stage_counts(const ModelSpec& m, const Layout& l) {
+  return {stage_counts(m, l, 0), stage_counts(m, l, std::min<std::int64_t>(1, l.pp - 1)), stage_counts(m, l, l.pp - 1)};
 }
 
 double peak_memory_bytes(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r,
-                         const PeakStageCounts& n) {
+                         const PipelineStageCounts& n) {
   const double first = stage_memory(m, c, l, r, n.first).total();
   if (l.pp == 1) return first;
   const double ends = std::max(first, stage_memory(m, c, l, r, n.last).total());
@@ -702,7 +698,7 @@ double peak_memory_bytes(const ModelSpec& m, const ClusterSpec& c, const Layout&
 }
 
 double peak_memory_bytes(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r) {
-  return peak_memory_bytes(m, c, l, r, peak_stage_counts(m, l));
+  return peak_memory_bytes(m, c, l, r, pipeline_stage_counts(m, l));
 }
 
 // megatron/training/arguments.py dtype_map: fp32 4 B, bf16 and fp16 2 B, fp8 1 B (torch.uint8).

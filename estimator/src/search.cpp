@@ -162,7 +162,7 @@ struct Search {
   // the shape's schedules and shardings (throughput.hpp MicrobatchPasses); `priced` marks the slots filled.
   std::vector<MicrobatchPasses> passes;
   std::vector<char> priced;
-  PeakStageCounts stage_counts;  // the shape's peak stages, counted once (memory.hpp)
+  PipelineStageCounts stage_counts;  // the shape's first, second and last stages, counted once (memory.hpp)
 
   static constexpr std::size_t kRecomputes = 4;  // Recompute's values
   static_assert(static_cast<std::size_t>(Recompute::op) + 1 == kRecomputes);
@@ -210,9 +210,8 @@ struct Search {
   // The layouts of one shape (t, c, p, d, v, ep, etp) that fit, into the top list, but none that a twin dominates: a
   // layout of the same shape and micro-batch that differs only in its choices (SP, sharding, recompute, schedule)
   // and is no slower and needs no more memory (the earlier of two equal ones stays). Kept in enumeration order.
-  // y dominates x when it is no slower, needs no more memory and is better in one of the two or earlier. Sorted by
-  // (mbs, step time, peak, position), a layout is dominated exactly when one before it of its micro-batch size needs no
-  // more memory: one sweep with the least peak so far.
+  // Sorted by (mbs, step time, peak, position), a layout is dominated exactly when one before it of its micro-batch
+  // size needs no more memory: one sweep with the least peak so far.
   void insert_undominated() {
     order.clear();
     for (std::size_t i = 0; i < shape_fits.size(); ++i) order.push_back(i);
@@ -270,10 +269,9 @@ struct Search {
     passes.resize(std::max(passes.size(), 2 * kRecomputes * mbss.size()));
     priced.assign(2 * kRecomputes * mbss.size(), 0);
     l.vpp = v;
-    stage_counts = peak_stage_counts(m, l);
+    stage_counts = pipeline_stage_counts(m, l);
     for (int sched = 0; sched < 2; ++sched) {  // 1F1B/interleaved, then GPipe (v = 1, p > 1)
       if (sched == 1 && (v > 1 || p == 1)) continue;
-      l.vpp = v;
       l.schedule = sched == 1 ? Schedule::gpipe : v > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
       // p = 1 runs no pipeline: any framework launches it whatever schedules it lists.
       if (p > 1 && !schedule_wanted(l.schedule)) continue;

@@ -498,11 +498,12 @@ StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Lay
   const auto forward = [&](const StageCounts& n) { return stage_pass(layer.forward, moe_layer.forward, n); };
   const auto backward = [&](const StageCounts& n) { return stage_pass(layer.backward, moe_layer.backward, n); };
   StagePasses x;
-  x.middle_stage = mb.middle.stage;
-  x.body_f = forward(mb.middle), x.body_b = backward(mb.middle);
+  const PipelineStageCounts& n = mb.stages;
+  x.middle_stage = n.second.stage;
+  x.body_f = forward(n.second), x.body_b = backward(n.second);
   // First stage: embedding lookup (elementwise). Last stage: LM head GEMM and the FP32 loss.
-  x.first_f = forward(mb.first), x.first_b = backward(mb.first);
-  x.last_f = forward(mb.last), x.last_b = backward(mb.last);
+  x.first_f = forward(n.first), x.first_b = backward(n.first);
+  x.last_f = forward(n.last), x.last_b = backward(n.last);
   const PipelineEnds& ends = mb.ends;
   x.first_f.elementwise += ends.embedding_s;
   x.first_b.elementwise += ends.embedding_s;
@@ -560,12 +561,8 @@ double exposed_dp_seconds(const PerfContext& p, const Layout& l, const DpParamet
 }  // namespace
 
 MicrobatchPasses microbatch_passes(const ModelSpec& m, const PerfContext& p, const Layout& l) {
-  return {layer_pass_times(m, p, l, false),
-          m.num_experts > 0 ? layer_pass_times(m, p, l, true) : LayerPassTimes{},
-          pipeline_end_seconds(m, p, l),
-          stage_counts(m, l, 0),
-          stage_counts(m, l, std::min<std::int64_t>(1, l.pp - 1)),
-          stage_counts(m, l, l.pp - 1)};
+  return {layer_pass_times(m, p, l, false), m.num_experts > 0 ? layer_pass_times(m, p, l, true) : LayerPassTimes{},
+          pipeline_end_seconds(m, p, l), pipeline_stage_counts(m, l)};
 }
 
 PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layout& l) {
@@ -608,7 +605,9 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   br.pp_comm_s = all.pp;
   br.ep_comm_s = all.ep;
   br.bubble_s = (pp - 1.0) / v * mean;
-  const StageCounts& slowest_counts = slowest == l.pp - 1 ? mb.last : slowest == 0 ? mb.first : mb.middle;
+  const StageCounts& slowest_counts = slowest == l.pp - 1 ? mb.stages.last
+                                      : slowest == 0      ? mb.stages.first
+                                                          : mb.stages.second;
   DpParameters dense = dp_parameters_per_gpu(m, l, slowest_counts);
   const double experts = slowest_counts.experts;
   dense.gathered -= experts, dense.trainable -= experts, dense.reduced -= experts;

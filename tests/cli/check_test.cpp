@@ -21,8 +21,9 @@ namespace {
 using Result = test::CliResult;
 constexpr auto run = &test::run_cli;
 
-// Llama 3.1 8B as Megatron-LM's examples/llama script launches it (its flags, written out; BF16).
-std::vector<std::string> llama8b(const std::vector<std::string>& layout) {
+// Llama 3.1 8B as Megatron-LM's examples/llama script launches it (its flags, written out; BF16), without its
+// tokenizer.
+std::vector<std::string> llama8b_untokenized(const std::vector<std::string>& layout) {
   std::vector<std::string> c = {"torchrun",
                                 "--nproc_per_node",
                                 "8",
@@ -63,11 +64,14 @@ std::vector<std::string> llama8b(const std::vector<std::string>& layout) {
                                 "--bf16",
                                 "--use-distributed-optimizer",
                                 "--overlap-grad-reduce",
-                                "--mock-data",
-                                "--tokenizer-type",
-                                "NullTokenizer",
-                                "--vocab-size",
-                                "128256"};
+                                "--mock-data"};
+  c.insert(c.end(), layout.begin(), layout.end());
+  return c;
+}
+
+// The same with the script's tokenizer (a NullTokenizer of Llama 3's 128,256 tokens).
+std::vector<std::string> llama8b(const std::vector<std::string>& layout) {
+  std::vector<std::string> c = llama8b_untokenized({"--tokenizer-type", "NullTokenizer", "--vocab-size", "128256"});
   c.insert(c.end(), layout.begin(), layout.end());
   return c;
 }
@@ -817,46 +821,10 @@ TEST(Check, KnowsHuggingFaceTokenizersVocabularies) {
                           "+training.model.tokenizer.vocab_file=/data/vocab.json"});
   EXPECT_EQ(own.code, 2);
   EXPECT_NE(own.err.find("names its tokenizer"), std::string::npos) << own.err;
-  const std::vector<std::string> job = {"check",
-                                        "--cluster",
-                                        "dgx-h100",
-                                        "--json",
-                                        "--",
-                                        "torchrun",
-                                        "--nproc-per-node",
-                                        "8",
-                                        "pretrain_gpt.py",
-                                        "--num-layers",
-                                        "32",
-                                        "--hidden-size",
-                                        "4096",
-                                        "--ffn-hidden-size",
-                                        "14336",
-                                        "--num-attention-heads",
-                                        "32",
-                                        "--group-query-attention",
-                                        "--num-query-groups",
-                                        "8",
-                                        "--swiglu",
-                                        "--normalization",
-                                        "RMSNorm",
-                                        "--disable-bias-linear",
-                                        "--position-embedding-type",
-                                        "rope",
-                                        "--untie-embeddings-and-output-weights",
-                                        "--seq-length",
-                                        "8192",
-                                        "--max-position-embeddings",
-                                        "8192",
-                                        "--micro-batch-size",
-                                        "1",
-                                        "--bf16",
-                                        "--tokenizer-type",
-                                        "HuggingFaceTokenizer"};
-  const auto with = [&](std::initializer_list<std::string> more) {
-    std::vector<std::string> v = job;
-    v.insert(v.end(), more);
-    return run(v);
+  const auto with = [&](const std::vector<std::string>& tokenizer) {
+    std::vector<std::string> flags = {"--micro-batch-size", "1", "--tokenizer-type", "HuggingFaceTokenizer"};
+    flags.insert(flags.end(), tokenizer.begin(), tokenizer.end());
+    return run(check({"--json"}, llama8b_untokenized(flags)));
   };
   const Result sized = with({"--tokenizer-model", "/models/llama3-tokenizer", "--vocab-size", "128256"});
   const Result repo = with({"--tokenizer-model", "meta-llama/Meta-Llama-3-8B"});

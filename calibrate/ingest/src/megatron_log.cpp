@@ -2,6 +2,7 @@
 #include "headroom/ingest/measured_runs.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -139,40 +140,36 @@ void megatron_experts(const std::map<std::string, std::string>& args, ModelSpec&
 void megatron_window(const std::map<std::string, std::string>& args, ModelSpec& m, std::string_view where) {
   const auto window = arg(args, "window_size");
   if (!window || *window == "None") return;
-  const std::string w(where);
-  const std::string& text = *window;
-  std::vector<std::int64_t> sides;
-  std::string digits;
-  for (const char c : text + ",") {
-    if (c == '(' || c == ')' || c == ' ') continue;
-    if (c != ',') {
-      digits += c;
-      continue;
-    }
+  const auto integer = [](std::string_view s) -> std::optional<std::int64_t> {
     std::int64_t x = 0;
-    const auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), x);
-    if (digits.empty() || ec != std::errc() || p != digits.data() + digits.size() || x < -1)
-      throw Error(w + ": window_size " + text + ": not two integers (left, right), each -1 or more");
-    sides.push_back(x);
-    digits.clear();
-  }
-  if (sides.size() != 2) throw Error(w + ": window_size " + text + ": not two integers (left, right), each -1 or more");
-  if (sides[1] != 0)
-    throw Error(w + ": window_size " + text + ": a window reaching " + std::to_string(sides[1]) +
+    const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+    if (s.empty() || ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+    return x;
+  };
+  const std::string w(where);
+  std::string sides;  // "left,right" without the parentheses and spaces of a log's tuple
+  std::copy_if(window->begin(), window->end(), std::back_inserter(sides),
+               [](char c) { return c != '(' && c != ')' && c != ' '; });
+  const std::size_t comma = sides.find(',');
+  const auto left = comma == std::string::npos ? std::nullopt : integer(std::string_view(sides).substr(0, comma));
+  const auto right = comma == std::string::npos ? std::nullopt : integer(std::string_view(sides).substr(comma + 1));
+  if (!left || !right || *left < -1 || *right < -1)
+    throw Error(w + ": window_size " + *window + ": not two integers (left, right), each -1 or more");
+  if (*right != 0)
+    throw Error(w + ": window_size " + *window + ": a window reaching " + std::to_string(*right) +
                 " keys ahead is not priced (valid: right 0, the causal mask's)");
-  if (sides[0] < 0) return;  // no limit to the left: full causal attention
-  m.sliding_window = sides[0] + 1;
+  if (*left < 0) return;  // no limit to the left: full causal attention
+  m.sliding_window = *left + 1;
   const std::string freq = arg(args, "window_attn_skip_freq").value_or("None");
   if (freq == "None") return;
-  std::int64_t n = 0;
-  const auto [p, ec] = std::from_chars(freq.data(), freq.data() + freq.size(), n);
-  if (ec != std::errc() || p != freq.data() + freq.size() || n <= 0)
+  const auto n = integer(freq);
+  if (!n || *n <= 0)
     throw Error(w + ": window_attn_skip_freq " + freq.substr(0, 60) +
                 ": only every N-th layer attending fully is priced (valid: a positive integer)");
-  if (n == 1)
+  if (*n == 1)
     m.sliding_window = 0;  // every layer attends fully
   else
-    m.window_skip_freq = n;
+    m.window_skip_freq = *n;
 }
 
 namespace {

@@ -188,13 +188,13 @@ struct MemoryEstimate {
 // fewer micro-batches than the first and neither embedding nor head).
 [[nodiscard]] double peak_memory_bytes(const ModelSpec& m, const ClusterSpec& c, const Layout& l,
                                        const ResidualModel& r);
-// The stages peak_memory_bytes compares (the first, the last and, under an uneven split of more than two stages, the
-// second), counted once for every layout of a shape.
-struct PeakStageCounts {
+// The stages a pipeline's peak memory and step time depend on, the middle ones being alike: the first, the second
+// (stage min(1, p − 1)) and the last, counted once for every layout of a shape.
+struct PipelineStageCounts {
   StageCounts first, second, last;
 };
-[[nodiscard]] PeakStageCounts peak_stage_counts(const ModelSpec& m, const Layout& l);
+[[nodiscard]] PipelineStageCounts pipeline_stage_counts(const ModelSpec& m, const Layout& l);
 [[nodiscard]] double peak_memory_bytes(const ModelSpec& m, const ClusterSpec& c, const Layout& l,
-                                       const ResidualModel& r, const PeakStageCounts& n);
+                                       const ResidualModel& r, const PipelineStageCounts& n);
 
 }  // namespace headroom

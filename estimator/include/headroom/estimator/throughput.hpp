@@ -255,7 +255,7 @@ struct LayerPassTimes {
 struct MicrobatchPasses {
   LayerPassTimes layer, moe_layer;
   PipelineEnds ends;
-  StageCounts first, middle, last;  // memory.hpp stage_counts of stages 0, min(1, p − 1) and p − 1
+  PipelineStageCounts stages;  // memory.hpp pipeline_stage_counts
 };
 [[nodiscard]] MicrobatchPasses microbatch_passes(const ModelSpec& m, const PerfContext& p, const Layout& l);
 
