@@ -685,7 +685,10 @@ bool second_stage_can_peak(const Layout& l) { return !l.split.even() && l.pp > 2
 }  // namespace
 
 PipelineStageCounts pipeline_stage_counts(const ModelSpec& m, const Layout& l) {
-  return {stage_counts(m, l, 0), stage_counts(m, l, std::min<std::int64_t>(1, l.pp - 1)), stage_counts(m, l, l.pp - 1)};
+  const StageCounts first = stage_counts(m, l, 0);  // one pipeline stage: first = second = last, counted once
+  if (l.pp == 1) return {first, first, first};
+  const StageCounts last = stage_counts(m, l, l.pp - 1);
+  return {first, l.pp == 2 ? last : stage_counts(m, l, 1), last};
 }
 
 double peak_memory_bytes(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r,

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <unordered_map>
 
 #include "headroom/core/error.hpp"
 
@@ -274,9 +275,21 @@ const std::array<Knob, kKnobCount>& knobs() { return kKnobs; }
 const Knob& knob(KnobId id) { return kKnobs[static_cast<std::size_t>(id)]; }
 
 const Knob* find_knob(std::string_view name) {
-  for (const Knob& k : kKnobs)
-    if (k.name == name || listed(k.aliases, name, ',')) return &k;
-  return nullptr;
+  // Every name and alias, hashed once (the Python keywords look one up per keyword per call).
+  static const std::unordered_map<std::string_view, const Knob*> by_name = [] {
+    std::unordered_map<std::string_view, const Knob*> m;
+    for (const Knob& k : kKnobs) {
+      m.emplace(k.name, &k);
+      for (std::string_view rest = k.aliases; !rest.empty();) {
+        const std::size_t comma = rest.find(',');
+        m.emplace(rest.substr(0, comma), &k);
+        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+      }
+    }
+    return m;
+  }();
+  const auto it = by_name.find(name);
+  return it == by_name.end() ? nullptr : it->second;
 }
 
 std::string_view knob_metavar(const Knob& k) {
@@ -293,7 +306,7 @@ std::string_view knob_metavar(const Knob& k) {
 }
 
 KnobValue check_knob(const Knob& k, KnobValue v) {
-  const std::string name = field(k.name);
+  const auto name = [&k] { return field(k.name); };  // built only for an error
   switch (k.type) {
     case KnobType::count:
     case KnobType::whole: {
@@ -302,7 +315,7 @@ KnobValue check_knob(const Knob& k, KnobValue v) {
       const std::int64_t min = k.type == KnobType::whole ? 0 : 1;
       if (*i < min || *i > kMaxInteger)
         throw Error(
-            name + " " + std::to_string(*i) +
+            name() + " " + std::to_string(*i) +
             (min == 0 ? " must be an integer from 0 to 10^12" : " must be a positive integer of at most 10^12"));
       return v;
     }
@@ -324,18 +337,18 @@ KnobValue check_knob(const Knob& k, KnobValue v) {
       if (t == nullptr) break;
       std::string low = lowered(*t);
       if (!listed(k.choices, low, '|'))
-        throw Error(name + " " + shown(*t) + " is not priced (valid: " + std::string(k.choices) + ")");
+        throw Error(name() + " " + shown(*t) + " is not priced (valid: " + std::string(k.choices) + ")");
       return low;
     }
     case KnobType::list:
     case KnobType::text: {
       const auto* t = std::get_if<std::string>(&v);
       if (t == nullptr) break;
-      if (t->empty()) throw Error(name + " is empty");
+      if (t->empty()) throw Error(name() + " is empty");
       return v;
     }
   }
-  throw Error(name + " has a value of the wrong kind");
+  throw Error(name() + " has a value of the wrong kind");
 }
 
 KnobValue parse_knob(const Knob& k, std::string_view text) {
