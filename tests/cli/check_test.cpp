@@ -836,6 +836,46 @@ TEST(Check, KnowsHuggingFaceTokenizersVocabularies) {
   EXPECT_NE(path.err.find("no --vocab-size"), std::string::npos) << path.err;
 }
 
+// A SentencePiece model or a local Hugging Face tokenizer the launch names is counted when the file is on this
+// machine (tests/data/tokenizers: 300 pieces; 201 tokens), as if the command gave that --vocab-size; a path that is
+// not here leaves the model to --model, and a file that is no such tokenizer is refused naming it.
+TEST(Check, CountsTheTokenizerFileItNames) {
+  const std::string tokenizers = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/tokenizers/";
+  const auto with = [](const std::vector<std::string>& tokenizer) {
+    std::vector<std::string> flags = {"--micro-batch-size", "1"};
+    flags.insert(flags.end(), tokenizer.begin(), tokenizer.end());
+    return run(check({"--json"}, llama8b_untokenized(flags)));
+  };
+  for (const auto& [type, file, size] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"Llama2Tokenizer", "sentencepiece-bpe-300.model", "300"},
+           {"GPTSentencePieceTokenizer", "sentencepiece-bpe-300.model", "300"},
+           {"HuggingFaceTokenizer", "hf-bpe-201", "201"}}) {
+    const Result counted = with({"--tokenizer-type", type, "--tokenizer-model", tokenizers + file});
+    const Result sized = with({"--tokenizer-type", "NullTokenizer", "--vocab-size", size});
+    ASSERT_NE(counted.code, 2) << type << ": " << counted.err;
+    ASSERT_NE(sized.code, 2) << sized.err;
+    const auto doc = nlohmann::json::parse(counted.out);
+    EXPECT_EQ(doc.at("memory"), nlohmann::json::parse(sized.out).at("memory")) << type;
+    EXPECT_NE(doc.at("notes").dump().find(size + " tokens, read from the file"), std::string::npos) << doc.at("notes");
+  }
+  const Result absent = with({"--tokenizer-type", "Llama2Tokenizer", "--tokenizer-model", "/data/tokenizer.model"});
+  EXPECT_EQ(absent.code, 2);
+  EXPECT_NE(absent.err.find("no tokenizer file it names is on this machine"), std::string::npos) << absent.err;
+  const Result wrong = with({"--tokenizer-type", "Llama2Tokenizer", "--tokenizer-model", tokenizers + "README.md"});
+  EXPECT_EQ(wrong.code, 2);
+  EXPECT_NE(wrong.err.find("README.md is not a SentencePiece model"), std::string::npos) << wrong.err;
+  // NeMo's Llama 2 config names its SentencePiece model under ${data_dir}; pointed at one that is here, it is counted.
+  const std::string nemo = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-launcher/llama2_70b.yaml";
+  const Result unresolved = run({"check", "--cluster", "dgx-h100", "--json", nemo});
+  EXPECT_EQ(unresolved.code, 2);
+  EXPECT_NE(unresolved.err.find("names its tokenizer"), std::string::npos) << unresolved.err;
+  const Result here = run({"check", "--cluster", "dgx-h100", "--json", nemo,
+                           "training.model.tokenizer.model=" + tokenizers + "sentencepiece-bpe-300.model"});
+  ASSERT_NE(here.code, 2) << here.err;
+  EXPECT_NE(nlohmann::json::parse(here.out).at("notes").at(0).get<std::string>().find("--vocab-size 300"),
+            std::string::npos);
+}
+
 // The MLPerf config's switches headroom does not price are refused when on, naming the key (Hydra overrides of the
 // unchanged file); an optimizer dtype Megatron-core's optimizer is never handed is listed as ignored.
 TEST(Check, RefusesTheMlperfSwitchesItDoesNotPrice) {

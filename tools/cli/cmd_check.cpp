@@ -213,7 +213,8 @@ void run_check(const CheckOptions& o, std::ostream& out) {
       throw Error(where +
                   (kind == ConfigKind::nemo ? ": a NeMo config names its tokenizer, not its vocabulary size"
                                             : ": no --vocab-size in the command") +
-                  ", so the model is not whole: give --model (a shipped name or a config.json)");
+                  ", and no tokenizer file it names is on this machine to count, so the model is not whole: give "
+                  "--model (a shipped name or a config.json)");
     req.model_spec = *cmd.run.model;
     req.model_spec->name = "the command's model";
   }

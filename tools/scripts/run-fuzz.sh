@@ -3,7 +3,7 @@
 # made from data/ and tests/data/, prints per target the executions run and the crashes found, and fails on
 # any crash, leak, timeout or out-of-memory.
 #
-#   tools/scripts/run-fuzz.sh [BUILD_DIR [TARGET...]]     BUILD_DIR defaults to build-asan, TARGET to all seven
+#   tools/scripts/run-fuzz.sh [BUILD_DIR [TARGET...]]     BUILD_DIR defaults to build-asan, TARGET to all of them
 #
 # FUZZ_SECONDS  time per target (default 30)       FUZZ_JOBS     targets run at once (default 2)
 # FUZZ_TIMEOUT  seconds one input may take (30)    FUZZ_WORK     corpora, logs, crash files (BUILD_DIR/fuzz)
@@ -13,7 +13,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build-asan}" && pwd)
 shift $(($# > 0 ? 1 : 0))
 targets=("$@")
-((${#targets[@]})) || targets=(fuzz_model_spec fuzz_gpu_spec fuzz_kernel_curves fuzz_cluster_spec fuzz_profile fuzz_nccl_tests_log fuzz_measured_runs fuzz_launch_script fuzz_nemo_config fuzz_cli)
+((${#targets[@]})) || targets=(fuzz_model_spec fuzz_gpu_spec fuzz_kernel_curves fuzz_cluster_spec fuzz_profile fuzz_nccl_tests_log fuzz_measured_runs fuzz_launch_script fuzz_nemo_config fuzz_tokenizer_file fuzz_cli)
 seconds=${FUZZ_SECONDS:-30}
 jobs=${FUZZ_JOBS:-2}
 timeout=${FUZZ_TIMEOUT:-30}
@@ -70,6 +70,7 @@ for path in sys.argv[2:]:
 EOF
       ;;
     fuzz_cluster_spec) cp "$data"/clusters/*.json "$dir"/ ;;
+    fuzz_tokenizer_file) cp "$root"/tests/data/tokenizers/*.model "$root"/tests/data/tokenizers/*/tokenizer.json "$dir"/ ;;
     fuzz_profile)
       cp "$data"/profiles/*.json "$data"/perf/*.json "$dir"/
       # Each profile also with two raw measurements of each kind: short inputs mutate faster.

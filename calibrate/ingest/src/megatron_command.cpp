@@ -11,6 +11,7 @@
 #include "headroom/core/error.hpp"
 #include "headroom/core/knobs.hpp"
 #include "headroom/ingest/measured_runs.hpp"
+#include "headroom/ingest/tokenizer_file.hpp"
 #include "megatron_args.hpp"
 
 namespace headroom::calibrate {
@@ -363,6 +364,22 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
         size && args.try_emplace("vocab_size", std::to_string(*size)).second)
       out.notes.emplace_back("HuggingFaceTokenizer " + args["tokenizer_model"] + ": " + std::to_string(*size) +
                              " tokens");
+  // A SentencePiece model or a local Hugging Face tokenizer, read where the command runs when the file is there
+  // (megatron/core/tokenizers/utils/build_tokenizer.py: SP_TOKENIZERS and HuggingFaceTokenizer load --tokenizer-model).
+  if (const std::string type = get(args, "tokenizer_type", "");
+      args.contains("tokenizer_model") && !args.contains("vocab_size") && !args.contains("vocab_file") &&
+      !args.contains("merge_file")) {
+    const bool sentencepiece =
+        type == "SentencePieceTokenizer" || type == "GPTSentencePieceTokenizer" || type == "Llama2Tokenizer";
+    if (sentencepiece || type == "HuggingFaceTokenizer")
+      if (const auto size =
+              tokenizer_file_vocabulary(args["tokenizer_model"], sentencepiece ? TokenizerLibrary::sentencepiece
+                                                                               : TokenizerLibrary::huggingface)) {
+        args["vocab_size"] = std::to_string(*size);
+        out.notes.emplace_back(type + " " + args["tokenizer_model"] + ": " + std::to_string(*size) +
+                               " tokens, read from the file");
+      }
+  }
   // The padded vocabulary (megatron/training/tokenizer/tokenizer.py _vocab_size_with_padding): a multiple of
   // make_vocab_size_divisible_by (128) x tp.
   if (args.contains("vocab_size")) {

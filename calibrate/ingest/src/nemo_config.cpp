@@ -20,6 +20,7 @@
 #include "headroom/estimator/launch_args.hpp"
 #include "headroom/estimator/layout.hpp"
 #include "headroom/ingest/measured_runs.hpp"
+#include "headroom/ingest/tokenizer_file.hpp"
 #include "megatron_args.hpp"
 #include "text.hpp"
 
@@ -285,7 +286,7 @@ constexpr std::array kNemoKeys = {
     NemoKey{"model.tokenizer.type", ""},
     NemoKey{"model.tokenizer.*",
             "the tokenizer: its size is --model's unless its name fixes it (Megatron's GPT-2 BPE, a known Hugging Face "
-            "repository's)"},
+            "repository's) or its file is on this machine to count"},
     NemoKey{"model.data.*", "the dataset and its loader"},
     NemoKey{"model.nsys_profile.*", "the profiler, on its own steps only"},
     NemoKey{"model.optim.lr", "learning rate"},
@@ -628,10 +629,27 @@ MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::
       return it != v.end() && it->second != "null";
     };
     const bool own_files = given("model.tokenizer.vocab_file") || given("model.tokenizer.merge_file");
+    // A path whose interpolation the config cannot resolve (${data_dir} of the launcher) is not on this machine.
+    const auto local_path = [&](const std::string& key) -> std::string {
+      try {
+        return value(key, "");
+      } catch (const Error&) {
+        return "";
+      }
+    };
     if (library == "megatron" && type == "GPT2BPETokenizer")
       t.insert(t.end(), {"--vocab-size", std::to_string(kGpt2BpeVocabulary)});
     else if (const auto tokens = hugging_face_vocabulary(type); library == "huggingface" && !own_files && tokens)
       t.insert(t.end(), {"--vocab-size", std::to_string(*tokens)});
+    // A SentencePiece model (tokenizer.model) or a local Hugging Face tokenizer (tokenizer.type a directory), read
+    // where check runs when the file is there; special tokens the config adds would count on top and are left to
+    // --model (nemo/collections/nlp/modules/common/tokenizer_utils.py get_nmt_tokenizer).
+    else if (const bool sentencepiece = library == "sentencepiece";
+             !own_files && !given("model.tokenizer.special_tokens") && (sentencepiece || library == "huggingface"))
+      if (const auto size = tokenizer_file_vocabulary(
+              local_path(sentencepiece ? "model.tokenizer.model" : "model.tokenizer.type"),
+              sentencepiece ? TokenizerLibrary::sentencepiece : TokenizerLibrary::huggingface))
+        t.insert(t.end(), {"--vocab-size", std::to_string(*size)});
   }
   flag("model.hidden_dropout", "--hidden-dropout");
   flag("model.attention_dropout", "--attention-dropout");
