@@ -35,6 +35,14 @@ Recompute parse_recompute(std::string_view text) {
   throw Error("unknown recompute mode '" + std::string(text) + "' (valid: none, selective, full, op)");
 }
 
+RecomputeMethod parse_recompute_method(std::string_view text) {
+  const std::string name = lowered(text);
+  if (name == "uniform") return RecomputeMethod::uniform;
+  if (name == "block") return RecomputeMethod::block;
+  if (name == "every") return RecomputeMethod::every;
+  throw Error("unknown recompute method '" + std::string(text) + "' (valid: uniform, block, every)");
+}
+
 Schedule parse_schedule(std::string_view text) {
   const std::string name = lowered(text);
   if (name == "1f1b") return Schedule::one_f_one_b;
@@ -179,6 +187,22 @@ void require_recompute(const FrameworkProfile& f, Recompute r) {
                                 : "");
 }
 
+// Every framework recomputes each layer on its own (uniform, 1); the others are the profile's
+// supported_recompute_methods.
+void require_recompute_method(const FrameworkProfile& f, const Layout& l) {
+  if (!recompute_by_layers(l)) return;
+  const auto& ok = f.supported_recompute_methods;
+  if (l.recompute_method == RecomputeMethod::uniform ? f.uniform_recompute_groups
+                                                     : std::find(ok.begin(), ok.end(), l.recompute_method) != ok.end())
+    return;
+  std::string runs = f.uniform_recompute_groups ? "uniform groups" : "";
+  for (const RecomputeMethod x : ok) runs += (runs.empty() ? "" : ", ") + std::string(to_string(x));
+  throw Error("framework " + f.name + " does not recompute by " + field("recompute_method") + " " +
+              std::string(to_string(l.recompute_method)) + " " + field("recompute_num_layers") + " " +
+              std::to_string(l.recompute_num_layers) + " (it runs every layer on its own" +
+              (runs.empty() ? "" : "; and " + runs) + ")");
+}
+
 void require_sharding(const FrameworkProfile& f, const StateSharding& s) {
   require_listed(f, f.supported_shardings, s, "sharding", "run the sharding",
                  [](const StateSharding& x) { return sharding_code(x); });
@@ -239,6 +263,7 @@ std::int64_t* integer_field(LayoutRequest& r, KnobId id) {
     case KnobId::ep: return &r.ep;
     case KnobId::etp: return &r.etp;
     case KnobId::cpu_offloading_num_layers: return &r.activation_offload_layers;
+    case KnobId::recompute_num_layers: return &r.recompute_num_layers;
     case KnobId::mbs: return &r.mbs;
     case KnobId::gpus: return &r.gpus;
     case KnobId::dp: return &r.dp;
@@ -260,6 +285,7 @@ LayoutRequest layout_request(const KnobSettings& k, const FrameworkProfile& f) {
   for (const Knob& x : knobs())
     if (std::int64_t* to = integer_field(r, x.id); to != nullptr && k.given(x.id)) *to = k.integer(x.id, 0);
   if (const std::string* x = k.text(recompute)) r.recompute = parse_recompute(*x);
+  if (const std::string* x = k.text(recompute_method)) r.recompute_method = parse_recompute_method(*x);
   if (const std::string* x = k.text(schedule)) r.schedule = parse_schedule(*x);
   if (const std::string* x = k.text(sharding)) {
     try {
@@ -331,6 +357,9 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
     require_recompute(f, *r.recompute);
     l.recompute = *r.recompute;
   }
+  l.recompute_method = r.recompute_method;
+  l.recompute_num_layers = r.recompute_num_layers;
+  require_recompute_method(f, l);
   l.tp = positive("tp", r.tp);
   l.cp = positive("cp", r.cp);
   l.pp = positive("pp", r.pp);
@@ -432,6 +461,14 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
   if (j.contains("supported_recompute"))
     for (const auto& r : j.at("supported_recompute"))
       f.supported_recompute.push_back(parse_recompute(r.get<std::string>()));
+  if (j.contains("supported_recompute_methods"))
+    for (const auto& x : j.at("supported_recompute_methods")) {
+      const auto method = parse_recompute_method(x.get<std::string>());
+      if (method == RecomputeMethod::uniform)
+        f.uniform_recompute_groups = true;
+      else
+        f.supported_recompute_methods.push_back(method);
+    }
   if (j.contains("supported_schedules"))
     for (const auto& x : j.at("supported_schedules"))
       f.supported_schedules.push_back(parse_schedule(x.get<std::string>()));

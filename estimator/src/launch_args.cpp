@@ -190,7 +190,13 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
   if (l.recompute == Recompute::selective) a.insert(a.end(), {"--recompute-granularity", "selective"});
   if (l.recompute == Recompute::full)
     a.insert(a.end(),
-             {"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"});
+             {"--recompute-granularity", "full", "--recompute-method",
+              l.recompute_method == RecomputeMethod::every ? "block" : std::string(to_string(l.recompute_method)),
+              "--recompute-num-layers", num(l.recompute_num_layers)});
+  if (l.recompute == Recompute::full && l.recompute_method == RecomputeMethod::every)
+    issues.emplace_back(
+        "recompute every N-th layer: torchtitan's layer-selective checkpointing; Megatron-LM's block "
+        "method recomputes the first N of each chunk");
   if (l.recompute == Recompute::op)
     issues.emplace_back("recompute op: torchtitan's per-op checkpointing; Megatron-LM has no such setting");
   if (l.compile)
@@ -263,6 +269,9 @@ TorchtitanDp torchtitan_dp(const ClusterSpec& c, const Layout& l, std::vector<st
 
 // What torchtitan cannot run as headroom prices it (besides the sharding).
 void torchtitan_limits(const Layout& l, std::vector<std::string>& issues) {
+  if (l.recompute_method != RecomputeMethod::every && recompute_by_layers(l))
+    issues.emplace_back("recompute_method " + std::string(to_string(l.recompute_method)) +
+                        ": Megatron-LM's; torchtitan checkpoints every N-th block (recompute_method every)");
   if (l.recompute == Recompute::selective)
     issues.emplace_back(
         "recompute selective: Megatron-LM's core-attention recompute; torchtitan's per-op selective "
@@ -330,9 +339,13 @@ std::vector<TomlEntry> torchtitan_entries(const ModelSpec& m, const Layout& l, c
   }
   if (l.tp_comm_overlap) t.emplace_back("parallelism", "enable_async_tensor_parallel", "true");  // needs compile
   // Per-op selective checkpointing is mode "selective" with selective_ac_option "op" (torchtitan's config_manager).
+  // Every N-th block is mode "selective" with selective_ac_option "N" (activation_checkpoint.py _apply_layer_sac).
   const bool op = l.recompute == Recompute::op;
-  t.emplace_back("activation_checkpoint", "mode", "\"" + std::string(op ? "selective" : to_string(l.recompute)) + "\"");
+  const bool every = l.recompute == Recompute::full && recompute_by_layers(l);
+  t.emplace_back("activation_checkpoint", "mode",
+                 "\"" + std::string(op || every ? "selective" : to_string(l.recompute)) + "\"");
   if (op) t.emplace_back("activation_checkpoint", "selective_ac_option", "\"op\"");
+  if (every) t.emplace_back("activation_checkpoint", "selective_ac_option", "\"" + num(l.recompute_num_layers) + "\"");
   // FP8 through torchao's converter (torchtitan's quantize.linear.float8; fast under torch.compile), the LM head in
   // BF16.
   if (l.fp8 != Fp8Recipe::none) {
@@ -479,6 +492,8 @@ void write_ddp(std::ostringstream& py, const Layout& l, const PytorchPlan& x) {
 
 void pytorch(const ClusterSpec& c, const Layout& l, LaunchExport& e) {
   const PytorchPlan x = pytorch_plan(c, l, e.fsdp_issues);
+  if (recompute_by_layers(l))
+    e.fsdp_issues.emplace_back("recompute by layers: the plan wraps every decoder block in checkpoint_wrapper");
   using Kind = PytorchPlan::Kind;
   std::ostringstream py;
   py << "# PyTorch FSDP2 + DeviceMesh: " << kPytorchVersions
@@ -575,6 +590,7 @@ void deepspeed(const ModelSpec& m, const Layout& l, LaunchExport& e) {
   if (l.fp8 != Fp8Recipe::none) issues.emplace_back("FP8: not in DeepSpeed's engine as headroom prices it");
   if (l.lora.enabled()) issues.emplace_back("LoRA: not in Megatron-DeepSpeed's pretrain_gpt.py");
   if (l.recompute == Recompute::op) issues.emplace_back("recompute op: torchtitan's per-op checkpointing");
+  if (recompute_by_layers(l)) issues.emplace_back("recompute by layers: Megatron-LM's and torchtitan's");
   if (l.compile) issues.emplace_back("compile: torchtitan's torch.compile of the blocks");
   if (l.attention_backend == AttentionBackend::cudnn)
     issues.emplace_back("attention_backend cudnn: Megatron-DeepSpeed calls the flash-attn package");
@@ -650,8 +666,9 @@ std::vector<std::pair<std::string, std::string>> nemo_layout_keys(const Layout& 
           {"model.activations_checkpoint_granularity", full                                  ? "full"
                                                        : l.recompute == Recompute::selective ? "selective"
                                                                                              : "null"},
-          {"model.activations_checkpoint_method", full ? "uniform" : "null"},
-          {"model.activations_checkpoint_num_layers", full ? "1" : "null"},
+          {"model.activations_checkpoint_method",
+           full ? std::string(l.recompute_method == RecomputeMethod::block ? "block" : "uniform") : "null"},
+          {"model.activations_checkpoint_num_layers", full ? num(l.recompute_num_layers) : "null"},
           {"model.ub_tp_comm_overlap", boolean(l.tp_comm_overlap)},
           {"model.overlap_p2p_comm", boolean(l.overlap_p2p_comm)}};
 }
@@ -664,6 +681,8 @@ namespace {
 void nemo(const Layout& l, LaunchExport& e) {
   auto& issues = e.nemo_issues;
   if (l.recompute == Recompute::op) issues.emplace_back("recompute op: torchtitan's per-op checkpointing");
+  if (l.recompute == Recompute::full && l.recompute_method == RecomputeMethod::every)
+    issues.emplace_back("recompute every N-th layer: torchtitan's layer-selective checkpointing");
   if (l.compile) issues.emplace_back("compile: torch.compile of the blocks is torchtitan's");
   if (l.schedule == Schedule::gpipe) issues.emplace_back("schedule gpipe: Megatron-core has 1F1B and interleaved 1F1B");
   if (l.lora.enabled()) issues.emplace_back("LoRA: a NeMo pre-training config has no adapters");

@@ -126,6 +126,44 @@ void refuse_unpriced_op_recompute(const ModelSpec& m, const Layout& l) {
   if (!l.flash_attention) refuse("without fused attention");
 }
 
+bool recompute_by_layers(const Layout& l) {
+  return l.recompute_method != RecomputeMethod::uniform || l.recompute_num_layers != 1;
+}
+
+std::int64_t recomputed_layers(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  if (l.recompute != Recompute::full) return 0;
+  const std::int64_t k = l.recompute_num_layers;
+  switch (l.recompute_method) {
+    case RecomputeMethod::uniform: return stage_layers(m, l, stage);
+    case RecomputeMethod::block: {  // transformer_block.py: layer_number < recompute_num_layers, in each chunk
+      std::int64_t n = 0;
+      for (std::int64_t chunk = 0; chunk < std::max<std::int64_t>(1, l.vpp); ++chunk)
+        n += std::min(k, chunk_layers(m, l, stage, chunk));
+      return n;
+    }
+    case RecomputeMethod::every: return stage_layers(m, l, stage) / k;  // blocks k, 2k, ... of the GPU's
+  }
+  return 0;
+}
+
+namespace {
+
+// Full recompute by layers (recompute_by_layers) is priced for dense decoders without activation offloading: which of a
+// stage's layers it keeps whole is counted, not which kind they are.
+void refuse_unpriced_recompute_layers(const ModelSpec& m, const Layout& l) {
+  if (!recompute_by_layers(l)) return;
+  const std::string what = field("recompute_method") + " " + std::string(to_string(l.recompute_method)) + " " +
+                           field("recompute_num_layers") + " " + s(l.recompute_num_layers);
+  if (l.recompute_num_layers < 1) throw Error(what + ": the layers must be at least 1");
+  if (l.recompute != Recompute::full)
+    throw Error(what + " needs " + field("recompute") + " full (Megatron-LM: --recompute-granularity full)");
+  if (m.num_experts > 0) throw Error(what + " with the experts of " + m.name + " is not priced");
+  if (l.activation_offload_layers > 0)
+    throw Error(what + " with " + field("cpu_offloading_num_layers") + " is not priced");
+}
+
+}  // namespace
+
 void validate_model_split(const ModelSpec& m, const Layout& l) {
   require_positive(l.tp, "tensor parallel size", "tp");
   require_positive(l.cp, "context parallel size", "cp");
@@ -141,6 +179,7 @@ void validate_model_split(const ModelSpec& m, const Layout& l) {
     throw Error(field("vpp") + " " + s(l.vpp) + " needs " + field("pp") + " > 1 (interleaving splits pipeline stages)");
   validate_pipeline_split(m, l);
   refuse_unpriced_op_recompute(m, l);
+  refuse_unpriced_recompute_layers(m, l);
   if (l.cp > 1 && !context_parallel_priced(m))
     throw Error(field("cp") + " " + s(l.cp) + ": context parallelism over the sliding-window attention of " + m.name +
                 " is not priced (cp 1 only)");
@@ -316,6 +355,15 @@ std::string_view to_string(Recompute r) {
     case Recompute::selective: return "selective";
     case Recompute::full: return "full";
     case Recompute::op: return "op";
+  }
+  return "?";
+}
+
+std::string_view to_string(RecomputeMethod r) {
+  switch (r) {
+    case RecomputeMethod::uniform: return "uniform";
+    case RecomputeMethod::block: return "block";
+    case RecomputeMethod::every: return "every";
   }
   return "?";
 }

@@ -422,12 +422,49 @@ double rematerialised_layer_bytes(const ModelSpec& m, const Layout& l, bool expe
   return l.recompute == Recompute::full ? whole : std::max(0.0, whole - activation_bytes_per_layer(m, l));
 }
 
+namespace {
+
+bool recomputes_by_layers(const Layout& l) { return l.recompute == Recompute::full && recompute_by_layers(l); }
+
+// Full recompute by layers (recomputes_by_layers; a dense decoder, validate_model_split), one micro-batch: the stored
+// activations of a stage's mean layer. Its recomputed layers keep their input (Korthikanti et al. 2023 Sec. 5: full
+// recompute stores the layer input), one input a group of N under uniform groups (transformer_block.py
+// _checkpointed_forward checkpoints a group as one call); the others keep all of theirs.
+double layers_by_recompute_bytes(const ModelSpec& m, const Layout& l, const StageCounts& n) {
+  if (n.layers == 0) return 0.0;
+  Layout kept = l;
+  kept.recompute = Recompute::none;
+  const double input = activation_bytes_per_layer(m, l), whole = activation_bytes_per_layer(m, kept);
+  if (l.recompute_method == RecomputeMethod::uniform) {
+    double groups = 0.0;
+    for (std::int64_t chunk = 0; chunk < std::max<std::int64_t>(1, l.vpp); ++chunk)
+      groups += std::ceil(d(chunk_layers(m, l, n.stage, chunk)) / d(l.recompute_num_layers));
+    return input * groups / d(n.layers);
+  }
+  const double recomputed = d(recomputed_layers(m, l, n.stage));
+  return (recomputed * input + (d(n.layers) - recomputed) * whole) / d(n.layers);
+}
+
+// The layers backward re-materialises at once: a group of N under uniform groups (its forward runs as one call), one
+// layer otherwise, none where recompute by layers leaves the stage's all whole.
+double rematerialised_layers(const ModelSpec& m, const Layout& l, const StageCounts& n) {
+  if (!recomputes_by_layers(l)) return 1.0;
+  if (l.recompute_method != RecomputeMethod::uniform) return recomputed_layers(m, l, n.stage) > 0 ? 1.0 : 0.0;
+  std::int64_t largest = 0;
+  for (std::int64_t chunk = 0; chunk < std::max<std::int64_t>(1, l.vpp); ++chunk)
+    largest = std::max(largest, chunk_layers(m, l, n.stage, chunk));
+  return d(std::min(l.recompute_num_layers, largest));
+}
+
+}  // namespace
+
 double stage_activation_bytes(const ModelSpec& m, const Layout& l, const StageCounts& n) {
-  double bytes =
-      stage_layers_in_flight(l, n.stage, n.layers) * mean_layer_activation_bytes(m, l, n.layers, n.moe_layers);
+  const double per_layer = recomputes_by_layers(l) ? layers_by_recompute_bytes(m, l, n)
+                                                   : mean_layer_activation_bytes(m, l, n.layers, n.moe_layers);
+  double bytes = stage_layers_in_flight(l, n.stage, n.layers) * per_layer;
   // Recompute re-materialises one layer of one micro-batch at a time during backward (a layer with experts where the
-  // stage has one).
-  bytes += rematerialised_layer_bytes(m, l, n.moe_layers > 0);
+  // stage has one; a group of layers, rematerialised_layers).
+  bytes += rematerialised_layer_bytes(m, l, n.moe_layers > 0) * rematerialised_layers(m, l, n);
   if (n.stage == 0) bytes += embedding_activation_bytes(m, l) * microbatches_in_flight(l, 0);
   if (n.stage == l.pp - 1) bytes += lm_head_activation_bytes(m, l);
   return bytes;
@@ -605,7 +642,8 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
     // TP, loss_parallel's decomposed log_softmax (torch.distributed.tensor.parallel.loss._log_softmax keeps
     // `shifted` and exp(shifted) in FP32 next to its result: 8 B per local logit). No gradient exists yet but, under a
     // pipeline, the earlier micro-batches' accumulated ones.
-    s.activations = layers_in_flight(m, l, stage) * activation_bytes_per_layer(m, l);
+    s.activations = layers_in_flight(m, l, stage) *
+                    (recomputes_by_layers(l) ? layers_by_recompute_bytes(m, l, n) : activation_bytes_per_layer(m, l));
     if (stage == l.pp - 1) s.activations += lm_head_activation_bytes(m, l) + (l.tp > 1 ? 8.0 * logits : 0.0);
     s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params, c.gpu.usable_memory_bytes);
     return s;
@@ -618,7 +656,8 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
   s.params += unit_param_share * unit_buffers;
   s.grads = prec.grad_bytes * grad_params / shard_divisor(l.sharding.grads, l, c.gpus_per_node) +
             (1.0 - unit_param_share) * unit_buffers + accumulated_grads;
-  s.activations = activation_bytes_per_layer(m, l) + rematerialised_layer_bytes(m, l, false);
+  s.activations = (recomputes_by_layers(l) ? layers_by_recompute_bytes(m, l, n) : activation_bytes_per_layer(m, l)) +
+                  rematerialised_layer_bytes(m, l, false) * rematerialised_layers(m, l, n);
   s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params, c.gpu.usable_memory_bytes, false);
   return s;
 }

@@ -489,14 +489,26 @@ StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Lay
   // One micro-batch through the decoder layers of a stage (layout.hpp's stage_layers: L/p, or Megatron-LM's
   // uneven first/last stages), with its boundary traffic; the middle stages are all alike.
   // Layers with experts (stage_moe_layers) take the MoE layer's times.
-  const auto stage_pass = [&](const PassTimes& one_layer, const PassTimes& one_moe_layer, const StageCounts& n) {
-    PassTimes x = scaled(one_layer, d(n.layers - n.moe_layers));
-    if (n.moe_layers > 0) x += scaled(one_moe_layer, d(n.moe_layers));
+  const auto with_sends = [&](PassTimes x) {
     x.pp = pipeline_sends_overlap(l) ? v_chunks * std::max(0.0, send - x.total() / v_chunks) : v_chunks * send;
     return x;
   };
+  const auto stage_pass = [&](const PassTimes& one_layer, const PassTimes& one_moe_layer, const StageCounts& n) {
+    PassTimes x = scaled(one_layer, d(n.layers - n.moe_layers));
+    if (n.moe_layers > 0) x += scaled(one_moe_layer, d(n.moe_layers));
+    return with_sends(x);
+  };
   const auto forward = [&](const StageCounts& n) { return stage_pass(layer.forward, moe_layer.forward, n); };
-  const auto backward = [&](const StageCounts& n) { return stage_pass(layer.backward, moe_layer.backward, n); };
+  // Full recompute by layers (a dense decoder): the recomputed layers' backward repeats their forward, the others'
+  // does not.
+  const bool by_layers = l.recompute == Recompute::full && recompute_by_layers(l);
+  const auto backward = [&](const StageCounts& n) {
+    if (!by_layers) return stage_pass(layer.backward, moe_layer.backward, n);
+    const std::int64_t recomputed = recomputed_layers(m, l, n.stage);
+    PassTimes x = scaled(layer.backward, d(recomputed));
+    x += scaled(mb.kept_layer.backward, d(n.layers - recomputed));
+    return with_sends(x);
+  };
   StagePasses x;
   const PipelineStageCounts& n = mb.stages;
   x.middle_stage = n.second.stage;
@@ -561,8 +573,17 @@ double exposed_dp_seconds(const PerfContext& p, const Layout& l, const DpParamet
 }  // namespace
 
 MicrobatchPasses microbatch_passes(const ModelSpec& m, const PerfContext& p, const Layout& l) {
-  return {layer_pass_times(m, p, l, false), m.num_experts > 0 ? layer_pass_times(m, p, l, true) : LayerPassTimes{},
-          pipeline_end_seconds(m, p, l), pipeline_stage_counts(m, l)};
+  MicrobatchPasses x{layer_pass_times(m, p, l, false),
+                     m.num_experts > 0 ? layer_pass_times(m, p, l, true) : LayerPassTimes{},
+                     pipeline_end_seconds(m, p, l),
+                     pipeline_stage_counts(m, l),
+                     {}};
+  if (l.recompute == Recompute::full && recompute_by_layers(l)) {
+    Layout kept = l;
+    kept.recompute = Recompute::none;
+    x.kept_layer = layer_pass_times(m, p, kept, false);
+  }
+  return x;
 }
 
 PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layout& l) {

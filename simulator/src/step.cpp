@@ -597,6 +597,10 @@ StepResult simulate_step(const ModelSpec& m, const ClusterSpec& c, const Layout&
   if (m.num_experts > 0)
     throw Error("simulate: " + m.name +
                 " has experts, whose all-to-alls the event simulator does not schedule yet (estimate prices them)");
+  if (recompute_by_layers(l))
+    throw Error("simulate: full recompute by layers (" + field("recompute_method") + " " +
+                std::string(to_string(l.recompute_method)) +
+                ") is not scheduled by the event simulator yet (estimate prices it)");
   if (l.fp8 != Fp8Recipe::none || l.optimizer_offload > 0 || l.activation_offload_layers > 0)
     throw Error(std::string("simulate: ") +
                 (l.fp8 != Fp8Recipe::none ? "FP8 training (its per-step weight casts and FP8 "

@@ -370,6 +370,7 @@ TEST(MegatronLog, EveryKnobWithALogKeyIsRead) {
     if (k.log_key.empty()) continue;
     const std::string choice(k.choices.substr(0, k.choices.find('|')));
     const std::string value = k.type == KnobType::flag     ? "True"
+                              : k.id == KnobId::recompute  ? "full"  // gives the recompute method a meaning
                               : k.type == KnobType::choice ? choice
                               : k.type == KnobType::number ? "1.0"
                                                            : "2";
@@ -489,9 +490,20 @@ TEST(TorchtitanLog, RefusesWhatItCannotTell) {
     changed.replace(changed.find(line), line.size(), replacement);
     return error_of([&] { (void)parse_torchtitan_log(log, changed, 64, "tt.log"); });
   };
-  EXPECT_NE(refusal("selective_ac_option = \"op\"", "selective_ac_option = \"2\"")
-                .find("selective_ac_option = 2: layer-selective checkpointing (every N-th block) is not priced"),
+  EXPECT_NE(refusal("selective_ac_option = \"op\"", "selective_ac_option = \"x2\"")
+                .find("selective_ac_option = x2 is neither op nor a block count N"),
             std::string::npos);
+  // Layer-selective checkpointing: every N-th block, whole (N = 0 or 1: every block).
+  for (const auto& [option, method, layers] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"2", "every", "2"}, {"3", "every", "3"}, {"1", "", ""}, {"0", "", ""}}) {
+    const std::string op = "selective_ac_option = \"op\"";
+    std::string changed = toml;
+    changed.replace(changed.find(op), op.size(), "selective_ac_option = \"" + option + "\"");
+    const auto r = parse_torchtitan_log(log, changed, 64, "t");
+    EXPECT_EQ(r.layout.at("recompute"), "full") << option;
+    EXPECT_EQ(r.layout.contains("recompute_method") ? r.layout.at("recompute_method") : "", method) << option;
+    EXPECT_EQ(r.layout.contains("recompute_num_layers") ? r.layout.at("recompute_num_layers") : "", layers) << option;
+  }
   EXPECT_NE(refusal("mode = \"selective\"", "mode = \"memory_budget\"")
                 .find("activation_checkpoint.mode = memory_budget is not priced"),
             std::string::npos);

@@ -139,8 +139,8 @@ TEST(Check, EveryFlagIsReadOrIgnoredOrRefusedByName) {
   const auto& list = doc.at("flags_ignored");
   EXPECT_NE(std::find(list.begin(), list.end(), "--frobnicate 3 (--ignore)"), list.end()) << list;
   for (const auto& [extra, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
-           {{"--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "4"},
-            "only every layer recomputed"},
+           {{"--recompute-granularity", "selective", "--recompute-method", "block", "--recompute-num-layers", "4"},
+            "--recompute-method block needs --recompute-granularity full"},
            {{"--attention-backend", "unfused"}, "--attention-backend unfused"}}) {
     const Result r = run(check({}, llama8b(extra)));
     EXPECT_EQ(r.code, 2);
@@ -155,23 +155,28 @@ TEST(Check, EveryFlagIsReadOrIgnoredOrRefusedByName) {
 
 // What launch writes, check reads back as the layout launch was given.
 TEST(Check, ReadsBackWhatLaunchWrites) {
-  const std::vector<std::string> job = {"--model", "llama3.1-8b", "--cluster",   "dgx-h100", "--seq",  "8192",
-                                        "--tp",    "2",           "--pp",        "2",        "--gpus", "16",
-                                        "--gbs",   "64",          "--recompute", "selective"};
-  std::vector<std::string> launch = {"launch"};
-  launch.insert(launch.end(), job.begin(), job.end());
-  const Result l = run(launch);
-  ASSERT_EQ(l.code, 0) << l.err;
-  const auto script = std::filesystem::temp_directory_path() / ("headroom_check_" + std::to_string(::getpid()));
-  std::ofstream(script) << l.out;
-  const Result c = run({"check", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--json", script.string()});
-  std::filesystem::remove(script);
-  ASSERT_TRUE(c.code == 0 || c.code == 3) << c.err;
-  std::vector<std::string> estimate = {"estimate", "--json"};
-  estimate.insert(estimate.end(), job.begin(), job.end());
-  const Result e = run(estimate);
-  ASSERT_EQ(e.code, 0) << e.err;
-  EXPECT_EQ(nlohmann::json::parse(c.out).at("layout"), nlohmann::json::parse(e.out).at("layout"));
+  for (const std::vector<std::string>& recompute : std::vector<std::vector<std::string>>{
+           {"--recompute", "selective"},
+           {"--recompute", "full", "--recompute-method", "block", "--recompute-num-layers", "5"}}) {
+    std::vector<std::string> job = {"--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192",  "--tp",
+                                    "2",       "--pp",        "2",         "--gpus",   "16",    "--gbs", "64"};
+    job.insert(job.end(), recompute.begin(), recompute.end());
+    std::vector<std::string> launch = {"launch"};
+    launch.insert(launch.end(), job.begin(), job.end());
+    const Result l = run(launch);
+    ASSERT_EQ(l.code, 0) << l.err;
+    const auto script = std::filesystem::temp_directory_path() / ("headroom_check_" + std::to_string(::getpid()));
+    std::ofstream(script) << l.out;
+    const Result c = run({"check", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--json", script.string()});
+    std::filesystem::remove(script);
+    ASSERT_TRUE(c.code == 0 || c.code == 3) << c.err;
+    std::vector<std::string> estimate = {"estimate", "--json"};
+    estimate.insert(estimate.end(), job.begin(), job.end());
+    const Result e = run(estimate);
+    ASSERT_EQ(e.code, 0) << e.err;
+    EXPECT_EQ(nlohmann::json::parse(c.out).at("layout"), nlohmann::json::parse(e.out).at("layout"));
+    EXPECT_EQ(nlohmann::json::parse(c.out).at("memory"), nlohmann::json::parse(e.out).at("memory"));
+  }
 }
 
 // A sliding window round-trips: Gemma 2's 4,096-token window on every other layer, written as Megatron-LM's
@@ -250,7 +255,9 @@ TEST(Check, ReadsBackTheNemoOverridesLaunchWrites) {
                                               "--recompute", "selective", "--tp-comm-overlap"},
                                              {"--tp", "2", "--gpus", "16", "--gbs", "128", "--precision", "fp8",
                                               "--fp8-recipe", "delayed", "--fp8-param-gather", "--grad-reduce-in-bf16"},
-                                             {"--gpus", "8", "--gbs", "64", "--sharding", "ddp"}}) {
+                                             {"--gpus", "8", "--gbs", "64", "--sharding", "ddp"},
+                                             {"--tp", "2", "--pp", "4", "--gpus", "16", "--gbs", "64", "--recompute",
+                                              "full", "--recompute-method", "block", "--recompute-num-layers", "3"}}) {
     std::vector<std::string> launch = {"launch", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192"};
     launch.insert(launch.end(), layout_knobs.begin(), layout_knobs.end());
     launch.emplace_back("--json");
@@ -415,7 +422,9 @@ TEST(Check, ReadsBackTheJobConfigLaunchWrites) {
             "--compile"},
            {"--model", "llama3.1-8b", "--gpus", "16", "--cp", "2", "--tp", "2", "--gbs", "8", "--precision", "fp8",
             "--recompute", "full", "--fp8-param-gather"},
-           {"--model", "llama3.1-8b", "--gpus", "16", "--gbs", "32", "--mbs", "2"}}) {
+           {"--model", "llama3.1-8b", "--gpus", "16", "--gbs", "32", "--mbs", "2"},
+           {"--model", "llama3.1-8b", "--gpus", "8", "--gbs", "16", "--recompute", "full", "--recompute-method",
+            "every", "--recompute-num-layers", "2"}}) {
     std::vector<std::string> common = {"--cluster", "dgx-h100", "--framework", "torchtitan", "--seq", "8192"};
     common.insert(common.end(), job.begin(), job.end());
     std::vector<std::string> launch = {"launch", "--export", "torchtitan"}, estimate = {"estimate", "--json"};
@@ -735,7 +744,7 @@ TEST(Check, RefusesNemoSettingsItDoesNotPrice) {
            {replaced("  mcore_gpt: true", "  mcore_gpt: true\n  frobnicate: 1"), "model.frobnicate is a key"},
            {replaced("activations_checkpoint_granularity: null", "activations_checkpoint_granularity: full")
                 .replace(base.find("activations_checkpoint_method: null"), 35, "activations_checkpoint_method: block"),
-            "model.activations_checkpoint_method: block"},
+            "model.activations_checkpoint_num_layers: null"},
            {replaced("precision: bf16", "precision: 16-mixed"), "trainer.precision: 16-mixed"},
            {replaced("fp8: False", "fp8: True"), "give exactly one of fp8_e4m3 and fp8_hybrid"},
            {replaced("  num_layers: 32", "  num_layers: ${.hidden_layers}"), "model.num_layers: ${.hidden_layers}"},

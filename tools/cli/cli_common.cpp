@@ -152,6 +152,13 @@ ErrorBand risk_band(const std::string& risk, const FrameworkProfile& f) {
   return f.memory_band;
 }
 
+std::string recompute_text(const Layout& l) {
+  std::string text(to_string(l.recompute));
+  if (l.recompute == Recompute::full && recompute_by_layers(l))
+    text += " (" + std::string(to_string(l.recompute_method)) + " " + std::to_string(l.recompute_num_layers) + ")";
+  return text;
+}
+
 std::string layout_name(const ModelSpec& m, const Layout& l) {
   const std::string stages = stage_layers_text(m, l);
   return "tp" + std::to_string(l.tp) + " cp" + std::to_string(l.cp) + " pp" + std::to_string(l.pp) +
@@ -266,6 +273,11 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
       {"seq", l.seq},
       {"microbatches", l.microbatches()},
       {"recompute", to_string(l.recompute)},
+      // Full recompute's layers (Layout::recompute_method); null without full recompute.
+      {"recompute_method",
+       l.recompute == Recompute::full ? nlohmann::json(to_string(l.recompute_method)) : nlohmann::json(nullptr)},
+      {"recompute_num_layers",
+       l.recompute == Recompute::full ? nlohmann::json(l.recompute_num_layers) : nlohmann::json(nullptr)},
       {"schedule", to_string(l.schedule)},
       {"sequence_parallel", l.sequence_parallel},
       {"flash_attention", l.flash_attention},

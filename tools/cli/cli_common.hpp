@@ -85,6 +85,8 @@ inline constexpr const char* kRiskHelp =
 [[nodiscard]] Layout rank_base(const Plan& plan, const LayoutRequest& q);
 // A layout in one word group: "tp2 cp1 pp4x2[7+14x8+7] dp8 mbs1 NNG rc:selective" (rank's and mtsl's tables).
 [[nodiscard]] std::string layout_name(const ModelSpec& m, const Layout& l);
+// The recompute as the text tables say it: "full", or "full (block 5)" for full recompute by layers.
+[[nodiscard]] std::string recompute_text(const Layout& l);
 [[nodiscard]] std::string memory_warning(const Plan& r, const Layout& l);
 
 // Version of every JSON document the CLI prints (`schema_version`); raised when a field changes meaning or goes.

@@ -48,7 +48,7 @@ void print_table(std::ostream& out, const Plan& r, const Layout& l, const Memory
       << (l.microbatches() == 1 ? " micro-batch" : " micro-batches") << " per pipeline), " << r.framework.name
       << ": SP " << (l.sequence_parallel ? "on" : "off") << ", "
       << (l.flash_attention ? "FlashAttention" : "no FlashAttention") << ", " << to_string(l.schedule)
-      << (l.vpp > 1 ? " x" + std::to_string(l.vpp) : "") << ", recompute " << to_string(l.recompute) << ", sharding "
+      << (l.vpp > 1 ? " x" + std::to_string(l.vpp) : "") << ", recompute " << recompute_text(l) << ", sharding "
       << sharding_code(l.sharding) << " (parameters/gradients/optimizer states: N none, I in a node, G over DP)\n\n";
   std::snprintf(line, sizeof line, "%6s %9s %9s %10s %12s %9s %9s\n", "stage", "params", "grads", "optimizer",
                 "activations", "residual", "total");

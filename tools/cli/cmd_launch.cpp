@@ -77,7 +77,7 @@ void run_launch(const LaunchOptions& o, std::ostream& out) {
         << r.cluster.name << "), tp " << l.tp << " cp " << l.cp << " pp " << l.pp
         << (l.vpp > 1 ? "x" + std::to_string(l.vpp) : "") << stage_text(r.model, l) << " dp " << l.dp << ", mbs "
         << l.mbs << ", gbs " << l.gbs << ", seq " << l.seq << ", sharding " << sharding_code(l.sharding)
-        << ", recompute " << to_string(l.recompute) << "\n"
+        << ", recompute " << recompute_text(l) << "\n"
         << (r.cluster.assumed ? "# " + assumed_cluster_line(r.cluster) : std::string()) << "\n";
   if (const std::string w = memory_warning(r, l); !w.empty()) out << "# " << w << "\n\n";
   if (o.only.empty() || o.only == "megatron") print_megatron(out, e);

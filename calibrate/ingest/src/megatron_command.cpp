@@ -410,10 +410,11 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
     const std::string method = args["recompute_method"];
     if (get(args, "recompute_granularity", "") != "full")
       throw Error(w + ": --recompute-method " + method + " needs --recompute-granularity full");
-    const std::int64_t layers = positive(get(args, "recompute_num_layers", "1"), "--recompute-num-layers", where);
-    if (method != "uniform" || layers != 1)
-      throw Error(w + ": --recompute-method " + method + " --recompute-num-layers " + std::to_string(layers) +
-                  ": only every layer recomputed (uniform, 1) is priced");
+    if (method != "uniform" && method != "block")
+      throw Error(w + ": --recompute-method " + method + " is not Megatron-LM's (valid: uniform, block)");
+    // transformer_config.py requires --recompute-num-layers with full recompute; 1 where a script leaves it out.
+    args.try_emplace("recompute_num_layers", "1");
+    (void)positive(args["recompute_num_layers"], "--recompute-num-layers", where);
   }
   // Megatron-LM's attention backends: auto, flash and fused (cuDNN) run fused kernels, as priced; unfused and local
   // materialise the s x s scores, which only --no-flash-attn prices (not a Megatron-LM flag).

@@ -231,7 +231,8 @@ std::string dtype_name(const std::string& v) {
 
 // Whether a knob Megatron-LM prints whatever the run does means something in this run: the experts' only with
 // experts, FP8's only with an FP8 format, the optimizer offload's only with --optimizer-cpu-offload, the activation
-// offload's only with --cpu-offloading (arguments.py prints them all, with their defaults).
+// offload's only with --cpu-offloading, the recompute method's only with full recompute (arguments.py prints them all,
+// with their defaults).
 bool megatron_knob_applies(KnobId id, const std::map<std::string, std::string>& args) {
   switch (id) {
     case KnobId::ep:
@@ -243,6 +244,9 @@ bool megatron_knob_applies(KnobId id, const std::map<std::string, std::string>& 
     case KnobId::optimizer_offload_fraction:
     case KnobId::overlap_cpu_optimizer_d2h_h2d: return flag_arg(args, "optimizer_cpu_offload");
     case KnobId::cpu_offloading_num_layers: return flag_arg(args, "cpu_offloading");
+    case KnobId::recompute_method:
+    case KnobId::recompute_num_layers:
+      return arg(args, "recompute_granularity") == "full" && arg(args, "recompute_method").has_value();
     default: return true;
   }
 }

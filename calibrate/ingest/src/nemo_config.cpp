@@ -684,13 +684,15 @@ MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::
   if (const std::string g = value("model.activations_checkpoint_granularity", "null"); g == "selective") {
     t.insert(t.end(), {"--recompute-granularity", "selective"});
   } else if (g == "full") {
+    // megatron_base_model.py hands both to Megatron-core's TransformerConfig (recompute_method, recompute_num_layers).
     const std::string method = value("model.activations_checkpoint_method", "null");
     const std::string layers = value("model.activations_checkpoint_num_layers", "null");
-    if (method != "uniform" || layers != "1")
-      refuse(where, "model.activations_checkpoint_method", method + ", num_layers " + layers,
-             "only every layer recomputed (uniform, 1) is priced");
+    if (method != "uniform" && method != "block")
+      refuse(where, "model.activations_checkpoint_method", method, "not priced (valid: uniform, block)");
+    if (layers == "null")
+      refuse(where, "model.activations_checkpoint_num_layers", layers, "full recompute needs its layers (1 or more)");
     t.insert(t.end(),
-             {"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"});
+             {"--recompute-granularity", "full", "--recompute-method", method, "--recompute-num-layers", layers});
   } else if (g != "null") {
     refuse(where, "model.activations_checkpoint_granularity", g, "not priced (valid: null, selective, full)");
   }

@@ -86,20 +86,34 @@ std::string value_or(const std::map<std::string, std::string>& t, const std::str
   return it == t.end() ? fallback : it->second;
 }
 
-// [activation_checkpoint] mode and selective_ac_option as headroom's recompute: none, full, or op for torchtitan's
-// per-op selective checkpointing; the layer-selective option (a number: every N-th block) is not priced. torchtitan's
-// defaults (config_manager.py): mode "selective", selective_ac_option "2".
-std::string torchtitan_recompute(const std::map<std::string, std::string>& t, std::string_view where) {
-  std::string mode = value_or(t, "activation_checkpoint.mode", "selective");
-  if (mode == "none" || mode == "full") return mode;
+// [activation_checkpoint] mode and selective_ac_option as headroom's recompute knobs: none, full, op for torchtitan's
+// per-op selective checkpointing, or layer-selective checkpointing, a number N: every N-th block of the GPU's
+// checkpointed whole (torchtitan/distributed/activation_checkpoint.py at 238fa9953e, _apply_layer_sac: a process-wide
+// count of the blocks wrapped, N = 0 every block), recompute full by recompute_method every. torchtitan's defaults
+// (config_manager.py): mode "selective", selective_ac_option "2".
+void torchtitan_recompute(const std::map<std::string, std::string>& t, std::map<std::string, std::string>& l,
+                          std::string_view where) {
+  const std::string mode = value_or(t, "activation_checkpoint.mode", "selective");
+  if (mode == "none" || mode == "full") {
+    l["recompute"] = mode;
+    return;
+  }
   if (mode != "selective")
     throw Error(std::string(where) + ": activation_checkpoint.mode = " + mode.substr(0, 40) +
-                " is not priced (valid: none, full, selective with selective_ac_option op)");
+                " is not priced (valid: none, full, selective)");
   const std::string option = value_or(t, "activation_checkpoint.selective_ac_option", "2");
-  if (option != "op")
+  if (option == "op") {
+    l["recompute"] = "op";
+    return;
+  }
+  if (option.empty() || option.size() > 9 || option.find_first_not_of("0123456789") != std::string::npos)
     throw Error(std::string(where) + ": activation_checkpoint.selective_ac_option = " + option.substr(0, 40) +
-                ": layer-selective checkpointing (every N-th block) is not priced (valid: op)");
-  return "op";
+                " is neither op nor a block count N (every N-th block)");
+  l["recompute"] = "full";
+  if (const std::string every = option == "0" ? "1" : option; every != "1") {
+    l["recompute_method"] = "every";
+    l["recompute_num_layers"] = every;
+  }
 }
 
 }  // namespace
@@ -315,7 +329,7 @@ TorchtitanJob read_torchtitan_job(std::string_view toml, std::int64_t gpus, std:
       if (less == "1") l[column] = "true";
     }
   }
-  l["recompute"] = torchtitan_recompute(t, where);
+  torchtitan_recompute(t, l, where);
   for (const char* key : {"compile.enable", "training.compile"})
     if (is_true(key)) l["compile"] = "true";
   if (is_true("parallelism.enable_async_tensor_parallel")) l["tp_comm_overlap"] = "true";

@@ -157,6 +157,16 @@ constexpr std::array<Knob, kKnobCount> kKnobs = {{
      .help = "activation recompute: none|selective|full|op (selective: Megatron-LM's core attention; op: torchtitan's "
              "per-op selective checkpointing; default: the --framework profile's)",
      .choices = "none|selective|full|op", .log_key = "recompute_granularity", .json = "layout.recompute"},
+    {.id = recompute_method, .name = "recompute_method", .type = T::choice, .default_text = "uniform",
+     .flags = "--recompute-method",
+     .help = "full recompute's layers: uniform|block|every (uniform: all, in groups of --recompute-num-layers; block: "
+             "the first --recompute-num-layers of each model chunk; every: every N-th block, torchtitan's "
+             "selective_ac_option N)",
+     .choices = "uniform|block|every", .log_key = "recompute_method", .json = "layout.recompute_method"},
+    {.id = recompute_num_layers, .name = "recompute_num_layers", .type = T::count, .default_text = "1",
+     .unit = "layers", .flags = "--recompute-num-layers",
+     .help = "the N of --recompute-method: layers per group (uniform), per chunk (block), or the stride (every)",
+     .log_key = "recompute_num_layers", .json = "layout.recompute_num_layers"},
     {.id = schedule, .name = "schedule", .type = T::choice, .default_text = "the framework's", .flags = "--schedule",
      .help = "pipeline schedule: 1f1b|interleaved|gpipe (default: the --framework profile's)",
      .choices = "1f1b|interleaved|gpipe", .json = "layout.schedule"},

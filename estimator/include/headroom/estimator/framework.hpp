@@ -34,6 +34,10 @@ struct FrameworkProfile {
   std::vector<StateSharding> supported_shardings;
   std::vector<Recompute> supported_recompute;
   std::vector<Schedule> supported_schedules;
+  // Full recompute by layers the framework runs (optional key "supported_recompute_methods"; absent: none, every
+  // layer checkpointed on its own): "uniform" groups of N layers (uniform_recompute_groups), "block" or "every".
+  std::vector<RecomputeMethod> supported_recompute_methods;
+  bool uniform_recompute_groups = false;
   // Ring-attention context parallelism (optional key "context_parallel", default true).
   bool context_parallel = true;
   // Of those shardings, the ones it runs with a pipeline (optional key "pipeline_shardings"; empty: all).
@@ -83,6 +87,8 @@ void set_optimizer_precision(const FrameworkProfile& f, const OptimizerPrecision
 // supported_recompute, supported_shardings, supported_schedules; an empty list allows all), naming the ones it does:
 // one rule for estimate, launch, simulate, mtsl and the Python Planner (build_layout), as for rank's proposals.
 void require_recompute(const FrameworkProfile& f, Recompute r);
+// Errors when the layout recomputes by layers (recompute_by_layers) in a way the framework does not run.
+void require_recompute_method(const FrameworkProfile& f, const Layout& l);
 void require_sharding(const FrameworkProfile& f, const StateSharding& s);
 // Errors when the framework does not run the sharding with a pipeline (pipeline_shardings; pp > 1 only).
 void require_pipeline_sharding(const FrameworkProfile& f, const StateSharding& s, std::int64_t pp);
@@ -95,7 +101,9 @@ struct LayoutRequest {
   std::int64_t gpus = 0, dp = 0, gbs = 0;  // DP from gpus / (t·c·p) unless dp is given; gbs default
                                            // dp·mbs·default_microbatches(pp)
   std::optional<Recompute> recompute;
-  std::optional<Schedule> schedule;  // default: the framework's, interleaved when vpp > 1
+  RecomputeMethod recompute_method = RecomputeMethod::uniform;  // Layout::recompute_method
+  std::int64_t recompute_num_layers = 1;                        // Layout::recompute_num_layers
+  std::optional<Schedule> schedule;                             // default: the framework's, interleaved when vpp > 1
   std::optional<StateSharding> sharding;
   std::optional<bool> sequence_parallel, flash_attention;
   std::int64_t lora_rank = 0;
@@ -140,6 +148,7 @@ struct LayoutRequest {
 // Largest count accepted (sizes, batch, sequence): keeps every product of two counts inside int64.
 inline constexpr std::int64_t kMaxCount = kMaxInteger;           // 10^12 (knobs.hpp)
 [[nodiscard]] Recompute parse_recompute(std::string_view text);  // throws Error listing the valid names
+[[nodiscard]] RecomputeMethod parse_recompute_method(std::string_view text);
 [[nodiscard]] Schedule parse_schedule(std::string_view text);
 [[nodiscard]] Shard parse_shard(std::string_view text);
 [[nodiscard]] Fp8Recipe parse_fp8_recipe(std::string_view text);  // delayed | tensorwise (none: BF16)

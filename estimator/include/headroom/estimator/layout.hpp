@@ -16,6 +16,13 @@ struct ClusterSpec;
 // activation_checkpoint.py SelectiveAC: inside each checkpointed block the outputs of attention, of reduce-scatters and
 // of every other matmul are saved, everything else is recomputed in backward).
 enum class Recompute { none, selective, full, op };
+// Which layers full recompute checkpoints: uniform, every layer, in groups of recompute_num_layers layers whose input
+// alone is kept (Megatron-LM's --recompute-method uniform, megatron/core/transformer/transformer_block.py
+// _checkpointed_forward); block, the first recompute_num_layers layers of each model chunk, the rest keeping all their
+// activations (--recompute-method block); every, every recompute_num_layers-th decoder block of a GPU, counted in
+// order over its blocks (torchtitan's layer-selective checkpointing, torchtitan/distributed/activation_checkpoint.py
+// _apply_layer_sac: selective_ac_option N).
+enum class RecomputeMethod { uniform, block, every };
 enum class ExpertDispatcher { alltoall, flex };
 enum class Schedule { one_f_one_b, interleaved, gpipe };
 // FP8 training of the decoder's linear layers (per-tensor scales; attention, embedding, router and LM head stay BF16):
@@ -192,6 +199,9 @@ struct Layout {
   bool fsdp_flat_parameters = false;
   AttentionBackend attention_backend = AttentionBackend::framework;
   ZeroSettings zero;
+  // Full recompute's layers (RecomputeMethod); uniform 1, every layer on its own, is recompute full's default.
+  RecomputeMethod recompute_method = RecomputeMethod::uniform;
+  std::int64_t recompute_num_layers = 1;
 
   [[nodiscard]] std::int64_t gpus() const { return tp * cp * pp * dp; }
   [[nodiscard]] std::int64_t expert_tp() const { return etp > 0 ? etp : tp; }
@@ -219,6 +229,13 @@ struct Layout {
 // a middle stage; nullopt where no such split exists or p < 2. Llama 3 405B: L = 126, p = 16 → 7 + 14×8 + 7.
 [[nodiscard]] std::optional<PipelineSplit> balanced_uneven_split(std::int64_t layers, std::int64_t pp);
 
+// Whether a layout recomputes some of a stage's layers and keeps the others' activations whole (full recompute by
+// block or every N-th layer), or checkpoints groups of layers (uniform N > 1): anything but every layer on its own.
+[[nodiscard]] bool recompute_by_layers(const Layout& l);
+// The decoder layers of stage `stage` that full recompute checkpoints: all of them (uniform), the first
+// recompute_num_layers of each of its model chunks (block, chunk_layers), or ⌊stage_layers / N⌋ (every); 0 without
+// full recompute.
+[[nodiscard]] std::int64_t recomputed_layers(const ModelSpec& model, const Layout& layout, std::int64_t stage);
 // Whether context parallelism (cp > 1) can be priced for the model: not over sliding-window attention.
 [[nodiscard]] bool context_parallel_priced(const ModelSpec& model);
 // torchtitan's per-op checkpointing is priced for the blocks its matmul count was read on (recompute_factors): a
@@ -244,6 +261,7 @@ void refuse_unpriced_precision(const Layout& layout);
 [[nodiscard]] bool interleaving_runs(const Layout& layout);
 
 [[nodiscard]] std::string_view to_string(Recompute r);
+[[nodiscard]] std::string_view to_string(RecomputeMethod r);
 [[nodiscard]] std::string_view to_string(Schedule s);
 [[nodiscard]] std::string_view to_string(Shard s);
 [[nodiscard]] std::string_view to_string(ExpertDispatcher d);

@@ -256,6 +256,9 @@ struct MicrobatchPasses {
   LayerPassTimes layer, moe_layer;
   PipelineEnds ends;
   PipelineStageCounts stages;  // memory.hpp pipeline_stage_counts
+  // Under full recompute by layers (layout.hpp recompute_by_layers): a layer's passes without recompute, for the
+  // layers a stage keeps whole (layout.hpp recomputed_layers counts the others).
+  LayerPassTimes kept_layer;
 };
 [[nodiscard]] MicrobatchPasses microbatch_passes(const ModelSpec& m, const PerfContext& p, const Layout& l);
 

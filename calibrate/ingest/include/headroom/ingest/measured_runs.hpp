@@ -131,7 +131,7 @@ void read_deepspeed_config(std::string_view text, std::string_view where, Megatr
 [[nodiscard]] std::vector<std::string> nemo_config_changes(const Layout& from, const Layout& to);
 // A torchtitan job config (TOML) as torchtitan reads it: the layout in the knob names (framework torchtitan), every key
 // either read or ignored with why (torchtitan_log.cpp kTorchtitanKeys, the one list), any other key and any setting not
-// priced (an optimizer other than Adam(W), FP32 compute, layer-selective checkpointing, zero-bubble schedules, experts,
+// priced (an optimizer other than Adam(W), FP32 compute, zero-bubble schedules, experts,
 // MX formats, ...) an Error naming it. data_parallel_shard_degree -1 needs `gpus`.
 struct TorchtitanJob {
   std::map<std::string, std::string> layout;

@@ -58,6 +58,8 @@ enum class KnobId : std::uint8_t {
   lora_rank,
   lora_targets,
   recompute,
+  recompute_method,
+  recompute_num_layers,
   schedule,
   sequence_parallel,
   flash_attention,
