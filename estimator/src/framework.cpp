@@ -190,7 +190,7 @@ void require_recompute(const FrameworkProfile& f, Recompute r) {
 // Every framework recomputes each layer on its own (uniform, 1); the others are the profile's
 // supported_recompute_methods.
 void require_recompute_method(const FrameworkProfile& f, const Layout& l) {
-  if (!recompute_by_layers(l)) return;
+  if (!recompute_method_given(l)) return;
   const auto& ok = f.supported_recompute_methods;
   if (l.recompute_method == RecomputeMethod::uniform ? f.uniform_recompute_groups
                                                      : std::find(ok.begin(), ok.end(), l.recompute_method) != ok.end())

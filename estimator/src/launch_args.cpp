@@ -341,11 +341,12 @@ std::vector<TomlEntry> torchtitan_entries(const ModelSpec& m, const Layout& l, c
   // Per-op selective checkpointing is mode "selective" with selective_ac_option "op" (torchtitan's config_manager).
   // Every N-th block is mode "selective" with selective_ac_option "N" (activation_checkpoint.py _apply_layer_sac).
   const bool op = l.recompute == Recompute::op;
-  const bool every = l.recompute == Recompute::full && recompute_by_layers(l);
+  const bool by_layers = recompute_by_layers(l);
   t.emplace_back("activation_checkpoint", "mode",
-                 "\"" + std::string(op || every ? "selective" : to_string(l.recompute)) + "\"");
+                 "\"" + std::string(op || by_layers ? "selective" : to_string(l.recompute)) + "\"");
   if (op) t.emplace_back("activation_checkpoint", "selective_ac_option", "\"op\"");
-  if (every) t.emplace_back("activation_checkpoint", "selective_ac_option", "\"" + num(l.recompute_num_layers) + "\"");
+  if (by_layers)
+    t.emplace_back("activation_checkpoint", "selective_ac_option", "\"" + num(l.recompute_num_layers) + "\"");
   // FP8 through torchao's converter (torchtitan's quantize.linear.float8; fast under torch.compile), the LM head in
   // BF16.
   if (l.fp8 != Fp8Recipe::none) {

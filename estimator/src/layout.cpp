@@ -126,9 +126,11 @@ void refuse_unpriced_op_recompute(const ModelSpec& m, const Layout& l) {
   if (!l.flash_attention) refuse("without fused attention");
 }
 
-bool recompute_by_layers(const Layout& l) {
+bool recompute_method_given(const Layout& l) {
   return l.recompute_method != RecomputeMethod::uniform || l.recompute_num_layers != 1;
 }
+
+bool recompute_by_layers(const Layout& l) { return l.recompute == Recompute::full && recompute_method_given(l); }
 
 std::int64_t recomputed_layers(const ModelSpec& m, const Layout& l, std::int64_t stage) {
   if (l.recompute != Recompute::full) return 0;
@@ -151,7 +153,7 @@ namespace {
 // Full recompute by layers (recompute_by_layers) is priced for dense decoders without activation offloading: which of a
 // stage's layers it keeps whole is counted, not which kind they are.
 void refuse_unpriced_recompute_layers(const ModelSpec& m, const Layout& l) {
-  if (!recompute_by_layers(l)) return;
+  if (!recompute_method_given(l)) return;
   const std::string what = field("recompute_method") + " " + std::string(to_string(l.recompute_method)) + " " +
                            field("recompute_num_layers") + " " + s(l.recompute_num_layers);
   if (l.recompute_num_layers < 1) throw Error(what + ": the layers must be at least 1");

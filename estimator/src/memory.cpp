@@ -424,9 +424,7 @@ double rematerialised_layer_bytes(const ModelSpec& m, const Layout& l, bool expe
 
 namespace {
 
-bool recomputes_by_layers(const Layout& l) { return l.recompute == Recompute::full && recompute_by_layers(l); }
-
-// Full recompute by layers (recomputes_by_layers; a dense decoder, validate_model_split), one micro-batch: the stored
+// Full recompute by layers (recompute_by_layers; a dense decoder, validate_model_split), one micro-batch: the stored
 // activations of a stage's mean layer. Its recomputed layers keep their input (Korthikanti et al. 2023 Sec. 5: full
 // recompute stores the layer input), one input a group of N under uniform groups (transformer_block.py
 // _checkpointed_forward checkpoints a group as one call); the others keep all of theirs.
@@ -448,7 +446,7 @@ double layers_by_recompute_bytes(const ModelSpec& m, const Layout& l, const Stag
 // The layers backward re-materialises at once: a group of N under uniform groups (its forward runs as one call), one
 // layer otherwise, none where recompute by layers leaves the stage's all whole.
 double rematerialised_layers(const ModelSpec& m, const Layout& l, const StageCounts& n) {
-  if (!recomputes_by_layers(l)) return 1.0;
+  if (!recompute_by_layers(l)) return 1.0;
   if (l.recompute_method != RecomputeMethod::uniform) return recomputed_layers(m, l, n.stage) > 0 ? 1.0 : 0.0;
   std::int64_t largest = 0;
   for (std::int64_t chunk = 0; chunk < std::max<std::int64_t>(1, l.vpp); ++chunk)
@@ -459,8 +457,8 @@ double rematerialised_layers(const ModelSpec& m, const Layout& l, const StageCou
 }  // namespace
 
 double stage_activation_bytes(const ModelSpec& m, const Layout& l, const StageCounts& n) {
-  const double per_layer = recomputes_by_layers(l) ? layers_by_recompute_bytes(m, l, n)
-                                                   : mean_layer_activation_bytes(m, l, n.layers, n.moe_layers);
+  const double per_layer = recompute_by_layers(l) ? layers_by_recompute_bytes(m, l, n)
+                                                  : mean_layer_activation_bytes(m, l, n.layers, n.moe_layers);
   double bytes = stage_layers_in_flight(l, n.stage, n.layers) * per_layer;
   // Recompute re-materialises one layer of one micro-batch at a time during backward (a layer with experts where the
   // stage has one; a group of layers, rematerialised_layers).
@@ -643,7 +641,7 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
     // `shifted` and exp(shifted) in FP32 next to its result: 8 B per local logit). No gradient exists yet but, under a
     // pipeline, the earlier micro-batches' accumulated ones.
     s.activations = layers_in_flight(m, l, stage) *
-                    (recomputes_by_layers(l) ? layers_by_recompute_bytes(m, l, n) : activation_bytes_per_layer(m, l));
+                    (recompute_by_layers(l) ? layers_by_recompute_bytes(m, l, n) : activation_bytes_per_layer(m, l));
     if (stage == l.pp - 1) s.activations += lm_head_activation_bytes(m, l) + (l.tp > 1 ? 8.0 * logits : 0.0);
     s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params, c.gpu.usable_memory_bytes);
     return s;
@@ -656,7 +654,7 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
   s.params += unit_param_share * unit_buffers;
   s.grads = prec.grad_bytes * grad_params / shard_divisor(l.sharding.grads, l, c.gpus_per_node) +
             (1.0 - unit_param_share) * unit_buffers + accumulated_grads;
-  s.activations = (recomputes_by_layers(l) ? layers_by_recompute_bytes(m, l, n) : activation_bytes_per_layer(m, l)) +
+  s.activations = (recompute_by_layers(l) ? layers_by_recompute_bytes(m, l, n) : activation_bytes_per_layer(m, l)) +
                   rematerialised_layer_bytes(m, l, false) * rematerialised_layers(m, l, n);
   s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params, c.gpu.usable_memory_bytes, false);
   return s;

@@ -501,9 +501,8 @@ StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Lay
   const auto forward = [&](const StageCounts& n) { return stage_pass(layer.forward, moe_layer.forward, n); };
   // Full recompute by layers (a dense decoder): the recomputed layers' backward repeats their forward, the others'
   // does not.
-  const bool by_layers = l.recompute == Recompute::full && recompute_by_layers(l);
   const auto backward = [&](const StageCounts& n) {
-    if (!by_layers) return stage_pass(layer.backward, moe_layer.backward, n);
+    if (!recompute_by_layers(l)) return stage_pass(layer.backward, moe_layer.backward, n);
     const std::int64_t recomputed = recomputed_layers(m, l, n.stage);
     PassTimes x = scaled(layer.backward, d(recomputed));
     x += scaled(mb.kept_layer.backward, d(n.layers - recomputed));
@@ -578,7 +577,7 @@ MicrobatchPasses microbatch_passes(const ModelSpec& m, const PerfContext& p, con
                      pipeline_end_seconds(m, p, l),
                      pipeline_stage_counts(m, l),
                      {}};
-  if (l.recompute == Recompute::full && recompute_by_layers(l)) {
+  if (recompute_by_layers(l)) {
     Layout kept = l;
     kept.recompute = Recompute::none;
     x.kept_layer = layer_pass_times(m, p, kept, false);

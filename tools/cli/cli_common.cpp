@@ -154,7 +154,7 @@ ErrorBand risk_band(const std::string& risk, const FrameworkProfile& f) {
 
 std::string recompute_text(const Layout& l) {
   std::string text(to_string(l.recompute));
-  if (l.recompute == Recompute::full && recompute_by_layers(l))
+  if (recompute_by_layers(l))
     text += " (" + std::string(to_string(l.recompute_method)) + " " + std::to_string(l.recompute_num_layers) + ")";
   return text;
 }

@@ -87,7 +87,7 @@ void set_optimizer_precision(const FrameworkProfile& f, const OptimizerPrecision
 // supported_recompute, supported_shardings, supported_schedules; an empty list allows all), naming the ones it does:
 // one rule for estimate, launch, simulate, mtsl and the Python Planner (build_layout), as for rank's proposals.
 void require_recompute(const FrameworkProfile& f, Recompute r);
-// Errors when the layout recomputes by layers (recompute_by_layers) in a way the framework does not run.
+// Errors when the layout's recompute method (recompute_method_given) is not one the framework runs.
 void require_recompute_method(const FrameworkProfile& f, const Layout& l);
 void require_sharding(const FrameworkProfile& f, const StateSharding& s);
 // Errors when the framework does not run the sharding with a pipeline (pipeline_shardings; pp > 1 only).

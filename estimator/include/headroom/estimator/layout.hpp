@@ -229,8 +229,10 @@ struct Layout {
 // a middle stage; nullopt where no such split exists or p < 2. Llama 3 405B: L = 126, p = 16 → 7 + 14×8 + 7.
 [[nodiscard]] std::optional<PipelineSplit> balanced_uneven_split(std::int64_t layers, std::int64_t pp);
 
-// Whether a layout recomputes some of a stage's layers and keeps the others' activations whole (full recompute by
-// block or every N-th layer), or checkpoints groups of layers (uniform N > 1): anything but every layer on its own.
+// Whether recompute_method / recompute_num_layers say anything but every layer on its own (uniform, 1).
+[[nodiscard]] bool recompute_method_given(const Layout& l);
+// Full recompute by layers: some of a stage's layers recomputed and the others' activations kept whole (block, every
+// N-th layer), or groups of layers checkpointed together (uniform N > 1).
 [[nodiscard]] bool recompute_by_layers(const Layout& l);
 // The decoder layers of stage `stage` that full recompute checkpoints: all of them (uniform), the first
 // recompute_num_layers of each of its model chunks (block, chunk_layers), or ⌊stage_layers / N⌋ (every); 0 without
