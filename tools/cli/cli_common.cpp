@@ -166,6 +166,9 @@ std::string layout_name(const ModelSpec& m, const Layout& l) {
          std::to_string(l.dp) +
          (m.num_experts > 0 ? " ep" + std::to_string(l.ep) + " etp" + std::to_string(l.expert_tp()) : "") + " mbs" +
          std::to_string(l.mbs) + " " + sharding_code(l.sharding) + " rc:" + std::string(to_string(l.recompute)) +
+         (recompute_by_layers(l)
+              ? "-" + std::string(to_string(l.recompute_method)) + std::to_string(l.recompute_num_layers)
+              : "") +
          (l.schedule == Schedule::gpipe ? " gpipe" : "") + (l.sequence_parallel || l.tp == 1 ? "" : " no-sp");
 }
 

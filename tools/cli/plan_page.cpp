@@ -61,6 +61,8 @@ function name(l) {
   let s = "tp" + l.tp + " cp" + l.cp + " pp" + l.pp + (l.vpp > 1 ? "x" + l.vpp : "") + " dp" + l.dp;
   if (l.ep > 1) s += " ep" + l.ep;
   s += " mbs" + l.mbs + " " + (l.sharding_code || "") + " rc:" + l.recompute;
+  if (l.recompute_method && (l.recompute_method !== "uniform" || l.recompute_num_layers !== 1))
+    s += "-" + l.recompute_method + l.recompute_num_layers;
   if (l.schedule === "gpipe") s += " gpipe";
   if (l.tp > 1 && !l.sequence_parallel) s += " no-sp";
   return s;
