@@ -126,12 +126,6 @@ void refuse_unpriced_op_recompute(const ModelSpec& m, const Layout& l) {
   if (!l.flash_attention) refuse("without fused attention");
 }
 
-bool recompute_method_given(const Layout& l) {
-  return l.recompute_method != RecomputeMethod::uniform || l.recompute_num_layers != 1;
-}
-
-bool recompute_by_layers(const Layout& l) { return l.recompute == Recompute::full && recompute_method_given(l); }
-
 std::int64_t recomputed_layers(const ModelSpec& m, const Layout& l, std::int64_t stage) {
   if (l.recompute != Recompute::full) return 0;
   const std::int64_t k = l.recompute_num_layers;

@@ -443,10 +443,9 @@ double layers_by_recompute_bytes(const ModelSpec& m, const Layout& l, const Stag
   return (recomputed * input + (d(n.layers) - recomputed) * whole) / d(n.layers);
 }
 
-// The layers backward re-materialises at once: a group of N under uniform groups (its forward runs as one call), one
-// layer otherwise, none where recompute by layers leaves the stage's all whole.
+// Under full recompute by layers, the layers backward re-materialises at once: a group of N under uniform groups (its
+// forward runs as one call), one layer otherwise, none where it leaves the stage's all whole.
 double rematerialised_layers(const ModelSpec& m, const Layout& l, const StageCounts& n) {
-  if (!recompute_by_layers(l)) return 1.0;
   if (l.recompute_method != RecomputeMethod::uniform) return recomputed_layers(m, l, n.stage) > 0 ? 1.0 : 0.0;
   std::int64_t largest = 0;
   for (std::int64_t chunk = 0; chunk < std::max<std::int64_t>(1, l.vpp); ++chunk)
@@ -462,7 +461,8 @@ double stage_activation_bytes(const ModelSpec& m, const Layout& l, const StageCo
   double bytes = stage_layers_in_flight(l, n.stage, n.layers) * per_layer;
   // Recompute re-materialises one layer of one micro-batch at a time during backward (a layer with experts where the
   // stage has one; a group of layers, rematerialised_layers).
-  bytes += rematerialised_layer_bytes(m, l, n.moe_layers > 0) * rematerialised_layers(m, l, n);
+  const double layer = rematerialised_layer_bytes(m, l, n.moe_layers > 0);
+  bytes += recompute_by_layers(l) ? layer * rematerialised_layers(m, l, n) : layer;
   if (n.stage == 0) bytes += embedding_activation_bytes(m, l) * microbatches_in_flight(l, 0);
   if (n.stage == l.pp - 1) bytes += lm_head_activation_bytes(m, l);
   return bytes;
@@ -654,8 +654,9 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
   s.params += unit_param_share * unit_buffers;
   s.grads = prec.grad_bytes * grad_params / shard_divisor(l.sharding.grads, l, c.gpus_per_node) +
             (1.0 - unit_param_share) * unit_buffers + accumulated_grads;
-  s.activations = (recompute_by_layers(l) ? layers_by_recompute_bytes(m, l, n) : activation_bytes_per_layer(m, l)) +
-                  rematerialised_layer_bytes(m, l, false) * rematerialised_layers(m, l, n);
+  s.activations =
+      (recompute_by_layers(l) ? layers_by_recompute_bytes(m, l, n) : activation_bytes_per_layer(m, l)) +
+      rematerialised_layer_bytes(m, l, false) * (recompute_by_layers(l) ? rematerialised_layers(m, l, n) : 1.0);
   s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params, c.gpu.usable_memory_bytes, false);
   return s;
 }

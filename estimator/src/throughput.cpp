@@ -489,25 +489,20 @@ StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Lay
   // One micro-batch through the decoder layers of a stage (layout.hpp's stage_layers: L/p, or Megatron-LM's
   // uneven first/last stages), with its boundary traffic; the middle stages are all alike.
   // Layers with experts (stage_moe_layers) take the MoE layer's times.
-  const auto with_sends = [&](PassTimes x) {
+  // Full recompute by layers (a dense decoder): only the recomputed layers' backward repeats their forward; the
+  // layers kept whole take a layer's backward without recompute.
+  const bool by_layers = recompute_by_layers(l);
+  const auto stage_pass = [&](const PassTimes& one_layer, const PassTimes& one_moe_layer, const StageCounts& n,
+                              bool backward) {
+    const std::int64_t kept = backward && by_layers ? n.layers - recomputed_layers(m, l, n.stage) : 0;
+    PassTimes x = scaled(one_layer, d(n.layers - n.moe_layers - kept));
+    if (kept > 0) x += scaled(mb.kept_layer.backward, d(kept));
+    if (n.moe_layers > 0) x += scaled(one_moe_layer, d(n.moe_layers));
     x.pp = pipeline_sends_overlap(l) ? v_chunks * std::max(0.0, send - x.total() / v_chunks) : v_chunks * send;
     return x;
   };
-  const auto stage_pass = [&](const PassTimes& one_layer, const PassTimes& one_moe_layer, const StageCounts& n) {
-    PassTimes x = scaled(one_layer, d(n.layers - n.moe_layers));
-    if (n.moe_layers > 0) x += scaled(one_moe_layer, d(n.moe_layers));
-    return with_sends(x);
-  };
-  const auto forward = [&](const StageCounts& n) { return stage_pass(layer.forward, moe_layer.forward, n); };
-  // Full recompute by layers (a dense decoder): the recomputed layers' backward repeats their forward, the others'
-  // does not.
-  const auto backward = [&](const StageCounts& n) {
-    if (!recompute_by_layers(l)) return stage_pass(layer.backward, moe_layer.backward, n);
-    const std::int64_t recomputed = recomputed_layers(m, l, n.stage);
-    PassTimes x = scaled(layer.backward, d(recomputed));
-    x += scaled(mb.kept_layer.backward, d(n.layers - recomputed));
-    return with_sends(x);
-  };
+  const auto forward = [&](const StageCounts& n) { return stage_pass(layer.forward, moe_layer.forward, n, false); };
+  const auto backward = [&](const StageCounts& n) { return stage_pass(layer.backward, moe_layer.backward, n, true); };
   StagePasses x;
   const PipelineStageCounts& n = mb.stages;
   x.middle_stage = n.second.stage;

@@ -230,10 +230,14 @@ struct Layout {
 [[nodiscard]] std::optional<PipelineSplit> balanced_uneven_split(std::int64_t layers, std::int64_t pp);
 
 // Whether recompute_method / recompute_num_layers say anything but every layer on its own (uniform, 1).
-[[nodiscard]] bool recompute_method_given(const Layout& l);
+[[nodiscard]] inline bool recompute_method_given(const Layout& l) {
+  return l.recompute_method != RecomputeMethod::uniform || l.recompute_num_layers != 1;
+}
 // Full recompute by layers: some of a stage's layers recomputed and the others' activations kept whole (block, every
 // N-th layer), or groups of layers checkpointed together (uniform N > 1).
-[[nodiscard]] bool recompute_by_layers(const Layout& l);
+[[nodiscard]] inline bool recompute_by_layers(const Layout& l) {
+  return l.recompute == Recompute::full && recompute_method_given(l);
+}
 // The decoder layers of stage `stage` that full recompute checkpoints: all of them (uniform), the first
 // recompute_num_layers of each of its model chunks (block, chunk_layers), or ⌊stage_layers / N⌋ (every); 0 without
 // full recompute.
