@@ -416,8 +416,7 @@ double lm_head_activation_bytes(const ModelSpec& m, const Layout& l) {
 // full, the whole layer (a layer with experts where the stage has one); op, the layer's tensors it did not save.
 double rematerialised_layer_bytes(const ModelSpec& m, const Layout& l, bool experts) {
   if (l.recompute != Recompute::full && l.recompute != Recompute::op) return 0.0;
-  Layout stored = l;
-  stored.recompute = Recompute::none;
+  const Layout stored = without_recompute(l);
   const double whole = experts ? moe_activation_bytes_per_layer(m, stored) : activation_bytes_per_layer(m, stored);
   return l.recompute == Recompute::full ? whole : std::max(0.0, whole - activation_bytes_per_layer(m, l));
 }
@@ -430,9 +429,7 @@ namespace {
 // _checkpointed_forward checkpoints a group as one call); the others keep all of theirs.
 double layers_by_recompute_bytes(const ModelSpec& m, const Layout& l, const StageCounts& n) {
   if (n.layers == 0) return 0.0;
-  Layout kept = l;
-  kept.recompute = Recompute::none;
-  const double input = activation_bytes_per_layer(m, l), whole = activation_bytes_per_layer(m, kept);
+  const double input = activation_bytes_per_layer(m, l), whole = activation_bytes_per_layer(m, without_recompute(l));
   if (l.recompute_method == RecomputeMethod::uniform) {
     double groups = 0.0;
     for (std::int64_t chunk = 0; chunk < std::max<std::int64_t>(1, l.vpp); ++chunk)
@@ -634,14 +631,15 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
   s.optimizer = prec.optimizer_bytes * optimizer_shard_params;
   const double accumulated_grads = pipelined ? prec.grad_bytes * trainable : 0.0;
   const double logits = logits_elements(m, l, stage);
+  const bool by_layers = recompute_by_layers(l);
+  const double layer_bytes = by_layers ? layers_by_recompute_bytes(m, l, n) : activation_bytes_per_layer(m, l);
   if (moment == StepMoment::activations) {
     s.grads = accumulated_grads;
     // At the loss: every layer's checkpoint (layer input; SP-sharded or not), the head's Eq. 14 terms and, under
     // TP, loss_parallel's decomposed log_softmax (torch.distributed.tensor.parallel.loss._log_softmax keeps
     // `shifted` and exp(shifted) in FP32 next to its result: 8 B per local logit). No gradient exists yet but, under a
     // pipeline, the earlier micro-batches' accumulated ones.
-    s.activations = layers_in_flight(m, l, stage) *
-                    (recompute_by_layers(l) ? layers_by_recompute_bytes(m, l, n) : activation_bytes_per_layer(m, l));
+    s.activations = layers_in_flight(m, l, stage) * layer_bytes;
     if (stage == l.pp - 1) s.activations += lm_head_activation_bytes(m, l) + (l.tp > 1 ? 8.0 * logits : 0.0);
     s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params, c.gpu.usable_memory_bytes);
     return s;
@@ -655,8 +653,7 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
   s.grads = prec.grad_bytes * grad_params / shard_divisor(l.sharding.grads, l, c.gpus_per_node) +
             (1.0 - unit_param_share) * unit_buffers + accumulated_grads;
   s.activations =
-      (recompute_by_layers(l) ? layers_by_recompute_bytes(m, l, n) : activation_bytes_per_layer(m, l)) +
-      rematerialised_layer_bytes(m, l, false) * (recompute_by_layers(l) ? rematerialised_layers(m, l, n) : 1.0);
+      layer_bytes + rematerialised_layer_bytes(m, l, false) * (by_layers ? rematerialised_layers(m, l, n) : 1.0);
   s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params, c.gpu.usable_memory_bytes, false);
   return s;
 }

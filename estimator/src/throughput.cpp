@@ -572,11 +572,7 @@ MicrobatchPasses microbatch_passes(const ModelSpec& m, const PerfContext& p, con
                      pipeline_end_seconds(m, p, l),
                      pipeline_stage_counts(m, l),
                      {}};
-  if (recompute_by_layers(l)) {
-    Layout kept = l;
-    kept.recompute = Recompute::none;
-    x.kept_layer = layer_pass_times(m, p, kept, false);
-  }
+  if (recompute_by_layers(l)) x.kept_layer = layer_pass_times(m, p, without_recompute(l), false);
   return x;
 }
 

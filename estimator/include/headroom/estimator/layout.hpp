@@ -238,6 +238,13 @@ struct Layout {
 [[nodiscard]] inline bool recompute_by_layers(const Layout& l) {
   return l.recompute == Recompute::full && recompute_method_given(l);
 }
+// The layout with every layer's activations kept (recompute none): what a recomputed layer re-materialises, and the
+// layers full recompute by layers leaves whole.
+[[nodiscard]] inline Layout without_recompute(const Layout& l) {
+  Layout x = l;
+  x.recompute = Recompute::none;
+  return x;
+}
 // The decoder layers of stage `stage` that full recompute checkpoints: all of them (uniform), the first
 // recompute_num_layers of each of its model chunks (block, chunk_layers), or ⌊stage_layers / N⌋ (every); 0 without
 // full recompute.
