@@ -219,8 +219,9 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
                      ": Megatron-LM's distributed optimizer shards only optimizer states (NNN, NNG, NNI); sharded "
                      "parameters or gradients need Megatron-FSDP, which headroom does not model");
   }
-  if (l.schedule == Schedule::gpipe)
-    issues.emplace_back("schedule gpipe: Megatron-LM has only 1F1B and interleaved 1F1B");
+  if (l.schedule == Schedule::gpipe || l.schedule == Schedule::zero_bubble)
+    issues.emplace_back("schedule " + std::string(to_string(l.schedule)) +
+                        ": Megatron-LM has only 1F1B and interleaved 1F1B");
   if (l.lora.enabled()) issues.emplace_back("LoRA: pretrain_gpt.py has no LoRA arguments");
 }
 
@@ -325,9 +326,10 @@ std::vector<TomlEntry> torchtitan_entries(const ModelSpec& m, const Layout& l, c
   t.emplace_back("parallelism", "pipeline_parallel_degree", num(l.pp));
   if (pp) {
     t.emplace_back("parallelism", "pipeline_parallel_schedule",
-                   l.schedule == Schedule::interleaved ? "\"Interleaved1F1B\""
-                   : l.schedule == Schedule::gpipe     ? "\"GPipe\""
-                                                       : "\"1F1B\"");
+                   l.schedule == Schedule::interleaved   ? "\"Interleaved1F1B\""
+                   : l.schedule == Schedule::zero_bubble ? "\"InterleavedZeroBubble\""
+                   : l.schedule == Schedule::gpipe       ? "\"GPipe\""
+                                                         : "\"1F1B\"");
     t.emplace_back("parallelism", "pipeline_parallel_microbatch_size", num(l.mbs));
     // torchtitan 0.2 gives the first and last stages a layer fewer for the embedding and the output unless told
     // (pipeline_parallel_first/last_stage_less_layers, default 1): Megatron-LM's embedding and loss in the split.
@@ -435,9 +437,10 @@ void write_pytorch_parallelism(std::ostringstream& py, const Layout& l) {
           "forward and backward\n";
   if (l.pp > 1)
     py << "# pp = " << l.pp << ": torch.distributed.pipelining stages on mesh[\"pp\"], "
-       << (l.schedule == Schedule::interleaved ? "ScheduleInterleaved1F1B (" + num(l.vpp) + " stages per rank)"
-           : l.schedule == Schedule::gpipe     ? std::string("ScheduleGPipe")
-                                               : std::string("Schedule1F1B"))
+       << (l.schedule == Schedule::interleaved   ? "ScheduleInterleaved1F1B (" + num(l.vpp) + " stages per rank)"
+           : l.schedule == Schedule::zero_bubble ? "ScheduleInterleavedZeroBubble (" + num(l.vpp) + " stages per rank)"
+           : l.schedule == Schedule::gpipe       ? std::string("ScheduleGPipe")
+                                                 : std::string("Schedule1F1B"))
        << ", n_microbatches=" << l.microbatches() << ", micro-batch " << l.mbs << "\n";
   if (l.recompute != Recompute::none)
     py << "# recompute " << to_string(l.recompute) << ": "
@@ -685,7 +688,9 @@ void nemo(const Layout& l, LaunchExport& e) {
   if (l.recompute == Recompute::full && l.recompute_method == RecomputeMethod::every)
     issues.emplace_back("recompute every N-th layer: torchtitan's layer-selective checkpointing");
   if (l.compile) issues.emplace_back("compile: torch.compile of the blocks is torchtitan's");
-  if (l.schedule == Schedule::gpipe) issues.emplace_back("schedule gpipe: Megatron-core has 1F1B and interleaved 1F1B");
+  if (l.schedule == Schedule::gpipe || l.schedule == Schedule::zero_bubble)
+    issues.emplace_back("schedule " + std::string(to_string(l.schedule)) +
+                        ": Megatron-core has 1F1B and interleaved 1F1B");
   if (l.lora.enabled()) issues.emplace_back("LoRA: a NeMo pre-training config has no adapters");
   if (l.fp8 != Fp8Recipe::none && l.fp8_library == Fp8Library::torchao)
     issues.emplace_back("FP8 priced as torchao's (the framework's); NeMo runs Transformer Engine's");

@@ -276,8 +276,13 @@ void validate_layout(const ModelSpec& m, const Layout& l) {
   if (l.activation_offload_layers > 0 && l.pp > 1)
     throw Error(field("cpu_offloading_num_layers") + " with " + field("pp") + " " + s(l.pp) +
                 ": Megatron-LM offloads activations without pipeline parallelism only");
+  // The zero-bubble schedule fills the bubble with weight-gradient passes, which frozen LoRA base weights do not run.
+  if (l.schedule == Schedule::zero_bubble && l.pp > 1 && l.lora.enabled())
+    throw Error(field("schedule") + " zero-bubble with LoRA (" + field("lora_rank") + " " + s(l.lora.rank) +
+                "): its bubble is filled with weight-gradient passes, which the frozen weights do not run; not priced");
   if (!interleaving_runs(l))
-    throw Error("the interleaved schedule needs the micro-batches per pipeline (gbs/(dp·mbs) = " + s(l.microbatches()) +
+    throw Error("the " + std::string(to_string(l.schedule)) +
+                " schedule needs the micro-batches per pipeline (gbs/(dp·mbs) = " + s(l.microbatches()) +
                 ") to be a multiple of pp = " + s(l.pp) + " (Megatron-LM and PyTorch refuse it otherwise)");
 }
 
@@ -342,7 +347,8 @@ std::optional<PipelineSplit> balanced_uneven_split(std::int64_t layers, std::int
 bool interleaving_runs(const Layout& l) {
   // megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving: "number of
   // microbatches (m) is not divisible by pipeline-model-parallel-size (p) when using interleaved schedule".
-  return l.schedule != Schedule::interleaved || l.microbatches() % l.pp == 0;
+  // torch/distributed/pipelining/schedules.py ScheduleInterleavedZeroBubble: the same rule for its rounds of p.
+  return (l.schedule != Schedule::interleaved && l.schedule != Schedule::zero_bubble) || l.microbatches() % l.pp == 0;
 }
 
 std::string_view to_string(Recompute r) {
@@ -369,6 +375,7 @@ std::string_view to_string(Schedule s) {
     case Schedule::one_f_one_b: return "1f1b";
     case Schedule::interleaved: return "interleaved";
     case Schedule::gpipe: return "gpipe";
+    case Schedule::zero_bubble: return "zero-bubble";
   }
   return "?";
 }

@@ -387,11 +387,13 @@ double microbatches_in_flight(const Layout& l, std::int64_t stage) {
 // the first stage of an even split whatever p
 // (4D paper Sec. 3.2.2). Interleaved with v chunks per GPU (Megatron's warm-up count): stage i holds
 // 2(p − i − 1) + (v − 1)p + 1 chunks of L/(p·v) layers, i.e. L(1 + (p − 1)/(p·v)) on the first stage
-// (Korthikanti et al. 2023, Sec. 4.2.3), at most all m·v chunks.
+// (Korthikanti et al. 2023, Sec. 4.2.3), at most all m·v chunks. The zero-bubble schedule holds what 1F1B (v = 1)
+// or the interleaved 1F1B holds at the peak: its W passes wait with only the weight-gradient inputs, on stages past
+// the first (Qi et al., ICLR 2024, Sec. 2.1: ZB-H1's peak is 1F1B's).
 namespace {
 double stage_layers_in_flight(const Layout& l, std::int64_t stage, std::int64_t layers) {
   const double layers_per_stage = d(layers);
-  if (l.schedule != Schedule::interleaved || l.vpp == 1) return layers_per_stage * microbatches_in_flight(l, stage);
+  if (!looped_chunks(l)) return layers_per_stage * microbatches_in_flight(l, stage);
   const double chunks =
       std::min(d(l.microbatches()) * d(l.vpp), 2.0 * d(l.pp - stage - 1) + d(l.vpp - 1) * d(l.pp) + 1.0);
   return chunks * layers_per_stage / d(l.vpp);

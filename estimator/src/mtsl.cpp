@@ -184,14 +184,14 @@ class SeqSearch {
   SeqSearch(const ModelSpec& m, const ClusterSpec& c, const Layout& base, const ResidualModel& r, std::int64_t seq)
       : m_(m), c_(c), base_(base), r_(r), seq_(seq), per_pipeline_(std::max<std::int64_t>(1, base.microbatches())) {}
 
-  // The split's layout at d = dp (the search keeps p | L, no interleaving, the base's micro-batches per pipeline but
+  // The split's layout at d = dp (the search keeps p | L, no looped chunks, the base's micro-batches per pipeline but
   // at least default_microbatches(p), as a batch not given would be).
   [[nodiscard]] Layout layout(const Split& s, std::int64_t dp) const {
     Layout l = base_;
     l.tp = s.t, l.cp = s.cp, l.pp = s.p, l.dp = dp, l.seq = seq_;
     l.vpp = 1;
     l.split = {};
-    if (l.schedule == Schedule::interleaved) l.schedule = Schedule::one_f_one_b;
+    if (l.schedule == Schedule::interleaved || l.schedule == Schedule::zero_bubble) l.schedule = Schedule::one_f_one_b;
     l.gbs = std::max(per_pipeline_, default_microbatches(s.p)) * l.dp * l.mbs;
     return l;
   }

@@ -42,11 +42,13 @@ void insert_top(std::vector<RankedLayout>& best, std::size_t top, const RankedLa
   best.insert(pos, r);
 }
 
-// Front sorted by peak memory ascending with step time strictly decreasing.
+// Front sorted by peak memory ascending with step time strictly decreasing. A point is dominated by one before the
+// first of no less memory that takes no more time, or by that first one where it needs the same memory.
 void insert_pareto(std::vector<RankedLayout>& front, const RankedLayout& r) {
-  auto pos = std::upper_bound(front.begin(), front.end(), r.peak_bytes,
-                              [](double p, const RankedLayout& x) { return p < x.peak_bytes; });
-  if (pos != front.begin() && std::prev(pos)->step_time_s <= r.step_time_s) return;  // dominated
+  auto pos = std::lower_bound(front.begin(), front.end(), r.peak_bytes,
+                              [](const RankedLayout& x, double p) { return x.peak_bytes < p; });
+  if (pos != front.begin() && std::prev(pos)->step_time_s <= r.step_time_s) return;
+  if (pos != front.end() && pos->peak_bytes == r.peak_bytes && pos->step_time_s <= r.step_time_s) return;
   auto end = pos;
   while (end != front.end() && end->step_time_s >= r.step_time_s) ++end;
   pos = front.erase(pos, end);
@@ -58,7 +60,7 @@ void insert_pareto(std::vector<RankedLayout>& front, const RankedLayout& r) {
 Constraint parse_constraint(std::string_view text) {
   static constexpr std::string_view kValid =
       "(valid: tp, cp, pp, dp, vpp, mbs with =, <=, >=, <, >; recompute=none|selective|full|op; sharding=NAME; "
-      "schedule=1f1b|interleaved|gpipe)";
+      "schedule=1f1b|interleaved|gpipe|zero-bubble)";
   const std::string shown = "--constraint '" + std::string(text) + "'";
   const auto op_at = text.find_first_of("<>=");
   if (op_at == std::string_view::npos || op_at == 0)
@@ -270,9 +272,12 @@ struct Search {
     priced.assign(2 * kRecomputes * mbss.size(), 0);
     l.vpp = v;
     stage_counts = pipeline_stage_counts(m, l);
-    for (int sched = 0; sched < 2; ++sched) {  // 1F1B/interleaved, then GPipe (v = 1, p > 1)
-      if (sched == 1 && (v > 1 || p == 1)) continue;
-      l.schedule = sched == 1 ? Schedule::gpipe : v > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+    for (int sched = 0; sched < 3; ++sched) {  // 1F1B/interleaved, GPipe (v = 1, p > 1), zero-bubble (v > 1)
+      if ((sched == 1 && (v > 1 || p == 1)) || (sched == 2 && v == 1)) continue;
+      l.schedule = sched == 2   ? Schedule::zero_bubble
+                   : sched == 1 ? Schedule::gpipe
+                   : v > 1      ? Schedule::interleaved
+                                : Schedule::one_f_one_b;
       // p = 1 runs no pipeline: any framework launches it whatever schedules it lists.
       if (p > 1 && !schedule_wanted(l.schedule)) continue;
       for (int sp = 0; sp < 2; ++sp) {  // the framework's default, then the other (off, or on where it is off)

@@ -413,7 +413,7 @@ double pipeline_send_seconds(const ModelSpec& m, const PerfContext& p, const Lay
   return (inside ? p.intra : p.inter).seconds(act_bytes) * (1.0 - p.coef.pp_overlap);
 }
 
-bool pipeline_sends_overlap(const Layout& l) { return l.schedule == Schedule::interleaved && l.overlap_p2p_comm; }
+bool pipeline_sends_overlap(const Layout& l) { return looped_chunks(l) && l.overlap_p2p_comm; }
 
 DpOverlap dp_overlap_shares(const PerfContext& p, const Layout& l) {
   if (!l.zero.deepspeed) return {p.dp_overlap, p.dp_overlap};
@@ -479,6 +479,24 @@ struct StagePasses {
   PassTimes first_f, first_b, body_f, body_b, last_f, last_b;
   std::int64_t middle_stage = 0;
 };
+
+// The weight-gradient (W) pass of one micro-batch, the mean over the stages: one GEMM per weight GEMM of the forward
+// (dW = dYᵀ·X has the forward's FLOPs; Qi et al., ICLR 2024, Sec. 2: T_W), the LM head's on the last stage.
+double mean_weight_gradient_seconds(const Layout& l, const StagePasses& x) {
+  if (l.pp == 1) return x.last_f.gemm;
+  return (x.first_f.gemm + x.last_f.gemm + d(l.pp - 2) * x.body_f.gemm) / d(l.pp);
+}
+
+// Pipeline fill and drain, from the mean stage time of one micro-batch (forward and backward) and its W part:
+// (p − 1)/v stage-times (Narayanan et al. 2021 Sec. 2.2: bubble (p − 1)/m of the ideal time, (p − 1)/(v·m)
+// interleaved; GPipe's is the same as 1F1B). The zero-bubble schedule (ZB1P) fills it with W passes: ZB-H1's
+// (p − 1)(T_F + T_B − T_W), T_B the input-gradient pass (Qi et al., ICLR 2024, Sec. 2.1), i.e. the stage time less
+// 2·T_W, over the v looped chunks as the interleaved 1F1B's.
+double pipeline_bubble_seconds(const Layout& l, double mean_stage_s, double mean_weight_gradient_s) {
+  const double fill = d(l.pp - 1) / d(std::max<std::int64_t>(1, l.vpp));
+  if (l.schedule != Schedule::zero_bubble) return fill * mean_stage_s;
+  return fill * std::max(0.0, mean_stage_s - 2.0 * mean_weight_gradient_s);
+}
 
 StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Layout& l, const MicrobatchPasses& mb) {
   const LayerPassTimes &layer = mb.layer, &moe_layer = mb.moe_layer;
@@ -585,12 +603,11 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
       ((l.optimizer_offload > 0 || l.activation_offload_layers > 0) &&
        !(p.host.bytes_per_s > 0 && p.host_memory_bytes_per_s > 0)))
     throw Error("the layout's FP8 or offloading cannot be priced on this cluster (validate_on_cluster)");
-  const double pp = d(l.pp), v = d(std::max<std::int64_t>(1, l.vpp));
+  const double pp = d(l.pp);
   const double micro = d(l.microbatches());
   const StagePasses x = stage_pass_times(m, p, l, mb);
 
-  // The slowest stage sets the 1F1B steady state; fill and drain cost (p − 1)/v stage-times (Narayanan et al.
-  // 2021 Sec. 2.2: bubble (p − 1)/m of the ideal time, (p − 1)/(v·m) interleaved; GPipe's is the same as 1F1B).
+  // The slowest stage sets the 1F1B steady state; fill and drain cost pipeline_bubble_seconds.
   // An even split's middle stages are never the slowest (the first has the same layers and the embedding); an
   // uneven one's can be.
   const double first = x.first_f.total() + x.first_b.total();
@@ -615,7 +632,7 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   br.cp_comm_s = all.cp;
   br.pp_comm_s = all.pp;
   br.ep_comm_s = all.ep;
-  br.bubble_s = (pp - 1.0) / v * mean;
+  br.bubble_s = pipeline_bubble_seconds(l, mean, mean_weight_gradient_seconds(l, x));
   const StageCounts& slowest_counts = slowest == l.pp - 1 ? mb.stages.last
                                       : slowest == 0      ? mb.stages.first
                                                           : mb.stages.second;

@@ -60,6 +60,36 @@ TEST_F(ThroughputTest, BubbleShrinksWithMicrobatchesAndInterleaving) {
   EXPECT_EQ(estimate_perf(llama8b, a100, single, datasheet).breakdown.bubble_s, 0.0);
 }
 
+// The zero-bubble schedule (ZB1P) keeps the interleaved 1F1B's steady state and fills its fill and drain with
+// weight-gradient passes: bubble (p − 1)/v · (stage time − 2·T_W), T_W the stage's forward weight GEMMs; memory is
+// the interleaved schedule's.
+TEST_F(ThroughputTest, ZeroBubbleFillsTheBubbleWithWeightGradientPasses) {
+  Layout l = layout(2, 1, 4, 1, 64);
+  l.vpp = 2;
+  l.schedule = Schedule::interleaved;
+  const PerfEstimate inter = estimate_perf(llama8b, a100, l, datasheet);
+  l.schedule = Schedule::zero_bubble;
+  const PerfEstimate zb = estimate_perf(llama8b, a100, l, datasheet);
+  const MicrobatchPasses mb = microbatch_passes(llama8b, PerfContext(datasheet, a100), l);
+  // An even split: first and last stages differ only at the ends; T_W from the one-micro-batch stage passes.
+  ASSERT_GT(zb.breakdown.bubble_s, 0);
+  EXPECT_LT(zb.breakdown.bubble_s, inter.breakdown.bubble_s);
+  EXPECT_DOUBLE_EQ(zb.step_time_s - zb.breakdown.bubble_s, inter.step_time_s - inter.breakdown.bubble_s);
+  const double fill = 3.0 / 2.0, mean_stage = inter.breakdown.bubble_s / fill;
+  const double t_w = (zb.breakdown.bubble_s / fill - mean_stage) / -2.0;
+  // T_W is the forward's weight GEMMs of a stage, the mean over the p = 4 stages: the layers' (L/p of them) and the
+  // LM head's on the last.
+  const double layers = static_cast<double>(llama8b.num_layers) / 4.0;
+  const double expected = layers * mb.layer.forward.gemm + mb.ends.head_forward_s / 4.0;
+  EXPECT_NEAR(t_w, expected, 1e-9 * expected);
+  for (std::int64_t stage = 0; stage < l.pp; ++stage) {
+    Layout i = l;
+    i.schedule = Schedule::interleaved;
+    EXPECT_EQ(stage_memory(llama8b, a100, l, ResidualModel{}, stage).total(),
+              stage_memory(llama8b, a100, i, ResidualModel{}, stage).total());
+  }
+}
+
 // Megatron-LM overlaps pipeline sends with the interleaved schedule's chunks (arguments.py's
 // overlap_p2p_comm), not with 1F1B's: a send shorter than a chunk's pass is hidden, and
 // --no-overlap-p2p-communication exposes it again.

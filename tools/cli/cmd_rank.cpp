@@ -190,7 +190,8 @@ void print_rank(std::ostream& out, const Plan& r, const Layout& base, const Sear
     return;
   }
   print_rows(out, r.model, r.framework, res.best);
-  out << "(layout: tp/cp/pp/dp sizes, ppPxV = V virtual stages per GPU (interleaved 1F1B), [7+14x8+7] = decoder "
+  out << "(layout: tp/cp/pp/dp sizes, ppPxV = V virtual stages per GPU (interleaved 1F1B or zero-bubble), [7+14x8+7] = "
+         "decoder "
          "layers per stage where uneven, mbs = micro-batch; "
          "sharding of parameters/gradients/optimizer states: N none, I within a node, G over the DP group "
          "(NNN DDP, NNG ZeRO-1, NGG ZeRO-2, GGG ZeRO-3/FSDP, III HSDP); rc: activation recompute)\n";

@@ -312,12 +312,14 @@ TorchtitanJob read_torchtitan_job(std::string_view toml, std::int64_t gpus, std:
       l["schedule"] = "1f1b";
     } else if (schedule == "GPipe") {
       l["schedule"] = "gpipe";
-    } else if (schedule == "Interleaved1F1B") {
-      l["schedule"] = "interleaved";
+    } else if (schedule == "Interleaved1F1B" || schedule == "InterleavedZeroBubble") {
+      l["schedule"] = schedule == "Interleaved1F1B" ? "interleaved" : "zero-bubble";
       l["vpp"] = "2";  // multi-stage schedules' default: 2 stages per rank
     } else {
+      // ZBVZeroBubble and DualPipeV place a rank's two stages in a V (its first and last), which headroom's stage
+      // model does not hold; LoopedBFS runs every forward of a stage before its backwards.
       refuse_key(where, "parallelism.pipeline_parallel_schedule", schedule,
-                 "not priced (valid: 1F1B, Interleaved1F1B, GPipe)");
+                 "not priced (valid: 1F1B, Interleaved1F1B, InterleavedZeroBubble, GPipe)");
     }
     // The first and last stages hold one layer fewer by default (first/last_stage_less_layers 1, for the embedding
     // and the output): Megatron-LM's embedding and loss counted in the split.

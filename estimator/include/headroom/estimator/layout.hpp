@@ -24,7 +24,11 @@ enum class Recompute { none, selective, full, op };
 // _apply_layer_sac: selective_ac_option N).
 enum class RecomputeMethod { uniform, block, every };
 enum class ExpertDispatcher { alltoall, flex };
-enum class Schedule { one_f_one_b, interleaved, gpipe };
+// Pipeline schedules: 1F1B, Megatron-LM's interleaved 1F1B (vpp chunks a GPU, looped), GPipe, and torch's
+// ScheduleInterleavedZeroBubble (zero_bubble): 1F1B's order over looped chunks with each backward split into its
+// input-gradient (B) and weight-gradient (W) passes, the W passes filling the fill and drain (the ZB1P schedule of
+// Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024; torch/distributed/pipelining/schedules.py).
+enum class Schedule { one_f_one_b, interleaved, gpipe, zero_bubble };
 // FP8 training of the decoder's linear layers (per-tensor scales; attention, embedding, router and LM head stay BF16):
 // delayed scaling from an amax history (Transformer Engine's DelayedScaling, Megatron-LM's --fp8-recipe delayed) or
 // current scaling from the tensor itself (TE's Float8CurrentScaling, --fp8-recipe tensorwise; torchao Float8Linear's
@@ -269,9 +273,14 @@ void refuse_unpriced_experts(const ModelSpec& model, const Layout& layout);
 // The part of validate_layout about precision that no split or sharding changes (FP8 with LoRA, FP8 weights without
 // FP8), for searches that vary the rest.
 void refuse_unpriced_precision(const Layout& layout);
-// Whether the framework runs the layout's pipeline schedule: the interleaved 1F1B needs m to be a multiple of p
-// (so m ≥ p, where the (p − 1)/(v·m) bubble holds).
+// Whether the framework runs the layout's pipeline schedule: the interleaved 1F1B and the zero-bubble schedule need m
+// to be a multiple of p (so m ≥ p, where the (p − 1)/(v·m) bubble holds).
 [[nodiscard]] bool interleaving_runs(const Layout& layout);
+// Whether each GPU runs vpp > 1 looped model chunks (chunk j of stage i is virtual stage j·p + i): the interleaved
+// 1F1B and the zero-bubble schedule.
+[[nodiscard]] inline bool looped_chunks(const Layout& l) {
+  return l.vpp > 1 && (l.schedule == Schedule::interleaved || l.schedule == Schedule::zero_bubble);
+}
 
 [[nodiscard]] std::string_view to_string(Recompute r);
 [[nodiscard]] std::string_view to_string(RecomputeMethod r);

@@ -173,8 +173,9 @@ struct PipelineEnds {
 // Whether a stage's pipeline sends run behind its next pass instead of holding it: Megatron-LM overlaps P2P with the
 // interleaved schedule's chunks (overlap_p2p_comm, on unless --no-overlap-p2p-communication) and forces it off
 // otherwise (megatron/training/arguments.py, "non-interleaved schedule does not support overlapping p2p
-// communication"); Layout::overlap_p2p_comm. Overlapped, a chunk's send is exposed only by what it takes beyond a
-// chunk's pass.
+// communication"); Layout::overlap_p2p_comm. The zero-bubble schedule's looped chunks are priced alike (torch's
+// pipelining runs it and the interleaved 1F1B on one runtime). Overlapped, a chunk's send is exposed only by what it
+// takes beyond a chunk's pass.
 [[nodiscard]] bool pipeline_sends_overlap(const Layout& l);
 // The shares of a pass that hide the DP parameter gathers and the gradient reductions: the framework's dp_overlap for
 // both, except where DeepSpeed runs one of them on the compute stream (0 for it; Layout::zero).
