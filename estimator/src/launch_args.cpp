@@ -302,10 +302,6 @@ void torchtitan_limits(const Layout& l, std::vector<std::string>& issues) {
   if (l.optimizer_precision.given())
     issues.emplace_back(
         "optimizer-state and gradient formats: headroom writes Megatron-LM's precision-aware optimizer flags only");
-  if (l.pp > 1 && l.vpp > 2)
-    issues.emplace_back(
-        "pipeline_parallel_layers_per_stage: torchtitan v0.2 counts the embedding and output as "
-        "pipeline_parallel_first/last_stage_less_layers; check the stage count");
 }
 
 // The job config's [training], [parallelism] and [activation_checkpoint] entries of a layout.
@@ -335,9 +331,13 @@ std::vector<TomlEntry> torchtitan_entries(const ModelSpec& m, const Layout& l, c
     // (pipeline_parallel_first/last_stage_less_layers, default 1): Megatron-LM's embedding and loss in the split.
     t.emplace_back("parallelism", "pipeline_parallel_first_stage_less_layers", l.split.embedding_in_split ? "1" : "0");
     t.emplace_back("parallelism", "pipeline_parallel_last_stage_less_layers", l.split.loss_in_split ? "1" : "0");
-    // Multi-stage schedules default to 2 stages per rank; other counts need the layers per stage.
-    if (l.vpp > 2)
-      t.emplace_back("parallelism", "pipeline_parallel_layers_per_stage", num(m.num_layers / (l.pp * l.vpp)));
+    // Multi-stage schedules default to 2 stages per rank; other counts need the layers per stage, which torchtitan
+    // counts with the embedding and the output as the first/last_stage_less_layers (pipeline_parallel.py).
+    if (l.vpp > 2) {
+      const std::int64_t counted =
+          m.num_layers + (l.split.embedding_in_split ? 1 : 0) + (l.split.loss_in_split ? 1 : 0);
+      t.emplace_back("parallelism", "pipeline_parallel_layers_per_stage", num(counted / (l.pp * l.vpp)));
+    }
   }
   if (l.tp_comm_overlap) t.emplace_back("parallelism", "enable_async_tensor_parallel", "true");  // needs compile
   // Per-op selective checkpointing is mode "selective" with selective_ac_option "op" (torchtitan's config_manager).

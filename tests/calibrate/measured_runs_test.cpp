@@ -515,6 +515,39 @@ TEST(TorchtitanLog, RefusesWhatItCannotTell) {
             std::string::npos);
 }
 
+// pipeline_parallel_layers_per_stage: the stages a rank follow from the model's layers with the first/last stage's
+// layer fewer counted as layers (torchtitan/distributed/pipeline_parallel.py), and the schedule's and split's rules.
+TEST(TorchtitanJob, LayersPerStageGiveTheStagesARank) {
+  const auto job = [](const std::string& schedule, const std::string& less) {
+    return read_torchtitan_job("[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_schedule = \"" +
+                                   schedule + "\"\npipeline_parallel_first_stage_less_layers = " + less +
+                                   "\npipeline_parallel_last_stage_less_layers = " + less +
+                                   "\npipeline_parallel_layers_per_stage = 10\n",
+                               8, "j.toml");
+  };
+  auto looped = job("Interleaved1F1B", "0");
+  EXPECT_EQ(looped.layers_per_stage, 10);
+  EXPECT_EQ(looped.layout.at("vpp"), "2");  // the default until the model's layers are known
+  set_torchtitan_stages_per_rank(looped.layout, looped.layers_per_stage, 80, "j.toml");
+  EXPECT_EQ(looped.layout.at("vpp"), "4");  // 80 layers, 8 stages of 10
+  auto counted = job("InterleavedZeroBubble", "1");
+  set_torchtitan_stages_per_rank(counted.layout, counted.layers_per_stage, 78, "j.toml");
+  EXPECT_EQ(counted.layout.at("vpp"), "4");  // 78 + 2 counted layers
+  EXPECT_EQ(counted.layout.at("schedule"), "zero-bubble");
+  const auto refused = [&](const std::string& schedule, std::int64_t layers) {
+    auto j = job(schedule, "0");
+    return error_of([&] { set_torchtitan_stages_per_rank(j.layout, j.layers_per_stage, layers, "j.toml"); });
+  };
+  EXPECT_NE(refused("Interleaved1F1B", 30).find("3 stages of the 30 layers"), std::string::npos);  // not pp's
+  EXPECT_NE(refused("1F1B", 80).find("give 4 a rank; the schedule runs exactly 1"), std::string::npos);
+  EXPECT_NE(refused("Interleaved1F1B", 20).find("give 1 a rank; the schedule runs at least 2"), std::string::npos);
+  EXPECT_NE(refused("Interleaved1F1B", 78).find("split unevenly"), std::string::npos);  // 8 stages of 78
+  EXPECT_NE(error_of([&] {
+              (void)job("ZBVZeroBubble", "0");
+            }).find("ZBVZeroBubble: not priced (valid: 1F1B, Interleaved1F1B, InterleavedZeroBubble"),
+            std::string::npos);
+}
+
 TEST(ProfilerTrace, RealA100TraceCollectives) {
   const auto trace = nlohmann::json::parse(slurp("hta_nccl_a100.json"));
   const auto k = parse_profiler_trace(trace, "hta_nccl_a100.json");

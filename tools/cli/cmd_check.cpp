@@ -129,7 +129,10 @@ ConfigKind config_kind(const std::vector<std::string>& command) {
 
 // A job config, every key read or ignored (read_torchtitan_job, read_nemo_config), as the command of a Megatron-LM
 // line is.
-calibrate::MegatronCommand job_config_command(const CheckOptions& o, ConfigKind kind, std::int64_t gpus) {
+// `layers_per_stage`: a torchtitan config's parallelism.pipeline_parallel_layers_per_stage (0 when not given), which
+// the model's layers turn into stages a rank once the model is known (set_torchtitan_stages_per_rank).
+calibrate::MegatronCommand job_config_command(const CheckOptions& o, ConfigKind kind, std::int64_t gpus,
+                                              std::int64_t& layers_per_stage) {
   if (!o.set.empty()) throw Error("--set " + o.set.front() + ": gives a launch script's values, not a job config's");
   if (!o.ignore.empty())
     throw Error("--ignore " + o.ignore.front() + ": a job config's keys are read or ignored by name");
@@ -138,6 +141,7 @@ calibrate::MegatronCommand job_config_command(const CheckOptions& o, ConfigKind 
   if (kind == ConfigKind::nemo)
     return calibrate::read_nemo_config(text, gpus, path, {o.command.begin() + 1, o.command.end()});
   calibrate::TorchtitanJob job = calibrate::read_torchtitan_job(text, gpus, path);
+  layers_per_stage = job.layers_per_stage;
   calibrate::MegatronCommand cmd;
   cmd.run.layout = std::move(job.layout);
   cmd.read = std::move(job.read);
@@ -174,6 +178,7 @@ void run_check(const CheckOptions& o, std::ostream& out) {
   calibrate::MegatronCommand cmd;
   std::string where = "the command";
   const ConfigKind kind = config_kind(o.command);
+  std::int64_t layers_per_stage = 0;
   if (kind != ConfigKind::none) {
     where = o.command.front();
     if (!std::filesystem::is_regular_file(where)) throw Error(where + ": no such job config file");
@@ -182,7 +187,7 @@ void run_check(const CheckOptions& o, std::ostream& out) {
     if (kind == ConfigKind::nemo && o.specs.framework != "megatron")
       throw Error("--framework " + o.specs.framework +
                   ": a NeMo config is priced under megatron (NeMo runs Megatron-core)");
-    cmd = job_config_command(o, kind, gpus);
+    cmd = job_config_command(o, kind, gpus, layers_per_stage);
     if (kind == ConfigKind::torchtitan) {
       req.framework = "torchtitan";
       if (o.specs.model.empty()) req.model = cmd.run.layout.at("model");
@@ -254,6 +259,8 @@ void run_check(const CheckOptions& o, std::ostream& out) {
   }
   if (o.mtsl_curve && o.html.empty()) throw Error("--mtsl-curve draws on the plan page: give --html FILE with it");
   if (!o.html.empty()) (void)check_output_path(o.html, "--html");
+  if (layers_per_stage > 0)
+    calibrate::set_torchtitan_stages_per_rank(cmd.run.layout, layers_per_stage, plan.model.num_layers, where);
   KnobSettings k = knob_settings_of(cmd.run.layout);
   const Layout layout = plan_layout(plan, k);
   const Estimate e = estimate(plan, PlanContext(plan), layout);

@@ -172,6 +172,7 @@ constexpr TomlKeyRule kTorchtitanKeys[] = {
     {"parallelism.pipeline_parallel_microbatch_size", true, "the micro-batch"},
     {"parallelism.pipeline_parallel_first_stage_less_layers", true, "the pipeline split"},
     {"parallelism.pipeline_parallel_last_stage_less_layers", true, "the pipeline split"},
+    {"parallelism.pipeline_parallel_layers_per_stage", true, "the virtual stages a rank"},
     {"parallelism.context_parallel_degree", true, "CP"},
     {"parallelism.context_parallel_rotate_method", false, "CP's K/V exchange, priced as a ring either way"},
     {"parallelism.context_parallel_load_balancer", false, "CP's causal load balance, priced as balanced"},
@@ -314,7 +315,7 @@ TorchtitanJob read_torchtitan_job(std::string_view toml, std::int64_t gpus, std:
       l["schedule"] = "gpipe";
     } else if (schedule == "Interleaved1F1B" || schedule == "InterleavedZeroBubble") {
       l["schedule"] = schedule == "Interleaved1F1B" ? "interleaved" : "zero-bubble";
-      l["vpp"] = "2";  // multi-stage schedules' default: 2 stages per rank
+      l["vpp"] = "2";  // multi-stage schedules' default: 2 stages per rank, unless the layers per stage say
     } else {
       // ZBVZeroBubble and DualPipeV place a rank's two stages in a V (its first and last), which headroom's stage
       // model does not hold; LoopedBFS runs every forward of a stage before its backwards.
@@ -331,6 +332,11 @@ TorchtitanJob read_torchtitan_job(std::string_view toml, std::int64_t gpus, std:
       if (less == "1") l[column] = "true";
     }
   }
+  if (pp > 1 && t.contains("parallelism.pipeline_parallel_layers_per_stage"))
+    job.layers_per_stage = toml_int(t, "parallelism.pipeline_parallel_layers_per_stage", 0, where);
+  if (pp > 1 && t.contains("parallelism.pipeline_parallel_layers_per_stage") && job.layers_per_stage < 1)
+    refuse_key(where, "parallelism.pipeline_parallel_layers_per_stage",
+               t.at("parallelism.pipeline_parallel_layers_per_stage"), "valid: a positive layer count");
   torchtitan_recompute(t, l, where);
   for (const char* key : {"compile.enable", "training.compile"})
     if (is_true(key)) l["compile"] = "true";
@@ -343,11 +349,39 @@ TorchtitanJob read_torchtitan_job(std::string_view toml, std::int64_t gpus, std:
   return job;
 }
 
+void set_torchtitan_stages_per_rank(std::map<std::string, std::string>& l, std::int64_t lps, std::int64_t num_layers,
+                                    std::string_view where) {
+  const std::int64_t pp = std::stoll(l.at("pp"));
+  const std::int64_t effective = num_layers + (l.contains("account_for_embedding_in_pipeline_split") ? 1 : 0) +
+                                 (l.contains("account_for_loss_in_pipeline_split") ? 1 : 0);
+  const std::int64_t stages = effective / lps + (effective % lps != 0 ? 1 : 0), per_rank = stages / pp;
+  const std::string key = "parallelism.pipeline_parallel_layers_per_stage", value = std::to_string(lps);
+  const auto counted = [&] {
+    return std::to_string(stages) + " stages of the " + std::to_string(effective) +
+           " layers (the decoder's and the first/last_stage_less_layers)";
+  };
+  if (stages % pp != 0) refuse_key(where, key, value, counted() + " are not a multiple of pp " + std::to_string(pp));
+  const bool looped = l.at("schedule") == "interleaved" || l.at("schedule") == "zero-bubble";
+  if (looped ? per_rank < 2 : per_rank != 1)
+    refuse_key(where, key, value,
+               counted() + " give " + std::to_string(per_rank) + " a rank; the schedule runs " +
+                   (looped ? "at least 2" : "exactly 1"));
+  if (effective % stages != 0)
+    refuse_key(where, key, value, counted() + " split unevenly, which headroom does not price");
+  l["vpp"] = std::to_string(per_rank);
+}
+
 MeasuredRun parse_torchtitan_log(std::string_view log, std::string_view toml, std::int64_t gpus,
                                  std::string_view where) {
   MeasuredRun run;
   run.source = std::string(where);
-  run.layout = read_torchtitan_job(toml, gpus, std::string(where) + " (TOML)").layout;
+  const TorchtitanJob job = read_torchtitan_job(toml, gpus, std::string(where) + " (TOML)");
+  if (job.layers_per_stage > 0)
+    refuse_key(std::string(where) + " (TOML)", "parallelism.pipeline_parallel_layers_per_stage",
+               std::to_string(job.layers_per_stage),
+               "the stages a rank follow from the model's layers, which a run's log does not give (headroom check "
+               "reads the job config with its model)");
+  run.layout = job.layout;
   const std::int64_t world = std::stoll(run.layout.at("gpus"));
   const std::int64_t gbs = std::stoll(run.layout.at("gbs")), seq = std::stoll(run.layout.at("seq"));
   std::vector<double> tps, tflops, mem;

@@ -131,13 +131,22 @@ void read_deepspeed_config(std::string_view text, std::string_view where, Megatr
 [[nodiscard]] std::vector<std::string> nemo_config_changes(const Layout& from, const Layout& to);
 // A torchtitan job config (TOML) as torchtitan reads it: the layout in the knob names (framework torchtitan), every key
 // either read or ignored with why (torchtitan_log.cpp kTorchtitanKeys, the one list), any other key and any setting not
-// priced (an optimizer other than Adam(W), FP32 compute, zero-bubble schedules, experts,
+// priced (an optimizer other than Adam(W), FP32 compute, the V-shaped zero-bubble schedules, experts,
 // MX formats, ...) an Error naming it. data_parallel_shard_degree -1 needs `gpus`.
 struct TorchtitanJob {
   std::map<std::string, std::string> layout;
   std::vector<std::string> read, ignored, notes;
+  // parallelism.pipeline_parallel_layers_per_stage (0: not given, the schedule's default stages a rank): the
+  // stages a rank follow from the model's layers (torchtitan_stages_per_rank).
+  std::int64_t layers_per_stage = 0;
 };
 [[nodiscard]] TorchtitanJob read_torchtitan_job(std::string_view toml, std::int64_t gpus, std::string_view where);
+// The virtual stages a rank runs with layers_per_stage given (> 0), as torchtitan counts them
+// (torchtitan/distributed/pipeline_parallel.py, v0.2): ceil((L + first_less + last_less)/layers_per_stage) stages,
+// a multiple of pp, 1 a rank for 1F1B and GPipe and at least 2 for the looped schedules. A count that leaves the
+// stages uneven beyond the first's and last's layer fewer is refused naming the key. Writes the job layout's vpp.
+void set_torchtitan_stages_per_rank(std::map<std::string, std::string>& layout, std::int64_t layers_per_stage,
+                                    std::int64_t num_layers, std::string_view where);
 // A torchtitan log (torchtitan/components/metrics.py: "step: n  loss: ...  memory: x GiB(p%)  tps: t
 // tflops: f  mfu: m%", tps per GPU, memory the max reserved since the last log) with the job's TOML config
 // (torchtitan/config/job_config.py sections [model], [training], [parallelism], [activation_checkpoint]).
