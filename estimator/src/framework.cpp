@@ -49,7 +49,9 @@ Schedule parse_schedule(std::string_view text) {
   if (name == "interleaved") return Schedule::interleaved;
   if (name == "gpipe") return Schedule::gpipe;
   if (name == "zero-bubble") return Schedule::zero_bubble;
-  throw Error("unknown pipeline schedule '" + std::string(text) + "' (valid: 1f1b, interleaved, gpipe, zero-bubble)");
+  if (name == "zbv") return Schedule::zbv;
+  throw Error("unknown pipeline schedule '" + std::string(text) +
+              "' (valid: 1f1b, interleaved, gpipe, zero-bubble, zbv)");
 }
 
 Shard parse_shard(std::string_view text) {
@@ -396,17 +398,17 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   l.mbs = positive("mbs", r.mbs);
   l.seq = positive("seq", r.seq);
   if (r.schedule) l.schedule = *r.schedule;
-  if (l.vpp > 1 && r.schedule && !looped_chunks(l))
+  if (l.vpp > 1 && r.schedule && !has_virtual_stages(l))
     throw Error(field("vpp") + " " + std::to_string(l.vpp) +
-                " (virtual stages) needs the interleaved or the zero-bubble schedule, not " + field("schedule") + " " +
+                " (virtual stages) needs the interleaved, zero-bubble or zbv schedule, not " + field("schedule") + " " +
                 std::string(to_string(l.schedule)));
   if (l.vpp > 1 && !r.schedule) l.schedule = Schedule::interleaved;
   if (l.schedule == Schedule::interleaved && l.vpp == 1)
     throw Error(field("schedule") + " interleaved needs " + field("vpp") + " > 1 (virtual stages per GPU)");
   // torchtitan/distributed/pipeline_parallel.py: a multi-stage schedule runs at least 2 stages per rank.
-  if (l.schedule == Schedule::zero_bubble && l.pp > 1 && l.vpp == 1)
-    throw Error(field("schedule") + " zero-bubble needs " + field("vpp") +
-                " > 1 (torch's ScheduleInterleavedZeroBubble runs looped stages, torchtitan at least 2 a rank)");
+  if ((l.schedule == Schedule::zero_bubble || l.schedule == Schedule::zbv) && l.pp > 1 && l.vpp == 1)
+    throw Error(field("schedule") + " " + std::string(to_string(l.schedule)) + " needs " + field("vpp") +
+                " > 1 (torch runs it over virtual stages, torchtitan at least 2 a rank; zbv exactly 2)");
   require_schedule(f, l.schedule);
   require_pipeline_sharding(f, l.sharding, l.pp);
   if (l.cp > 1 && !f.context_parallel)

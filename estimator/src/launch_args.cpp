@@ -219,7 +219,7 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
                      ": Megatron-LM's distributed optimizer shards only optimizer states (NNN, NNG, NNI); sharded "
                      "parameters or gradients need Megatron-FSDP, which headroom does not model");
   }
-  if (l.schedule == Schedule::gpipe || l.schedule == Schedule::zero_bubble)
+  if (l.schedule == Schedule::gpipe || l.schedule == Schedule::zero_bubble || l.schedule == Schedule::zbv)
     issues.emplace_back("schedule " + std::string(to_string(l.schedule)) +
                         ": Megatron-LM has only 1F1B and interleaved 1F1B");
   if (l.lora.enabled()) issues.emplace_back("LoRA: pretrain_gpt.py has no LoRA arguments");
@@ -324,6 +324,7 @@ std::vector<TomlEntry> torchtitan_entries(const ModelSpec& m, const Layout& l, c
     t.emplace_back("parallelism", "pipeline_parallel_schedule",
                    l.schedule == Schedule::interleaved   ? "\"Interleaved1F1B\""
                    : l.schedule == Schedule::zero_bubble ? "\"InterleavedZeroBubble\""
+                   : l.schedule == Schedule::zbv         ? "\"ZBVZeroBubble\""
                    : l.schedule == Schedule::gpipe       ? "\"GPipe\""
                                                          : "\"1F1B\"");
     t.emplace_back("parallelism", "pipeline_parallel_microbatch_size", num(l.mbs));
@@ -439,6 +440,7 @@ void write_pytorch_parallelism(std::ostringstream& py, const Layout& l) {
     py << "# pp = " << l.pp << ": torch.distributed.pipelining stages on mesh[\"pp\"], "
        << (l.schedule == Schedule::interleaved   ? "ScheduleInterleaved1F1B (" + num(l.vpp) + " stages per rank)"
            : l.schedule == Schedule::zero_bubble ? "ScheduleInterleavedZeroBubble (" + num(l.vpp) + " stages per rank)"
+           : l.schedule == Schedule::zbv         ? std::string("ScheduleZBVZeroBubble (2 stages per rank, in a V)")
            : l.schedule == Schedule::gpipe       ? std::string("ScheduleGPipe")
                                                  : std::string("Schedule1F1B"))
        << ", n_microbatches=" << l.microbatches() << ", micro-batch " << l.mbs << "\n";
@@ -688,7 +690,7 @@ void nemo(const Layout& l, LaunchExport& e) {
   if (l.recompute == Recompute::full && l.recompute_method == RecomputeMethod::every)
     issues.emplace_back("recompute every N-th layer: torchtitan's layer-selective checkpointing");
   if (l.compile) issues.emplace_back("compile: torch.compile of the blocks is torchtitan's");
-  if (l.schedule == Schedule::gpipe || l.schedule == Schedule::zero_bubble)
+  if (l.schedule == Schedule::gpipe || l.schedule == Schedule::zero_bubble || l.schedule == Schedule::zbv)
     issues.emplace_back("schedule " + std::string(to_string(l.schedule)) +
                         ": Megatron-core has 1F1B and interleaved 1F1B");
   if (l.lora.enabled()) issues.emplace_back("LoRA: a NeMo pre-training config has no adapters");

@@ -280,6 +280,20 @@ void validate_layout(const ModelSpec& m, const Layout& l) {
   if (l.schedule == Schedule::zero_bubble && l.pp > 1 && l.lora.enabled())
     throw Error(field("schedule") + " zero-bubble with LoRA (" + field("lora_rank") + " " + s(l.lora.rank) +
                 "): its bubble is filled with weight-gradient passes, which the frozen weights do not run; not priced");
+  // The V places a rank's chunks apart: Megatron-LM's uneven first and last stages and experts' layer order are not
+  // priced in it.
+  if (l.schedule == Schedule::zbv && l.pp > 1) {
+    if (l.vpp != 2)
+      throw Error(field("schedule") + " zbv runs exactly 2 chunks a rank (" + field("vpp") + " " + s(l.vpp) +
+                  "; valid: 2)");
+    if (l.split.uneven())
+      throw Error(field("schedule") + " zbv with uneven first/last stages (" +
+                  field("decoder_first_pipeline_num_layers") + "): not priced");
+    if (m.num_experts > 0) throw Error(field("schedule") + " zbv with experts (" + m.name + "): not priced");
+    if (l.lora.enabled())
+      throw Error(field("schedule") + " zbv with LoRA (" + field("lora_rank") + " " + s(l.lora.rank) +
+                  "): frozen weights run no weight-gradient pass; not priced");
+  }
   if (!interleaving_runs(l))
     throw Error("the " + std::string(to_string(l.schedule)) +
                 " schedule needs the micro-batches per pipeline (gbs/(dp·mbs) = " + s(l.microbatches()) +
@@ -304,7 +318,7 @@ std::int64_t stage_moe_layers(const ModelSpec& m, const Layout& l, std::int64_t 
 // megatron/core/transformer/transformer_block.py, get_num_layers_to_build (times v chunks).
 std::int64_t stage_layers(const ModelSpec& m, const Layout& l, std::int64_t stage) {
   const PipelineSplit& x = l.split;
-  const bool first = stage == 0, last = stage == l.pp - 1;
+  const bool first = stage == 0, last = stage == head_stage(l);
   if (x.uneven()) {
     if (first && x.first_stage_layers > 0) return x.first_stage_layers;
     if (last && x.last_stage_layers > 0) return x.last_stage_layers;
@@ -320,7 +334,7 @@ std::int64_t chunk_layers(const ModelSpec& m, const Layout& l, std::int64_t stag
   if (x.uneven()) return stage_layers(m, l, stage) / v;
   const std::int64_t per_chunk = chunkable_layers(m, l) / v;
   const bool embedding = x.embedding_in_split && stage == 0 && chunk == 0;
-  const bool loss = x.loss_in_split && stage == l.pp - 1 && chunk == v - 1;
+  const bool loss = x.loss_in_split && stage == head_stage(l) && chunk == v - 1;
   return per_chunk - (embedding ? 1 : 0) - (loss ? 1 : 0);
 }
 
@@ -348,7 +362,8 @@ bool interleaving_runs(const Layout& l) {
   // megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving: "number of
   // microbatches (m) is not divisible by pipeline-model-parallel-size (p) when using interleaved schedule".
   // torch/distributed/pipelining/schedules.py ScheduleInterleavedZeroBubble: the same rule for its rounds of p.
-  return (l.schedule != Schedule::interleaved && l.schedule != Schedule::zero_bubble) || l.microbatches() % l.pp == 0;
+  return (l.schedule != Schedule::interleaved && l.schedule != Schedule::zero_bubble && l.schedule != Schedule::zbv) ||
+         l.microbatches() % l.pp == 0;
 }
 
 std::string_view to_string(Recompute r) {
@@ -376,6 +391,7 @@ std::string_view to_string(Schedule s) {
     case Schedule::interleaved: return "interleaved";
     case Schedule::gpipe: return "gpipe";
     case Schedule::zero_bubble: return "zero-bubble";
+    case Schedule::zbv: return "zbv";
   }
   return "?";
 }

@@ -218,7 +218,7 @@ double stage_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_
   const double h = d(m.hidden_size), t = d(l.tp);
   double params = stage_decoder_parameters_per_gpu(m, l, stage);
   const double hv_t = h * d(m.vocab_size) / t;
-  const bool first = stage == 0, last = stage == l.pp - 1;
+  const bool first = stage == 0, last = stage == head_stage(l);
   if (first) params += hv_t + (m.learned_positions ? d(m.max_context) * h : 0.0);
   // Megatron keeps a copy of a tied embedding on the last stage when p > 1 (kept in sync by all-reduce).
   if (last && !(first && m.tied_embeddings)) params += hv_t;
@@ -389,10 +389,12 @@ double microbatches_in_flight(const Layout& l, std::int64_t stage) {
 // 2(p − i − 1) + (v − 1)p + 1 chunks of L/(p·v) layers, i.e. L(1 + (p − 1)/(p·v)) on the first stage
 // (Korthikanti et al. 2023, Sec. 4.2.3), at most all m·v chunks. The zero-bubble schedule holds what 1F1B (v = 1)
 // or the interleaved 1F1B holds at the peak: its W passes wait with only the weight-gradient inputs, on stages past
-// the first (Qi et al., ICLR 2024, Sec. 2.1: ZB-H1's peak is 1F1B's).
+// the first (Qi et al., ICLR 2024, Sec. 2.1: ZB-H1's peak is 1F1B's). The V-shaped schedule holds 1F1B's first-stage
+// peak on every rank, min(p, m) micro-batches of its layers (the paper's Sec. 6: ZB-V's peak is 1F1B's, balanced).
 namespace {
 double stage_layers_in_flight(const Layout& l, std::int64_t stage, std::int64_t layers) {
   const double layers_per_stage = d(layers);
+  if (l.schedule == Schedule::zbv) return layers_per_stage * microbatches_in_flight(l, 0);
   if (!looped_chunks(l)) return layers_per_stage * microbatches_in_flight(l, stage);
   const double chunks =
       std::min(d(l.microbatches()) * d(l.vpp), 2.0 * d(l.pp - stage - 1) + d(l.vpp - 1) * d(l.pp) + 1.0);
@@ -463,7 +465,7 @@ double stage_activation_bytes(const ModelSpec& m, const Layout& l, const StageCo
   const double layer = rematerialised_layer_bytes(m, l, n.moe_layers > 0);
   bytes += recompute_by_layers(l) ? layer * rematerialised_layers(m, l, n) : layer;
   if (n.stage == 0) bytes += embedding_activation_bytes(m, l) * microbatches_in_flight(l, 0);
-  if (n.stage == l.pp - 1) bytes += lm_head_activation_bytes(m, l);
+  if (n.stage == head_stage(l)) bytes += lm_head_activation_bytes(m, l);
   return bytes;
 }
 
@@ -554,7 +556,7 @@ double zero3_gathered_parameters(const ModelSpec& m, const Layout& l, std::int64
   if (!l.zero.deepspeed || l.sharding.params == Shard::none) return 0.0;
   const std::int64_t layers = stage_layers(m, l, stage);
   const double per_layer = layers > 0 ? stage_decoder_parameters_per_gpu(m, l, stage) / d(layers) : 0.0;
-  const double head = stage == l.pp - 1 ? d(m.hidden_size) * d(m.vocab_size) / d(l.tp) : 0.0;
+  const double head = stage == head_stage(l) ? d(m.hidden_size) * d(m.vocab_size) / d(l.tp) : 0.0;
   const double distance = d(l.zero.max_reuse_distance);
   double kept_layers = 0.0;
   if (per_layer > 0 && distance > 2.0 * head)
@@ -642,7 +644,7 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
     // `shifted` and exp(shifted) in FP32 next to its result: 8 B per local logit). No gradient exists yet but, under a
     // pipeline, the earlier micro-batches' accumulated ones.
     s.activations = layers_in_flight(m, l, stage) * layer_bytes;
-    if (stage == l.pp - 1) s.activations += lm_head_activation_bytes(m, l) + (l.tp > 1 ? 8.0 * logits : 0.0);
+    if (stage == head_stage(l)) s.activations += lm_head_activation_bytes(m, l) + (l.tp > 1 ? 8.0 * logits : 0.0);
     s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params, c.gpu.usable_memory_bytes);
     return s;
   }

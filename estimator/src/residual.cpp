@@ -8,7 +8,7 @@ namespace headroom {
 // 4D paper Eq. 14 counts 4 bytes per logit; Megatron-LM's vocab-parallel cross-entropy keeps the BF16
 // logits alive next to their FP32 copy and casts the FP32 gradient back (≥ 6 bytes per element).
 double logits_elements(const ModelSpec& m, const Layout& l, std::int64_t stage) {
-  if (stage != l.pp - 1) return 0.0;
+  if (stage != head_stage(l)) return 0.0;
   return static_cast<double>(l.seq) * static_cast<double>(l.mbs) * static_cast<double>(m.vocab_size) /
          (static_cast<double>(l.tp) * static_cast<double>(l.cp));
 }

@@ -60,7 +60,7 @@ void insert_pareto(std::vector<RankedLayout>& front, const RankedLayout& r) {
 Constraint parse_constraint(std::string_view text) {
   static constexpr std::string_view kValid =
       "(valid: tp, cp, pp, dp, vpp, mbs with =, <=, >=, <, >; recompute=none|selective|full|op; sharding=NAME; "
-      "schedule=1f1b|interleaved|gpipe|zero-bubble)";
+      "schedule=1f1b|interleaved|gpipe|zero-bubble|zbv)";
   const std::string shown = "--constraint '" + std::string(text) + "'";
   const auto op_at = text.find_first_of("<>=");
   if (op_at == std::string_view::npos || op_at == 0)
@@ -272,9 +272,12 @@ struct Search {
     priced.assign(2 * kRecomputes * mbss.size(), 0);
     l.vpp = v;
     stage_counts = pipeline_stage_counts(m, l);
-    for (int sched = 0; sched < 3; ++sched) {  // 1F1B/interleaved, GPipe (v = 1, p > 1), zero-bubble (v > 1)
+    // 1F1B/interleaved, GPipe (v = 1, p > 1), zero-bubble (v > 1), zbv (v = 2; layout.cpp validate_layout)
+    for (int sched = 0; sched < 4; ++sched) {
       if ((sched == 1 && (v > 1 || p == 1)) || (sched == 2 && v == 1)) continue;
-      l.schedule = sched == 2   ? Schedule::zero_bubble
+      if (sched == 3 && (v != 2 || l.split.uneven() || m.num_experts > 0)) continue;
+      l.schedule = sched == 3   ? Schedule::zbv
+                   : sched == 2 ? Schedule::zero_bubble
                    : sched == 1 ? Schedule::gpipe
                    : v > 1      ? Schedule::interleaved
                                 : Schedule::one_f_one_b;

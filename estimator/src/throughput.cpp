@@ -413,7 +413,7 @@ double pipeline_send_seconds(const ModelSpec& m, const PerfContext& p, const Lay
   return (inside ? p.intra : p.inter).seconds(act_bytes) * (1.0 - p.coef.pp_overlap);
 }
 
-bool pipeline_sends_overlap(const Layout& l) { return looped_chunks(l) && l.overlap_p2p_comm; }
+bool pipeline_sends_overlap(const Layout& l) { return has_virtual_stages(l) && l.overlap_p2p_comm; }
 
 DpOverlap dp_overlap_shares(const PerfContext& p, const Layout& l) {
   if (!l.zero.deepspeed) return {p.dp_overlap, p.dp_overlap};
@@ -491,9 +491,12 @@ double mean_weight_gradient_seconds(const Layout& l, const StagePasses& x) {
 // (p − 1)/v stage-times (Narayanan et al. 2021 Sec. 2.2: bubble (p − 1)/m of the ideal time, (p − 1)/(v·m)
 // interleaved; GPipe's is the same as 1F1B). The zero-bubble schedule (ZB1P) fills it with W passes: ZB-H1's
 // (p − 1)(T_F + T_B − T_W), T_B the input-gradient pass (Qi et al., ICLR 2024, Sec. 2.1), i.e. the stage time less
-// 2·T_W, over the v looped chunks as the interleaved 1F1B's.
+// 2·T_W, over the v looped chunks as the interleaved 1F1B's. The V-shaped schedule (the paper's ZB-V, Sec. 6: no
+// bubble when T_F = T_B = T_W, at 1F1B's memory) is priced as ZB-H2's (p − 1)(T_F + T_B − 2T_W) of its half-stage
+// chunks: the stage time less 3·T_W, over 2.
 double pipeline_bubble_seconds(const Layout& l, double mean_stage_s, double mean_weight_gradient_s) {
   const double fill = d(l.pp - 1) / d(std::max<std::int64_t>(1, l.vpp));
+  if (l.schedule == Schedule::zbv) return fill * std::max(0.0, mean_stage_s - 3.0 * mean_weight_gradient_s);
   if (l.schedule != Schedule::zero_bubble) return fill * mean_stage_s;
   return fill * std::max(0.0, mean_stage_s - 2.0 * mean_weight_gradient_s);
 }
@@ -531,10 +534,13 @@ StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Lay
   const PipelineEnds& ends = mb.ends;
   x.first_f.elementwise += ends.embedding_s;
   x.first_b.elementwise += ends.embedding_s;
-  x.last_f.gemm += ends.head_forward_s;
-  x.last_b.gemm += ends.head_backward_s;
-  x.last_f.elementwise += ends.loss_s;
-  x.last_b.elementwise += ends.loss_s;
+  // The LM head and the loss: on the last stage, or the first under the V-shaped schedule (layout.hpp head_stage).
+  PassTimes& head_f = head_stage(l) == 0 ? x.first_f : x.last_f;
+  PassTimes& head_b = head_stage(l) == 0 ? x.first_b : x.last_b;
+  head_f.gemm += ends.head_forward_s;
+  head_b.gemm += ends.head_backward_s;
+  head_f.elementwise += ends.loss_s;
+  head_b.elementwise += ends.loss_s;
   if (l.pp == 1) {
     x.last_f += x.first_f;
     x.last_f += scaled(x.body_f, -1.0);

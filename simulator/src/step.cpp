@@ -597,10 +597,10 @@ StepResult simulate_step(const ModelSpec& m, const ClusterSpec& c, const Layout&
   if (m.num_experts > 0)
     throw Error("simulate: " + m.name +
                 " has experts, whose all-to-alls the event simulator does not schedule yet (estimate prices them)");
-  if (l.schedule == Schedule::zero_bubble && l.pp > 1)
-    throw Error("simulate: " + field("schedule") +
-                " zero-bubble (backwards split into input- and weight-gradient passes) is not scheduled by the event "
-                "simulator yet (estimate prices it)");
+  if ((l.schedule == Schedule::zero_bubble || l.schedule == Schedule::zbv) && l.pp > 1)
+    throw Error("simulate: " + field("schedule") + " " + std::string(to_string(l.schedule)) +
+                " (backwards split into input- and weight-gradient passes) is not scheduled by the event simulator "
+                "yet (estimate prices it)");
   if (recompute_by_layers(l))
     throw Error("simulate: full recompute by layers (" + field("recompute_method") + " " +
                 std::string(to_string(l.recompute_method)) +

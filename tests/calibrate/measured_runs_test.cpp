@@ -542,9 +542,10 @@ TEST(TorchtitanJob, LayersPerStageGiveTheStagesARank) {
   EXPECT_NE(refused("1F1B", 80).find("give 4 a rank; the schedule runs exactly 1"), std::string::npos);
   EXPECT_NE(refused("Interleaved1F1B", 20).find("give 1 a rank; the schedule runs at least 2"), std::string::npos);
   EXPECT_NE(refused("Interleaved1F1B", 78).find("split unevenly"), std::string::npos);  // 8 stages of 78
+  EXPECT_NE(refused("ZBVZeroBubble", 120).find("give 6 a rank; the schedule runs exactly 2"), std::string::npos);
   EXPECT_NE(error_of([&] {
-              (void)job("ZBVZeroBubble", "0");
-            }).find("ZBVZeroBubble: not priced (valid: 1F1B, Interleaved1F1B, InterleavedZeroBubble"),
+              (void)job("DualPipeV", "0");
+            }).find("DualPipeV: not priced (valid: 1F1B, Interleaved1F1B, InterleavedZeroBubble, ZBVZeroBubble"),
             std::string::npos);
 }
 

@@ -90,6 +90,33 @@ TEST_F(ThroughputTest, ZeroBubbleFillsTheBubbleWithWeightGradientPasses) {
   }
 }
 
+// The V-shaped schedule (ZB-V): rank 0 holds virtual stages 0 and 2p − 1, so the embedding and the LM head, and every
+// rank holds 1F1B's first-stage peak of micro-batches; its bubble is ZB-H2's of half-stage chunks, the stage time
+// less 3·T_W over 2.
+TEST_F(ThroughputTest, ZbvPutsBothEndsOnTheFirstRank) {
+  Layout l = layout(2, 1, 4, 1, 64);
+  l.vpp = 2;
+  l.schedule = Schedule::zero_bubble;
+  const PerfEstimate looped = estimate_perf(llama8b, a100, l, datasheet);
+  l.schedule = Schedule::zbv;
+  const PerfEstimate v = estimate_perf(llama8b, a100, l, datasheet);
+  EXPECT_EQ(head_stage(l), 0);
+  const StageCounts first = stage_counts(llama8b, l, 0), last = stage_counts(llama8b, l, 3);
+  const double hv = static_cast<double>(llama8b.hidden_size * llama8b.vocab_size) / 2.0;  // per TP rank
+  EXPECT_NEAR(first.params - last.params, 2.0 * hv + static_cast<double>(llama8b.hidden_size), 1.0);
+  Layout looped_layout = l;
+  looped_layout.schedule = Schedule::zero_bubble;
+  for (std::int64_t stage = 0; stage < 4; ++stage)  // every rank: p micro-batches of its 8 layers
+    EXPECT_EQ(layers_in_flight(llama8b, l, stage), 32.0);
+  EXPECT_GT(layers_in_flight(llama8b, looped_layout, 0), 32.0);  // the interleaved warm-up holds more
+  // The bubble from the same stage passes: (p − 1)/2 · max(0, mean − 3·T_W), mean and T_W over the stages.
+  const MicrobatchPasses mb = microbatch_passes(llama8b, PerfContext(datasheet, a100), l);
+  const double layers = 8.0, t_w = layers * mb.layer.forward.gemm + mb.ends.head_forward_s / 4.0;
+  const double fill = 1.5, mean = looped.breakdown.bubble_s / fill + 2.0 * t_w;  // the looped one's mean
+  EXPECT_NEAR(v.breakdown.bubble_s, fill * std::max(0.0, mean - 3.0 * t_w), 1e-9 * mean);
+  EXPECT_LT(v.breakdown.bubble_s, looped.breakdown.bubble_s);
+}
+
 // Megatron-LM overlaps pipeline sends with the interleaved schedule's chunks (arguments.py's
 // overlap_p2p_comm), not with 1F1B's: a send shorter than a chunk's pass is hidden, and
 // --no-overlap-p2p-communication exposes it again.

@@ -94,10 +94,11 @@ Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) c
   Layout l = build_layout(model, f, r);
   // Megatron-LM overlaps pipeline sends only between virtual stages (layout.hpp overlap_p2p_comm): the switch that
   // turns it off does nothing on another schedule, or without a pipeline.
-  if (given(KnobId::overlap_p2p_comm) && !looped_chunks(l))
-    throw Error(std::string(knob(KnobId::overlap_p2p_comm).off_flags) +
-                " does nothing without virtual stages (the interleaved or zero-bubble schedule, --pp > 1 with --vpp > "
-                "1): pipeline sends overlap only between virtual stages");
+  if (given(KnobId::overlap_p2p_comm) && !has_virtual_stages(l))
+    throw Error(
+        std::string(knob(KnobId::overlap_p2p_comm).off_flags) +
+        " does nothing without virtual stages (the interleaved, zero-bubble or zbv schedule, --pp > 1 with --vpp > "
+        "1): pipeline sends overlap only between virtual stages");
   return l;
 }
 
@@ -169,7 +170,7 @@ std::string layout_name(const ModelSpec& m, const Layout& l) {
          (recompute_by_layers(l)
               ? "-" + std::string(to_string(l.recompute_method)) + std::to_string(l.recompute_num_layers)
               : "") +
-         (l.schedule == Schedule::gpipe || l.schedule == Schedule::zero_bubble
+         (l.schedule == Schedule::gpipe || l.schedule == Schedule::zero_bubble || l.schedule == Schedule::zbv
               ? " " + std::string(to_string(l.schedule))
               : "") +
          (l.sequence_parallel || l.tp == 1 ? "" : " no-sp");

@@ -316,11 +316,14 @@ TorchtitanJob read_torchtitan_job(std::string_view toml, std::int64_t gpus, std:
     } else if (schedule == "Interleaved1F1B" || schedule == "InterleavedZeroBubble") {
       l["schedule"] = schedule == "Interleaved1F1B" ? "interleaved" : "zero-bubble";
       l["vpp"] = "2";  // multi-stage schedules' default: 2 stages per rank, unless the layers per stage say
+    } else if (schedule == "ZBVZeroBubble") {
+      l["schedule"] = "zbv";
+      l["vpp"] = "2";  // exactly 2 stages a rank, in a V
     } else {
-      // ZBVZeroBubble and DualPipeV place a rank's two stages in a V (its first and last), which headroom's stage
-      // model does not hold; LoopedBFS runs every forward of a stage before its backwards.
+      // DualPipeV overlaps one micro-batch's forward with another's backward; LoopedBFS runs every forward of a stage
+      // before its backwards.
       refuse_key(where, "parallelism.pipeline_parallel_schedule", schedule,
-                 "not priced (valid: 1F1B, Interleaved1F1B, InterleavedZeroBubble, GPipe)");
+                 "not priced (valid: 1F1B, Interleaved1F1B, InterleavedZeroBubble, ZBVZeroBubble, GPipe)");
     }
     // The first and last stages hold one layer fewer by default (first/last_stage_less_layers 1, for the embedding
     // and the output): Megatron-LM's embedding and loss counted in the split.
@@ -361,11 +364,13 @@ void set_torchtitan_stages_per_rank(std::map<std::string, std::string>& l, std::
            " layers (the decoder's and the first/last_stage_less_layers)";
   };
   if (stages % pp != 0) refuse_key(where, key, value, counted() + " are not a multiple of pp " + std::to_string(pp));
-  const bool looped = l.at("schedule") == "interleaved" || l.at("schedule") == "zero-bubble";
-  if (looped ? per_rank < 2 : per_rank != 1)
+  const std::string& schedule = l.at("schedule");
+  const bool looped = schedule == "interleaved" || schedule == "zero-bubble";
+  const std::int64_t runs = schedule == "zbv" ? 2 : looped ? 0 : 1;  // 0: at least 2
+  if (runs == 0 ? per_rank < 2 : per_rank != runs)
     refuse_key(where, key, value,
                counted() + " give " + std::to_string(per_rank) + " a rank; the schedule runs " +
-                   (looped ? "at least 2" : "exactly 1"));
+                   (runs == 0 ? std::string("at least 2") : "exactly " + std::to_string(runs)));
   if (effective % stages != 0)
     refuse_key(where, key, value, counted() + " split unevenly, which headroom does not price");
   l["vpp"] = std::to_string(per_rank);

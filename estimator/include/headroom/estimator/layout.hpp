@@ -27,8 +27,10 @@ enum class ExpertDispatcher { alltoall, flex };
 // Pipeline schedules: 1F1B, Megatron-LM's interleaved 1F1B (vpp chunks a GPU, looped), GPipe, and torch's
 // ScheduleInterleavedZeroBubble (zero_bubble): 1F1B's order over looped chunks with each backward split into its
 // input-gradient (B) and weight-gradient (W) passes, the W passes filling the fill and drain (the ZB1P schedule of
-// Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024; torch/distributed/pipelining/schedules.py).
-enum class Schedule { one_f_one_b, interleaved, gpipe, zero_bubble };
+// Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024; torch/distributed/pipelining/schedules.py), and torch's
+// ScheduleZBVZeroBubble (zbv): two chunks a rank placed in a V, rank i holding virtual stages i and 2p − 1 − i, so
+// that the first rank holds the embedding and the LM head (the paper's ZB-V, Sec. 6).
+enum class Schedule { one_f_one_b, interleaved, gpipe, zero_bubble, zbv };
 // FP8 training of the decoder's linear layers (per-tensor scales; attention, embedding, router and LM head stay BF16):
 // delayed scaling from an amax history (Transformer Engine's DelayedScaling, Megatron-LM's --fp8-recipe delayed) or
 // current scaling from the tensor itself (TE's Float8CurrentScaling, --fp8-recipe tensorwise; torchao Float8Linear's
@@ -281,6 +283,12 @@ void refuse_unpriced_precision(const Layout& layout);
 [[nodiscard]] inline bool looped_chunks(const Layout& l) {
   return l.vpp > 1 && (l.schedule == Schedule::interleaved || l.schedule == Schedule::zero_bubble);
 }
+// Whether each GPU runs more than one model chunk, looped or in a V: a chunk's pipeline sends can overlap the next.
+[[nodiscard]] inline bool has_virtual_stages(const Layout& l) {
+  return looped_chunks(l) || l.schedule == Schedule::zbv;
+}
+// The pipeline stage holding the LM head and the loss: the last, or the first under the V-shaped schedule.
+[[nodiscard]] inline std::int64_t head_stage(const Layout& l) { return l.schedule == Schedule::zbv ? 0 : l.pp - 1; }
 
 [[nodiscard]] std::string_view to_string(Recompute r);
 [[nodiscard]] std::string_view to_string(RecomputeMethod r);
