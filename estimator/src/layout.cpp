@@ -361,7 +361,8 @@ std::optional<PipelineSplit> balanced_uneven_split(std::int64_t layers, std::int
 bool interleaving_runs(const Layout& l) {
   // megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving: "number of
   // microbatches (m) is not divisible by pipeline-model-parallel-size (p) when using interleaved schedule".
-  // torch/distributed/pipelining/schedules.py ScheduleInterleavedZeroBubble: the same rule for its rounds of p.
+  // torch/distributed/pipelining/schedules.py ScheduleInterleavedZeroBubble: the same rule for its rounds of p; the
+  // V's priced steady state (every rank p micro-batches deep) needs it too.
   return (l.schedule != Schedule::interleaved && l.schedule != Schedule::zero_bubble && l.schedule != Schedule::zbv) ||
          l.microbatches() % l.pp == 0;
 }

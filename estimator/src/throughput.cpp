@@ -481,7 +481,7 @@ struct StagePasses {
 };
 
 // The weight-gradient (W) pass of one micro-batch, the mean over the stages: one GEMM per weight GEMM of the forward
-// (dW = dYᵀ·X has the forward's FLOPs; Qi et al., ICLR 2024, Sec. 2: T_W), the LM head's on the last stage.
+// (dW = dYᵀ·X has the forward's FLOPs; Qi et al., ICLR 2024, Sec. 2: T_W), the LM head's on its stage.
 double mean_weight_gradient_seconds(const Layout& l, const StagePasses& x) {
   if (l.pp == 1) return x.last_f.gemm;
   return (x.first_f.gemm + x.last_f.gemm + d(l.pp - 2) * x.body_f.gemm) / d(l.pp);
@@ -512,14 +512,14 @@ StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Lay
   // Layers with experts (stage_moe_layers) take the MoE layer's times.
   // Full recompute by layers (a dense decoder): only the recomputed layers' backward repeats their forward; the
   // layers kept whole take a layer's backward without recompute.
-  const bool by_layers = recompute_by_layers(l);
+  const bool by_layers = recompute_by_layers(l), sends_overlap = pipeline_sends_overlap(l);
   const auto stage_pass = [&](const PassTimes& one_layer, const PassTimes& one_moe_layer, const StageCounts& n,
                               bool backward) {
     const std::int64_t kept = backward && by_layers ? n.layers - recomputed_layers(m, l, n.stage) : 0;
     PassTimes x = scaled(one_layer, d(n.layers - n.moe_layers - kept));
     if (kept > 0) x += scaled(mb.kept_layer.backward, d(kept));
     if (n.moe_layers > 0) x += scaled(one_moe_layer, d(n.moe_layers));
-    x.pp = pipeline_sends_overlap(l) ? v_chunks * std::max(0.0, send - x.total() / v_chunks) : v_chunks * send;
+    x.pp = sends_overlap ? v_chunks * std::max(0.0, send - x.total() / v_chunks) : v_chunks * send;
     return x;
   };
   const auto forward = [&](const StageCounts& n) { return stage_pass(layer.forward, moe_layer.forward, n, false); };
@@ -535,12 +535,14 @@ StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Lay
   x.first_f.elementwise += ends.embedding_s;
   x.first_b.elementwise += ends.embedding_s;
   // The LM head and the loss: on the last stage, or the first under the V-shaped schedule (layout.hpp head_stage).
-  PassTimes& head_f = head_stage(l) == 0 ? x.first_f : x.last_f;
-  PassTimes& head_b = head_stage(l) == 0 ? x.first_b : x.last_b;
-  head_f.gemm += ends.head_forward_s;
-  head_b.gemm += ends.head_backward_s;
-  head_f.elementwise += ends.loss_s;
-  head_b.elementwise += ends.loss_s;
+  const auto add_head = [&](PassTimes& f, PassTimes& b) {
+    f.gemm += ends.head_forward_s, b.gemm += ends.head_backward_s;
+    f.elementwise += ends.loss_s, b.elementwise += ends.loss_s;
+  };
+  if (head_stage(l) == 0)
+    add_head(x.first_f, x.first_b);
+  else
+    add_head(x.last_f, x.last_b);
   if (l.pp == 1) {
     x.last_f += x.first_f;
     x.last_f += scaled(x.body_f, -1.0);
@@ -638,7 +640,8 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   br.cp_comm_s = all.cp;
   br.pp_comm_s = all.pp;
   br.ep_comm_s = all.ep;
-  br.bubble_s = pipeline_bubble_seconds(l, mean, mean_weight_gradient_seconds(l, x));
+  const bool split_backward = l.schedule == Schedule::zero_bubble || l.schedule == Schedule::zbv;
+  br.bubble_s = pipeline_bubble_seconds(l, mean, split_backward ? mean_weight_gradient_seconds(l, x) : 0.0);
   const StageCounts& slowest_counts = slowest == l.pp - 1 ? mb.stages.last
                                       : slowest == 0      ? mb.stages.first
                                                           : mb.stages.second;

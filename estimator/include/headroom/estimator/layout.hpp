@@ -275,7 +275,7 @@ void refuse_unpriced_experts(const ModelSpec& model, const Layout& layout);
 // The part of validate_layout about precision that no split or sharding changes (FP8 with LoRA, FP8 weights without
 // FP8), for searches that vary the rest.
 void refuse_unpriced_precision(const Layout& layout);
-// Whether the framework runs the layout's pipeline schedule: the interleaved 1F1B and the zero-bubble schedule need m
+// Whether the framework runs the layout's pipeline schedule: the interleaved 1F1B and the zero-bubble schedules need m
 // to be a multiple of p (so m ≥ p, where the (p − 1)/(v·m) bubble holds).
 [[nodiscard]] bool interleaving_runs(const Layout& layout);
 // Whether each GPU runs vpp > 1 looped model chunks (chunk j of stage i is virtual stage j·p + i): the interleaved
