@@ -271,8 +271,11 @@ struct Search {
     passes.resize(std::max(passes.size(), 2 * kRecomputes * mbss.size()));
     priced.assign(2 * kRecomputes * mbss.size(), 0);
     l.vpp = v;
+    // Stage counts with the LM head on the last stage, for every schedule but zbv, which puts it on the first
+    // (layout.hpp head_stage): its counts and micro-batch passes are priced anew.
+    l.schedule = Schedule::one_f_one_b;
     stage_counts = pipeline_stage_counts(m, l);
-    // 1F1B/interleaved, GPipe (v = 1, p > 1), zero-bubble (v > 1), zbv (v = 2; layout.cpp validate_layout)
+    // 1F1B/interleaved, GPipe (v = 1, p > 1), zero-bubble (v > 1), zbv (v = 2; layout.cpp validate_layout), zbv last
     for (int sched = 0; sched < 4; ++sched) {
       if ((sched == 1 && (v > 1 || p == 1)) || (sched == 2 && v == 1)) continue;
       if (sched == 3 && (v != 2 || l.split.uneven() || m.num_experts > 0)) continue;
@@ -283,6 +286,10 @@ struct Search {
                                 : Schedule::one_f_one_b;
       // p = 1 runs no pipeline: any framework launches it whatever schedules it lists.
       if (p > 1 && !schedule_wanted(l.schedule)) continue;
+      if (l.schedule == Schedule::zbv) {
+        stage_counts = pipeline_stage_counts(m, l);
+        std::fill(priced.begin(), priced.end(), 0);
+      }
       for (int sp = 0; sp < 2; ++sp) {  // the framework's default, then the other (off, or on where it is off)
         if (sp == 1 && (l.tp == 1 || !o.try_without_sp)) continue;
         l.sequence_parallel = sp == 0 ? base.sequence_parallel : !base.sequence_parallel;

@@ -50,6 +50,24 @@ TEST_F(SearchTest, BestLayoutsFitAreSortedAndValid) {
   }
 }
 
+// Each layout is priced with its own schedule's stage counts, whatever schedule the search tried before it: under a
+// framework that does not run zbv (the LM head on the first rank), the counts stay the last stage's.
+TEST_F(SearchTest, PricesEachLayoutWithItsOwnStageCounts) {
+  for (const char* name : {"megatron", "torchtitan"}) {
+    const FrameworkProfile f = lib.framework(name);
+    SearchOptions o;
+    o.gpus = 64, o.seq = 8192, o.gbs = 512, o.top = 200;
+    restrict_to_framework(o, f);
+    const SearchResult r =
+        rank_layouts(llama8b, a100, default_layout(f), f.residual, default_perf_coefficients(lib, name), o);
+    ASSERT_FALSE(r.best.empty()) << name;
+    for (const RankedLayout& x : r.best)
+      EXPECT_DOUBLE_EQ(x.peak_bytes, peak_memory_bytes(llama8b, a100, x.layout, f.residual)) << name;
+    for (const RankedLayout& x : r.pareto)
+      EXPECT_DOUBLE_EQ(x.peak_bytes, peak_memory_bytes(llama8b, a100, x.layout, f.residual)) << name;
+  }
+}
+
 TEST_F(SearchTest, ParetoFrontTradesMemoryForSpeed) {
   const SearchResult r = rank(64);
   ASSERT_FALSE(r.pareto.empty());
