@@ -352,9 +352,10 @@ TorchtitanJob read_torchtitan_job(std::string_view toml, std::int64_t gpus, std:
   return job;
 }
 
-void set_torchtitan_stages_per_rank(std::map<std::string, std::string>& l, std::int64_t lps, std::int64_t num_layers,
-                                    std::string_view where) {
-  const std::int64_t pp = std::stoll(l.at("pp"));
+void set_torchtitan_stages_per_rank(std::map<std::string, std::string>& layout, std::int64_t layers_per_stage,
+                                    std::int64_t num_layers, std::string_view where) {
+  auto& l = layout;
+  const std::int64_t lps = layers_per_stage, pp = std::stoll(l.at("pp"));
   const std::int64_t effective = num_layers + (l.contains("account_for_embedding_in_pipeline_split") ? 1 : 0) +
                                  (l.contains("account_for_loss_in_pipeline_split") ? 1 : 0);
   const std::int64_t stages = effective / lps + (effective % lps != 0 ? 1 : 0), per_rank = stages / pp;
