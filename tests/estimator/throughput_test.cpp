@@ -32,6 +32,19 @@ class ThroughputTest : public ::testing::Test {
     l.gbs = 1024;
     return l;
   }
+  // Four stages of two chunks each, on 64 GPUs, under `s`.
+  [[nodiscard]] Layout chunked(Schedule s) const {
+    Layout l = layout(2, 1, 4, 1, 64);
+    l.vpp = 2;
+    l.schedule = s;
+    return l;
+  }
+  // T_W, the forward's weight GEMMs of a stage, the mean over its p = 4 stages: the layers' (L/p of them) and the LM
+  // head's on its stage.
+  [[nodiscard]] double mean_weight_gradient_s(const Layout& l) const {
+    const MicrobatchPasses mb = microbatch_passes(llama8b, PerfContext(datasheet, a100), l);
+    return static_cast<double>(llama8b.num_layers) / 4.0 * mb.layer.forward.gemm + mb.ends.head_forward_s / 4.0;
+  }
 };
 
 TEST_F(ThroughputTest, ReportedNumbersAreConsistent) {
@@ -64,23 +77,17 @@ TEST_F(ThroughputTest, BubbleShrinksWithMicrobatchesAndInterleaving) {
 // weight-gradient passes: bubble (p − 1)/v · (stage time − 2·T_W), T_W the stage's forward weight GEMMs; memory is
 // the interleaved schedule's.
 TEST_F(ThroughputTest, ZeroBubbleFillsTheBubbleWithWeightGradientPasses) {
-  Layout l = layout(2, 1, 4, 1, 64);
-  l.vpp = 2;
-  l.schedule = Schedule::interleaved;
+  Layout l = chunked(Schedule::interleaved);
   const PerfEstimate inter = estimate_perf(llama8b, a100, l, datasheet);
   l.schedule = Schedule::zero_bubble;
   const PerfEstimate zb = estimate_perf(llama8b, a100, l, datasheet);
-  const MicrobatchPasses mb = microbatch_passes(llama8b, PerfContext(datasheet, a100), l);
   // An even split: first and last stages differ only at the ends; T_W from the one-micro-batch stage passes.
   ASSERT_GT(zb.breakdown.bubble_s, 0);
   EXPECT_LT(zb.breakdown.bubble_s, inter.breakdown.bubble_s);
   EXPECT_DOUBLE_EQ(zb.step_time_s - zb.breakdown.bubble_s, inter.step_time_s - inter.breakdown.bubble_s);
   const double fill = 3.0 / 2.0, mean_stage = inter.breakdown.bubble_s / fill;
   const double t_w = (zb.breakdown.bubble_s / fill - mean_stage) / -2.0;
-  // T_W is the forward's weight GEMMs of a stage, the mean over the p = 4 stages: the layers' (L/p of them) and the
-  // LM head's on the last.
-  const double layers = static_cast<double>(llama8b.num_layers) / 4.0;
-  const double expected = layers * mb.layer.forward.gemm + mb.ends.head_forward_s / 4.0;
+  const double expected = mean_weight_gradient_s(l);
   EXPECT_NEAR(t_w, expected, 1e-9 * expected);
   for (std::int64_t stage = 0; stage < l.pp; ++stage) {
     Layout i = l;
@@ -94,9 +101,7 @@ TEST_F(ThroughputTest, ZeroBubbleFillsTheBubbleWithWeightGradientPasses) {
 // rank holds 1F1B's first-stage peak of micro-batches; its bubble is ZB-H2's of half-stage chunks, the stage time
 // less 3·T_W over 2.
 TEST_F(ThroughputTest, ZbvPutsBothEndsOnTheFirstRank) {
-  Layout l = layout(2, 1, 4, 1, 64);
-  l.vpp = 2;
-  l.schedule = Schedule::zero_bubble;
+  Layout l = chunked(Schedule::zero_bubble);
   const PerfEstimate looped = estimate_perf(llama8b, a100, l, datasheet);
   l.schedule = Schedule::zbv;
   const PerfEstimate v = estimate_perf(llama8b, a100, l, datasheet);
@@ -110,8 +115,7 @@ TEST_F(ThroughputTest, ZbvPutsBothEndsOnTheFirstRank) {
     EXPECT_EQ(layers_in_flight(llama8b, l, stage), 32.0);
   EXPECT_GT(layers_in_flight(llama8b, looped_layout, 0), 32.0);  // the interleaved warm-up holds more
   // The bubble from the same stage passes: (p − 1)/2 · max(0, mean − 3·T_W), mean and T_W over the stages.
-  const MicrobatchPasses mb = microbatch_passes(llama8b, PerfContext(datasheet, a100), l);
-  const double layers = 8.0, t_w = layers * mb.layer.forward.gemm + mb.ends.head_forward_s / 4.0;
+  const double t_w = mean_weight_gradient_s(l);
   const double fill = 1.5, mean = looped.breakdown.bubble_s / fill + 2.0 * t_w;  // the looped one's mean
   EXPECT_NEAR(v.breakdown.bubble_s, fill * std::max(0.0, mean - 3.0 * t_w), 1e-9 * mean);
   EXPECT_LT(v.breakdown.bubble_s, looped.breakdown.bubble_s);
