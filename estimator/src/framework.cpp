@@ -406,7 +406,7 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   if (l.schedule == Schedule::interleaved && l.vpp == 1)
     throw Error(field("schedule") + " interleaved needs " + field("vpp") + " > 1 (virtual stages per GPU)");
   // torchtitan/distributed/pipeline_parallel.py: a multi-stage schedule runs at least 2 stages per rank.
-  if ((l.schedule == Schedule::zero_bubble || l.schedule == Schedule::zbv) && l.pp > 1 && l.vpp == 1)
+  if (splits_backward(l.schedule) && l.pp > 1 && l.vpp == 1)
     throw Error(field("schedule") + " " + std::string(to_string(l.schedule)) + " needs " + field("vpp") +
                 " > 1 (torch runs it over virtual stages, torchtitan at least 2 a rank; zbv exactly 2)");
   require_schedule(f, l.schedule);

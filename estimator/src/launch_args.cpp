@@ -219,7 +219,7 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
                      ": Megatron-LM's distributed optimizer shards only optimizer states (NNN, NNG, NNI); sharded "
                      "parameters or gradients need Megatron-FSDP, which headroom does not model");
   }
-  if (l.schedule == Schedule::gpipe || l.schedule == Schedule::zero_bubble || l.schedule == Schedule::zbv)
+  if (!megatron_core_schedule(l.schedule))
     issues.emplace_back("schedule " + std::string(to_string(l.schedule)) +
                         ": Megatron-LM has only 1F1B and interleaved 1F1B");
   if (l.lora.enabled()) issues.emplace_back("LoRA: pretrain_gpt.py has no LoRA arguments");
@@ -690,7 +690,7 @@ void nemo(const Layout& l, LaunchExport& e) {
   if (l.recompute == Recompute::full && l.recompute_method == RecomputeMethod::every)
     issues.emplace_back("recompute every N-th layer: torchtitan's layer-selective checkpointing");
   if (l.compile) issues.emplace_back("compile: torch.compile of the blocks is torchtitan's");
-  if (l.schedule == Schedule::gpipe || l.schedule == Schedule::zero_bubble || l.schedule == Schedule::zbv)
+  if (!megatron_core_schedule(l.schedule))
     issues.emplace_back("schedule " + std::string(to_string(l.schedule)) +
                         ": Megatron-core has 1F1B and interleaved 1F1B");
   if (l.lora.enabled()) issues.emplace_back("LoRA: a NeMo pre-training config has no adapters");

@@ -363,8 +363,7 @@ bool interleaving_runs(const Layout& l) {
   // microbatches (m) is not divisible by pipeline-model-parallel-size (p) when using interleaved schedule".
   // torch/distributed/pipelining/schedules.py ScheduleInterleavedZeroBubble: the same rule for its rounds of p; the
   // V's priced steady state (every rank p micro-batches deep) needs it too.
-  return (l.schedule != Schedule::interleaved && l.schedule != Schedule::zero_bubble && l.schedule != Schedule::zbv) ||
-         l.microbatches() % l.pp == 0;
+  return !multi_chunk_schedule(l.schedule) || l.microbatches() % l.pp == 0;
 }
 
 std::string_view to_string(Recompute r) {

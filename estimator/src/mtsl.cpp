@@ -191,8 +191,7 @@ class SeqSearch {
     l.tp = s.t, l.cp = s.cp, l.pp = s.p, l.dp = dp, l.seq = seq_;
     l.vpp = 1;
     l.split = {};
-    if (l.schedule == Schedule::interleaved || l.schedule == Schedule::zero_bubble || l.schedule == Schedule::zbv)
-      l.schedule = Schedule::one_f_one_b;
+    if (multi_chunk_schedule(l.schedule)) l.schedule = Schedule::one_f_one_b;
     l.gbs = std::max(per_pipeline_, default_microbatches(s.p)) * l.dp * l.mbs;
     return l;
   }

@@ -170,9 +170,7 @@ std::string layout_name(const ModelSpec& m, const Layout& l) {
          (recompute_by_layers(l)
               ? "-" + std::string(to_string(l.recompute_method)) + std::to_string(l.recompute_num_layers)
               : "") +
-         (l.schedule == Schedule::gpipe || l.schedule == Schedule::zero_bubble || l.schedule == Schedule::zbv
-              ? " " + std::string(to_string(l.schedule))
-              : "") +
+         (megatron_core_schedule(l.schedule) ? "" : " " + std::string(to_string(l.schedule))) +
          (l.sequence_parallel || l.tp == 1 ? "" : " no-sp");
 }
 

@@ -283,6 +283,19 @@ void refuse_unpriced_precision(const Layout& layout);
 [[nodiscard]] inline bool looped_chunks(const Layout& l) {
   return l.vpp > 1 && (l.schedule == Schedule::interleaved || l.schedule == Schedule::zero_bubble);
 }
+// Whether Megatron-core runs the schedule (megatron/core/pipeline_parallel/schedules.py: 1F1B and interleaved 1F1B,
+// which vpp names); the others are torch's.
+[[nodiscard]] constexpr bool megatron_core_schedule(Schedule s) {
+  return s == Schedule::one_f_one_b || s == Schedule::interleaved;
+}
+// Whether the schedule runs more than one model chunk a rank, looped or in a V (Megatron-LM's interleaved 1F1B, torch's
+// zero-bubble schedules).
+[[nodiscard]] constexpr bool multi_chunk_schedule(Schedule s) {
+  return s == Schedule::interleaved || s == Schedule::zero_bubble || s == Schedule::zbv;
+}
+// Whether the schedule splits each backward into its input-gradient and weight-gradient passes (Qi et al. 2024's
+// zero-bubble schedules: torch's ScheduleInterleavedZeroBubble and ScheduleZBVZeroBubble).
+[[nodiscard]] constexpr bool splits_backward(Schedule s) { return s == Schedule::zero_bubble || s == Schedule::zbv; }
 // Whether each GPU runs more than one model chunk, looped or in a V: a chunk's pipeline sends can overlap the next.
 [[nodiscard]] inline bool has_virtual_stages(const Layout& l) {
   return looped_chunks(l) || l.schedule == Schedule::zbv;
