@@ -9,6 +9,7 @@
 
 #include "headroom/core/error.hpp"
 #include "headroom/core/read_file.hpp"
+#include "headroom/estimator/spec.hpp"
 
 namespace headroom::calibrate {
 namespace {
@@ -61,7 +62,14 @@ std::optional<std::int64_t> sentencepiece_pieces(std::string_view b) {
 }
 
 std::optional<std::int64_t> hugging_face_tokenizer_size(std::string_view json) {
-  const nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
+  // Parsed as every JSON file headroom reads (spec.hpp parse_json_strict): a token twice in one vocab object would
+  // leave the size to whichever copy the parser keeps, so it is no tokenizer here, as is malformed JSON.
+  nlohmann::json j;
+  try {
+    j = parse_json_strict(json, "tokenizer.json");
+  } catch (const Error&) {
+    return std::nullopt;
+  }
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object() || !j["model"].contains("vocab"))
     return std::nullopt;
   std::set<std::int64_t> ids;

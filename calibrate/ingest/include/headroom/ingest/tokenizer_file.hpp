@@ -19,7 +19,7 @@ namespace headroom::calibrate {
 // len(tokenizer) of a Hugging Face tokenizer.json: the ids of its model's vocabulary ("model": {"vocab": {token: id}}
 // for BPE and WordPiece, [[piece, score], ...] for Unigram) and of its "added_tokens", each id counted once, which
 // Megatron-LM's HuggingFaceTokenizer.vocab_size (huggingface_tokenizer.py: len(self.tokenizer)) returns; nullopt for
-// text that is not one.
+// text that is not one, malformed JSON or a key twice in one object (spec.hpp parse_json_strict) included.
 [[nodiscard]] std::optional<std::int64_t> hugging_face_tokenizer_size(std::string_view json);
 
 enum class TokenizerLibrary { sentencepiece, huggingface };
