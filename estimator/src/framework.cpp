@@ -108,9 +108,6 @@ void set_optimizer_precision(const FrameworkProfile& f, const OptimizerPrecision
   l.precision = model_state_precision(priced, f.precision, l.fp8);
 }
 
-namespace {
-
-// Layout::zero: the framework's DeepSpeed defaults, then the request's; refused where the framework has none.
 void set_zero_settings(const FrameworkProfile& f, const LayoutRequest& r, Layout& l) {
   const bool given = r.overlap_comm || r.reduce_bucket_size >= 0 || r.prefetch_bucket_size >= 0 ||
                      r.max_live_parameters >= 0 || r.max_reuse_distance >= 0 || r.hpz_partition_size > 0;
@@ -142,8 +139,6 @@ void set_zero_settings(const FrameworkProfile& f, const LayoutRequest& r, Layout
                 sharding_code(l.sharding) +
                 "): DeepSpeed's BF16 optimizer reduces gradients after the backward (valid: ZeRO-2 or ZeRO-3)");
 }
-
-}  // namespace
 
 void require_compile(const FrameworkProfile& f, bool wanted) {
   if (wanted && !f.compile)

@@ -149,6 +149,27 @@ TEST(PublishedFsdpRuns, ReadWithTheirShardingUnderPytorchFsdp) {
   EXPECT_EQ(lib.cluster_for_gpu(lib.gpu("h100-80gb")).name, "dgx-h100");
 }
 
+// Published DeepSpeed runs (data/reference/published_deepspeed_runs.csv: Narayanan et al. 2021 Table 2, ZeRO-3
+// without model parallelism on DGX A100) read under deepspeed with ZeRO-3's sharding and DeepSpeed's stage-3 defaults,
+// one micro-batch per GPU, and converted from the paper's Eq. 3 TFLOP/s. Their errors are reported by `headroom
+// validate` (published_deepspeed_runs), not held to a goal here.
+TEST(PublishedDeepSpeedRuns, ReadAsZero3UnderDeepSpeed) {
+  const SpecLibrary lib = test::library();
+  const FrameworkProfile deepspeed = lib.framework("deepspeed");
+  const auto runs =
+      validate::published_runs(lib, deepspeed, lib.data_dir() / "reference" / "published_deepspeed_runs.csv", "");
+  ASSERT_FALSE(runs.empty());
+  for (const auto& r : runs) {
+    EXPECT_EQ(sharding_code(r.layout.sharding), "GGG") << r.id;
+    EXPECT_TRUE(r.layout.zero.deepspeed && r.layout.zero.overlap_comm) << r.id;  // stage 3's default
+    EXPECT_EQ(r.layout.tp * r.layout.pp, 1) << r.id;
+    EXPECT_EQ(r.layout.microbatches(), 1) << r.id;
+    EXPECT_EQ(r.layout.recompute, Recompute::full) << r.id;
+  }
+  const auto& z = row_of(runs, "N21Z3-175b-1536");
+  EXPECT_DOUBLE_EQ(z.measured_step_s, narayanan_recompute_flops_per_step(z.model, 2048, 1536.0) / (44e12 * 1536));
+}
+
 // The intra-node link efficiency every shipped framework prices collectives with (where no `clusters` entry names
 // the cluster) is what nccl-tests measure on NVSwitch nodes of three GPU generations, not a fitted value.
 TEST(PublishedCollectives, EveryFrameworksIntraNodeLinkIsWhatNcclTestsMeasure) {

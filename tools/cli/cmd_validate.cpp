@@ -43,6 +43,8 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
                      {"published_fsdp_runs", published_json(r.fsdp_runs)},
                      {"published_torchtitan_runs", published_json(r.torchtitan_runs)},
                      {"published_torchtitan_memory", published_memory_json(r.torchtitan_memory)},
+                     {"published_deepspeed_runs", published_json(r.deepspeed_runs)},
+                     {"published_deepspeed_memory", published_memory_json(r.deepspeed_memory)},
                      {"published_collectives", collectives_json(r.collectives)},
                      {"passed", r.passed}});
   } else {
@@ -65,6 +67,9 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
     print_published(out, r.torchtitan_runs, "Published torchtitan runs", "published_torchtitan_priced.csv",
                     r.torchtitan.name);
     print_published_memory(out, r.torchtitan_memory);
+    print_published(out, r.deepspeed_runs, "Published DeepSpeed runs", "published_deepspeed_runs.csv",
+                    r.deepspeed.name);
+    print_published_memory(out, r.deepspeed_memory);
     print_collectives(out, r.collectives);
     out << "\n" << (r.passed ? "validation passed" : "VALIDATION FAILED") << "\n";
   }

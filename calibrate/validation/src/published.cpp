@@ -110,9 +110,11 @@ Layout row_layout(const ReferenceTable& t, const Record& row, const FrameworkPro
     set_optimizer_precision(framework, o, l);
     return l;
   }
-  // Another framework's run (PyTorch FSDP): the framework's precision, the row's sharding code (III: HSDP).
+  // Another framework's run (PyTorch FSDP, DeepSpeed): the framework's precision, the row's sharding code (III: HSDP;
+  // GGG: ZeRO-3) and, under DeepSpeed, its ZeRO defaults for that stage (overlap_comm on at stage 3).
   if (has(t, "sharding")) {
     l.sharding = parse_sharding_code(t.at(row, "sharding"));
+    set_zero_settings(framework, LayoutRequest{}, l);
     return l;
   }
   l.precision = Precision{2, 2, 12};

@@ -152,6 +152,11 @@ Report validate_all(const SpecLibrary& lib, const std::string& framework) {
   r.torchtitan_rows = published_runs(lib, r.torchtitan, ref / "published_torchtitan_priced.csv", "");
   r.torchtitan_runs = validate_published(r.torchtitan_rows, default_perf_coefficients(lib, r.torchtitan.name));
   r.torchtitan_memory = validate_published_memory(r.torchtitan_rows, r.torchtitan);
+  // DeepSpeed's published runs under its own coefficients, derived from Megatron-LM's (nothing fitted on them).
+  r.deepspeed = lib.framework("deepspeed");
+  r.deepspeed_rows = published_runs(lib, r.deepspeed, ref / "published_deepspeed_runs.csv", "");
+  r.deepspeed_runs = validate_published(r.deepspeed_rows, default_perf_coefficients(lib, r.deepspeed.name));
+  r.deepspeed_memory = validate_published_memory(r.deepspeed_rows, r.deepspeed);
   r.collective_rows = published_collectives(lib, ref / "published_collectives.csv");
   r.collectives = validate_collectives(r.collective_rows, coefficients);
   r.passed = r.estimates.failures == 0 && r.verdicts.ok() && r.perf_ok && r.thesis_ok && r.stack.shipped_is_fit &&

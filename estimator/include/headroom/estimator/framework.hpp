@@ -83,6 +83,10 @@ void require_compile(const FrameworkProfile& f, bool wanted);
 // model_state_precision) after its offload and FP8 recipe: refused where the framework does not run Megatron-LM's
 // precision-aware optimizer, and formats other than fp32 with an offloaded optimizer (not priced).
 void set_optimizer_precision(const FrameworkProfile& f, const OptimizerPrecision& o, Layout& l);
+struct LayoutRequest;
+// Layout::zero: the framework's DeepSpeed ZeRO defaults (deepspeed/runtime/zero/config.py), then the request's
+// settings, over the layout's sharding; an Error where the framework runs no ZeRO and a setting is given.
+void set_zero_settings(const FrameworkProfile& f, const LayoutRequest& r, Layout& l);
 // Errors when a recompute mode, a sharding or a pipeline schedule is not one the framework runs (its
 // supported_recompute, supported_shardings, supported_schedules; an empty list allows all), naming the ones it does:
 // one rule for estimate, launch, simulate, mtsl and the Python Planner (build_layout), as for rank's proposals.

@@ -54,7 +54,7 @@ struct VerdictSection {
 };
 
 struct Report {
-  FrameworkProfile framework, fsdp, torchtitan;
+  FrameworkProfile framework, fsdp, torchtitan, deepspeed;
   EstimateSection estimates;
   VerdictSection verdicts;
   PerfValidation perf;
@@ -62,10 +62,11 @@ struct Report {
   std::unique_ptr<const ThesisPerfData> thesis_data;  // thesis's scores point into it
   ThesisPerfValidation thesis;
   // The published rows (the scores point into them: a vector's elements stay where they are when a Report moves).
-  std::vector<PublishedRun> published_rows, moe_rows, fp8_rows, fsdp_rows, torchtitan_rows, bridge_rows;
+  std::vector<PublishedRun> published_rows, moe_rows, fp8_rows, fsdp_rows, torchtitan_rows, bridge_rows,
+      deepspeed_rows;
   std::vector<PublishedCollective> collective_rows;
-  PublishedValidation published, moe, fp8, fsdp_runs, torchtitan_runs, bridge;
-  PublishedMemoryValidation torchtitan_memory, fp8_memory, moe_memory, bridge_memory;
+  PublishedValidation published, moe, fp8, fsdp_runs, torchtitan_runs, bridge, deepspeed_runs;
+  PublishedMemoryValidation torchtitan_memory, fp8_memory, moe_memory, bridge_memory, deepspeed_memory;
   StackFractionFit stack;  // the framework's stack_gemm_fraction, fitted on the dense FP8 rows of curve GPUs
   // The same fit under each attention curve; the shipped attention_backend must hold out best.
   std::vector<StackFractionFit> attention_backends;
