@@ -640,7 +640,8 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
   br.cp_comm_s = all.cp;
   br.pp_comm_s = all.pp;
   br.ep_comm_s = all.ep;
-  br.bubble_s = pipeline_bubble_seconds(l, mean, splits_backward(l.schedule) ? mean_weight_gradient_seconds(l, x) : 0.0);
+  br.bubble_s =
+      pipeline_bubble_seconds(l, mean, splits_backward(l.schedule) ? mean_weight_gradient_seconds(l, x) : 0.0);
   const StageCounts& slowest_counts = slowest == l.pp - 1 ? mb.stages.last
                                       : slowest == 0      ? mb.stages.first
                                                           : mb.stages.second;

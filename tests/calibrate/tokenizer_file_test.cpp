@@ -41,9 +41,9 @@ TEST(TokenizerFile, RefusesWhatIsNotSuchATokenizerAndSkipsWhatIsNotHere) {
                                              "a\x15\x00\x00\x80\xbf\x12\x02\x20\x01",
                                              14)),
             1);
-  for (const char* json : {"", "[]", R"({"model": {}})", R"({"model": {"vocab": {"a": -1}}})",
-                           R"({"model": {"vocab": {}}})", R"({"model": {"vocab": {"a": 0}}, "added_tokens": [{}]})",
-                           R"({"model": {"vocab": {"a": 0, "b": 1, "a": 2}}})"})
+  for (const char* json :
+       {"", "[]", R"({"model": {}})", R"({"model": {"vocab": {"a": -1}}})", R"({"model": {"vocab": {}}})",
+        R"({"model": {"vocab": {"a": 0}}, "added_tokens": [{}]})", R"({"model": {"vocab": {"a": 0, "b": 1, "a": 2}}})"})
     EXPECT_FALSE(hugging_face_tokenizer_size(json)) << json;
   EXPECT_FALSE(tokenizer_file_vocabulary("/no/such/tokenizer.model", TokenizerLibrary::sentencepiece));
   EXPECT_FALSE(tokenizer_file_vocabulary("${DATA}/tokenizer.model", TokenizerLibrary::sentencepiece));

@@ -83,10 +83,6 @@ void require_compile(const FrameworkProfile& f, bool wanted);
 // model_state_precision) after its offload and FP8 recipe: refused where the framework does not run Megatron-LM's
 // precision-aware optimizer, and formats other than fp32 with an offloaded optimizer (not priced).
 void set_optimizer_precision(const FrameworkProfile& f, const OptimizerPrecision& o, Layout& l);
-struct LayoutRequest;
-// Layout::zero: the framework's DeepSpeed ZeRO defaults (deepspeed/runtime/zero/config.py), then the request's
-// settings, over the layout's sharding; an Error where the framework runs no ZeRO and a setting is given.
-void set_zero_settings(const FrameworkProfile& f, const LayoutRequest& r, Layout& l);
 // Errors when a recompute mode, a sharding or a pipeline schedule is not one the framework runs (its
 // supported_recompute, supported_shardings, supported_schedules; an empty list allows all), naming the ones it does:
 // one rule for estimate, launch, simulate, mtsl and the Python Planner (build_layout), as for rank's proposals.
@@ -149,6 +145,9 @@ struct LayoutRequest {
 // The framework's defaults, then the request; every size checked (each at most 10^12 and their products too),
 // then validate_model_split and validate_layout. Errors carry the fields they name (error.hpp field()).
 [[nodiscard]] Layout build_layout(const ModelSpec& model, const FrameworkProfile& framework, const LayoutRequest& r);
+// Layout::zero: the framework's DeepSpeed ZeRO defaults (deepspeed/runtime/zero/config.py), then the request's
+// settings, over the layout's sharding; an Error where the framework runs no ZeRO and a setting is given.
+void set_zero_settings(const FrameworkProfile& f, const LayoutRequest& r, Layout& l);
 // Largest count accepted (sizes, batch, sequence): keeps every product of two counts inside int64.
 inline constexpr std::int64_t kMaxCount = kMaxInteger;           // 10^12 (knobs.hpp)
 [[nodiscard]] Recompute parse_recompute(std::string_view text);  // throws Error listing the valid names

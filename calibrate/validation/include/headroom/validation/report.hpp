@@ -62,8 +62,7 @@ struct Report {
   std::unique_ptr<const ThesisPerfData> thesis_data;  // thesis's scores point into it
   ThesisPerfValidation thesis;
   // The published rows (the scores point into them: a vector's elements stay where they are when a Report moves).
-  std::vector<PublishedRun> published_rows, moe_rows, fp8_rows, fsdp_rows, torchtitan_rows, bridge_rows,
-      deepspeed_rows;
+  std::vector<PublishedRun> published_rows, moe_rows, fp8_rows, fsdp_rows, torchtitan_rows, bridge_rows, deepspeed_rows;
   std::vector<PublishedCollective> collective_rows;
   PublishedValidation published, moe, fp8, fsdp_runs, torchtitan_runs, bridge, deepspeed_runs;
   PublishedMemoryValidation torchtitan_memory, fp8_memory, moe_memory, bridge_memory, deepspeed_memory;
