@@ -13,6 +13,8 @@
 
 #include "headroom/core/error.hpp"
 #include "headroom/core/knobs.hpp"
+#include "headroom/estimator/framework.hpp"
+#include "headroom/estimator/layout.hpp"
 #include "text.hpp"
 
 namespace headroom::calibrate {
@@ -354,27 +356,26 @@ TorchtitanJob read_torchtitan_job(std::string_view toml, std::int64_t gpus, std:
 
 void set_torchtitan_stages_per_rank(std::map<std::string, std::string>& layout, std::int64_t layers_per_stage,
                                     std::int64_t num_layers, std::string_view where) {
-  auto& l = layout;
-  const std::int64_t lps = layers_per_stage, pp = std::stoll(l.at("pp"));
-  const std::int64_t effective = num_layers + (l.contains("account_for_embedding_in_pipeline_split") ? 1 : 0) +
-                                 (l.contains("account_for_loss_in_pipeline_split") ? 1 : 0);
-  const std::int64_t stages = effective / lps + (effective % lps != 0 ? 1 : 0), per_rank = stages / pp;
-  const std::string key = "parallelism.pipeline_parallel_layers_per_stage", value = std::to_string(lps);
+  const std::int64_t pp = std::stoll(layout.at("pp"));
+  const std::int64_t effective = num_layers + (layout.contains("account_for_embedding_in_pipeline_split") ? 1 : 0) +
+                                 (layout.contains("account_for_loss_in_pipeline_split") ? 1 : 0);
+  const std::int64_t stages = effective / layers_per_stage + (effective % layers_per_stage != 0 ? 1 : 0);
+  const std::int64_t per_rank = stages / pp;
+  const std::string key = "parallelism.pipeline_parallel_layers_per_stage", value = std::to_string(layers_per_stage);
   const auto counted = [&] {
     return std::to_string(stages) + " stages of the " + std::to_string(effective) +
            " layers (the decoder's and the first/last_stage_less_layers)";
   };
   if (stages % pp != 0) refuse_key(where, key, value, counted() + " are not a multiple of pp " + std::to_string(pp));
-  const std::string& schedule = l.at("schedule");
-  const bool looped = schedule == "interleaved" || schedule == "zero-bubble";
-  const std::int64_t runs = schedule == "zbv" ? 2 : looped ? 0 : 1;  // 0: at least 2
+  const Schedule schedule = parse_schedule(layout.at("schedule"));
+  const std::int64_t runs = schedule == Schedule::zbv ? 2 : multi_chunk_schedule(schedule) ? 0 : 1;  // 0: at least 2
   if (runs == 0 ? per_rank < 2 : per_rank != runs)
     refuse_key(where, key, value,
                counted() + " give " + std::to_string(per_rank) + " a rank; the schedule runs " +
                    (runs == 0 ? std::string("at least 2") : "exactly " + std::to_string(runs)));
   if (effective % stages != 0)
     refuse_key(where, key, value, counted() + " split unevenly, which headroom does not price");
-  l["vpp"] = std::to_string(per_rank);
+  layout["vpp"] = std::to_string(per_rank);
 }
 
 MeasuredRun parse_torchtitan_log(std::string_view log, std::string_view toml, std::int64_t gpus,
