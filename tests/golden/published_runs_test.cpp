@@ -126,6 +126,9 @@ TEST(PublishedFp8Runs, ReadWithTheirRecipeAndConvertedFromTokens) {
   EXPECT_TRUE(longest.layout.optimizer_precision.grad_reduce_in_bf16);
   EXPECT_TRUE(row("NEMOLS-llama2-7b-4k").layout.optimizer_precision.grad_reduce_in_bf16);
   EXPECT_TRUE(row("NEMO2407-gpt3-175b").layout.optimizer_precision.grad_reduce_in_bf16);
+  // Megatron-Bridge's performance configs of Llama 3 and 3.1 set ddp.grad_reduce_in_fp32 = False.
+  EXPECT_TRUE(row("MBRIDGE2511-llama3.1-405b").layout.optimizer_precision.grad_reduce_in_bf16);
+  EXPECT_FALSE(row("MBRIDGE2511-llama3.1-405b").layout.optimizer_precision.precision_aware);
   EXPECT_DOUBLE_EQ(longest.measured_step_s, model_flops_per_step(longest.model, 1048576, 4.0) / (536e12 * 1024));
   // Megatron-Bridge's DGX-B200 rows: a GPU priced at H100's fitted fractions of peak (b200.json kernels_as).
   EXPECT_EQ(row("MBRIDGE2511-b200-llama3-8b").cluster.gpu.name, "b200");
