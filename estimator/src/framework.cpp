@@ -50,8 +50,9 @@ Schedule parse_schedule(std::string_view text) {
   if (name == "gpipe") return Schedule::gpipe;
   if (name == "zero-bubble") return Schedule::zero_bubble;
   if (name == "zbv") return Schedule::zbv;
+  if (name == "looped-bfs") return Schedule::looped_bfs;
   throw Error("unknown pipeline schedule '" + std::string(text) +
-              "' (valid: 1f1b, interleaved, gpipe, zero-bubble, zbv)");
+              "' (valid: 1f1b, interleaved, gpipe, zero-bubble, zbv, looped-bfs)");
 }
 
 Shard parse_shard(std::string_view text) {
@@ -395,13 +396,13 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   if (r.schedule) l.schedule = *r.schedule;
   if (l.vpp > 1 && r.schedule && !has_virtual_stages(l))
     throw Error(field("vpp") + " " + std::to_string(l.vpp) +
-                " (virtual stages) needs the interleaved, zero-bubble or zbv schedule, not " + field("schedule") + " " +
-                std::string(to_string(l.schedule)));
+                " (virtual stages) needs the interleaved, zero-bubble, zbv or looped-bfs schedule, not " +
+                field("schedule") + " " + std::string(to_string(l.schedule)));
   if (l.vpp > 1 && !r.schedule) l.schedule = Schedule::interleaved;
   if (l.schedule == Schedule::interleaved && l.vpp == 1)
     throw Error(field("schedule") + " interleaved needs " + field("vpp") + " > 1 (virtual stages per GPU)");
   // torchtitan/distributed/pipeline_parallel.py: a multi-stage schedule runs at least 2 stages per rank.
-  if (splits_backward(l.schedule) && l.pp > 1 && l.vpp == 1)
+  if (multi_chunk_schedule(l.schedule) && l.pp > 1 && l.vpp == 1)
     throw Error(field("schedule") + " " + std::string(to_string(l.schedule)) + " needs " + field("vpp") +
                 " > 1 (torch runs it over virtual stages, torchtitan at least 2 a rank; zbv exactly 2)");
   require_schedule(f, l.schedule);

@@ -326,6 +326,7 @@ std::vector<TomlEntry> torchtitan_entries(const ModelSpec& m, const Layout& l, c
                    : l.schedule == Schedule::zero_bubble ? "\"InterleavedZeroBubble\""
                    : l.schedule == Schedule::zbv         ? "\"ZBVZeroBubble\""
                    : l.schedule == Schedule::gpipe       ? "\"GPipe\""
+                   : l.schedule == Schedule::looped_bfs  ? "\"LoopedBFS\""
                                                          : "\"1F1B\"");
     t.emplace_back("parallelism", "pipeline_parallel_microbatch_size", num(l.mbs));
     // torchtitan 0.2 gives the first and last stages a layer fewer for the embedding and the output unless told
@@ -442,6 +443,7 @@ void write_pytorch_parallelism(std::ostringstream& py, const Layout& l) {
            : l.schedule == Schedule::zero_bubble ? "ScheduleInterleavedZeroBubble (" + num(l.vpp) + " stages per rank)"
            : l.schedule == Schedule::zbv         ? std::string("ScheduleZBVZeroBubble (2 stages per rank, in a V)")
            : l.schedule == Schedule::gpipe       ? std::string("ScheduleGPipe")
+           : l.schedule == Schedule::looped_bfs  ? "ScheduleLoopedBFS (" + num(l.vpp) + " stages per rank)"
                                                  : std::string("Schedule1F1B"))
        << ", n_microbatches=" << l.microbatches() << ", micro-batch " << l.mbs << "\n";
   if (l.recompute != Recompute::none)

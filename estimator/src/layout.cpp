@@ -294,6 +294,10 @@ void validate_layout(const ModelSpec& m, const Layout& l) {
       throw Error(field("schedule") + " zbv with LoRA (" + field("lora_rank") + " " + s(l.lora.rank) +
                   "): frozen weights run no weight-gradient pass; not priced");
   }
+  if (!interleaving_runs(l) && l.schedule == Schedule::looped_bfs)
+    throw Error(field("schedule") + " looped-bfs with fewer micro-batches per pipeline (gbs/(dp·mbs) = " +
+                s(l.microbatches()) + ") than pp = " + s(l.pp) +
+                ": each rank's next chunk waits for the pipeline to fill again, which is not priced");
   if (!interleaving_runs(l))
     throw Error("the " + std::string(to_string(l.schedule)) +
                 " schedule needs the micro-batches per pipeline (gbs/(dp·mbs) = " + s(l.microbatches()) +
@@ -363,6 +367,8 @@ bool interleaving_runs(const Layout& l) {
   // microbatches (m) is not divisible by pipeline-model-parallel-size (p) when using interleaved schedule".
   // torch/distributed/pipelining/schedules.py ScheduleInterleavedZeroBubble: the same rule for its rounds of p; the
   // V's priced steady state (every rank p micro-batches deep) needs it too.
+  // ScheduleLoopedBFS takes any m; its (p − 1)/(v·m) bubble holds when the m forwards of a chunk outlast the fill.
+  if (l.schedule == Schedule::looped_bfs) return l.microbatches() >= l.pp;
   return !multi_chunk_schedule(l.schedule) || l.microbatches() % l.pp == 0;
 }
 
@@ -392,6 +398,7 @@ std::string_view to_string(Schedule s) {
     case Schedule::gpipe: return "gpipe";
     case Schedule::zero_bubble: return "zero-bubble";
     case Schedule::zbv: return "zbv";
+    case Schedule::looped_bfs: return "looped-bfs";
   }
   return "?";
 }

@@ -376,12 +376,23 @@ double mean_layer_activation_bytes(const ModelSpec& m, const Layout& l, std::int
 }  // namespace
 
 // Micro-batches whose activations stage `stage` holds at its peak. 1F1B: the first stage holds p
-// (4D paper Sec. 3.2.2, Narayanan et al. 2021 Fig. 4), stage i holds p − i; GPipe holds all m.
+// (4D paper Sec. 3.2.2, Narayanan et al. 2021 Fig. 4), stage i holds p − i; GPipe and the breadth-first schedule,
+// which run every forward before the first backward, hold all m.
 double microbatches_in_flight(const Layout& l, std::int64_t stage) {
   const double m = d(l.microbatches());
-  if (l.schedule == Schedule::gpipe) return m;
+  if (l.schedule == Schedule::gpipe || l.schedule == Schedule::looped_bfs) return m;
   return std::min(m, d(l.pp - stage));
 }
+
+// Micro-batches whose LM head and loss the head stage holds at its peak: one where each forward of the last virtual
+// stage is followed by its backward (1F1B, interleaved, zero-bubble, the V); all m under GPipe and the breadth-first
+// schedule, whose last stage computes every micro-batch's loss before the first backward
+// (torch/distributed/pipelining/schedules.py: the loss is computed with the forward).
+namespace {
+double head_microbatches_in_flight(const Layout& l) {
+  return l.pp > 1 && (l.schedule == Schedule::gpipe || l.schedule == Schedule::looped_bfs) ? d(l.microbatches()) : 1.0;
+}
+}  // namespace
 
 // Layer-micro-batches held by `stage` (L_i of its layers, L/p when even). 1F1B: L_i·min(p − i, m), hence L on
 // the first stage of an even split whatever p
@@ -391,11 +402,14 @@ double microbatches_in_flight(const Layout& l, std::int64_t stage) {
 // or the interleaved 1F1B holds at the peak: its W passes wait with only the weight-gradient inputs, on stages past
 // the first (Qi et al., ICLR 2024, Sec. 2.1: ZB-H1's peak is 1F1B's). The V-shaped schedule holds 1F1B's first-stage
 // peak on every rank, min(p, m) micro-batches of its layers (the paper's Sec. 6: ZB-V's peak is 1F1B's, balanced).
+// The breadth-first schedule runs all m forwards of every chunk before its first backward: m micro-batches of all
+// of the stage's layers, as GPipe.
 namespace {
 double stage_layers_in_flight(const Layout& l, std::int64_t stage, std::int64_t layers) {
   const double layers_per_stage = d(layers);
   if (l.schedule == Schedule::zbv) return layers_per_stage * microbatches_in_flight(l, 0);
-  if (!looped_chunks(l)) return layers_per_stage * microbatches_in_flight(l, stage);
+  if (!looped_chunks(l) || l.schedule == Schedule::looped_bfs)
+    return layers_per_stage * microbatches_in_flight(l, stage);
   const double chunks =
       std::min(d(l.microbatches()) * d(l.vpp), 2.0 * d(l.pp - stage - 1) + d(l.vpp - 1) * d(l.pp) + 1.0);
   return chunks * layers_per_stage / d(l.vpp);
@@ -465,7 +479,7 @@ double stage_activation_bytes(const ModelSpec& m, const Layout& l, const StageCo
   const double layer = rematerialised_layer_bytes(m, l, n.moe_layers > 0);
   bytes += recompute_by_layers(l) ? layer * rematerialised_layers(m, l, n) : layer;
   if (n.stage == 0) bytes += embedding_activation_bytes(m, l) * microbatches_in_flight(l, 0);
-  if (n.stage == head_stage(l)) bytes += lm_head_activation_bytes(m, l);
+  if (n.stage == head_stage(l)) bytes += lm_head_activation_bytes(m, l) * head_microbatches_in_flight(l);
   return bytes;
 }
 
@@ -644,7 +658,9 @@ StageMemory fsdp_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
     // `shifted` and exp(shifted) in FP32 next to its result: 8 B per local logit). No gradient exists yet but, under a
     // pipeline, the earlier micro-batches' accumulated ones.
     s.activations = layers_in_flight(m, l, stage) * layer_bytes;
-    if (stage == head_stage(l)) s.activations += lm_head_activation_bytes(m, l) + (l.tp > 1 ? 8.0 * logits : 0.0);
+    if (stage == head_stage(l))
+      s.activations +=
+          lm_head_activation_bytes(m, l) * head_microbatches_in_flight(l) + (l.tp > 1 ? 8.0 * logits : 0.0);
     s.residual = residual_bytes(m, l, r, stage, optimizer_shard_params, c.gpu.usable_memory_bytes);
     return s;
   }

@@ -275,11 +275,13 @@ struct Search {
     // (layout.hpp head_stage): its counts and micro-batch passes are priced anew.
     l.schedule = Schedule::one_f_one_b;
     stage_counts = pipeline_stage_counts(m, l);
-    // 1F1B/interleaved, GPipe (v = 1, p > 1), zero-bubble (v > 1), zbv (v = 2; layout.cpp validate_layout), zbv last
-    for (int sched = 0; sched < 4; ++sched) {
-      if ((sched == 1 && (v > 1 || p == 1)) || (sched == 2 && v == 1)) continue;
-      if (sched == 3 && (v != 2 || l.split.uneven() || m.num_experts > 0)) continue;
-      l.schedule = sched == 3   ? Schedule::zbv
+    // 1F1B/interleaved, GPipe (v = 1, p > 1), zero-bubble and looped-bfs (v > 1), zbv (v = 2; layout.cpp
+    // validate_layout), zbv last
+    for (int sched = 0; sched < 5; ++sched) {
+      if ((sched == 1 && (v > 1 || p == 1)) || ((sched == 2 || sched == 3) && v == 1)) continue;
+      if (sched == 4 && (v != 2 || l.split.uneven() || m.num_experts > 0)) continue;
+      l.schedule = sched == 4   ? Schedule::zbv
+                   : sched == 3 ? Schedule::looped_bfs
                    : sched == 2 ? Schedule::zero_bubble
                    : sched == 1 ? Schedule::gpipe
                    : v > 1      ? Schedule::interleaved

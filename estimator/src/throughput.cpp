@@ -489,11 +489,12 @@ double mean_weight_gradient_seconds(const Layout& l, const StagePasses& x) {
 
 // Pipeline fill and drain, from the mean stage time of one micro-batch (forward and backward) and its W part:
 // (p − 1)/v stage-times (Narayanan et al. 2021 Sec. 2.2: bubble (p − 1)/m of the ideal time, (p − 1)/(v·m)
-// interleaved; GPipe's is the same as 1F1B). The zero-bubble schedule (ZB1P) fills it with W passes: ZB-H1's
-// (p − 1)(T_F + T_B − T_W), T_B the input-gradient pass (Qi et al., ICLR 2024, Sec. 2.1), i.e. the stage time less
-// 2·T_W, over the v looped chunks as the interleaved 1F1B's. The V-shaped schedule (the paper's ZB-V, Sec. 6: no
-// bubble when T_F = T_B = T_W, at 1F1B's memory) is priced as ZB-H2's (p − 1)(T_F + T_B − 2T_W) of its half-stage
-// chunks: the stage time less 3·T_W, over 2.
+// interleaved; GPipe's is the same as 1F1B, and the breadth-first schedule's the interleaved one's: a rank's v·m
+// forwards start p − 1 chunk-times late on the last rank and its backwards drain p − 1 to the first). The zero-bubble
+// schedule (ZB1P) fills it with W passes: ZB-H1's (p − 1)(T_F + T_B − T_W), T_B the input-gradient pass (Qi et al.,
+// ICLR 2024, Sec. 2.1), i.e. the stage time less 2·T_W, over the v looped chunks as the interleaved 1F1B's. The
+// V-shaped schedule (the paper's ZB-V, Sec. 6: no bubble when T_F = T_B = T_W, at 1F1B's memory) is priced as ZB-H2's
+// (p − 1)(T_F + T_B − 2T_W) of its half-stage chunks: the stage time less 3·T_W, over 2.
 double pipeline_bubble_seconds(const Layout& l, double mean_stage_s, double mean_weight_gradient_s) {
   const double fill = d(l.pp - 1) / d(std::max<std::int64_t>(1, l.vpp));
   if (l.schedule == Schedule::zbv) return fill * std::max(0.0, mean_stage_s - 3.0 * mean_weight_gradient_s);

@@ -15,6 +15,15 @@ std::vector<PassOp> stage_schedule(Schedule s, std::int64_t stage, std::int64_t 
     for (std::int64_t i = 0; i < m; ++i) ops.push_back({false, i32(i), 0});
     return ops;
   }
+  // torch's ScheduleLoopedBFS (_calculate_single_rank_operations): every micro-batch's forward of chunk 0, then of
+  // chunk 1, ...; then the backwards, the last chunk first and the micro-batches in reverse.
+  if (s == Schedule::looped_bfs) {
+    for (std::int64_t c = 0; c < v; ++c)
+      for (std::int64_t i = 0; i < m; ++i) ops.push_back({true, i32(i), i32(c)});
+    for (std::int64_t c = v - 1; c >= 0; --c)
+      for (std::int64_t i = m - 1; i >= 0; --i) ops.push_back({false, i32(i), i32(c)});
+    return ops;
+  }
   if (s == Schedule::one_f_one_b || v <= 1) {
     const std::int64_t warm = std::min(p - stage - 1, m);
     for (std::int64_t i = 0; i < warm; ++i) ops.push_back({true, i32(i), 0});

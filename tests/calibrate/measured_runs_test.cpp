@@ -534,6 +534,10 @@ TEST(TorchtitanJob, LayersPerStageGiveTheStagesARank) {
   set_torchtitan_stages_per_rank(counted.layout, counted.layers_per_stage, 78, "j.toml");
   EXPECT_EQ(counted.layout.at("vpp"), "4");  // 78 + 2 counted layers
   EXPECT_EQ(counted.layout.at("schedule"), "zero-bubble");
+  auto breadth_first = job("LoopedBFS", "0");  // torch's ScheduleLoopedBFS, a multi-stage schedule
+  EXPECT_EQ(breadth_first.layout.at("schedule"), "looped-bfs");
+  set_torchtitan_stages_per_rank(breadth_first.layout, breadth_first.layers_per_stage, 40, "j.toml");
+  EXPECT_EQ(breadth_first.layout.at("vpp"), "2");  // 40 layers, 4 stages of 10
   const auto refused = [&](const std::string& schedule, std::int64_t layers) {
     auto j = job(schedule, "0");
     return error_of([&] { set_torchtitan_stages_per_rank(j.layout, j.layers_per_stage, layers, "j.toml"); });
@@ -543,10 +547,11 @@ TEST(TorchtitanJob, LayersPerStageGiveTheStagesARank) {
   EXPECT_NE(refused("Interleaved1F1B", 20).find("give 1 a rank; the schedule runs at least 2"), std::string::npos);
   EXPECT_NE(refused("Interleaved1F1B", 78).find("split unevenly"), std::string::npos);  // 8 stages of 78
   EXPECT_NE(refused("ZBVZeroBubble", 120).find("give 6 a rank; the schedule runs exactly 2"), std::string::npos);
-  EXPECT_NE(error_of([&] {
-              (void)job("DualPipeV", "0");
-            }).find("DualPipeV: not priced (valid: 1F1B, Interleaved1F1B, InterleavedZeroBubble, ZBVZeroBubble"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { (void)job("DualPipeV", "0"); })
+          .find("DualPipeV: not priced (valid: 1F1B, Interleaved1F1B, InterleavedZeroBubble, ZBVZeroBubble, GPipe, "
+                "LoopedBFS)"),
+      std::string::npos);
 }
 
 TEST(ProfilerTrace, RealA100TraceCollectives) {

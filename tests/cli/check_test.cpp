@@ -430,7 +430,9 @@ TEST(Check, ReadsBackTheJobConfigLaunchWrites) {
            {"--model", "llama3.1-70b", "--gpus", "64", "--tp", "8", "--pp", "2", "--vpp", "4", "--gbs", "64",
             "--recompute", "full"},
            {"--model", "llama3.1-70b", "--gpus", "64", "--tp", "8", "--pp", "4", "--vpp", "2", "--schedule", "zbv",
-            "--gbs", "64", "--recompute", "full"}}) {
+            "--gbs", "64", "--recompute", "full"},
+           {"--model", "llama3.1-70b", "--gpus", "64", "--tp", "8", "--pp", "4", "--vpp", "2", "--schedule",
+            "looped-bfs", "--gbs", "32", "--recompute", "full"}}) {
     std::vector<std::string> common = {"--cluster", "dgx-h100", "--framework", "torchtitan", "--seq", "8192"};
     common.insert(common.end(), job.begin(), job.end());
     std::vector<std::string> launch = {"launch", "--export", "torchtitan"}, estimate = {"estimate", "--json"};

@@ -203,7 +203,7 @@ const BadCase kBadCases[] = {
       "--mtsl-curve"},
      "--mtsl-curve draws on the plan page: give --html FILE with it"},
     {"vpp_with_1f1b", with(kEstimate, {"--vpp", "4", "--schedule", "1f1b"}),
-     "needs the interleaved, zero-bubble or zbv schedule"},
+     "needs the interleaved, zero-bubble, zbv or looped-bfs schedule"},
     {"empty_profile", with(kEstimate, {"--profile", ""}), "--profile is empty"},
     {"empty_profile_equals", with(kEstimate, {"--profile="}), "--profile is empty"},
     {"newline_and_escape_in_value", replace("--model", "a\nb\x1b[31m"), "unknown model 'a\\nb\\x1b[31m'"},

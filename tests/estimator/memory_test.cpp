@@ -98,6 +98,33 @@ TEST_F(MemoryTest, InterleavedFirstStageFactor) {
   EXPECT_DOUBLE_EQ(layers_in_flight(llama8b, l, 0), 44);
 }
 
+// torch's ScheduleLoopedBFS runs all m forwards of every chunk before the first backward: every stage holds its L/p
+// layers for all m micro-batches, as GPipe; with fewer micro-batches than stages it is not priced.
+TEST_F(MemoryTest, LoopedBreadthFirstHoldsEveryMicrobatchOfEveryChunk) {
+  Layout l = layout(1, 1, 4, 1, 4);
+  l.gbs = 16;  // 16 micro-batches a pipeline
+  l.vpp = 2;
+  l.schedule = Schedule::looped_bfs;
+  EXPECT_EQ(microbatches_in_flight(l, 3), 16);
+  EXPECT_DOUBLE_EQ(layers_in_flight(llama8b, l, 0), 8.0 * 16);
+  EXPECT_DOUBLE_EQ(layers_in_flight(llama8b, l, 3), 8.0 * 16);
+  Layout gpipe = l;
+  gpipe.vpp = 1;
+  gpipe.schedule = Schedule::gpipe;
+  EXPECT_DOUBLE_EQ(stage_activation_bytes(llama8b, l, 0), stage_activation_bytes(llama8b, gpipe, 0));
+  // The last stage computes all 16 micro-batches' losses before its first backward: 16 LM heads, 1 under 1F1B.
+  EXPECT_NEAR(stage_activation_bytes(llama8b, l, 3) - stage_activation_bytes(llama8b, l, 2),
+              16 * lm_head_activation_bytes(llama8b, l), 1.0);
+  Layout one_f_one_b = gpipe;
+  one_f_one_b.schedule = Schedule::one_f_one_b;
+  EXPECT_NEAR(stage_activation_bytes(llama8b, one_f_one_b, 3) - 8.0 * 1 * activation_bytes_per_layer(llama8b, l),
+              lm_head_activation_bytes(llama8b, l), 1.0);
+  Layout few = l;
+  few.gbs = 2;  // 2 micro-batches for 4 stages
+  EXPECT_FALSE(interleaving_runs(few));
+  EXPECT_THROW(validate_layout(llama8b, few), Error);
+}
+
 TEST_F(MemoryTest, RecomputeAndSequenceParallelOrdering) {
   Layout l = layout(4, 1, 1, 1, 8);
   const double base = stage_activation_bytes(llama8b, l, 0);

@@ -50,7 +50,7 @@ std::set<Key> accepted_by_build_layout(const ModelSpec& m, const FrameworkProfil
           for (std::int64_t b = 1; b <= max_b; ++b)
             for (const Recompute r : {Recompute::none, Recompute::selective, Recompute::full, Recompute::op})
               for (const Schedule s : {Schedule::one_f_one_b, Schedule::interleaved, Schedule::gpipe,
-                                       Schedule::zero_bubble, Schedule::zbv})
+                                       Schedule::zero_bubble, Schedule::zbv, Schedule::looped_bfs})
                 for (const StateSharding& sh : all_shardings())
                   for (const bool sp : {true, false}) {
                     LayoutRequest q;

@@ -255,6 +255,24 @@ TEST(Step, FirstStageHoldsPMicrobatchesUnder1F1B) {
   EXPECT_EQ(gpipe.stages[0].peak_microbatches, m);
 }
 
+// torch's ScheduleLoopedBFS runs every forward of a rank's chunks before its first backward: the first stage holds
+// all m micro-batches of all its layers, as GPipe, and the fill and drain are the interleaved 1F1B's (p − 1)/(v·m);
+// the analytical model prices both.
+TEST(Step, LoopedBreadthFirstHoldsGPipesMemoryAtTheInterleavedBubble) {
+  const std::int64_t p = 4, m = 8;
+  const StepCase bfs_case = step_case(2, p, 1, m, Schedule::looped_bfs, 2);
+  validate_layout(bfs_case.model, bfs_case.layout);
+  const sim::StepResult bfs = simulate(bfs_case, false);
+  const sim::StepResult gpipe = simulate(step_case(2, p, 1, m, Schedule::gpipe), false);
+  const sim::StepResult inter = simulate(step_case(2, p, 1, m, Schedule::interleaved, 2), false);
+  EXPECT_NEAR(bfs.stages[0].peak_activation_bytes / gpipe.stages[0].peak_activation_bytes, 1.0, 0.01);
+  EXPECT_GT(bfs.stages[0].peak_activation_bytes, 1.3 * inter.stages[0].peak_activation_bytes);  // 8·8 vs 44 layers
+  EXPECT_NEAR(bfs.bubble_s / inter.bubble_s, 1.0, 0.1);
+  EXPECT_LT(bfs.bubble_s, 0.7 * gpipe.bubble_s);
+  const double analytical = estimate_perf(bfs_case.model, bfs_case.cluster, bfs_case.layout, bfs_case.coef).step_time_s;
+  EXPECT_NEAR(bfs.step_time_s / analytical, 1.0, 0.05);
+}
+
 TEST(Step, AgreesWithTheAnalyticalModelWithoutContention) {
   for (const auto& c : {step_case(4, 1, 2, 16), step_case(2, 4, 1, 32), step_case(8, 2, 2, 16)}) {
     const sim::StepResult r = simulate(c, false);

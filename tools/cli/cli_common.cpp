@@ -97,8 +97,8 @@ Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) c
   if (given(KnobId::overlap_p2p_comm) && !has_virtual_stages(l))
     throw Error(
         std::string(knob(KnobId::overlap_p2p_comm).off_flags) +
-        " does nothing without virtual stages (the interleaved, zero-bubble or zbv schedule, --pp > 1 with --vpp > "
-        "1): pipeline sends overlap only between virtual stages");
+        " does nothing without virtual stages (the interleaved, zero-bubble, zbv or looped-bfs schedule, --pp > 1 "
+        "with --vpp > 1): pipeline sends overlap only between virtual stages");
   return l;
 }
 

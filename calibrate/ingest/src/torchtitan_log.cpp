@@ -315,17 +315,18 @@ TorchtitanJob read_torchtitan_job(std::string_view toml, std::int64_t gpus, std:
       l["schedule"] = "1f1b";
     } else if (schedule == "GPipe") {
       l["schedule"] = "gpipe";
-    } else if (schedule == "Interleaved1F1B" || schedule == "InterleavedZeroBubble") {
-      l["schedule"] = schedule == "Interleaved1F1B" ? "interleaved" : "zero-bubble";
+    } else if (schedule == "Interleaved1F1B" || schedule == "InterleavedZeroBubble" || schedule == "LoopedBFS") {
+      l["schedule"] = schedule == "Interleaved1F1B"         ? "interleaved"
+                      : schedule == "InterleavedZeroBubble" ? "zero-bubble"
+                                                            : "looped-bfs";
       l["vpp"] = "2";  // multi-stage schedules' default: 2 stages per rank, unless the layers per stage say
     } else if (schedule == "ZBVZeroBubble") {
       l["schedule"] = "zbv";
       l["vpp"] = "2";  // exactly 2 stages a rank, in a V
     } else {
-      // DualPipeV overlaps one micro-batch's forward with another's backward; LoopedBFS runs every forward of a stage
-      // before its backwards.
+      // DualPipeV overlaps one micro-batch's forward with another's backward.
       refuse_key(where, "parallelism.pipeline_parallel_schedule", schedule,
-                 "not priced (valid: 1F1B, Interleaved1F1B, InterleavedZeroBubble, ZBVZeroBubble, GPipe)");
+                 "not priced (valid: 1F1B, Interleaved1F1B, InterleavedZeroBubble, ZBVZeroBubble, GPipe, LoopedBFS)");
     }
     // The first and last stages hold one layer fewer by default (first/last_stage_less_layers 1, for the embedding
     // and the output): Megatron-LM's embedding and loss counted in the split.

@@ -168,10 +168,11 @@ constexpr std::array<Knob, kKnobCount> kKnobs = {{
      .help = "the N of --recompute-method: layers per group (uniform), per chunk (block), or the stride (every)",
      .log_key = "recompute_num_layers", .json = "layout.recompute_num_layers"},
     {.id = schedule, .name = "schedule", .type = T::choice, .default_text = "the framework's", .flags = "--schedule",
-     .help = "pipeline schedule: 1f1b|interleaved|gpipe|zero-bubble|zbv (zero-bubble: torch's "
+     .help = "pipeline schedule: 1f1b|interleaved|gpipe|zero-bubble|zbv|looped-bfs (zero-bubble: torch's "
              "ScheduleInterleavedZeroBubble, weight-gradient passes in the fill and drain; zbv: its V-shaped "
-             "ScheduleZBVZeroBubble, 2 chunks a rank; default: the --framework profile's)",
-     .choices = "1f1b|interleaved|gpipe|zero-bubble|zbv", .json = "layout.schedule"},
+             "ScheduleZBVZeroBubble, 2 chunks a rank; looped-bfs: its ScheduleLoopedBFS, every forward of a chunk "
+             "before the next chunk's, GPipe's memory; default: the --framework profile's)",
+     .choices = "1f1b|interleaved|gpipe|zero-bubble|zbv|looped-bfs", .json = "layout.schedule"},
     {.id = sequence_parallel, .name = "sequence_parallel", .type = T::flag, .default_text = "the framework's",
      .flags = "--sp,--sequence-parallel", .help = "sequence parallelism on", .off_flags = "--no-sp",
      .off_help = "sequence parallelism off", .log_key = "sequence_parallel", .aliases = "sp",

@@ -29,8 +29,11 @@ enum class ExpertDispatcher { alltoall, flex };
 // input-gradient (B) and weight-gradient (W) passes, the W passes filling the fill and drain (the ZB1P schedule of
 // Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024; torch/distributed/pipelining/schedules.py), and torch's
 // ScheduleZBVZeroBubble (zbv): two chunks a rank placed in a V, rank i holding virtual stages i and 2p − 1 − i, so
-// that the first rank holds the embedding and the LM head (the paper's ZB-V, Sec. 6).
-enum class Schedule { one_f_one_b, interleaved, gpipe, zero_bubble, zbv };
+// that the first rank holds the embedding and the LM head (the paper's ZB-V, Sec. 6), and torch's ScheduleLoopedBFS
+// (looped_bfs): looped chunks run breadth-first, every micro-batch's forward of a rank's first chunk, then of its next,
+// then the backwards in reverse (Lamy-Poirier, Breadth-First Pipeline Parallelism, MLSys 2023; _calculate_single_rank_
+// operations in torch/distributed/pipelining/schedules.py).
+enum class Schedule { one_f_one_b, interleaved, gpipe, zero_bubble, zbv, looped_bfs };
 // FP8 training of the decoder's linear layers (per-tensor scales; attention, embedding, router and LM head stay BF16):
 // delayed scaling from an amax history (Transformer Engine's DelayedScaling, Megatron-LM's --fp8-recipe delayed) or
 // current scaling from the tensor itself (TE's Float8CurrentScaling, --fp8-recipe tensorwise; torchao Float8Linear's
@@ -276,12 +279,14 @@ void refuse_unpriced_experts(const ModelSpec& model, const Layout& layout);
 // FP8), for searches that vary the rest.
 void refuse_unpriced_precision(const Layout& layout);
 // Whether the framework runs the layout's pipeline schedule: the interleaved 1F1B and the zero-bubble schedules need m
-// to be a multiple of p (so m ≥ p, where the (p − 1)/(v·m) bubble holds).
+// to be a multiple of p (so m ≥ p, where the (p − 1)/(v·m) bubble holds); the breadth-first one is priced at m ≥ p
+// (with fewer, a rank's next chunk waits for the pipeline to fill again, which is not priced).
 [[nodiscard]] bool interleaving_runs(const Layout& layout);
 // Whether each GPU runs vpp > 1 looped model chunks (chunk j of stage i is virtual stage j·p + i): the interleaved
-// 1F1B and the zero-bubble schedule.
+// 1F1B, the zero-bubble and the breadth-first schedule.
 [[nodiscard]] inline bool looped_chunks(const Layout& l) {
-  return l.vpp > 1 && (l.schedule == Schedule::interleaved || l.schedule == Schedule::zero_bubble);
+  return l.vpp > 1 && (l.schedule == Schedule::interleaved || l.schedule == Schedule::zero_bubble ||
+                       l.schedule == Schedule::looped_bfs);
 }
 // Whether Megatron-core runs the schedule (megatron/core/pipeline_parallel/schedules.py: 1F1B and interleaved 1F1B,
 // which vpp names); the others are torch's.
@@ -289,9 +294,9 @@ void refuse_unpriced_precision(const Layout& layout);
   return s == Schedule::one_f_one_b || s == Schedule::interleaved;
 }
 // Whether the schedule runs more than one model chunk a rank, looped or in a V (Megatron-LM's interleaved 1F1B, torch's
-// zero-bubble schedules).
+// zero-bubble and breadth-first schedules).
 [[nodiscard]] constexpr bool multi_chunk_schedule(Schedule s) {
-  return s == Schedule::interleaved || s == Schedule::zero_bubble || s == Schedule::zbv;
+  return s == Schedule::interleaved || s == Schedule::zero_bubble || s == Schedule::zbv || s == Schedule::looped_bfs;
 }
 // Whether the schedule splits each backward into its input-gradient and weight-gradient passes (Qi et al. 2024's
 // zero-bubble schedules: torch's ScheduleInterleavedZeroBubble and ScheduleZBVZeroBubble).

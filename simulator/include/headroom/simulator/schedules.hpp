@@ -1,7 +1,7 @@
 // The order in which one pipeline stage runs its forward and backward passes (Narayanan et al. 2021,
 // Sec. 2.2; Megatron-LM's schedules.py): GPipe (all forwards, then all backwards), 1F1B (p − s − 1 warm-up
-// forwards, then one forward / one backward, then the remaining backwards) and interleaved 1F1B over v
-// model chunks per stage.
+// forwards, then one forward / one backward, then the remaining backwards), interleaved 1F1B over v
+// model chunks per stage, and torch's breadth-first ScheduleLoopedBFS over v chunks.
 #pragma once
 
 #include <cstdint>
