@@ -9,6 +9,21 @@
 #include "headroom/estimator/sharding.hpp"
 
 namespace headroom {
+
+// torch/distributed/pipelining/schedules.py's classes, less their "Schedule" prefix (torchtitan's
+// pipeline_parallel_schedule values).
+std::string_view torchtitan_schedule_name(Schedule s) {
+  switch (s) {
+    case Schedule::one_f_one_b: return "1F1B";
+    case Schedule::interleaved: return "Interleaved1F1B";
+    case Schedule::gpipe: return "GPipe";
+    case Schedule::zero_bubble: return "InterleavedZeroBubble";
+    case Schedule::zbv: return "ZBVZeroBubble";
+    case Schedule::looped_bfs: return "LoopedBFS";
+  }
+  return "?";
+}
+
 namespace {
 
 std::string num(std::int64_t v) { return std::to_string(v); }
@@ -322,12 +337,7 @@ std::vector<TomlEntry> torchtitan_entries(const ModelSpec& m, const Layout& l, c
   t.emplace_back("parallelism", "pipeline_parallel_degree", num(l.pp));
   if (pp) {
     t.emplace_back("parallelism", "pipeline_parallel_schedule",
-                   l.schedule == Schedule::interleaved   ? "\"Interleaved1F1B\""
-                   : l.schedule == Schedule::zero_bubble ? "\"InterleavedZeroBubble\""
-                   : l.schedule == Schedule::zbv         ? "\"ZBVZeroBubble\""
-                   : l.schedule == Schedule::gpipe       ? "\"GPipe\""
-                   : l.schedule == Schedule::looped_bfs  ? "\"LoopedBFS\""
-                                                         : "\"1F1B\"");
+                   "\"" + std::string(torchtitan_schedule_name(l.schedule)) + "\"");
     t.emplace_back("parallelism", "pipeline_parallel_microbatch_size", num(l.mbs));
     // torchtitan 0.2 gives the first and last stages a layer fewer for the embedding and the output unless told
     // (pipeline_parallel_first/last_stage_less_layers, default 1): Megatron-LM's embedding and loss in the split.
@@ -439,12 +449,10 @@ void write_pytorch_parallelism(std::ostringstream& py, const Layout& l) {
           "forward and backward\n";
   if (l.pp > 1)
     py << "# pp = " << l.pp << ": torch.distributed.pipelining stages on mesh[\"pp\"], "
-       << (l.schedule == Schedule::interleaved   ? "ScheduleInterleaved1F1B (" + num(l.vpp) + " stages per rank)"
-           : l.schedule == Schedule::zero_bubble ? "ScheduleInterleavedZeroBubble (" + num(l.vpp) + " stages per rank)"
-           : l.schedule == Schedule::zbv         ? std::string("ScheduleZBVZeroBubble (2 stages per rank, in a V)")
-           : l.schedule == Schedule::gpipe       ? std::string("ScheduleGPipe")
-           : l.schedule == Schedule::looped_bfs  ? "ScheduleLoopedBFS (" + num(l.vpp) + " stages per rank)"
-                                                 : std::string("Schedule1F1B"))
+       << "Schedule" << torchtitan_schedule_name(l.schedule)
+       << (l.schedule == Schedule::zbv        ? std::string(" (2 stages per rank, in a V)")
+           : multi_chunk_schedule(l.schedule) ? " (" + num(l.vpp) + " stages per rank)"
+                                              : std::string())
        << ", n_microbatches=" << l.microbatches() << ", micro-batch " << l.mbs << "\n";
   if (l.recompute != Recompute::none)
     py << "# recompute " << to_string(l.recompute) << ": "

@@ -294,11 +294,11 @@ void validate_layout(const ModelSpec& m, const Layout& l) {
       throw Error(field("schedule") + " zbv with LoRA (" + field("lora_rank") + " " + s(l.lora.rank) +
                   "): frozen weights run no weight-gradient pass; not priced");
   }
-  if (!interleaving_runs(l) && l.schedule == Schedule::looped_bfs)
+  if (!interleaving_runs(l) && l.schedule == Schedule::looped_bfs)  // torch runs it; its bubble is not priced
     throw Error(field("schedule") + " looped-bfs with fewer micro-batches per pipeline (gbs/(dp·mbs) = " +
                 s(l.microbatches()) + ") than pp = " + s(l.pp) +
                 ": each rank's next chunk waits for the pipeline to fill again, which is not priced");
-  if (!interleaving_runs(l))
+  if (!interleaving_runs(l))  // the frameworks refuse it
     throw Error("the " + std::string(to_string(l.schedule)) +
                 " schedule needs the micro-batches per pipeline (gbs/(dp·mbs) = " + s(l.microbatches()) +
                 ") to be a multiple of pp = " + s(l.pp) + " (Megatron-LM and PyTorch refuse it otherwise)");

@@ -375,12 +375,17 @@ double mean_layer_activation_bytes(const ModelSpec& m, const Layout& l, std::int
 }
 }  // namespace
 
+namespace {
+// GPipe and the breadth-first schedule run every forward of a step before its first backward.
+bool forwards_before_backwards(Schedule s) { return s == Schedule::gpipe || s == Schedule::looped_bfs; }
+}  // namespace
+
 // Micro-batches whose activations stage `stage` holds at its peak. 1F1B: the first stage holds p
-// (4D paper Sec. 3.2.2, Narayanan et al. 2021 Fig. 4), stage i holds p − i; GPipe and the breadth-first schedule,
-// which run every forward before the first backward, hold all m.
+// (4D paper Sec. 3.2.2, Narayanan et al. 2021 Fig. 4), stage i holds p − i; GPipe and the breadth-first schedule hold
+// all m.
 double microbatches_in_flight(const Layout& l, std::int64_t stage) {
   const double m = d(l.microbatches());
-  if (l.schedule == Schedule::gpipe || l.schedule == Schedule::looped_bfs) return m;
+  if (forwards_before_backwards(l.schedule)) return m;
   return std::min(m, d(l.pp - stage));
 }
 
@@ -390,7 +395,7 @@ double microbatches_in_flight(const Layout& l, std::int64_t stage) {
 // (torch/distributed/pipelining/schedules.py: the loss is computed with the forward).
 namespace {
 double head_microbatches_in_flight(const Layout& l) {
-  return l.pp > 1 && (l.schedule == Schedule::gpipe || l.schedule == Schedule::looped_bfs) ? d(l.microbatches()) : 1.0;
+  return l.pp > 1 && forwards_before_backwards(l.schedule) ? d(l.microbatches()) : 1.0;
 }
 }  // namespace
 
@@ -408,7 +413,7 @@ namespace {
 double stage_layers_in_flight(const Layout& l, std::int64_t stage, std::int64_t layers) {
   const double layers_per_stage = d(layers);
   if (l.schedule == Schedule::zbv) return layers_per_stage * microbatches_in_flight(l, 0);
-  if (!looped_chunks(l) || l.schedule == Schedule::looped_bfs)
+  if (!looped_chunks(l) || forwards_before_backwards(l.schedule))
     return layers_per_stage * microbatches_in_flight(l, stage);
   const double chunks =
       std::min(d(l.microbatches()) * d(l.vpp), 2.0 * d(l.pp - stage - 1) + d(l.vpp - 1) * d(l.pp) + 1.0);

@@ -14,6 +14,7 @@
 #include "headroom/core/error.hpp"
 #include "headroom/core/knobs.hpp"
 #include "headroom/estimator/framework.hpp"
+#include "headroom/estimator/launch_args.hpp"
 #include "headroom/estimator/layout.hpp"
 #include "text.hpp"
 
@@ -311,23 +312,18 @@ TorchtitanJob read_torchtitan_job(std::string_view toml, std::int64_t gpus, std:
                                   : (resharded ? "GGG" : "NGG");
   if (pp > 1) {
     const std::string schedule = value_or(t, "parallelism.pipeline_parallel_schedule", "1F1B");
-    if (schedule == "1F1B") {
-      l["schedule"] = "1f1b";
-    } else if (schedule == "GPipe") {
-      l["schedule"] = "gpipe";
-    } else if (schedule == "Interleaved1F1B" || schedule == "InterleavedZeroBubble" || schedule == "LoopedBFS") {
-      l["schedule"] = schedule == "Interleaved1F1B"         ? "interleaved"
-                      : schedule == "InterleavedZeroBubble" ? "zero-bubble"
-                                                            : "looped-bfs";
-      l["vpp"] = "2";  // multi-stage schedules' default: 2 stages per rank, unless the layers per stage say
-    } else if (schedule == "ZBVZeroBubble") {
-      l["schedule"] = "zbv";
-      l["vpp"] = "2";  // exactly 2 stages a rank, in a V
-    } else {
+    const auto* known = std::find_if(kTorchtitanSchedules.begin(), kTorchtitanSchedules.end(),
+                                     [&](Schedule s) { return torchtitan_schedule_name(s) == schedule; });
+    if (known == kTorchtitanSchedules.end()) {
       // DualPipeV overlaps one micro-batch's forward with another's backward.
-      refuse_key(where, "parallelism.pipeline_parallel_schedule", schedule,
-                 "not priced (valid: 1F1B, Interleaved1F1B, InterleavedZeroBubble, ZBVZeroBubble, GPipe, LoopedBFS)");
+      std::string valid;
+      for (const Schedule s : kTorchtitanSchedules)
+        valid += (valid.empty() ? "" : ", ") + std::string(torchtitan_schedule_name(s));
+      refuse_key(where, "parallelism.pipeline_parallel_schedule", schedule, "not priced (valid: " + valid + ")");
     }
+    l["schedule"] = std::string(to_string(*known));
+    // Multi-stage schedules run 2 stages a rank unless the layers per stage say otherwise (the V exactly 2).
+    if (multi_chunk_schedule(*known)) l["vpp"] = "2";
     // The first and last stages hold one layer fewer by default (first/last_stage_less_layers 1, for the embedding
     // and the output): Megatron-LM's embedding and loss counted in the split.
     for (const auto& [key, column] :

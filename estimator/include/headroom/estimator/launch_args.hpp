@@ -23,8 +23,10 @@
 // is listed in the `*_issues` vectors and printed as "UNSUPPORTED" comments; nothing is silently approximated.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -34,6 +36,13 @@
 #include "headroom/estimator/spec.hpp"
 
 namespace headroom {
+
+// The pipeline schedules torchtitan runs, as its pipeline_parallel_schedule names them (torch.distributed.pipelining's
+// class is "Schedule" + the name): written by launch, read back by the TOML and log reader, listed in this order.
+inline constexpr std::array<Schedule, 6> kTorchtitanSchedules = {Schedule::one_f_one_b, Schedule::interleaved,
+                                                                 Schedule::zero_bubble, Schedule::zbv,
+                                                                 Schedule::gpipe,       Schedule::looped_bfs};
+[[nodiscard]] std::string_view torchtitan_schedule_name(Schedule s);
 
 inline constexpr const char* kMegatronVersions = "Megatron-LM core_r0.8.0 .. main (pretrain_gpt.py arguments)";
 inline constexpr const char* kTorchtitanVersions = "torchtitan v0.1.0 .. v0.2.2 (TOML job config)";
