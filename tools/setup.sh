@@ -3,8 +3,9 @@
 # Idempotent: does nothing when everything is already there.
 set -euo pipefail
 # libyaml-dev: NeMo's YAML configs (check); libopenmpi-dev/openmpi-bin: calibrate --mpi; clang + libclang-rt-14-dev: the libFuzzer targets;
-# clang-tidy + clang-format + cppcheck: the lint gate in .ci/run; chromium: the plan page's test (headless).
-packages=(cmake g++ make libeigen3-dev nlohmann-json3-dev libcli11-dev libboost-graph-dev libgtest-dev
+# clang-tidy + clang-format + cppcheck: the lint gate in .ci/run; chromium: the plan page's test (headless);
+# ninja-build: the presets' generator; ccache: `pip install .` compiles the same objects as the release build again.
+packages=(cmake ninja-build ccache g++ make libeigen3-dev nlohmann-json3-dev libcli11-dev libboost-graph-dev libgtest-dev
           libgmock-dev libbenchmark-dev pybind11-dev libyaml-dev libopenmpi-dev openmpi-bin clang libclang-rt-14-dev
           clang-tidy clang-format cppcheck chromium)
 missing=()
