@@ -602,6 +602,115 @@ TEST(Check, ReadsNemosVocabularyOverrideAndQkvBias) {
     EXPECT_NE(read.find(key), std::string::npos) << key;
 }
 
+// NeMo 2.0's pre-training recipes (tests/data/launch/nemo-recipes, Python), unchanged: the layout each recipe's
+// trainer() and data module give, every keyword of its strategy, DDP config and Trainer listed as read or ignored.
+TEST(Check, ReadsNemo2RecipesUnchanged) {
+  const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-recipes/";
+  struct Case {
+    std::string file, nodes, model;
+    std::int64_t tp, pp, vpp, cp, seq;
+    bool sp;
+  };
+  for (const Case& c : std::vector<Case>{{"llama3_8b.py", "1", "llama3.1-8b", 1, 1, 1, 2, 8192, false},
+                                         {"llama3_70b.py", "4", "llama3.1-70b", 4, 4, 5, 2, 8192, true},
+                                         {"llama31_405b.py", "64", "llama3.1-405b", 8, 8, 2, 4, 8192, true},
+                                         {"llama2_7b.py", "1", "llama2-7b", 2, 1, 1, 1, 4096, false}}) {
+    const Result r = run({"check", "--cluster", "dgx-h100", "--json", dir + c.file, "num_nodes=" + c.nodes});
+    ASSERT_NE(r.code, 2) << c.file << ": " << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    EXPECT_EQ(doc.at("model"), c.model) << c.file;
+    EXPECT_EQ(doc.at("framework"), "megatron");
+    const auto& l = doc.at("layout");
+    EXPECT_EQ(l.at("tp"), c.tp) << c.file;
+    EXPECT_EQ(l.at("pp"), c.pp) << c.file;
+    EXPECT_EQ(l.at("vpp"), c.vpp) << c.file;
+    EXPECT_EQ(l.at("cp"), c.cp) << c.file;
+    EXPECT_EQ(l.at("sequence_parallel"), c.sp) << c.file;
+    EXPECT_EQ(l.at("seq"), c.seq) << c.file;
+    EXPECT_EQ(l.at("mbs"), 1) << c.file;
+    EXPECT_EQ(l.at("gbs"), 512) << c.file;
+    EXPECT_EQ(l.at("gpus"), std::stoll(c.nodes) * 8) << c.file;
+    EXPECT_EQ(l.at("sharding"), nlohmann::json({{"params", "N"}, {"grads", "N"}, {"optimizer", "G"}}))
+        << c.file;  // Megatron-core's distributed optimizer
+    EXPECT_EQ(l.at("grad_reduce_in_bf16"), false) << c.file;
+    // Every keyword of the recipe's strategy, DDP config and Trainer, counted in its text, is read or ignored.
+    std::ifstream in(dir + c.file);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto block = [&](const std::string& from) {
+      const auto at = text.find(from);
+      return text.substr(at, text.find("\n    )", at) - at);
+    };
+    std::size_t keywords = 0;
+    for (const std::string b : {"nl.MegatronStrategy,", "nl.Trainer,"})
+      for (std::size_t at = 0; (at = block(b).find("=", at)) != std::string::npos; ++at)
+        keywords += block(b)[at + 1] != '=' && block(b)[at - 1] != '=' && block(b)[at - 1] != '!';
+    keywords -= 2;  // the strategy's ddp=run.Config(...) and the Trainer's strategy=strategy are read as calls
+    const auto listed = doc.at("flags_read").dump() + doc.at("flags_ignored").dump();
+    std::size_t trainer_keys = 0;
+    for (const auto& k : doc.at("flags_read")) trainer_keys += k.get<std::string>().starts_with("trainer.");
+    for (const auto& k : doc.at("flags_ignored")) trainer_keys += k.get<std::string>().starts_with("trainer.");
+    EXPECT_EQ(trainer_keys, keywords) << c.file << ": " << listed;
+  }
+}
+
+// The faster layouts check proposes for a recipe are NeMo-Run overrides; given back, they are that layout exactly.
+TEST(Check, Nemo2RecipeChangesAreOverridesThatRoundTrip) {
+  const std::string file = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-recipes/llama3_70b.py";
+  const Result r = run({"check", "--cluster", "dgx-h100", "--json", file, "num_nodes=4"});
+  ASSERT_NE(r.code, 2) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(doc.at("faster").empty());
+  for (const auto& alt : doc.at("faster")) {
+    std::vector<std::string> args = {"check", "--cluster", "dgx-h100", "--json", file, "num_nodes=4"};
+    for (const auto& change : alt.at("change")) {
+      const std::string c = change.get<std::string>();
+      ASSERT_NE(c.find('='), std::string::npos) << c;  // path=value (was old)
+      args.push_back(c.substr(0, c.find(" (was ")));
+    }
+    const Result again = run(args);
+    ASSERT_NE(again.code, 2) << again.err;
+    EXPECT_EQ(nlohmann::json::parse(again.out).at("layout"), alt.at("layout")) << alt.at("change");
+  }
+}
+
+// What the recipe reader does not follow is refused, naming it: performance_mode, an unknown argument or setting, an
+// assignment to the recipe, a model config with no shipped model, a world the strategy does not divide.
+TEST(Check, Nemo2RecipeRefusalsNameWhatIsNotRead) {
+  const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-recipes/";
+  const auto refused = [](const std::vector<std::string>& extra, const std::string& file, const std::string& named) {
+    std::vector<std::string> args = {"check", "--cluster", "dgx-h100", file};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const Result r = run(args);
+    EXPECT_EQ(r.code, 2) << named;
+    EXPECT_NE(r.err.find(named), std::string::npos) << r.err;
+  };
+  refused({"performance_mode=True"}, dir + "llama3_8b.py", "performance_mode");
+  refused({"frobnicate=3"}, dir + "llama3_8b.py", "frobnicate");
+  refused({"trainer.strategy.frobnicate=3"}, dir + "llama3_8b.py", "trainer.strategy.frobnicate");
+  refused({"trainer.plugins=fp16_mixed"}, dir + "llama3_8b.py", "trainer.plugins");
+  refused({}, dir + "llama3_70b.py", "give num_nodes=N");
+  std::ifstream in(dir + "llama3_8b.py");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto edited = [&](const std::string& from, const std::string& to) {
+    const auto path =
+        std::filesystem::temp_directory_path() / ("headroom_recipe_" + std::to_string(::getpid()) + ".py");
+    std::string t = text;
+    const auto at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    t.replace(at, from.size(), to);
+    std::ofstream(path) << t;
+    return path.string();
+  };
+  const std::string ret = "        recipe = pretrain_performance_optimizations(recipe)\n\n    return recipe";
+  const std::string set = edited(ret, ret.substr(0, ret.rfind("return")) +
+                                          "recipe.trainer.strategy.tensor_model_parallel_size = 2\n    return recipe");
+  refused({}, set, "tensor_model_parallel_size=VALUE as an override");
+  std::filesystem::remove(set);
+  const std::string other = edited("run.Config(Llama3Config8B)", "run.Config(MixtralConfig8x7B)");
+  refused({}, other, "MixtralConfig8x7B");
+  std::filesystem::remove(other);
+}
+
 TEST(Check, ReadsNemosTrainingConfigsUnchanged) {
   const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-launcher/";
   // The file's leaf keys, counted by its lines: "key: value", or "key:" over a block sequence ("- item" lines).

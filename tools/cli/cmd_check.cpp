@@ -111,10 +111,11 @@ std::vector<std::string> flag_changes(const Plan& plan, const Layout& from, cons
   return out;
 }
 
-enum class ConfigKind { none, torchtitan, nemo };
+enum class ConfigKind { none, torchtitan, nemo, nemo_recipe };
 
-// A job config given alone, by its extension: a torchtitan TOML, or a NeMo YAML with the Hydra overrides a launcher
-// script passes after it (key=value, +key=value, ++key=value, ~key).
+// A job config given alone, by its extension: a torchtitan TOML, a NeMo YAML with the Hydra overrides a launcher
+// script passes after it (key=value, +key=value, ++key=value, ~key), or a NeMo 2.0 recipe (.py) with NeMo-Run's
+// (key=value).
 ConfigKind config_kind(const std::vector<std::string>& command) {
   if (command.empty()) return ConfigKind::none;
   const std::string& f = command.front();
@@ -124,6 +125,7 @@ ConfigKind config_kind(const std::vector<std::string>& command) {
   });
   if (overrides && ((f.ends_with(".yaml") && f.size() > 5) || (f.ends_with(".yml") && f.size() > 4)))
     return ConfigKind::nemo;
+  if (overrides && f.ends_with(".py") && f.size() > 3) return ConfigKind::nemo_recipe;
   return ConfigKind::none;
 }
 
@@ -140,6 +142,8 @@ calibrate::MegatronCommand job_config_command(const CheckOptions& o, ConfigKind 
   const std::string text = read_file_bounded(path, path);
   if (kind == ConfigKind::nemo)
     return calibrate::read_nemo_config(text, gpus, path, {o.command.begin() + 1, o.command.end()});
+  if (kind == ConfigKind::nemo_recipe)
+    return calibrate::read_nemo_recipe(text, gpus, path, {o.command.begin() + 1, o.command.end()});
   calibrate::TorchtitanJob job = calibrate::read_torchtitan_job(text, gpus, path);
   layers_per_stage = job.layers_per_stage;
   calibrate::MegatronCommand cmd;
@@ -171,8 +175,8 @@ void apply_deepspeed_config(calibrate::MegatronCommand& cmd, const std::string& 
 void run_check(const CheckOptions& o, std::ostream& out) {
   if (o.command.empty())
     throw Error(
-        "give the launch command after -- (or a script that runs pretrain_gpt.py, a torchtitan .toml or a NeMo "
-        ".yaml)");
+        "give the launch command after -- (or a script that runs pretrain_gpt.py, a torchtitan .toml, a NeMo "
+        ".yaml or a NeMo 2.0 recipe .py)");
   const std::int64_t gpus = o.gpus.empty() ? 0 : parse_count("--gpus", o.gpus);
   PlanRequest req = o.specs.request(o.profile);
   calibrate::MegatronCommand cmd;
@@ -184,14 +188,13 @@ void run_check(const CheckOptions& o, std::ostream& out) {
     if (!std::filesystem::is_regular_file(where)) throw Error(where + ": no such job config file");
     if (kind == ConfigKind::torchtitan && o.specs.framework != "megatron" && o.specs.framework != "torchtitan")
       throw Error("--framework " + o.specs.framework + ": a torchtitan job config is priced under torchtitan");
-    if (kind == ConfigKind::nemo && o.specs.framework != "megatron")
+    if ((kind == ConfigKind::nemo || kind == ConfigKind::nemo_recipe) && o.specs.framework != "megatron")
       throw Error("--framework " + o.specs.framework +
                   ": a NeMo config is priced under megatron (NeMo runs Megatron-core)");
     cmd = job_config_command(o, kind, gpus, layers_per_stage);
-    if (kind == ConfigKind::torchtitan) {
-      req.framework = "torchtitan";
-      if (o.specs.model.empty()) req.model = cmd.run.layout.at("model");
-    }
+    if (kind == ConfigKind::torchtitan) req.framework = "torchtitan";
+    if ((kind == ConfigKind::torchtitan || kind == ConfigKind::nemo_recipe) && o.specs.model.empty())
+      req.model = cmd.run.layout.at("model");
   } else {
     std::vector<std::string> tokens = o.command;
     std::map<std::string, std::string> script_files;  // what the script writes with here-documents
@@ -291,8 +294,9 @@ void run_check(const CheckOptions& o, std::ostream& out) {
   // A change as the user writes it: a NeMo config's keys, else the command's flags (a change no NeMo key says stays
   // in Megatron-LM's flags).
   const auto changes = [&](const Layout& to) {
-    std::vector<std::string> c =
-        kind == ConfigKind::nemo ? calibrate::nemo_config_changes(layout, to) : std::vector<std::string>{};
+    std::vector<std::string> c = kind == ConfigKind::nemo          ? calibrate::nemo_config_changes(layout, to)
+                                 : kind == ConfigKind::nemo_recipe ? calibrate::nemo_recipe_changes(layout, to)
+                                                                   : std::vector<std::string>{};
     if (c.empty()) c = flag_changes(plan, layout, to);
     return c;
   };
@@ -394,7 +398,9 @@ void register_check(CLI::App& app, std::ostream& out) {
                   "the launch command after -- (torchrun ... pretrain_gpt.py ...), a script whose line runs "
                   "pretrain_gpt.py, a torchtitan job config (.toml; --gpus where its shard degree is -1), or a NeMo "
                   "training config (.yaml) and the Hydra overrides its launcher script gives main.py "
-                  "(training.model.tensor_model_parallel_size=4 +training.model.optim.grad_sync_dtype=bf16 ...)");
+                  "(training.model.tensor_model_parallel_size=4 +training.model.optim.grad_sync_dtype=bf16 ...), or a "
+                  "NeMo 2.0 pre-training recipe (nemo/collections/llm/recipes/<model>.py) and NeMo-Run's overrides "
+                  "(num_nodes=2 trainer.strategy.tensor_model_parallel_size=4 ...)");
   sub->callback([opts, &out] { run_check(*opts, out); });
 }
 

@@ -13,7 +13,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build-asan}" && pwd)
 shift $(($# > 0 ? 1 : 0))
 targets=("$@")
-((${#targets[@]})) || targets=(fuzz_model_spec fuzz_gpu_spec fuzz_kernel_curves fuzz_cluster_spec fuzz_profile fuzz_nccl_tests_log fuzz_measured_runs fuzz_launch_script fuzz_nemo_config fuzz_tokenizer_file fuzz_cli)
+((${#targets[@]})) || targets=(fuzz_model_spec fuzz_gpu_spec fuzz_kernel_curves fuzz_cluster_spec fuzz_profile fuzz_nccl_tests_log fuzz_measured_runs fuzz_launch_script fuzz_nemo_config fuzz_nemo_recipe fuzz_tokenizer_file fuzz_cli)
 seconds=${FUZZ_SECONDS:-30}
 jobs=${FUZZ_JOBS:-2}
 timeout=${FUZZ_TIMEOUT:-30}
@@ -55,6 +55,19 @@ seed() {
       { grep -v '^ *- ' "$f" | grep -v 'data_prefix'; echo '#overrides'
         grep -E '^\+?training\.' "$root"/tests/data/launch/nemo-launcher/175b_bf16_16node.sh | sed 's/ \\$//'
       } >"$dir/overrides-175b.yaml" ;;
+    fuzz_nemo_recipe)
+      # NeMo 2.0's recipes whole, and cut to the three functions read (model, trainer, pretrain_recipe) without their
+      # docstrings: short inputs mutate faster; one with NeMo-Run overrides after "#overrides".
+      local f
+      for f in "$root"/tests/data/launch/nemo-recipes/*.py; do
+        cp "$f" "$dir"/
+        awk '/^def (model|trainer|pretrain_recipe)\(/{on=1} /^(def|@)/ && !/^def (model|trainer|pretrain_recipe)\(/{on=0}
+             /"""/{doc=!doc; next} on && !doc' "$f" >"$dir/short-${f##*/}"
+      done
+      { cat "$dir/short-llama3_70b.py"; echo '#overrides'
+        printf '%s\n' num_nodes=4 trainer.strategy.tensor_model_parallel_size=8 data.micro_batch_size=2 \
+          model.config.recompute_granularity=full optim.config.use_distributed_optimizer=False
+      } >"$dir/overrides-llama3_70b.py" ;;
     fuzz_kernel_curves)
       cp "$data"/kernels/*.json "$dir"/
       # Each file also cut to three GEMM rows of each precision and two attention rows: short inputs mutate faster.
@@ -121,6 +134,14 @@ dictionary() {
         grep -ohE 'NemoKey\{"[a-zA-Z0-9_.]+"' "$root"/calibrate/ingest/src/nemo_config.cpp | sed -E 's/.*[{."]([a-zA-Z0-9_]+)"$/"\1:"/' | sort -u
         printf '"%s"\n' ': ' '- ' '{}' '[]' '${' '${multiply:' '${training.model.' '*a' '&a' '---' 'null' 'true' 'false' \
           '#overrides' 'training.model.' '+training.model.' '++model.' '~model.' '='
+      } >"$out" ;;
+    fuzz_nemo_recipe)
+      # Every setting path the recipe reader knows, its parts, and the Python that recipes are written in.
+      {
+        grep -ohE '^    \{"[a-zA-Z0-9_.*]+"' "$root"/calibrate/ingest/src/nemo_recipe.cpp | sed -E 's/^    \{//' | sort -u
+        printf '"%s"\n' 'def ' 'run.Config(' 'run.Partial(' 'nl.MegatronStrategy' 'nl.Trainer' 'MockDataModule' \
+          'DistributedDataParallelConfig' 'bf16_mixed()' 'distributed_fused_adam_with_cosine_annealing(' 'return ' \
+          'if performance_mode:' 'None' 'True' 'False' '\"\"\"' '#overrides' ' = ' '(' ')' ',' ':' 'Llama31Config405B'
       } >"$out" ;;
     fuzz_cli)
       {
