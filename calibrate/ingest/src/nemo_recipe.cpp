@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <string>
@@ -209,6 +210,16 @@ class Parser {
   }
   Expr primary(std::size_t& i) const {
     if (i >= t_.size()) fail(i, "the file ends inside an expression");
+    struct Nesting {  // brackets and calls inside one another, bounded: the recursion follows them
+      int& depth;
+      explicit Nesting(int& d) : depth(++d) {}
+      ~Nesting() { --depth; }
+      Nesting(const Nesting&) = delete;
+      Nesting& operator=(const Nesting&) = delete;
+      Nesting(Nesting&&) = delete;
+      Nesting& operator=(Nesting&&) = delete;
+    } nesting(depth_);
+    if (depth_ > kMaxNesting) fail(i, "expressions nested deeper than " + std::to_string(kMaxNesting));
     const Token& tk = t_[i];
     Expr e;
     e.line = tk.line;
@@ -263,8 +274,10 @@ class Parser {
     return e;
   }
 
+  static constexpr int kMaxNesting = 64;
   const std::vector<Token>& t_;
   std::string_view where_;
+  mutable int depth_ = 0;
 };
 
 // One top-level function: its parameters' defaults and its body's statements.
@@ -318,6 +331,7 @@ std::map<std::string, Function> top_level_functions(const std::vector<Token>& t,
     ++i;
     // The body: every logical line until the next one at column 0.
     while (i < t.size() && !(t[i].starts_line && t[i].indent == 0)) {
+      const std::size_t start = i;
       Function::Statement s;
       s.line = t[i].line, s.indent = t[i].indent;
       if (t[i].kind == Tok::name && (t[i].text == "if" || t[i].text == "elif" || t[i].text == "while" ||
@@ -338,6 +352,7 @@ std::map<std::string, Function> top_level_functions(const std::vector<Token>& t,
           s.value = std::move(e);
         }
       }
+      if (i == start) ++i;  // a line that starts with no expression (an operator): its first token
       while (i < t.size() && !t[i].starts_line) ++i;  // the rest of the line (a block's ':', a docstring, ...)
       f.body.push_back(std::move(s));
     }
@@ -380,6 +395,10 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 8> kRecipeMo
     {"Llama31Config70B", "llama3.1-70b"},
     {"Llama31Config405B", "llama3.1-405b"},
 }};
+
+// The largest count a recipe's setting may give (nodes, devices, parallel sizes, batches, tokens): 10^9, so that
+// products of two stay exact.
+constexpr double kMaxRecipeInteger = 1e9;
 
 // What each setting of the recipe is: the layout knob it gives (knobs.hpp), or why it is ignored. A setting not here
 // is refused naming it. Paths as NeMo-Run's overrides write them (`trainer.strategy.tensor_model_parallel_size=4`).
@@ -618,8 +637,8 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
     }
     const auto integer = [&]() -> std::int64_t {
       const auto x = text::number(v);
-      if (value.kind != Expr::Kind::number || !x || *x != static_cast<double>(static_cast<std::int64_t>(*x)) || *x < 1)
-        throw refuse("expected a positive integer");
+      if (value.kind != Expr::Kind::number || !x || *x < 1 || *x > kMaxRecipeInteger || *x != std::floor(*x))
+        throw refuse("expected a positive integer (at most 10^9)");
       return static_cast<std::int64_t>(*x);
     };
     const auto boolean = [&]() {
@@ -686,10 +705,16 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
     throw Error(std::string(where) +
                 ": the recipe gives no optim (headroom reads distributed_fused_adam_with_cosine_annealing)");
   const std::int64_t world = nodes * devices;
-  std::int64_t model_gpus = 1;
+  std::int64_t model_gpus = 1, rest = world;  // world divided by tp, cp and pp in turn: no product overflows
+  bool divides = true;
   for (const char* k : {"tp", "cp", "pp"})
-    if (layout.contains(k)) model_gpus *= std::stoll(layout.at(k));
-  if (world % model_gpus != 0)
+    if (layout.contains(k)) {
+      const std::int64_t x = std::stoll(layout.at(k));
+      divides = divides && rest % x == 0;
+      rest = divides ? rest / x : rest;
+      model_gpus = model_gpus <= kMaxRecipeInteger ? model_gpus * x : model_gpus;
+    }
+  if (!divides)
     throw Error(std::string(where) + ": trainer.num_nodes " + std::to_string(nodes) + " x trainer.devices " +
                 std::to_string(devices) + " = " + std::to_string(world) +
                 " GPUs, not a multiple of the strategy's tensor x context x pipeline parallel sizes (" +
