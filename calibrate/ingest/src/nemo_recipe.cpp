@@ -161,12 +161,13 @@ struct Expr {
   enum class Kind { name, number, string, call, list, other } kind = Kind::other;
   std::string text;  // the name, the number or string as written, the callee of a call
   std::vector<Expr> args;
-  std::vector<std::pair<std::string, Expr>> kwargs;
+  std::vector<Expr> kwargs;  // a call's keyword arguments, each with its `key`
   int line = 0;
+  std::string key;  // the keyword an argument is passed under
 
-  [[nodiscard]] const Expr* kwarg(std::string_view key) const {
-    for (const auto& [k, v] : kwargs)
-      if (k == key) return &v;
+  [[nodiscard]] const Expr* kwarg(std::string_view name) const {
+    for (const Expr& v : kwargs)
+      if (v.key == name) return &v;
     return nullptr;
   }
   [[nodiscard]] std::string shown() const {
@@ -187,7 +188,7 @@ class Parser {
     Expr e = primary(i);
     // Anything that continues the expression (an operator, a conditional) makes it `other`.
     if (i < t_.size() && !t_[i].starts_line && !ends_expression(i)) {
-      e = Expr{Expr::Kind::other, "an expression", {}, {}, t_[i].line};
+      e = Expr{Expr::Kind::other, "an expression", {}, {}, t_[i].line, {}};
       skip_to_end(i);
     }
     return e;
@@ -259,7 +260,8 @@ class Parser {
         if (i + 1 < t_.size() && t_[i].kind == Tok::name && is(i + 1, "=")) {
           const std::string key = t_[i].text;
           i += 2;
-          e.kwargs.emplace_back(key, expression(i));
+          e.kwargs.push_back(expression(i));
+          e.kwargs.back().key = key;
         } else {
           if (is(i, "*") || is(i, "**")) ++i;
           e.args.push_back(expression(i));
@@ -365,7 +367,7 @@ std::map<std::string, Function> top_level_functions(const std::vector<Token>& t,
 void calls_in(const Expr& e, std::vector<const Expr*>& out) {
   if (e.kind == Expr::Kind::call) out.push_back(&e);
   for (const Expr& a : e.args) calls_in(a, out);
-  for (const auto& kv : e.kwargs) calls_in(kv.second, out);
+  for (const Expr& a : e.kwargs) calls_in(a, out);
 }
 std::vector<const Expr*> calls_in(const Function& f) {
   std::vector<const Expr*> out;
@@ -511,7 +513,7 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
   if (const auto it = std::find_if(recipe.params.begin(), recipe.params.end(),
                                    [](const auto& prm) { return prm.first == "performance_mode"; });
       it != recipe.params.end()) {
-    const Expr mode = recipe_value(Expr{Expr::Kind::name, "performance_mode", {}, {}, recipe.line});
+    const Expr mode = recipe_value(Expr{Expr::Kind::name, "performance_mode", {}, {}, recipe.line, {}});
     if (python_value(mode) != "false")
       throw Error(std::string(where) + ": performance_mode " + mode.shown() +
                   ": pretrain_performance_optimizations (communication-overlap and garbage-collection callbacks) is "
@@ -567,10 +569,10 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
     return e;
   };
   const auto set_from = [&](const std::string& prefix, const Expr& call, const auto& resolve) {
-    for (const auto& [key, value] : call.kwargs) {
-      if ((key == "ddp" && value.kind == Expr::Kind::call) || (prefix == "trainer." && key == "strategy"))
+    for (const Expr& value : call.kwargs) {
+      if ((value.key == "ddp" && value.kind == Expr::Kind::call) || (prefix == "trainer." && value.key == "strategy"))
         continue;  // read as their own calls
-      settings[prefix + key] = {resolve(value), at(where, value.line)};
+      settings[prefix + value.key] = {resolve(value), at(where, value.line)};
     }
   };
   const Expr* strategy = config_of(trainer_fn, "MegatronStrategy");
@@ -617,8 +619,10 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
   // Each setting read, ignored with why, or refused.
   std::map<std::string, std::string>& layout = out.run.layout;
   std::int64_t nodes = 1, devices = 8;
-  for (const auto& [key, entry] : settings) {
-    const auto& [value, from] = entry;
+  for (const auto& setting : settings) {  // named, not bound: clang 14's lambdas cannot capture bindings
+    const std::string& key = setting.first;
+    const Expr& value = setting.second.first;
+    const std::string& from = setting.second.second;
     const RecipeKey* rule = text::key_rule(kRecipeKeys, key);
     const std::string v = python_value(value);
     const auto refuse = [&](const std::string& why) -> Error {
