@@ -642,7 +642,7 @@ TEST(Check, ReadsNemo2RecipesUnchanged) {
     };
     std::size_t keywords = 0;
     for (const std::string b : {"nl.MegatronStrategy,", "nl.Trainer,"})
-      for (std::size_t at = 0; (at = block(b).find("=", at)) != std::string::npos; ++at)
+      for (std::size_t at = 0; (at = block(b).find('=', at)) != std::string::npos; ++at)
         keywords += block(b)[at + 1] != '=' && block(b)[at - 1] != '=' && block(b)[at - 1] != '!';
     keywords -= 2;  // the strategy's ddp=run.Config(...) and the Trainer's strategy=strategy are read as calls
     const auto listed = doc.at("flags_read").dump() + doc.at("flags_ignored").dump();

@@ -400,7 +400,7 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 8> kRecipeMo
 
 // The largest count a recipe's setting may give (nodes, devices, parallel sizes, batches, tokens): 10^9, so that
 // products of two stay exact.
-constexpr double kMaxRecipeInteger = 1e9;
+constexpr std::int64_t kMaxRecipeInteger = 1'000'000'000;
 
 // What each setting of the recipe is: the layout knob it gives (knobs.hpp), or why it is ignored. A setting not here
 // is refused naming it. Paths as NeMo-Run's overrides write them (`trainer.strategy.tensor_model_parallel_size=4`).
@@ -600,10 +600,10 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
     if (st.keyword == "=" && st.value && st.value->kind == Expr::Kind::call && st.target.find('.') == std::string::npos)
       model_configs[st.target] = &*st.value;
     if (st.keyword == "=" && st.target.find('.') != std::string::npos) {
-      const std::string field = st.target.substr(st.target.find('.') + 1);
+      const std::string member = st.target.substr(st.target.find('.') + 1);
       if (!model_configs.contains(st.target.substr(0, st.target.find('.'))) || !st.value)
         throw Error(at(where, st.line) + ": " + st.target + " = ...: model() sets what headroom does not follow");
-      settings["model.config." + field] = {*st.value, at(where, st.line)};
+      settings["model.config." + member] = {*st.value, at(where, st.line)};
     }
   }
   for (const Expr* c : calls_in(model_fn))
@@ -641,7 +641,8 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
     }
     const auto integer = [&]() -> std::int64_t {
       const auto x = text::number(v);
-      if (value.kind != Expr::Kind::number || !x || *x < 1 || *x > kMaxRecipeInteger || *x != std::floor(*x))
+      if (value.kind != Expr::Kind::number || !x || *x < 1 || *x > static_cast<double>(kMaxRecipeInteger) ||
+          *x != std::floor(*x))
         throw refuse("expected a positive integer (at most 10^9)");
       return static_cast<std::int64_t>(*x);
     };
