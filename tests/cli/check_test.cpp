@@ -706,6 +706,9 @@ TEST(Check, Nemo2RecipeRefusalsNameWhatIsNotRead) {
                                           "recipe.trainer.strategy.tensor_model_parallel_size = 2\n    return recipe");
   refused({}, set, "tensor_model_parallel_size=VALUE as an override");
   std::filesystem::remove(set);
+  const std::string trainer_set = edited("\n    return trainer\n", "\n    trainer.max_steps = 5\n    return trainer\n");
+  refused({}, trainer_set, "in trainer() that headroom does not follow");
+  std::filesystem::remove(trainer_set);
   const std::string other = edited("run.Config(Llama3Config8B)", "run.Config(MixtralConfig8x7B)");
   refused({}, other, "MixtralConfig8x7B");
   std::filesystem::remove(other);

@@ -484,6 +484,18 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
   const Function& recipe = function("pretrain_recipe");
   const Function& trainer_fn = function("trainer");
   const Function& model_fn = function("model");
+  // trainer() and model() build their configs: assignments to names, a return, a docstring; model() may also set its
+  // config's fields (`conf.seq_length = 8192`, read below). Anything else in them is refused.
+  for (const auto& [fn, name] : {std::pair{&trainer_fn, "trainer"}, std::pair{&model_fn, "model"}})
+    for (const auto& st : fn->body) {
+      const bool plain = st.keyword == "return" ||
+                         (st.keyword.empty() && st.value && st.value->kind == Expr::Kind::string) ||
+                         (st.keyword == "=" && (st.target.find('.') == std::string::npos || fn == &model_fn));
+      if (!plain || st.indent != fn->body.front().indent)
+        throw Error(at(where, st.line) + ": " +
+                    (st.keyword.empty() || st.keyword == "=" ? "a statement" : "`" + st.keyword + "`") + " in " + name +
+                    "() that headroom does not follow");
+    }
   MegatronCommand out;
 
   // The factory's arguments (`num_nodes=2`) and the recipe's settings (`trainer.strategy.x=y`), NeMo-Run's overrides.
