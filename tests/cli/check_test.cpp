@@ -689,6 +689,7 @@ TEST(Check, Nemo2RecipeRefusalsNameWhatIsNotRead) {
   refused({"trainer.strategy.frobnicate=3"}, dir + "llama3_8b.py", "trainer.strategy.frobnicate");
   refused({"trainer.plugins=fp16_mixed"}, dir + "llama3_8b.py", "trainer.plugins");
   refused({}, dir + "llama3_70b.py", "give num_nodes=N");
+  refused({"--model", "llama2-70b"}, dir + "llama3_8b.py", "the recipe's model is llama3.1-8b");
   std::ifstream in(dir + "llama3_8b.py");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const auto edited = [&](const std::string& from, const std::string& to) {

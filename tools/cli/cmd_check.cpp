@@ -195,6 +195,9 @@ void run_check(const CheckOptions& o, std::ostream& out) {
     if (kind == ConfigKind::torchtitan) req.framework = "torchtitan";
     if ((kind == ConfigKind::torchtitan || kind == ConfigKind::nemo_recipe) && o.specs.model.empty())
       req.model = cmd.run.layout.at("model");
+    if (kind == ConfigKind::nemo_recipe && !o.specs.model.empty() && o.specs.model != cmd.run.layout.at("model"))
+      throw Error("--model " + o.specs.model + ": the recipe's model is " + cmd.run.layout.at("model") +
+                  " (its config class); give no --model, or that one");
   } else {
     std::vector<std::string> tokens = o.command;
     std::map<std::string, std::string> script_files;  // what the script writes with here-documents
