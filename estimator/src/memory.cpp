@@ -373,9 +373,7 @@ double mean_layer_activation_bytes(const ModelSpec& m, const Layout& l, std::int
   const double share = d(moe) / d(layers);
   return (1.0 - share) * activation_bytes_per_layer(m, l) + share * moe_activation_bytes_per_layer(m, l);
 }
-}  // namespace
 
-namespace {
 // GPipe and the breadth-first schedule run every forward of a step before its first backward.
 bool forwards_before_backwards(Schedule s) { return s == Schedule::gpipe || s == Schedule::looped_bfs; }
 }  // namespace

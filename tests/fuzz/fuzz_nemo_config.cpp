@@ -2,7 +2,6 @@
 // interpolations resolved, every key read or ignored, then the Megatron-LM line it gives read by
 // parse_megatron_command), with Hydra's overrides: the input's lines after a line "#overrides", one override each.
 #include <cstdint>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -12,12 +11,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace headroom;
   std::string text(reinterpret_cast<const char*>(data), size);
-  std::vector<std::string> overrides;
-  if (const auto at = text.find("\n#overrides\n"); at != std::string::npos) {
-    std::istringstream lines(text.substr(at + 12));
-    for (std::string line; std::getline(lines, line);) overrides.push_back(line);
-    text.resize(at + 1);
-  }
+  const std::vector<std::string> overrides = fuzz::take_overrides(text);
   fuzz::value_or_error([&] {
     const calibrate::MegatronCommand cmd = calibrate::read_nemo_config(text, 0, "fuzz.yaml", overrides);
     fuzz::require(!cmd.read.empty(), "a config read has read keys");

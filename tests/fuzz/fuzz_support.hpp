@@ -11,8 +11,10 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <typeinfo>
+#include <vector>
 
 #include "headroom/core/error.hpp"
 
@@ -33,6 +35,18 @@ inline void require(bool ok, const char* what) {
 
 inline bool positive(double x) { return std::isfinite(x) && x > 0; }
 inline bool non_negative(double x) { return std::isfinite(x) && x >= 0; }
+
+// A config reader's input with the overrides its launcher gives: the lines after a line "#overrides", one override
+// each, taken off `text`.
+inline std::vector<std::string> take_overrides(std::string& text) {
+  std::vector<std::string> overrides;
+  if (const auto at = text.find("\n#overrides\n"); at != std::string::npos) {
+    std::istringstream lines(text.substr(at + 12));
+    for (std::string line; std::getline(lines, line);) overrides.push_back(line);
+    text.resize(at + 1);
+  }
+  return overrides;
+}
 
 // Runs `parse`; headroom::Error is the clean refusal of bad input, anything else escaping is a bug.
 template <class F>

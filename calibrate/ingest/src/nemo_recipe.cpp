@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "headroom/core/error.hpp"
+#include "headroom/estimator/launch_args.hpp"
 #include "headroom/estimator/layout.hpp"
 #include "headroom/ingest/measured_runs.hpp"
 #include "text.hpp"
@@ -286,6 +287,12 @@ class Parser {
 struct Function {
   int line = 0;
   std::vector<std::pair<std::string, std::optional<Expr>>> params;
+  // The parameter `name` (its default, if it has one), nullptr when the function has none of that name.
+  [[nodiscard]] const std::optional<Expr>* param(std::string_view name) const {
+    for (const auto& [n, fallback] : params)
+      if (n == name) return &fallback;
+    return nullptr;
+  }
   struct Statement {
     int line = 0, indent = 0;
     std::string keyword;  // "if", "return", "=" (an assignment), "" (an expression)
@@ -407,7 +414,7 @@ constexpr std::int64_t kMaxRecipeInteger = 1'000'000'000;
 struct RecipeKey {
   std::string_view key, knob, why;
 };
-constexpr std::array<RecipeKey, 38> kRecipeKeys = {{
+constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"trainer.strategy.tensor_model_parallel_size", "tp", ""},
     {"trainer.strategy.pipeline_model_parallel_size", "pp", ""},
     {"trainer.strategy.virtual_pipeline_model_parallel_size", "vpp", ""},
@@ -447,7 +454,7 @@ constexpr std::array<RecipeKey, 38> kRecipeKeys = {{
     {"model.config.recompute_method", "recompute_method", ""},
     {"model.config.recompute_num_layers", "recompute_num_layers", ""},
     {"optim.config.use_distributed_optimizer", "", ""},
-}};
+});
 
 std::string python_value(const Expr& e) {
   if (e.kind == Expr::Kind::name && (e.text == "True" || e.text == "False")) return e.text == "True" ? "true" : "false";
@@ -506,9 +513,7 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
       throw Error("override " + o + ": expected key=value (a pretrain_recipe argument or a setting's path)");
     const std::string key = o.substr(0, eq);
     if (key.find('.') == std::string::npos) {
-      const bool known =
-          std::any_of(recipe.params.begin(), recipe.params.end(), [&](const auto& prm) { return prm.first == key; });
-      if (!known) throw Error("override " + o + ": pretrain_recipe() has no argument " + key);
+      if (recipe.param(key) == nullptr) throw Error("override " + o + ": pretrain_recipe() has no argument " + key);
       factory_args[key] = override_value(o.substr(eq + 1), 0);
     } else {
       settings_given[key] = override_value(o.substr(eq + 1), 0);
@@ -518,13 +523,10 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
   const auto recipe_value = [&](const Expr& e) -> Expr {
     if (e.kind != Expr::Kind::name) return e;
     if (const auto it = factory_args.find(e.text); it != factory_args.end()) return it->second;
-    for (const auto& [name, fallback] : recipe.params)
-      if (name == e.text && fallback) return *fallback;
-    return e;
+    const std::optional<Expr>* fallback = recipe.param(e.text);
+    return fallback != nullptr && *fallback ? **fallback : e;
   };
-  if (const auto it = std::find_if(recipe.params.begin(), recipe.params.end(),
-                                   [](const auto& prm) { return prm.first == "performance_mode"; });
-      it != recipe.params.end()) {
+  if (recipe.param("performance_mode") != nullptr) {
     const Expr mode = recipe_value(Expr{Expr::Kind::name, "performance_mode", {}, {}, recipe.line, {}});
     if (python_value(mode) != "false")
       throw Error(std::string(where) + ": performance_mode " + mode.shown() +
@@ -573,12 +575,10 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
   const auto trainer_value = [&](const Expr& e) -> Expr {
     if (e.kind != Expr::Kind::name) return e;
     if (const Expr* given = trainer_call->kwarg(e.text)) return recipe_value(*given);
-    for (const auto& [name, fallback] : trainer_fn.params)
-      if (name == e.text) {
-        if (!fallback) throw Error(at(where, trainer_fn.line) + ": trainer() has no default for " + name);
-        return *fallback;
-      }
-    return e;
+    const std::optional<Expr>* fallback = trainer_fn.param(e.text);
+    if (fallback == nullptr) return e;
+    if (!*fallback) throw Error(at(where, trainer_fn.line) + ": trainer() has no default for " + e.text);
+    return **fallback;
   };
   const auto set_from = [&](const std::string& prefix, const Expr& call, const auto& resolve) {
     for (const Expr& value : call.kwargs) {
@@ -746,24 +746,30 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
   return out;
 }
 
+// NeMo 1.x's layout keys (nemo_layout_keys) under the paths NeMo 2.0 gives the same Megatron-core settings.
+constexpr std::array<std::pair<std::string_view, std::string_view>, 10> kRecipePaths = {{
+    {"model.micro_batch_size", "data.micro_batch_size"},
+    {"model.global_batch_size", "data.global_batch_size"},
+    {"model.tensor_model_parallel_size", "trainer.strategy.tensor_model_parallel_size"},
+    {"model.pipeline_model_parallel_size", "trainer.strategy.pipeline_model_parallel_size"},
+    {"model.virtual_pipeline_model_parallel_size", "trainer.strategy.virtual_pipeline_model_parallel_size"},
+    {"model.context_parallel_size", "trainer.strategy.context_parallel_size"},
+    {"model.sequence_parallel", "trainer.strategy.sequence_parallel"},
+    {"model.activations_checkpoint_granularity", "model.config.recompute_granularity"},
+    {"model.activations_checkpoint_method", "model.config.recompute_method"},
+    {"model.activations_checkpoint_num_layers", "model.config.recompute_num_layers"},
+}};
+
 std::vector<std::pair<std::string, std::string>> nemo_recipe_layout_keys(const Layout& l) {
-  const auto num = [](std::int64_t x) { return std::to_string(x); };
-  const auto boolean = [](bool x) { return std::string(x ? "True" : "False"); };
-  const bool full = l.recompute == Recompute::full;
-  return {{"data.micro_batch_size", num(l.mbs)},
-          {"data.global_batch_size", num(l.gbs)},
-          {"trainer.strategy.tensor_model_parallel_size", num(l.tp)},
-          {"trainer.strategy.pipeline_model_parallel_size", num(l.pp)},
-          {"trainer.strategy.virtual_pipeline_model_parallel_size", l.vpp > 1 ? num(l.vpp) : "None"},
-          {"trainer.strategy.context_parallel_size", num(l.cp)},
-          {"trainer.strategy.sequence_parallel", boolean(l.tp > 1 && l.sequence_parallel)},
-          {"model.config.recompute_granularity", full                                  ? "full"
-                                                 : l.recompute == Recompute::selective ? "selective"
-                                                                                       : "None"},
-          {"model.config.recompute_method",
-           full ? std::string(l.recompute_method == RecomputeMethod::block ? "block" : "uniform") : "None"},
-          {"model.config.recompute_num_layers", full ? num(l.recompute_num_layers) : "None"},
-          {"optim.config.use_distributed_optimizer", boolean(l.sharding.optimizer != Shard::none)}};
+  const auto python = [](const std::string& yaml) -> std::string {  // YAML's spellings as Python's
+    return yaml == "null" ? "None" : yaml == "true" ? "True" : yaml == "false" ? "False" : yaml;
+  };
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [key, value] : nemo_layout_keys(l))
+    for (const auto& [nemo1, recipe] : kRecipePaths)
+      if (key == nemo1) out.emplace_back(recipe, python(value));
+  out.emplace_back("optim.config.use_distributed_optimizer", l.sharding.optimizer != Shard::none ? "True" : "False");
+  return out;
 }
 
 std::vector<std::string> nemo_recipe_changes(const Layout& from, const Layout& to) {
