@@ -17,6 +17,7 @@
 #include "headroom/estimator/launch_args.hpp"
 #include "headroom/estimator/layout.hpp"
 #include "text.hpp"
+#include "torchtitan_job.hpp"
 
 namespace headroom::calibrate {
 
@@ -209,16 +210,23 @@ constexpr TomlKeyRule kTorchtitanKeys[] = {
 
 TorchtitanJob read_torchtitan_job(std::string_view toml, std::int64_t gpus, std::string_view where) {
   const auto t = toml_values(toml, std::string(where) + " (TOML)");
-  TorchtitanJob job;
+  std::vector<std::string> read, ignored;
   for (const auto& [key, value] : t) {
     const TomlKeyRule* rule = text::key_rule(kTorchtitanKeys, key);
     if (rule == nullptr)
       throw Error(std::string(where) + ": " + key +
                   " is a key headroom does not know: it may change memory or time (valid: the keys of torchtitan's "
                   "job config that headroom reads or ignores; --ignore is not offered for a job config)");
-    (rule->read ? job.read : job.ignored)
+    (rule->read ? read : ignored)
         .push_back(key + " = " + value + (rule->read ? "" : " (" + std::string(rule->why) + ")"));
   }
+  TorchtitanJob job = torchtitan_job(t, gpus, where);
+  job.read = std::move(read), job.ignored = std::move(ignored);
+  return job;
+}
+
+TorchtitanJob torchtitan_job(const std::map<std::string, std::string>& t, std::int64_t gpus, std::string_view where) {
+  TorchtitanJob job;
   const auto is_true = [&](const std::string& key) { return value_or(t, key, "false") == "true"; };
   // What headroom cannot price, each naming its key.
   if (const std::string optimizer = value_or(t, "optimizer.name", "AdamW"); optimizer != "AdamW" && optimizer != "Adam")
