@@ -608,13 +608,14 @@ TEST(Check, ReadsNemo2RecipesUnchanged) {
   const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-recipes/";
   struct Case {
     std::string file, nodes, model;
-    std::int64_t tp, pp, vpp, cp, seq;
+    std::int64_t tp, pp, vpp, cp, seq, ep;
     bool sp;
   };
-  for (const Case& c : std::vector<Case>{{"llama3_8b.py", "1", "llama3.1-8b", 1, 1, 1, 2, 8192, false},
-                                         {"llama3_70b.py", "4", "llama3.1-70b", 4, 4, 5, 2, 8192, true},
-                                         {"llama31_405b.py", "64", "llama3.1-405b", 8, 8, 2, 4, 8192, true},
-                                         {"llama2_7b.py", "1", "llama2-7b", 2, 1, 1, 1, 4096, false}}) {
+  for (const Case& c : std::vector<Case>{{"llama3_8b.py", "1", "llama3.1-8b", 1, 1, 1, 2, 8192, 1, false},
+                                         {"llama3_70b.py", "4", "llama3.1-70b", 4, 4, 5, 2, 8192, 1, true},
+                                         {"llama31_405b.py", "64", "llama3.1-405b", 8, 8, 2, 4, 8192, 1, true},
+                                         {"llama2_7b.py", "1", "llama2-7b", 2, 1, 1, 1, 4096, 1, false},
+                                         {"mixtral_8x7b.py", "8", "mixtral-8x7b", 1, 4, 8, 1, 4096, 8, false}}) {
     const Result r = run({"check", "--cluster", "dgx-h100", "--json", dir + c.file, "num_nodes=" + c.nodes});
     ASSERT_NE(r.code, 2) << c.file << ": " << r.err;
     const auto doc = nlohmann::json::parse(r.out);
@@ -625,6 +626,7 @@ TEST(Check, ReadsNemo2RecipesUnchanged) {
     EXPECT_EQ(l.at("pp"), c.pp) << c.file;
     EXPECT_EQ(l.at("vpp"), c.vpp) << c.file;
     EXPECT_EQ(l.at("cp"), c.cp) << c.file;
+    EXPECT_EQ(l.at("ep"), c.ep) << c.file;
     EXPECT_EQ(l.at("sequence_parallel"), c.sp) << c.file;
     EXPECT_EQ(l.at("seq"), c.seq) << c.file;
     EXPECT_EQ(l.at("mbs"), 1) << c.file;
@@ -645,6 +647,8 @@ TEST(Check, ReadsNemo2RecipesUnchanged) {
       for (std::size_t at = 0; (at = block(b).find('=', at)) != std::string::npos; ++at)
         keywords += block(b)[at + 1] != '=' && block(b)[at - 1] != '=' && block(b)[at - 1] != '!';
     keywords -= 2;  // the strategy's ddp=run.Config(...) and the Trainer's strategy=strategy are read as calls
+    // The precision a Trainer's plugins=run.Config(nl.MegatronMixedPrecision, precision=...) gives is the plugin's.
+    keywords -= block("nl.Trainer,").find("MegatronMixedPrecision, precision=") != std::string::npos ? 1 : 0;
     const auto listed = doc.at("flags_read").dump() + doc.at("flags_ignored").dump();
     std::size_t trainer_keys = 0;
     for (const auto& k : doc.at("flags_read")) trainer_keys += k.get<std::string>().starts_with("trainer.");
@@ -655,21 +659,24 @@ TEST(Check, ReadsNemo2RecipesUnchanged) {
 
 // The faster layouts check proposes for a recipe are NeMo-Run overrides; given back, they are that layout exactly.
 TEST(Check, Nemo2RecipeChangesAreOverridesThatRoundTrip) {
-  const std::string file = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-recipes/llama3_70b.py";
-  const Result r = run({"check", "--cluster", "dgx-h100", "--json", file, "num_nodes=4"});
-  ASSERT_NE(r.code, 2) << r.err;
-  const auto doc = nlohmann::json::parse(r.out);
-  ASSERT_FALSE(doc.at("faster").empty());
-  for (const auto& alt : doc.at("faster")) {
-    std::vector<std::string> args = {"check", "--cluster", "dgx-h100", "--json", file, "num_nodes=4"};
-    for (const auto& change : alt.at("change")) {
-      const std::string c = change.get<std::string>();
-      ASSERT_NE(c.find('='), std::string::npos) << c;  // path=value (was old)
-      args.push_back(c.substr(0, c.find(" (was ")));
+  const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-recipes/";
+  for (const auto& [recipe, nodes] : {std::pair{"llama3_70b.py", "num_nodes=4"}, {"mixtral_8x7b.py", "num_nodes=8"}}) {
+    const std::vector<std::string> base = {"check", "--cluster", "dgx-h100", "--json", dir + recipe, nodes};
+    const Result r = run(base);
+    ASSERT_NE(r.code, 2) << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    ASSERT_FALSE(doc.at("faster").empty()) << recipe;
+    for (const auto& alt : doc.at("faster")) {
+      std::vector<std::string> args = base;
+      for (const auto& change : alt.at("change")) {
+        const std::string c = change.get<std::string>();
+        ASSERT_NE(c.find('='), std::string::npos) << c;  // path=value (was old)
+        args.push_back(c.substr(0, c.find(" (was ")));
+      }
+      const Result again = run(args);
+      ASSERT_NE(again.code, 2) << again.err;
+      EXPECT_EQ(nlohmann::json::parse(again.out).at("layout"), alt.at("layout")) << recipe << alt.at("change");
     }
-    const Result again = run(args);
-    ASSERT_NE(again.code, 2) << again.err;
-    EXPECT_EQ(nlohmann::json::parse(again.out).at("layout"), alt.at("layout")) << alt.at("change");
   }
 }
 
@@ -710,8 +717,8 @@ TEST(Check, Nemo2RecipeRefusalsNameWhatIsNotRead) {
   const std::string trainer_set = edited("\n    return trainer\n", "\n    trainer.max_steps = 5\n    return trainer\n");
   refused({}, trainer_set, "in trainer() that headroom does not follow");
   std::filesystem::remove(trainer_set);
-  const std::string other = edited("run.Config(Llama3Config8B)", "run.Config(MixtralConfig8x7B)");
-  refused({}, other, "MixtralConfig8x7B");
+  const std::string other = edited("run.Config(Llama3Config8B)", "run.Config(MistralConfig7B)");
+  refused({}, other, "MistralConfig7B");
   std::filesystem::remove(other);
 }
 

@@ -1,8 +1,8 @@
-// `headroom check -- torchrun ... pretrain_gpt.py --flags` (or a script that runs it, a torchtitan job config `.toml`,
-// or a NeMo training config `.yaml`): the pre-flight check of a launch command as it is: the flags or keys read (and
-// those ignored, with why), the verdict per stage with its band, the step time and MFU with theirs, and the faster
-// layouts of the same job that fit, as the flags to change. The exit code says the verdict: 0 fits, 3 uncertain, 4 out
-// of memory (2 refused, as every command).
+// `headroom check -- torchrun ... pretrain_gpt.py --flags` (or a script that runs it, a torchtitan job config `.toml`
+// or config registry `.py` with its command line, a NeMo training config `.yaml` or a NeMo 2.0 recipe `.py`): the
+// pre-flight check of a launch command as it is: the flags or keys read (and those ignored, with why), the verdict per
+// stage with its band, the step time and MFU with theirs, and the faster layouts of the same job that fit, as the flags
+// to change. The exit code says the verdict: 0 fits, 3 uncertain, 4 out of memory (2 refused, as every command).
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -57,7 +57,12 @@ std::vector<std::string> script_tokens(const std::string& path, const std::vecto
     if (!valid) throw Error("--set " + s + ": not NAME=VALUE (valid: a shell variable's name or an argument's number)");
     environment[name] = s.substr(eq + 1);
   }
-  return calibrate::launch_script_command(read_file_bounded(path, path), "pretrain_gpt.py", path, environment, &files);
+  // The line that runs Megatron-LM's pretrain_gpt.py, or torchtitan's `-m torchtitan.train` (its run_train.sh).
+  const std::string text = read_file_bounded(path, path);
+  const bool torchtitan =
+      text.find("torchtitan.train") != std::string::npos && text.find("pretrain_gpt.py") == std::string::npos;
+  return calibrate::launch_script_command(text, torchtitan ? "torchtitan.train" : "pretrain_gpt.py", path, environment,
+                                          &files);
 }
 
 // --ignore FLAG: the flag and the value after it (a token not starting with --) leave the command, listed as ignored.
@@ -95,31 +100,44 @@ std::map<std::string, std::string> launch_flags(const Plan& plan, const Layout& 
   return flags;
 }
 
-// The flags to change from the command's layout to `to`: what launch writes differently for the two.
-std::vector<std::string> flag_changes(const Plan& plan, const Layout& from, const Layout& to) {
-  const auto a = launch_flags(plan, from), b = launch_flags(plan, to);
+// The flags to change from flags `a` to flags `b` (a subcommand `name:` is written name:value).
+std::vector<std::string> changed_flags(const std::map<std::string, std::string>& a,
+                                       const std::map<std::string, std::string>& b) {
+  const auto written = [](const std::string& flag, const std::string& value) {
+    return flag.ends_with(':') ? flag + value : flag + (value.empty() ? "" : " " + value);
+  };
   std::vector<std::string> out;
   for (const auto& [flag, value] : b) {
     const auto it = a.find(flag);
     if (it == a.end())
-      out.push_back(flag + (value.empty() ? "" : " " + value));
+      out.push_back(written(flag, value));
     else if (it->second != value)
-      out.push_back(flag + " " + value + " (was " + it->second + ")");
+      out.push_back(written(flag, value) + " (was " + it->second + ")");
   }
   for (const auto& [flag, value] : a)
     if (!b.contains(flag)) out.push_back("no " + flag);
   return out;
 }
 
-enum class ConfigKind { none, torchtitan, nemo, nemo_recipe };
+// The flags to change from the command's layout to `to`: what launch writes differently for the two.
+std::vector<std::string> flag_changes(const Plan& plan, const Layout& from, const Layout& to) {
+  return changed_flags(launch_flags(plan, from), launch_flags(plan, to));
+}
 
-// A job config given alone, by its extension: a torchtitan TOML, a NeMo YAML with the Hydra overrides a launcher
+enum class ConfigKind { none, torchtitan, torchtitan_registry, nemo, nemo_recipe };
+
+// A job config given alone, by its extension: a torchtitan TOML, a torchtitan config registry (.py) with torchtitan's
+// command line after it (--config NAME, --section.field value), a NeMo YAML with the Hydra overrides a launcher
 // script passes after it (key=value, +key=value, ++key=value, ~key), or a NeMo 2.0 recipe (.py) with NeMo-Run's
 // (key=value).
 ConfigKind config_kind(const std::vector<std::string>& command) {
   if (command.empty()) return ConfigKind::none;
   const std::string& f = command.front();
   if (command.size() == 1 && f.ends_with(".toml") && f.size() > 5) return ConfigKind::torchtitan;
+  if (f.ends_with(".py") &&
+      (f.ends_with("config_registry.py") ||
+       std::any_of(command.begin() + 1, command.end(), [](const std::string& x) { return x.starts_with("--config"); })))
+    return ConfigKind::torchtitan_registry;
   const bool overrides = std::all_of(command.begin() + 1, command.end(), [](const std::string& x) {
     return x.find('=') != std::string::npos || x.starts_with("~");
   });
@@ -129,10 +147,21 @@ ConfigKind config_kind(const std::vector<std::string>& command) {
   return ConfigKind::none;
 }
 
+// A torchtitan job read (a TOML job config or a config registry's function) as the command of a Megatron-LM line is.
+// `layers_per_stage`: its parallelism.pipeline_parallel_layers_per_stage (0 when not given), which the model's layers
+// turn into stages a rank once the model is known (set_torchtitan_stages_per_rank).
+calibrate::MegatronCommand torchtitan_command(calibrate::TorchtitanJob job, std::int64_t& layers_per_stage) {
+  layers_per_stage = job.layers_per_stage;
+  calibrate::MegatronCommand cmd;
+  cmd.run.layout = std::move(job.layout);
+  cmd.read = std::move(job.read);
+  cmd.ignored = std::move(job.ignored);
+  cmd.notes = std::move(job.notes);
+  return cmd;
+}
+
 // A job config, every key read or ignored (read_torchtitan_job, read_nemo_config), as the command of a Megatron-LM
-// line is.
-// `layers_per_stage`: a torchtitan config's parallelism.pipeline_parallel_layers_per_stage (0 when not given), which
-// the model's layers turn into stages a rank once the model is known (set_torchtitan_stages_per_rank).
+// line is (`layers_per_stage` as torchtitan_command's).
 calibrate::MegatronCommand job_config_command(const CheckOptions& o, ConfigKind kind, std::int64_t gpus,
                                               std::int64_t& layers_per_stage) {
   if (!o.set.empty()) throw Error("--set " + o.set.front() + ": gives a launch script's values, not a job config's");
@@ -144,14 +173,53 @@ calibrate::MegatronCommand job_config_command(const CheckOptions& o, ConfigKind 
     return calibrate::read_nemo_config(text, gpus, path, {o.command.begin() + 1, o.command.end()});
   if (kind == ConfigKind::nemo_recipe)
     return calibrate::read_nemo_recipe(text, gpus, path, {o.command.begin() + 1, o.command.end()});
-  calibrate::TorchtitanJob job = calibrate::read_torchtitan_job(text, gpus, path);
-  layers_per_stage = job.layers_per_stage;
-  calibrate::MegatronCommand cmd;
-  cmd.run.layout = std::move(job.layout);
-  cmd.read = std::move(job.read);
-  cmd.ignored = std::move(job.ignored);
-  cmd.notes = std::move(job.notes);
-  return cmd;
+  return torchtitan_command(
+      kind == ConfigKind::torchtitan
+          ? calibrate::read_torchtitan_job(text, gpus, path)
+          : calibrate::read_torchtitan_registry(text, gpus, path, {o.command.begin() + 1, o.command.end()}),
+      layers_per_stage);
+}
+
+// torchtitan's entry point in a launch command: `-m torchtitan.train` (its run_train.sh's) or a path ending in
+// torchtitan/train.py; tokens.end() when the command runs neither.
+std::vector<std::string>::const_iterator torchtitan_entry(const std::vector<std::string>& tokens) {
+  for (auto t = tokens.begin(); t != tokens.end(); ++t)
+    if ((*t == "torchtitan.train" && t != tokens.begin() && *(t - 1) == "-m") || t->ends_with("torchtitan/train.py"))
+      return t;
+  return tokens.end();
+}
+
+// The config registry torchtitan imports for `--module M` (torchtitan/config/manager.py): M's folder under
+// torchtitan/models, torchtitan/experiments or torchtitan/experiments/rl/examples, or a dotted module's own folder,
+// looked for under the launch script's folder (torchtitan's run_train.sh sits at its checkout's top), then the current
+// one.
+std::string torchtitan_registry_file(const std::vector<std::string>& args, const std::string& script) {
+  std::string module;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--module" && i + 1 < args.size()) module = args[i + 1];
+    if (args[i].starts_with("--module=")) module = args[i].substr(9);
+  }
+  if (module.empty()) throw Error("the torchtitan command gives no --module (torchtitan needs it with --config)");
+  std::vector<std::filesystem::path> roots = {"."}, tried;
+  if (!script.empty()) roots.insert(roots.begin(), std::filesystem::path(script).parent_path());
+  if (roots.front().empty()) roots.erase(roots.begin());  // a script in the current folder
+  std::vector<std::string> dirs = {"torchtitan/models/" + module, "torchtitan/experiments/" + module,
+                                   "torchtitan/experiments/rl/examples/" + module};
+  if (module.find('.') != std::string::npos) {  // a module's full name: its own folder
+    std::string dotted = module;
+    std::replace(dotted.begin(), dotted.end(), '.', '/');
+    dirs.push_back(dotted);
+  }
+  for (const auto& root : roots)
+    for (const std::string& dir : dirs) {
+      tried.push_back(root / dir / "config_registry.py");
+      if (std::filesystem::is_regular_file(tried.back())) return tried.back().string();
+    }
+  std::string list;
+  for (const auto& t : tried) list += (list.empty() ? "" : ", ") + t.string();
+  throw Error("--module " + module + ": no config_registry.py at " + list +
+              " (run check from torchtitan's checkout, or give the registry file itself: check -- "
+              "torchtitan/models/<module>/config_registry.py --config NAME ...)");
 }
 
 // The DeepSpeed config a DeepSpeed launch names (--deepspeed_config): the text the launch script writes to that path
@@ -181,19 +249,20 @@ void run_check(const CheckOptions& o, std::ostream& out) {
   PlanRequest req = o.specs.request(o.profile);
   calibrate::MegatronCommand cmd;
   std::string where = "the command";
-  const ConfigKind kind = config_kind(o.command);
+  ConfigKind kind = config_kind(o.command);
   std::int64_t layers_per_stage = 0;
   if (kind != ConfigKind::none) {
     where = o.command.front();
     if (!std::filesystem::is_regular_file(where)) throw Error(where + ": no such job config file");
-    if (kind == ConfigKind::torchtitan && o.specs.framework != "megatron" && o.specs.framework != "torchtitan")
+    const bool torchtitan = kind == ConfigKind::torchtitan || kind == ConfigKind::torchtitan_registry;
+    if (torchtitan && o.specs.framework != "megatron" && o.specs.framework != "torchtitan")
       throw Error("--framework " + o.specs.framework + ": a torchtitan job config is priced under torchtitan");
     if ((kind == ConfigKind::nemo || kind == ConfigKind::nemo_recipe) && o.specs.framework != "megatron")
       throw Error("--framework " + o.specs.framework +
                   ": a NeMo config is priced under megatron (NeMo runs Megatron-core)");
     cmd = job_config_command(o, kind, gpus, layers_per_stage);
-    if (kind == ConfigKind::torchtitan) req.framework = "torchtitan";
-    if ((kind == ConfigKind::torchtitan || kind == ConfigKind::nemo_recipe) && o.specs.model.empty())
+    if (torchtitan) req.framework = "torchtitan";
+    if ((torchtitan || kind == ConfigKind::nemo_recipe) && o.specs.model.empty())
       req.model = cmd.run.layout.at("model");
     if (kind == ConfigKind::nemo_recipe && !o.specs.model.empty() && o.specs.model != cmd.run.layout.at("model"))
       throw Error("--model " + o.specs.model + ": the recipe's model is " + cmd.run.layout.at("model") +
@@ -210,7 +279,24 @@ void run_check(const CheckOptions& o, std::ostream& out) {
     }
     std::vector<std::string> ignored;
     tokens = without_ignored(tokens, o.ignore, ignored);
-    cmd = calibrate::parse_megatron_command(tokens, gpus, where);
+    if (const auto entry = torchtitan_entry(tokens); entry != tokens.end()) {
+      // torchtitan main's launch (torchrun ... -m torchtitan.train --module M --config NAME --section.field value):
+      // its config registry read with the command line, as a registry file given with it is.
+      if (o.specs.framework != "megatron" && o.specs.framework != "torchtitan")
+        throw Error("--framework " + o.specs.framework + ": a torchtitan launch is priced under torchtitan");
+      const std::int64_t world = calibrate::launcher_world({tokens.cbegin(), entry}, gpus, where);
+      const std::vector<std::string> args(entry + 1, tokens.cend());
+      const std::string registry = torchtitan_registry_file(args, script);
+      cmd = torchtitan_command(
+          calibrate::read_torchtitan_registry(read_file_bounded(registry, registry), world, registry, args),
+          layers_per_stage);
+      cmd.notes.insert(cmd.notes.begin(), "torchtitan's config registry: " + registry);
+      kind = ConfigKind::torchtitan_registry;
+      req.framework = "torchtitan";
+      if (o.specs.model.empty()) req.model = cmd.run.layout.at("model");
+    } else {
+      cmd = calibrate::parse_megatron_command(tokens, gpus, where);
+    }
     cmd.ignored.insert(cmd.ignored.begin(), ignored.begin(), ignored.end());
     if (cmd.deepspeed) {
       if (o.specs.framework != "megatron" && o.specs.framework != "deepspeed")
@@ -275,7 +361,9 @@ void run_check(const CheckOptions& o, std::ostream& out) {
   so.gpus = layout.gpus(), so.seq = layout.seq, so.gbs = layout.gbs;
   so.top = 64;
   restrict_to_framework(so, plan.framework);
-  const Layout base = rank_base(plan, layout_request(k, plan.framework));
+  // From the command's sequence parallelism, which a layout keeps where TP is 1 (rank tries the other where it is not).
+  Layout base = rank_base(plan, layout_request(k, plan.framework));
+  base.sequence_parallel = layout.sequence_parallel;
   const SearchResult res = rank_layouts(plan.model, plan.cluster, base, plan.framework.residual, plan.coefficients, so);
   if (!o.html.empty()) {
     SearchResult page = res;
@@ -289,20 +377,28 @@ void run_check(const CheckOptions& o, std::ostream& out) {
   const std::size_t top = static_cast<std::size_t>(parse_count("--top", o.top));
   // Where the command fits: the faster layouts; where it may not: the fastest that fit.
   const bool fits = e.memory.verdict == "fits";
-  std::vector<const RankedLayout*> faster;
-  for (const RankedLayout& x : res.best)
-    if ((!fits || x.step_time_s < e.perf.step_time_s) && faster.size() < top &&
-        !flag_changes(plan, layout, x.layout).empty())
-      faster.push_back(&x);
-  // A change as the user writes it: a NeMo config's keys, else the command's flags (a change no NeMo key says stays
-  // in Megatron-LM's flags).
+  // torchtitan main's command line for a layout, nullopt where it has no spelling for it.
+  const auto main_flags = [&](const Layout& l) {
+    return calibrate::torchtitan_main_flags(launch_flags(plan, l), l.dp);
+  };
+  const auto registry_flags = kind == ConfigKind::torchtitan_registry ? main_flags(layout) : std::nullopt;
+  // A change as the user writes it: a NeMo config's keys, torchtitan main's command line for its config registry,
+  // else the command's flags (a change no NeMo key says stays in Megatron-LM's flags).
   const auto changes = [&](const Layout& to) {
+    if (registry_flags) {
+      const auto b = main_flags(to);
+      return b ? changed_flags(*registry_flags, *b) : std::vector<std::string>{};
+    }
     std::vector<std::string> c = kind == ConfigKind::nemo          ? calibrate::nemo_config_changes(layout, to)
                                  : kind == ConfigKind::nemo_recipe ? calibrate::nemo_recipe_changes(layout, to)
                                                                    : std::vector<std::string>{};
     if (c.empty()) c = flag_changes(plan, layout, to);
     return c;
   };
+  std::vector<const RankedLayout*> faster;
+  for (const RankedLayout& x : res.best)
+    if ((!fits || x.step_time_s < e.perf.step_time_s) && faster.size() < top && !changes(x.layout).empty())
+      faster.push_back(&x);
   const std::string& verdict = e.memory.verdict;
   if (o.json) {
     nlohmann::json alts = nlohmann::json::array();
@@ -379,10 +475,10 @@ void run_check(const CheckOptions& o, std::ostream& out) {
 
 void register_check(CLI::App& app, std::ostream& out) {
   auto opts = std::make_shared<CheckOptions>();
-  CLI::App* sub = app.add_subcommand(
-      "check",
-      "pre-flight check of a Megatron-LM launch command, a torchtitan job config or a NeMo training config as it is "
-      "(exit 0 fits, 3 uncertain, 4 out of memory)");
+  CLI::App* sub =
+      app.add_subcommand("check",
+                         "pre-flight check of a Megatron-LM launch command, a torchtitan or NeMo job config as it is "
+                         "(exit 0 fits, 3 uncertain, 4 out of memory)");
   opts->specs.add_to(*sub, false);
   sub->add_option("--gpus", opts->gpus, "the world size, when the command has no torchrun --nproc-per-node");
   sub->add_option("--profile", opts->profile, "performance coefficients JSON or a calibration profile");
@@ -399,7 +495,9 @@ void register_check(CLI::App& app, std::ostream& out) {
   sub->add_flag("--json", opts->json, "print one JSON document");
   sub->add_option("command", opts->command,
                   "the launch command after -- (torchrun ... pretrain_gpt.py ...), a script whose line runs "
-                  "pretrain_gpt.py, a torchtitan job config (.toml; --gpus where its shard degree is -1), or a NeMo "
+                  "pretrain_gpt.py, a torchtitan job config (.toml; --gpus where its shard degree is -1) or config "
+                  "registry (torchtitan/models/<module>/config_registry.py) and torchtitan's command line (--config "
+                  "llama3_8b --parallelism.tensor_parallel_degree 2 activation_checkpoint:full ...), or a NeMo "
                   "training config (.yaml) and the Hydra overrides its launcher script gives main.py "
                   "(training.model.tensor_model_parallel_size=4 +training.model.optim.grad_sync_dtype=bf16 ...), or a "
                   "NeMo 2.0 pre-training recipe (nemo/collections/llm/recipes/<model>.py) and NeMo-Run's overrides "

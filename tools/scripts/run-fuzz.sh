@@ -13,7 +13,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build-asan}" && pwd)
 shift $(($# > 0 ? 1 : 0))
 targets=("$@")
-((${#targets[@]})) || targets=(fuzz_model_spec fuzz_gpu_spec fuzz_kernel_curves fuzz_cluster_spec fuzz_profile fuzz_nccl_tests_log fuzz_measured_runs fuzz_launch_script fuzz_nemo_config fuzz_nemo_recipe fuzz_tokenizer_file fuzz_cli)
+((${#targets[@]})) || targets=(fuzz_model_spec fuzz_gpu_spec fuzz_kernel_curves fuzz_cluster_spec fuzz_profile fuzz_nccl_tests_log fuzz_measured_runs fuzz_launch_script fuzz_nemo_config fuzz_nemo_recipe fuzz_torchtitan_registry fuzz_tokenizer_file fuzz_cli)
 seconds=${FUZZ_SECONDS:-30}
 jobs=${FUZZ_JOBS:-2}
 timeout=${FUZZ_TIMEOUT:-30}
@@ -55,6 +55,15 @@ seed() {
       { grep -v '^ *- ' "$f" | grep -v 'data_prefix'; echo '#overrides'
         grep -E '^\+?training\.' "$root"/tests/data/launch/nemo-launcher/175b_bf16_16node.sh | sed 's/ \\$//'
       } >"$dir/overrides-175b.yaml" ;;
+    fuzz_torchtitan_registry)
+      # torchtitan main's Llama 3 registry whole, and cut to the functions the 8B and 70B configs run, with overrides.
+      local f="$root"/tests/data/launch/torchtitan-registry/torchtitan/models/llama3/config_registry.py
+      { cat "$f"; printf '%s\n' '#overrides' --config llama3_8b; } >"$dir/llama3_8b.py"
+      { cat "$f"; printf '%s\n' '#overrides' --config llama3_debugmodel_varlen_attn; } >"$dir/derived.py"
+      awk '/^def llama3_70b\(/{on=1; print; next} /^def /{on=0} on' "$f" >"$dir/short.py"
+      { cat "$dir/short.py"; printf '%s\n' '#overrides' --config llama3_70b --parallelism.tensor_parallel_degree 4 \
+          activation_checkpoint:selective --compile.enable --parallelism.pipeline_parallel_degree 2 \
+          --parallelism.num_pp_microbatches 4; } >"$dir/overrides.py" ;;
     fuzz_nemo_recipe)
       # NeMo 2.0's recipes whole, and cut to the three functions read (model, trainer, pretrain_recipe) without their
       # docstrings: short inputs mutate faster; one with NeMo-Run overrides after "#overrides".
@@ -127,6 +136,14 @@ EOF
 dictionary() {
   local t=$1 out=$work/$1/dict
   case $t in
+    fuzz_torchtitan_registry)
+      # Every field path the registry reader knows, and the Python torchtitan's config functions are written in.
+      {
+        grep -ohE '^    \{"[a-zA-Z0-9_.*]+"' "$root"/calibrate/ingest/src/torchtitan_registry.cpp | sed -E 's/^    \{//' | sort -u
+        printf '"%s"\n' 'def ' 'Trainer.Config(' 'model_registry(' 'default_adamw(' 'config = ' 'config.' 'return ' \
+          'SelectiveAC.Config()' 'FullAC.Config()' 'ParallelismConfig(' 'TrainingConfig(' 'CompileConfig(' \
+          'Float8LinearConverter.Config(' 'None' 'True' 'False' '#overrides' '--config' 'activation_checkpoint:' ' * '
+      } >"$out" ;;
     fuzz_nccl_tests_log) cp "$root"/tests/fuzz/nccl_tests.dict "$out" ;;
     fuzz_nemo_config)
       # The last word of every key the NeMo reader knows, YAML's punctuation, and NeMo's interpolation.

@@ -123,7 +123,8 @@ class Shell {
     if (nesting > 16) throw Error(where_ + ": expansions nested more than 16 deep");
     std::vector<std::string> out;
     std::string cur;
-    bool have = false;  // a quoted empty string is still a word
+    bool have = false;         // a quoted empty string is still a word
+    bool empty_array = false;  // the word is "${A[@]}" or "$@" of no elements, which bash drops
     const auto split_into = [&](const std::string& text) {
       for (const char c : text) {
         if (c == ' ' || c == '\t' || c == '\n') {
@@ -206,6 +207,14 @@ class Shell {
         } else if (!array_all && values.size() > 1) {
           values.resize(1);  // ${A} is its first element
         }
+      } else if (raw[i + 1] == '@' || raw[i + 1] == '*') {
+        // $@ and $*: the script's arguments, those --set 1=... 2=... gives (none: run without arguments).
+        for (int k = 1; vars.contains(std::to_string(k)); ++k) {
+          const std::vector<std::string> a = lookup(std::to_string(k), std::nullopt);
+          values.insert(values.end(), a.begin(), a.end());
+        }
+        array_all = raw[i + 1] == '@';
+        end = i + 2;
       } else {
         while (end < raw.size() && (std::isalnum(static_cast<unsigned char>(raw[end])) || raw[end] == '_')) {
           ++end;
@@ -227,6 +236,7 @@ class Shell {
             if (k + 1 < values.size()) out.push_back(cur), cur.clear();
           }
           have = have || !values.empty();
+          empty_array = values.empty() && cur.empty();  // "$@" with no arguments: no word (unless more follows)
         } else {
           for (std::size_t k = 0; k < values.size(); ++k) cur += (k ? " " : "") + values[k];
           have = true;
@@ -236,7 +246,7 @@ class Shell {
       }
     }
     if (quote != 0) throw Error(where_ + ": an unclosed quote");
-    if (have || !cur.empty()) out.push_back(cur);
+    if ((have && !(empty_array && cur.empty())) || !cur.empty()) out.push_back(cur);
     return out;
   }
 

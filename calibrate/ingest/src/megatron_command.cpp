@@ -252,6 +252,37 @@ std::string get(const std::map<std::string, std::string>& a, const std::string& 
 
 }  // namespace
 
+std::int64_t launcher_world(const std::vector<std::string>& launcher, std::int64_t gpus, std::string_view where) {
+  const std::string w(where);
+  // torchrun's world: --nproc-per-node × --nnodes (torch/distributed/run.py; both spellings); DeepSpeed's launcher's:
+  // --num_gpus (or --num_accelerators) × --num_nodes (deepspeed/launcher/runner.py).
+  std::int64_t per_node = 0, nodes = 1;
+  for (auto t = launcher.begin(); t != launcher.end(); ++t) {
+    const auto value = [&](std::string_view flag) -> std::optional<std::string> {
+      if (*t == flag) {
+        if (t + 1 == launcher.end()) throw Error(w + ": " + std::string(flag) + " has no value");
+        return *(t + 1);
+      }
+      if (t->rfind(std::string(flag) + "=", 0) == 0) return t->substr(flag.size() + 1);
+      return std::nullopt;
+    };
+    for (const char* f : {"--nproc_per_node", "--nproc-per-node", "--num_gpus", "--num_accelerators"})
+      if (const auto v = value(f)) per_node = positive(*v, f, where);
+    for (const char* f : {"--nnodes", "--num_nodes"})
+      if (const auto v = value(f)) nodes = positive(*v, f, where);
+  }
+  if (per_node > 0) {
+    if (gpus > 0 && gpus != per_node * nodes)
+      throw Error(w + ": --gpus " + std::to_string(gpus) + " but the launcher starts " +
+                  std::to_string(per_node * nodes) + " processes (--nproc-per-node x --nnodes)");
+    gpus = per_node * nodes;
+  }
+  if (gpus <= 0)
+    throw Error(w +
+                ": the world size is unknown: launch with torchrun --nproc-per-node N [--nnodes M], or give --gpus");
+  return gpus;
+}
+
 MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, std::int64_t gpus,
                                        std::string_view where) {
   const std::string w(where);
@@ -269,23 +300,6 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
                   std::any_of(tokens.begin(), script, [](const std::string& t) {
                     return t == "deepspeed" || (t.size() > 10 && t.ends_with("/deepspeed"));
                   });
-  // torchrun's world: --nproc-per-node × --nnodes (torch/distributed/run.py; both spellings); DeepSpeed's launcher's:
-  // --num_gpus (or --num_accelerators) × --num_nodes (deepspeed/launcher/runner.py).
-  std::int64_t per_node = 0, nodes = 1;
-  for (auto t = tokens.begin(); t != script; ++t) {
-    const auto value = [&](std::string_view flag) -> std::optional<std::string> {
-      if (*t == flag) {
-        if (t + 1 == script) throw Error(w + ": " + std::string(flag) + " has no value");
-        return *(t + 1);
-      }
-      if (t->rfind(std::string(flag) + "=", 0) == 0) return t->substr(flag.size() + 1);
-      return std::nullopt;
-    };
-    for (const char* f : {"--nproc_per_node", "--nproc-per-node", "--num_gpus", "--num_accelerators"})
-      if (const auto v = value(f)) per_node = positive(*v, f, where);
-    for (const char* f : {"--nnodes", "--num_nodes"})
-      if (const auto v = value(f)) nodes = positive(*v, f, where);
-  }
   std::map<std::string, std::string> args;
   for (auto t = script + 1; t != tokens.end(); ++t) {
     std::string flag = *t, inline_value;
@@ -320,15 +334,7 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
       out.read.push_back(flag + (arity == Arity::store_true || arity == Arity::store_false ? "" : " " + value));
   }
   // What arguments.py would print for the rest: its defaults, and what it derives.
-  if (per_node > 0) {
-    if (gpus > 0 && gpus != per_node * nodes)
-      throw Error(w + ": --gpus " + std::to_string(gpus) + " but the launcher starts " +
-                  std::to_string(per_node * nodes) + " processes (--nproc-per-node x --nnodes)");
-    gpus = per_node * nodes;
-  }
-  if (gpus <= 0)
-    throw Error(w +
-                ": the world size is unknown: launch with torchrun --nproc-per-node N [--nnodes M], or give --gpus");
+  gpus = launcher_world({tokens.begin(), script}, gpus, where);
   args["world_size"] = std::to_string(gpus);
   for (const char* key : {"tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size"})
     if (!args.contains(key)) args[key] = "1";

@@ -1,6 +1,6 @@
 // A NeMo 2.0 pre-training recipe (NVIDIA/NeMo nemo/collections/llm/recipes/<model>.py, the factories
-// `nemo llm pretrain --factory <model>` runs) read without running it. The Llama recipes share one form: model()
-// returns run.Config(LlamaModel, config=run.Config(<Config class>)); trainer(<parallelism with defaults>) builds
+// `nemo llm pretrain --factory <model>` runs) read without running it. The Llama and Mixtral recipes share one form:
+// model() returns run.Config(<Model>, config=run.Config(<Config class>)); trainer(<parallelism with defaults>) builds
 // run.Config(nl.MegatronStrategy, ...) with its DistributedDataParallelConfig and run.Config(nl.Trainer, ...);
 // pretrain_recipe(num_nodes, num_gpus_per_node, performance_mode, ...) calls trainer(...) and sets
 // data=run.Config(MockDataModule, seq_length, global_batch_size, micro_batch_size) and
@@ -43,9 +43,9 @@ const Expr* config_of(const Function& f, std::string_view cls) {
   return nullptr;
 }
 
-// NeMo 2.0's Llama configs (nemo/collections/llm/gpt/model/llama.py) and the shipped model of their shape: Llama 3
+// NeMo 2.0's model configs and the shipped model of their shape. Llama (nemo/collections/llm/gpt/model/llama.py): 3
 // and 3.1 differ only in RoPE's scaling and the context the class names, neither priced (the data's sequence is).
-constexpr std::array<std::pair<std::string_view, std::string_view>, 8> kRecipeModels = {{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 10> kRecipeModels = {{
     {"Llama2Config7B", "llama2-7b"},
     {"Llama2Config13B", "llama2-13b"},
     {"Llama2Config70B", "llama2-70b"},
@@ -54,6 +54,9 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 8> kRecipeMo
     {"Llama31Config8B", "llama3.1-8b"},
     {"Llama31Config70B", "llama3.1-70b"},
     {"Llama31Config405B", "llama3.1-405b"},
+    // nemo/collections/llm/gpt/model/mixtral.py: Mixtral's shapes, 8 experts top-2, dropless all-to-all.
+    {"MixtralConfig8x7B", "mixtral-8x7b"},
+    {"MixtralConfig8x22B", "mixtral-8x22b"},
 }};
 
 // The largest count a recipe's setting may give (nodes, devices, parallel sizes, batches, tokens): 10^9, so that
@@ -70,6 +73,7 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"trainer.strategy.pipeline_model_parallel_size", "pp", ""},
     {"trainer.strategy.virtual_pipeline_model_parallel_size", "vpp", ""},
     {"trainer.strategy.context_parallel_size", "cp", ""},
+    {"trainer.strategy.expert_model_parallel_size", "ep", ""},
     {"trainer.strategy.sequence_parallel", "sequence_parallel", ""},
     {"trainer.strategy.account_for_embedding_in_pipeline_split", "account_for_embedding_in_pipeline_split", ""},
     {"trainer.strategy.account_for_loss_in_pipeline_split", "account_for_loss_in_pipeline_split", ""},
@@ -335,8 +339,19 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
     } else if (key == "trainer.accumulate_grad_batches") {
       if (integer() != 1) throw refuse("Megatron-core accumulates the global batch itself (valid: 1)");
     } else if (key == "trainer.plugins") {
-      if (!(value.kind == Expr::Kind::call && value.text == "bf16_mixed" && value.args.empty() && value.kwargs.empty()))
-        throw refuse("headroom prices the recipes' bf16_mixed() precision (valid: bf16_mixed())");
+      // bf16_mixed() (nemo/collections/llm/recipes/precision/mixed_precision.py) is MegatronMixedPrecision at
+      // "bf16-mixed", which the MoE recipes write out.
+      const Expr* precision = value.kwarg("precision");
+      const bool bf16 =
+          value.kind == Expr::Kind::call &&
+          ((value.text == "bf16_mixed" && value.args.empty() && value.kwargs.empty()) ||
+           (value.text == "run.Config" && value.args.size() == 1 &&
+            value.args.front().text.ends_with("MegatronMixedPrecision") && value.kwargs.size() == 1 &&
+            precision != nullptr && precision->kind == Expr::Kind::string && precision->text == "bf16-mixed"));
+      if (!bf16)
+        throw refuse(
+            "headroom prices the recipes' bf16_mixed() precision (valid: bf16_mixed(), "
+            "run.Config(nl.MegatronMixedPrecision, precision=\"bf16-mixed\"))");
     } else if (key == "optim") {
       // nemo/collections/llm/recipes/optim/adam.py: OptimizerConfig(optimizer="adam", bf16=precision ==
       // "bf16-mixed", use_distributed_optimizer=True): Megatron-core's distributed optimizer, FP32 states.
@@ -360,7 +375,8 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
       const auto it =
           std::find_if(kRecipeModels.begin(), kRecipeModels.end(), [&](const auto& m) { return m.first == cls; });
       if (it == kRecipeModels.end())
-        throw refuse("no shipped model of this NeMo config's shape (read: the Llama 2, 3 and 3.1 configs)");
+        throw refuse(
+            "no shipped model of this NeMo config's shape (read: the Llama 2, 3 and 3.1 and the Mixtral configs)");
       layout["model"] = std::string(it->second);
       out.notes.push_back("the model is " + cls + ", " + std::string(it->second) + "'s shape");
     } else {
@@ -398,13 +414,14 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
 }
 
 // NeMo 1.x's layout keys (nemo_layout_keys) under the paths NeMo 2.0 gives the same Megatron-core settings.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 10> kRecipePaths = {{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 11> kRecipePaths = {{
     {"model.micro_batch_size", "data.micro_batch_size"},
     {"model.global_batch_size", "data.global_batch_size"},
     {"model.tensor_model_parallel_size", "trainer.strategy.tensor_model_parallel_size"},
     {"model.pipeline_model_parallel_size", "trainer.strategy.pipeline_model_parallel_size"},
     {"model.virtual_pipeline_model_parallel_size", "trainer.strategy.virtual_pipeline_model_parallel_size"},
     {"model.context_parallel_size", "trainer.strategy.context_parallel_size"},
+    {"model.expert_model_parallel_size", "trainer.strategy.expert_model_parallel_size"},
     {"model.sequence_parallel", "trainer.strategy.sequence_parallel"},
     {"model.activations_checkpoint_granularity", "model.config.recompute_granularity"},
     {"model.activations_checkpoint_method", "model.config.recompute_method"},

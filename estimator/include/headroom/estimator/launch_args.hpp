@@ -9,9 +9,9 @@
 //                core_v0.16.0+; FP8: --fp8-format and --fp8-param-gather core_r0.9.0+, --fp8-recipe core_v0.12.0+;
 //                offloading: --optimizer-cpu-offload core_v0.12.0+, --cpu-offloading-num-layers core_v0.16.0+.
 //   torchtitan   v0.1.0 .. v0.2.2 TOML job config (torchtitan/config_manager.py in v0.1.0,
-//                torchtitan/config/job_config.py in v0.2.x); torchtitan main has moved to Python configs. FP8 is
-//                written with v0.2.x names (converter "quantize.linear.float8", [quantize.linear.float8], [compile]);
-//                v0.1.0 calls them "float8", [float8] and [training] compile.
+//                torchtitan/config/job_config.py in v0.2.x); torchtitan main has moved to Python configs, which
+//                check reads. FP8 is written with v0.2.x names (converter "quantize.linear.float8",
+//                [quantize.linear.float8], [compile]); v0.1.0 calls them "float8", [float8] and [training] compile.
 //   PyTorch      2.6+ (torch.distributed.fsdp.fully_shard, init_device_mesh; FSDP1 ShardingStrategy named too).
 //   NeMo         1.x training configs as NeMo-Framework-Launcher runs them (launcher_scripts/main.py
 //                training=<family>/<model> with Hydra overrides; `++` adds or changes a key, Hydra 1.1+).

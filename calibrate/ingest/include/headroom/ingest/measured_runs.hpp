@@ -72,6 +72,12 @@ void check_run_bounds(const MeasuredRun& r, const RunBounds& b);
 // `where` when the text has no arguments block, or neither an iteration line nor an out-of-memory error.
 [[nodiscard]] MeasuredRun parse_megatron_log(std::string_view text, std::string_view where);
 
+// The processes a launcher's words start (the tokens before the training script): torchrun's --nproc-per-node x
+// --nnodes, DeepSpeed's --num_gpus x --num_nodes (both spellings of each), else `gpus` (> 0), which must agree with
+// them when both are given; an Error when neither says.
+[[nodiscard]] std::int64_t launcher_world(const std::vector<std::string>& launcher, std::int64_t gpus,
+                                          std::string_view where);
+
 // A Megatron-LM launch command: the launcher's tokens (torchrun --nproc-per-node N --nnodes M) then
 // pretrain_gpt.py and its flags, read as arguments.py parses them, with its defaults where the model or layout needs
 // one (the global batch, the FFN width, the padded vocabulary, attention dropout 0.1). `gpus` is the world size when
@@ -127,10 +133,10 @@ void read_deepspeed_config(std::string_view text, std::string_view where, Megatr
 [[nodiscard]] MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::string_view where,
                                                const std::vector<std::string>& overrides = {});
 // A NeMo 2.0 pre-training recipe (NVIDIA/NeMo nemo/collections/llm/recipes/<model>.py: model(), trainer() and
-// pretrain_recipe(), as the Llama recipes write them) read without running it (nemo_recipe.cpp): the parallelism of
+// pretrain_recipe(), as the Llama and Mixtral recipes write them) read without running it (nemo_recipe.cpp): the parallelism of
 // trainer()'s MegatronStrategy with pretrain_recipe's arguments, its DDP config, the Trainer's nodes and devices, the
-// data module's sequence and batches, the optimizer and the model's config class (the Llama 2, 3 and 3.1 ones, as
-// their shipped models). Every setting read or ignored with why (kRecipeKeys, the one list); any other setting, a
+// data module's sequence and batches, the optimizer and the model's config class (the Llama 2, 3 and 3.1 and the
+// Mixtral ones, as their shipped models). Every setting read or ignored with why (kRecipeKeys, the one list); any other setting, a
 // statement of pretrain_recipe() that could change the job, performance_mode, or a setting not priced an Error
 // naming it and its line. `overrides` are NeMo-Run's: pretrain_recipe's arguments (`num_nodes=2`) and settings by
 // path (`trainer.strategy.tensor_model_parallel_size=4`, `data.global_batch_size=256`). The layout (with "model",
@@ -156,6 +162,20 @@ struct TorchtitanJob {
   std::int64_t layers_per_stage = 0;
 };
 [[nodiscard]] TorchtitanJob read_torchtitan_job(std::string_view toml, std::int64_t gpus, std::string_view where);
+// A torchtitan config registry (torchtitan/models/<module>/config_registry.py, torchtitan main's Python configs) read
+// without running it: the function `--config NAME` in `args` names, with the command line's other overrides
+// (`--parallelism.tensor_parallel_degree 8`, `--compile.enable`, `activation_checkpoint:full`; torchtitan_registry.cpp
+// kRegistryKeys lists every field read or ignored), priced as read_torchtitan_job prices the TOML keys of the same
+// meaning. The module is `--module`, else the registry's folder. Any field or statement not followed is an Error
+// naming it.
+// torchtitan v0.2's command-line overrides (launch's, `--training.local_batch_size 2`, flag -> value) as torchtitan
+// main's (`--training.num_tokens_per_microbatch_per_dp_rank 16384`, `activation_checkpoint:` -> full), nullopt when
+// main cannot express them (float8's tensorwise recipe, checkpointing every N-th block). `dp`: the layout's DP ranks,
+// for num_tokens_per_train_step's default.
+[[nodiscard]] std::optional<std::map<std::string, std::string>> torchtitan_main_flags(
+    const std::map<std::string, std::string>& toml_flags, std::int64_t dp);
+[[nodiscard]] TorchtitanJob read_torchtitan_registry(std::string_view text, std::int64_t gpus, std::string_view where,
+                                                     const std::vector<std::string>& args);
 // The virtual stages a rank runs with layers_per_stage given (> 0), as torchtitan counts them
 // (torchtitan/distributed/pipeline_parallel.py, v0.2): ceil((L + first_less + last_less)/layers_per_stage) stages,
 // a multiple of pp, 1 a rank for 1F1B and GPipe and at least 2 for the looped schedules. A count that leaves the
