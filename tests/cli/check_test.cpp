@@ -680,6 +680,157 @@ TEST(Check, Nemo2RecipeChangesAreOverridesThatRoundTrip) {
   }
 }
 
+// torchtitan main's config registry (Python functions, not TOML) is read as torchtitan's --config runs it: the
+// function's Trainer.Config, the configs it starts from, and torchtitan's command-line overrides.
+TEST(Check, ReadsTorchtitansConfigRegistryUnchanged) {
+  const std::string file = std::string(HEADROOM_TEST_DATA_DIR) +
+                           "/../tests/data/launch/torchtitan-registry/torchtitan/models/llama3/config_registry.py";
+  const auto layout = [&](const std::vector<std::string>& extra, const std::string& gpus) {
+    std::vector<std::string> args = {"check", "--cluster", "dgx-h100", "--gpus", gpus, "--json", "--", file};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const Result r = run(args);
+    EXPECT_NE(r.code, 2) << r.err;
+    return r.code == 2 ? nlohmann::json() : nlohmann::json::parse(r.out);
+  };
+  const auto eight = layout({"--config", "llama3_8b"}, "8");
+  ASSERT_FALSE(eight.is_null());
+  EXPECT_EQ(eight.at("model"), "llama3.1-8b");
+  EXPECT_EQ(eight.at("framework"), "torchtitan");
+  const auto& l = eight.at("layout");
+  EXPECT_EQ(l.at("tp"), 1);
+  EXPECT_EQ(l.at("dp"), 8);
+  EXPECT_EQ(l.at("seq"), 8192);
+  EXPECT_EQ(l.at("mbs"), 1);  // num_tokens_per_microbatch_per_dp_rank 1 * 8192
+  EXPECT_EQ(l.at("gbs"), 8);
+  EXPECT_EQ(l.at("recompute"), "op");  // SelectiveAC: per op
+  const std::string read = eight.at("flags_read").dump(), ignored = eight.at("flags_ignored").dump();
+  EXPECT_NE(read.find("training.num_tokens_per_microbatch_per_dp_rank = 8192"), std::string::npos) << read;
+  EXPECT_NE(ignored.find("validator = Validator.Config(...)"), std::string::npos) << ignored;
+  EXPECT_NE(eight.at("notes").dump().find("block-causal"), std::string::npos);
+
+  const auto seventy = layout({"--config", "llama3_70b"}, "64");
+  ASSERT_FALSE(seventy.is_null());
+  EXPECT_EQ(seventy.at("layout").at("tp"), 8);
+  EXPECT_EQ(seventy.at("layout").at("mbs"), 8);  // 8 * 8192 tokens
+  EXPECT_EQ(seventy.at("layout").at("gbs"), 64);
+  EXPECT_EQ(seventy.at("layout").at("recompute"), "full");
+
+  // Overrides as torchtitan's command line writes them, a subcommand for the checkpointing policy.
+  const auto over = layout({"--module", "llama3", "--config=llama3_8b", "--parallelism.tensor_parallel_degree", "2",
+                            "--parallelism.pipeline_parallel_degree=2", "--parallelism.num_pp_microbatches", "4",
+                            "activation_checkpoint:full", "--compile.enable", "--compile.enable-async-tensor-parallel",
+                            "--training.num_tokens_per_train_step", "131072"},
+                           "8");
+  ASSERT_FALSE(over.is_null());
+  const auto& o = over.at("layout");
+  EXPECT_EQ(o.at("tp"), 2);
+  EXPECT_EQ(o.at("pp"), 2);
+  EXPECT_EQ(o.at("dp"), 2);
+  EXPECT_EQ(o.at("mbs"), 1);
+  EXPECT_EQ(o.at("gbs"), 16);  // 131072 tokens of 8192
+  EXPECT_EQ(o.at("recompute"), "full");
+  EXPECT_EQ(o.at("compile"), true);
+  EXPECT_EQ(o.at("tp_comm_overlap"), true);
+
+  // A config that starts from another and sets its fields; the debug model is no shipped model, so it is priced as
+  // the one --model names.
+  const Result dbg = run({"check", "--cluster", "dgx-h100", "--gpus", "8", "--model", "llama3.1-8b", "--json", "--",
+                          file, "--config", "llama3_debugmodel_varlen_attn"});
+  ASSERT_NE(dbg.code, 2) << dbg.err;
+  const auto d = nlohmann::json::parse(dbg.out);
+  EXPECT_EQ(d.at("layout").at("seq"), 2048);
+  EXPECT_EQ(d.at("layout").at("mbs"), 8);  // 8 * 2048 tokens
+  EXPECT_NE(d.at("flags_ignored").dump().find("training.disable_cuda_graphs = True"), std::string::npos);
+  EXPECT_NE(d.at("notes").dump().find("varlen"), std::string::npos);
+  // A flavor that is a shipped model is priced as --model only where the two are one shape.
+  const Result other = run(
+      {"check", "--cluster", "dgx-h100", "--gpus", "8", "--model", "llama2-7b", "--", file, "--config", "llama3_8b"});
+  EXPECT_EQ(other.code, 2);
+  EXPECT_NE(other.err.find("the job's model is llama3.1-8b (its flavor)"), std::string::npos) << other.err;
+}
+
+// torchtitan main's launch as its users write it: its run_train.sh (MODULE, CONFIG, NGPU and the arguments it passes
+// on), or the torchrun line, whose --module names the registry under torchtitan's checkout.
+TEST(Check, ReadsTorchtitansLaunchOfItsConfigRegistry) {
+  const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/torchtitan-registry/";
+  const Result script =
+      run({"check", "--cluster", "dgx-h100", "--json", "--set", "CONFIG=llama3_70b", "--set", "NGPU=16", "--set",
+           "1=--parallelism.tensor_parallel_degree", "--set", "2=4", dir + "run_train.sh"});
+  ASSERT_NE(script.code, 2) << script.err;
+  const Result file = run({"check", "--cluster", "dgx-h100", "--gpus", "16", "--json", "--",
+                           dir + "torchtitan/models/llama3/config_registry.py", "--config", "llama3_70b",
+                           "--parallelism.tensor_parallel_degree", "4"});
+  ASSERT_NE(file.code, 2) << file.err;
+  const auto a = nlohmann::json::parse(script.out), b = nlohmann::json::parse(file.out);
+  EXPECT_EQ(a.at("layout"), b.at("layout"));
+  EXPECT_EQ(a.at("layout").at("gpus"), 16);
+  EXPECT_EQ(a.at("layout").at("tp"), 4);
+  EXPECT_EQ(a.at("flags_read"), b.at("flags_read"));
+  // Its default config is the debug model, no shipped model.
+  const Result debug = run({"check", "--cluster", "dgx-h100", dir + "run_train.sh"});
+  EXPECT_EQ(debug.code, 2);
+  EXPECT_NE(debug.err.find("llama3-debugmodel"), std::string::npos) << debug.err;
+  // The torchrun line outside torchtitan's checkout: where the registry was looked for.
+  const Result away = run({"check", "--cluster", "dgx-h100", "--", "torchrun", "--nproc-per-node", "8", "-m",
+                           "torchtitan.train", "--module", "llama3", "--config", "llama3_8b"});
+  EXPECT_EQ(away.code, 2);
+  EXPECT_NE(away.err.find("no config_registry.py at ./torchtitan/models/llama3/config_registry.py"), std::string::npos)
+      << away.err;
+}
+
+// The faster layouts check proposes for a registry config are torchtitan main's overrides; given back, they are that
+// layout exactly.
+TEST(Check, TorchtitanRegistryChangesAreOverridesThatRoundTrip) {
+  const std::string file = std::string(HEADROOM_TEST_DATA_DIR) +
+                           "/../tests/data/launch/torchtitan-registry/torchtitan/models/llama3/config_registry.py";
+  const std::vector<std::string> base = {"check",  "--cluster", "dgx-h100", "--gpus",   "64",
+                                         "--json", "--",        file,       "--config", "llama3_70b"};
+  const Result r = run(base);
+  ASSERT_NE(r.code, 2) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(doc.at("faster").empty());
+  for (const auto& alt : doc.at("faster")) {
+    std::vector<std::string> args = base;
+    for (const auto& change : alt.at("change")) {
+      std::string c = change.get<std::string>();
+      c = c.substr(0, c.find(" (was "));
+      ASSERT_FALSE(c.starts_with("no ")) << c;
+      if (const auto space = c.find(' '); space != std::string::npos) {
+        args.push_back(c.substr(0, space));
+        args.push_back(c.substr(space + 1));
+      } else {
+        args.push_back(c);
+      }
+    }
+    const Result again = run(args);
+    ASSERT_NE(again.code, 2) << again.err;
+    EXPECT_EQ(nlohmann::json::parse(again.out).at("layout"), alt.at("layout")) << alt.at("change");
+  }
+}
+
+// What the registry reader does not follow is refused, naming it.
+TEST(Check, TorchtitanRegistryRefusalsNameWhatIsNotRead) {
+  const std::string file = std::string(HEADROOM_TEST_DATA_DIR) +
+                           "/../tests/data/launch/torchtitan-registry/torchtitan/models/llama3/config_registry.py";
+  const auto refused = [&](const std::vector<std::string>& extra, const std::string& named) {
+    std::vector<std::string> args = {"check", "--cluster", "dgx-h100", "--gpus", "64", "--", file};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const Result r = run(args);
+    EXPECT_EQ(r.code, 2) << named;
+    EXPECT_NE(r.err.find(named), std::string::npos) << r.err;
+  };
+  refused({}, "needs --config");
+  refused({"--config", "llama3_nosuch"}, "no config function llama3_nosuch");
+  refused({"--config", "llama3_405b"}, "recipe_name");  // torchao's rowwise float8, its default
+  refused({"--config", "llama3_8b_mxfp8"}, "MXFP8LinearConverter");
+  refused({"--config", "sft_debugmodel"}, "`def` in sft_debugmodel()");
+  refused({"--config", "llama3_8b", "--frobnicate.experts", "3"}, "frobnicate.experts");
+  refused({"--config", "llama3_8b", "activation_checkpoint:memory-budget"}, "a memory budget is not priced");
+  refused({"--config", "llama3_8b", "--optimizer.implementation", "fused_opt_states_bf16"}, "BF16 Adam states");
+  refused({"--config", "llama3_8b", "--training.max_context_length", "3000"}, "not a whole number of rows");
+  refused({"--config", "llama3_8b", "--parallelism.tensor_parallel_degree", "3"}, "(a multiple of 3)");
+}
+
 // What the recipe reader does not follow is refused, naming it: performance_mode, an unknown argument or setting, an
 // assignment to the recipe, a model config with no shipped model, a world the strategy does not divide.
 TEST(Check, Nemo2RecipeRefusalsNameWhatIsNotRead) {

@@ -316,6 +316,20 @@ void run_check(const CheckOptions& o, std::ostream& out) {
     req.model_spec->name = "the command's model";
   }
   const Plan plan = resolve_plan(req);
+  // A torchtitan job whose flavor is a shipped model, priced as --model: the two must be one shape (a config.json of
+  // the same model passes; another model is refused, naming both).
+  if ((kind == ConfigKind::torchtitan || kind == ConfigKind::torchtitan_registry) && !o.specs.model.empty()) {
+    const std::string flavor = cmd.run.layout.at("model");
+    const std::vector<std::string> shipped = o.specs.library().names("models");
+    if (std::find(shipped.begin(), shipped.end(), flavor) != shipped.end()) {
+      const ModelSpec a = o.specs.library().model(flavor), &b = plan.model;
+      if (a.hidden_size != b.hidden_size || a.num_layers != b.num_layers || a.num_heads != b.num_heads ||
+          a.num_kv_heads != b.num_kv_heads || a.ffn_hidden_size != b.ffn_hidden_size || a.vocab_size != b.vocab_size ||
+          a.num_experts != b.num_experts)
+        throw Error("--model " + o.specs.model + ": the job's model is " + flavor +
+                    " (its flavor), of another shape; give no --model, or one of that shape");
+    }
+  }
   if (!o.specs.model.empty() && (cmd.run.model || cmd.arguments.contains("hidden_size"))) {
     // --model given too: it must be the command's model (a command without a vocabulary, as a NeMo config, still
     // gives every other dimension; megatron_model checked them as integers).
