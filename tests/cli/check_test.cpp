@@ -783,28 +783,33 @@ TEST(Check, ReadsTorchtitansLaunchOfItsConfigRegistry) {
 TEST(Check, TorchtitanRegistryChangesAreOverridesThatRoundTrip) {
   const std::string file = std::string(HEADROOM_TEST_DATA_DIR) +
                            "/../tests/data/launch/torchtitan-registry/torchtitan/models/llama3/config_registry.py";
-  const std::vector<std::string> base = {"check",  "--cluster", "dgx-h100", "--gpus",   "64",
-                                         "--json", "--",        file,       "--config", "llama3_70b"};
-  const Result r = run(base);
-  ASSERT_NE(r.code, 2) << r.err;
-  const auto doc = nlohmann::json::parse(r.out);
-  ASSERT_FALSE(doc.at("faster").empty());
-  for (const auto& alt : doc.at("faster")) {
-    std::vector<std::string> args = base;
-    for (const auto& change : alt.at("change")) {
-      std::string c = change.get<std::string>();
-      c = c.substr(0, c.find(" (was "));
-      ASSERT_FALSE(c.starts_with("no ")) << c;
-      if (const auto space = c.find(' '); space != std::string::npos) {
-        args.push_back(c.substr(0, space));
-        args.push_back(c.substr(space + 1));
-      } else {
-        args.push_back(c);
+  // As the config is, and with sequence parallelism off (which the suggestions turn back on).
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{}, std::vector<std::string>{"--parallelism.enable_sequence_parallel", "False"}}) {
+    std::vector<std::string> base = {"check",  "--cluster", "dgx-h100", "--gpus",   "64",
+                                     "--json", "--",        file,       "--config", "llama3_70b"};
+    base.insert(base.end(), extra.begin(), extra.end());
+    const Result r = run(base);
+    ASSERT_NE(r.code, 2) << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    ASSERT_FALSE(doc.at("faster").empty());
+    for (const auto& alt : doc.at("faster")) {
+      std::vector<std::string> args = base;
+      for (const auto& change : alt.at("change")) {
+        std::string c = change.get<std::string>();
+        c = c.substr(0, c.find(" (was "));
+        ASSERT_FALSE(c.starts_with("no ")) << c;
+        if (const auto space = c.find(' '); space != std::string::npos) {
+          args.push_back(c.substr(0, space));
+          args.push_back(c.substr(space + 1));
+        } else {
+          args.push_back(c);
+        }
       }
+      const Result again = run(args);
+      ASSERT_NE(again.code, 2) << again.err;
+      EXPECT_EQ(nlohmann::json::parse(again.out).at("layout"), alt.at("layout")) << alt.at("change");
     }
-    const Result again = run(args);
-    ASSERT_NE(again.code, 2) << again.err;
-    EXPECT_EQ(nlohmann::json::parse(again.out).at("layout"), alt.at("layout")) << alt.at("change");
   }
 }
 

@@ -393,7 +393,7 @@ void run_check(const CheckOptions& o, std::ostream& out) {
   const bool fits = e.memory.verdict == "fits";
   // torchtitan main's command line for a layout, nullopt where it has no spelling for it.
   const auto main_flags = [&](const Layout& l) {
-    return calibrate::torchtitan_main_flags(launch_flags(plan, l), l.dp);
+    return calibrate::torchtitan_main_flags(launch_flags(plan, l), l.dp, l.sequence_parallel);
   };
   const auto registry_flags = kind == ConfigKind::torchtitan_registry ? main_flags(layout) : std::nullopt;
   // A change as the user writes it: a NeMo config's keys, torchtitan main's command line for its config registry,

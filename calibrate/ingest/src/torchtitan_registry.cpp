@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -517,13 +516,12 @@ TorchtitanJob read_torchtitan_registry(std::string_view text, std::int64_t gpus,
   TorchtitanJob priced = torchtitan_job(t, gpus, where);
   priced.read = std::move(job.read), priced.ignored = std::move(job.ignored), priced.notes = std::move(job.notes);
   // Tensor parallelism without sequence parallelism (enable_sequence_parallel False): the norms and dropouts whole.
-  if (is("parallelism.enable_sequence_parallel", "False") && priced.layout.at("tp") != "1")
-    priced.layout["sequence_parallel"] = "false";
+  if (is("parallelism.enable_sequence_parallel", "False")) priced.layout["sequence_parallel"] = "false";
   return priced;
 }
 
 std::optional<std::map<std::string, std::string>> torchtitan_main_flags(
-    const std::map<std::string, std::string>& toml_flags, std::int64_t dp) {
+    const std::map<std::string, std::string>& toml_flags, std::int64_t dp, bool sequence_parallel) {
   const auto get = [&](const std::string& flag) -> std::optional<std::int64_t> {
     const auto it = toml_flags.find(flag);
     std::int64_t x = 0;
@@ -537,6 +535,7 @@ std::optional<std::map<std::string, std::string>> torchtitan_main_flags(
              micro = get("--parallelism.pipeline_parallel_microbatch_size");
   if (!seq || !local || !global) return std::nullopt;
   std::map<std::string, std::string> out;
+  out["--parallelism.enable_sequence_parallel"] = sequence_parallel ? "True" : "False";
   for (const auto& [flag, value] : toml_flags) {
     if (flag.starts_with("--model.") || flag.starts_with("--quantize.") || flag.starts_with("--float8."))
       return std::nullopt;  // torchtitan main's float8 recipes are rowwise, not priced

@@ -171,9 +171,9 @@ struct TorchtitanJob {
 // torchtitan v0.2's command-line overrides (launch's, `--training.local_batch_size 2`, flag -> value) as torchtitan
 // main's (`--training.num_tokens_per_microbatch_per_dp_rank 16384`, `activation_checkpoint:` -> full), nullopt when
 // main cannot express them (float8's tensorwise recipe, checkpointing every N-th block). `dp`: the layout's DP ranks,
-// for num_tokens_per_train_step's default.
+// for num_tokens_per_train_step's default; `sequence_parallel`: the layout's, which v0.2 cannot turn off and main can.
 [[nodiscard]] std::optional<std::map<std::string, std::string>> torchtitan_main_flags(
-    const std::map<std::string, std::string>& toml_flags, std::int64_t dp);
+    const std::map<std::string, std::string>& toml_flags, std::int64_t dp, bool sequence_parallel);
 [[nodiscard]] TorchtitanJob read_torchtitan_registry(std::string_view text, std::int64_t gpus, std::string_view where,
                                                      const std::vector<std::string>& args);
 // The virtual stages a rank runs with layers_per_stage given (> 0), as torchtitan counts them
