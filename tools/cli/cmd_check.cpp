@@ -315,10 +315,18 @@ void run_check(const CheckOptions& o, std::ostream& out) {
     req.model_spec = *cmd.run.model;
     req.model_spec->name = "the command's model";
   }
+  const bool torchtitan_job = kind == ConfigKind::torchtitan || kind == ConfigKind::torchtitan_registry;
+  if (torchtitan_job && o.specs.model.empty()) {
+    const std::vector<std::string> shipped = o.specs.library().names("models");
+    if (std::find(shipped.begin(), shipped.end(), req.model) == shipped.end())
+      throw Error(where + ": the job's model, " + req.model +
+                  " (torchtitan's module and flavor), is no shipped model: give --model, a shipped name or a "
+                  "config.json of its shape");
+  }
   const Plan plan = resolve_plan(req);
   // A torchtitan job whose flavor is a shipped model, priced as --model: the two must be one shape (a config.json of
   // the same model passes; another model is refused, naming both).
-  if ((kind == ConfigKind::torchtitan || kind == ConfigKind::torchtitan_registry) && !o.specs.model.empty()) {
+  if (torchtitan_job && !o.specs.model.empty()) {
     const std::string flavor = cmd.run.layout.at("model");
     const std::vector<std::string> shipped = o.specs.library().names("models");
     if (std::find(shipped.begin(), shipped.end(), flavor) != shipped.end()) {
