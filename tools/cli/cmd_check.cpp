@@ -254,16 +254,11 @@ void run_check(const CheckOptions& o, std::ostream& out) {
   if (kind != ConfigKind::none) {
     where = o.command.front();
     if (!std::filesystem::is_regular_file(where)) throw Error(where + ": no such job config file");
-    const bool torchtitan = kind == ConfigKind::torchtitan || kind == ConfigKind::torchtitan_registry;
-    if (torchtitan && o.specs.framework != "megatron" && o.specs.framework != "torchtitan")
-      throw Error("--framework " + o.specs.framework + ": a torchtitan job config is priced under torchtitan");
     if ((kind == ConfigKind::nemo || kind == ConfigKind::nemo_recipe) && o.specs.framework != "megatron")
       throw Error("--framework " + o.specs.framework +
                   ": a NeMo config is priced under megatron (NeMo runs Megatron-core)");
     cmd = job_config_command(o, kind, gpus, layers_per_stage);
-    if (torchtitan) req.framework = "torchtitan";
-    if ((torchtitan || kind == ConfigKind::nemo_recipe) && o.specs.model.empty())
-      req.model = cmd.run.layout.at("model");
+    if (kind == ConfigKind::nemo_recipe && o.specs.model.empty()) req.model = cmd.run.layout.at("model");
     if (kind == ConfigKind::nemo_recipe && !o.specs.model.empty() && o.specs.model != cmd.run.layout.at("model"))
       throw Error("--model " + o.specs.model + ": the recipe's model is " + cmd.run.layout.at("model") +
                   " (its config class); give no --model, or that one");
@@ -282,8 +277,6 @@ void run_check(const CheckOptions& o, std::ostream& out) {
     if (const auto entry = torchtitan_entry(tokens); entry != tokens.end()) {
       // torchtitan main's launch (torchrun ... -m torchtitan.train --module M --config NAME --section.field value):
       // its config registry read with the command line, as a registry file given with it is.
-      if (o.specs.framework != "megatron" && o.specs.framework != "torchtitan")
-        throw Error("--framework " + o.specs.framework + ": a torchtitan launch is priced under torchtitan");
       const std::int64_t world = calibrate::launcher_world({tokens.cbegin(), entry}, gpus, where);
       const std::vector<std::string> args(entry + 1, tokens.cend());
       const std::string registry = torchtitan_registry_file(args, script);
@@ -292,8 +285,6 @@ void run_check(const CheckOptions& o, std::ostream& out) {
           layers_per_stage);
       cmd.notes.insert(cmd.notes.begin(), "torchtitan's config registry: " + registry);
       kind = ConfigKind::torchtitan_registry;
-      req.framework = "torchtitan";
-      if (o.specs.model.empty()) req.model = cmd.run.layout.at("model");
     } else {
       cmd = calibrate::parse_megatron_command(tokens, gpus, where);
     }
@@ -305,6 +296,22 @@ void run_check(const CheckOptions& o, std::ostream& out) {
       apply_deepspeed_config(cmd, where, script, script_files);
     }
   }
+  // A torchtitan job (its TOML, its config registry, or its launch of one): priced under torchtitan, as the model its
+  // module and flavor name where that is a shipped model, else as --model.
+  const bool torchtitan_job = kind == ConfigKind::torchtitan || kind == ConfigKind::torchtitan_registry;
+  bool flavor_shipped = false;
+  if (torchtitan_job) {
+    if (o.specs.framework != "megatron" && o.specs.framework != "torchtitan")
+      throw Error("--framework " + o.specs.framework + ": a torchtitan job is priced under torchtitan");
+    req.framework = "torchtitan";
+    const std::vector<std::string> shipped = o.specs.library().names("models");
+    flavor_shipped = std::find(shipped.begin(), shipped.end(), cmd.run.layout.at("model")) != shipped.end();
+    if (o.specs.model.empty() && !flavor_shipped)
+      throw Error(where + ": the job's model, " + cmd.run.layout.at("model") +
+                  " (torchtitan's module and flavor), is no shipped model: give --model, a shipped name or a "
+                  "config.json of its shape");
+    if (o.specs.model.empty()) req.model = cmd.run.layout.at("model");
+  }
   if (o.specs.model.empty() && req.model.empty()) {
     if (!cmd.run.model)
       throw Error(where +
@@ -315,28 +322,17 @@ void run_check(const CheckOptions& o, std::ostream& out) {
     req.model_spec = *cmd.run.model;
     req.model_spec->name = "the command's model";
   }
-  const bool torchtitan_job = kind == ConfigKind::torchtitan || kind == ConfigKind::torchtitan_registry;
-  if (torchtitan_job && o.specs.model.empty()) {
-    const std::vector<std::string> shipped = o.specs.library().names("models");
-    if (std::find(shipped.begin(), shipped.end(), req.model) == shipped.end())
-      throw Error(where + ": the job's model, " + req.model +
-                  " (torchtitan's module and flavor), is no shipped model: give --model, a shipped name or a "
-                  "config.json of its shape");
-  }
   const Plan plan = resolve_plan(req);
   // A torchtitan job whose flavor is a shipped model, priced as --model: the two must be one shape (a config.json of
   // the same model passes; another model is refused, naming both).
-  if (torchtitan_job && !o.specs.model.empty()) {
-    const std::string flavor = cmd.run.layout.at("model");
-    const std::vector<std::string> shipped = o.specs.library().names("models");
-    if (std::find(shipped.begin(), shipped.end(), flavor) != shipped.end()) {
-      const ModelSpec a = o.specs.library().model(flavor), &b = plan.model;
-      if (a.hidden_size != b.hidden_size || a.num_layers != b.num_layers || a.num_heads != b.num_heads ||
-          a.num_kv_heads != b.num_kv_heads || a.ffn_hidden_size != b.ffn_hidden_size || a.vocab_size != b.vocab_size ||
-          a.num_experts != b.num_experts)
-        throw Error("--model " + o.specs.model + ": the job's model is " + flavor +
-                    " (its flavor), of another shape; give no --model, or one of that shape");
-    }
+  if (flavor_shipped && !o.specs.model.empty()) {
+    const std::string& flavor = cmd.run.layout.at("model");
+    const ModelSpec a = o.specs.library().model(flavor), &b = plan.model;
+    if (a.hidden_size != b.hidden_size || a.num_layers != b.num_layers || a.num_heads != b.num_heads ||
+        a.num_kv_heads != b.num_kv_heads || a.ffn_hidden_size != b.ffn_hidden_size || a.vocab_size != b.vocab_size ||
+        a.num_experts != b.num_experts)
+      throw Error("--model " + o.specs.model + ": the job's model is " + flavor +
+                  " (its flavor), of another shape; give no --model, or one of that shape");
   }
   if (!o.specs.model.empty() && (cmd.run.model || cmd.arguments.contains("hidden_size"))) {
     // --model given too: it must be the command's model (a command without a vocabulary, as a NeMo config, still

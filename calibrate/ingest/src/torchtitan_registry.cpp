@@ -309,7 +309,8 @@ CommandLine command_line(const std::vector<std::string>& args) {
     std::string path = a.substr(2), value;
     bool has_value = false;
     if (const auto eq = path.find('='); eq != std::string::npos) {
-      value = path.substr(eq + 1), path = path.substr(0, eq), has_value = true;
+      value = path.substr(eq + 1), has_value = true;
+      path.resize(eq);
     }
     std::replace(path.begin(), path.end(), '-', '_');
     if (path == "module" || path == "config") {
@@ -405,7 +406,7 @@ TorchtitanJob read_torchtitan_registry(std::string_view text, std::int64_t gpus,
       t[std::string(rule->toml)] = toml_value(value);
     }
   }
-  const auto field = [&](const std::string& path) -> const Expr* {
+  const auto read_value = [&](const std::string& path) -> const Expr* {
     const auto it = read.find(path);
     return it == read.end() ? nullptr : it->second.first;
   };
@@ -414,15 +415,15 @@ TorchtitanJob read_torchtitan_registry(std::string_view text, std::int64_t gpus,
     return it == read.end() ? place : it->second.second;
   };
   const auto refuse = [&](const std::string& path, const std::string& why) {
-    throw Error(line_of(path) + ": " + path + " = " + field(path)->shown().substr(0, 60) + ": " + why);
+    throw Error(line_of(path) + ": " + path + " = " + read_value(path)->shown().substr(0, 60) + ": " + why);
   };
   const auto is = [&](const std::string& path, std::string_view name) {
-    const Expr* e = field(path);
+    const Expr* e = read_value(path);
     return e != nullptr && e->kind == Expr::Kind::name && e->text == name;
   };
 
   // The model, and its converters (torchao's float8 linears; MX, NVFP4 and LoRA are not priced).
-  const Expr* model = field("model_spec");
+  const Expr* model = read_value("model_spec");
   if (model == nullptr) throw Error(place + ": " + cli.config + "() gives no model_spec");
   const ModelCall m = model_call(*model, line_of("model_spec"));
   t["model.name"] = module;
@@ -450,32 +451,33 @@ TorchtitanJob read_torchtitan_registry(std::string_view text, std::int64_t gpus,
       refuse("model_spec", "Float8LinearConverter emulate=True runs FP8 in software, which is not priced");
   }
   // The optimizer: default_adamw(...) (torchtitan/components/optimizer/optimizer.py, a catch-all AdamW group).
-  const Expr* optimizer = field("optimizer");
+  const Expr* optimizer = read_value("optimizer");
   if (optimizer == nullptr) throw Error(place + ": " + cli.config + "() gives no optimizer");
   if (optimizer->kind != Expr::Kind::call || optimizer->text != "default_adamw")
     refuse("optimizer", "only default_adamw(...)'s AdamW is read");
   t["optimizer.name"] = "AdamW";
-  if (const Expr* impl = field("optimizer.implementation"); impl != nullptr && impl->text == "fused_opt_states_bf16")
+  if (const Expr* impl = read_value("optimizer.implementation");
+      impl != nullptr && impl->text == "fused_opt_states_bf16")
     refuse("optimizer.implementation", "BF16 Adam states under torchtitan are not priced");
   // What must stay at torchtitan's default.
-  if (const Expr* csv = field("parallelism.pipeline_parallel_schedule_csv");
+  if (const Expr* csv = read_value("parallelism.pipeline_parallel_schedule_csv");
       csv != nullptr && !(csv->kind == Expr::Kind::string && csv->text.empty()) &&
       !is("parallelism.pipeline_parallel_schedule_csv", "None"))
     refuse("parallelism.pipeline_parallel_schedule_csv", "a schedule from a file is not priced");
-  if (field("parallelism.module_fqns_per_model_part") != nullptr &&
+  if (read_value("parallelism.module_fqns_per_model_part") != nullptr &&
       !is("parallelism.module_fqns_per_model_part", "None"))
     refuse("parallelism.module_fqns_per_model_part", "a pipeline split by module names is not priced");
-  if (const Expr* imports = field("override.imports");
+  if (const Expr* imports = read_value("override.imports");
       imports != nullptr && !(imports->kind == Expr::Kind::list && imports->args.empty()))
     refuse("override.imports", "swapped implementations are not priced");
-  if (const Expr* shapes = field("activation_checkpoint.force_recompute_mm_shapes_by_fqns");
+  if (const Expr* shapes = read_value("activation_checkpoint.force_recompute_mm_shapes_by_fqns");
       shapes != nullptr &&
       !(shapes->kind == Expr::Kind::list && shapes->args.size() == 1 && shapes->args.front().text == "moe.router.gate"))
     refuse("activation_checkpoint.force_recompute_mm_shapes_by_fqns",
            "matmuls forced to recompute beyond the MoE router's are not priced");
   // Activation checkpointing (torchtitan/distributed/activation_checkpoint.py): SelectiveAC is per-op selective (its
   // save list: matmuls every other one, attention, reductions), the default.
-  if (const Expr* ac = field("activation_checkpoint"); ac == nullptr || ac->text == "SelectiveAC.Config") {
+  if (const Expr* ac = read_value("activation_checkpoint"); ac == nullptr || ac->text == "SelectiveAC.Config") {
     t["activation_checkpoint.mode"] = "selective", t["activation_checkpoint.selective_ac_option"] = "op";
   } else if (ac->text == "FullAC.Config") {
     t["activation_checkpoint.mode"] = "full";
@@ -488,7 +490,7 @@ TorchtitanJob read_torchtitan_registry(std::string_view text, std::int64_t gpus,
   // rows of max_context_length; a DP rank runs num_pp_microbatches of them a step under PP (1 without), and the step
   // num_tokens_per_train_step in all (default: one pass over every DP rank).
   const auto count = [&](const std::string& path, std::int64_t fallback) {
-    const Expr* e = field(path);
+    const Expr* e = read_value(path);
     return e == nullptr ? fallback : count_of(path, *e, line_of(path), path == "training.num_tokens_per_train_step");
   };
   const std::int64_t seq = count("training.max_context_length", 2048);

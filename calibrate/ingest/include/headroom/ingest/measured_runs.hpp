@@ -133,14 +133,14 @@ void read_deepspeed_config(std::string_view text, std::string_view where, Megatr
 [[nodiscard]] MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::string_view where,
                                                const std::vector<std::string>& overrides = {});
 // A NeMo 2.0 pre-training recipe (NVIDIA/NeMo nemo/collections/llm/recipes/<model>.py: model(), trainer() and
-// pretrain_recipe(), as the Llama and Mixtral recipes write them) read without running it (nemo_recipe.cpp): the parallelism of
-// trainer()'s MegatronStrategy with pretrain_recipe's arguments, its DDP config, the Trainer's nodes and devices, the
-// data module's sequence and batches, the optimizer and the model's config class (the Llama 2, 3 and 3.1 and the
-// Mixtral ones, as their shipped models). Every setting read or ignored with why (kRecipeKeys, the one list); any other setting, a
-// statement of pretrain_recipe() that could change the job, performance_mode, or a setting not priced an Error
-// naming it and its line. `overrides` are NeMo-Run's: pretrain_recipe's arguments (`num_nodes=2`) and settings by
-// path (`trainer.strategy.tensor_model_parallel_size=4`, `data.global_batch_size=256`). The layout (with "model",
-// the shipped model) is run.layout; `gpus`, where given, must be the recipe's world.
+// pretrain_recipe(), as the Llama and Mixtral recipes write them) read without running it (nemo_recipe.cpp): the
+// parallelism of trainer()'s MegatronStrategy with pretrain_recipe's arguments, its DDP config, the Trainer's nodes and
+// devices, the data module's sequence and batches, the optimizer and the model's config class (the Llama 2, 3 and 3.1
+// and the Mixtral ones, as their shipped models). Every setting read or ignored with why (kRecipeKeys, the one list);
+// any other setting, a statement of pretrain_recipe() that could change the job, performance_mode, or a setting not
+// priced an Error naming it and its line. `overrides` are NeMo-Run's: pretrain_recipe's arguments (`num_nodes=2`) and
+// settings by path (`trainer.strategy.tensor_model_parallel_size=4`, `data.global_batch_size=256`). The layout (with
+// "model", the shipped model) is run.layout; `gpus`, where given, must be the recipe's world.
 [[nodiscard]] MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::string_view where,
                                                const std::vector<std::string>& overrides = {});
 // A layout as the NeMo-Run overrides read_nemo_recipe reads (path and value), and the ones to change from one layout
