@@ -111,24 +111,6 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"optim.config.use_distributed_optimizer", "", ""},
 });
 
-std::string python_value(const Expr& e) {
-  if (e.kind == Expr::Kind::name && (e.text == "True" || e.text == "False")) return e.text == "True" ? "true" : "false";
-  if (e.kind == Expr::Kind::name && e.text == "None") return "None";
-  return e.text;
-}
-
-// An override's value as an expression: True/False/None and numbers as Python writes them, else a string.
-Expr override_value(std::string_view v, int line) {
-  Expr e;
-  e.line = line;
-  e.text = std::string(v);
-  e.kind = v == "True" || v == "False" || v == "None" || v == "true" || v == "false" ? Expr::Kind::name
-           : text::number(v)                                                         ? Expr::Kind::number
-                                                                                     : Expr::Kind::string;
-  if (e.text == "true" || e.text == "false") e.text = e.text == "true" ? "True" : "False";
-  return e;
-}
-
 }  // namespace
 
 MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::string_view where,
@@ -169,9 +151,9 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
     const std::string key = o.substr(0, eq);
     if (key.find('.') == std::string::npos) {
       if (recipe.param(key) == nullptr) throw Error("override " + o + ": pretrain_recipe() has no argument " + key);
-      factory_args[key] = override_value(o.substr(eq + 1), 0);
+      factory_args[key] = python::value_of(o.substr(eq + 1));
     } else {
-      settings_given[key] = override_value(o.substr(eq + 1), 0);
+      settings_given[key] = python::value_of(o.substr(eq + 1));
     }
   }
   // A name inside pretrain_recipe: its argument as given, else its default.
@@ -183,7 +165,7 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
   };
   if (recipe.param("performance_mode") != nullptr) {
     const Expr mode = recipe_value(Expr{Expr::Kind::name, "performance_mode", {}, {}, recipe.line, {}});
-    if (python_value(mode) != "false")
+    if (python::plain_value(mode) != "false")
       throw Error(std::string(where) + ": performance_mode " + mode.shown() +
                   ": pretrain_performance_optimizations (communication-overlap and garbage-collection callbacks) is "
                   "not read; check the recipe without it");
@@ -291,7 +273,7 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
     const Expr& value = setting.second.first;
     const std::string& from = setting.second.second;
     const RecipeKey* rule = text::key_rule(kRecipeKeys, key);
-    const std::string v = python_value(value);
+    const std::string v = python::plain_value(value);
     const auto refuse = [&](const std::string& why) -> Error {
       return Error(from + ": " + key + " " + value.shown() + ": " + why);
     };

@@ -346,6 +346,21 @@ std::map<std::string, Function> top_level_functions(const std::vector<Token>& t,
   return out;
 }
 
+std::string plain_value(const Expr& e) {
+  if (e.kind == Expr::Kind::name && (e.text == "True" || e.text == "False")) return e.text == "True" ? "true" : "false";
+  return e.text;
+}
+
+Expr value_of(std::string_view v, int line) {
+  Expr e;
+  e.line = line;
+  e.text = v == "true" ? "True" : v == "false" ? "False" : std::string(v);
+  e.kind = e.text == "True" || e.text == "False" || e.text == "None"                       ? Expr::Kind::name
+           : text::number(v) || (v.size() > 1 && v[0] == '-' && text::number(v.substr(1))) ? Expr::Kind::number
+                                                                                           : Expr::Kind::string;
+  return e;
+}
+
 void calls_in(const Expr& e, std::vector<const Expr*>& out) {
   if (e.kind == Expr::Kind::call) out.push_back(&e);
   for (const Expr& a : e.args) calls_in(a, out);

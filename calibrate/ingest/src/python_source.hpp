@@ -69,6 +69,12 @@ struct Function {
 
 // The module's top-level functions (`def` at column 0) by name.
 [[nodiscard]] std::map<std::string, Function> top_level_functions(const std::vector<Token>& t, std::string_view where);
+// A value as the configs outside Python write it (TOML, YAML, the layout's knobs): True/False as true/false, anything
+// else (None, numbers, strings, a call's callee) as written.
+[[nodiscard]] std::string plain_value(const Expr& e);
+// A value given as text (a command-line override): True/False (or true/false), None and numbers (signed) as Python
+// writes them, anything else a string.
+[[nodiscard]] Expr value_of(std::string_view v, int line = 0);
 // Every call inside an expression, or a function's statements, outermost first.
 void calls_in(const Expr& e, std::vector<const Expr*>& out);
 [[nodiscard]] std::vector<const Expr*> calls_in(const Function& f);

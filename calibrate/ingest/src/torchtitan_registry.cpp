@@ -12,6 +12,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -104,23 +105,6 @@ constexpr auto kRegistryKeys = std::to_array<RegistryKey>({
 // The largest count a setting may give (degrees, tokens): 10^12, so that products stay exact after the checks of
 // torchtitan_job.
 constexpr std::int64_t kMaxCount = 1'000'000'000'000;
-
-// A value as the TOML job config writes it: True/False as true/false, numbers and strings as they are.
-std::string toml_value(const Expr& e) {
-  if (e.kind == Expr::Kind::name && (e.text == "True" || e.text == "False")) return e.text == "True" ? "true" : "false";
-  return e.text;
-}
-
-// A command-line value (tyro's): True/False, a number, None, else a string.
-Expr cli_value(std::string_view v) {
-  Expr e;
-  e.text = std::string(v);
-  e.kind = v == "True" || v == "False" || v == "None"                                      ? Expr::Kind::name
-           : text::number(v) || (v.size() > 1 && v[0] == '-' && text::number(v.substr(1))) ? Expr::Kind::number
-                                                                                           : Expr::Kind::string;
-  if (v == "true" || v == "false") e = Expr{Expr::Kind::name, v == "true" ? "True" : "False", {}, {}, 0, {}};
-  return e;
-}
 
 // The fields of one config function after it ran: dotted path -> value, where it was set.
 class Registry {
@@ -326,7 +310,7 @@ CommandLine command_line(const std::vector<std::string>& args) {
       continue;
     }
     if (has_value) {
-      c.overrides.emplace_back(path, cli_value(value));
+      c.overrides.emplace_back(path, python::value_of(value));
       continue;
     }
     std::vector<std::string> values;
@@ -335,10 +319,10 @@ CommandLine command_line(const std::vector<std::string>& args) {
     if (values.empty()) {
       c.overrides.emplace_back(path, Expr{Expr::Kind::name, "True", {}, {}, 0, {}});
     } else if (values.size() == 1) {
-      c.overrides.emplace_back(path, cli_value(values.front()));
+      c.overrides.emplace_back(path, python::value_of(values.front()));
     } else {
       Expr list{Expr::Kind::list, "[...]", {}, {}, 0, {}};
-      for (const auto& v : values) list.args.push_back(cli_value(v));
+      for (const auto& v : values) list.args.push_back(python::value_of(v));
       c.overrides.emplace_back(path, list);
     }
   }
@@ -366,14 +350,7 @@ TorchtitanJob read_torchtitan_registry(std::string_view text, std::int64_t gpus,
   const CommandLine cli = command_line(args);
   const std::string place(where);
   // The module: --module, else the folder of torchtitan/models/<module>/config_registry.py.
-  std::string module = cli.module;
-  if (module.empty()) {
-    const auto slash = place.rfind('/');
-    const auto parent = slash == std::string::npos ? std::string::npos : place.rfind('/', slash - 1);
-    if (slash != std::string::npos)
-      module = place.substr(parent == std::string::npos ? 0 : parent + 1,
-                            slash - (parent == std::string::npos ? 0 : parent + 1));
-  }
+  std::string module = cli.module.empty() ? std::filesystem::path(place).parent_path().filename().string() : cli.module;
   if (const auto dot = module.rfind('.'); dot != std::string::npos) module = module.substr(dot + 1);
   const auto tokens = python::tokens(text, where);
   const auto fns = python::top_level_functions(tokens, where);
@@ -403,7 +380,7 @@ TorchtitanJob read_torchtitan_registry(std::string_view text, std::int64_t gpus,
     if (!rule->toml.empty() && !(value.kind == Expr::Kind::name && value.text == "None")) {  // None: the default
       if (value.kind != Expr::Kind::number && value.kind != Expr::Kind::string && value.kind != Expr::Kind::name)
         throw Error(line + ": " + shown + ": expected a number, a string or True/False");
-      t[std::string(rule->toml)] = toml_value(value);
+      t[std::string(rule->toml)] = python::plain_value(value);
     }
   }
   const auto read_value = [&](const std::string& path) -> const Expr* {
@@ -447,7 +424,7 @@ TorchtitanJob read_torchtitan_registry(std::string_view text, std::int64_t gpus,
                                (recipe ? recipe->shown() : "\"rowwise\" (its default)") +
                                ": only the tensorwise float8 recipe is priced");
     t["model.converters"] = "[\"float8\"]";
-    if (const Expr* emulate = c->kwarg("emulate"); emulate != nullptr && toml_value(*emulate) == "true")
+    if (const Expr* emulate = c->kwarg("emulate"); emulate != nullptr && python::plain_value(*emulate) == "true")
       refuse("model_spec", "Float8LinearConverter emulate=True runs FP8 in software, which is not priced");
   }
   // The optimizer: default_adamw(...) (torchtitan/components/optimizer/optimizer.py, a catch-all AdamW group).
