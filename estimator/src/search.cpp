@@ -294,7 +294,9 @@ struct Search {
       }
       for (int sp = 0; sp < 2; ++sp) {  // the framework's default, then the other (off, or on where it is off)
         if (sp == 1 && (l.tp == 1 || !o.try_without_sp)) continue;
-        l.sequence_parallel = sp == 0 ? base.sequence_parallel : !base.sequence_parallel;
+        // Sequence parallelism splits across the tensor-parallel group: none at t = 1 (Megatron-LM's arguments.py
+        // turns it off there, Megatron-core's ModelParallelConfig refuses it).
+        l.sequence_parallel = l.tp > 1 && (sp == 0 ? base.sequence_parallel : !base.sequence_parallel);
         // --tp-comm-overlap: wherever Megatron-LM runs it (t ≥ 2 with SP; layout.cpp).
         l.tp_comm_overlap = base.tp_comm_overlap && l.tp > 1 && l.sequence_parallel;
         if (m.num_experts > 0 && l.tp > 1 && !l.sequence_parallel) continue;  // Megatron-LM requires SP with experts
