@@ -657,10 +657,68 @@ TEST(Check, ReadsNemo2RecipesUnchanged) {
   }
 }
 
+// The recipes that call others (tests/data/launch/nemo-recipes): the long-context Llama recipe starts from
+// llama3_8b.pretrain_recipe() and replaces its model, trainer and data; the Qwen 3 and Nemotron-4 recipes build their
+// trainer and model with qwen3.py's and nemotron.py's functions (an if/elif chain on the version); the Qwen 3 MoE
+// recipe sets recompute on the recipe it built. A recipe whose sibling is not there is refused, naming its call.
+TEST(Check, ReadsNemo2RecipesThatCallOtherRecipes) {
+  const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-recipes/";
+  const auto check = [&](const std::string& file) {
+    const Result r = run({"check", "--cluster", "dgx-h100", "--json", dir + file});
+    EXPECT_NE(r.code, 2) << file << ": " << r.err;
+    return r.code == 2 ? nlohmann::json() : nlohmann::json::parse(r.out);
+  };
+  const auto long_context = check("llama3_8b_16k.py");
+  ASSERT_FALSE(long_context.is_null());
+  EXPECT_EQ(long_context.at("model"), "llama3.1-8b");
+  const auto& l = long_context.at("layout");
+  EXPECT_EQ(l.at("seq"), 16384);  // recipe.data = run.Config(MockDataModule, seq_length=16384, ...)
+  EXPECT_EQ(l.at("tp"), 4);       // its own trainer(): llama3_8b.trainer(tensor_parallelism=4, ...)
+  EXPECT_EQ(l.at("pp"), 2);
+  EXPECT_EQ(l.at("cp"), 2);
+  EXPECT_EQ(l.at("gpus"), 16);  // num_nodes=2 by default
+  EXPECT_NE(long_context.at("notes").dump().find("llama3_8b.py"), std::string::npos);
+
+  const auto moe = check("qwen3_30b_a3b.py");
+  ASSERT_FALSE(moe.is_null());
+  EXPECT_EQ(moe.at("model"), "qwen3-30b-a3b");  // qwen3_model(version=NAME)'s branch
+  const auto& m = moe.at("layout");
+  EXPECT_EQ(m.at("tp"), 4);
+  EXPECT_EQ(m.at("pp"), 2);
+  EXPECT_EQ(m.at("ep"), 4);
+  EXPECT_EQ(m.at("etp"), 1);             // qwen3_trainer's expert_tensor_parallel_size
+  EXPECT_EQ(m.at("recompute"), "full");  // recipe.model.config.recompute_granularity = "full"
+  EXPECT_EQ(m.at("sequence_parallel"), true);
+  EXPECT_EQ(m.at("gbs"), 32);
+  EXPECT_EQ(m.at("mbs"), 2);
+
+  const auto nemotron = check("nemotron4_340b.py");
+  ASSERT_FALSE(nemotron.is_null());
+  EXPECT_EQ(nemotron.at("model"), "nemotron-4-340b");
+  const auto& n = nemotron.at("layout");
+  EXPECT_EQ(n.at("tp"), 8);
+  EXPECT_EQ(n.at("pp"), 12);
+  EXPECT_EQ(n.at("vpp"), 8);
+  EXPECT_EQ(n.at("cp"), 2);
+  EXPECT_EQ(n.at("gbs"), 2304);
+  EXPECT_EQ(n.at("gpus"), 6144);  // nemotron4_340b's num_nodes=768 by default
+
+  // Alone, the Qwen recipe's trainer is a call headroom cannot follow.
+  const auto alone = std::filesystem::temp_directory_path() / ("headroom_qwen_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(alone);
+  std::filesystem::copy_file(dir + "qwen3_30b_a3b.py", alone / "qwen3_30b_a3b.py");
+  const Result r = run({"check", "--cluster", "dgx-h100", (alone / "qwen3_30b_a3b.py").string()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("the recipe's trainer is qwen3_trainer(...)"), std::string::npos) << r.err;
+  std::filesystem::remove_all(alone);
+}
+
 // The faster layouts check proposes for a recipe are NeMo-Run overrides; given back, they are that layout exactly.
 TEST(Check, Nemo2RecipeChangesAreOverridesThatRoundTrip) {
   const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-recipes/";
-  for (const auto& [recipe, nodes] : {std::pair{"llama3_70b.py", "num_nodes=4"}, {"mixtral_8x7b.py", "num_nodes=8"}}) {
+  for (const auto& [recipe, nodes] : {std::pair{"llama3_70b.py", "num_nodes=4"},
+                                      {"mixtral_8x7b.py", "num_nodes=8"},
+                                      {"qwen3_30b_a3b.py", "num_nodes=4"}}) {
     const std::vector<std::string> base = {"check", "--cluster", "dgx-h100", "--json", dir + recipe, nodes};
     const Result r = run(base);
     ASSERT_NE(r.code, 2) << r.err;
@@ -836,8 +894,9 @@ TEST(Check, TorchtitanRegistryRefusalsNameWhatIsNotRead) {
   refused({"--config", "llama3_8b", "--parallelism.tensor_parallel_degree", "3"}, "(a multiple of 3)");
 }
 
-// What the recipe reader does not follow is refused, naming it: performance_mode, an unknown argument or setting, an
-// assignment to the recipe, a model config with no shipped model, a world the strategy does not divide.
+// What the recipe reader does not follow is refused, naming it: performance_mode, an unknown argument or setting, a
+// statement or condition it does not evaluate, a model config with no shipped model, a world the strategy does not
+// divide.
 TEST(Check, Nemo2RecipeRefusalsNameWhatIsNotRead) {
   const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-recipes/";
   const auto refused = [](const std::vector<std::string>& extra, const std::string& file, const std::string& named) {
@@ -865,14 +924,17 @@ TEST(Check, Nemo2RecipeRefusalsNameWhatIsNotRead) {
     std::ofstream(path) << t;
     return path.string();
   };
-  const std::string ret = "        recipe = pretrain_performance_optimizations(recipe)\n\n    return recipe";
-  const std::string set = edited(ret, ret.substr(0, ret.rfind("return")) +
-                                          "recipe.trainer.strategy.tensor_model_parallel_size = 2\n    return recipe");
-  refused({}, set, "tensor_model_parallel_size=VALUE as an override");
-  std::filesystem::remove(set);
-  const std::string trainer_set = edited("\n    return trainer\n", "\n    trainer.max_steps = 5\n    return trainer\n");
-  refused({}, trainer_set, "in trainer() that headroom does not follow");
-  std::filesystem::remove(trainer_set);
+  // A statement that changes a config other than by setting its fields, and a condition of another form.
+  const std::string append =
+      edited("\n    return trainer\n", "\n    trainer.callbacks.append(None)\n    return trainer\n");
+  refused({}, append, "trainer.callbacks.append(...) in trainer(): a statement headroom does not follow");
+  std::filesystem::remove(append);
+  const std::string condition = edited("    if performance_mode:", "    if num_nodes > 2:");
+  refused({}, condition, "in pretrain_recipe(): a condition headroom cannot tell");
+  std::filesystem::remove(condition);
+  const std::string raise = edited("\n    return trainer\n", "\n    raise ValueError(\"no trainer\")\n");
+  refused({}, raise, "`raise` ValueError(\"no trainer\") in trainer()");
+  std::filesystem::remove(raise);
   const std::string other = edited("run.Config(Llama3Config8B)", "run.Config(MistralConfig7B)");
   refused({}, other, "MistralConfig7B");
   std::filesystem::remove(other);

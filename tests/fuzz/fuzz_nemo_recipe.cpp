@@ -1,7 +1,9 @@
-// A NeMo 2.0 pre-training recipe `headroom check` reads (read_nemo_recipe: Python tokenized, the top-level functions'
-// parameters and statements, the calls of model(), trainer() and pretrain_recipe() as expressions, every setting read
-// or ignored), with NeMo-Run's overrides: the input's lines after a line "#overrides", one override each.
+// A NeMo 2.0 pre-training recipe `headroom check` reads (read_nemo_recipe: Python tokenized, pretrain_recipe()
+// evaluated through the functions it calls, every setting read or ignored), with NeMo-Run's overrides: the input's
+// lines after a line "#overrides", one override each. Every sibling recipe it imports is the input itself, so calls
+// across modules (and back into the same one) are followed too.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,7 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string text(reinterpret_cast<const char*>(data), size);
   const std::vector<std::string> overrides = fuzz::take_overrides(text);
   fuzz::value_or_error([&] {
-    const calibrate::MegatronCommand cmd = calibrate::read_nemo_recipe(text, 0, "fuzz.py", overrides);
+    const calibrate::MegatronCommand cmd = calibrate::read_nemo_recipe(
+        text, 0, "fuzz.py", overrides, [&](const std::string&) -> std::optional<std::string> { return text; });
     fuzz::require(!cmd.read.empty(), "a recipe read has read settings");
     fuzz::require(cmd.run.layout.contains("model") && cmd.run.layout.contains("seq") && cmd.run.layout.contains("gpus"),
                   "a recipe read gives a model, a sequence and a world");

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
+#include <string>
 #include <tuple>
 
 #include "cli_common.hpp"
@@ -171,8 +173,16 @@ calibrate::MegatronCommand job_config_command(const CheckOptions& o, ConfigKind 
   const std::string text = read_file_bounded(path, path);
   if (kind == ConfigKind::nemo)
     return calibrate::read_nemo_config(text, gpus, path, {o.command.begin() + 1, o.command.end()});
-  if (kind == ConfigKind::nemo_recipe)
-    return calibrate::read_nemo_recipe(text, gpus, path, {o.command.begin() + 1, o.command.end()});
+  if (kind == ConfigKind::nemo_recipe) {
+    // The recipes it calls into are the files of the same folder (nemo/collections/llm/recipes/<name>.py).
+    const auto sibling = [&](const std::string& name) -> std::optional<std::string> {
+      const std::filesystem::path file = std::filesystem::path(path).parent_path() / (name + ".py");
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(file, ec)) return std::nullopt;
+      return read_file_bounded(file.string(), file.string());
+    };
+    return calibrate::read_nemo_recipe(text, gpus, path, {o.command.begin() + 1, o.command.end()}, sibling);
+  }
   return torchtitan_command(
       kind == ConfigKind::torchtitan
           ? calibrate::read_torchtitan_job(text, gpus, path)

@@ -158,7 +158,9 @@ dictionary() {
         grep -ohE '^    \{"[a-zA-Z0-9_.*]+"' "$root"/calibrate/ingest/src/nemo_recipe.cpp | sed -E 's/^    \{//' | sort -u
         printf '"%s"\n' 'def ' 'run.Config(' 'run.Partial(' 'nl.MegatronStrategy' 'nl.Trainer' 'MockDataModule' \
           'DistributedDataParallelConfig' 'bf16_mixed()' 'distributed_fused_adam_with_cosine_annealing(' 'return ' \
-          'if performance_mode:' 'None' 'True' 'False' '\"\"\"' '#overrides' ' = ' '(' ')' ',' ':' 'Llama31Config405B'
+          'if performance_mode:' 'None' 'True' 'False' '\"\"\"' '#overrides' ' = ' '(' ')' ',' ':' 'Llama31Config405B' \
+          'elif ' 'else:' ' == ' ' != ' ' is None' ' is not None' 'not ' 'raise ' 'from nemo.collections.llm.recipes import ' \
+          'from nemo.collections.llm.recipes.fuzz import ' 'recipe.trainer.strategy.' 'recipe.model.config.' '**kwargs'
       } >"$out" ;;
     fuzz_cli)
       {

@@ -1,12 +1,10 @@
 // A NeMo 2.0 pre-training recipe (NVIDIA/NeMo nemo/collections/llm/recipes/<model>.py, the factories
-// `nemo llm pretrain --factory <model>` runs) read without running it. The Llama and Mixtral recipes share one form:
-// model() returns run.Config(<Model>, config=run.Config(<Config class>)); trainer(<parallelism with defaults>) builds
-// run.Config(nl.MegatronStrategy, ...) with its DistributedDataParallelConfig and run.Config(nl.Trainer, ...);
-// pretrain_recipe(num_nodes, num_gpus_per_node, performance_mode, ...) calls trainer(...) and sets
-// data=run.Config(MockDataModule, seq_length, global_batch_size, micro_batch_size) and
-// optim=distributed_fused_adam_with_cosine_annealing(...). The file's Python is tokenized and those calls are read as
-// expressions (literals, names of the functions' parameters, calls); anything the recipe does that this does not
-// follow (another `if`, an assignment to the recipe, a trainer from another module) is refused naming its line.
+// `nemo llm pretrain --factory <model>` runs) read without running it: pretrain_recipe(<NeMo-Run's arguments>) is
+// evaluated (python_eval.hpp), following the functions it calls in its own file and in the recipes next to it (the
+// Qwen, Nemotron and long-context recipes call qwen3_trainer, nemotron_model, llama3_8b.pretrain_recipe), and the
+// run.Partial it returns is read: the run.Config of nl.Trainer with its nl.MegatronStrategy and
+// DistributedDataParallelConfig, the data module, the optimizer and the model's config class with the fields set on
+// it. A statement or condition the evaluation does not follow is refused naming its file and line.
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -21,6 +19,7 @@
 #include "headroom/estimator/launch_args.hpp"
 #include "headroom/estimator/layout.hpp"
 #include "headroom/ingest/measured_runs.hpp"
+#include "python_eval.hpp"
 #include "python_source.hpp"
 #include "text.hpp"
 
@@ -29,23 +28,17 @@ namespace {
 
 using text::at;
 
-using python::calls_in;
 using python::Expr;
 using python::Function;
 
-// The run.Config(<class>, ...) call of a class (its last dotted part), nullptr when the function has none.
-const Expr* config_of(const Function& f, std::string_view cls) {
-  for (const Expr* c : calls_in(f))
-    if ((c->text == "run.Config" || c->text == "run.Partial") && !c->args.empty() &&
-        c->args.front().kind == Expr::Kind::name &&
-        (c->args.front().text == cls || c->args.front().text.ends_with("." + std::string(cls))))
-      return c;
-  return nullptr;
-}
-
 // NeMo 2.0's model configs and the shipped model of their shape. Llama (nemo/collections/llm/gpt/model/llama.py): 3
 // and 3.1 differ only in RoPE's scaling and the context the class names, neither priced (the data's sequence is).
-constexpr std::array<std::pair<std::string_view, std::string_view>, 10> kRecipeModels = {{
+struct RecipeModel {
+  std::string_view config, model;
+  bool experts = false;     // a mixture of experts (whose experts a tensor-parallel size of their own may split)
+  bool vocabulary = false;  // the class sets vocab_size; else the data's tokenizer does (gpt/model/base.py)
+};
+constexpr auto kRecipeModels = std::to_array<RecipeModel>({
     {"Llama2Config7B", "llama2-7b"},
     {"Llama2Config13B", "llama2-13b"},
     {"Llama2Config70B", "llama2-70b"},
@@ -54,10 +47,24 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 10> kRecipeM
     {"Llama31Config8B", "llama3.1-8b"},
     {"Llama31Config70B", "llama3.1-70b"},
     {"Llama31Config405B", "llama3.1-405b"},
-    // nemo/collections/llm/gpt/model/mixtral.py: Mixtral's shapes, 8 experts top-2, dropless all-to-all.
-    {"MixtralConfig8x7B", "mixtral-8x7b"},
-    {"MixtralConfig8x22B", "mixtral-8x22b"},
-}};
+    {"Llama32Config1B", "llama3.2-1b"},  // Llama 3.2: embeddings tied, RoPE scaled by 32
+    {"Llama32Config3B", "llama3.2-3b"},
+    // mixtral.py: Mixtral's shapes, 8 experts top-2, dropless all-to-all.
+    {"MixtralConfig8x7B", "mixtral-8x7b", true},
+    {"MixtralConfig8x22B", "mixtral-8x22b", true},
+    // qwen3.py: Qwen3Config (q/k norms, no biases, untied 151,936) and Qwen3MoEConfig (128 experts, top 8).
+    {"Qwen3Config8B", "qwen3-8b", false, true},
+    {"Qwen3Config30B_A3B", "qwen3-30b-a3b", true, true},
+    {"Qwen3Config235B_A22B", "qwen3-235b-a22b", true, true},
+    // qwen2.py: Qwen 2 and 2.5 72B are one shape (q/k/v biases, untied 152,064); only the context differs.
+    {"Qwen2Config72B", "qwen2.5-72b", false, true},
+    {"Qwen25Config72B", "qwen2.5-72b", false, true},
+    // gemma2.py: GeGLU, sandwich norms, a 4,096-token window every other layer, soft-capped logits, tied 256,000.
+    {"Gemma2Config27B", "gemma-2-27b", false, true},
+    // nemotron.py: squared-ReLU MLP, LayerNorm with zero-centred gamma, RoPE on half of each head.
+    {"Nemotron4Config15B", "nemotron-4-15b"},
+    {"Nemotron4Config340B", "nemotron-4-340b"},
+});
 
 // The largest count a recipe's setting may give (nodes, devices, parallel sizes, batches, tokens): 10^9, so that
 // products of two stay exact.
@@ -74,6 +81,7 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"trainer.strategy.virtual_pipeline_model_parallel_size", "vpp", ""},
     {"trainer.strategy.context_parallel_size", "cp", ""},
     {"trainer.strategy.expert_model_parallel_size", "ep", ""},
+    {"trainer.strategy.expert_tensor_parallel_size", "etp", ""},
     {"trainer.strategy.sequence_parallel", "sequence_parallel", ""},
     {"trainer.strategy.account_for_embedding_in_pipeline_split", "account_for_embedding_in_pipeline_split", ""},
     {"trainer.strategy.account_for_loss_in_pipeline_split", "account_for_loss_in_pipeline_split", ""},
@@ -104,6 +112,8 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"optim", "", ""},            // distributed_fused_adam_with_cosine_annealing (checked below)
     {"model.config", "", ""},     // the model (kRecipeModels)
     {"model.config.seq_length", "", "the model config's context; the data's sequence is the one trained"},
+    {"model.config.max_position_embeddings", "",
+     "the length of RoPE's table, no parameters (every model read uses RoPE)"},
     // Overrides only: Megatron-core's TransformerConfig recompute fields and the optimizer's sharding.
     {"model.config.recompute_granularity", "recompute", ""},
     {"model.config.recompute_method", "recompute_method", ""},
@@ -114,160 +124,107 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
 }  // namespace
 
 MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::string_view where,
-                                 const std::vector<std::string>& overrides) {
-  const std::vector<python::Token> tokens = python::tokens(text, where);
-  const std::map<std::string, Function> fns = python::top_level_functions(tokens, where);
-  const auto function = [&](const std::string& name) -> const Function& {
-    const auto it = fns.find(name);
-    if (it == fns.end())
-      throw Error(std::string(where) + ": no " + name +
-                  "(): a NeMo 2.0 pre-training recipe (nemo/collections/llm/recipes/<model>.py) defines model(), "
-                  "trainer() and pretrain_recipe()");
-    return it->second;
-  };
-  const Function& recipe = function("pretrain_recipe");
-  const Function& trainer_fn = function("trainer");
-  const Function& model_fn = function("model");
-  // trainer() and model() build their configs: assignments to names, a return, a docstring; model() may also set its
-  // config's fields (`conf.seq_length = 8192`, read below). Anything else in them is refused.
-  for (const auto& [fn, name] : {std::pair{&trainer_fn, "trainer"}, std::pair{&model_fn, "model"}})
-    for (const auto& st : fn->body) {
-      const bool plain = st.keyword == "return" ||
-                         (st.keyword.empty() && st.value && st.value->kind == Expr::Kind::string) ||
-                         (st.keyword == "=" && (st.target.find('.') == std::string::npos || fn == &model_fn));
-      if (!plain || st.indent != fn->body.front().indent)
-        throw Error(at(where, st.line) + ": " +
-                    (st.keyword.empty() || st.keyword == "=" ? "a statement" : "`" + st.keyword + "`") + " in " + name +
-                    "() that headroom does not follow");
-    }
+                                 const std::vector<std::string>& overrides, const RecipeSibling& sibling) {
+  // The recipe's siblings (`from nemo.collections.llm.recipes import llama3_8b`, `from
+  // nemo.collections.llm.recipes.qwen3 import qwen3_trainer`) are followed where `sibling` gives their text; the
+  // package's subfolders (optim, precision, log) are not: their calls are the values read below.
+  constexpr std::string_view kPackage = "nemo.collections.llm.recipes.";
+  python::Evaluator ev(text, std::string(where), [&](const std::string& module) -> std::optional<std::string> {
+    const std::string name = module.starts_with(kPackage) ? module.substr(kPackage.size()) : "";
+    if (!sibling || name.empty() || name.find('.') != std::string::npos) return std::nullopt;
+    return sibling(name);
+  });
+  const auto recipe_it = ev.main().functions.find("pretrain_recipe");
+  if (recipe_it == ev.main().functions.end())
+    throw Error(std::string(where) +
+                ": no pretrain_recipe(): a NeMo 2.0 pre-training recipe (nemo/collections/llm/recipes/<model>.py) "
+                "defines the pretrain_recipe() that `nemo llm pretrain --factory <model>` runs");
+  const Function& recipe = recipe_it->second;
   MegatronCommand out;
 
   // The factory's arguments (`num_nodes=2`) and the recipe's settings (`trainer.strategy.x=y`), NeMo-Run's overrides.
-  std::map<std::string, Expr> factory_args, settings_given;
+  std::vector<Expr> factory_args;
+  std::map<std::string, Expr> settings_given;
   for (const std::string& o : overrides) {
     const auto eq = o.find('=');
     if (eq == std::string::npos || eq == 0)
       throw Error("override " + o + ": expected key=value (a pretrain_recipe argument or a setting's path)");
     const std::string key = o.substr(0, eq);
+    Expr v = python::value_of(o.substr(eq + 1));
+    v.file = -1;
     if (key.find('.') == std::string::npos) {
       if (recipe.param(key) == nullptr) throw Error("override " + o + ": pretrain_recipe() has no argument " + key);
-      factory_args[key] = python::value_of(o.substr(eq + 1));
+      v.key = key;
+      factory_args.push_back(std::move(v));
     } else {
-      settings_given[key] = python::value_of(o.substr(eq + 1));
+      settings_given[key] = std::move(v);
     }
   }
-  // A name inside pretrain_recipe: its argument as given, else its default.
-  const auto recipe_value = [&](const Expr& e) -> Expr {
-    if (e.kind != Expr::Kind::name) return e;
-    if (const auto it = factory_args.find(e.text); it != factory_args.end()) return it->second;
-    const std::optional<Expr>* fallback = recipe.param(e.text);
-    return fallback != nullptr && *fallback ? **fallback : e;
-  };
-  if (recipe.param("performance_mode") != nullptr) {
-    const Expr mode = recipe_value(Expr{Expr::Kind::name, "performance_mode", {}, {}, recipe.line, {}});
-    if (python::plain_value(mode) != "false")
-      throw Error(std::string(where) + ": performance_mode " + mode.shown() +
+  if (const std::optional<Expr>* mode = recipe.param("performance_mode")) {
+    std::string given = *mode ? python::plain_value(**mode) : "";
+    for (const Expr& a : factory_args)
+      if (a.key == "performance_mode") given = python::plain_value(a);
+    if (given != "false")
+      throw Error(std::string(where) + ": performance_mode " + given +
                   ": pretrain_performance_optimizations (communication-overlap and garbage-collection callbacks) is "
                   "not read; check the recipe without it");
   }
-  // pretrain_recipe's statements: the run.Partial it returns and `if performance_mode:` (off); a statement that could
-  // change the job otherwise is refused.
-  const int body_indent = recipe.body.empty() ? 0 : recipe.body.front().indent;
-  for (std::size_t i = 0; i < recipe.body.size(); ++i) {
-    const auto& s = recipe.body[i];
-    const auto not_followed = [&](const std::string& what) {
-      return Error(at(where, s.line) + ": " + what + " in pretrain_recipe(): a statement headroom does not follow");
-    };
-    if (s.keyword == "if" && s.target == "performance_mode") {  // its block stays off
-      while (i + 1 < recipe.body.size() && recipe.body[i + 1].indent > s.indent) ++i;
-      continue;
-    }
-    if (s.indent != body_indent) throw not_followed("an indented block");
-    if (s.keyword == "return") continue;
-    if (s.keyword == "=") {
-      if (s.target.find('.') != std::string::npos)
-        throw Error(at(where, s.line) + ": " + s.target + " = ...: give " + s.target.substr(s.target.find('.') + 1) +
-                    "=VALUE as an override instead (headroom reads the recipe's calls)");
-      if (s.value && s.value->kind == Expr::Kind::call && s.value->text != "run.Partial")
-        throw not_followed(s.target + " = " + s.value->shown());
-      continue;
-    }
-    if (s.keyword.empty() && s.value && s.value->kind == Expr::Kind::string) continue;  // the docstring
-    throw not_followed(s.keyword.empty() ? (s.value ? s.value->shown() : std::string("a statement"))
-                                         : "`" + s.keyword + "`");
-  }
+  const Expr partial = ev.call("pretrain_recipe", factory_args);
+  for (const std::string& m : ev.followed())
+    out.notes.push_back("followed the recipe's calls into " + m.substr(m.rfind('.') + 1) + ".py, next to it");
 
-  // The settings: trainer(...)'s strategy and Trainer, the data module, the optimizer and the model.
+  // The settings: the Trainer and its MegatronStrategy and DDP config, the data module, the optimizer and the model's
+  // config, each keyword of the run.Config calls the recipe returns.
   std::map<std::string, std::pair<Expr, std::string>> settings;  // path -> value, where it was set
-  const Expr* partial = nullptr;
-  for (const Expr* c : calls_in(recipe))
-    if (c->text == "run.Partial") partial = c;
-  if (partial == nullptr) throw Error(std::string(where) + ": pretrain_recipe() builds no run.Partial");
-  const Expr* trainer_call = partial->kwarg("trainer");
-  if (trainer_call == nullptr || trainer_call->kind != Expr::Kind::call || trainer_call->text != "trainer")
-    throw Error(at(where, partial->line) + ": the recipe's trainer is " +
-                (trainer_call ? trainer_call->shown() : std::string("not given")) +
-                ", not this file's trainer(): headroom reads the trainer this file defines");
-  // A name inside trainer(): the argument pretrain_recipe passes it, else trainer()'s default.
-  const auto trainer_value = [&](const Expr& e) -> Expr {
-    if (e.kind != Expr::Kind::name) return e;
-    if (const Expr* given = trainer_call->kwarg(e.text)) return recipe_value(*given);
-    const std::optional<Expr>* fallback = trainer_fn.param(e.text);
-    if (fallback == nullptr) return e;
-    if (!*fallback) throw Error(at(where, trainer_fn.line) + ": trainer() has no default for " + e.text);
-    return **fallback;
+  const auto config_of = [](const Expr* e, std::string_view cls) {
+    return e != nullptr && e->kind == Expr::Kind::call && (e->text == "run.Config" || e->text == "run.Partial") &&
+           !e->args.empty() && e->args.front().kind == Expr::Kind::name &&
+           (e->args.front().text == cls || e->args.front().text.ends_with("." + std::string(cls)));
   };
-  const auto set_from = [&](const std::string& prefix, const Expr& call, const auto& resolve) {
-    for (const Expr& value : call.kwargs) {
-      if ((value.key == "ddp" && value.kind == Expr::Kind::call) || (prefix == "trainer." && value.key == "strategy"))
-        continue;  // read as their own calls
-      settings[prefix + value.key] = {resolve(value), at(where, value.line)};
-    }
+  const auto unread = [&](const Expr* e, const std::string& what, const std::string& form) {
+    return Error(ev.where(e != nullptr ? *e : partial) + ": the recipe's " + what + " is " +
+                 (e != nullptr ? e->shown() : std::string("not given")) + ", not " + form +
+                 " headroom reads (a function of a module not next to the recipe is not followed)");
   };
-  const Expr* strategy = config_of(trainer_fn, "MegatronStrategy");
-  const Expr* trainer_cfg = config_of(trainer_fn, "Trainer");
-  if (strategy == nullptr || trainer_cfg == nullptr)
-    throw Error(at(where, trainer_fn.line) +
-                ": trainer() builds no run.Config(nl.MegatronStrategy, ...) and "
-                "run.Config(nl.Trainer, ...)");
-  set_from("trainer.strategy.", *strategy, trainer_value);
-  if (const Expr* ddp = strategy->kwarg("ddp"); ddp != nullptr && ddp->kind == Expr::Kind::call) {
-    if (ddp->args.empty() || !ddp->args.front().text.ends_with("DistributedDataParallelConfig"))
-      throw Error(at(where, ddp->line) + ": ddp " + ddp->shown() + ": not a DistributedDataParallelConfig");
-    set_from("trainer.strategy.ddp.", *ddp, trainer_value);
+  const auto set_from = [&](const std::string& prefix, const Expr& call, std::string_view skip) {
+    for (const Expr& value : call.kwargs)
+      if (value.key != skip) settings[prefix + value.key] = {value, ev.where(value)};
+  };
+  if (partial.kind != Expr::Kind::call || partial.text != "run.Partial")
+    throw unread(&partial, "pretrain_recipe()", "the run.Partial of a training");
+  const Expr* trainer = partial.kwarg("trainer");
+  if (!config_of(trainer, "Trainer")) throw unread(trainer, "trainer", "run.Config(nl.Trainer, ...)");
+  const Expr* strategy = trainer->kwarg("strategy");
+  if (!config_of(strategy, "MegatronStrategy"))
+    throw unread(strategy, "trainer's strategy", "run.Config(nl.MegatronStrategy, ...)");
+  const Expr* ddp = strategy->kwarg("ddp");
+  const bool ddp_config = ddp != nullptr && ddp->kind == Expr::Kind::call;
+  set_from("trainer.strategy.", *strategy, ddp_config ? "ddp" : "");
+  if (ddp_config) {
+    if (!config_of(ddp, "DistributedDataParallelConfig"))
+      throw Error(ev.where(*ddp) + ": ddp " + ddp->shown() + ": not a DistributedDataParallelConfig");
+    set_from("trainer.strategy.ddp.", *ddp, "");
   }
-  set_from("trainer.", *trainer_cfg, trainer_value);
-  const Expr* data = partial->kwarg("data");
+  set_from("trainer.", *trainer, "strategy");
+  const Expr* data = partial.kwarg("data");
   if (data == nullptr || data->kind != Expr::Kind::call || data->text != "run.Config")
-    throw Error(at(where, partial->line) + ": the recipe's data is not a run.Config of a data module");
-  set_from("data.", *data, recipe_value);
-  if (const Expr* optim = partial->kwarg("optim")) settings["optim"] = {*optim, at(where, optim->line)};
-  // model(): run.Config(LlamaModel, config=run.Config(<class>)), or config=<name> of `<name> = run.Config(<class>)`
-  // with its fields set as `<name>.field = value`.
-  std::map<std::string, const Expr*> model_configs;  // a name of model() -> the run.Config it holds
-  for (const auto& st : model_fn.body) {
-    if (st.keyword == "=" && st.value && st.value->kind == Expr::Kind::call && st.target.find('.') == std::string::npos)
-      model_configs[st.target] = &*st.value;
-    if (st.keyword == "=" && st.target.find('.') != std::string::npos) {
-      const std::string member = st.target.substr(st.target.find('.') + 1);
-      if (!model_configs.contains(st.target.substr(0, st.target.find('.'))) || !st.value)
-        throw Error(at(where, st.line) + ": " + st.target + " = ...: model() sets what headroom does not follow");
-      settings["model.config." + member] = {*st.value, at(where, st.line)};
-    }
-  }
-  for (const Expr* c : calls_in(model_fn))
-    if (const Expr* config = c->kwarg("config")) {
-      const Expr* cls = config;
-      if (config->kind == Expr::Kind::name && model_configs.contains(config->text))
-        cls = model_configs.at(config->text);
-      if (cls->kind == Expr::Kind::call && !cls->args.empty())
-        settings["model.config"] = {cls->args.front(), at(where, cls->line)};
-    }
+    throw unread(data, "data", "a run.Config of a data module");
+  set_from("data.", *data, "");
+  if (const Expr* optim = partial.kwarg("optim")) settings["optim"] = {*optim, ev.where(*optim)};
+  // The model: run.Config(<Model>, config=run.Config(<config class>, <fields set>)).
+  const Expr* model = partial.kwarg("model");
+  const Expr* config = model != nullptr && model->kind == Expr::Kind::call ? model->kwarg("config") : nullptr;
+  if (config == nullptr || config->kind != Expr::Kind::call || config->text != "run.Config" || config->args.empty())
+    throw unread(model, "model", "run.Config(<Model>, config=run.Config(<NeMo config class>))");
+  settings["model.config"] = {config->args.front(), ev.where(*config)};
+  set_from("model.config.", *config, "");
   for (auto& [key, value] : settings_given) settings[key] = {value, "override " + key};
 
   // Each setting read, ignored with why, or refused.
   std::map<std::string, std::string>& layout = out.run.layout;
   std::int64_t nodes = 1, devices = 8;
+  std::optional<std::int64_t> expert_tp;  // Megatron-core's default (None) is the tensor-parallel size
+  bool experts = false;
   for (const auto& setting : settings) {  // named, not bound: clang 14's lambdas cannot capture bindings
     const std::string& key = setting.first;
     const Expr& value = setting.second.first;
@@ -355,16 +312,34 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
     } else if (key == "model.config") {
       const std::string cls = value.text.substr(value.text.rfind('.') + 1);
       const auto it =
-          std::find_if(kRecipeModels.begin(), kRecipeModels.end(), [&](const auto& m) { return m.first == cls; });
+          std::find_if(kRecipeModels.begin(), kRecipeModels.end(), [&](const auto& m) { return m.config == cls; });
       if (it == kRecipeModels.end())
         throw refuse(
-            "no shipped model of this NeMo config's shape (read: the Llama 2, 3 and 3.1 and the Mixtral configs)");
-      layout["model"] = std::string(it->second);
-      out.notes.push_back("the model is " + cls + ", " + std::string(it->second) + "'s shape");
+            "no shipped model of this NeMo config's shape (read: the Llama 2, 3, 3.1 and 3.2, Mixtral, Qwen 3 8B and "
+            "MoE, "
+            "Qwen 2/2.5 72B, Gemma 2 27B and Nemotron-4 configs)");
+      layout["model"] = std::string(it->model);
+      experts = it->experts;
+      out.notes.push_back("the model is " + cls + ", " + std::string(it->model) + "'s shape");
+      // GPTConfig.configure_model takes a vocabulary the class does not set from the data's tokenizer, and
+      // MockDataModule with none uses GPT-2's BPE (nemo/collections/llm/gpt/data/mock.py): the recipe's mock run
+      // would train 50,257 rows, a real one its model's tokenizer's.
+      if (!it->vocabulary && !settings.contains("data.tokenizer"))
+        out.notes.push_back(
+            "the data module names no tokenizer (NeMo's mock data would use GPT-2's 50,257 tokens); "
+            "priced with " +
+            std::string(it->model) + "'s own vocabulary, its tokenizer's");
+    } else if (key == "trainer.strategy.expert_tensor_parallel_size") {
+      if (v != "None") expert_tp = integer();
     } else {
       layout[std::string(rule->knob)] = std::to_string(integer());
     }
   }
+  // Megatron-core splits only experts by it: a dense model's (the Qwen 3 trainer's 1 for every size) changes nothing.
+  if (expert_tp && experts) layout["etp"] = std::to_string(*expert_tp);
+  if (expert_tp && !experts)
+    out.notes.push_back("trainer.strategy.expert_tensor_parallel_size " + std::to_string(*expert_tp) +
+                        ": no experts to split in a dense model");
   for (const char* required : {"model.config", "data.seq_length", "data.global_batch_size", "data.micro_batch_size"})
     if (!settings.contains(required)) throw Error(std::string(where) + ": the recipe gives no " + required);
   if (!layout.contains("sharding"))

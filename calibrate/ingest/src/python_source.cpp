@@ -152,7 +152,40 @@ class Parser {
     return e;
   }
 
+  // An if's condition (Function::Statement::test): `[not] operand [(==|!=|is [not]) operand]`; "?" for another form,
+  // the rest of its line left to the caller.
+  void condition(std::size_t& i, Function::Statement& s) const {
+    const bool negated = named(i, "not");
+    if (negated) ++i;
+    s.value = operand(i);
+    if (condition_ends(i)) {
+      s.test = negated ? "not" : "";
+      return;
+    }
+    if (!negated && (is(i, "==") || is(i, "!="))) {
+      s.test = t_[i++].text;
+    } else if (!negated && named(i, "is")) {
+      s.test = named(++i, "not") ? "is not" : "is";
+      i += s.test == "is not" ? 1 : 0;
+    }
+    if (!s.test.empty()) {
+      s.rhs = operand(i);
+      if (condition_ends(i)) return;
+    }
+    s.test = "?";
+  }
+
  private:
+  [[nodiscard]] bool named(std::size_t i, std::string_view name) const {
+    return i < t_.size() && t_[i].kind == Tok::name && t_[i].text == name;
+  }
+  [[nodiscard]] bool condition_ends(std::size_t i) const { return i >= t_.size() || t_[i].starts_line || is(i, ":"); }
+  Expr operand(std::size_t& i) const {
+    if (i >= t_.size() || t_[i].starts_line) fail(i, "a condition without its operand");
+    Expr e = primary(i);
+    if (e.kind == Expr::Kind::number) fold_integers(i, e);
+    return e;
+  }
   [[nodiscard]] bool ends_expression(std::size_t i) const {
     return is(i, ",") || is(i, ")") || is(i, "]") || is(i, "}") || is(i, "=") || is(i, ":");
   }
@@ -292,13 +325,14 @@ std::map<std::string, Function> top_level_functions(const std::vector<Token>& t,
     const std::string name = t[i + 1].text;
     i += 3;
     while (!p.is(i, ")")) {
-      if (p.is(i, "*") || p.is(i, "**") || p.is(i, "/")) ++i;
+      std::string star;  // "*args" and "**kwargs" keep their stars
+      if (p.is(i, "*") || p.is(i, "**") || p.is(i, "/")) star = t[i++].text == "/" ? "" : t[i - 1].text;
       if (p.is(i, ",")) {
         ++i;
         continue;
       }
       if (i >= t.size() || t[i].kind != Tok::name) throw Error(at(where, f.line) + ": a parameter of " + name);
-      std::string param = t[i++].text;
+      std::string param = star + t[i++].text;
       if (p.is(i, ":")) (void)p.expression(++i);  // the annotation
       std::optional<Expr> fallback;
       if (p.is(i, "=")) fallback = p.expression(++i);
@@ -323,10 +357,14 @@ std::map<std::string, Function> top_level_functions(const std::vector<Token>& t,
            t[i].text == "return" || t[i].text == "assert" || t[i].text == "def" || t[i].text == "from" ||
            t[i].text == "import" || t[i].text == "raise" || t[i].text == "pass")) {
         s.keyword = t[i++].text;
-        if (s.keyword != "else" && s.keyword != "try" && i < t.size() && !t[i].starts_line && !p.is(i, ":")) {
+        if ((s.keyword == "if" || s.keyword == "elif") && i < t.size() && !t[i].starts_line) {
+          p.condition(i, s);
+          if (s.test.empty() && s.value->kind == Expr::Kind::name) s.target = s.value->text;
+        } else if (s.keyword != "else" && s.keyword != "try" && i < t.size() && !t[i].starts_line && !p.is(i, ":")) {
           s.value = p.expression(i);
           if (s.value->kind == Expr::Kind::name) s.target = s.value->text;
         }
+        if (s.test != "?" && p.is(i, ":") && i + 1 < t.size() && !t[i + 1].starts_line) s.inline_block = true;
       } else {
         Expr e = p.expression(i);
         if (p.is(i, "=")) {
@@ -344,6 +382,75 @@ std::map<std::string, Function> top_level_functions(const std::vector<Token>& t,
     out[name] = std::move(f);
   }
   return out;
+}
+
+namespace {
+void tag(Expr& e, int file) {
+  e.file = file;
+  for (Expr& a : e.args) tag(a, file);
+  for (Expr& a : e.kwargs) tag(a, file);
+}
+}  // namespace
+
+Module read_module(std::string_view text, std::string_view where, int file) {
+  const std::vector<Token> t = tokens(text, where);
+  Module m;
+  m.functions = top_level_functions(t, where);
+  const Parser p(t, where);
+  const auto name = [&](std::size_t i) { return i < t.size() && t[i].kind == Tok::name && !t[i].starts_line; };
+  const auto word = [&](std::size_t i, std::string_view w) { return name(i) && t[i].text == w; };
+  const auto dotted = [&](std::size_t& i) {  // a.b.c, or a relative module's leading dots
+    std::string out;
+    while (i < t.size() && !t[i].starts_line && p.is(i, ".")) out += t[i++].text;
+    while (name(i)) {
+      out += t[i++].text;
+      if (!(p.is(i, ".") && name(i + 1))) break;
+      out += t[i++].text;
+    }
+    return out;
+  };
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    if (!t[i].starts_line || t[i].indent != 0) continue;
+    if (t[i].kind == Tok::name && t[i].text == "from") {
+      std::size_t j = i + 1;
+      const std::string module = dotted(j);
+      if (!word(j, "import")) continue;
+      for (++j; j < t.size() && !t[j].starts_line; ++j) {
+        if (!name(j)) continue;  // '(', ',', ')' and '*'
+        const std::string n = t[j].text;
+        const bool alias = word(j + 1, "as") && name(j + 2);
+        m.imports[alias ? t[j + 2].text : n] = module + "." + n;
+        j += alias ? 2 : 0;
+      }
+    } else if (t[i].kind == Tok::name && t[i].text == "import") {
+      for (std::size_t j = i + 1; j < t.size() && !t[j].starts_line; ++j) {
+        const std::string module = dotted(j);
+        if (word(j, "as") && name(j + 1)) {
+          m.imports[t[j + 1].text] = module;
+          j += 2;
+        } else if (!module.empty()) {
+          m.imports[module.substr(0, module.find('.'))] = module.substr(0, module.find('.'));
+        }
+        if (j >= t.size() || t[j].starts_line) break;
+      }
+    } else if (t[i].kind == Tok::name && i + 1 < t.size() && p.is(i + 1, "=")) {
+      std::size_t j = i + 2;
+      if (j >= t.size() || t[j].starts_line) continue;
+      Expr e = p.expression(j);
+      if (e.kind == Expr::Kind::string || e.kind == Expr::Kind::number || e.kind == Expr::Kind::name)
+        m.constants[t[i].text] = std::move(e);
+    }
+  }
+  for (auto& [n, f] : m.functions) {
+    for (auto& [param, fallback] : f.params)
+      if (fallback) tag(*fallback, file);
+    for (auto& st : f.body) {
+      if (st.value) tag(*st.value, file);
+      if (st.rhs) tag(*st.rhs, file);
+    }
+  }
+  for (auto& [n, e] : m.constants) tag(e, file);
+  return m;
 }
 
 std::string plain_value(const Expr& e) {

@@ -35,6 +35,7 @@ struct Expr {
   std::vector<Expr> kwargs;  // a call's keyword arguments, each with its `key`
   int line = 0;
   std::string key;  // the keyword an argument is passed under
+  int file = 0;     // which module's text it was written in (the Evaluator's), -1 for the command line
 
   [[nodiscard]] const Expr* kwarg(std::string_view name) const {
     for (const Expr& v : kwargs)
@@ -49,7 +50,7 @@ struct Expr {
 // One top-level function: its parameters' defaults and its body's statements.
 struct Function {
   int line = 0;
-  std::vector<std::pair<std::string, std::optional<Expr>>> params;
+  std::vector<std::pair<std::string, std::optional<Expr>>> params;  // "*args" and "**kwargs" with their stars
   // The parameter `name` (its default, if it has one), nullptr when the function has none of that name.
   [[nodiscard]] const std::optional<Expr>* param(std::string_view name) const {
     for (const auto& [n, fallback] : params)
@@ -63,12 +64,27 @@ struct Function {
     std::string keyword;
     std::string target;  // an assignment's target; an if's condition as a name
     std::optional<Expr> value;
+    // An if's or elif's condition: `value` alone ("") or negated ("not"), or compared with `rhs` ("==", "!=", "is",
+    // "is not"); "?" for a condition of any other form (and, or, in, <, ...).
+    std::string test;
+    std::optional<Expr> rhs;
+    bool inline_block = false;  // a block whose statements follow its ':' on the same line
   };
   std::vector<Statement> body;
 };
 
 // The module's top-level functions (`def` at column 0) by name.
 [[nodiscard]] std::map<std::string, Function> top_level_functions(const std::vector<Token>& t, std::string_view where);
+
+// A module as far as a config's functions need it: its functions, its constants (`NAME = "llama3_8b"` at column 0,
+// a literal or a name) and what its imports bind (`from a.b import c as d`: d -> "a.b.c"; `import a.b as e`: e ->
+// "a.b"). `file` tags every expression of it (Expr::file).
+struct Module {
+  std::map<std::string, Function> functions;
+  std::map<std::string, Expr> constants;
+  std::map<std::string, std::string> imports;
+};
+[[nodiscard]] Module read_module(std::string_view text, std::string_view where, int file = 0);
 // A value as the configs outside Python write it (TOML, YAML, the layout's knobs): True/False as true/false, anything
 // else (None, numbers, strings, a call's callee) as written.
 [[nodiscard]] std::string plain_value(const Expr& e);

@@ -3,6 +3,7 @@
 // torchtitan log; and kernel timings from a PyTorch profiler (Kineto) Chrome trace.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -132,17 +133,21 @@ void read_deepspeed_config(std::string_view text, std::string_view where, Megatr
 // `training.` prefix optional), applied to the file's keys before they are read.
 [[nodiscard]] MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::string_view where,
                                                const std::vector<std::string>& overrides = {});
-// A NeMo 2.0 pre-training recipe (NVIDIA/NeMo nemo/collections/llm/recipes/<model>.py: model(), trainer() and
-// pretrain_recipe(), as the Llama and Mixtral recipes write them) read without running it (nemo_recipe.cpp): the
-// parallelism of trainer()'s MegatronStrategy with pretrain_recipe's arguments, its DDP config, the Trainer's nodes and
-// devices, the data module's sequence and batches, the optimizer and the model's config class (the Llama 2, 3 and 3.1
-// and the Mixtral ones, as their shipped models). Every setting read or ignored with why (kRecipeKeys, the one list);
-// any other setting, a statement of pretrain_recipe() that could change the job, performance_mode, or a setting not
+// A recipe next to a NeMo 2.0 recipe, by its module's name (`llama3_8b`, `qwen3`): its text, nullopt where there is
+// none.
+using RecipeSibling = std::function<std::optional<std::string>(const std::string& name)>;
+// A NeMo 2.0 pre-training recipe (NVIDIA/NeMo nemo/collections/llm/recipes/<model>.py) read without running it
+// (nemo_recipe.cpp): pretrain_recipe() evaluated on NeMo-Run's arguments, following its calls into the recipes
+// `sibling` gives, and the run.Partial it returns read: the parallelism of its MegatronStrategy, its DDP config, the
+// Trainer's nodes and devices, the data module's sequence and batches, the optimizer and the model's config class
+// (kRecipeModels: those of a shipped model's shape). Every setting read or ignored with why (kRecipeKeys, the one
+// list); any other setting, a statement or condition the evaluation does not follow, performance_mode, or a setting not
 // priced an Error naming it and its line. `overrides` are NeMo-Run's: pretrain_recipe's arguments (`num_nodes=2`) and
 // settings by path (`trainer.strategy.tensor_model_parallel_size=4`, `data.global_batch_size=256`). The layout (with
 // "model", the shipped model) is run.layout; `gpus`, where given, must be the recipe's world.
 [[nodiscard]] MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::string_view where,
-                                               const std::vector<std::string>& overrides = {});
+                                               const std::vector<std::string>& overrides = {},
+                                               const RecipeSibling& sibling = {});
 // A layout as the NeMo-Run overrides read_nemo_recipe reads (path and value), and the ones to change from one layout
 // to another as "path=new (was old)"; empty when none differs.
 [[nodiscard]] std::vector<std::pair<std::string, std::string>> nemo_recipe_layout_keys(const Layout& l);

@@ -1,0 +1,323 @@
+// Python config functions run without a Python (python_eval.hpp).
+#include "python_eval.hpp"
+
+#include <utility>
+
+#include "headroom/core/error.hpp"
+#include "text.hpp"
+
+namespace headroom::calibrate::python {
+namespace {
+
+// Bounds that keep a hostile module finite: calls nested 16 deep and 256 in all, 10^5 values evaluated, 64 modules.
+constexpr int kMaxDepth = 16, kMaxCalls = 256, kMaxModules = 64;
+constexpr std::size_t kMaxValues = 100'000;
+
+bool literal(const Expr& e) {
+  return e.kind == Expr::Kind::number || e.kind == Expr::Kind::string ||
+         (e.kind == Expr::Kind::name && (e.text == "True" || e.text == "False" || e.text == "None"));
+}
+
+// Python's truth of a value, nullopt for a name that stays unresolved (a module's attribute, a builtin).
+std::optional<bool> truth(const Expr& e) {
+  switch (e.kind) {
+    case Expr::Kind::number: {
+      const auto x = text::number(e.text.starts_with('-') ? e.text.substr(1) : e.text);
+      return x ? std::optional<bool>(*x != 0) : std::nullopt;
+    }
+    case Expr::Kind::string: return !e.text.empty();
+    case Expr::Kind::list: return !e.args.empty();
+    case Expr::Kind::call: return true;  // an object (a config)
+    case Expr::Kind::name:
+      if (e.text == "True") return true;
+      if (e.text == "False" || e.text == "None") return false;
+      return std::nullopt;
+    case Expr::Kind::other: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+bool same(const Expr& a, const Expr& b) {
+  if (a.kind == Expr::Kind::number && b.kind == Expr::Kind::number) {
+    const auto x = text::number(a.text), y = text::number(b.text);
+    if (x && y) return *x == *y;
+  }
+  return a.kind == b.kind && a.text == b.text;
+}
+
+std::size_t size(const Expr& e) {
+  std::size_t n = 1;
+  for (const Expr& a : e.args) n += size(a);
+  for (const Expr& a : e.kwargs) n += size(a);
+  return n;
+}
+
+Expr* field(Expr& config, std::string_view name) {
+  for (Expr& v : config.kwargs)
+    if (v.key == name) return &v;
+  return nullptr;
+}
+
+}  // namespace
+
+Evaluator::Evaluator(std::string_view text, std::string where, Loader loader) : loader_(std::move(loader)) {
+  modules_.push_back({"", where, read_module(text, where, 0)});
+}
+
+std::string Evaluator::at_line(int file, int line) const {
+  if (file < 0 || static_cast<std::size_t>(file) >= modules_.size()) return "the command line";
+  return text::at(modules_[static_cast<std::size_t>(file)].where, line);
+}
+
+std::string Evaluator::where(const Expr& e) const { return at_line(e.file, e.line); }
+
+std::vector<std::string> Evaluator::followed() const {
+  std::vector<std::string> out;
+  for (std::size_t i = 1; i < modules_.size(); ++i) out.push_back(modules_[i].name);
+  return out;
+}
+
+Expr Evaluator::call(const std::string& name, const std::vector<Expr>& kwargs) {
+  if (!main().functions.contains(name)) throw Error(modules_.front().where + ": no function " + name + "()");
+  Expr at;
+  at.file = -1;
+  return invoke(0, name, {}, kwargs, at);
+}
+
+std::optional<int> Evaluator::load(const std::string& module) {
+  if (const auto it = by_name_.find(module); it != by_name_.end()) return it->second;
+  std::optional<int> index;
+  if (loader_ && modules_.size() < static_cast<std::size_t>(kMaxModules))
+    if (const std::optional<std::string> text = loader_(module)) {
+      index = static_cast<int>(modules_.size());
+      const std::string where = module.substr(module.rfind('.') + 1) + ".py";
+      modules_.push_back({module, where, read_module(*text, where, *index)});
+    }
+  by_name_[module] = index;
+  return index;
+}
+
+std::optional<std::pair<int, std::string>> Evaluator::resolve(const std::string& callee, int module) {
+  const Module& m = modules_[static_cast<std::size_t>(module)].module;
+  if (callee.find('.') == std::string::npos && m.functions.contains(callee)) return std::pair{module, callee};
+  const std::string head = callee.substr(0, callee.find('.'));
+  const auto it = m.imports.find(head);
+  if (it == m.imports.end()) return std::nullopt;
+  const std::string full = it->second + callee.substr(head.size());
+  const auto dot = full.rfind('.');
+  if (dot == std::string::npos) return std::nullopt;
+  const std::optional<int> other = load(full.substr(0, dot));
+  if (!other || !modules_[static_cast<std::size_t>(*other)].module.functions.contains(full.substr(dot + 1)))
+    return std::nullopt;
+  return std::pair{*other, full.substr(dot + 1)};
+}
+
+Expr Evaluator::value(const Expr& e, Frame& f) {
+  if (++values_ > kMaxValues) throw Error(where(e) + ": the configs evaluate to more than 10^5 values");
+  switch (e.kind) {
+    case Expr::Kind::call: return call_value(e, f);
+    case Expr::Kind::list: {
+      Expr out = e;
+      for (Expr& a : out.args) a = value(a, f);
+      return out;
+    }
+    case Expr::Kind::name: {
+      const std::string head = e.text.substr(0, e.text.find('.'));
+      if (const auto local = f.locals.find(head); local != f.locals.end()) {
+        Expr v = local->second;
+        for (std::size_t from = head.size(); from < e.text.size();) {  // its fields: `recipe.trainer.strategy`
+          const std::size_t next = std::min(e.text.find('.', from + 1), e.text.size());
+          const std::string name = e.text.substr(from + 1, next - from - 1);
+          const Expr* x = v.kind == Expr::Kind::call ? v.kwarg(name) : nullptr;
+          if (x == nullptr)
+            throw Error(where(e) + ": " + e.text.substr(0, next) + ": " + e.text.substr(0, from) +
+                        " has no field headroom can read");
+          Expr copy = *x;
+          v = std::move(copy);
+          from = next;
+        }
+        if ((values_ += size(v)) > kMaxValues)
+          throw Error(where(e) + ": the configs evaluate to more than 10^5 values");
+        v.key = e.key;
+        return v;
+      }
+      const Module& m = modules_[static_cast<std::size_t>(f.module)].module;
+      if (const auto constant = m.constants.find(e.text); constant != m.constants.end()) {
+        Expr v = constant->second;
+        v.key = e.key;
+        return v;
+      }
+      return e;
+    }
+    case Expr::Kind::number:
+    case Expr::Kind::string:
+    case Expr::Kind::other: return e;
+  }
+  return e;
+}
+
+Expr Evaluator::call_value(const Expr& e, Frame& f) {
+  std::vector<Expr> args, kwargs;
+  for (const Expr& a : e.args) args.push_back(value(a, f));
+  for (const Expr& a : e.kwargs) kwargs.push_back(value(a, f));
+  if (const auto target = resolve(e.text, f.module)) {
+    Expr out = invoke(target->first, target->second, std::move(args), std::move(kwargs), e);
+    out.key = e.key;
+    return out;
+  }
+  Expr out = e;
+  out.args = std::move(args);
+  out.kwargs = std::move(kwargs);
+  return out;
+}
+
+Expr Evaluator::invoke(int module, const std::string& name, std::vector<Expr> args, std::vector<Expr> kwargs,
+                       const Expr& at) {
+  const Function& fn = modules_[static_cast<std::size_t>(module)].module.functions.at(name);
+  if (depth_ >= kMaxDepth || ++calls_ > kMaxCalls)
+    throw Error(where(at) + ": " + name + "() calls functions more than 16 deep or 256 in all");
+  Frame frame{module, name, {}};
+  // Positional arguments bind the parameters before a star, keywords any named one; *args and **kwargs take nothing
+  // (what they would pass on is not followed).
+  std::size_t positional = 0;
+  while (positional < fn.params.size() && !fn.params[positional].first.starts_with('*')) ++positional;
+  if (args.size() > positional)
+    throw Error(where(at) + ": " + name + "() takes " + std::to_string(positional) +
+                " positional arguments headroom follows, given " + std::to_string(args.size()));
+  for (std::size_t i = 0; i < args.size(); ++i) frame.locals[fn.params[i].first] = std::move(args[i]);
+  for (Expr& kw : kwargs) {
+    if (fn.param(kw.key) == nullptr)
+      throw Error(
+          where(at) + ": " + name + "() has no argument " + kw.key +
+          (fn.param("**kwargs") != nullptr ? " (its **kwargs pass it on, which headroom does not follow)" : ""));
+    const std::string key = kw.key;
+    frame.locals[key] = std::move(kw);
+  }
+  for (const auto& [param, fallback] : fn.params) {
+    if (frame.locals.contains(param) || param.starts_with('*')) continue;
+    if (!fallback) throw Error(where(at) + ": " + name + "() is called without its argument " + param);
+    Frame defaults{module, name, {}};  // a default is evaluated in its module, not the function
+    frame.locals[param] = value(*fallback, defaults);
+  }
+  ++depth_;
+  std::optional<Expr> out = run(fn, 0, fn.body.size(), frame);
+  --depth_;
+  if (!out) {
+    out = Expr{Expr::Kind::name, "None", {}, {}, fn.line, {}};
+    out->file = module;
+  }
+  return *out;
+}
+
+bool Evaluator::holds(const Function::Statement& s, Frame& f) {
+  const auto unknown = [&](const std::string& what) {
+    return Error(at_line(f.module, s.line) + ": " + s.keyword + " " + what + " in " + f.function +
+                 "(): a condition headroom cannot tell");
+  };
+  if (s.test == "?" || !s.value) throw unknown("of this form (headroom reads x, not x, x == y, x != y, x is None)");
+  const Expr lhs = value(*s.value, f);
+  if (s.test.empty() || s.test == "not") {
+    const std::optional<bool> t = truth(lhs);
+    if (!t) throw unknown(lhs.shown());
+    return s.test.empty() ? *t : !*t;
+  }
+  const Expr rhs = value(*s.rhs, f);
+  if (!literal(lhs) || !literal(rhs)) throw unknown(lhs.shown() + " " + s.test + " " + rhs.shown());
+  const bool equal = same(lhs, rhs);
+  return s.test == "==" || s.test == "is" ? equal : !equal;
+}
+
+void Evaluator::assign(const Function::Statement& s, Frame& f) {
+  const auto not_followed = [&](const std::string& what) {
+    return Error(at_line(f.module, s.line) + ": " + what + " in " + f.function +
+                 "(): a statement headroom does not follow");
+  };
+  if (s.target == "an expression") throw not_followed("an assignment to an expression");
+  Expr v = value(*s.value, f);
+  const std::string head = s.target.substr(0, s.target.find('.'));
+  if (head.size() == s.target.size()) {
+    f.locals[head] = std::move(v);
+    return;
+  }
+  const auto local = f.locals.find(head);
+  if (local == f.locals.end()) throw not_followed(s.target + " = ..., of a name not bound in the function");
+  Expr* node = &local->second;
+  for (std::size_t from = head.size(); from < s.target.size();) {
+    const std::size_t next = std::min(s.target.find('.', from + 1), s.target.size());
+    const std::string name = s.target.substr(from + 1, next - from - 1);
+    if (node->kind != Expr::Kind::call)
+      throw not_followed(s.target + " = ...: " + s.target.substr(0, from) + " is " + node->shown() + ", not a config");
+    Expr* x = field(*node, name);
+    if (x == nullptr) {  // a field the config did not give: added (a section of it as an empty config)
+      Expr added =
+          next == s.target.size() ? std::move(v) : Expr{Expr::Kind::call, s.target.substr(0, next), {}, {}, s.line, {}};
+      if (next != s.target.size()) added.file = f.module;
+      added.key = name;
+      node->kwargs.push_back(std::move(added));
+      if (next == s.target.size()) return;
+      x = &node->kwargs.back();
+    }
+    node = x;
+    from = next;
+  }
+  v.key = node->key;
+  *node = std::move(v);
+}
+
+std::optional<Expr> Evaluator::run(const Function& fn, std::size_t begin, std::size_t end, Frame& f) {
+  const auto block_end = [&](std::size_t k) {
+    std::size_t j = k + 1;
+    while (j < end && fn.body[j].indent > fn.body[k].indent) ++j;
+    return j;
+  };
+  for (std::size_t i = begin; i < end;) {
+    const Function::Statement& s = fn.body[i];
+    const auto not_followed = [&](const std::string& what) {
+      return Error(at_line(f.module, s.line) + ": " + what + " in " + f.function +
+                   "(): a statement headroom does not follow");
+    };
+    if (s.inline_block) throw not_followed("a block written on its `" + s.keyword + "` line");
+    if (s.indent != fn.body[begin].indent) throw not_followed("an indented block");
+    if (s.keyword == "if") {
+      bool taken = false;
+      std::size_t k = i;
+      for (;;) {
+        const std::size_t e = block_end(k);
+        if (!taken && (fn.body[k].keyword == "else" || holds(fn.body[k], f))) {
+          taken = true;
+          if (std::optional<Expr> r = run(fn, k + 1, e, f)) return r;
+        }
+        k = e;
+        if (k >= end || fn.body[k].indent != s.indent || (fn.body[k].keyword != "elif" && fn.body[k].keyword != "else"))
+          break;
+      }
+      i = k;
+      continue;
+    }
+    if (s.keyword == "return") {
+      if (s.value) return value(*s.value, f);
+      Expr none{Expr::Kind::name, "None", {}, {}, s.line, {}};
+      none.file = f.module;
+      return none;
+    }
+    if (s.keyword == "=" && s.value) {
+      assign(s, f);
+    } else if (s.keyword == "pass" || s.keyword == "assert" || s.keyword == "from" || s.keyword == "import" ||
+               (s.keyword.empty() && s.value && s.value->kind == Expr::Kind::string)) {
+      // nothing to follow: a docstring, an assertion, an import (its names' calls stay calls)
+    } else {
+      std::string what =
+          s.keyword.empty() ? (s.value ? s.value->shown() : std::string("a statement")) : "`" + s.keyword + "`";
+      if (s.keyword == "raise" && s.value)  // the exception and its message: why the factory refuses to run
+        what += " " + s.value->text +
+                (!s.value->args.empty() && s.value->args.front().kind == Expr::Kind::string
+                     ? "(\"" + s.value->args.front().text.substr(0, 200) + "\")"
+                     : std::string());
+      throw not_followed(what);
+    }
+    ++i;
+  }
+  return std::nullopt;
+}
+
+}  // namespace headroom::calibrate::python

@@ -1,0 +1,66 @@
+// Functions of Python config modules run on their arguments without a Python (internal to ingest/), as far as the
+// factories of job configs are written: assignments, fields of configs set (`recipe.trainer.strategy.x = 4`),
+// if/elif/else on a name's value (`if version == "qwen3_8b":`, `if performance_mode:`, `if x is None:`), returns,
+// and calls of the module's own functions and of the modules the loader gives (a recipe's siblings). A call of
+// anything else (`run.Config(...)`, a class) is a value: its arguments evaluated, kept as the call. Any other
+// statement, and any condition that cannot be told, is an Error naming its file, line and function.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "python_source.hpp"
+
+namespace headroom::calibrate::python {
+
+class Evaluator {
+ public:
+  // The text of a module by its dotted name (`nemo.collections.llm.recipes.llama3_8b`); nullopt where it is not
+  // followed, and its functions' calls stay calls.
+  using Loader = std::function<std::optional<std::string>(const std::string& module)>;
+
+  Evaluator(std::string_view text, std::string where, Loader loader = {});
+
+  [[nodiscard]] const Module& main() const { return modules_.front().module; }
+  // The value the main module's function `name` returns, given these keyword arguments (Expr::key), or an Error.
+  [[nodiscard]] Expr call(const std::string& name, const std::vector<Expr>& kwargs);
+  // "file:line" of a value, "the command line" for one given there (Expr::file -1).
+  [[nodiscard]] std::string where(const Expr& e) const;
+  // The modules the functions called were in besides the main one, by dotted name.
+  [[nodiscard]] std::vector<std::string> followed() const;
+
+ private:
+  struct Loaded {
+    std::string name, where;
+    Module module;
+  };
+  struct Frame {
+    int module;
+    std::string function;
+    std::map<std::string, Expr> locals;
+  };
+
+  Expr value(const Expr& e, Frame& f);
+  Expr call_value(const Expr& e, Frame& f);
+  Expr invoke(int module, const std::string& name, std::vector<Expr> args, std::vector<Expr> kwargs, const Expr& at);
+  std::optional<Expr> run(const Function& fn, std::size_t begin, std::size_t end, Frame& f);
+  bool holds(const Function::Statement& s, Frame& f);
+  void assign(const Function::Statement& s, Frame& f);
+  // The module and function a callee names, where it is one to follow.
+  std::optional<std::pair<int, std::string>> resolve(const std::string& callee, int module);
+  std::optional<int> load(const std::string& module);
+  [[nodiscard]] std::string at_line(int file, int line) const;
+
+  std::deque<Loaded> modules_;
+  std::map<std::string, std::optional<int>> by_name_;
+  Loader loader_;
+  int depth_ = 0, calls_ = 0;
+  std::size_t values_ = 0;
+};
+
+}  // namespace headroom::calibrate::python
