@@ -713,6 +713,37 @@ TEST(Check, ReadsNemo2RecipesThatCallOtherRecipes) {
   std::filesystem::remove_all(alone);
 }
 
+// performance_mode=True is followed as NeMo runs it: pretrain_performance_optimizations adds the communication-overlap
+// callback (TP overlap where TP >= 2 with SP, the interleaved schedule's P2P overlap) and reduces gradients in BF16
+// (the precision plugin's grad_reduce_in_fp32 False); without it P2P overlap stays off, as Megatron-core leaves it.
+TEST(Check, ReadsNemo2RecipesPerformanceMode) {
+  const std::string recipe = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-recipes/llama3_70b.py";
+  const auto layout = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"check", "--cluster", "dgx-h100", "--json", recipe, "num_nodes=4"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const Result r = run(args);
+    EXPECT_NE(r.code, 2) << r.err;
+    return r.code == 2 ? nlohmann::json() : nlohmann::json::parse(r.out);
+  };
+  const auto plain = layout({}), fast = layout({"performance_mode=True"});
+  ASSERT_FALSE(plain.is_null());
+  ASSERT_FALSE(fast.is_null());
+  EXPECT_EQ(plain.at("layout").at("tp_comm_overlap"), false);
+  EXPECT_EQ(plain.at("layout").at("overlap_p2p_comm"), false);
+  EXPECT_EQ(plain.at("layout").at("grad_reduce_in_bf16"), false);
+  EXPECT_EQ(fast.at("layout").at("tp_comm_overlap"), true);   // TP 4 with SP
+  EXPECT_EQ(fast.at("layout").at("overlap_p2p_comm"), true);  // 5 virtual stages
+  EXPECT_EQ(fast.at("layout").at("grad_reduce_in_bf16"), true);
+  EXPECT_EQ(fast.at("layout").at("vpp"), plain.at("layout").at("vpp"));
+  EXPECT_NE(fast.at("notes").dump().find("tp_comm_overlap_cfg"), std::string::npos);
+  // At TP 1 the callback's TP overlap is off, as NeMo's callback turns it off.
+  const Result eight = run({"check", "--cluster", "dgx-h100", "--json",
+                            std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-recipes/llama3_8b.py",
+                            "performance_mode=True"});
+  ASSERT_NE(eight.code, 2) << eight.err;
+  EXPECT_EQ(nlohmann::json::parse(eight.out).at("layout").at("tp_comm_overlap"), false);
+}
+
 // The faster layouts check proposes for a recipe are NeMo-Run overrides; given back, they are that layout exactly.
 TEST(Check, Nemo2RecipeChangesAreOverridesThatRoundTrip) {
   const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-recipes/";
@@ -894,9 +925,9 @@ TEST(Check, TorchtitanRegistryRefusalsNameWhatIsNotRead) {
   refused({"--config", "llama3_8b", "--parallelism.tensor_parallel_degree", "3"}, "(a multiple of 3)");
 }
 
-// What the recipe reader does not follow is refused, naming it: performance_mode, an unknown argument or setting, a
-// statement or condition it does not evaluate, a model config with no shipped model, a world the strategy does not
-// divide.
+// What the recipe reader does not follow is refused, naming it: a callback it does not read, an unknown argument or
+// setting, a statement or condition it does not evaluate, a model config with no shipped model, a world the strategy
+// does not divide.
 TEST(Check, Nemo2RecipeRefusalsNameWhatIsNotRead) {
   const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-recipes/";
   const auto refused = [](const std::vector<std::string>& extra, const std::string& file, const std::string& named) {
@@ -906,7 +937,6 @@ TEST(Check, Nemo2RecipeRefusalsNameWhatIsNotRead) {
     EXPECT_EQ(r.code, 2) << named;
     EXPECT_NE(r.err.find(named), std::string::npos) << r.err;
   };
-  refused({"performance_mode=True"}, dir + "llama3_8b.py", "performance_mode");
   refused({"frobnicate=3"}, dir + "llama3_8b.py", "frobnicate");
   refused({"trainer.strategy.frobnicate=3"}, dir + "llama3_8b.py", "trainer.strategy.frobnicate");
   refused({"trainer.plugins=fp16_mixed"}, dir + "llama3_8b.py", "trainer.plugins");
@@ -925,13 +955,17 @@ TEST(Check, Nemo2RecipeRefusalsNameWhatIsNotRead) {
     return path.string();
   };
   // A statement that changes a config other than by setting its fields, and a condition of another form.
-  const std::string append =
-      edited("\n    return trainer\n", "\n    trainer.callbacks.append(None)\n    return trainer\n");
-  refused({}, append, "trainer.callbacks.append(...) in trainer(): a statement headroom does not follow");
-  std::filesystem::remove(append);
+  const std::string clear = edited("\n    return trainer\n", "\n    trainer.callbacks.clear()\n    return trainer\n");
+  refused({}, clear, "trainer.callbacks.clear(...) in trainer(): a statement headroom does not follow");
+  std::filesystem::remove(clear);
   const std::string condition = edited("    if performance_mode:", "    if num_nodes > 2:");
   refused({}, condition, "in pretrain_recipe(): a condition headroom cannot tell");
   std::filesystem::remove(condition);
+  const std::string callback = edited("\n    return trainer\n",
+                                      "\n    trainer.callbacks.append(run.Config(MegatronTokenDropCallback))\n"
+                                      "    return trainer\n");
+  refused({}, callback, "the callback MegatronTokenDropCallback is not read");
+  std::filesystem::remove(callback);
   const std::string raise = edited("\n    return trainer\n", "\n    raise ValueError(\"no trainer\")\n");
   refused({}, raise, "`raise` ValueError(\"no trainer\") in trainer()");
   std::filesystem::remove(raise);

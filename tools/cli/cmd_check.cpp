@@ -389,9 +389,11 @@ void run_check(const CheckOptions& o, std::ostream& out) {
   so.gpus = layout.gpus(), so.seq = layout.seq, so.gbs = layout.gbs;
   so.top = 64;
   restrict_to_framework(so, plan.framework);
-  // From the command's sequence parallelism, which a layout keeps where TP is 1 (rank tries the other where it is not).
+  // From the command's sequence parallelism, which a layout keeps where TP is 1 (rank tries the other where it is not),
+  // and its P2P overlap of the interleaved schedule.
   Layout base = rank_base(plan, layout_request(k, plan.framework));
   base.sequence_parallel = layout.sequence_parallel;
+  base.overlap_p2p_comm = layout.overlap_p2p_comm;
   const SearchResult res = rank_layouts(plan.model, plan.cluster, base, plan.framework.residual, plan.coefficients, so);
   if (!o.html.empty()) {
     SearchResult page = res;

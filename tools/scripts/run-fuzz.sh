@@ -160,7 +160,9 @@ dictionary() {
           'DistributedDataParallelConfig' 'bf16_mixed()' 'distributed_fused_adam_with_cosine_annealing(' 'return ' \
           'if performance_mode:' 'None' 'True' 'False' '\"\"\"' '#overrides' ' = ' '(' ')' ',' ':' 'Llama31Config405B' \
           'elif ' 'else:' ' == ' ' != ' ' is None' ' is not None' 'not ' 'raise ' 'from nemo.collections.llm.recipes import ' \
-          'from nemo.collections.llm.recipes.fuzz import ' 'recipe.trainer.strategy.' 'recipe.model.config.' '**kwargs'
+          'from nemo.collections.llm.recipes.fuzz import ' 'recipe.trainer.strategy.' 'recipe.model.config.' '**kwargs' \
+          'recipe.trainer.callbacks.append(' '.extend([' 'run.Config(MegatronCommOverlapCallback, tp_comm_overlap=True)' \
+          'recipe.optim.config.' 'torch.bfloat16' 'grad_reduce_in_fp32'
       } >"$out" ;;
     fuzz_cli)
       {

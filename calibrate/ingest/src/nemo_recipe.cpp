@@ -102,7 +102,7 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"trainer.strategy.ddp.data_parallel_sharding_strategy", "", "Megatron-FSDP's only, and fsdp is None"},
     {"trainer.accelerator", "", "GPUs"},
     {"trainer.accumulate_grad_batches", "", ""},  // 1: Megatron-core accumulates the global batch (checked below)
-    {"trainer.callbacks", "", "timing and logging callbacks"},
+    {"trainer.callbacks", "", ""},                // each callback by its class (kRecipeCallbacks)
     {"trainer.limit_*", "", "evaluation"},
     {"trainer.log_every_n_steps", "", "logging"},
     {"trainer.max_steps", "", "the run's length"},
@@ -119,6 +119,39 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"model.config.recompute_method", "recompute_method", ""},
     {"model.config.recompute_num_layers", "recompute_num_layers", ""},
     {"optim.config.use_distributed_optimizer", "", ""},
+    // Megatron-core's OptimizerConfig as pretrain_performance_optimizations and the MoE recipes set it
+    // (megatron/core/optimizer/optimizer_config.py): the precision-aware optimizer and its dtypes.
+    {"optim.config.use_precision_aware_optimizer", "use_precision_aware_optimizer", ""},
+    {"optim.config.main_grads_dtype", "main_grads_dtype", ""},
+    {"optim.config.main_params_dtype", "main_params_dtype", ""},
+    {"optim.config.exp_avg_dtype", "exp_avg_dtype", ""},
+    {"optim.config.exp_avg_sq_dtype", "exp_avg_sq_dtype", ""},
+    {"optim.config.lr", "", "the learning rate"},
+    {"optim.config.weight_decay", "", "Adam's hyper-parameters"},
+    {"optim.config.adam_*", "", "Adam's hyper-parameters"},
+    {"optim.config.clip_grad", "", "gradient clipping: a norm over the gradients, as priced"},
+    // distributed_fused_adam_with_cosine_annealing's arguments (nemo/collections/llm/recipes/optim/adam.py).
+    {"optim.warmup_steps", "", "the learning-rate schedule"},
+    {"optim.constant_steps", "", "the learning-rate schedule"},
+    {"optim.max_lr", "", "the learning-rate schedule"},
+    {"optim.min_lr", "", "the learning-rate schedule"},
+    {"optim.adam_beta*", "", "Adam's hyper-parameters"},
+    {"optim.clip_grad", "", "gradient clipping: a norm over the gradients, as priced"},
+    {"optim.lr_scheduler.*", "", "the learning-rate schedule"},
+});
+
+// The callbacks a recipe's Trainer may hold, by class: what each changes, or why it changes nothing priced. Any
+// other is refused naming it.
+struct RecipeCallback {
+  std::string_view cls, why;  // why: "" where it is read (MegatronCommOverlapCallback)
+};
+constexpr auto kRecipeCallbacks = std::to_array<RecipeCallback>({
+    {"TimingCallback", "step timing"},
+    {"GarbageCollectionCallback", "Python's garbage collection at fixed steps"},
+    {"PreemptionCallback", "a checkpoint on preemption"},
+    // nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py: TP overlap (off below TP 2 or without SP), the
+    // interleaved schedule's P2P overlap, the DP overlaps.
+    {"MegatronCommOverlapCallback", ""},
 });
 
 }  // namespace
@@ -159,15 +192,6 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
     } else {
       settings_given[key] = std::move(v);
     }
-  }
-  if (const std::optional<Expr>* mode = recipe.param("performance_mode")) {
-    std::string given = *mode ? python::plain_value(**mode) : "";
-    for (const Expr& a : factory_args)
-      if (a.key == "performance_mode") given = python::plain_value(a);
-    if (given != "false")
-      throw Error(std::string(where) + ": performance_mode " + given +
-                  ": pretrain_performance_optimizations (communication-overlap and garbage-collection callbacks) is "
-                  "not read; check the recipe without it");
   }
   const Expr partial = ev.call("pretrain_recipe", factory_args);
   for (const std::string& m : ev.followed())
@@ -210,7 +234,18 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
   if (data == nullptr || data->kind != Expr::Kind::call || data->text != "run.Config")
     throw unread(data, "data", "a run.Config of a data module");
   set_from("data.", *data, "");
-  if (const Expr* optim = partial.kwarg("optim")) settings["optim"] = {*optim, ev.where(*optim)};
+  // The optimizer: its factory's call, its arguments and the fields set on the config it builds (`recipe.optim.config.
+  // use_precision_aware_optimizer = False`, a section the evaluation added to the call it could not follow).
+  if (const Expr* optim = partial.kwarg("optim")) {
+    settings["optim"] = {*optim, ev.where(*optim)};
+    for (const Expr& a : optim->kwargs) {
+      if (a.key == "precision") continue;  // checked with the call
+      if ((a.key == "config" || a.key == "lr_scheduler") && a.kind == Expr::Kind::call && a.args.empty())
+        set_from("optim." + a.key + ".", a, "");
+      else
+        settings["optim." + a.key] = {a, ev.where(a)};
+    }
+  }
   // The model: run.Config(<Model>, config=run.Config(<config class>, <fields set>)).
   const Expr* model = partial.kwarg("model");
   const Expr* config = model != nullptr && model->kind == Expr::Kind::call ? model->kwarg("config") : nullptr;
@@ -224,6 +259,10 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
   std::map<std::string, std::string>& layout = out.run.layout;
   std::int64_t nodes = 1, devices = 8;
   std::optional<std::int64_t> expert_tp;  // Megatron-core's default (None) is the tensor-parallel size
+  // MegatronCommOverlapCallback's settings (none: the callback is not there) and the plugin's gradient reduction.
+  std::optional<bool> tp_overlap, p2p_overlap, plugin_fp32_reduce;
+  bool overlap_callback = false;
+  std::string callbacks_ignored, overlap_unpriced;
   bool experts = false;
   for (const auto& setting : settings) {  // named, not bound: clang 14's lambdas cannot capture bindings
     const std::string& key = setting.first;
@@ -279,18 +318,74 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
       if (integer() != 1) throw refuse("Megatron-core accumulates the global batch itself (valid: 1)");
     } else if (key == "trainer.plugins") {
       // bf16_mixed() (nemo/collections/llm/recipes/precision/mixed_precision.py) is MegatronMixedPrecision at
-      // "bf16-mixed", which the MoE recipes write out.
-      const Expr* precision = value.kwarg("precision");
+      // "bf16-mixed", which the MoE recipes write out; its grad_reduce_in_fp32 (pretrain_performance_optimizations
+      // sets it False) is the DDP config's (nemo/lightning/pytorch/plugins/mixed_precision.py).
+      const bool called = value.kind == Expr::Kind::call && value.args.size() <= 1;
       const bool bf16 =
-          value.kind == Expr::Kind::call &&
-          ((value.text == "bf16_mixed" && value.args.empty() && value.kwargs.empty()) ||
+          called &&
+          ((value.text == "bf16_mixed" && value.args.empty()) ||
            (value.text == "run.Config" && value.args.size() == 1 &&
-            value.args.front().text.ends_with("MegatronMixedPrecision") && value.kwargs.size() == 1 &&
-            precision != nullptr && precision->kind == Expr::Kind::string && precision->text == "bf16-mixed"));
+            value.args.front().text.ends_with("MegatronMixedPrecision") && value.kwarg("precision") != nullptr &&
+            value.kwarg("precision")->kind == Expr::Kind::string && value.kwarg("precision")->text == "bf16-mixed"));
+      for (const Expr& kw : bf16 ? value.kwargs : std::vector<Expr>{}) {
+        if (kw.key == "precision") continue;
+        if (kw.key != "grad_reduce_in_fp32" ||
+            (python::plain_value(kw) != "true" && python::plain_value(kw) != "false"))
+          throw refuse("the plugin's " + kw.key + " " + kw.shown() + " is not read (valid: grad_reduce_in_fp32)");
+        plugin_fp32_reduce = python::plain_value(kw) == "true";
+      }
       if (!bf16)
         throw refuse(
             "headroom prices the recipes' bf16_mixed() precision (valid: bf16_mixed(), "
             "run.Config(nl.MegatronMixedPrecision, precision=\"bf16-mixed\"))");
+    } else if (key == "trainer.callbacks") {
+      if (value.kind != Expr::Kind::list && v != "None") throw refuse("expected a list of run.Config(<callback>)");
+      for (const Expr& c : value.args) {
+        const std::string cls = c.kind == Expr::Kind::call && c.text == "run.Config" && !c.args.empty()
+                                    ? c.args.front().text.substr(c.args.front().text.rfind('.') + 1)
+                                    : c.shown();
+        const auto it = std::find_if(kRecipeCallbacks.begin(), kRecipeCallbacks.end(),
+                                     [&](const RecipeCallback& r) { return r.cls == cls; });
+        if (it == kRecipeCallbacks.end())
+          throw refuse("the callback " + cls +
+                       " is not read (valid: TimingCallback, GarbageCollectionCallback, "
+                       "PreemptionCallback, MegatronCommOverlapCallback)");
+        if (!it->why.empty()) {
+          callbacks_ignored += (callbacks_ignored.empty() ? "" : "; ") + cls + ": " + std::string(it->why);
+          continue;
+        }
+        overlap_callback = true;
+        for (const Expr& kw : c.kwargs) {
+          const std::string x = python::plain_value(kw);
+          const auto flag = [&]() -> std::optional<bool> {
+            if (x == "None") return std::nullopt;
+            if (x != "true" && x != "false")
+              throw refuse(cls + "'s " + kw.key + " " + kw.shown() + ": expected True, False or None");
+            return x == "true";
+          };
+          if (kw.key == "tp_comm_overlap") {
+            tp_overlap = flag();
+          } else if (kw.key == "overlap_p2p_comm") {
+            p2p_overlap = flag();
+          } else if (kw.key == "overlap_grad_reduce" || kw.key == "overlap_param_gather") {
+            if (flag() == false)
+              throw refuse(cls + "'s " + kw.key + " False: the framework's coefficients (dp_overlap) price it on");
+          } else if (kw.key == "overlap_param_gather_with_optimizer_step") {
+            if (flag() == true)
+              throw refuse(cls + "'s " + kw.key + " True: the optimizer step's overlap is not priced");
+          } else if (kw.key == "tp_comm_overlap_cfg" || kw.key == "tp_comm_bootstrap_backend" ||
+                     kw.key == "defer_embedding_wgrad_compute" || kw.key == "wgrad_deferral_limit" ||
+                     kw.key == "align_param_gather" || kw.key == "bucket_size" || kw.key == "batch_p2p_comm") {
+            overlap_unpriced += (overlap_unpriced.empty() ? "" : ", ") + kw.key;
+          } else {
+            throw refuse(cls + "'s " + kw.key + " is not read");
+          }
+        }
+      }
+      if (!overlap_callback) {  // none that changes the job: listed as ignored, with why
+        out.read.pop_back();
+        out.ignored.push_back(key + " (" + (callbacks_ignored.empty() ? std::string("none") : callbacks_ignored) + ")");
+      }
     } else if (key == "optim") {
       // nemo/collections/llm/recipes/optim/adam.py: OptimizerConfig(optimizer="adam", bf16=precision ==
       // "bf16-mixed", use_distributed_optimizer=True): Megatron-core's distributed optimizer, FP32 states.
@@ -309,6 +404,15 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
       if (v != "None") layout["recompute_num_layers"] = std::to_string(integer());
     } else if (key == "optim.config.use_distributed_optimizer") {
       layout["sharding"] = boolean() ? "NNG" : "NNN";
+    } else if (key == "optim.config.use_precision_aware_optimizer") {
+      layout["use_precision_aware_optimizer"] = boolean() ? "true" : "false";
+    } else if (rule->knob.ends_with("_dtype")) {  // torch.float32, torch.bfloat16, torch.float16
+      const auto dtype = v == "torch.float32"    ? "fp32"
+                         : v == "torch.bfloat16" ? "bf16"
+                         : v == "torch.float16"  ? "fp16"
+                                                 : "";
+      if (*dtype == '\0') throw refuse("valid: torch.float32, torch.bfloat16, torch.float16");
+      layout[std::string(rule->knob)] = dtype;
     } else if (key == "model.config") {
       const std::string cls = value.text.substr(value.text.rfind('.') + 1);
       const auto it =
@@ -335,6 +439,20 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
       layout[std::string(rule->knob)] = std::to_string(integer());
     }
   }
+  // The callback's overlaps as it sets them (_get_model_comm_overlap_cfgs): TP overlap only at TP 2 or more with SP;
+  // P2P overlap for the interleaved schedule, the only one that runs it. Without the callback Megatron-core's
+  // ModelParallelConfig leaves P2P overlap off. The plugin's gradient reduction is the DDP config's.
+  const std::int64_t tp = layout.contains("tp") ? std::stoll(layout.at("tp")) : 1;
+  const bool sp = layout.contains("sequence_parallel") && layout.at("sequence_parallel") == "true";
+  if (tp_overlap == true && (tp < 2 || !sp))
+    out.notes.push_back("MegatronCommOverlapCallback turns its tp_comm_overlap off here (TP below 2 or no SP)");
+  if (!overlap_unpriced.empty())
+    out.notes.push_back("MegatronCommOverlapCallback's " + overlap_unpriced +
+                        ": how the overlaps are scheduled (userbuffers' settings, deferred embedding gradients, "
+                        "aligned gathers, bucket sizes), not priced");
+  if (tp_overlap) layout["tp_comm_overlap"] = *tp_overlap && tp >= 2 && sp ? "true" : "false";
+  layout["overlap_p2p_comm"] = p2p_overlap.value_or(overlap_callback) ? "true" : "false";
+  if (plugin_fp32_reduce) layout["grad_reduce_in_bf16"] = *plugin_fp32_reduce ? "false" : "true";
   // Megatron-core splits only experts by it: a dense model's (the Qwen 3 trainer's 1 for every size) changes nothing.
   if (expert_tp && experts) layout["etp"] = std::to_string(*expert_tp);
   if (expert_tp && !experts)

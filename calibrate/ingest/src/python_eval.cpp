@@ -227,41 +227,64 @@ bool Evaluator::holds(const Function::Statement& s, Frame& f) {
   return s.test == "==" || s.test == "is" ? equal : !equal;
 }
 
-void Evaluator::assign(const Function::Statement& s, Frame& f) {
+Expr& Evaluator::place(const std::string& path, const Function::Statement& s, Frame& f) {
   const auto not_followed = [&](const std::string& what) {
     return Error(at_line(f.module, s.line) + ": " + what + " in " + f.function +
                  "(): a statement headroom does not follow");
   };
-  if (s.target == "an expression") throw not_followed("an assignment to an expression");
-  Expr v = value(*s.value, f);
-  const std::string head = s.target.substr(0, s.target.find('.'));
-  if (head.size() == s.target.size()) {
-    f.locals[head] = std::move(v);
-    return;
-  }
+  const std::string head = path.substr(0, path.find('.'));
+  if (head.size() == path.size()) return f.locals[head];
   const auto local = f.locals.find(head);
-  if (local == f.locals.end()) throw not_followed(s.target + " = ..., of a name not bound in the function");
+  if (local == f.locals.end()) throw not_followed(path + ", of a name not bound in the function");
   Expr* node = &local->second;
-  for (std::size_t from = head.size(); from < s.target.size();) {
-    const std::size_t next = std::min(s.target.find('.', from + 1), s.target.size());
-    const std::string name = s.target.substr(from + 1, next - from - 1);
+  for (std::size_t from = head.size(); from < path.size();) {
+    const std::size_t next = std::min(path.find('.', from + 1), path.size());
+    const std::string name = path.substr(from + 1, next - from - 1);
     if (node->kind != Expr::Kind::call)
-      throw not_followed(s.target + " = ...: " + s.target.substr(0, from) + " is " + node->shown() + ", not a config");
+      throw not_followed(path + ": " + path.substr(0, from) + " is " + node->shown() + ", not a config");
     Expr* x = field(*node, name);
     if (x == nullptr) {  // a field the config did not give: added (a section of it as an empty config)
-      Expr added =
-          next == s.target.size() ? std::move(v) : Expr{Expr::Kind::call, s.target.substr(0, next), {}, {}, s.line, {}};
-      if (next != s.target.size()) added.file = f.module;
-      added.key = name;
-      node->kwargs.push_back(std::move(added));
-      if (next == s.target.size()) return;
+      const bool last = next == path.size();
+      node->kwargs.push_back(Expr{last ? Expr::Kind::name : Expr::Kind::call, last ? "None" : path.substr(0, next),
+                                  {}, {}, s.line, name});
+      node->kwargs.back().file = f.module;
       x = &node->kwargs.back();
     }
     node = x;
     from = next;
   }
-  v.key = node->key;
-  *node = std::move(v);
+  return *node;
+}
+
+void Evaluator::assign(const Function::Statement& s, Frame& f) {
+  if (s.target == "an expression")
+    throw Error(at_line(f.module, s.line) + ": an assignment to an expression in " + f.function +
+                "(): a statement headroom does not follow");
+  Expr v = value(*s.value, f);
+  Expr& to = place(s.target, s, f);
+  v.key = to.key;
+  to = std::move(v);
+}
+
+bool Evaluator::grow_list(const Function::Statement& s, Frame& f) {
+  const Expr& call = *s.value;
+  const bool append = call.text.ends_with(".append"), extend = call.text.ends_with(".extend");
+  if (call.kind != Expr::Kind::call || (!append && !extend) || call.args.size() != 1 || !call.kwargs.empty())
+    return false;
+  const std::string path = call.text.substr(0, call.text.rfind('.'));
+  if (!f.locals.contains(path.substr(0, path.find('.')))) return false;
+  Expr v = value(call.args.front(), f);
+  Expr& list = place(path, s, f);
+  if (list.kind != Expr::Kind::list || (extend && v.kind != Expr::Kind::list))
+    throw Error(at_line(f.module, s.line) + ": " + call.text + "(" + v.shown() + ") in " + f.function + "(): " +
+                path + " is " + list.shown() + ", not a list headroom can grow");
+  if (append) {
+    v.key.clear();
+    list.args.push_back(std::move(v));
+  } else {
+    for (Expr& x : v.args) list.args.push_back(std::move(x));
+  }
+  return true;
 }
 
 std::optional<Expr> Evaluator::run(const Function& fn, std::size_t begin, std::size_t end, Frame& f) {
@@ -302,6 +325,8 @@ std::optional<Expr> Evaluator::run(const Function& fn, std::size_t begin, std::s
     }
     if (s.keyword == "=" && s.value) {
       assign(s, f);
+    } else if (s.keyword.empty() && s.value && s.value->kind == Expr::Kind::call && grow_list(s, f)) {
+      // a list a config holds grown (`recipe.trainer.callbacks.append(...)`)
     } else if (s.keyword == "pass" || s.keyword == "assert" || s.keyword == "from" || s.keyword == "import" ||
                (s.keyword.empty() && s.value && s.value->kind == Expr::Kind::string)) {
       // nothing to follow: a docstring, an assertion, an import (its names' calls stay calls)

@@ -1,5 +1,6 @@
 // Functions of Python config modules run on their arguments without a Python (internal to ingest/), as far as the
-// factories of job configs are written: assignments, fields of configs set (`recipe.trainer.strategy.x = 4`),
+// factories of job configs are written: assignments, fields of configs set (`recipe.trainer.strategy.x = 4`), lists
+// they hold grown (`recipe.trainer.callbacks.append(...)`),
 // if/elif/else on a name's value (`if version == "qwen3_8b":`, `if performance_mode:`, `if x is None:`), returns,
 // and calls of the module's own functions and of the modules the loader gives (a recipe's siblings). A call of
 // anything else (`run.Config(...)`, a class) is a value: its arguments evaluated, kept as the call. Any other
@@ -51,6 +52,10 @@ class Evaluator {
   std::optional<Expr> run(const Function& fn, std::size_t begin, std::size_t end, Frame& f);
   bool holds(const Function::Statement& s, Frame& f);
   void assign(const Function::Statement& s, Frame& f);
+  // The field a dotted path names in the function's values, added (None, its sections empty configs) where missing.
+  Expr& place(const std::string& path, const Function::Statement& s, Frame& f);
+  // `x.append(v)` and `x.extend([...])` of a list x holds; false for a statement of another form.
+  bool grow_list(const Function::Statement& s, Frame& f);
   // The module and function a callee names, where it is one to follow.
   std::optional<std::pair<int, std::string>> resolve(const std::string& callee, int module);
   std::optional<int> load(const std::string& module);
