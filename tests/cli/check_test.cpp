@@ -703,6 +703,19 @@ TEST(Check, ReadsNemo2RecipesThatCallOtherRecipes) {
   EXPECT_EQ(n.at("gbs"), 2304);
   EXPECT_EQ(n.at("gpus"), 6144);  // nemotron4_340b's num_nodes=768 by default
 
+  // GPTConfig175B is gpt3-175b's shape without its attention dropout: priced as NeMo builds it.
+  std::ifstream in(dir + "llama3_8b.py");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text.replace(text.find("run.Config(Llama3Config8B)"), 26, "run.Config(GPTConfig175B)");
+  const auto gpt = std::filesystem::temp_directory_path() / ("headroom_gpt_" + std::to_string(::getpid()) + ".py");
+  std::ofstream(gpt) << text;
+  const Result g = run({"check", "--cluster", "dgx-h100", "--json", gpt.string()});
+  std::filesystem::remove(gpt);
+  ASSERT_NE(g.code, 2) << g.err;
+  const auto gd = nlohmann::json::parse(g.out);
+  EXPECT_EQ(gd.at("model"), "gpt3-175b");
+  EXPECT_NE(gd.at("notes").dump().find("with attention dropout 0"), std::string::npos) << gd.at("notes");
+
   // Alone, the Qwen recipe's trainer is a call headroom cannot follow.
   const auto alone = std::filesystem::temp_directory_path() / ("headroom_qwen_" + std::to_string(::getpid()));
   std::filesystem::create_directories(alone);

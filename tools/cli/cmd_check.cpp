@@ -269,6 +269,11 @@ void run_check(const CheckOptions& o, std::ostream& out) {
                   ": a NeMo config is priced under megatron (NeMo runs Megatron-core)");
     cmd = job_config_command(o, kind, gpus, layers_per_stage);
     if (kind == ConfigKind::nemo_recipe && o.specs.model.empty()) req.model = cmd.run.layout.at("model");
+    if (kind == ConfigKind::nemo_recipe && cmd.arguments.contains("attention_dropout")) {
+      // The recipe's config class is the shipped model's shape with another attention dropout (GPTConfig175B's 0).
+      req.model_spec = o.specs.library().model(cmd.run.layout.at("model"));
+      req.model_spec->attention_dropout = std::stod(cmd.arguments.at("attention_dropout"));
+    }
     if (kind == ConfigKind::nemo_recipe && !o.specs.model.empty() && o.specs.model != cmd.run.layout.at("model"))
       throw Error("--model " + o.specs.model + ": the recipe's model is " + cmd.run.layout.at("model") +
                   " (its config class); give no --model, or that one");

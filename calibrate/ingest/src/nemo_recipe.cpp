@@ -37,6 +37,7 @@ struct RecipeModel {
   std::string_view config, model;
   bool experts = false;     // a mixture of experts (whose experts a tensor-parallel size of their own may split)
   bool vocabulary = false;  // the class sets vocab_size; else the data's tokenizer does (gpt/model/base.py)
+  const char* attention_dropout = nullptr;  // where the class's differs from the shipped model's
 };
 constexpr auto kRecipeModels = std::to_array<RecipeModel>({
     {"Llama2Config7B", "llama2-7b"},
@@ -64,6 +65,9 @@ constexpr auto kRecipeModels = std::to_array<RecipeModel>({
     // nemotron.py: squared-ReLU MLP, LayerNorm with zero-centred gamma, RoPE on half of each head.
     {"Nemotron4Config15B", "nemotron-4-15b"},
     {"Nemotron4Config340B", "nemotron-4-340b"},
+    // gpt/model/base.py GPTConfig175B: GPT-3 175B's shape (learned positions, tied embeddings, GELU, biases) with no
+    // dropout, where gpt3-175b is Megatron-LM's (attention dropout 0.1).
+    {"GPTConfig175B", "gpt3-175b", false, false, "0"},
 });
 
 // The largest count a recipe's setting may give (nodes, devices, parallel sizes, batches, tokens): 10^9, so that
@@ -424,7 +428,11 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
             "Qwen 2/2.5 72B, Gemma 2 27B and Nemotron-4 configs)");
       layout["model"] = std::string(it->model);
       experts = it->experts;
-      out.notes.push_back("the model is " + cls + ", " + std::string(it->model) + "'s shape");
+      out.notes.push_back("the model is " + cls + ", " + std::string(it->model) + "'s shape" +
+                          (it->attention_dropout != nullptr
+                               ? " with attention dropout " + std::string(it->attention_dropout)
+                               : std::string()));
+      if (it->attention_dropout != nullptr) out.arguments["attention_dropout"] = it->attention_dropout;
       // GPTConfig.configure_model takes a vocabulary the class does not set from the data's tokenizer, and
       // MockDataModule with none uses GPT-2's BPE (nemo/collections/llm/gpt/data/mock.py): the recipe's mock run
       // would train 50,257 rows, a real one its model's tokenizer's.
