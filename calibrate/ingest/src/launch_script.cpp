@@ -250,7 +250,8 @@ class Shell {
     return out;
   }
 
-  // A test of an if or elif: true or false, or nullopt where it is not a string comparison.
+  // A test of an if or elif: true or false, or nullopt where it is not a comparison of strings or integers, or reads a
+  // variable of unknown value.
   [[nodiscard]] std::optional<bool> test(const std::vector<std::string>& words) const {
     std::optional<bool> result;
     std::string op;  // "&&" or "||" before this test
@@ -508,7 +509,8 @@ std::vector<std::string> launch_script_command(const std::string& text, std::str
       if (!r) {
         std::string shown;
         for (const auto& c : cond) shown += (shown.empty() ? "" : " ") + c;
-        f.unknown = "in a block whose test (" + shown + ") is not a string comparison headroom can evaluate";
+        f.unknown = "in a block whose test (" + shown +
+                    ") headroom cannot evaluate (a test of strings or integers reading variables the script sets)";
       }
       f.active = r.value_or(true);
       f.any_taken = f.any_taken || r.value_or(false);
