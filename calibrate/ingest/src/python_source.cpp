@@ -312,6 +312,11 @@ class Parser {
 std::map<std::string, Function> top_level_functions(const std::vector<Token>& t, std::string_view where) {
   std::map<std::string, Function> out;
   const Parser p(t, where);
+  // A statement's value ends its line; a value followed by more (a tuple, a chained assignment) is not one value.
+  const auto line_ends = [&](std::size_t i) { return i >= t.size() || t[i].starts_line; };
+  const auto more_than_one = [](const Expr& first) {
+    return Expr{Expr::Kind::other, "a tuple or chained assignment", {}, {}, first.line, {}};
+  };
   std::size_t i = 0;
   while (i < t.size()) {
     if (!(t[i].starts_line && t[i].indent == 0 && t[i].kind == Tok::name && t[i].text == "def")) {
@@ -363,6 +368,7 @@ std::map<std::string, Function> top_level_functions(const std::vector<Token>& t,
         } else if (s.keyword != "else" && s.keyword != "try" && i < t.size() && !t[i].starts_line && !p.is(i, ":")) {
           s.value = p.expression(i);
           if (s.value->kind == Expr::Kind::name) s.target = s.value->text;
+          if (s.keyword == "return" && !line_ends(i)) s.value = more_than_one(*s.value);  // `return a, b`
         }
         if (s.test != "?" && p.is(i, ":") && i + 1 < t.size() && !t[i + 1].starts_line) s.inline_block = true;
       } else {
@@ -371,8 +377,9 @@ std::map<std::string, Function> top_level_functions(const std::vector<Token>& t,
           s.keyword = "=";
           s.target = e.kind == Expr::Kind::name ? e.text : "an expression";
           s.value = p.expression(++i);
+          if (!line_ends(i)) s.value = more_than_one(*s.value);  // `x = a, b`, `x = y = 1`
         } else {
-          s.value = std::move(e);
+          s.value = line_ends(i) ? std::move(e) : more_than_one(e);  // `a, b = f()`: not one expression
         }
       }
       if (i == start) ++i;  // a line that starts with no expression (an operator): its first token
