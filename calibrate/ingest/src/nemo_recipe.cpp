@@ -50,14 +50,24 @@ constexpr auto kRecipeModels = std::to_array<RecipeModel>({
     {"Llama31Config405B", "llama3.1-405b"},
     {"Llama32Config1B", "llama3.2-1b"},  // Llama 3.2: embeddings tied, RoPE scaled by 32
     {"Llama32Config3B", "llama3.2-3b"},
+    // llama_nemotron.py: Llama 3.1 8B and 70B's shapes (kv_channels 128, their own head size).
+    {"Llama31NemotronNano8BConfig", "llama3.1-8b"},
+    {"Llama31Nemotron70BConfig", "llama3.1-70b"},
     // mixtral.py: Mixtral's shapes, 8 experts top-2, dropless all-to-all.
     {"MixtralConfig8x7B", "mixtral-8x7b", true},
     {"MixtralConfig8x22B", "mixtral-8x22b", true},
-    // qwen3.py: Qwen3Config (q/k norms, no biases, untied 151,936) and Qwen3MoEConfig (128 experts, top 8).
+    // qwen3.py: Qwen3Config (q/k norms, no biases, untied 151,936) and Qwen3MoEConfig (128 experts, top 8); the
+    // smaller ones tie their embeddings.
     {"Qwen3Config8B", "qwen3-8b", false, true},
+    {"Qwen3Config14B", "qwen3-14b", false, true},
+    {"Qwen3Config32B", "qwen3-32b", false, true},
     {"Qwen3Config30B_A3B", "qwen3-30b-a3b", true, true},
     {"Qwen3Config235B_A22B", "qwen3-235b-a22b", true, true},
-    // qwen2.py: Qwen 2 and 2.5 72B are one shape (q/k/v biases, untied 152,064); only the context differs.
+    // qwen2.py: Qwen 2 and 2.5 7B and 72B are one shape each (q/k/v biases, untied 152,064); only the context differs.
+    {"Qwen2Config7B", "qwen2.5-7b", false, true},
+    {"Qwen25Config7B", "qwen2.5-7b", false, true},
+    {"Qwen25Config14B", "qwen2.5-14b", false, true},
+    {"Qwen25Config32B", "qwen2.5-32b", false, true},
     {"Qwen2Config72B", "qwen2.5-72b", false, true},
     {"Qwen25Config72B", "qwen2.5-72b", false, true},
     // gemma2.py: GeGLU, sandwich norms, a 4,096-token window every other layer, soft-capped logits, tied 256,000.
