@@ -26,8 +26,6 @@
 namespace headroom::calibrate {
 namespace {
 
-using text::at;
-
 using python::Expr;
 using python::Function;
 
@@ -463,7 +461,7 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
   const std::int64_t tp = layout.contains("tp") ? std::stoll(layout.at("tp")) : 1;
   const bool sp = layout.contains("sequence_parallel") && layout.at("sequence_parallel") == "true";
   if (tp_overlap == true && (tp < 2 || !sp))
-    out.notes.push_back("MegatronCommOverlapCallback turns its tp_comm_overlap off here (TP below 2 or no SP)");
+    out.notes.emplace_back("MegatronCommOverlapCallback turns its tp_comm_overlap off here (TP below 2 or no SP)");
   if (!overlap_unpriced.empty())
     out.notes.push_back("MegatronCommOverlapCallback's " + overlap_unpriced +
                         ": how the overlaps are scheduled (userbuffers' settings, deferred embedding gradients, "

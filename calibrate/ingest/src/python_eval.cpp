@@ -61,7 +61,8 @@ Expr* field(Expr& config, std::string_view name) {
 }  // namespace
 
 Evaluator::Evaluator(std::string_view text, std::string where, Loader loader) : loader_(std::move(loader)) {
-  modules_.push_back({"", where, read_module(text, where, 0)});
+  Module main = read_module(text, where, 0);
+  modules_.push_back({"", std::move(where), std::move(main)});
 }
 
 std::string Evaluator::at_line(int file, int line) const {
@@ -124,22 +125,21 @@ Expr Evaluator::value(const Expr& e, Frame& f) {
     case Expr::Kind::name: {
       const std::string head = e.text.substr(0, e.text.find('.'));
       if (const auto local = f.locals.find(head); local != f.locals.end()) {
-        Expr v = local->second;
+        const Expr* v = &local->second;
         for (std::size_t from = head.size(); from < e.text.size();) {  // its fields: `recipe.trainer.strategy`
           const std::size_t next = std::min(e.text.find('.', from + 1), e.text.size());
-          const std::string name = e.text.substr(from + 1, next - from - 1);
-          const Expr* x = v.kind == Expr::Kind::call ? v.kwarg(name) : nullptr;
+          const Expr* x = v->kind == Expr::Kind::call ? v->kwarg(e.text.substr(from + 1, next - from - 1)) : nullptr;
           if (x == nullptr)
             throw Error(where(e) + ": " + e.text.substr(0, next) + ": " + e.text.substr(0, from) +
                         " has no field headroom can read");
-          Expr copy = *x;
-          v = std::move(copy);
+          v = x;
           from = next;
         }
-        if ((values_ += size(v)) > kMaxValues)
+        if ((values_ += size(*v)) > kMaxValues)  // the copy counts as the values it holds
           throw Error(where(e) + ": the configs evaluate to more than 10^5 values");
-        v.key = e.key;
-        return v;
+        Expr out = *v;
+        out.key = e.key;
+        return out;
       }
       const Module& m = modules_[static_cast<std::size_t>(f.module)].module;
       if (const auto constant = m.constants.find(e.text); constant != m.constants.end()) {
@@ -245,8 +245,8 @@ Expr& Evaluator::place(const std::string& path, const Function::Statement& s, Fr
     Expr* x = field(*node, name);
     if (x == nullptr) {  // a field the config did not give: added (a section of it as an empty config)
       const bool last = next == path.size();
-      node->kwargs.push_back(Expr{last ? Expr::Kind::name : Expr::Kind::call, last ? "None" : path.substr(0, next),
-                                  {}, {}, s.line, name});
+      node->kwargs.push_back(
+          Expr{last ? Expr::Kind::name : Expr::Kind::call, last ? "None" : path.substr(0, next), {}, {}, s.line, name});
       node->kwargs.back().file = f.module;
       x = &node->kwargs.back();
     }
@@ -276,8 +276,8 @@ bool Evaluator::grow_list(const Function::Statement& s, Frame& f) {
   Expr v = value(call.args.front(), f);
   Expr& list = place(path, s, f);
   if (list.kind != Expr::Kind::list || (extend && v.kind != Expr::Kind::list))
-    throw Error(at_line(f.module, s.line) + ": " + call.text + "(" + v.shown() + ") in " + f.function + "(): " +
-                path + " is " + list.shown() + ", not a list headroom can grow");
+    throw Error(at_line(f.module, s.line) + ": " + call.text + "(" + v.shown() + ") in " + f.function + "(): " + path +
+                " is " + list.shown() + ", not a list headroom can grow");
   if (append) {
     v.key.clear();
     list.args.push_back(std::move(v));
@@ -323,14 +323,13 @@ std::optional<Expr> Evaluator::run(const Function& fn, std::size_t begin, std::s
       none.file = f.module;
       return none;
     }
+    // Nothing to follow in a docstring, an assertion or an import (its names' calls stay calls); a list a config
+    // holds grown (`recipe.trainer.callbacks.append(...)`) is followed by grow_list.
+    const bool nothing = s.keyword == "pass" || s.keyword == "assert" || s.keyword == "from" || s.keyword == "import" ||
+                         (s.keyword.empty() && s.value && s.value->kind == Expr::Kind::string);
     if (s.keyword == "=" && s.value) {
       assign(s, f);
-    } else if (s.keyword.empty() && s.value && s.value->kind == Expr::Kind::call && grow_list(s, f)) {
-      // a list a config holds grown (`recipe.trainer.callbacks.append(...)`)
-    } else if (s.keyword == "pass" || s.keyword == "assert" || s.keyword == "from" || s.keyword == "import" ||
-               (s.keyword.empty() && s.value && s.value->kind == Expr::Kind::string)) {
-      // nothing to follow: a docstring, an assertion, an import (its names' calls stay calls)
-    } else {
+    } else if (!nothing && !(s.keyword.empty() && s.value && s.value->kind == Expr::Kind::call && grow_list(s, f))) {
       std::string what =
           s.keyword.empty() ? (s.value ? s.value->shown() : std::string("a statement")) : "`" + s.keyword + "`";
       if (s.keyword == "raise" && s.value)  // the exception and its message: why the factory refuses to run
