@@ -663,12 +663,12 @@ TEST(Check, ReadsNemo2RecipesUnchanged) {
 // recipe sets recompute on the recipe it built. A recipe whose sibling is not there is refused, naming its call.
 TEST(Check, ReadsNemo2RecipesThatCallOtherRecipes) {
   const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-recipes/";
-  const auto check = [&](const std::string& file) {
+  const auto checked = [&](const std::string& file) {
     const Result r = run({"check", "--cluster", "dgx-h100", "--json", dir + file});
     EXPECT_NE(r.code, 2) << file << ": " << r.err;
     return r.code == 2 ? nlohmann::json() : nlohmann::json::parse(r.out);
   };
-  const auto long_context = check("llama3_8b_16k.py");
+  const auto long_context = checked("llama3_8b_16k.py");
   ASSERT_FALSE(long_context.is_null());
   EXPECT_EQ(long_context.at("model"), "llama3.1-8b");
   const auto& l = long_context.at("layout");
@@ -679,7 +679,7 @@ TEST(Check, ReadsNemo2RecipesThatCallOtherRecipes) {
   EXPECT_EQ(l.at("gpus"), 16);  // num_nodes=2 by default
   EXPECT_NE(long_context.at("notes").dump().find("llama3_8b.py"), std::string::npos);
 
-  const auto moe = check("qwen3_30b_a3b.py");
+  const auto moe = checked("qwen3_30b_a3b.py");
   ASSERT_FALSE(moe.is_null());
   EXPECT_EQ(moe.at("model"), "qwen3-30b-a3b");  // qwen3_model(version=NAME)'s branch
   const auto& m = moe.at("layout");
@@ -692,7 +692,7 @@ TEST(Check, ReadsNemo2RecipesThatCallOtherRecipes) {
   EXPECT_EQ(m.at("gbs"), 32);
   EXPECT_EQ(m.at("mbs"), 2);
 
-  const auto nemotron = check("nemotron4_340b.py");
+  const auto nemotron = checked("nemotron4_340b.py");
   ASSERT_FALSE(nemotron.is_null());
   EXPECT_EQ(nemotron.at("model"), "nemotron-4-340b");
   const auto& n = nemotron.at("layout");

@@ -1,6 +1,7 @@
 // Python config functions run without a Python (python_eval.hpp).
 #include "python_eval.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "headroom/core/error.hpp"
@@ -52,17 +53,16 @@ std::size_t size(const Expr& e) {
   return n;
 }
 
-Expr* field(Expr& config, std::string_view name) {
-  for (Expr& v : config.kwargs)
-    if (v.key == name) return &v;
-  return nullptr;
+Expr* field(std::vector<Expr>& kwargs, std::string_view name) {
+  const auto it = std::find_if(kwargs.begin(), kwargs.end(), [&](const Expr& v) { return v.key == name; });
+  return it == kwargs.end() ? nullptr : &*it;
 }
 
 }  // namespace
 
 Evaluator::Evaluator(std::string_view text, std::string where, Loader loader) : loader_(std::move(loader)) {
-  Module main = read_module(text, where, 0);
-  modules_.push_back({"", std::move(where), std::move(main)});
+  Module first = read_module(text, where, 0);
+  modules_.push_back({"", std::move(where), std::move(first)});
 }
 
 std::string Evaluator::at_line(int file, int line) const {
@@ -91,8 +91,8 @@ std::optional<int> Evaluator::load(const std::string& module) {
   if (loader_ && modules_.size() < static_cast<std::size_t>(kMaxModules))
     if (const std::optional<std::string> text = loader_(module)) {
       index = static_cast<int>(modules_.size());
-      const std::string where = module.substr(module.rfind('.') + 1) + ".py";
-      modules_.push_back({module, where, read_module(*text, where, *index)});
+      const std::string file = module.substr(module.rfind('.') + 1) + ".py";
+      modules_.push_back({module, file, read_module(*text, file, *index)});
     }
   by_name_[module] = index;
   return index;
@@ -242,7 +242,7 @@ Expr& Evaluator::place(const std::string& path, const Function::Statement& s, Fr
     const std::string name = path.substr(from + 1, next - from - 1);
     if (node->kind != Expr::Kind::call)
       throw not_followed(path + ": " + path.substr(0, from) + " is " + node->shown() + ", not a config");
-    Expr* x = field(*node, name);
+    Expr* x = field(node->kwargs, name);
     if (x == nullptr) {  // a field the config did not give: added (a section of it as an empty config)
       const bool last = next == path.size();
       node->kwargs.push_back(
@@ -267,17 +267,17 @@ void Evaluator::assign(const Function::Statement& s, Frame& f) {
 }
 
 bool Evaluator::grow_list(const Function::Statement& s, Frame& f) {
-  const Expr& call = *s.value;
-  const bool append = call.text.ends_with(".append"), extend = call.text.ends_with(".extend");
-  if (call.kind != Expr::Kind::call || (!append && !extend) || call.args.size() != 1 || !call.kwargs.empty())
+  const Expr& method = *s.value;
+  const bool append = method.text.ends_with(".append"), extend = method.text.ends_with(".extend");
+  if (method.kind != Expr::Kind::call || (!append && !extend) || method.args.size() != 1 || !method.kwargs.empty())
     return false;
-  const std::string path = call.text.substr(0, call.text.rfind('.'));
+  const std::string path = method.text.substr(0, method.text.rfind('.'));
   if (!f.locals.contains(path.substr(0, path.find('.')))) return false;
-  Expr v = value(call.args.front(), f);
+  Expr v = value(method.args.front(), f);
   Expr& list = place(path, s, f);
   if (list.kind != Expr::Kind::list || (extend && v.kind != Expr::Kind::list))
-    throw Error(at_line(f.module, s.line) + ": " + call.text + "(" + v.shown() + ") in " + f.function + "(): " + path +
-                " is " + list.shown() + ", not a list headroom can grow");
+    throw Error(at_line(f.module, s.line) + ": " + method.text + "(" + v.shown() + ") in " + f.function +
+                "(): " + path + " is " + list.shown() + ", not a list headroom can grow");
   if (append) {
     v.key.clear();
     list.args.push_back(std::move(v));

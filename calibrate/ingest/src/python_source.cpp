@@ -451,9 +451,9 @@ Module read_module(std::string_view text, std::string_view where, int file) {
   for (auto& [n, f] : m.functions) {
     for (auto& [param, fallback] : f.params)
       if (fallback) tag(*fallback, file);
-    for (auto& st : f.body) {
-      if (st.value) tag(*st.value, file);
-      if (st.rhs) tag(*st.rhs, file);
+    for (std::size_t k = 0; k < f.body.size(); ++k) {
+      if (f.body[k].value) tag(*f.body[k].value, file);
+      if (f.body[k].rhs) tag(*f.body[k].rhs, file);
     }
   }
   for (auto& [n, e] : m.constants) tag(e, file);
