@@ -451,10 +451,9 @@ Module read_module(std::string_view text, std::string_view where, int file) {
   for (auto& [n, f] : m.functions) {
     for (auto& [param, fallback] : f.params)
       if (fallback) tag(*fallback, file);
-    for (std::size_t k = 0; k < f.body.size(); ++k) {
-      if (f.body[k].value) tag(*f.body[k].value, file);
-      if (f.body[k].rhs) tag(*f.body[k].rhs, file);
-    }
+    for (Function::Statement& st : f.body)
+      for (std::optional<Expr>* e : {&st.value, &st.rhs})
+        if (e->has_value()) tag(e->value(), file);
   }
   for (auto& [n, e] : m.constants) tag(e, file);
   return m;
