@@ -69,6 +69,8 @@ constexpr auto kRecipeModels = std::to_array<RecipeModel>({
     {"Qwen2Config72B", "qwen2.5-72b", false, true},
     {"Qwen25Config72B", "qwen2.5-72b", false, true},
     // gemma2.py: GeGLU, sandwich norms, a 4,096-token window every other layer, soft-capped logits, tied 256,000.
+    {"Gemma2Config2B", "gemma-2-2b", false, true},
+    {"Gemma2Config9B", "gemma-2-9b", false, true},
     {"Gemma2Config27B", "gemma-2-27b", false, true},
     // nemotron.py: squared-ReLU MLP, LayerNorm with zero-centred gamma, RoPE on half of each head.
     {"Nemotron4Config15B", "nemotron-4-15b"},
@@ -431,9 +433,8 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
           std::find_if(kRecipeModels.begin(), kRecipeModels.end(), [&](const auto& m) { return m.config == cls; });
       if (it == kRecipeModels.end())
         throw refuse(
-            "no shipped model of this NeMo config's shape (read: the Llama 2, 3, 3.1 and 3.2, Mixtral, Qwen 3 8B and "
-            "MoE, "
-            "Qwen 2/2.5 72B, Gemma 2 27B and Nemotron-4 configs)");
+            "no shipped model of this NeMo config's shape (read: Llama 2, 3, 3.1 and 3.2, Llama 3.1 Nemotron, "
+            "Mixtral, Qwen 3 8B-32B and MoE, Qwen 2/2.5 7B-72B, Gemma 2, Nemotron-4 and GPT-3 175B configs)");
       layout["model"] = std::string(it->model);
       experts = it->experts;
       out.notes.push_back("the model is " + cls + ", " + std::string(it->model) + "'s shape" +
