@@ -984,6 +984,11 @@ TEST(Check, Nemo2RecipeRefusalsNameWhatIsNotRead) {
   std::filesystem::remove(raise);
   const std::string other = edited("run.Config(Llama3Config8B)", "run.Config(MistralConfig7B)");
   refused({}, other, "MistralConfig7B");
+  // Given --model, a config class of no shipped model's shape is priced as that model, saying so.
+  const Result given = run({"check", "--cluster", "dgx-h100", "--json", "--model", "mistral-7b", other});
+  ASSERT_NE(given.code, 2) << given.err;
+  EXPECT_EQ(nlohmann::json::parse(given.out).at("model"), "mistral-7b");
+  EXPECT_NE(given.out.find("priced as --model mistral-7b"), std::string::npos);
   std::filesystem::remove(other);
 }
 

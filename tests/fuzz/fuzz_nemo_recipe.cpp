@@ -18,8 +18,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const calibrate::MegatronCommand cmd = calibrate::read_nemo_recipe(
         text, 0, "fuzz.py", overrides, [&](const std::string&) -> std::optional<std::string> { return text; });
     fuzz::require(!cmd.read.empty(), "a recipe read has read settings");
-    fuzz::require(cmd.run.layout.contains("model") && cmd.run.layout.contains("seq") && cmd.run.layout.contains("gpus"),
-                  "a recipe read gives a model, a sequence and a world");
+    fuzz::require((cmd.run.layout.contains("model") != !cmd.model_unread.empty()) && cmd.run.layout.contains("seq") &&
+                      cmd.run.layout.contains("gpus"),
+                  "a recipe read gives a model (or says why not), a sequence and a world");
     fuzz::require(!cmd.notes.empty() && cmd.notes.front().starts_with("read as NeMo 2.0 recipe settings"),
                   "the recipe's world is noted first");
   });

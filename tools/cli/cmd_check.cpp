@@ -268,15 +268,22 @@ void run_check(const CheckOptions& o, std::ostream& out) {
       throw Error("--framework " + o.specs.framework +
                   ": a NeMo config is priced under megatron (NeMo runs Megatron-core)");
     cmd = job_config_command(o, kind, gpus, layers_per_stage);
-    if (kind == ConfigKind::nemo_recipe && o.specs.model.empty()) req.model = cmd.run.layout.at("model");
-    if (kind == ConfigKind::nemo_recipe && cmd.arguments.contains("attention_dropout")) {
-      // The recipe's config class is the shipped model's shape with another attention dropout (GPTConfig175B's 0).
-      req.model_spec = o.specs.library().model(cmd.run.layout.at("model"));
-      req.model_spec->attention_dropout = std::stod(cmd.arguments.at("attention_dropout"));
+    if (kind == ConfigKind::nemo_recipe && !cmd.model_unread.empty()) {
+      // A config class of no shipped model's shape: priced as --model, whose shape is the user's to vouch for.
+      if (o.specs.model.empty())
+        throw Error(cmd.model_unread + ": give --model, a shipped name or a config.json of the class's shape");
+      cmd.notes.push_back("the recipe's config class has no shipped model: priced as --model " + o.specs.model);
+    } else if (kind == ConfigKind::nemo_recipe) {
+      if (o.specs.model.empty()) req.model = cmd.run.layout.at("model");
+      if (cmd.arguments.contains("attention_dropout")) {
+        // The config class is the shipped model's shape with another attention dropout (GPTConfig175B's 0).
+        req.model_spec = o.specs.library().model(cmd.run.layout.at("model"));
+        req.model_spec->attention_dropout = std::stod(cmd.arguments.at("attention_dropout"));
+      }
+      if (!o.specs.model.empty() && o.specs.model != cmd.run.layout.at("model"))
+        throw Error("--model " + o.specs.model + ": the recipe's model is " + cmd.run.layout.at("model") +
+                    " (its config class); give no --model, or that one");
     }
-    if (kind == ConfigKind::nemo_recipe && !o.specs.model.empty() && o.specs.model != cmd.run.layout.at("model"))
-      throw Error("--model " + o.specs.model + ": the recipe's model is " + cmd.run.layout.at("model") +
-                  " (its config class); give no --model, or that one");
   } else {
     std::vector<std::string> tokens = o.command;
     std::map<std::string, std::string> script_files;  // what the script writes with here-documents

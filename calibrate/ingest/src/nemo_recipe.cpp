@@ -431,10 +431,14 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
       const std::string cls = value.text.substr(value.text.rfind('.') + 1);
       const auto it =
           std::find_if(kRecipeModels.begin(), kRecipeModels.end(), [&](const auto& m) { return m.config == cls; });
-      if (it == kRecipeModels.end())
-        throw refuse(
-            "no shipped model of this NeMo config's shape (read: Llama 2, 3, 3.1 and 3.2, Llama 3.1 Nemotron, "
-            "Mixtral, Qwen 3 8B-32B and MoE, Qwen 2/2.5 7B-72B, Gemma 2, Nemotron-4 and GPT-3 175B configs)");
+      if (it == kRecipeModels.end()) {  // check asks for --model
+        out.model_unread =
+            refuse(
+                "no shipped model of this NeMo config's shape (read: Llama 2, 3, 3.1 and 3.2, Llama 3.1 Nemotron, "
+                "Mixtral, Qwen 3 8B-32B and MoE, Qwen 2/2.5 7B-72B, Gemma 2, Nemotron-4 and GPT-3 175B configs)")
+                .what();
+        continue;
+      }
       layout["model"] = std::string(it->model);
       experts = it->experts;
       out.notes.push_back("the model is " + cls + ", " + std::string(it->model) + "'s shape" +
@@ -471,6 +475,8 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
   layout["overlap_p2p_comm"] = p2p_overlap.value_or(overlap_callback) ? "true" : "false";
   if (plugin_fp32_reduce) layout["grad_reduce_in_bf16"] = *plugin_fp32_reduce ? "false" : "true";
   // Megatron-core splits only experts by it: a dense model's (the Qwen 3 trainer's 1 for every size) changes nothing.
+  // A config class of no shipped model (priced as --model) has experts where it is run with expert parallelism.
+  if (!out.model_unread.empty()) experts = layout.contains("ep") && layout.at("ep") != "1";
   if (expert_tp && experts) layout["etp"] = std::to_string(*expert_tp);
   if (expert_tp && !experts)
     out.notes.push_back("trainer.strategy.expert_tensor_parallel_size " + std::to_string(*expert_tp) +

@@ -101,6 +101,9 @@ struct MegatronCommand {
   // The attention window the command gives (ModelSpec::sliding_window, window_skip_freq; 0: none), known without
   // the vocabulary that makes run.model whole.
   std::int64_t sliding_window = 0, window_skip_freq = 0;
+  // Why the job's model is not known from it (a NeMo recipe's config class of no shipped model's shape, named with its
+  // line): check prices it as --model, and refuses with this without one. Empty where it is known.
+  std::string model_unread;
 };
 [[nodiscard]] MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, std::int64_t gpus,
                                                      std::string_view where);
@@ -140,12 +143,12 @@ using RecipeSibling = std::function<std::optional<std::string>(const std::string
 // (nemo_recipe.cpp): pretrain_recipe() evaluated on NeMo-Run's arguments, following its calls into the recipes
 // `sibling` gives, and the run.Partial it returns read: the parallelism of its MegatronStrategy, its DDP config, the
 // Trainer's nodes and devices, the data module's sequence and batches, the optimizer and the model's config class
-// (kRecipeModels: those of a shipped model's shape) and the Trainer's callbacks (kRecipeCallbacks; performance_mode's
-// communication overlaps). Every setting read or ignored with why (kRecipeKeys, the one list); any other setting or
-// callback, a statement or condition the evaluation does not follow, or a setting not priced an Error naming it and its
-// line. `overrides` are NeMo-Run's: pretrain_recipe's arguments (`num_nodes=2`) and
-// settings by path (`trainer.strategy.tensor_model_parallel_size=4`, `data.global_batch_size=256`). The layout (with
-// "model", the shipped model) is run.layout; `gpus`, where given, must be the recipe's world.
+// (kRecipeModels: those of a shipped model's shape; another is named in model_unread) and the Trainer's callbacks
+// (kRecipeCallbacks; performance_mode's communication overlaps). Every setting read or ignored with why (kRecipeKeys,
+// the one list); any other setting or callback, a statement or condition the evaluation does not follow, or a setting
+// not priced an Error naming it and its line. `overrides` are NeMo-Run's: pretrain_recipe's arguments (`num_nodes=2`)
+// and settings by path (`trainer.strategy.tensor_model_parallel_size=4`, `data.global_batch_size=256`). The layout
+// (with "model", the shipped model) is run.layout; `gpus`, where given, must be the recipe's world.
 [[nodiscard]] MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::string_view where,
                                                const std::vector<std::string>& overrides = {},
                                                const RecipeSibling& sibling = {});
