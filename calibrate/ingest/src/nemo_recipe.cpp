@@ -72,6 +72,8 @@ constexpr auto kRecipeModels = std::to_array<RecipeModel>({
     {"Gemma2Config2B", "gemma-2-2b", false, true},
     {"Gemma2Config9B", "gemma-2-9b", false, true},
     {"Gemma2Config27B", "gemma-2-27b", false, true},
+    // mistral.py: Mistral NeMo 12B has no window (MistralConfig7B's 4,096 one is no shipped model's).
+    {"MistralNeMoConfig12B", "mistral-nemo-12b"},
     // nemotron.py: squared-ReLU MLP, LayerNorm with zero-centred gamma, RoPE on half of each head.
     {"Nemotron4Config15B", "nemotron-4-15b"},
     {"Nemotron4Config340B", "nemotron-4-340b"},
@@ -435,7 +437,9 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
         out.model_unread =
             refuse(
                 "no shipped model of this NeMo config's shape (read: Llama 2, 3, 3.1 and 3.2, Llama 3.1 Nemotron, "
-                "Mixtral, Qwen 3 8B-32B and MoE, Qwen 2/2.5 7B-72B, Gemma 2, Nemotron-4 and GPT-3 175B configs)")
+                "Mistral NeMo 12B, Mixtral, Qwen 3 8B-32B and MoE, Qwen 2/2.5 7B-72B, Gemma 2, Nemotron-4 and GPT-3 "
+                "175B "
+                "configs)")
                 .what();
         continue;
       }
