@@ -220,15 +220,6 @@ std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>
   return m;
 }
 
-// arguments.py prints the dtype arguments after mapping them to torch dtypes (dtype_map: fp8 is torch.uint8): the
-// knob's name of one ("torch.bfloat16" → "bf16"); any other value as it is.
-std::string dtype_name(const std::string& v) {
-  for (const auto& [torch_name, name] : {std::pair{"torch.float32", "fp32"}, std::pair{"torch.bfloat16", "bf16"},
-                                         std::pair{"torch.float16", "fp16"}, std::pair{"torch.uint8", "fp8"}})
-    if (v == torch_name) return name;
-  return v;
-}
-
 // Whether a knob Megatron-LM prints whatever the run does means something in this run: the experts' only with
 // experts, FP8's only with an FP8 format, the optimizer offload's only with --optimizer-cpu-offload, the activation
 // offload's only with --cpu-offloading, the recompute method's only with full recompute (arguments.py prints them all,
@@ -279,7 +270,8 @@ std::map<std::string, std::string> megatron_layout(const std::map<std::string, s
     if (k.log_key.empty() || !megatron_knob_applies(k.id, args)) continue;
     const auto v = arg(args, std::string(k.log_key));
     if (v)
-      l[std::string(k.name)] = k.type == KnobType::flag && (*v == "True" || *v == "False") ? lower(*v) : dtype_name(*v);
+      l[std::string(k.name)] =
+          k.type == KnobType::flag && (*v == "True" || *v == "False") ? lower(*v) : text::dtype_name(*v);
   }
   for (const char* required : {"world_size", "tensor_model_parallel_size", "pipeline_model_parallel_size",
                                "context_parallel_size", "micro_batch_size", "global_batch_size", "seq_length"})

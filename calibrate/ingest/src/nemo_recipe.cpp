@@ -336,13 +336,12 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
       // bf16_mixed() (nemo/collections/llm/recipes/precision/mixed_precision.py) is MegatronMixedPrecision at
       // "bf16-mixed", which the MoE recipes write out; its grad_reduce_in_fp32 (pretrain_performance_optimizations
       // sets it False) is the DDP config's (nemo/lightning/pytorch/plugins/mixed_precision.py).
-      const bool called = value.kind == Expr::Kind::call && value.args.size() <= 1;
-      const bool bf16 =
-          called &&
-          ((value.text == "bf16_mixed" && value.args.empty()) ||
-           (value.text == "run.Config" && value.args.size() == 1 &&
-            value.args.front().text.ends_with("MegatronMixedPrecision") && value.kwarg("precision") != nullptr &&
-            value.kwarg("precision")->kind == Expr::Kind::string && value.kwarg("precision")->text == "bf16-mixed"));
+      const Expr* precision = value.kwarg("precision");
+      const bool bf16 = value.kind == Expr::Kind::call &&
+                        ((value.text == "bf16_mixed" && value.args.empty()) ||
+                         (value.text == "run.Config" && value.args.size() == 1 &&
+                          value.args.front().text.ends_with("MegatronMixedPrecision") && precision != nullptr &&
+                          precision->kind == Expr::Kind::string && precision->text == "bf16-mixed"));
       for (const Expr& kw : bf16 ? value.kwargs : std::vector<Expr>{}) {
         if (kw.key == "precision") continue;
         if (kw.key != "grad_reduce_in_fp32" ||
@@ -423,11 +422,9 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
     } else if (key == "optim.config.use_precision_aware_optimizer") {
       layout["use_precision_aware_optimizer"] = boolean() ? "true" : "false";
     } else if (rule->knob.ends_with("_dtype")) {  // torch.float32, torch.bfloat16, torch.float16
-      const auto dtype = v == "torch.float32"    ? "fp32"
-                         : v == "torch.bfloat16" ? "bf16"
-                         : v == "torch.float16"  ? "fp16"
-                                                 : "";
-      if (*dtype == '\0') throw refuse("valid: torch.float32, torch.bfloat16, torch.float16");
+      const std::string dtype = text::dtype_name(v);
+      if (dtype != "fp32" && dtype != "bf16" && dtype != "fp16")
+        throw refuse("valid: torch.float32, torch.bfloat16, torch.float16");
       layout[std::string(rule->knob)] = dtype;
     } else if (key == "model.config") {
       const std::string cls = value.text.substr(value.text.rfind('.') + 1);

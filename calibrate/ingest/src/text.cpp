@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <utility>
 
 namespace headroom::calibrate::text {
 
@@ -72,6 +73,13 @@ double median(std::vector<double> v) {
 double steady_state(const std::vector<double>& logged) {
   if (logged.size() == 1) return logged.front();
   return median({logged.begin() + 1, logged.end()});
+}
+
+std::string dtype_name(const std::string& v) {
+  for (const auto& [torch_name, name] : {std::pair{"torch.float32", "fp32"}, std::pair{"torch.bfloat16", "bf16"},
+                                         std::pair{"torch.float16", "fp16"}, std::pair{"torch.uint8", "fp8"}})
+    if (v == torch_name) return name;
+  return v;
 }
 
 bool out_of_memory(std::string_view text) {

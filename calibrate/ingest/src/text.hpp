@@ -26,6 +26,9 @@ namespace headroom::calibrate::text {
 // growth, NCCL set-up) and is dropped when others follow; the median of the rest resists stragglers.
 [[nodiscard]] double steady_state(const std::vector<double>& logged);
 [[nodiscard]] bool out_of_memory(std::string_view text);
+// A torch dtype as the dtype knobs name it ("torch.bfloat16" → "bf16"; Megatron-LM's arguments.py dtype_map, where
+// fp8 is torch.uint8); any other value as it is.
+[[nodiscard]] std::string dtype_name(const std::string& v);
 
 // The row of a config reader's key table (rows with a dotted `key`, or a prefix ending in "*" for every key under it)
 // that `key` matches, in the table's order; nullptr when none does.
