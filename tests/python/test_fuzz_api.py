@@ -27,8 +27,12 @@ def planner():
     return headroom.Planner(model="llama3.1-8b", gpu="h100-94gb")
 
 
+# The knob table, read once: headroom.knobs() describes the whole spec library on each call.
+KNOBS = {k["name"]: k for k in headroom.knobs()}
+
+
 def knob_names():
-    return [k["name"] for k in headroom.knobs()]
+    return list(KNOBS)
 
 
 def named(error, keyword):
@@ -39,7 +43,7 @@ def named(error, keyword):
 def well_typed(name, value):
     """The value is of the knob's type: an integer (Python's, NumPy's, a 0-d integer array, not a bool) for a count,
     a bool for a flag, a real number for a number, a string for a name."""
-    kind = next(k for k in headroom.knobs() if k["name"] == name)["type"]
+    kind = KNOBS[name]["type"]
     if isinstance(value, (bool, np.bool_)):
         return kind == "flag"
     if kind in ("count", "whole"):
