@@ -661,6 +661,30 @@ TEST(Check, ReadsNemo2RecipesUnchanged) {
 // llama3_8b.pretrain_recipe() and replaces its model, trainer and data; the Qwen 3 and Nemotron-4 recipes build their
 // trainer and model with qwen3.py's and nemotron.py's functions (an if/elif chain on the version); the Qwen 3 MoE
 // recipe sets recompute on the recipe it built. A recipe whose sibling is not there is refused, naming its call.
+// A config class that is a shipped model's shape with a difference is priced with that difference: StarCoder2's
+// classes untie the output layer the Hugging Face model ties (and drop its window, which at the recipe's 4,096 tokens
+// changes nothing), so its parameters are the tied model's plus one output layer of 49,152 x 3,072 over TP 2.
+TEST(Check, Nemo2RecipeConfigClassesPriceTheirDifferencesFromTheShippedModel) {
+  const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-recipes/";
+  const Result r = run({"check", "--cluster", "dgx-h100", "--json", dir + "starcoder2_3b.py"});
+  ASSERT_NE(r.code, 2) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("model"), "starcoder2-3b");
+  EXPECT_NE(j.at("notes").dump().find("starcoder2-3b's shape with its output layer untied, no window"),
+            std::string::npos)
+      << j.at("notes");
+  const auto& l = j.at("layout");
+  ASSERT_EQ(l.at("pp"), 1);  // stage 0 holds the embedding and the output layer
+  const Result tied = run({"estimate", "--model", "starcoder2-3b", "--cluster", "dgx-h100", "--json", "--gpus",
+                           l.at("gpus").dump(), "--tp", l.at("tp").dump(), "--gbs", l.at("gbs").dump(), "--mbs",
+                           l.at("mbs").dump(), "--seq", l.at("seq").dump()});
+  ASSERT_EQ(tied.code, 0) << tied.err;
+  const std::int64_t output_layer_bytes = 49152LL * 3072 / l.at("tp").get<std::int64_t>() * 2;  // BF16
+  EXPECT_EQ(j.at("memory").at("stages").at(0).at("params").get<std::int64_t>(),
+            nlohmann::json::parse(tied.out).at("memory").at("stages").at(0).at("params").get<std::int64_t>() +
+                output_layer_bytes);
+}
+
 TEST(Check, ReadsNemo2RecipesThatCallOtherRecipes) {
   const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-recipes/";
   const auto checked = [&](const std::string& file) {
@@ -982,13 +1006,13 @@ TEST(Check, Nemo2RecipeRefusalsNameWhatIsNotRead) {
   const std::string raise = edited("\n    return trainer\n", "\n    raise ValueError(\"no trainer\")\n");
   refused({}, raise, "`raise` ValueError(\"no trainer\") in trainer()");
   std::filesystem::remove(raise);
-  const std::string other = edited("run.Config(Llama3Config8B)", "run.Config(MistralConfig7B)");
-  refused({}, other, "MistralConfig7B");
+  const std::string other = edited("run.Config(Llama3Config8B)", "run.Config(Gemma3Config1B)");
+  refused({}, other, "Gemma3Config1B");
   // Given --model, a config class of no shipped model's shape is priced as that model, saying so.
-  const Result given = run({"check", "--cluster", "dgx-h100", "--json", "--model", "mistral-7b", other});
+  const Result given = run({"check", "--cluster", "dgx-h100", "--json", "--model", "llama3.2-1b", other});
   ASSERT_NE(given.code, 2) << given.err;
-  EXPECT_EQ(nlohmann::json::parse(given.out).at("model"), "mistral-7b");
-  EXPECT_NE(given.out.find("priced as --model mistral-7b"), std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(given.out).at("model"), "llama3.2-1b");
+  EXPECT_NE(given.out.find("priced as --model llama3.2-1b"), std::string::npos);
   std::filesystem::remove(other);
 }
 

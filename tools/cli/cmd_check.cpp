@@ -275,10 +275,15 @@ void run_check(const CheckOptions& o, std::ostream& out) {
       cmd.notes.push_back("the recipe's config class has no shipped model: priced as --model " + o.specs.model);
     } else if (kind == ConfigKind::nemo_recipe) {
       if (o.specs.model.empty()) req.model = cmd.run.layout.at("model");
-      if (cmd.arguments.contains("attention_dropout")) {
-        // The config class is the shipped model's shape with another attention dropout (GPTConfig175B's 0).
+      // The config class is the shipped model's shape with what the reader says differs (GPTConfig175B's attention
+      // dropout 0, the small Qwen 2 classes' untied output layer, StarCoder2's classes without a window).
+      const auto& args = cmd.arguments;
+      if (args.contains("attention_dropout") || args.contains("untie_embeddings_and_output_weights") ||
+          args.contains("window_size")) {
         req.model_spec = o.specs.library().model(cmd.run.layout.at("model"));
-        req.model_spec->attention_dropout = std::stod(cmd.arguments.at("attention_dropout"));
+        if (args.contains("attention_dropout")) req.model_spec->attention_dropout = std::stod(args.at("attention_dropout"));
+        if (args.contains("untie_embeddings_and_output_weights")) req.model_spec->tied_embeddings = false;
+        if (args.contains("window_size")) req.model_spec->sliding_window = 0;
       }
       if (!o.specs.model.empty() && o.specs.model != cmd.run.layout.at("model"))
         throw Error("--model " + o.specs.model + ": the recipe's model is " + cmd.run.layout.at("model") +

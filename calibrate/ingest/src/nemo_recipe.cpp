@@ -36,6 +36,8 @@ struct RecipeModel {
   bool experts = false;     // a mixture of experts (whose experts a tensor-parallel size of their own may split)
   bool vocabulary = false;  // the class sets vocab_size; else the data's tokenizer does (gpt/model/base.py)
   const char* attention_dropout = nullptr;  // where the class's differs from the shipped model's
+  bool untied = false;     // the class unties the output layer the shipped model (its Hugging Face config) ties
+  bool no_window = false;  // the class sets no window_size where the shipped model attends within a window
 };
 constexpr auto kRecipeModels = std::to_array<RecipeModel>({
     {"Llama2Config7B", "llama2-7b"},
@@ -56,12 +58,20 @@ constexpr auto kRecipeModels = std::to_array<RecipeModel>({
     {"MixtralConfig8x22B", "mixtral-8x22b", true},
     // qwen3.py: Qwen3Config (q/k norms, no biases, untied 151,936) and Qwen3MoEConfig (128 experts, top 8); the
     // smaller ones tie their embeddings.
+    {"Qwen3Config600M", "qwen3-0.6b", false, true},
+    {"Qwen3Config1P7B", "qwen3-1.7b", false, true},
+    {"Qwen3Config4B", "qwen3-4b", false, true},
     {"Qwen3Config8B", "qwen3-8b", false, true},
     {"Qwen3Config14B", "qwen3-14b", false, true},
     {"Qwen3Config32B", "qwen3-32b", false, true},
     {"Qwen3Config30B_A3B", "qwen3-30b-a3b", true, true},
     {"Qwen3Config235B_A22B", "qwen3-235b-a22b", true, true},
     // qwen2.py: Qwen 2 and 2.5 7B and 72B are one shape each (q/k/v biases, untied 152,064); only the context differs.
+    // Qwen 2 and 2.5 0.5B and 1.5B: the Hugging Face models tie their embeddings, NeMo's classes do not.
+    {.config = "Qwen2Config500M", .model = "qwen2.5-0.5b", .vocabulary = true, .untied = true},
+    {.config = "Qwen25Config500M", .model = "qwen2.5-0.5b", .vocabulary = true, .untied = true},
+    {.config = "Qwen2Config1P5B", .model = "qwen2.5-1.5b", .vocabulary = true, .untied = true},
+    {.config = "Qwen25Config1P5B", .model = "qwen2.5-1.5b", .vocabulary = true, .untied = true},
     {"Qwen2Config7B", "qwen2.5-7b", false, true},
     {"Qwen25Config7B", "qwen2.5-7b", false, true},
     {"Qwen25Config14B", "qwen2.5-14b", false, true},
@@ -72,9 +82,26 @@ constexpr auto kRecipeModels = std::to_array<RecipeModel>({
     {"Gemma2Config2B", "gemma-2-2b", false, true},
     {"Gemma2Config9B", "gemma-2-9b", false, true},
     {"Gemma2Config27B", "gemma-2-27b", false, true},
-    // mistral.py: Mistral NeMo 12B has no window (MistralConfig7B's 4,096 one is no shipped model's).
+    // gemma.py: Gemma 1 (GeGLU, heads of 256, tied 256,000; the 2B one has a single KV head).
+    {"GemmaConfig2B", "gemma-2b"},
+    {"GemmaConfig7B", "gemma-7b"},
+    {"CodeGemmaConfig2B", "gemma-2b"},
+    {"CodeGemmaConfig7B", "gemma-7b"},
+    // mistral.py: MistralConfig7B is Mistral 7B v0.1 (a 4,096-token window on every layer); Mistral NeMo 12B has none.
+    {"MistralConfig7B", "mistral-7b-v0.1"},
     {"MistralNeMoConfig12B", "mistral-nemo-12b"},
+    // phi3mini.py, baichuan.py, chatglm.py: Llama-shaped (ChatGLM: q/k/v biases, RoPE on half of each head).
+    {"Phi3ConfigMini", "phi-3-mini", false, true},
+    {"Baichuan2Config7B", "baichuan2-7b"},
+    {"ChatGLM3Config6B", "chatglm3-6b"},
+    // starcoder2.py: GELU MLP with biases, LayerNorm; the classes set no window and untie the output layer.
+    {.config = "Starcoder2Config3B", .model = "starcoder2-3b", .untied = true, .no_window = true},
+    {.config = "Starcoder2Config7B", .model = "starcoder2-7b", .untied = true, .no_window = true},
+    {.config = "Starcoder2Config15B", .model = "starcoder2-15b", .no_window = true},
     // nemotron.py: squared-ReLU MLP, LayerNorm with zero-centred gamma, RoPE on half of each head.
+    {"Nemotron3Config4B", "nemotron-3-4b"},
+    {"Nemotron3Config8B", "nemotron-3-8b"},
+    {"Nemotron3Config22B", "nemotron-3-22b"},
     {"Nemotron4Config15B", "nemotron-4-15b"},
     {"Nemotron4Config340B", "nemotron-4-340b"},
     // gpt/model/base.py GPTConfig175B: GPT-3 175B's shape (learned positions, tied embeddings, GELU, biases) with no
@@ -122,6 +149,9 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"trainer.limit_*", "", "evaluation"},
     {"trainer.log_every_n_steps", "", "logging"},
     {"trainer.max_steps", "", "the run's length"},
+    {"trainer.enable_checkpointing", "", "checkpointing"},
+    {"trainer.logger", "", "logging"},
+    {"trainer.num_sanity_val_steps", "", "evaluation"},
     {"trainer.val_check_interval", "", "evaluation"},
     {"trainer.use_distributed_sampler", "", "data loading"},
     {"trainer.plugins", "", ""},  // bf16_mixed() (checked below)
@@ -165,6 +195,7 @@ constexpr auto kRecipeCallbacks = std::to_array<RecipeCallback>({
     {"TimingCallback", "step timing"},
     {"GarbageCollectionCallback", "Python's garbage collection at fixed steps"},
     {"PreemptionCallback", "a checkpoint on preemption"},
+    {"ModelCheckpoint", "checkpoints saved between steps, outside the step priced"},
     // nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py: TP overlap (off below TP 2 or without SP), the
     // interleaved schedule's P2P overlap, the DP overlaps.
     {"MegatronCommOverlapCallback", ""},
@@ -335,14 +366,16 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
     } else if (key == "trainer.plugins") {
       // bf16_mixed() (nemo/collections/llm/recipes/precision/mixed_precision.py) is MegatronMixedPrecision at
       // "bf16-mixed", which the MoE recipes write out; its grad_reduce_in_fp32 (pretrain_performance_optimizations
-      // sets it False) is the DDP config's (nemo/lightning/pytorch/plugins/mixed_precision.py).
-      const Expr* precision = value.kwarg("precision");
-      const bool bf16 = value.kind == Expr::Kind::call &&
-                        ((value.text == "bf16_mixed" && value.args.empty()) ||
-                         (value.text == "run.Config" && value.args.size() == 1 &&
-                          value.args.front().text.ends_with("MegatronMixedPrecision") && precision != nullptr &&
+      // sets it False) is the DDP config's (nemo/lightning/pytorch/plugins/mixed_precision.py). Lightning takes
+      // one plugin or a list (nemotronh_8b.py: plugins=[bf16_mixed()]).
+      const Expr& plugin = value.kind == Expr::Kind::list && value.args.size() == 1 ? value.args.front() : value;
+      const Expr* precision = plugin.kwarg("precision");
+      const bool bf16 = plugin.kind == Expr::Kind::call &&
+                        ((plugin.text == "bf16_mixed" && plugin.args.empty()) ||
+                         (plugin.text == "run.Config" && plugin.args.size() == 1 &&
+                          plugin.args.front().text.ends_with("MegatronMixedPrecision") && precision != nullptr &&
                           precision->kind == Expr::Kind::string && precision->text == "bf16-mixed"));
-      for (const Expr& kw : bf16 ? value.kwargs : std::vector<Expr>{}) {
+      for (const Expr& kw : bf16 ? plugin.kwargs : std::vector<Expr>{}) {
         if (kw.key == "precision") continue;
         if (kw.key != "grad_reduce_in_fp32" ||
             (python::plain_value(kw) != "true" && python::plain_value(kw) != "false"))
@@ -364,7 +397,7 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
         if (it == kRecipeCallbacks.end())
           throw refuse("the callback " + cls +
                        " is not read (valid: TimingCallback, GarbageCollectionCallback, "
-                       "PreemptionCallback, MegatronCommOverlapCallback)");
+                       "PreemptionCallback, ModelCheckpoint, MegatronCommOverlapCallback)");
         if (!it->why.empty()) {
           callbacks_ignored += (callbacks_ignored.empty() ? "" : "; ") + cls + ": " + std::string(it->why);
           continue;
@@ -434,19 +467,24 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
         out.model_unread =
             refuse(
                 "no shipped model of this NeMo config's shape (read: Llama 2, 3, 3.1 and 3.2, Llama 3.1 Nemotron, "
-                "Mistral NeMo 12B, Mixtral, Qwen 3 8B-32B and MoE, Qwen 2/2.5 7B-72B, Gemma 2, Nemotron-4 and GPT-3 "
-                "175B "
-                "configs)")
+                "Mistral 7B and NeMo 12B, Mixtral, Qwen 3 and its MoE, Qwen 2 and 2.5 dense, Gemma 1 and 2, "
+                "Nemotron-3 and -4, Phi-3 mini, Baichuan 2 7B, ChatGLM3 6B, StarCoder2 and GPT-3 175B configs)")
                 .what();
         continue;
       }
       layout["model"] = std::string(it->model);
       experts = it->experts;
-      out.notes.push_back("the model is " + cls + ", " + std::string(it->model) + "'s shape" +
-                          (it->attention_dropout != nullptr
-                               ? " with attention dropout " + std::string(it->attention_dropout)
-                               : std::string()));
-      if (it->attention_dropout != nullptr) out.arguments["attention_dropout"] = it->attention_dropout;
+      // Where the class differs from the shipped model, as Megatron-LM's arguments (check applies them).
+      std::string differences;
+      const auto differ = [&](const char* argument, const std::string& v, const std::string& said) {
+        out.arguments[argument] = v;
+        differences += (differences.empty() ? " with " : ", ") + said;
+      };
+      if (it->attention_dropout != nullptr)
+        differ("attention_dropout", it->attention_dropout, "attention dropout " + std::string(it->attention_dropout));
+      if (it->untied) differ("untie_embeddings_and_output_weights", "true", "its output layer untied");
+      if (it->no_window) differ("window_size", "None", "no window");
+      out.notes.push_back("the model is " + cls + ", " + std::string(it->model) + "'s shape" + differences);
       // GPTConfig.configure_model takes a vocabulary the class does not set from the data's tokenizer, and
       // MockDataModule with none uses GPT-2's BPE (nemo/collections/llm/gpt/data/mock.py): the recipe's mock run
       // would train 50,257 rows, a real one its model's tokenizer's.
