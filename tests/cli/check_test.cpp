@@ -1415,6 +1415,60 @@ TEST(LaunchScript, FollowsIntegerTestsAndHereDocuments) {
   EXPECT_THROW((void)words_of("if [ a -eq 1 ]; then T=1; fi\npython pretrain_gpt.py $T\n"), Error);
 }
 
+// The outcomes of the tests headroom cannot evaluate, one command each; a test met only on one branch only there.
+TEST(LaunchScript, FollowsEachOutcomeOfTestsItCannotEvaluate) {
+  const std::string script =
+      "A=(--a)\nif [ -n \"$KEY\" ]; then A+=(--k)\n  if [ -f /x ]; then A+=(--f); fi\nfi\n"
+      "python pretrain_gpt.py ${A[@]}\n";
+  const auto variants = calibrate::launch_script_variants(script, "pretrain_gpt.py", "t.sh");
+  std::set<std::vector<std::string>> commands;
+  for (const auto& v : variants) commands.insert(v.command);
+  EXPECT_EQ(commands, (std::set<std::vector<std::string>>{{"python", "pretrain_gpt.py", "--a", "--k", "--f"},
+                                                          {"python", "pretrain_gpt.py", "--a", "--k"},
+                                                          {"python", "pretrain_gpt.py", "--a"}}));
+  EXPECT_EQ(variants.front().assumed,
+            (std::vector<std::string>{"[ -n \"$KEY\" ] true", "[ -f /x ] true"}));
+  // Evaluated tests give one; so does a script with more outcomes than are followed, read as launch_script_command.
+  EXPECT_EQ(calibrate::launch_script_variants(script, "pretrain_gpt.py", "t.sh", {{"KEY", ""}}).size(), 1U);
+  std::string many;
+  for (int i = 0; i < 5; ++i) many += "if [ -f /x" + std::to_string(i) + " ]; then :; fi\n";
+  EXPECT_EQ(calibrate::launch_script_variants(many + "python pretrain_gpt.py\n", "pretrain_gpt.py", "t.sh").size(),
+            1U);
+  // An outcome under which no command runs: read as one, whose refusal names the block.
+  try {
+    (void)calibrate::launch_script_variants("if [ -f /x ]; then\n python pretrain_gpt.py\nfi\n", "pretrain_gpt.py",
+                                            "t.sh");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is in a block whose test ([ -f /x ])"), std::string::npos) << e.what();
+  }
+}
+
+// check prices a script whose untestable tests change only ignored flags (Megatron-LM's examples/mixtral: --wandb-*
+// when WANDB_API_KEY is set), saying so, and refuses one where they change a flag it reads, naming the test.
+TEST(Check, ScriptTestsThatChangeOnlyIgnoredFlagsPriceTheSame) {
+  const auto path = std::filesystem::temp_directory_path() / ("headroom_wandb_" + std::to_string(::getpid()) + ".sh");
+  const std::string head =
+      "ARGS=(--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
+      "--max-position-embeddings 4096 --micro-batch-size 1 --global-batch-size 64 --bf16 --vocab-size 32000)\n"
+      "if [ -n \"${WANDB_API_KEY}\" ]; then\n  ARGS+=(";
+  const std::string tail = ")\nfi\ntorchrun --nproc_per_node 8 pretrain_gpt.py ${ARGS[@]}\n";
+  std::ofstream(path) << head << "--wandb-project p --wandb-exp-name e" << tail;
+  const Result r = run({"check", "--cluster", "dgx-h100", "--json", path.string()});
+  ASSERT_NE(r.code, 2) << r.err;
+  EXPECT_NE(r.out.find("change only flags it ignores (--wandb-exp-name, --wandb-project): priced the same either way"),
+            std::string::npos)
+      << r.out;
+  std::ofstream(path) << head << "--tensor-model-parallel-size 2" << tail;
+  const Result t = run({"check", "--cluster", "dgx-h100", path.string()});
+  EXPECT_EQ(t.code, 2);
+  EXPECT_NE(t.err.find("the if test(s) ([ -n \"${WANDB_API_KEY}\" ]), which headroom cannot evaluate, change the "
+                       "flags read"),
+            std::string::npos)
+      << t.err;
+  std::filesystem::remove(path);
+}
+
 TEST(LaunchScript, RefusesWhatDependsOnTheMachine) {
   // A block whose test is the machine's (a file test): its assignment is unknown where the command uses it.
   try {

@@ -8,9 +8,11 @@
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -44,9 +46,10 @@ struct CheckOptions {
 constexpr int kExitUncertain = 3, kExitOom = 4;
 
 // A launch script's command that runs pretrain_gpt.py, as bash would give it its words: the script's variables, arrays
-// and string-test if blocks followed (launch_script_command), nothing guessed.
-std::vector<std::string> script_tokens(const std::string& path, const std::vector<std::string>& set,
-                                       std::map<std::string, std::string>& files) {
+// and string-test if blocks followed, nothing guessed. One command for each outcome of the tests headroom cannot
+// evaluate (launch_script_variants); torchtitan's run_train.sh is read as one (launch_script_command).
+std::vector<calibrate::LaunchScriptVariant> script_variants(const std::string& path,
+                                                            const std::vector<std::string>& set) {
   std::map<std::string, std::string> environment;
   for (const std::string& s : set) {
     const auto eq = s.find('=');
@@ -63,9 +66,12 @@ std::vector<std::string> script_tokens(const std::string& path, const std::vecto
   const std::string text = read_file_bounded(path, path);
   const bool torchtitan =
       text.find("torchtitan.train") != std::string::npos && text.find("pretrain_gpt.py") == std::string::npos;
-  return calibrate::launch_script_command(text, torchtitan ? "torchtitan.train" : "pretrain_gpt.py", path, environment,
-                                          &files);
+  if (!torchtitan) return calibrate::launch_script_variants(text, "pretrain_gpt.py", path, environment);
+  calibrate::LaunchScriptVariant only;
+  only.command = calibrate::launch_script_command(text, "torchtitan.train", path, environment, &only.files);
+  return {only};
 }
+
 
 // --ignore FLAG: the flag and the value after it (a token not starting with --) leave the command, listed as ignored.
 std::vector<std::string> without_ignored(const std::vector<std::string>& tokens, const std::vector<std::string>& ignore,
@@ -86,6 +92,45 @@ std::vector<std::string> without_ignored(const std::vector<std::string>& tokens,
     if (std::none_of(ignored.begin(), ignored.end(), [&](const std::string& x) { return x.rfind(flag, 0) == 0; }))
       throw Error("--ignore " + flag + ": the command has no such flag");
   return out;
+}
+
+// A script whose untestable if tests (`[ -n "${WANDB_API_KEY}" ]`) change only flags headroom ignores is priced the
+// same whatever their outcome: the first command (every such test true) with a note naming the tests and those flags.
+// Where an outcome changes a flag read, the files written or what the command is, the script is refused naming the
+// tests, as bash's outcome is the environment's.
+void check_variants_price_alike(const std::vector<calibrate::LaunchScriptVariant>& variants,
+                                const std::vector<std::string>& ignore, std::int64_t gpus, const std::string& where,
+                                calibrate::MegatronCommand& cmd) {
+  std::set<std::string> tests;
+  for (const auto& v : variants)
+    for (const std::string& a : v.assumed) tests.insert(a.substr(0, a.rfind(' ')));
+  std::string named;
+  for (const std::string& t : tests) named += (named.empty() ? "(" : ", (") + t + ")";
+  std::set<std::string> differing;
+  for (std::size_t i = 1; i < variants.size(); ++i) {
+    const auto refuse = [&](const std::string& what) {
+      return Error(where + ": the if test(s) " + named + ", which headroom cannot evaluate, change " + what +
+                   ": give the variables they read (--set NAME=VALUE), or the command as it runs, after --");
+    };
+    std::vector<std::string> dropped;
+    calibrate::MegatronCommand other;
+    try {
+      other = calibrate::parse_megatron_command(without_ignored(variants[i].command, ignore, dropped), gpus, where);
+    } catch (const Error& e) {
+      throw refuse(std::string("whether the command is read (") + e.what() + ")");
+    }
+    if (other.read != cmd.read) throw refuse("the flags read");
+    if (other.deepspeed != cmd.deepspeed || other.deepspeed_config != cmd.deepspeed_config ||
+        other.zero_stage != cmd.zero_stage || other.pipeline_engine != cmd.pipeline_engine)
+      throw refuse("the DeepSpeed launch");
+    if (variants[i].files != variants.front().files) throw refuse("the files the script writes");
+    const std::set<std::string> a(cmd.ignored.begin(), cmd.ignored.end()), b(other.ignored.begin(), other.ignored.end());
+    std::set_symmetric_difference(a.begin(), a.end(), b.begin(), b.end(), std::inserter(differing, differing.end()));
+  }
+  std::string flags;
+  for (const std::string& f : differing) flags += (flags.empty() ? "" : ", ") + f.substr(0, f.find(' '));
+  cmd.notes.push_back("the if test(s) " + named + ", which headroom cannot evaluate, change only flags it ignores (" +
+                      (flags.empty() ? std::string("none") : flags) + "): priced the same either way");
 }
 
 // What launch writes for a layout (launch_args.hpp, the one place that spells them), flag -> value ("" for a switch):
@@ -293,9 +338,12 @@ void run_check(const CheckOptions& o, std::ostream& out) {
     std::vector<std::string> tokens = o.command;
     std::map<std::string, std::string> script_files;  // what the script writes with here-documents
     std::string script;
+    std::vector<calibrate::LaunchScriptVariant> variants;
     if (tokens.size() == 1 && std::filesystem::is_regular_file(tokens.front())) {
       where = script = tokens.front();
-      tokens = script_tokens(tokens.front(), o.set, script_files);
+      variants = script_variants(tokens.front(), o.set);
+      tokens = variants.front().command;
+      script_files = variants.front().files;
     } else if (!o.set.empty()) {
       throw Error("--set " + o.set.front() + ": gives a launch script's values, and the command is not a script");
     }
@@ -314,6 +362,7 @@ void run_check(const CheckOptions& o, std::ostream& out) {
       kind = ConfigKind::torchtitan_registry;
     } else {
       cmd = calibrate::parse_megatron_command(tokens, gpus, where);
+      if (variants.size() > 1) check_variants_price_alike(variants, o.ignore, gpus, where, cmd);
     }
     cmd.ignored.insert(cmd.ignored.begin(), ignored.begin(), ignored.end());
     if (cmd.deepspeed) {

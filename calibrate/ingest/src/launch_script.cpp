@@ -3,7 +3,8 @@
 // ${NAME:-default}, "${NAME[@]}", $((arithmetic))), quoting and word splitting, and if/elif/else blocks whose tests
 // compare strings ([[ "$A" == b ]], -z, -n, !, || and &&) or integers (-eq, -ne, -lt, -le, -gt, -ge), and the files it
 // writes with a here-document (cat <<EOF > FILE). Nothing is guessed: a variable set in a block whose test
-// is not a string comparison, or in a loop, case or function, is refused where the command uses it, naming it; a
+// is not a string comparison, or in a loop, case or function, is refused where the command uses it, naming it
+// (launch_script_variants instead follows each outcome of such if tests, for check to compare what they price); a
 // variable the script never sets (its arguments, the environment) reaches the command as "${NAME}(not set by the
 // script)", which check refuses where the flag it is given to changes memory or time.
 #include <algorithm>
@@ -400,12 +401,13 @@ struct Frame {
   std::string unknown;        // why its outcome is unknown; empty: known
 };
 
-}  // namespace
-
-std::vector<std::string> launch_script_command(const std::string& text, std::string_view script_name,
-                                               std::string_view where,
-                                               const std::map<std::string, std::string>& environment,
-                                               std::map<std::string, std::string>* files) {
+// The script followed to its command. `choices`, where given, decides the if tests it cannot evaluate, in the order
+// the script meets them (a test past its end is taken as true), and `tests` receives each such test as met; without
+// them a variable set in such a block is of unknown value.
+std::vector<std::string> follow_script(const std::string& text, std::string_view script_name, std::string_view where,
+                                       const std::map<std::string, std::string>& environment,
+                                       std::map<std::string, std::string>* files, const std::vector<bool>* choices,
+                                       std::vector<std::string>* tests) {
   const std::string w(where);
   Lexer lex{text, 0, w};
   Shell sh(w);
@@ -505,12 +507,19 @@ std::vector<std::string> launch_script_command(const std::string& text, std::str
       if (head == "if") frames.push_back({true, active(), false, false, ""});
       if (frames.empty() || !frames.back().is_if) throw Error(w + ": elif without if");
       Frame& f = frames.back();
-      const std::optional<bool> r = f.any_taken ? std::optional<bool>(false) : sh.test(cond);
+      // A test in a branch that does not run, or after a branch taken, is not evaluated by bash either.
+      std::optional<bool> r = f.any_taken || !f.parent_active ? std::optional<bool>(false) : sh.test(cond);
       if (!r) {
         std::string shown;
         for (const auto& c : cond) shown += (shown.empty() ? "" : " ") + c;
-        f.unknown = "in a block whose test (" + shown +
-                    ") headroom cannot evaluate (a test of strings or integers reading variables the script sets)";
+        if (choices != nullptr) {
+          const std::size_t n = tests->size();
+          r = n < choices->size() ? (*choices)[n] : true;
+          tests->push_back(shown);
+        } else {
+          f.unknown = "in a block whose test (" + shown +
+                      ") headroom cannot evaluate (a test of strings or integers reading variables the script sets)";
+        }
       }
       f.active = r.value_or(true);
       f.any_taken = f.any_taken || r.value_or(false);
@@ -634,6 +643,55 @@ std::vector<std::string> launch_script_command(const std::string& text, std::str
                 "; it runs NeMo-Framework-Launcher's main.py: give the training config its training= names "
                 "(launcher_scripts/conf/training/<name>.yaml) and its training.* overrides");
   throw Error(w + ": no command runs " + std::string(script_name));
+}
+
+}  // namespace
+
+std::vector<std::string> launch_script_command(const std::string& text, std::string_view script_name,
+                                               std::string_view where,
+                                               const std::map<std::string, std::string>& environment,
+                                               std::map<std::string, std::string>* files) {
+  return follow_script(text, script_name, where, environment, files, nullptr, nullptr);
+}
+
+std::vector<LaunchScriptVariant> launch_script_variants(const std::string& text, std::string_view script_name,
+                                                        std::string_view where,
+                                                        const std::map<std::string, std::string>& environment) {
+  std::vector<LaunchScriptVariant> out;
+  // Depth first over the tests' outcomes: each run takes the tests past its prefix as true, then each of those is
+  // tried false in turn (a test met only on one branch is decided only there).
+  std::vector<std::vector<bool>> pending{{}};
+  while (!pending.empty()) {
+    const std::vector<bool> prefix = std::move(pending.back());
+    pending.pop_back();
+    // Too many outcomes to follow, or one under which the script runs no training command or fails to be read: as
+    // launch_script_command reads it (its refusal names the first block it cannot follow into).
+    const auto as_one = [&] {
+      LaunchScriptVariant only;
+      only.command = launch_script_command(text, script_name, where, environment, &only.files);
+      return std::vector<LaunchScriptVariant>{only};
+    };
+    if (out.size() == kMaxLaunchScriptVariants) return as_one();
+    LaunchScriptVariant v;
+    std::vector<std::string> tests;
+    try {
+      v.command = follow_script(text, script_name, where, environment, &v.files, &prefix, &tests);
+    } catch (const Error&) {
+      return as_one();
+    }
+    for (std::size_t i = 0; i < tests.size(); ++i) {
+      const bool taken = i < prefix.size() ? prefix[i] : true;
+      v.assumed.push_back(tests[i] + (taken ? " true" : " false"));
+      if (i >= prefix.size()) {
+        std::vector<bool> other(prefix);
+        other.resize(i, true);
+        other.push_back(false);
+        pending.push_back(std::move(other));
+      }
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
 }
 
 }  // namespace headroom::calibrate

@@ -125,6 +125,19 @@ void read_deepspeed_config(std::string_view text, std::string_view where, Megatr
                                                              std::string_view where,
                                                              const std::map<std::string, std::string>& environment = {},
                                                              std::map<std::string, std::string>* files = nullptr);
+// The commands a launch script may run, one for each outcome of the if tests headroom cannot evaluate (a test of a
+// variable the environment gives, `[ -n "${WANDB_API_KEY}" ]`), with the files it writes and the outcomes assumed
+// (`[ -n ${WANDB_API_KEY} ] false`): at most kMaxLaunchScriptVariants; with more, the one command launch_script_command
+// gives (or its refusal). A script whose tests are all evaluated has one.
+struct LaunchScriptVariant {
+  std::vector<std::string> command;
+  std::map<std::string, std::string> files;
+  std::vector<std::string> assumed;
+};
+constexpr std::size_t kMaxLaunchScriptVariants = 16;
+[[nodiscard]] std::vector<LaunchScriptVariant> launch_script_variants(
+    const std::string& text, std::string_view script_name, std::string_view where,
+    const std::map<std::string, std::string>& environment = {});
 // A NeMo 1.x training config (YAML; NeMo-Framework-Launcher's conf/training/<family>/<model>.yaml, NeMo's
 // megatron_gpt_config.yaml) read as the Megatron-LM arguments NeMo hands to Megatron-core, then as that
 // pretrain_gpt.py line (parse_megatron_command): every key read or ignored with why (nemo_config.cpp kNemoKeys, the
