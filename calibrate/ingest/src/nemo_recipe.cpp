@@ -201,107 +201,15 @@ constexpr auto kRecipeCallbacks = std::to_array<RecipeCallback>({
     {"MegatronCommOverlapCallback", ""},
 });
 
-}  // namespace
+using Settings = std::map<std::string, std::pair<Expr, std::string>>;  // path -> value, where it was set
 
-MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::string_view where,
-                                 const std::vector<std::string>& overrides, const RecipeSibling& sibling) {
-  // The recipe's siblings (`from nemo.collections.llm.recipes import llama3_8b`, `from
-  // nemo.collections.llm.recipes.qwen3 import qwen3_trainer`) are followed where `sibling` gives their text; the
-  // package's subfolders (optim, precision, log) are not: their calls are the values read below.
-  constexpr std::string_view kPackage = "nemo.collections.llm.recipes.";
-  python::Evaluator ev(text, std::string(where), [&](const std::string& module) -> std::optional<std::string> {
-    const std::string name = module.starts_with(kPackage) ? module.substr(kPackage.size()) : "";
-    if (!sibling || name.empty() || name.find('.') != std::string::npos) return std::nullopt;
-    return sibling(name);
-  });
-  const auto recipe_it = ev.main().functions.find("pretrain_recipe");
-  if (recipe_it == ev.main().functions.end())
-    throw Error(std::string(where) +
-                ": no pretrain_recipe(): a NeMo 2.0 pre-training recipe (nemo/collections/llm/recipes/<model>.py) "
-                "defines the pretrain_recipe() that `nemo llm pretrain --factory <model>` runs");
-  const Function& recipe = recipe_it->second;
-  MegatronCommand out;
-
-  // The factory's arguments (`num_nodes=2`) and the recipe's settings (`trainer.strategy.x=y`), NeMo-Run's overrides.
-  std::vector<Expr> factory_args;
-  std::map<std::string, Expr> settings_given;
-  for (const std::string& o : overrides) {
-    const auto eq = o.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw Error("override " + o + ": expected key=value (a pretrain_recipe argument or a setting's path)");
-    const std::string key = o.substr(0, eq);
-    Expr v = python::value_of(o.substr(eq + 1));
-    v.file = -1;
-    if (key.find('.') == std::string::npos) {
-      if (recipe.param(key) == nullptr) throw Error("override " + o + ": pretrain_recipe() has no argument " + key);
-      v.key = key;
-      factory_args.push_back(std::move(v));
-    } else {
-      settings_given[key] = std::move(v);
-    }
-  }
-  const Expr partial = ev.call("pretrain_recipe", factory_args);
-  for (const std::string& m : ev.followed())
-    out.notes.push_back("followed the recipe's calls into " + m.substr(m.rfind('.') + 1) + ".py, next to it");
-
-  // The settings: the Trainer and its MegatronStrategy and DDP config, the data module, the optimizer and the model's
-  // config, each keyword of the run.Config calls the recipe returns.
-  std::map<std::string, std::pair<Expr, std::string>> settings;  // path -> value, where it was set
-  const auto config_of = [](const Expr* e, std::string_view cls) {
-    return e != nullptr && e->kind == Expr::Kind::call && (e->text == "run.Config" || e->text == "run.Partial") &&
-           !e->args.empty() && e->args.front().kind == Expr::Kind::name &&
-           (e->args.front().text == cls || e->args.front().text.ends_with("." + std::string(cls)));
-  };
-  const auto unread = [&](const Expr* e, const std::string& what, const std::string& form) {
-    return Error(ev.where(e != nullptr ? *e : partial) + ": the recipe's " + what + " is " +
-                 (e != nullptr ? e->shown() : std::string("not given")) + ", not " + form +
-                 " headroom reads (a function of a module not next to the recipe is not followed)");
-  };
-  const auto set_from = [&](const std::string& prefix, const Expr& call, std::string_view skip) {
-    for (const Expr& value : call.kwargs)
-      if (value.key != skip) settings[prefix + value.key] = {value, ev.where(value)};
-  };
-  if (partial.kind != Expr::Kind::call || partial.text != "run.Partial")
-    throw unread(&partial, "pretrain_recipe()", "the run.Partial of a training");
-  const Expr* trainer = partial.kwarg("trainer");
-  if (!config_of(trainer, "Trainer")) throw unread(trainer, "trainer", "run.Config(nl.Trainer, ...)");
-  const Expr* strategy = trainer->kwarg("strategy");
-  if (!config_of(strategy, "MegatronStrategy"))
-    throw unread(strategy, "trainer's strategy", "run.Config(nl.MegatronStrategy, ...)");
-  const Expr* ddp = strategy->kwarg("ddp");
-  const bool ddp_config = ddp != nullptr && ddp->kind == Expr::Kind::call;
-  set_from("trainer.strategy.", *strategy, ddp_config ? "ddp" : "");
-  if (ddp_config) {
-    if (!config_of(ddp, "DistributedDataParallelConfig"))
-      throw Error(ev.where(*ddp) + ": ddp " + ddp->shown() + ": not a DistributedDataParallelConfig");
-    set_from("trainer.strategy.ddp.", *ddp, "");
-  }
-  set_from("trainer.", *trainer, "strategy");
-  const Expr* data = partial.kwarg("data");
-  if (data == nullptr || data->kind != Expr::Kind::call || data->text != "run.Config")
-    throw unread(data, "data", "a run.Config of a data module");
-  set_from("data.", *data, "");
-  // The optimizer: its factory's call, its arguments and the fields set on the config it builds (`recipe.optim.config.
-  // use_precision_aware_optimizer = False`, a section the evaluation added to the call it could not follow).
-  if (const Expr* optim = partial.kwarg("optim")) {
-    settings["optim"] = {*optim, ev.where(*optim)};
-    for (const Expr& a : optim->kwargs) {
-      if (a.key == "precision") continue;  // checked with the call
-      if ((a.key == "config" || a.key == "lr_scheduler") && a.kind == Expr::Kind::call && a.args.empty())
-        set_from("optim." + a.key + ".", a, "");
-      else
-        settings["optim." + a.key] = {a, ev.where(a)};
-    }
-  }
-  // The model: run.Config(<Model>, config=run.Config(<config class>, <fields set>)).
-  const Expr* model = partial.kwarg("model");
-  const Expr* config = model != nullptr && model->kind == Expr::Kind::call ? model->kwarg("config") : nullptr;
-  if (config == nullptr || config->kind != Expr::Kind::call || config->text != "run.Config" || config->args.empty())
-    throw unread(model, "model", "run.Config(<Model>, config=run.Config(<NeMo config class>))");
-  settings["model.config"] = {config->args.front(), ev.where(*config)};
-  set_from("model.config.", *config, "");
-  for (auto& [key, value] : settings_given) settings[key] = {value, "override " + key};
-
+// A recipe's settings under NeMo 2.0's paths (trainer.strategy.*, data.*, optim.*, model.config.*; Megatron-Bridge's
+// are translated to them), each read into the command's layout, ignored with why (kRecipeKeys), or refused; the
+// world is trainer.num_nodes x trainer.devices, and `world_hint` says how to give another. Returns the nodes and
+// devices read.
+std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& settings, std::int64_t gpus,
+                                                           std::string_view where, std::string_view world_hint,
+                                                           MegatronCommand& out) {
   // Each setting read, ignored with why, or refused.
   std::map<std::string, std::string>& layout = out.run.layout;
   std::int64_t nodes = 1, devices = 8;
@@ -539,12 +447,117 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
     throw Error(std::string(where) + ": trainer.num_nodes " + std::to_string(nodes) + " x trainer.devices " +
                 std::to_string(devices) + " = " + std::to_string(world) +
                 " GPUs, not a multiple of the strategy's tensor x context x pipeline parallel sizes (" +
-                std::to_string(model_gpus) + "): give num_nodes=N (NeMo's `--factory \"<recipe>(num_nodes=N)\"`)");
+                std::to_string(model_gpus) + "): " + std::string(world_hint));
   if (gpus > 0 && gpus != world)
     throw Error("--gpus " + std::to_string(gpus) +
                 ": the recipe runs on trainer.num_nodes x trainer.devices = " + std::to_string(world) + " GPUs");
   layout["gpus"] = std::to_string(world);
   if (!layout.contains("grad_reduce_in_bf16")) layout["grad_reduce_in_bf16"] = "false";  // DDP config's default
+  return {nodes, devices};
+}
+
+}  // namespace
+
+MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::string_view where,
+                                 const std::vector<std::string>& overrides, const RecipeSibling& sibling) {
+  // The recipe's siblings (`from nemo.collections.llm.recipes import llama3_8b`, `from
+  // nemo.collections.llm.recipes.qwen3 import qwen3_trainer`) are followed where `sibling` gives their text; the
+  // package's subfolders (optim, precision, log) are not: their calls are the values read below.
+  constexpr std::string_view kPackage = "nemo.collections.llm.recipes.";
+  python::Evaluator ev(text, std::string(where), [&](const std::string& module) -> std::optional<std::string> {
+    const std::string name = module.starts_with(kPackage) ? module.substr(kPackage.size()) : "";
+    if (!sibling || name.empty() || name.find('.') != std::string::npos) return std::nullopt;
+    return sibling(name);
+  });
+  const auto recipe_it = ev.main().functions.find("pretrain_recipe");
+  if (recipe_it == ev.main().functions.end())
+    throw Error(std::string(where) +
+                ": no pretrain_recipe(): a NeMo 2.0 pre-training recipe (nemo/collections/llm/recipes/<model>.py) "
+                "defines the pretrain_recipe() that `nemo llm pretrain --factory <model>` runs");
+  const Function& recipe = recipe_it->second;
+  MegatronCommand out;
+
+  // The factory's arguments (`num_nodes=2`) and the recipe's settings (`trainer.strategy.x=y`), NeMo-Run's overrides.
+  std::vector<Expr> factory_args;
+  std::map<std::string, Expr> settings_given;
+  for (const std::string& o : overrides) {
+    const auto eq = o.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw Error("override " + o + ": expected key=value (a pretrain_recipe argument or a setting's path)");
+    const std::string key = o.substr(0, eq);
+    Expr v = python::value_of(o.substr(eq + 1));
+    v.file = -1;
+    if (key.find('.') == std::string::npos) {
+      if (recipe.param(key) == nullptr) throw Error("override " + o + ": pretrain_recipe() has no argument " + key);
+      v.key = key;
+      factory_args.push_back(std::move(v));
+    } else {
+      settings_given[key] = std::move(v);
+    }
+  }
+  const Expr partial = ev.call("pretrain_recipe", factory_args);
+  for (const std::string& m : ev.followed())
+    out.notes.push_back("followed the recipe's calls into " + m.substr(m.rfind('.') + 1) + ".py, next to it");
+
+  // The settings: the Trainer and its MegatronStrategy and DDP config, the data module, the optimizer and the model's
+  // config, each keyword of the run.Config calls the recipe returns.
+  Settings settings;
+  const auto config_of = [](const Expr* e, std::string_view cls) {
+    return e != nullptr && e->kind == Expr::Kind::call && (e->text == "run.Config" || e->text == "run.Partial") &&
+           !e->args.empty() && e->args.front().kind == Expr::Kind::name &&
+           (e->args.front().text == cls || e->args.front().text.ends_with("." + std::string(cls)));
+  };
+  const auto unread = [&](const Expr* e, const std::string& what, const std::string& form) {
+    return Error(ev.where(e != nullptr ? *e : partial) + ": the recipe's " + what + " is " +
+                 (e != nullptr ? e->shown() : std::string("not given")) + ", not " + form +
+                 " headroom reads (a function of a module not next to the recipe is not followed)");
+  };
+  const auto set_from = [&](const std::string& prefix, const Expr& call, std::string_view skip) {
+    for (const Expr& value : call.kwargs)
+      if (value.key != skip) settings[prefix + value.key] = {value, ev.where(value)};
+  };
+  if (partial.kind != Expr::Kind::call || partial.text != "run.Partial")
+    throw unread(&partial, "pretrain_recipe()", "the run.Partial of a training");
+  const Expr* trainer = partial.kwarg("trainer");
+  if (!config_of(trainer, "Trainer")) throw unread(trainer, "trainer", "run.Config(nl.Trainer, ...)");
+  const Expr* strategy = trainer->kwarg("strategy");
+  if (!config_of(strategy, "MegatronStrategy"))
+    throw unread(strategy, "trainer's strategy", "run.Config(nl.MegatronStrategy, ...)");
+  const Expr* ddp = strategy->kwarg("ddp");
+  const bool ddp_config = ddp != nullptr && ddp->kind == Expr::Kind::call;
+  set_from("trainer.strategy.", *strategy, ddp_config ? "ddp" : "");
+  if (ddp_config) {
+    if (!config_of(ddp, "DistributedDataParallelConfig"))
+      throw Error(ev.where(*ddp) + ": ddp " + ddp->shown() + ": not a DistributedDataParallelConfig");
+    set_from("trainer.strategy.ddp.", *ddp, "");
+  }
+  set_from("trainer.", *trainer, "strategy");
+  const Expr* data = partial.kwarg("data");
+  if (data == nullptr || data->kind != Expr::Kind::call || data->text != "run.Config")
+    throw unread(data, "data", "a run.Config of a data module");
+  set_from("data.", *data, "");
+  // The optimizer: its factory's call, its arguments and the fields set on the config it builds (`recipe.optim.config.
+  // use_precision_aware_optimizer = False`, a section the evaluation added to the call it could not follow).
+  if (const Expr* optim = partial.kwarg("optim")) {
+    settings["optim"] = {*optim, ev.where(*optim)};
+    for (const Expr& a : optim->kwargs) {
+      if (a.key == "precision") continue;  // checked with the call
+      if ((a.key == "config" || a.key == "lr_scheduler") && a.kind == Expr::Kind::call && a.args.empty())
+        set_from("optim." + a.key + ".", a, "");
+      else
+        settings["optim." + a.key] = {a, ev.where(a)};
+    }
+  }
+  // The model: run.Config(<Model>, config=run.Config(<config class>, <fields set>)).
+  const Expr* model = partial.kwarg("model");
+  const Expr* config = model != nullptr && model->kind == Expr::Kind::call ? model->kwarg("config") : nullptr;
+  if (config == nullptr || config->kind != Expr::Kind::call || config->text != "run.Config" || config->args.empty())
+    throw unread(model, "model", "run.Config(<Model>, config=run.Config(<NeMo config class>))");
+  settings["model.config"] = {config->args.front(), ev.where(*config)};
+  set_from("model.config.", *config, "");
+  for (auto& [key, value] : settings_given) settings[key] = {value, "override " + key};
+  const auto [nodes, devices] =
+      read_recipe_settings(settings, gpus, where, "give num_nodes=N (NeMo's `--factory \"<recipe>(num_nodes=N)\"`)", out);
   out.notes.insert(out.notes.begin(), "read as NeMo 2.0 recipe settings (pretrain_recipe, trainer, model), " +
                                           std::to_string(nodes) + " node(s) x " + std::to_string(devices) + " GPUs");
   return out;

@@ -261,6 +261,16 @@ void Evaluator::assign(const Function::Statement& s, Frame& f) {
     throw Error(at_line(f.module, s.line) + ": an assignment to an expression in " + f.function +
                 "(): a statement headroom does not follow");
   Expr v = value(*s.value, f);
+  if (!s.targets.empty()) {  // `a, b = f()`: a tuple (or list) of as many values
+    if (v.kind != Expr::Kind::list || v.args.size() != s.targets.size())
+      throw Error(at_line(f.module, s.line) + ": " + std::to_string(s.targets.size()) + " names unpacked from " +
+                  v.shown() + " in " + f.function + "(): not a tuple of as many values headroom can read");
+    for (std::size_t k = 0; k < s.targets.size(); ++k) {
+      v.args[k].key.clear();
+      f.locals[s.targets[k]] = std::move(v.args[k]);
+    }
+    return;
+  }
   Expr& to = place(s.target, s, f);
   v.key = to.key;
   to = std::move(v);

@@ -278,7 +278,17 @@ class Parser {
       skip_to_end(i);
       return e;
     }
-    while (is(i, "(") && e.kind == Expr::Kind::name) {  // a call: positional, keyword, *args and **kwargs
+    // A call: positional, keyword, *args and **kwargs. A method called on a call's value
+    // (`AutoBridge.from_hf_pretrained(id).get_model_config()`) is the call `<callee>(...).<method>` whose first
+    // argument, keyed kReceiver, is that value.
+    while (is(i, "(") && (e.kind == Expr::Kind::name || (e.kind == Expr::Kind::call && !method_.empty()))) {
+      if (e.kind == Expr::Kind::call) {
+        Expr receiver = std::move(e);
+        receiver.key = kReceiver;
+        e = Expr{Expr::Kind::name, receiver.text + "(...)." + method_, {}, {}, receiver.line, {}};
+        e.args.push_back(std::move(receiver));
+        method_.clear();
+      }
       e.kind = Expr::Kind::call;
       ++i;
       while (!is(i, ")")) {
@@ -297,11 +307,17 @@ class Parser {
           fail(i, "expected ',' or ')' in the arguments of " + e.text);
       }
       ++i;
+      // `.method(` after the call: its name kept for the loop's next round, which makes the call.
+      if (is(i, ".") && i + 2 < t_.size() && t_[i + 1].kind == Tok::name && is(i + 2, "(")) {
+        method_ = t_[i + 1].text;
+        i += 2;
+      }
     }
     return e;
   }
 
   static constexpr int kMaxNesting = 64;
+  mutable std::string method_;  // the method a call's value is called with, between two rounds of primary's loop
   const std::vector<Token>& t_;
   std::string_view where_;
   mutable int depth_ = 0;
@@ -312,10 +328,19 @@ class Parser {
 std::map<std::string, Function> top_level_functions(const std::vector<Token>& t, std::string_view where) {
   std::map<std::string, Function> out;
   const Parser p(t, where);
-  // A statement's value ends its line; a value followed by more (a tuple, a chained assignment) is not one value.
+  // A statement's value ends its line: a tuple without brackets (`return a, b`, `x = a, b`) is read as the list
+  // "(...)" that `(a, b)` is; a value followed by anything else (a chained assignment) is not one value.
   const auto line_ends = [&](std::size_t i) { return i >= t.size() || t[i].starts_line; };
   const auto more_than_one = [](const Expr& first) {
-    return Expr{Expr::Kind::other, "a tuple or chained assignment", {}, {}, first.line, {}};
+    return Expr{Expr::Kind::other, "a chained assignment", {}, {}, first.line, {}};
+  };
+  const auto rest_of_tuple = [&](std::size_t& i, Expr first) {
+    if (!p.is(i, ",")) return first;
+    Expr tuple{Expr::Kind::list, "(...)", {}, {}, first.line, {}};
+    tuple.args.push_back(std::move(first));
+    while (p.is(i, ",") && !line_ends(i + 1)) tuple.args.push_back(p.expression(++i));
+    if (p.is(i, ",")) ++i;  // `a, b,`
+    return tuple;
   };
   std::size_t i = 0;
   while (i < t.size()) {
@@ -368,16 +393,32 @@ std::map<std::string, Function> top_level_functions(const std::vector<Token>& t,
         } else if (s.keyword != "else" && s.keyword != "try" && i < t.size() && !t[i].starts_line && !p.is(i, ":")) {
           s.value = p.expression(i);
           if (s.value->kind == Expr::Kind::name) s.target = s.value->text;
-          if (s.keyword == "return" && !line_ends(i)) s.value = more_than_one(*s.value);  // `return a, b`
+          if (s.keyword == "return") s.value = rest_of_tuple(i, std::move(*s.value));  // `return a, b`
+          if (s.keyword == "return" && !line_ends(i)) s.value = more_than_one(*s.value);
         }
         if (s.test != "?" && p.is(i, ":") && i + 1 < t.size() && !t[i + 1].starts_line) s.inline_block = true;
       } else {
         Expr e = p.expression(i);
+        // `a, b = f()`: the names unpacked (any other target list is an expression's).
+        std::vector<std::string> names;
+        if (e.kind == Expr::Kind::name && e.text.find('.') == std::string::npos && p.is(i, ",")) {
+          std::size_t j = i;
+          names.push_back(e.text);
+          while (p.is(j, ",") && j + 1 < t.size() && t[j + 1].kind == Tok::name && !t[j + 1].starts_line &&
+                 t[j + 1].text.find('.') == std::string::npos)
+            names.push_back(t[j + 1].text), j += 2;
+          if (p.is(j, "=") && names.size() > 1)
+            i = j;
+          else
+            names.clear();
+        }
         if (p.is(i, "=")) {
           s.keyword = "=";
-          s.target = e.kind == Expr::Kind::name ? e.text : "an expression";
-          s.value = p.expression(++i);
-          if (!line_ends(i)) s.value = more_than_one(*s.value);  // `x = a, b`, `x = y = 1`
+          s.target = !names.empty() ? "a tuple" : e.kind == Expr::Kind::name ? e.text : "an expression";
+          s.targets = std::move(names);
+          Expr first = p.expression(++i);
+          s.value = rest_of_tuple(i, std::move(first));
+          if (!line_ends(i)) s.value = more_than_one(*s.value);  // `x = y = 1`
         } else {
           s.value = line_ends(i) ? std::move(e) : more_than_one(e);  // `a, b = f()`: not one expression
         }

@@ -28,6 +28,9 @@ struct Token {
 
 // An expression as the recipe writes it: a literal, a (dotted) name, a call with its arguments; `other` for anything
 // else (kept as its first line, refused only where a value is needed).
+// The key of a method call's first argument, the value it is called on (python_source.cpp, Parser::primary).
+inline constexpr std::string_view kReceiver = "(receiver)";
+
 struct Expr {
   enum class Kind { name, number, string, call, list, other } kind = Kind::other;
   std::string text;  // the name, the number or string as written, the callee of a call
@@ -63,6 +66,7 @@ struct Function {
     // "" (an expression)
     std::string keyword;
     std::string target;  // an assignment's target; an if's condition as a name
+    std::vector<std::string> targets;  // an unpacking assignment's names (`a, b = f()`), target "a tuple"
     std::optional<Expr> value;
     // An if's or elif's condition: `value` alone ("") or negated ("not"), or compared with `rhs` ("==", "!=", "is",
     // "is not"); "?" for a condition of any other form (and, or, in, <, ...).
