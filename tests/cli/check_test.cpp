@@ -685,6 +685,62 @@ TEST(Check, Nemo2RecipeConfigClassesPriceTheirDifferencesFromTheShippedModel) {
                 output_layer_bytes);
 }
 
+// A Megatron-Bridge recipe as run_recipe.py --recipe runs it: the function evaluated with the checkout's modules
+// (_pretrain_common() in recipes/common.py, the optimizer and scheduler a tuple from utils/optimizer_utils.py), the
+// ConfigContainer's fields read under Bridge's own paths, the world from the recipe's name unless --gpus gives one.
+TEST(Check, ReadsMegatronBridgeRecipes) {
+  const std::string file = std::string(HEADROOM_TEST_DATA_DIR) +
+                           "/../tests/data/launch/megatron-bridge/src/megatron/bridge/recipes/llama/h100/llama3.py";
+  const auto checked = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> a = {"check", "--cluster", "dgx-h100", "--json", "--", file};
+    a.insert(a.end(), args.begin(), args.end());
+    const Result r = run(a);
+    EXPECT_NE(r.code, 2) << r.err;
+    return r.code == 2 ? nlohmann::json() : nlohmann::json::parse(r.out);
+  };
+  const auto j = checked({"--recipe", "llama3_8b_pretrain_16gpu_h100_bf16_16k_config"});
+  ASSERT_FALSE(j.is_null());
+  EXPECT_EQ(j.at("model"), "llama3.1-8b");  // AutoBridge.from_hf_pretrained("meta-llama/Meta-Llama-3-8B")
+  const auto& l = j.at("layout");
+  EXPECT_EQ(l.at("gpus"), 16);    // the recipe's name
+  EXPECT_EQ(l.at("seq"), 16384);  // SEQUENCE_LENGTH_16K: int = 16384, a module constant
+  EXPECT_EQ(l.at("tp"), 4);
+  EXPECT_EQ(l.at("pp"), 2);
+  EXPECT_EQ(l.at("cp"), 2);
+  EXPECT_EQ(l.at("sequence_parallel"), true);
+  EXPECT_EQ(l.at("gbs"), 512);
+  EXPECT_EQ(l.at("mbs"), 1);
+  EXPECT_EQ(l.at("sharding").at("optimizer"), "G");  // the optimizer config the tuple's first value is
+  const std::string read = j.at("flags_read").dump();
+  EXPECT_NE(read.find("\"model.tensor_model_parallel_size\""), std::string::npos) << read;
+  EXPECT_NE(j.at("flags_ignored").dump().find("scheduler.lr_warmup_iters"), std::string::npos);
+  EXPECT_NE(j.at("notes").dump().find("megatron.bridge.recipes.utils.optimizer_utils"), std::string::npos);
+  // --gpus and run_recipe.py's overrides; the faster layouts as its overrides.
+  const auto o = checked({"--recipe", "llama3_8b_pretrain_16gpu_h100_bf16_16k_config", "train.global_batch_size=256"});
+  ASSERT_FALSE(o.is_null());
+  EXPECT_EQ(o.at("layout").at("gbs"), 256);
+  const Result text = run({"check", "--cluster", "dgx-h100", "--gpus", "32", "--", file, "--recipe",
+                           "llama3_8b_pretrain_16gpu_h100_bf16_16k_config"});
+  ASSERT_NE(text.code, 2) << text.err;
+  EXPECT_NE(text.out.find("on 32 x h100-80gb"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("model.tensor_model_parallel_size="), std::string::npos) << text.out;
+  // Refusals name what is not read.
+  const auto refused = [&](const std::vector<std::string>& args, const std::string& named) {
+    std::vector<std::string> a = {"check", "--cluster", "dgx-h100", "--", file};
+    a.insert(a.end(), args.begin(), args.end());
+    const Result r = run(a);
+    EXPECT_EQ(r.code, 2) << named;
+    EXPECT_NE(r.err.find(named), std::string::npos) << r.err;
+  };
+  refused({}, "give --recipe NAME");
+  refused({"--recipe", "nosuch_config"}, "no such function");
+  refused({"--recipe", "llama3_8b_sft_2gpu_h100_bf16_config"}, "pre-training recipes");
+  refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_fp8cs_config"}, "mixed_precision get_mixed_precision_config");
+  refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "model.cuda_graph_impl=local"},
+          "model.cuda_graph_impl");
+  refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "train.frobnicate=3"}, "train.frobnicate");
+}
+
 TEST(Check, ReadsNemo2RecipesThatCallOtherRecipes) {
   const std::string dir = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-recipes/";
   const auto checked = [&](const std::string& file) {
@@ -1003,6 +1059,15 @@ TEST(Check, Nemo2RecipeRefusalsNameWhatIsNotRead) {
                                       "    return trainer\n");
   refused({}, callback, "the callback MegatronTokenDropCallback is not read");
   std::filesystem::remove(callback);
+  // A chained assignment is not followed; names unpacked from a value that is not a tuple of as many are refused.
+  const std::string chained =
+      edited("\n    return trainer\n",
+             "\n    a = b = 1\n    trainer.strategy.tensor_model_parallel_size = a\n    return trainer\n");
+  refused({}, chained, "trainer.strategy.tensor_model_parallel_size a chained assignment: expected a positive integer");
+  std::filesystem::remove(chained);
+  const std::string unpacked = edited("\n    return trainer\n", "\n    a, b = 1, 2, 3\n    return trainer\n");
+  refused({}, unpacked, "2 names unpacked from (...) in trainer()");
+  std::filesystem::remove(unpacked);
   const std::string raise = edited("\n    return trainer\n", "\n    raise ValueError(\"no trainer\")\n");
   refused({}, raise, "`raise` ValueError(\"no trainer\") in trainer()");
   std::filesystem::remove(raise);

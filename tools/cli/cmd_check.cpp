@@ -171,15 +171,20 @@ std::vector<std::string> flag_changes(const Plan& plan, const Layout& from, cons
   return changed_flags(launch_flags(plan, from), launch_flags(plan, to));
 }
 
-enum class ConfigKind { none, torchtitan, torchtitan_registry, nemo, nemo_recipe };
+enum class ConfigKind { none, torchtitan, torchtitan_registry, nemo, nemo_recipe, bridge_recipe };
 
 // A job config given alone, by its extension: a torchtitan TOML, a torchtitan config registry (.py) with torchtitan's
 // command line after it (--config NAME, --section.field value), a NeMo YAML with the Hydra overrides a launcher
-// script passes after it (key=value, +key=value, ++key=value, ~key), or a NeMo 2.0 recipe (.py) with NeMo-Run's
-// (key=value).
+// script passes after it (key=value, +key=value, ++key=value, ~key), a NeMo 2.0 recipe (.py) with NeMo-Run's
+// (key=value), or a Megatron-Bridge recipe file (.py, under megatron/bridge/recipes/ or with --recipe NAME) with
+// run_recipe.py's --recipe and overrides.
 ConfigKind config_kind(const std::vector<std::string>& command) {
   if (command.empty()) return ConfigKind::none;
   const std::string& f = command.front();
+  if (f.ends_with(".py") &&
+      (f.find("megatron/bridge/recipes/") != std::string::npos ||
+       std::any_of(command.begin() + 1, command.end(), [](const std::string& x) { return x.starts_with("--recipe"); })))
+    return ConfigKind::bridge_recipe;
   if (command.size() == 1 && f.ends_with(".toml") && f.size() > 5) return ConfigKind::torchtitan;
   if (f.ends_with(".py") &&
       (f.ends_with("config_registry.py") ||
@@ -227,6 +232,34 @@ calibrate::MegatronCommand job_config_command(const CheckOptions& o, ConfigKind 
       return read_file_bounded(file.string(), file.string());
     };
     return calibrate::read_nemo_recipe(text, gpus, path, {o.command.begin() + 1, o.command.end()}, sibling);
+  }
+  if (kind == ConfigKind::bridge_recipe) {
+    // run_recipe.py's command line: --recipe NAME (or --recipe=NAME) and section.field=value overrides. The modules it
+    // calls into are the checkout's: megatron.bridge.a.b is <root>/megatron/bridge/a/b.py, the root being the folder
+    // above the recipe's megatron/bridge/.
+    std::string recipe;
+    std::vector<std::string> overrides;
+    for (auto a = o.command.begin() + 1; a != o.command.end(); ++a) {
+      if (*a == "--recipe" && a + 1 != o.command.end())
+        recipe = *++a;
+      else if (a->starts_with("--recipe="))
+        recipe = a->substr(9);
+      else
+        overrides.push_back(*a);
+    }
+    if (recipe.empty()) throw Error(path + ": a Megatron-Bridge recipe file: give --recipe NAME, the function to run");
+    const std::string absolute = std::filesystem::absolute(path).lexically_normal().string();
+    const auto package = absolute.rfind("/megatron/bridge/");
+    const auto module = [&](const std::string& name) -> std::optional<std::string> {
+      if (package == std::string::npos) return std::nullopt;
+      std::string file = name;
+      std::replace(file.begin(), file.end(), '.', '/');
+      const std::string full = absolute.substr(0, package) + "/" + file + ".py";
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(full, ec)) return std::nullopt;
+      return read_file_bounded(full, full);
+    };
+    return calibrate::read_bridge_recipe(text, recipe, gpus, path, overrides, module);
   }
   return torchtitan_command(
       kind == ConfigKind::torchtitan
@@ -309,16 +342,17 @@ void run_check(const CheckOptions& o, std::ostream& out) {
   if (kind != ConfigKind::none) {
     where = o.command.front();
     if (!std::filesystem::is_regular_file(where)) throw Error(where + ": no such job config file");
-    if ((kind == ConfigKind::nemo || kind == ConfigKind::nemo_recipe) && o.specs.framework != "megatron")
+    const bool recipe = kind == ConfigKind::nemo_recipe || kind == ConfigKind::bridge_recipe;
+    if ((kind == ConfigKind::nemo || recipe) && o.specs.framework != "megatron")
       throw Error("--framework " + o.specs.framework +
                   ": a NeMo config is priced under megatron (NeMo runs Megatron-core)");
     cmd = job_config_command(o, kind, gpus, layers_per_stage);
-    if (kind == ConfigKind::nemo_recipe && !cmd.model_unread.empty()) {
+    if (recipe && !cmd.model_unread.empty()) {
       // A config class of no shipped model's shape: priced as --model, whose shape is the user's to vouch for.
       if (o.specs.model.empty())
         throw Error(cmd.model_unread + ": give --model, a shipped name or a config.json of the class's shape");
       cmd.notes.push_back("the recipe's config class has no shipped model: priced as --model " + o.specs.model);
-    } else if (kind == ConfigKind::nemo_recipe) {
+    } else if (recipe) {
       if (o.specs.model.empty()) req.model = cmd.run.layout.at("model");
       // The config class is the shipped model's shape with what the reader says differs (GPTConfig175B's attention
       // dropout 0, the small Qwen 2 classes' untied output layer, StarCoder2's classes without a window).
@@ -487,6 +521,7 @@ void run_check(const CheckOptions& o, std::ostream& out) {
     }
     std::vector<std::string> c = kind == ConfigKind::nemo          ? calibrate::nemo_config_changes(layout, to)
                                  : kind == ConfigKind::nemo_recipe ? calibrate::nemo_recipe_changes(layout, to)
+                                 : kind == ConfigKind::bridge_recipe ? calibrate::bridge_recipe_changes(layout, to)
                                                                    : std::vector<std::string>{};
     if (c.empty()) c = flag_changes(plan, layout, to);
     return c;

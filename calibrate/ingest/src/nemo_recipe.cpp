@@ -107,6 +107,38 @@ constexpr auto kRecipeModels = std::to_array<RecipeModel>({
     // gpt/model/base.py GPTConfig175B: GPT-3 175B's shape (learned positions, tied embeddings, GELU, biases) with no
     // dropout, where gpt3-175b is Megatron-LM's (attention dropout 0.1).
     {"GPTConfig175B", "gpt3-175b", false, false, "0"},
+    // Megatron-Bridge: AutoBridge.from_hf_pretrained(<id>).get_model_config(), the Hugging Face config's shape and
+    // vocabulary (megatron/bridge/models/conversion/auto_bridge.py). Llama 3 is 3.1's shape.
+    {"meta-llama/Llama-2-7b-hf", "llama2-7b", false, true},
+    {"meta-llama/Meta-Llama-3-8B", "llama3.1-8b", false, true},
+    {"meta-llama/Meta-Llama-3-70B", "llama3.1-70b", false, true},
+    {"meta-llama/Meta-Llama-3.1-8B", "llama3.1-8b", false, true},
+    {"meta-llama/Meta-Llama-3.1-70B", "llama3.1-70b", false, true},
+    {"meta-llama/Meta-Llama-3.1-405B", "llama3.1-405b", false, true},
+    {"meta-llama/Llama-3.2-1B", "llama3.2-1b", false, true},
+    {"meta-llama/Llama-3.2-3B", "llama3.2-3b", false, true},
+    {"Qwen/Qwen3-0.6B", "qwen3-0.6b", false, true},
+    {"Qwen/Qwen3-1.7B", "qwen3-1.7b", false, true},
+    {"Qwen/Qwen3-4B", "qwen3-4b", false, true},
+    {"Qwen/Qwen3-8B", "qwen3-8b", false, true},
+    {"Qwen/Qwen3-14B", "qwen3-14b", false, true},
+    {"Qwen/Qwen3-32B", "qwen3-32b", false, true},
+    {"Qwen/Qwen3-30B-A3B", "qwen3-30b-a3b", true, true},
+    {"Qwen/Qwen3-235B-A22B", "qwen3-235b-a22b", true, true},
+    // Qwen 2 and 2.5 of one size are one shape (the 0.5B and 1.5B tie their embeddings, as their configs say).
+    {"Qwen/Qwen2-0.5B", "qwen2.5-0.5b", false, true},
+    {"Qwen/Qwen2-1.5B", "qwen2.5-1.5b", false, true},
+    {"Qwen/Qwen2-7B", "qwen2.5-7b", false, true},
+    {"Qwen/Qwen2-72B", "qwen2.5-72b", false, true},
+    {"Qwen/Qwen2.5-0.5B", "qwen2.5-0.5b", false, true},
+    {"Qwen/Qwen2.5-1.5B", "qwen2.5-1.5b", false, true},
+    {"Qwen/Qwen2.5-7B", "qwen2.5-7b", false, true},
+    {"Qwen/Qwen2.5-14B", "qwen2.5-14b", false, true},
+    {"Qwen/Qwen2.5-32B", "qwen2.5-32b", false, true},
+    {"Qwen/Qwen2.5-72B", "qwen2.5-72b", false, true},
+    {"google/gemma-2-2b", "gemma-2-2b", false, true},
+    {"google/gemma-2-9b", "gemma-2-9b", false, true},
+    {"google/gemma-2-27b", "gemma-2-27b", false, true},
 });
 
 // The largest count a recipe's setting may give (nodes, devices, parallel sizes, batches, tokens): 10^9, so that
@@ -160,6 +192,28 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"model.config.seq_length", "", "the model config's context; the data's sequence is the one trained"},
     {"model.config.max_position_embeddings", "",
      "the length of RoPE's table, no parameters (every model read uses RoPE)"},
+    // Fields Megatron-Bridge's recipes set on the model provider (Megatron-core's TransformerConfig), checked below.
+    {"model.config.transformer_impl", "", ""},
+    {"model.config.cuda_graph_impl", "", ""},
+    {"model.config.cuda_graph_scope", "", "CUDA graphs' scope (cuda_graph_impl is read: none)"},
+    {"model.config.cuda_graph_warmup_steps", "", "CUDA graphs' warm-up (cuda_graph_impl is read: none)"},
+    {"model.config.attention_backend", "", ""},
+    {"model.config.cross_entropy_loss_fusion", "",
+     "the fused loss keeps fewer FP32 logit copies: priced as the unfused loss, so the peak may be lower"},
+    {"model.config.cross_entropy_fusion_impl", "", "which fused loss kernel"},
+    {"model.config.recompute_modules", "", ""},
+    {"model.config.fine_grained_activation_offloading", "", ""},
+    {"model.config.offload_modules", "", ""},
+    {"model.config.pipeline_model_parallel_layout", "", ""},
+    {"model.config.load_weights", "", "whether to_megatron_provider() loads the checkpoint's weights"},
+    {"model.config.init_method_std", "", "initialisation"},
+    {"model.config.calculate_per_token_loss", "", "loss normalisation"},
+    {"trainer.strategy.ddp.use_distributed_optimizer", "", "the optimizer's use_distributed_optimizer, which is read"},
+    {"trainer.strategy.ddp.use_megatron_fsdp", "", ""},
+    {"optim.config.optimizer", "", ""},
+    {"optim.config.min_lr", "", "the learning rate"},
+    {"optim.config.bf16", "", "the optimizer's precision, mixed_precision's (which is read)"},
+    {"optim.config.fp16", "", "the optimizer's precision, mixed_precision's (which is read)"},
     // Overrides only: Megatron-core's TransformerConfig recompute fields and the optimizer's sharding.
     {"model.config.recompute_granularity", "recompute", ""},
     {"model.config.recompute_method", "recompute_method", ""},
@@ -350,6 +404,24 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
           (precision != nullptr && precision->text != "bf16-mixed"))
         throw refuse("headroom reads the recipes' distributed_fused_adam_with_cosine_annealing(), BF16");
       layout["sharding"] = "NNG";
+    } else if (key == "model.config.transformer_impl") {
+      if (v != "transformer_engine") throw refuse("only Transformer Engine's layers are priced");
+    } else if (key == "model.config.cuda_graph_impl") {
+      if (v != "none" && v != "None") throw refuse("CUDA graphs are not priced (valid: \"none\")");
+    } else if (key == "model.config.attention_backend") {  // AttnBackend.flash, or None for auto
+      const std::string b = v.substr(v.rfind('.') + 1);
+      if (b != "None" && b != "auto" && b != "flash" && b != "fused")
+        throw refuse("only the fused kernels (auto, flash, fused) are priced");
+    } else if (key == "model.config.recompute_modules") {
+      if (v != "None") throw refuse("recompute of named modules is not priced (valid: None)");
+    } else if (key == "model.config.fine_grained_activation_offloading") {
+      if (boolean()) throw refuse("activation offloading is not priced (valid: False)");
+    } else if (key == "model.config.offload_modules" || key == "model.config.pipeline_model_parallel_layout") {
+      if (v != "None") throw refuse("not priced (valid: None)");
+    } else if (key == "trainer.strategy.ddp.use_megatron_fsdp") {
+      if (boolean()) throw refuse("Megatron-FSDP is not priced (valid: False)");
+    } else if (key == "optim.config.optimizer") {
+      if (v != "adam") throw refuse("headroom prices Adam (valid: \"adam\")");
     } else if (key == "model.config.recompute_granularity") {
       if (v != "None" && v != "full" && v != "selective") throw refuse("valid: full, selective, None");
       layout["recompute"] = v == "None" ? "none" : v;
@@ -368,15 +440,18 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
         throw refuse("valid: torch.float32, torch.bfloat16, torch.float16");
       layout[std::string(rule->knob)] = dtype;
     } else if (key == "model.config") {
-      const std::string cls = value.text.substr(value.text.rfind('.') + 1);
+      // A config class by its name; Megatron-Bridge's Hugging Face id whole.
+      const std::string cls =
+          value.kind == Expr::Kind::string ? value.text : value.text.substr(value.text.rfind('.') + 1);
       const auto it =
           std::find_if(kRecipeModels.begin(), kRecipeModels.end(), [&](const auto& m) { return m.config == cls; });
       if (it == kRecipeModels.end()) {  // check asks for --model
         out.model_unread =
             refuse(
-                "no shipped model of this NeMo config's shape (read: Llama 2, 3, 3.1 and 3.2, Llama 3.1 Nemotron, "
+                "no shipped model of this config's shape (read: NeMo's Llama 2, 3, 3.1 and 3.2, Llama 3.1 Nemotron, "
                 "Mistral 7B and NeMo 12B, Mixtral, Qwen 3 and its MoE, Qwen 2 and 2.5 dense, Gemma 1 and 2, "
-                "Nemotron-3 and -4, Phi-3 mini, Baichuan 2 7B, ChatGLM3 6B, StarCoder2 and GPT-3 175B configs)")
+                "Nemotron-3 and -4, Phi-3 mini, Baichuan 2 7B, ChatGLM3 6B, StarCoder2 and GPT-3 175B configs; "
+                "Megatron-Bridge's Llama 2 7B, Llama 3, 3.1 and 3.2, Qwen 2, 2.5 and 3 and Gemma 2 ids)")
                 .what();
         continue;
       }
@@ -563,6 +638,182 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
   return out;
 }
 
+namespace {
+
+// Megatron-Bridge's ConfigContainer paths (megatron/bridge/training/config.py) as NeMo 2.0's recipe paths of the same
+// Megatron-core value, or why a section is ignored. The model provider's fields are TransformerConfig's, which NeMo
+// keeps under model.config (its parallel sizes under the strategy); the first rule that matches applies.
+struct BridgePath {
+  std::string_view key, nemo, why;  // key: Bridge's path
+};
+constexpr auto kBridgePaths = std::to_array<BridgePath>({
+    {"model.tensor_model_parallel_size", "trainer.strategy.tensor_model_parallel_size", ""},
+    {"model.pipeline_model_parallel_size", "trainer.strategy.pipeline_model_parallel_size", ""},
+    {"model.virtual_pipeline_model_parallel_size", "trainer.strategy.virtual_pipeline_model_parallel_size", ""},
+    {"model.context_parallel_size", "trainer.strategy.context_parallel_size", ""},
+    {"model.expert_model_parallel_size", "trainer.strategy.expert_model_parallel_size", ""},
+    {"model.expert_tensor_parallel_size", "trainer.strategy.expert_tensor_parallel_size", ""},
+    {"model.sequence_parallel", "trainer.strategy.sequence_parallel", ""},
+    {"model.pipeline_dtype", "trainer.strategy.pipeline_dtype", ""},
+    {"model.account_for_embedding_in_pipeline_split", "trainer.strategy.account_for_embedding_in_pipeline_split", ""},
+    {"model.account_for_loss_in_pipeline_split", "trainer.strategy.account_for_loss_in_pipeline_split", ""},
+    {"model.*", "model.config.*", ""},
+    {"train.global_batch_size", "data.global_batch_size", ""},
+    {"train.micro_batch_size", "data.micro_batch_size", ""},
+    {"train.train_iters", "", "the run's length"},
+    {"train.manual_gc*", "", "Python's garbage collection at fixed steps"},
+    {"train.exit_*", "", "the run's length"},
+    {"dataset.seq_length", "data.seq_length", ""},
+    {"dataset.*", "", "data"},
+    {"ddp.*", "trainer.strategy.ddp.*", ""},
+    {"optimizer.*", "optim.config.*", ""},
+    {"scheduler.*", "", "the learning-rate schedule"},
+    {"validation.*", "", "evaluation"},
+    {"logger.*", "", "logging"},
+    {"checkpoint.*", "", "checkpointing"},
+    {"tokenizer.*", "", "the tokenizer: priced with the model's own vocabulary"},
+    {"rng.*", "", "random seeds"},
+    {"dist.*", "", "process-group initialisation"},
+    {"env_vars", "", "the process environment"},
+    {"mixed_precision", "trainer.plugins", ""},
+    {"comm_overlap", "trainer.callbacks", ""},
+});
+
+}  // namespace
+
+MegatronCommand read_bridge_recipe(std::string_view text, const std::string& recipe, std::int64_t gpus,
+                                   std::string_view where, const std::vector<std::string>& overrides,
+                                   const BridgeModule& module) {
+  constexpr std::string_view kPackage = "megatron.bridge.";
+  python::Evaluator ev(text, std::string(where), [&](const std::string& name) -> std::optional<std::string> {
+    if (!module || !name.starts_with(kPackage)) return std::nullopt;
+    return module(name);
+  });
+  if (!ev.main().functions.contains(recipe)) {
+    std::string names;
+    for (const auto& [name, fn] : ev.main().functions)
+      if (name.find("pretrain") != std::string::npos && name.ends_with("_config"))
+        names += (names.empty() ? "" : ", ") + name;
+    throw Error("--recipe " + recipe + ": no such function in " + std::string(where) +
+                (names.empty() ? std::string() : " (its pre-training recipes: " + names + ")"));
+  }
+  if (recipe.find("pretrain") == std::string::npos)
+    throw Error("--recipe " + recipe + ": headroom reads Megatron-Bridge's pre-training recipes (*_pretrain_*_config)");
+  MegatronCommand out;
+  // The world: --gpus, else the recipe's name's (llama3_8b_pretrain_2gpu_h100_bf16_config: 2).
+  if (gpus <= 0) {
+    const auto at = recipe.find("gpu_");
+    std::size_t digits = at;
+    while (digits != std::string::npos && digits > 0 && std::isdigit(static_cast<unsigned char>(recipe[digits - 1])))
+      --digits;
+    if (at == std::string::npos || digits == at || digits == 0 || recipe[digits - 1] != '_' || at - digits > 6)
+      throw Error("--recipe " + recipe + ": its name gives no GPU count (_<N>gpu_): give --gpus");
+    gpus = std::stoll(recipe.substr(digits, at - digits));
+    if (gpus < 1) throw Error("--recipe " + recipe + ": its name's GPU count is not positive: give --gpus");
+    out.notes.push_back("the world is the recipe's name's: " + std::to_string(gpus) + " GPUs (--gpus gives another)");
+  }
+  const Expr container = ev.call(recipe, {});
+  for (const std::string& m : ev.followed()) out.notes.push_back("followed the recipe's calls into " + m);
+  if (container.kind != Expr::Kind::call || !container.text.ends_with("ConfigContainer"))
+    throw Error(ev.where(container) + ": " + recipe + "() returns " + container.shown() +
+                ", not the ConfigContainer(...) headroom reads");
+
+  // The ConfigContainer's sections as Bridge's paths: each config's fields (model: the Hugging Face id too).
+  Settings bridge;
+  for (const Expr& section : container.kwargs) {
+    const std::string& name = section.key;
+    if (name == "model") {
+      const Expr* receiver = section.kind == Expr::Kind::call && !section.args.empty() &&
+                                     section.args.front().key == python::kReceiver
+                                 ? &section.args.front()
+                                 : nullptr;
+      if (receiver == nullptr ||
+          (!section.text.ends_with(".get_model_config") && !section.text.ends_with(".to_megatron_provider")) ||
+          receiver->text != "AutoBridge.from_hf_pretrained" || receiver->args.empty() ||
+          receiver->args.front().kind != Expr::Kind::string)
+        throw Error(ev.where(section) + ": model " + section.shown() +
+                    ": headroom reads AutoBridge.from_hf_pretrained(\"<Hugging Face id>\").get_model_config() or "
+                    ".to_megatron_provider()");
+      bridge["model"] = {receiver->args.front(), ev.where(section)};
+    }
+    if (section.kind == Expr::Kind::call && name != "mixed_precision" && name != "comm_overlap") {
+      for (const Expr& field : section.kwargs) bridge[name + "." + field.key] = {field, ev.where(field)};
+    } else if (name != "model") {
+      bridge[name] = {section, ev.where(section)};
+    }
+  }
+  for (const std::string& o : overrides) {
+    const auto eq = o.find('=');
+    if (eq == std::string::npos || eq == 0 || o.find('.') > eq)
+      throw Error("override " + o + ": expected section.field=value (run_recipe.py's)");
+    Expr v = python::value_of(o.substr(eq + 1));
+    v.file = -1;
+    bridge[o.substr(0, eq)] = {v, "override " + o.substr(0, eq)};
+  }
+
+  // Translated to NeMo 2.0's paths, or ignored with why; what was read is named by Bridge's path.
+  Settings settings;
+  std::map<std::string, std::string> bridge_path;  // NeMo's path -> Bridge's
+  for (const auto& [key, entry] : bridge) {
+    const Expr& value = entry.first;
+    if (key == "model") {
+      settings["model.config"] = entry;
+      bridge_path["model.config"] = "model";
+      continue;
+    }
+    const BridgePath* rule = text::key_rule(kBridgePaths, key);
+    if (rule == nullptr) throw Error(entry.second + ": " + key + " " + value.shown() + ": not a setting headroom reads");
+    if (!rule->why.empty()) {
+      out.ignored.push_back(key + " (" + std::string(rule->why) + ")");
+      continue;
+    }
+    std::string nemo(rule->nemo);
+    if (nemo.ends_with('*')) nemo = nemo.substr(0, nemo.size() - 1) + key.substr(rule->key.size() - 1);
+    bridge_path[nemo] = key;
+    if (key == "mixed_precision") {
+      // "bf16_mixed" or bf16_mixed() (megatron/bridge/training/mixed_precision.py), NeMo's plugin of that name.
+      const bool bf16 = (value.kind == Expr::Kind::string && value.text == "bf16_mixed") ||
+                        (value.kind == Expr::Kind::call && value.text == "bf16_mixed" && value.args.empty());
+      if (!bf16)
+        throw Error(entry.second + ": mixed_precision " + value.shown() +
+                    ": headroom prices Megatron-Bridge's bf16_mixed (valid: \"bf16_mixed\")");
+      Expr plugin{Expr::Kind::call, "bf16_mixed", {}, {}, value.line, {}};
+      plugin.file = value.file;
+      settings[nemo] = {plugin, entry.second};
+    } else if (key == "comm_overlap") {
+      // CommOverlapConfig (megatron/bridge/training/comm_overlap.py) is NeMo's MegatronCommOverlapCallback's settings.
+      Expr callbacks{Expr::Kind::list, "[...]", {}, {}, value.line, {}};
+      if (value.kind == Expr::Kind::call && value.text.ends_with("CommOverlapConfig")) {
+        Expr callback = value;
+        callback.text = "run.Config";
+        callback.args = {Expr{Expr::Kind::name, "MegatronCommOverlapCallback", {}, {}, value.line, {}}};
+        callbacks.args.push_back(std::move(callback));
+      } else if (python::plain_value(value) != "None") {
+        throw Error(entry.second + ": comm_overlap " + value.shown() + ": headroom reads CommOverlapConfig(...)");
+      }
+      settings[nemo] = {callbacks, entry.second};
+    } else {
+      settings[nemo] = entry;
+    }
+  }
+  // The world: --gpus, as nodes of 8 where it divides.
+  const std::int64_t devices = gpus % 8 == 0 ? 8 : gpus, nodes = gpus / devices;
+  settings["trainer.num_nodes"] = {python::value_of(std::to_string(nodes)), "--gpus"};
+  settings["trainer.devices"] = {python::value_of(std::to_string(devices)), "--gpus"};
+  (void)read_recipe_settings(settings, gpus, where, "give --gpus N", out);
+  std::erase_if(out.read, [](const std::string& k) { return k == "trainer.num_nodes" || k == "trainer.devices"; });
+  for (std::string& k : out.read)
+    if (const auto it = bridge_path.find(k); it != bridge_path.end()) k = it->second;
+  for (std::string& k : out.ignored)
+    if (const auto it = bridge_path.find(k.substr(0, k.find(' '))); it != bridge_path.end())
+      k = it->second + k.substr(k.find(' '));
+  std::sort(out.read.begin(), out.read.end());
+  std::sort(out.ignored.begin(), out.ignored.end());
+  out.notes.insert(out.notes.begin(), "read as Megatron-Bridge recipe " + recipe + "() (its ConfigContainer), on " +
+                                          std::to_string(gpus) + " GPUs (--gpus)");
+  return out;
+}
+
 // NeMo 1.x's layout keys (nemo_layout_keys) under the paths NeMo 2.0 gives the same Megatron-core settings.
 constexpr std::array<std::pair<std::string_view, std::string_view>, 11> kRecipePaths = {{
     {"model.micro_batch_size", "data.micro_batch_size"},
@@ -595,6 +846,23 @@ std::vector<std::string> nemo_recipe_changes(const Layout& from, const Layout& t
   const auto a = nemo_recipe_layout_keys(from), b = nemo_recipe_layout_keys(to);
   for (std::size_t i = 0; i < b.size(); ++i)
     if (a[i].second != b[i].second) out.push_back(b[i].first + "=" + b[i].second + " (was " + a[i].second + ")");
+  return out;
+}
+
+std::vector<std::string> bridge_recipe_changes(const Layout& from, const Layout& to) {
+  std::vector<std::string> out;
+  for (std::string change : nemo_recipe_changes(from, to)) {
+    const std::string nemo = change.substr(0, change.find('='));
+    // The Bridge path whose rule gives this NeMo path: an exact one first, then a section's (model.config.* is
+    // model.*, optim.config.* optimizer.*).
+    std::string bridge;
+    for (const BridgePath& r : kBridgePaths)
+      if (r.nemo == nemo) bridge = std::string(r.key);
+    for (const BridgePath& r : kBridgePaths)
+      if (bridge.empty() && r.nemo.ends_with('*') && nemo.starts_with(r.nemo.substr(0, r.nemo.size() - 1)))
+        bridge = std::string(r.key.substr(0, r.key.size() - 1)) + nemo.substr(r.nemo.size() - 1);
+    out.push_back((bridge.empty() ? nemo : bridge) + change.substr(nemo.size()));
+  }
   return out;
 }
 

@@ -481,9 +481,14 @@ Module read_module(std::string_view text, std::string_view where, int file) {
         }
         if (j >= t.size() || t[j].starts_line) break;
       }
-    } else if (t[i].kind == Tok::name && i + 1 < t.size() && p.is(i + 1, "=")) {
-      std::size_t j = i + 2;
-      if (j >= t.size() || t[j].starts_line) continue;
+    } else if (t[i].kind == Tok::name && i + 1 < t.size() && (p.is(i + 1, "=") || p.is(i + 1, ":"))) {
+      std::size_t j = i + 1;
+      if (p.is(j, ":")) {  // `NAME: int = 16384`: the annotation, then its value
+        if (++j >= t.size() || t[j].starts_line) continue;
+        (void)p.expression(j);
+        if (!p.is(j, "=")) continue;
+      }
+      if (++j >= t.size() || t[j].starts_line) continue;
       Expr e = p.expression(j);
       if (e.kind == Expr::Kind::string || e.kind == Expr::Kind::number || e.kind == Expr::Kind::name)
         m.constants[t[i].text] = std::move(e);

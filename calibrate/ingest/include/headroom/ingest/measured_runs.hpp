@@ -165,10 +165,28 @@ using RecipeSibling = std::function<std::optional<std::string>(const std::string
 [[nodiscard]] MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::string_view where,
                                                const std::vector<std::string>& overrides = {},
                                                const RecipeSibling& sibling = {});
+// A module of a Megatron-Bridge checkout by its dotted name (`megatron.bridge.recipes.common`): its text, nullopt where
+// there is none.
+using BridgeModule = std::function<std::optional<std::string>(const std::string& module)>;
+// A Megatron-Bridge pre-training recipe (NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/recipes/<family>/...py) read
+// without running it (nemo_recipe.cpp): the function `recipe` (what scripts/training/run_recipe.py --recipe runs)
+// evaluated, following its calls into the checkout's megatron.bridge modules that `module` gives, and the
+// ConfigContainer it returns read: its model (AutoBridge.from_hf_pretrained(<Hugging Face id>), kRecipeModels) and
+// the fields set on it, train, dataset, ddp, optimizer, mixed_precision and comm_overlap, each translated to the NeMo
+// 2.0 setting of the same Megatron-core value and read as read_nemo_recipe reads it; logging, checkpointing,
+// validation, the schedule, the tokenizer, seeds and the environment ignored with why. `gpus` is the world (the
+// recipe does not name one). `overrides` are run_recipe.py's (`model.tensor_model_parallel_size=4`,
+// `train.global_batch_size=256`).
+[[nodiscard]] MegatronCommand read_bridge_recipe(std::string_view text, const std::string& recipe, std::int64_t gpus,
+                                                 std::string_view where, const std::vector<std::string>& overrides,
+                                                 const BridgeModule& module);
 // A layout as the NeMo-Run overrides read_nemo_recipe reads (path and value), and the ones to change from one layout
 // to another as "path=new (was old)"; empty when none differs.
 [[nodiscard]] std::vector<std::pair<std::string, std::string>> nemo_recipe_layout_keys(const Layout& l);
 [[nodiscard]] std::vector<std::string> nemo_recipe_changes(const Layout& from, const Layout& to);
+// The same changes under Megatron-Bridge's paths, as run_recipe.py's overrides (`model.tensor_model_parallel_size=2
+// (was 1)`).
+[[nodiscard]] std::vector<std::string> bridge_recipe_changes(const Layout& from, const Layout& to);
 // The keys of a NeMo config to change from one layout to another (tp, pp, vpp, cp, ep, mbs, gbs, sequence parallel,
 // checkpointing, userbuffers, p2p overlap), as "key: new (was old)"; empty when none of them differs.
 [[nodiscard]] std::vector<std::string> nemo_config_changes(const Layout& from, const Layout& to);
