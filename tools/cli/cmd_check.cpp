@@ -332,7 +332,7 @@ void run_check(const CheckOptions& o, std::ostream& out) {
   if (o.command.empty())
     throw Error(
         "give the launch command after -- (or a script that runs pretrain_gpt.py, a torchtitan .toml, a NeMo "
-        ".yaml or a NeMo 2.0 recipe .py)");
+        ".yaml, a NeMo 2.0 recipe .py, or a Megatron-Bridge recipe .py and --recipe NAME)");
   const std::int64_t gpus = o.gpus.empty() ? 0 : parse_count("--gpus", o.gpus);
   PlanRequest req = o.specs.request(o.profile);
   calibrate::MegatronCommand cmd;
@@ -632,7 +632,9 @@ void register_check(CLI::App& app, std::ostream& out) {
                   "training config (.yaml) and the Hydra overrides its launcher script gives main.py "
                   "(training.model.tensor_model_parallel_size=4 +training.model.optim.grad_sync_dtype=bf16 ...), or a "
                   "NeMo 2.0 pre-training recipe (nemo/collections/llm/recipes/<model>.py) and NeMo-Run's overrides "
-                  "(num_nodes=2 trainer.strategy.tensor_model_parallel_size=4 ...)");
+                  "(num_nodes=2 trainer.strategy.tensor_model_parallel_size=4 ...), or a Megatron-Bridge recipe file "
+                  "(src/megatron/bridge/recipes/<family>/<gpu>/<model>.py) with run_recipe.py's --recipe NAME and "
+                  "overrides (model.tensor_model_parallel_size=4 train.global_batch_size=256 ...)");
   sub->callback([opts, &out] { run_check(*opts, out); });
 }
 
