@@ -1491,14 +1491,12 @@ TEST(LaunchScript, FollowsEachOutcomeOfTestsItCannotEvaluate) {
   EXPECT_EQ(commands, (std::set<std::vector<std::string>>{{"python", "pretrain_gpt.py", "--a", "--k", "--f"},
                                                           {"python", "pretrain_gpt.py", "--a", "--k"},
                                                           {"python", "pretrain_gpt.py", "--a"}}));
-  EXPECT_EQ(variants.front().assumed,
-            (std::vector<std::string>{"[ -n \"$KEY\" ] true", "[ -f /x ] true"}));
+  EXPECT_EQ(variants.front().assumed, (std::vector<std::string>{"[ -n \"$KEY\" ] true", "[ -f /x ] true"}));
   // Evaluated tests give one; so does a script with more outcomes than are followed, read as launch_script_command.
   EXPECT_EQ(calibrate::launch_script_variants(script, "pretrain_gpt.py", "t.sh", {{"KEY", ""}}).size(), 1U);
   std::string many;
   for (int i = 0; i < 5; ++i) many += "if [ -f /x" + std::to_string(i) + " ]; then :; fi\n";
-  EXPECT_EQ(calibrate::launch_script_variants(many + "python pretrain_gpt.py\n", "pretrain_gpt.py", "t.sh").size(),
-            1U);
+  EXPECT_EQ(calibrate::launch_script_variants(many + "python pretrain_gpt.py\n", "pretrain_gpt.py", "t.sh").size(), 1U);
   // An outcome under which no command runs: read as one, whose refusal names the block.
   try {
     (void)calibrate::launch_script_variants("if [ -f /x ]; then\n python pretrain_gpt.py\nfi\n", "pretrain_gpt.py",

@@ -72,7 +72,6 @@ std::vector<calibrate::LaunchScriptVariant> script_variants(const std::string& p
   return {only};
 }
 
-
 // --ignore FLAG: the flag and the value after it (a token not starting with --) leave the command, listed as ignored.
 std::vector<std::string> without_ignored(const std::vector<std::string>& tokens, const std::vector<std::string>& ignore,
                                          std::vector<std::string>& ignored) {
@@ -112,9 +111,9 @@ void check_variants_price_alike(const std::vector<calibrate::LaunchScriptVariant
       return Error(where + ": the if test(s) " + named + ", which headroom cannot evaluate, change " + what +
                    ": give the variables they read (--set NAME=VALUE), or the command as it runs, after --");
     };
-    std::vector<std::string> dropped;
     calibrate::MegatronCommand other;
     try {
+      std::vector<std::string> dropped;
       other = calibrate::parse_megatron_command(without_ignored(variants[i].command, ignore, dropped), gpus, where);
     } catch (const Error& e) {
       throw refuse(std::string("whether the command is read (") + e.what() + ")");
@@ -124,7 +123,8 @@ void check_variants_price_alike(const std::vector<calibrate::LaunchScriptVariant
         other.zero_stage != cmd.zero_stage || other.pipeline_engine != cmd.pipeline_engine)
       throw refuse("the DeepSpeed launch");
     if (variants[i].files != variants.front().files) throw refuse("the files the script writes");
-    const std::set<std::string> a(cmd.ignored.begin(), cmd.ignored.end()), b(other.ignored.begin(), other.ignored.end());
+    const std::set<std::string> a(cmd.ignored.begin(), cmd.ignored.end()),
+        b(other.ignored.begin(), other.ignored.end());
     std::set_symmetric_difference(a.begin(), a.end(), b.begin(), b.end(), std::inserter(differing, differing.end()));
   }
   std::string flags;
@@ -360,7 +360,8 @@ void run_check(const CheckOptions& o, std::ostream& out) {
       if (args.contains("attention_dropout") || args.contains("untie_embeddings_and_output_weights") ||
           args.contains("window_size")) {
         req.model_spec = o.specs.library().model(cmd.run.layout.at("model"));
-        if (args.contains("attention_dropout")) req.model_spec->attention_dropout = std::stod(args.at("attention_dropout"));
+        if (args.contains("attention_dropout"))
+          req.model_spec->attention_dropout = std::stod(args.at("attention_dropout"));
         if (args.contains("untie_embeddings_and_output_weights")) req.model_spec->tied_embeddings = false;
         if (args.contains("window_size")) req.model_spec->sliding_window = 0;
       }
@@ -519,10 +520,10 @@ void run_check(const CheckOptions& o, std::ostream& out) {
       const auto b = main_flags(to);
       return b ? changed_flags(*registry_flags, *b) : std::vector<std::string>{};
     }
-    std::vector<std::string> c = kind == ConfigKind::nemo          ? calibrate::nemo_config_changes(layout, to)
-                                 : kind == ConfigKind::nemo_recipe ? calibrate::nemo_recipe_changes(layout, to)
+    std::vector<std::string> c = kind == ConfigKind::nemo            ? calibrate::nemo_config_changes(layout, to)
+                                 : kind == ConfigKind::nemo_recipe   ? calibrate::nemo_recipe_changes(layout, to)
                                  : kind == ConfigKind::bridge_recipe ? calibrate::bridge_recipe_changes(layout, to)
-                                                                   : std::vector<std::string>{};
+                                                                     : std::vector<std::string>{};
     if (c.empty()) c = flag_changes(plan, layout, to);
     return c;
   };

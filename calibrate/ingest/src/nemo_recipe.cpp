@@ -631,8 +631,8 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
   settings["model.config"] = {config->args.front(), ev.where(*config)};
   set_from("model.config.", *config, "");
   for (auto& [key, value] : settings_given) settings[key] = {value, "override " + key};
-  const auto [nodes, devices] =
-      read_recipe_settings(settings, gpus, where, "give num_nodes=N (NeMo's `--factory \"<recipe>(num_nodes=N)\"`)", out);
+  const auto [nodes, devices] = read_recipe_settings(
+      settings, gpus, where, "give num_nodes=N (NeMo's `--factory \"<recipe>(num_nodes=N)\"`)", out);
   out.notes.insert(out.notes.begin(), "read as NeMo 2.0 recipe settings (pretrain_recipe, trainer, model), " +
                                           std::to_string(nodes) + " node(s) x " + std::to_string(devices) + " GPUs");
   return out;
@@ -723,10 +723,10 @@ MegatronCommand read_bridge_recipe(std::string_view text, const std::string& rec
   for (const Expr& section : container.kwargs) {
     const std::string& name = section.key;
     if (name == "model") {
-      const Expr* receiver = section.kind == Expr::Kind::call && !section.args.empty() &&
-                                     section.args.front().key == python::kReceiver
-                                 ? &section.args.front()
-                                 : nullptr;
+      const Expr* receiver =
+          section.kind == Expr::Kind::call && !section.args.empty() && section.args.front().key == python::kReceiver
+              ? &section.args.front()
+              : nullptr;
       if (receiver == nullptr ||
           (!section.text.ends_with(".get_model_config") && !section.text.ends_with(".to_megatron_provider")) ||
           receiver->text != "AutoBridge.from_hf_pretrained" || receiver->args.empty() ||
@@ -737,7 +737,7 @@ MegatronCommand read_bridge_recipe(std::string_view text, const std::string& rec
       bridge["model"] = {receiver->args.front(), ev.where(section)};
     }
     if (section.kind == Expr::Kind::call && name != "mixed_precision" && name != "comm_overlap") {
-      for (const Expr& field : section.kwargs) bridge[name + "." + field.key] = {field, ev.where(field)};
+      for (const Expr& set : section.kwargs) bridge[name + "." + set.key] = {set, ev.where(set)};
     } else if (name != "model") {
       bridge[name] = {section, ev.where(section)};
     }
@@ -762,7 +762,8 @@ MegatronCommand read_bridge_recipe(std::string_view text, const std::string& rec
       continue;
     }
     const BridgePath* rule = text::key_rule(kBridgePaths, key);
-    if (rule == nullptr) throw Error(entry.second + ": " + key + " " + value.shown() + ": not a setting headroom reads");
+    if (rule == nullptr)
+      throw Error(entry.second + ": " + key + " " + value.shown() + ": not a setting headroom reads");
     if (!rule->why.empty()) {
       out.ignored.push_back(key + " (" + std::string(rule->why) + ")");
       continue;
@@ -851,7 +852,7 @@ std::vector<std::string> nemo_recipe_changes(const Layout& from, const Layout& t
 
 std::vector<std::string> bridge_recipe_changes(const Layout& from, const Layout& to) {
   std::vector<std::string> out;
-  for (std::string change : nemo_recipe_changes(from, to)) {
+  for (const std::string& change : nemo_recipe_changes(from, to)) {
     const std::string nemo = change.substr(0, change.find('='));
     // The Bridge path whose rule gives this NeMo path: an exact one first, then a section's (model.config.* is
     // model.*, optim.config.* optimizer.*).

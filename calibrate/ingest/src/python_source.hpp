@@ -65,7 +65,7 @@ struct Function {
     // "if", "return", "assert", "def", "from", ... (a block's or a simple statement's keyword), "=" (an assignment),
     // "" (an expression)
     std::string keyword;
-    std::string target;  // an assignment's target; an if's condition as a name
+    std::string target;                // an assignment's target; an if's condition as a name
     std::vector<std::string> targets;  // an unpacking assignment's names (`a, b = f()`), target "a tuple"
     std::optional<Expr> value;
     // An if's or elif's condition: `value` alone ("") or negated ("not"), or compared with `rhs` ("==", "!=", "is",
