@@ -76,7 +76,19 @@ seed() {
       { cat "$dir/short-llama3_70b.py"; echo '#overrides'
         printf '%s\n' num_nodes=4 trainer.strategy.tensor_model_parallel_size=8 data.micro_batch_size=2 \
           model.config.recompute_granularity=full optim.config.use_distributed_optimizer=False
-      } >"$dir/overrides-llama3_70b.py" ;;
+      } >"$dir/overrides-llama3_70b.py"
+      # A Megatron-Bridge recipe in one file (the target gives the input as each megatron.bridge module): the imports,
+      # _pretrain_common(), the optimizer factory and a recipe renamed pretrain_recipe.
+      local b="$root"/tests/data/launch/megatron-bridge/src/megatron/bridge/recipes
+      {
+        grep -hE '^(from|import) |^[A-Z0-9_]+(: int)? = ' "$b"/common.py "$b"/utils/optimizer_utils.py \
+          "$b"/llama/h100/llama3.py
+        awk '/^def _pretrain_common\(/{on=1; print; next} /^(def|@)/{on=0} on' "$b"/common.py
+        awk '/^def distributed_fused_adam_with_cosine_annealing\(/{on=1; print; next} /^(def|@)/{on=0} on' \
+          "$b"/utils/optimizer_utils.py
+        awk '/^def llama3_8b_pretrain_16gpu_h100_bf16_16k_config\(/{on=1; print "def pretrain_recipe():"; next}
+             /^(def|@)/{on=0} on' "$b"/llama/h100/llama3.py
+      } >"$dir/bridge.py" ;;
     fuzz_kernel_curves)
       cp "$data"/kernels/*.json "$dir"/
       # Each file also cut to three GEMM rows of each precision and two attention rows: short inputs mutate faster.
@@ -162,7 +174,10 @@ dictionary() {
           'elif ' 'else:' ' == ' ' != ' ' is None' ' is not None' 'not ' 'raise ' 'from nemo.collections.llm.recipes import ' \
           'from nemo.collections.llm.recipes.fuzz import ' 'recipe.trainer.strategy.' 'recipe.model.config.' '**kwargs' \
           'recipe.trainer.callbacks.append(' '.extend([' 'run.Config(MegatronCommOverlapCallback, tp_comm_overlap=True)' \
-          'recipe.optim.config.' 'torch.bfloat16' 'grad_reduce_in_fp32'
+          'recipe.optim.config.' 'torch.bfloat16' 'grad_reduce_in_fp32' 'def pretrain_recipe():' 'ConfigContainer(' \
+          'AutoBridge.from_hf_pretrained("meta-llama/Meta-Llama-3-8B").get_model_config()' 'cfg.model.' 'cfg.train.' \
+          'cfg.ddp.' 'cfg.optimizer.' 'cfg.comm_overlap = CommOverlapConfig(' 'a, b = ' 'return a, b' \
+          'from megatron.bridge.recipes.fuzz import ' 'SEQ: int = 4096' 'mixed_precision="bf16_mixed"'
       } >"$out" ;;
     fuzz_cli)
       {
