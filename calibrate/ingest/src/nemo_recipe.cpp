@@ -675,6 +675,12 @@ constexpr auto kBridgePaths = std::to_array<BridgePath>({
     {"rng.*", "", "random seeds"},
     {"dist.*", "", "process-group initialisation"},
     {"env_vars", "", "the process environment"},
+    {"rerun_state_machine.*", "", "checks of a step's result, between steps"},
+    {"profiling.*", "", "profiling (off unless its steps are given)"},
+    {"ft.*", "", "fault tolerance"},
+    {"straggler.*", "", "straggler detection"},
+    {"nvrx_straggler.*", "", "straggler detection"},
+    {"inprocess_restart.*", "", "restarts after a failure"},
     {"mixed_precision", "trainer.plugins", ""},
     {"comm_overlap", "trainer.callbacks", ""},
 });
@@ -738,6 +744,8 @@ MegatronCommand read_bridge_recipe(std::string_view text, const std::string& rec
     }
     if (section.kind == Expr::Kind::call && name != "mixed_precision" && name != "comm_overlap") {
       for (const Expr& set : section.kwargs) bridge[name + "." + set.key] = {set, ev.where(set)};
+    } else if (name != "model" && name != "comm_overlap" && python::plain_value(section) == "None") {
+      out.ignored.push_back(name + " (None: not used)");  // ft, peft, tensor_inspect, ...
     } else if (name != "model") {
       bridge[name] = {section, ev.where(section)};
     }
