@@ -739,6 +739,12 @@ TEST(Check, ReadsMegatronBridgeRecipes) {
   refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "model.cuda_graph_impl=local"},
           "model.cuda_graph_impl");
   refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "train.frobnicate=3"}, "train.frobnicate");
+  // The DDP overlaps off: refused where gradients are reduced (CP 2 here), named by Bridge's path; noted on one GPU.
+  refused({"--recipe", "llama3_8b_pretrain_16gpu_h100_bf16_16k_config", "ddp.overlap_grad_reduce=False"},
+          "ddp.overlap_grad_reduce False: the framework's coefficients (dp_overlap)");
+  const auto one = checked({"--recipe", "llama32_1b_pretrain_1gpu_h100_bf16_config", "ddp.overlap_grad_reduce=False"});
+  ASSERT_FALSE(one.is_null());
+  EXPECT_NE(one.at("notes").dump().find("nothing is reduced"), std::string::npos) << one.at("notes");
 }
 
 TEST(Check, ReadsNemo2RecipesThatCallOtherRecipes) {

@@ -263,7 +263,8 @@ using Settings = std::map<std::string, std::pair<Expr, std::string>>;  // path -
 // devices read.
 std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& settings, std::int64_t gpus,
                                                            std::string_view where, std::string_view world_hint,
-                                                           MegatronCommand& out) {
+                                                           MegatronCommand& out,
+                                                           const std::map<std::string, std::string>& shown_as = {}) {
   // Each setting read, ignored with why, or refused.
   std::map<std::string, std::string>& layout = out.run.layout;
   std::int64_t nodes = 1, devices = 8;
@@ -273,14 +274,17 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
   bool overlap_callback = false;
   std::string callbacks_ignored, overlap_unpriced;
   bool experts = false;
+  // The DDP overlaps turned off (the refusal, kept until the data-parallel size is known: at 1 nothing is reduced).
+  std::optional<Error> no_dp_overlap;
   for (const auto& setting : settings) {  // named, not bound: clang 14's lambdas cannot capture bindings
     const std::string& key = setting.first;
     const Expr& value = setting.second.first;
     const std::string& from = setting.second.second;
     const RecipeKey* rule = text::key_rule(kRecipeKeys, key);
     const std::string v = python::plain_value(value);
-    const auto refuse = [&](const std::string& why) -> Error {
-      return Error(from + ": " + key + " " + value.shown() + ": " + why);
+    const auto refuse = [&](const std::string& why) -> Error {  // named as the recipe writes it (Bridge's paths)
+      const auto as = shown_as.find(key);
+      return Error(from + ": " + (as == shown_as.end() ? key : as->second) + " " + value.shown() + ": " + why);
     };
     if (rule == nullptr) {
       if (key.starts_with("data.") && key != "data.seq_length") {
@@ -319,8 +323,8 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
       layout["grad_reduce_in_bf16"] = boolean() ? "false" : "true";
     } else if (key == "trainer.strategy.ddp.overlap_grad_reduce" ||
                key == "trainer.strategy.ddp.overlap_param_gather") {
-      if (!boolean())
-        throw refuse("the framework's coefficients (dp_overlap) price the reduction and gather overlapped");
+      if (!boolean() && !no_dp_overlap)
+        no_dp_overlap = refuse("the framework's coefficients (dp_overlap) price the reduction and gather overlapped");
     } else if (key == "trainer.strategy.fsdp") {
       if (v != "None") throw refuse("Megatron-FSDP and PyTorch FSDP under NeMo are not priced (valid: None)");
     } else if (key == "trainer.accumulate_grad_batches") {
@@ -523,6 +527,11 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
                 std::to_string(devices) + " = " + std::to_string(world) +
                 " GPUs, not a multiple of the strategy's tensor x context x pipeline parallel sizes (" +
                 std::to_string(model_gpus) + "): " + std::string(world_hint));
+  // The gradients are reduced over the data- and context-parallel ranks (rest: the data-parallel size).
+  const std::int64_t reducing = rest * (layout.contains("cp") ? std::stoll(layout.at("cp")) : 1);
+  if (no_dp_overlap && reducing > 1) throw *no_dp_overlap;
+  if (no_dp_overlap)
+    out.notes.emplace_back("the DDP overlaps are off, and with one data- and context-parallel rank nothing is reduced");
   if (gpus > 0 && gpus != world)
     throw Error("--gpus " + std::to_string(gpus) +
                 ": the recipe runs on trainer.num_nodes x trainer.devices = " + std::to_string(world) + " GPUs");
@@ -809,7 +818,7 @@ MegatronCommand read_bridge_recipe(std::string_view text, const std::string& rec
   const std::int64_t devices = gpus % 8 == 0 ? 8 : gpus, nodes = gpus / devices;
   settings["trainer.num_nodes"] = {python::value_of(std::to_string(nodes)), "--gpus"};
   settings["trainer.devices"] = {python::value_of(std::to_string(devices)), "--gpus"};
-  (void)read_recipe_settings(settings, gpus, where, "give --gpus N", out);
+  (void)read_recipe_settings(settings, gpus, where, "give --gpus N", out, bridge_path);
   std::erase_if(out.read, [](const std::string& k) { return k == "trainer.num_nodes" || k == "trainer.devices"; });
   for (std::string& k : out.read)
     if (const auto it = bridge_path.find(k); it != bridge_path.end()) k = it->second;
