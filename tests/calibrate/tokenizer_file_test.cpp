@@ -34,7 +34,9 @@ TEST(TokenizerFile, CountsAHuggingFaceTokenizersIdsOnce) {
 TEST(TokenizerFile, RefusesWhatIsNotSuchATokenizerAndSkipsWhatIsNotHere) {
   for (const std::string& bytes :
        {std::string(), std::string("hello world\n"), std::string("\x0a\x05", 2), std::string("\x0a\x00", 2),
-        std::string("\x12\x02\x08\x01", 4), std::string("\x0b\x01", 2), std::string("\x0a\x02\x12\x00", 4)})
+        std::string("\x12\x02\x08\x01", 4), std::string("\x0b\x01", 2), std::string("\x0a\x02\x12\x00", 4),
+        // a piece whose text has no length (found by fuzz_tokenizer_file), or a longer one than the piece
+        std::string("\x0a\x01\x0a", 3), std::string("\x0a\x02\x0a\x05", 4)})
     EXPECT_FALSE(sentencepiece_pieces(bytes)) << bytes;
   // A piece (field 1) holding its text (field 1) with a score (field 2, 32-bit), beside a trainer_spec (field 2).
   EXPECT_EQ(sentencepiece_pieces(std::string("\x0a\x08\x0a\x01"

@@ -275,7 +275,7 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
   std::string callbacks_ignored, overlap_unpriced;
   bool experts = false;
   // The DDP overlaps turned off (the refusal, kept until the data-parallel size is known: at 1 nothing is reduced).
-  std::optional<Error> no_dp_overlap;
+  std::optional<std::string> no_dp_overlap;
   for (const auto& setting : settings) {  // named, not bound: clang 14's lambdas cannot capture bindings
     const std::string& key = setting.first;
     const Expr& value = setting.second.first;
@@ -324,7 +324,8 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
     } else if (key == "trainer.strategy.ddp.overlap_grad_reduce" ||
                key == "trainer.strategy.ddp.overlap_param_gather") {
       if (!boolean() && !no_dp_overlap)
-        no_dp_overlap = refuse("the framework's coefficients (dp_overlap) price the reduction and gather overlapped");
+        no_dp_overlap =
+            refuse("the framework's coefficients (dp_overlap) price the reduction and gather overlapped").what();
     } else if (key == "trainer.strategy.fsdp") {
       if (v != "None") throw refuse("Megatron-FSDP and PyTorch FSDP under NeMo are not priced (valid: None)");
     } else if (key == "trainer.accumulate_grad_batches") {
@@ -529,7 +530,7 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
                 std::to_string(model_gpus) + "): " + std::string(world_hint));
   // The gradients are reduced over the data- and context-parallel ranks (rest: the data-parallel size).
   const std::int64_t reducing = rest * (layout.contains("cp") ? std::stoll(layout.at("cp")) : 1);
-  if (no_dp_overlap && reducing > 1) throw *no_dp_overlap;
+  if (no_dp_overlap && reducing > 1) throw Error(*no_dp_overlap);
   if (no_dp_overlap)
     out.notes.emplace_back("the DDP overlaps are off, and with one data- and context-parallel rank nothing is reduced");
   if (gpus > 0 && gpus != world)
@@ -786,7 +787,10 @@ MegatronCommand read_bridge_recipe(std::string_view text, const std::string& rec
       continue;
     }
     std::string nemo(rule->nemo);
-    if (nemo.ends_with('*')) nemo = nemo.substr(0, nemo.size() - 1) + key.substr(rule->key.size() - 1);
+    if (nemo.ends_with('*')) {  // the rest of Bridge's path under NeMo's section
+      nemo.pop_back();
+      nemo += key.substr(rule->key.size() - 1);
+    }
     bridge_path[nemo] = key;
     if (key == "mixed_precision") {
       // "bf16_mixed" or bf16_mixed() (megatron/bridge/training/mixed_precision.py), NeMo's plugin of that name.

@@ -43,8 +43,11 @@ std::optional<std::int64_t> sentencepiece_pieces(std::string_view b) {
       case 2: {  // length-delimited: a piece is field 1, a message whose own field 1 (the piece's text) comes first
         const auto length = varint(b, at);
         if (!length || *length > b.size() - at) return std::nullopt;
-        if ((*key >> 3) == 1) {
-          if (*length == 0 || b[at] != '\x0a') return std::nullopt;
+        if ((*key >> 3) == 1) {  // the piece's text: its key (field 1, length-delimited), length and bytes inside it
+          const std::string_view piece = b.substr(at, static_cast<std::size_t>(*length));
+          std::size_t in = 1;
+          if (piece.empty() || piece[0] != '\x0a') return std::nullopt;
+          if (const auto text = varint(piece, in); !text || *text > piece.size() - in) return std::nullopt;
           ++pieces;
         }
         at += static_cast<std::size_t>(*length);
