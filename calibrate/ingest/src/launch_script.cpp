@@ -657,6 +657,13 @@ std::vector<std::string> launch_script_command(const std::string& text, std::str
 std::vector<LaunchScriptVariant> launch_script_variants(const std::string& text, std::string_view script_name,
                                                         std::string_view where,
                                                         const std::map<std::string, std::string>& environment) {
+  // Too many outcomes to follow, or one under which the script runs no training command or fails to be read: as
+  // launch_script_command reads it (its refusal names the first block it cannot follow into).
+  const auto as_one = [&] {
+    LaunchScriptVariant only;
+    only.command = launch_script_command(text, script_name, where, environment, &only.files);
+    return std::vector<LaunchScriptVariant>{only};
+  };
   std::vector<LaunchScriptVariant> out;
   // Depth first over the tests' outcomes: each run takes the tests past its prefix as true, then each of those is
   // tried false in turn (a test met only on one branch is decided only there).
@@ -664,13 +671,6 @@ std::vector<LaunchScriptVariant> launch_script_variants(const std::string& text,
   while (!pending.empty()) {
     const std::vector<bool> prefix = std::move(pending.back());
     pending.pop_back();
-    // Too many outcomes to follow, or one under which the script runs no training command or fails to be read: as
-    // launch_script_command reads it (its refusal names the first block it cannot follow into).
-    const auto as_one = [&] {
-      LaunchScriptVariant only;
-      only.command = launch_script_command(text, script_name, where, environment, &only.files);
-      return std::vector<LaunchScriptVariant>{only};
-    };
     if (out.size() == kMaxLaunchScriptVariants) return as_one();
     LaunchScriptVariant v;
     std::vector<std::string> tests;

@@ -738,7 +738,7 @@ MegatronCommand read_bridge_recipe(std::string_view text, const std::string& rec
   Settings bridge;
   for (const Expr& section : container.kwargs) {
     const std::string& name = section.key;
-    if (name == "model") {
+    if (name == "model") {  // the Hugging Face id, then the fields set on the provider
       const Expr* receiver =
           section.kind == Expr::Kind::call && !section.args.empty() && section.args.front().key == python::kReceiver
               ? &section.args.front()
@@ -752,11 +752,12 @@ MegatronCommand read_bridge_recipe(std::string_view text, const std::string& rec
                     ".to_megatron_provider()");
       bridge["model"] = {receiver->args.front(), ev.where(section)};
     }
-    if (section.kind == Expr::Kind::call && name != "mixed_precision" && name != "comm_overlap") {
+    const bool whole = name == "mixed_precision" || name == "comm_overlap";  // read whole (None: no overlap)
+    if (!whole && section.kind == Expr::Kind::call) {
       for (const Expr& set : section.kwargs) bridge[name + "." + set.key] = {set, ev.where(set)};
-    } else if (name != "model" && name != "comm_overlap" && python::plain_value(section) == "None") {
+    } else if (!whole && python::plain_value(section) == "None") {
       out.ignored.push_back(name + " (None: not used)");  // ft, peft, tensor_inspect, ...
-    } else if (name != "model") {
+    } else {
       bridge[name] = {section, ev.where(section)};
     }
   }

@@ -281,13 +281,14 @@ class Parser {
     // A call: positional, keyword, *args and **kwargs. A method called on a call's value
     // (`AutoBridge.from_hf_pretrained(id).get_model_config()`) is the call `<callee>(...).<method>` whose first
     // argument, keyed kReceiver, is that value.
-    while (is(i, "(") && (e.kind == Expr::Kind::name || (e.kind == Expr::Kind::call && !method_.empty()))) {
+    std::string method;  // `.method(` after a call, which the next round makes the call
+    while (is(i, "(") && (e.kind == Expr::Kind::name || (e.kind == Expr::Kind::call && !method.empty()))) {
       if (e.kind == Expr::Kind::call) {
         Expr receiver = std::move(e);
         receiver.key = kReceiver;
-        e = Expr{Expr::Kind::name, receiver.text + "(...)." + method_, {}, {}, receiver.line, {}};
+        e = Expr{Expr::Kind::name, receiver.text + "(...)." + method, {}, {}, receiver.line, {}};
         e.args.push_back(std::move(receiver));
-        method_.clear();
+        method.clear();
       }
       e.kind = Expr::Kind::call;
       ++i;
@@ -307,9 +308,8 @@ class Parser {
           fail(i, "expected ',' or ')' in the arguments of " + e.text);
       }
       ++i;
-      // `.method(` after the call: its name kept for the loop's next round, which makes the call.
       if (is(i, ".") && i + 2 < t_.size() && t_[i + 1].kind == Tok::name && is(i + 2, "(")) {
-        method_ = t_[i + 1].text;
+        method = t_[i + 1].text;
         i += 2;
       }
     }
@@ -317,7 +317,6 @@ class Parser {
   }
 
   static constexpr int kMaxNesting = 64;
-  mutable std::string method_;  // the method a call's value is called with, between two rounds of primary's loop
   const std::vector<Token>& t_;
   std::string_view where_;
   mutable int depth_ = 0;
@@ -329,10 +328,10 @@ std::map<std::string, Function> top_level_functions(const std::vector<Token>& t,
   std::map<std::string, Function> out;
   const Parser p(t, where);
   // A statement's value ends its line: a tuple without brackets (`return a, b`, `x = a, b`) is read as the list
-  // "(...)" that `(a, b)` is; a value followed by anything else (a chained assignment) is not one value.
+  // "(...)" that `(a, b)` is; a value followed by anything else (`x = y = 1`) is not one value, named `what`.
   const auto line_ends = [&](std::size_t i) { return i >= t.size() || t[i].starts_line; };
-  const auto more_than_one = [](const Expr& first) {
-    return Expr{Expr::Kind::other, "a chained assignment", {}, {}, first.line, {}};
+  const auto more_than_one = [](const Expr& first, const char* what) {
+    return Expr{Expr::Kind::other, what, {}, {}, first.line, {}};
   };
   const auto rest_of_tuple = [&](std::size_t& i, Expr first) {
     if (!p.is(i, ",")) return first;
@@ -394,7 +393,7 @@ std::map<std::string, Function> top_level_functions(const std::vector<Token>& t,
           s.value = p.expression(i);
           if (s.value->kind == Expr::Kind::name) s.target = s.value->text;
           if (s.keyword == "return") s.value = rest_of_tuple(i, std::move(*s.value));  // `return a, b`
-          if (s.keyword == "return" && !line_ends(i)) s.value = more_than_one(*s.value);
+          if (s.keyword == "return" && !line_ends(i)) s.value = more_than_one(*s.value, "an expression list");
         }
         if (s.test != "?" && p.is(i, ":") && i + 1 < t.size() && !t[i + 1].starts_line) s.inline_block = true;
       } else {
@@ -418,9 +417,9 @@ std::map<std::string, Function> top_level_functions(const std::vector<Token>& t,
           s.targets = std::move(names);
           Expr first = p.expression(++i);
           s.value = rest_of_tuple(i, std::move(first));
-          if (!line_ends(i)) s.value = more_than_one(*s.value);  // `x = y = 1`
+          if (!line_ends(i)) s.value = more_than_one(*s.value, "a chained assignment");  // `x = y = 1`
         } else {
-          s.value = line_ends(i) ? std::move(e) : more_than_one(e);  // `a, b = f()`: not one expression
+          s.value = line_ends(i) ? std::move(e) : more_than_one(e, "an expression list");  // `f(), g()`
         }
       }
       if (i == start) ++i;  // a line that starts with no expression (an operator): its first token
