@@ -1,6 +1,7 @@
 #include "headroom/estimator/framework.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <string>
 #include <utility>
@@ -281,8 +282,10 @@ std::int64_t* integer_field(LayoutRequest& r, KnobId id) {
 LayoutRequest layout_request(const KnobSettings& k, const FrameworkProfile& f) {
   using enum KnobId;
   LayoutRequest r;
-  for (const Knob& x : knobs())
-    if (std::int64_t* to = integer_field(r, x.id); to != nullptr && k.given(x.id)) *to = k.integer(x.id, 0);
+  for (std::uint64_t given = k.given_bits(); given != 0; given &= given - 1) {  // the knobs given, lowest first
+    const auto id = static_cast<KnobId>(std::countr_zero(given));
+    if (std::int64_t* to = integer_field(r, id)) *to = k.integer(id, 0);
+  }
   if (const std::string* x = k.text(recompute)) r.recompute = parse_recompute(*x);
   if (const std::string* x = k.text(recompute_method)) r.recompute_method = parse_recompute_method(*x);
   if (const std::string* x = k.text(schedule)) r.schedule = parse_schedule(*x);

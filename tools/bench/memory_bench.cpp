@@ -6,6 +6,7 @@
 
 #include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/memory.hpp"
+#include "headroom/estimator/plan.hpp"
 #include "headroom/estimator/throughput.hpp"
 
 namespace {
@@ -96,6 +97,24 @@ void BM_BuildLayout(benchmark::State& state) {
   state.SetLabel("layouts");
 }
 BENCHMARK(BM_BuildLayout);
+
+// What headroom.Planner.estimate does below Python: the knobs of one Llama 3.1 8B layout on H100s into a checked
+// layout (plan_layout), then its memory and time as the one result type (estimate), the plan resolved once.
+void BM_PlanEstimate(benchmark::State& state) {
+  PlanRequest request;
+  request.model = "llama3.1-8b", request.gpu = "h100-94gb", request.data_dir = HEADROOM_BENCH_DATA_DIR;
+  const Plan plan = resolve_plan(request);
+  const PlanContext context(plan);
+  for ([[maybe_unused]] auto _ : state) {
+    KnobSettings k;
+    k.set(KnobId::seq, std::int64_t{8192}), k.set(KnobId::tp, std::int64_t{2});
+    k.set(KnobId::gpus, std::int64_t{8}), k.set(KnobId::gbs, std::int64_t{1024});
+    benchmark::DoNotOptimize(estimate(plan, context, plan_layout(plan, k)));
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel("estimates");
+}
+BENCHMARK(BM_PlanEstimate);
 
 }  // namespace
 

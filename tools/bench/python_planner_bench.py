@@ -41,8 +41,14 @@ def megatron_formula(checkout):
     return lambda: (module.compute_weight_and_optimizer_memory(args) + module.compute_activation_memory(args, 256))
 
 
-def per_call_us(f, number):
-    return min(timeit.repeat(f, number=number, repeat=5)) / number * 1e6
+def per_call_us(timed, rounds=15):
+    """Microseconds per call of each (function, calls per round), the best of `rounds` rounds taken in turn: a shared
+    machine's slow spells then fall on every function alike, and the ratios hold."""
+    best = [math.inf] * len(timed)
+    for _ in range(rounds):
+        for i, (f, number) in enumerate(timed):
+            best[i] = min(best[i], timeit.timeit(f, number=number) / number * 1e6)
+    return best
 
 
 def main():
@@ -52,15 +58,17 @@ def main():
     o = parser.parse_args()
     planner = headroom.Planner(model="llama3.1-8b", gpu="h100-94gb", framework="megatron")
     layout = dict(seq=8192, tp=2, gpus=8, gbs=1024)
-    results = {"Planner.estimate": per_call_us(lambda: planner.estimate(**layout), 20_000)}
     rng = np.random.default_rng(1)
     columns = {"tp": rng.choice([1, 2, 4, 8], o.rows), "pp": rng.choice([1, 2, 4], o.rows), "seq": 8192,
                "gpus": 64, "gbs": 1024}
-    results["Planner.estimate_many, per layout"] = per_call_us(lambda: planner.estimate_many(columns), 1) / o.rows
-    results["headroom.estimate (command line in-process)"] = per_call_us(
-        lambda: headroom.estimate(model="llama3.1-8b", gpu="h100-94gb", **layout), 50)
+    timed = {"Planner.estimate": (lambda: planner.estimate(**layout), 10_000),
+             "Planner.estimate_many, per layout": (lambda: planner.estimate_many(columns), 1),
+             "headroom.estimate (command line in-process)": (
+                 lambda: headroom.estimate(model="llama3.1-8b", gpu="h100-94gb", **layout), 10)}
     if o.megatron:
-        results["Megatron-LM theoretical_memory_usage.py"] = per_call_us(megatron_formula(o.megatron), 20_000)
+        timed["Megatron-LM theoretical_memory_usage.py"] = (megatron_formula(o.megatron), 10_000)
+    results = dict(zip(timed, per_call_us(list(timed.values()))))
+    results["Planner.estimate_many, per layout"] /= o.rows
     reference = results.get("Megatron-LM theoretical_memory_usage.py")
     for name, us in results.items():
         ratio = ""

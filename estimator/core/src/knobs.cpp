@@ -400,27 +400,4 @@ std::string knob_text(const KnobValue& v) {
   return std::get<std::string>(v);
 }
 
-std::int64_t KnobSettings::integer(KnobId id, std::int64_t fallback) const {
-  const auto& v = (*this)[id];
-  return v ? std::get<std::int64_t>(*v) : fallback;
-}
-
-double KnobSettings::number(KnobId id, double fallback) const {
-  const auto& v = (*this)[id];
-  return v ? std::get<double>(*v) : fallback;
-}
-
-bool KnobSettings::flag(KnobId id, bool fallback) const { return flag(id).value_or(fallback); }
-
-std::optional<bool> KnobSettings::flag(KnobId id) const {
-  const auto& v = (*this)[id];
-  if (!v) return std::nullopt;
-  return std::get<bool>(*v);
-}
-
-const std::string* KnobSettings::text(KnobId id) const {
-  const auto& v = (*this)[id];
-  return v ? &std::get<std::string>(*v) : nullptr;
-}
-
 }  // namespace headroom

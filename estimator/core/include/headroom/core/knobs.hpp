@@ -122,19 +122,37 @@ using KnobValue = std::variant<std::int64_t, double, bool, std::string>;
 // The knobs a user gave, typed; nullopt = not given.
 class KnobSettings {
  public:
-  void set(KnobId id, KnobValue v) { values_[static_cast<std::size_t>(id)] = std::move(v); }
-  [[nodiscard]] bool given(KnobId id) const { return values_[static_cast<std::size_t>(id)].has_value(); }
+  void set(KnobId id, KnobValue v) {
+    values_[static_cast<std::size_t>(id)] = std::move(v);
+    given_ |= bit(id);
+  }
+  [[nodiscard]] bool given(KnobId id) const { return (given_ & bit(id)) != 0; }
+  // The knobs given, one bit each (bit i: KnobId i), for callers that visit only those.
+  [[nodiscard]] std::uint64_t given_bits() const { return given_; }
   [[nodiscard]] const std::optional<KnobValue>& operator[](KnobId id) const {
     return values_[static_cast<std::size_t>(id)];
   }
-  [[nodiscard]] std::int64_t integer(KnobId id, std::int64_t fallback) const;
-  [[nodiscard]] double number(KnobId id, double fallback) const;
-  [[nodiscard]] bool flag(KnobId id, bool fallback) const;
-  [[nodiscard]] std::optional<bool> flag(KnobId id) const;
-  [[nodiscard]] const std::string* text(KnobId id) const;
+  [[nodiscard]] std::int64_t integer(KnobId id, std::int64_t fallback) const {
+    return given(id) ? std::get<std::int64_t>(*(*this)[id]) : fallback;
+  }
+  [[nodiscard]] double number(KnobId id, double fallback) const {
+    return given(id) ? std::get<double>(*(*this)[id]) : fallback;
+  }
+  [[nodiscard]] bool flag(KnobId id, bool fallback) const {
+    return given(id) ? std::get<bool>(*(*this)[id]) : fallback;
+  }
+  [[nodiscard]] std::optional<bool> flag(KnobId id) const {
+    return given(id) ? std::optional<bool>(std::get<bool>(*(*this)[id])) : std::nullopt;
+  }
+  [[nodiscard]] const std::string* text(KnobId id) const {
+    return given(id) ? &std::get<std::string>(*(*this)[id]) : nullptr;
+  }
 
  private:
+  static_assert(kKnobCount <= 64, "given_ holds a bit per knob");
+  static constexpr std::uint64_t bit(KnobId id) { return std::uint64_t{1} << static_cast<unsigned>(id); }
   std::array<std::optional<KnobValue>, kKnobCount> values_;
+  std::uint64_t given_ = 0;
 };
 
 }  // namespace headroom
