@@ -318,6 +318,8 @@ LayoutRequest layout_request(const KnobSettings& k, const FrameworkProfile& f) {
   if (offload) r.optimizer_offload = k.number(optimizer_offload_fraction, 1.0);  // arguments.py's default
   r.overlap_p2p_comm = k.flag(overlap_p2p_comm, true);
   r.tp_comm_overlap = k.flag(tp_comm_overlap, false);
+  r.overlap_grad_reduce = k.flag(overlap_grad_reduce, true);
+  r.overlap_param_gather = k.flag(overlap_param_gather);
   r.compile = k.flag(compile, false);
   if (const std::string* x = k.text(attention_backend))
     r.attention_backend = *x == "cudnn" ? AttentionBackend::cudnn : AttentionBackend::flash2;
@@ -388,6 +390,15 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   l.activation_offload_layers = r.activation_offload_layers;
   l.overlap_p2p_comm = r.overlap_p2p_comm;
   require_tp_comm_overlap(f, r.tp_comm_overlap);
+  // Megatron-core runs each alone (distributed_data_parallel.py); Megatron-LM's arguments.py asks for the gather's
+  // with the reduction's, which launch writes so.
+  l.overlap_grad_reduce = r.overlap_grad_reduce;
+  l.overlap_param_gather = r.overlap_param_gather.value_or(r.overlap_grad_reduce);
+  if (!(l.overlap_grad_reduce && l.overlap_param_gather) && !f.ddp_overlap_switches)
+    throw Error("framework " + f.name + " always overlaps its data-parallel collectives (" +
+                field(l.overlap_grad_reduce ? "overlap_param_gather" : "overlap_grad_reduce") +
+                " off is Megatron-LM's: --framework megatron" +
+                (f.zero ? "; DeepSpeed's own switch is " + field("overlap_comm") : std::string()) + ")");
   l.tp_comm_overlap = r.tp_comm_overlap;
   require_compile(f, r.compile);
   l.compile = r.compile;
@@ -480,6 +491,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
     for (const auto& x : j.at("supported_schedules"))
       f.supported_schedules.push_back(parse_schedule(x.get<std::string>()));
   f.uneven_pipeline_stages = j.value("uneven_pipeline_stages", false);
+  f.ddp_overlap_switches = j.value("ddp_overlap_switches", false);
   if (j.contains("fp8")) {
     const auto& x = j.at("fp8");
     f.fp8_library =

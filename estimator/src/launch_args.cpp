@@ -229,6 +229,12 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
         if (d.replicate > 1) a.insert(a.end(), {"--num-distributed-optimizer-instances", num(d.replicate)});
       }
     }
+    // arguments.py: both are store_true (off by default), and --overlap-param-gather needs the distributed optimizer
+    // and --overlap-grad-reduce: written as the layout was priced (layout.hpp overlap_grad_reduce).
+    if (l.overlap_grad_reduce) a.emplace_back("--overlap-grad-reduce");
+    if (l.overlap_grad_reduce && l.overlap_param_gather &&
+        std::find(a.begin(), a.end(), "--use-distributed-optimizer") != a.end())
+      a.emplace_back("--overlap-param-gather");
   } else {
     issues.push_back("sharding " + code +
                      ": Megatron-LM's distributed optimizer shards only optimizer states (NNN, NNG, NNI); sharded "

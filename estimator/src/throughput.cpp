@@ -416,7 +416,9 @@ double pipeline_send_seconds(const ModelSpec& m, const PerfContext& p, const Lay
 bool pipeline_sends_overlap(const Layout& l) { return has_virtual_stages(l) && l.overlap_p2p_comm; }
 
 DpOverlap dp_overlap_shares(const PerfContext& p, const Layout& l) {
-  if (!l.zero.deepspeed) return {p.dp_overlap, p.dp_overlap};
+  // Megatron-LM's DDP: each overlapped unless its switch is off (layout.hpp overlap_grad_reduce), then exposed.
+  if (!l.zero.deepspeed)
+    return {l.overlap_param_gather ? p.dp_overlap : 0.0, l.overlap_grad_reduce ? p.dp_overlap : 0.0};
   // DeepSpeed: ZeRO-3 prefetches its gathers on their own stream (partitioned_param_coordinator.py); stages 1 and 2
   // gather the updated weights inside the optimizer step. Gradients are reduced behind the backward with overlap_comm
   // only (stage_1_and_2.py, stage3.py: the reduction stream); the pipeline engine reduces after the flush.

@@ -50,6 +50,9 @@ class StepBuilder {
     if (zero_hpz(l.zero, l.sharding))
       throw Error("simulate: ZeRO++'s secondary parameter shard (" + field("zero_hpz_partition_size") +
                   ") is not scheduled by the event simulator yet (estimate prices it)");
+    if (dp_shares_.gathers != dp_shares_.reductions && !l.zero.deepspeed)  // Megatron-LM's switches (layout.hpp)
+      throw Error("simulate: " + field("overlap_grad_reduce") + " on with " + field("overlap_param_gather") +
+                  " off is not scheduled by the event simulator yet (estimate prices it; valid: both on or both off)");
     if (dp_shares_.gathers != dp_shares_.reductions)
       throw Error(
           "simulate: DeepSpeed running its parameter gathers and gradient reductions on different streams (" +

@@ -207,7 +207,10 @@ TEST(MegatronLog, RealArgumentsBlockOfARunThatCrashed) {
                                                      {"sequence_parallel", "true"},
                                                      {"sharding", "zero1"},
                                                      {"overlap_p2p_comm", "false"},  // 1F1B: arguments.py's
-                                                     {"tp_comm_overlap", "false"}};
+                                                     {"tp_comm_overlap", "false"},
+                                                     // printed False: its DDP ran them after the backward
+                                                     {"overlap_grad_reduce", "false"},
+                                                     {"overlap_param_gather", "false"}};
   EXPECT_EQ(run.layout, layout);
   ASSERT_TRUE(run.model);
   EXPECT_EQ(run.model->hidden_size, 3072);

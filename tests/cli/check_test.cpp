@@ -64,6 +64,7 @@ std::vector<std::string> llama8b_untokenized(const std::vector<std::string>& lay
                                 "--bf16",
                                 "--use-distributed-optimizer",
                                 "--overlap-grad-reduce",
+                                "--overlap-param-gather",
                                 "--mock-data"};
   c.insert(c.end(), layout.begin(), layout.end());
   return c;
@@ -146,6 +147,23 @@ TEST(Check, EveryFlagIsReadOrIgnoredOrRefusedByName) {
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
   }
+  // Megatron-LM's DDP overlaps nothing unless told (arguments.py: store_true): a command without the overlap flags is
+  // priced as estimate prices the same job with them off.
+  auto exposed = llama8b({"--tensor-model-parallel-size", "2", "--micro-batch-size", "1", "--global-batch-size", "64",
+                          "--recompute-granularity", "selective"});
+  std::erase(exposed, std::string("--overlap-grad-reduce"));
+  std::erase(exposed, std::string("--overlap-param-gather"));
+  const Result off = run(check({"--json"}, exposed));
+  ASSERT_TRUE(off.code == 0 || off.code == 3) << off.err;
+  const Result off_estimate =
+      run({"estimate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192", "--tp", "2", "--gpus", "16",
+           "--gbs", "64", "--recompute", "selective", "--no-overlap-grad-reduce", "--json"});
+  ASSERT_EQ(off_estimate.code, 0) << off_estimate.err;
+  const auto off_doc = nlohmann::json::parse(off.out);
+  EXPECT_EQ(off_doc.at("layout").at("overlap_grad_reduce"), false);
+  EXPECT_EQ(off_doc.at("layout").at("overlap_param_gather"), false);
+  EXPECT_DOUBLE_EQ(off_doc.at("perf").at("step_time_s").get<double>(),
+                   nlohmann::json::parse(off_estimate.out).at("perf").at("step_time_s").get<double>());
   auto fp16 = llama8b({});
   std::erase(fp16, std::string("--bf16"));
   const Result r = run(check({}, fp16));
@@ -157,7 +175,9 @@ TEST(Check, EveryFlagIsReadOrIgnoredOrRefusedByName) {
 TEST(Check, ReadsBackWhatLaunchWrites) {
   for (const std::vector<std::string>& recompute : std::vector<std::vector<std::string>>{
            {"--recompute", "selective"},
-           {"--recompute", "full", "--recompute-method", "block", "--recompute-num-layers", "5"}}) {
+           {"--recompute", "full", "--recompute-method", "block", "--recompute-num-layers", "5"},
+           {"--recompute", "selective", "--no-overlap-grad-reduce"},  // neither overlap flag written
+           {"--recompute", "selective", "--no-overlap-param-gather"}}) {
     std::vector<std::string> job = {"--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192",  "--tp",
                                     "2",       "--pp",        "2",         "--gpus",   "16",    "--gbs", "64"};
     job.insert(job.end(), recompute.begin(), recompute.end());
@@ -743,12 +763,16 @@ TEST(Check, ReadsMegatronBridgeRecipes) {
   refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "model.cuda_graph_impl=local"},
           "model.cuda_graph_impl");
   refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "train.frobnicate=3"}, "train.frobnicate");
-  // The DDP overlaps off: refused where gradients are reduced (CP 2 here), named by Bridge's path; noted on one GPU.
-  refused({"--recipe", "llama3_8b_pretrain_16gpu_h100_bf16_16k_config", "ddp.overlap_grad_reduce=False"},
-          "ddp.overlap_grad_reduce False: the framework's coefficients (dp_overlap)");
-  const auto one = checked({"--recipe", "llama32_1b_pretrain_1gpu_h100_bf16_config", "ddp.overlap_grad_reduce=False"});
-  ASSERT_FALSE(one.is_null());
-  EXPECT_NE(one.at("notes").dump().find("nothing is reduced"), std::string::npos) << one.at("notes");
+  // The DDP overlaps off (Bridge's ddp config, as Megatron-core runs it): the gradient reduction priced after the
+  // backward, exposed, where gradients are reduced (CP 2 here); the parameter gather as the recipe sets it.
+  const auto overlapped = j.at("perf").at("breakdown").at("dp_comm_s").get<double>();
+  const auto off =
+      checked({"--recipe", "llama3_8b_pretrain_16gpu_h100_bf16_16k_config", "ddp.overlap_grad_reduce=False"});
+  ASSERT_FALSE(off.is_null());
+  EXPECT_EQ(off.at("layout").at("overlap_grad_reduce"), false);
+  EXPECT_EQ(off.at("layout").at("overlap_param_gather"), true);
+  EXPECT_GT(off.at("perf").at("breakdown").at("dp_comm_s").get<double>(), overlapped);
+  EXPECT_GT(off.at("perf").at("step_time_s").get<double>(), j.at("perf").at("step_time_s").get<double>());
 }
 
 TEST(Check, ReadsNemo2RecipesThatCallOtherRecipes) {

@@ -257,6 +257,13 @@ const BadCase kBadCases[] = {
     {"max_gpus_past_the_search",
      {"mtsl", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--target-seq", "4096", "--max-gpus", "1000000000000"},
      "--max-gpus 1000000000000 is not from 1 to 1000000 (the largest GPU count the search considers)"},
+    {"ddp_overlap_off_under_fsdp", with(kEstimate, {"--framework", "pytorch-fsdp", "--no-overlap-grad-reduce"}),
+     "framework pytorch-fsdp always overlaps its data-parallel collectives (--overlap-grad-reduce off is "
+     "Megatron-LM's: --framework megatron)"},
+    {"simulate_ddp_overlaps_apart",
+     {"simulate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192", "--gpus", "16", "--tp", "2",
+      "--gbs", "64", "--no-overlap-param-gather"},
+     "simulate: --overlap-grad-reduce on with --overlap-param-gather off is not scheduled by the event simulator"},
     {"simulate_too_many_microbatches",
      {"simulate", "--model", "gpt2", "--cluster", "dgx-h100", "--seq", "1024", "--gpus", "8", "--gbs", "1000000000"},
      "simulate: --gbs 1000000000 makes 125000000 micro-batches a pipeline (pp·vpp = 1): a step of up to"},

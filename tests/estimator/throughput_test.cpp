@@ -10,6 +10,7 @@
 #include "headroom/core/error.hpp"
 #include "headroom/estimator/lora.hpp"
 #include "headroom/estimator/memory.hpp"
+#include "headroom/estimator/sharding.hpp"
 
 namespace headroom {
 namespace {
@@ -61,6 +62,37 @@ TEST_F(ThroughputTest, ReportedNumbersAreConsistent) {
 }
 
 // 1F1B bubble (p − 1)/m of a stage time; interleaving divides it by v.
+// Megatron-LM's DDP switches (layout.hpp overlap_grad_reduce, overlap_param_gather): each off exposes its collective
+// whole, the other keeps the framework's share; both on is the coefficients' overlap.
+TEST_F(ThroughputTest, DdpOverlapSwitchesExposeTheirCollective) {
+  PerfCoefficients k = datasheet;
+  k.dp_overlap = 0.8;
+  const PerfContext p(k, a100);
+  Layout l = layout(2, 1, 1, 1, 64);
+  l.sharding = parse_sharding("zero1");
+  const auto shares = [&](bool reduce, bool gather) {
+    l.overlap_grad_reduce = reduce, l.overlap_param_gather = gather;
+    return dp_overlap_shares(p, l);
+  };
+  EXPECT_EQ(shares(true, true).gathers, 0.8);
+  EXPECT_EQ(shares(true, true).reductions, 0.8);
+  EXPECT_EQ(shares(false, true).reductions, 0.0);
+  EXPECT_EQ(shares(false, true).gathers, 0.8);
+  EXPECT_EQ(shares(true, false).gathers, 0.0);
+  EXPECT_EQ(shares(true, false).reductions, 0.8);
+  (void)shares(true, true);
+  const double on = estimate_perf(llama8b, p, l).breakdown.dp_comm_s;
+  (void)shares(false, false);
+  const double off = estimate_perf(llama8b, p, l).breakdown.dp_comm_s;
+  EXPECT_GT(off, on);
+  // Exposed whole: the once-per-step reduce-scatter and all-gather of the distributed optimizer, as the model prices
+  // them with no overlap at all.
+  PerfCoefficients none = k;
+  none.dp_overlap = 0.0;
+  (void)shares(true, true);
+  EXPECT_DOUBLE_EQ(off, estimate_perf(llama8b, PerfContext(none, a100), l).breakdown.dp_comm_s);
+}
+
 TEST_F(ThroughputTest, BubbleShrinksWithMicrobatchesAndInterleaving) {
   Layout l = layout(2, 1, 4, 1, 64);  // d = 8, m = 128
   const PerfEstimate base = estimate_perf(llama8b, a100, l, datasheet);

@@ -430,11 +430,6 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
     throw Error(w + ": --transformer-impl " + impl + ": only Transformer Engine's layers (the default) are priced");
   if (const std::string b = get(args, "attention_backend", "auto"); b != "auto" && b != "flash" && b != "fused")
     throw Error(w + ": --attention-backend " + b + ": only the fused kernels (auto, flash, fused) are priced");
-  const std::int64_t dp = gpus / model_gpus;
-  if (dp > 1 && !out.deepspeed && !args.contains("overlap_grad_reduce"))
-    out.notes.emplace_back(
-        "no --overlap-grad-reduce: the gradient reduction then runs after the backward, while the "
-        "framework's coefficients (dp_overlap) assume it overlapped: the step may be longer");
   if (!args.contains("bf16"))
     throw Error(w + ": no --bf16: headroom prices BF16 training (and FP8 on top of it); FP16 and FP32 are not priced");
   out.run = megatron_run_from_arguments(args, {}, where);

@@ -222,8 +222,9 @@ std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>
 
 // Whether a knob Megatron-LM prints whatever the run does means something in this run: the experts' only with
 // experts, FP8's only with an FP8 format, the optimizer offload's only with --optimizer-cpu-offload, the activation
-// offload's only with --cpu-offloading, the recompute method's only with full recompute (arguments.py prints them all,
-// with their defaults).
+// offload's only with --cpu-offloading, the recompute method's only with full recompute, the DDP overlaps only under
+// Megatron-LM's own DDP (not DeepSpeed's engine) and the parameter gather's only with the distributed optimizer
+// (arguments.py prints them all, with their defaults).
 bool megatron_knob_applies(KnobId id, const std::map<std::string, std::string>& args) {
   switch (id) {
     case KnobId::ep:
@@ -238,6 +239,9 @@ bool megatron_knob_applies(KnobId id, const std::map<std::string, std::string>& 
     case KnobId::recompute_method:
     case KnobId::recompute_num_layers:
       return arg(args, "recompute_granularity") == "full" && arg(args, "recompute_method").has_value();
+    case KnobId::overlap_grad_reduce: return !flag_arg(args, "deepspeed");
+    case KnobId::overlap_param_gather:
+      return !flag_arg(args, "deepspeed") && flag_arg(args, "use_distributed_optimizer");
     default: return true;
   }
 }
@@ -291,9 +295,14 @@ std::map<std::string, std::string> megatron_layout(const std::map<std::string, s
     if (*b == "fused") l["attention_backend"] = "cudnn";
     if (*b == "flash") l["attention_backend"] = "flash2";
   }
-  // Megatron-LM's distributed optimizer shards optimizer states over DP (ZeRO-1); without it, DDP.
+  // Megatron-LM's distributed optimizer shards optimizer states over DP (ZeRO-1); without it, DDP. Its DDP overlaps
+  // nothing unless told (arguments.py: --overlap-grad-reduce and --overlap-param-gather are store_true): a command
+  // without them runs its reductions and gathers exposed.
   if (!flag_arg(args, "deepspeed")) {
     l["sharding"] = flag_arg(args, "use_distributed_optimizer") ? "zero1" : "ddp";
+    if (!arg(args, "overlap_grad_reduce")) l["overlap_grad_reduce"] = "false";
+    if (!arg(args, "overlap_param_gather") && flag_arg(args, "use_distributed_optimizer"))
+      l["overlap_param_gather"] = "false";
   } else {
     // DeepSpeed's ZeRO stage (a launch command's comes with its config); Megatron-DeepSpeed's attention without a
     // FlashAttention flag is its unfused CoreAttention (megatron/model/transformer.py).

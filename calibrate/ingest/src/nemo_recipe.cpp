@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -274,8 +275,9 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
   bool overlap_callback = false;
   std::string callbacks_ignored, overlap_unpriced;
   bool experts = false;
-  // The DDP overlaps turned off (the refusal, kept until the data-parallel size is known: at 1 nothing is reduced).
-  std::optional<std::string> no_dp_overlap;
+  // The DDP overlaps as the DDP config and MegatronCommOverlapCallback set them (the callback's, written into the DDP
+  // config at setup, win); knobs overlap_grad_reduce and overlap_param_gather.
+  std::optional<bool> ddp_grad_overlap, ddp_param_overlap, callback_grad_overlap, callback_param_overlap;
   for (const auto& setting : settings) {  // named, not bound: clang 14's lambdas cannot capture bindings
     const std::string& key = setting.first;
     const Expr& value = setting.second.first;
@@ -321,11 +323,10 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
       layout[std::string(rule->knob)] = boolean() ? "true" : "false";
     } else if (key == "trainer.strategy.ddp.grad_reduce_in_fp32") {
       layout["grad_reduce_in_bf16"] = boolean() ? "false" : "true";
-    } else if (key == "trainer.strategy.ddp.overlap_grad_reduce" ||
-               key == "trainer.strategy.ddp.overlap_param_gather") {
-      if (!boolean() && !no_dp_overlap)
-        no_dp_overlap =
-            refuse("the framework's coefficients (dp_overlap) price the reduction and gather overlapped").what();
+    } else if (key == "trainer.strategy.ddp.overlap_grad_reduce") {
+      ddp_grad_overlap = boolean();
+    } else if (key == "trainer.strategy.ddp.overlap_param_gather") {
+      ddp_param_overlap = boolean();
     } else if (key == "trainer.strategy.fsdp") {
       if (v != "None") throw refuse("Megatron-FSDP and PyTorch FSDP under NeMo are not priced (valid: None)");
     } else if (key == "trainer.accumulate_grad_batches") {
@@ -382,9 +383,10 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
             tp_overlap = flag();
           } else if (kw.key == "overlap_p2p_comm") {
             p2p_overlap = flag();
-          } else if (kw.key == "overlap_grad_reduce" || kw.key == "overlap_param_gather") {
-            if (flag() == false)
-              throw refuse(cls + "'s " + kw.key + " False: the framework's coefficients (dp_overlap) price it on");
+          } else if (kw.key == "overlap_grad_reduce") {
+            callback_grad_overlap = flag();
+          } else if (kw.key == "overlap_param_gather") {
+            callback_param_overlap = flag();
           } else if (kw.key == "overlap_param_gather_with_optimizer_step") {
             if (flag() == true)
               throw refuse(cls + "'s " + kw.key + " True: the optimizer step's overlap is not priced");
@@ -528,11 +530,10 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
                 std::to_string(devices) + " = " + std::to_string(world) +
                 " GPUs, not a multiple of the strategy's tensor x context x pipeline parallel sizes (" +
                 std::to_string(model_gpus) + "): " + std::string(world_hint));
-  // The gradients are reduced over the data- and context-parallel ranks (rest: the data-parallel size).
-  const std::int64_t reducing = rest * (layout.contains("cp") ? std::stoll(layout.at("cp")) : 1);
-  if (no_dp_overlap && reducing > 1) throw Error(*no_dp_overlap);
-  if (no_dp_overlap)
-    out.notes.emplace_back("the DDP overlaps are off, and with one data- and context-parallel rank nothing is reduced");
+  for (const auto& [name, callback, ddp] :
+       {std::tuple{"overlap_grad_reduce", callback_grad_overlap, ddp_grad_overlap},
+        std::tuple{"overlap_param_gather", callback_param_overlap, ddp_param_overlap}})
+    if (const std::optional<bool> on = callback ? callback : ddp) layout[name] = *on ? "true" : "false";
   if (gpus > 0 && gpus != world)
     throw Error("--gpus " + std::to_string(gpus) +
                 ": the recipe runs on trainer.num_nodes x trainer.devices = " + std::to_string(world) + " GPUs");

@@ -179,7 +179,8 @@ std::vector<PublishedRun> published_runs(const SpecLibrary& lib, const Framework
     if (r.layout.gpus() != integer(t, row, "gpus"))
       throw Error(runs_csv.string() + ": " + r.id + ": tp·pp·dp is not the row's GPU count");
     validate_layout(r.model, r.layout);
-    r.grad_overlap = truth(t, row, "grad_overlap");
+    // Local DDP (2021) all-reduces after the backward, as Megatron-LM without --overlap-grad-reduce does.
+    r.layout.overlap_grad_reduce = r.layout.overlap_param_gather = truth(t, row, "grad_overlap");
     // A run that ran out of memory (optional column outcome: ok or oom) has no step time.
     if (has(t, "outcome") && t.at(row, "outcome") != "ok") {
       if (t.at(row, "outcome") != "oom")
@@ -194,15 +195,6 @@ std::vector<PublishedRun> published_runs(const SpecLibrary& lib, const Framework
     runs.push_back(std::move(r));
   }
   return runs;
-}
-
-PerfCoefficients run_coefficients(const PublishedRun& run, const PerfCoefficients& framework) {
-  PerfCoefficients c = framework;
-  if (!run.grad_overlap) {
-    c.dp_overlap = 0.0;
-    for (auto& x : c.clusters) x.dp_overlap = -1.0;  // the generic one: none
-  }
-  return c;
 }
 
 PublishedMemoryValidation validate_published_memory(const std::vector<PublishedRun>& runs,
@@ -235,8 +227,7 @@ PublishedValidation validate_published(const std::vector<PublishedRun>& runs, co
   PublishedValidation v;
   for (const auto& run : runs) {
     if (run.out_of_memory) continue;
-    const double predicted =
-        estimate_perf(run.model, run.cluster, run.layout, run_coefficients(run, coefficients)).step_time_s;
+    const double predicted = estimate_perf(run.model, run.cluster, run.layout, coefficients).step_time_s;
     const ErrorBand& band = step_time_band_for(coefficients, run.layout.gpus());
     const bool inside =
         band.known && band.lower(predicted) <= run.measured_step_s && run.measured_step_s <= band.upper(predicted);
@@ -275,8 +266,7 @@ StackFractionFit fit_stack_gemm_fraction(const std::vector<PublishedRun>& runs, 
     c.stack_gemm_fraction = fraction_at(step);
     for (const PublishedRun* run : fitted)
       log_error[static_cast<std::size_t>(step)].push_back(
-          std::log(estimate_perf(run->model, run->cluster, run->layout, run_coefficients(*run, c)).step_time_s /
-                   run->measured_step_s));
+          std::log(estimate_perf(run->model, run->cluster, run->layout, c).step_time_s / run->measured_step_s));
   }
   // The step with the least mean |log error| over the runs `keep` takes (the first of equals).
   const auto best = [&](const auto& keep) {

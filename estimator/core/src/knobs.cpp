@@ -114,6 +114,21 @@ constexpr std::array<Knob, kKnobCount> kKnobs = {{
      .flags = "--grad-reduce-in-bf16",
      .help = "gradients accumulated and reduced over DP in BF16 (Megatron-LM; default FP32 with BF16 weights)",
      .log_key = "grad_reduce_in_bf16", .json = "layout.grad_reduce_in_bf16"},
+    {.id = overlap_grad_reduce, .name = "overlap_grad_reduce", .type = T::flag, .default_text = "true",
+     .flags = "--overlap-grad-reduce",
+     .help = "DP gradient reduction behind the backward, bucket by bucket (Megatron-LM's DDP; what the framework's "
+             "coefficients price)",
+     .off_flags = "--no-overlap-grad-reduce",
+     .off_help = "DP gradient reduction after the backward, exposed (Megatron-LM without --overlap-grad-reduce; NeMo's "
+                 "ddp overlap_grad_reduce False)",
+     .log_key = "overlap_grad_reduce", .json = "layout.overlap_grad_reduce"},
+    {.id = overlap_param_gather, .name = "overlap_param_gather", .type = T::flag,
+     .default_text = "overlap_grad_reduce's", .flags = "--overlap-param-gather",
+     .help = "the distributed optimizer's parameter all-gather behind the next forward (Megatron-LM's; its "
+             "arguments.py wants --overlap-grad-reduce with it)",
+     .off_flags = "--no-overlap-param-gather",
+     .off_help = "the distributed optimizer's parameter all-gather after the optimizer step, exposed",
+     .log_key = "overlap_param_gather", .json = "layout.overlap_param_gather"},
     {.id = overlap_p2p_comm, .name = "overlap_p2p_comm", .type = T::flag, .default_text = "true", .flags = "",
      .help = "", .off_flags = "--no-overlap-p2p-communication",
      .off_help = "pipeline sends hold the stage (Megatron-LM overlaps them with the interleaved schedule by default)",

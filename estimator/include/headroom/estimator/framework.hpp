@@ -45,6 +45,9 @@ struct FrameworkProfile {
   // Pipeline stages of unequal layer counts (Megatron-LM's --decoder-first/last-pipeline-num-layers); optional
   // key, absent = no: `rank` then keeps to p | L.
   bool uneven_pipeline_stages = false;
+  // Data-parallel overlaps the launch turns on or off (optional key "ddp_overlap_switches": Megatron-LM's
+  // --overlap-grad-reduce and --overlap-param-gather); without it they always run as the coefficients price them.
+  bool ddp_overlap_switches = false;
   // FP8 (optional key "fp8": {"library", "recipes"}): the library running the FP8 GEMMs and the recipes the framework
   // launches; no recipes: FP8 is refused.
   Fp8Library fp8_library = Fp8Library::transformer_engine;
@@ -119,6 +122,8 @@ struct LayoutRequest {
   std::int64_t activation_offload_layers = 0;  // Layout::activation_offload_layers
   bool overlap_p2p_comm = true;                // Layout::overlap_p2p_comm
   bool tp_comm_overlap = false;                // Layout::tp_comm_overlap; needs a framework that runs it
+  bool overlap_grad_reduce = true;             // Layout::overlap_grad_reduce; off needs a framework with the switch
+  std::optional<bool> overlap_param_gather;    // Layout::overlap_param_gather; default overlap_grad_reduce's
   bool compile = false;                        // Layout::compile; needs a framework that compiles
   AttentionBackend attention_backend = AttentionBackend::framework;  // Layout::attention_backend
   OptimizerPrecision optimizer_precision;  // Layout::optimizer_precision; needs a framework that runs it

@@ -193,6 +193,10 @@ struct Layout {
   // Megatron-LM's overlap_p2p_comm (off with --no-overlap-p2p-communication); only the interleaved schedule runs it
   // (throughput.hpp pipeline_sends_overlap).
   bool overlap_p2p_comm = true;
+  // Megatron-LM's DDP: the gradient reduction behind the backward (--overlap-grad-reduce) and the distributed
+  // optimizer's parameter gather behind the next forward (--overlap-param-gather), as the framework's dp_overlap
+  // prices them; off, each runs exposed (throughput.hpp dp_overlap_shares). Frameworks without the switches keep both.
+  bool overlap_grad_reduce = true, overlap_param_gather = true;
   // Megatron-LM's --tp-comm-overlap: TransformerEngine's userbuffers pipeline each TP all-gather/reduce-scatter with
   // the GEMM it feeds or follows (needs sequence parallelism; throughput.hpp tp_overlapped_comm_seconds).
   bool tp_comm_overlap = false;

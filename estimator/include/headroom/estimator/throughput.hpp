@@ -178,7 +178,8 @@ struct PipelineEnds {
 // takes beyond a chunk's pass.
 [[nodiscard]] bool pipeline_sends_overlap(const Layout& l);
 // The shares of a pass that hide the DP parameter gathers and the gradient reductions: the framework's dp_overlap for
-// both, except where DeepSpeed runs one of them on the compute stream (0 for it; Layout::zero).
+// both, except where DeepSpeed runs one of them on the compute stream (Layout::zero) or Megatron-LM's switch of it is
+// off (Layout::overlap_grad_reduce, overlap_param_gather): 0 for it.
 struct DpOverlap {
   double gathers = 0, reductions = 0;
 };

@@ -23,7 +23,6 @@ struct PublishedRun {
   ModelSpec model;
   ClusterSpec cluster;
   Layout layout;
-  bool grad_overlap = true;      // the gradient all-reduce overlaps the backward (torch DDP) or follows it (local DDP)
   double measured_step_s = 0;    // 0 for a run that ran out of memory
   double calculon_step_s = 0;    // Calculon's prediction; 0 where it has none
   bool out_of_memory = false;    // the source says it ran out of memory (column outcome)
@@ -35,9 +34,6 @@ struct PublishedRun {
 [[nodiscard]] std::vector<PublishedRun> published_runs(const SpecLibrary& lib, const FrameworkProfile& framework,
                                                        const std::filesystem::path& runs_csv,
                                                        const std::filesystem::path& calculon_csv);
-
-// The coefficients a run is priced with: the framework's, without the gradient overlap where the run had none.
-[[nodiscard]] PerfCoefficients run_coefficients(const PublishedRun& run, const PerfCoefficients& framework);
 
 struct PublishedSourceScore {
   std::string source;
