@@ -170,6 +170,7 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"trainer.strategy.pipeline_dtype", "", "the dtype of the pipeline's sends, the activations' own"},
     {"trainer.strategy.gradient_as_bucket_view", "", "gradients viewed in the DDP buckets: no copy, as priced"},
     {"trainer.strategy.ckpt_*", "", "checkpointing"},
+    {"trainer.strategy.save_ckpt_format", "", "checkpointing"},
     {"trainer.strategy.fsdp", "", ""},  // None: Megatron's DDP and distributed optimizer (checked below)
     {"trainer.strategy.ddp.overlap_grad_reduce", "", ""},
     {"trainer.strategy.ddp.overlap_param_gather", "", ""},
