@@ -1085,6 +1085,20 @@ TEST(Check, Nemo2RecipeRefusalsNameWhatIsNotRead) {
   const std::string clear = edited("\n    return trainer\n", "\n    trainer.callbacks.clear()\n    return trainer\n");
   refused({}, clear, "trainer.callbacks.clear(...) in trainer(): a statement headroom does not follow");
   std::filesystem::remove(clear);
+  // A call given a config of the function's may change it: refused; one given nothing of it (a warning with a string)
+  // cannot: passed over, and noted.
+  const std::string reaching =
+      edited("\n    return trainer\n", "\n    warn_about(trainer.strategy)\n    return trainer\n");
+  refused({}, reaching, "warn_about(...) in trainer(): a statement headroom does not follow");
+  std::filesystem::remove(reaching);
+  const std::string warning =
+      edited("\n    return trainer\n", "\n    warn_about(\"trainer\", stacklevel=2)\n    return trainer\n");
+  const Result warned = run({"check", "--cluster", "dgx-h100", "--json", warning});
+  std::filesystem::remove(warning);
+  ASSERT_NE(warned.code, 2) << warned.err;
+  EXPECT_NE(nlohmann::json::parse(warned.out).at("notes").dump().find("passed over warn_about(...) at "),
+            std::string::npos)
+      << warned.out;
   const std::string condition = edited("    if performance_mode:", "    if num_nodes > 2:");
   refused({}, condition, "in pretrain_recipe(): a condition headroom cannot tell");
   std::filesystem::remove(condition);

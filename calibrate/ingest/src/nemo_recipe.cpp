@@ -30,6 +30,11 @@ namespace {
 using python::Expr;
 using python::Function;
 
+// The note of a call statement the evaluator passed over (python_eval.hpp passed_over).
+std::string passed_over_note(const std::string& call) {
+  return "passed over " + call + ": a call given nothing of the recipe's, which cannot change its configs";
+}
+
 // NeMo 2.0's model configs and the shipped model of their shape. Llama (nemo/collections/llm/gpt/model/llama.py): 3
 // and 3.1 differ only in RoPE's scaling and the context the class names, neither priced (the data's sequence is).
 struct RecipeModel {
@@ -585,6 +590,7 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
   const Expr partial = ev.call("pretrain_recipe", factory_args);
   for (const std::string& m : ev.followed())
     out.notes.push_back("followed the recipe's calls into " + m.substr(m.rfind('.') + 1) + ".py, next to it");
+  for (const std::string& c : ev.passed_over()) out.notes.push_back(passed_over_note(c));
 
   // The settings: the Trainer and its MegatronStrategy and DDP config, the data module, the optimizer and the model's
   // config, each keyword of the run.Config calls the recipe returns.
@@ -732,6 +738,7 @@ MegatronCommand read_bridge_recipe(std::string_view text, const std::string& rec
   }
   const Expr container = ev.call(recipe, {});
   for (const std::string& m : ev.followed()) out.notes.push_back("followed the recipe's calls into " + m);
+  for (const std::string& c : ev.passed_over()) out.notes.push_back(passed_over_note(c));
   if (container.kind != Expr::Kind::call || !container.text.ends_with("ConfigContainer"))
     throw Error(ev.where(container) + ": " + recipe + "() returns " + container.shown() +
                 ", not the ConfigContainer(...) headroom reads");

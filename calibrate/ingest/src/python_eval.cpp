@@ -276,6 +276,21 @@ void Evaluator::assign(const Function::Statement& s, Frame& f) {
   to = std::move(v);
 }
 
+bool Evaluator::reaches_state(const Expr& e, const Frame& f) const {
+  if (e.kind == Expr::Kind::name || e.kind == Expr::Kind::call) {
+    const std::string head = e.text.substr(0, e.text.find_first_of(".("));
+    if (f.locals.contains(head)) return true;
+    // A constant that is a number, a string or True/False/None cannot be changed by what it is passed to.
+    const auto& constants = modules_[static_cast<std::size_t>(f.module)].module.constants;
+    if (const auto c = constants.find(head); c != constants.end() && !(head == e.text && literal(c->second)))
+      return true;
+  }
+  const auto any = [&](const std::vector<Expr>& xs) {
+    return std::any_of(xs.begin(), xs.end(), [&](const Expr& x) { return reaches_state(x, f); });
+  };
+  return any(e.args) || any(e.kwargs);
+}
+
 bool Evaluator::grow_list(const Function::Statement& s, Frame& f) {
   const Expr& method = *s.value;
   const bool append = method.text.ends_with(".append"), extend = method.text.ends_with(".extend");
@@ -337,8 +352,14 @@ std::optional<Expr> Evaluator::run(const Function& fn, std::size_t begin, std::s
     // holds grown (`recipe.trainer.callbacks.append(...)`) is followed by grow_list.
     const bool nothing = s.keyword == "pass" || s.keyword == "assert" || s.keyword == "from" || s.keyword == "import" ||
                          (s.keyword.empty() && s.value && s.value->kind == Expr::Kind::string);
+    // A call statement given nothing the function holds (`warn_deprecated_model("llama3_8b")`) reaches no config
+    // of it: passed over, and said so.
+    const bool unreachable =
+        s.keyword.empty() && s.value && s.value->kind == Expr::Kind::call && !reaches_state(*s.value, f);
     if (s.keyword == "=" && s.value) {
       assign(s, f);
+    } else if (unreachable) {
+      passed_over_.push_back(s.value->shown() + " at " + at_line(f.module, s.line));
     } else if (!nothing && !(s.keyword.empty() && s.value && s.value->kind == Expr::Kind::call && grow_list(s, f))) {
       std::string what =
           s.keyword.empty() ? (s.value ? s.value->shown() : std::string("a statement")) : "`" + s.keyword + "`";

@@ -34,6 +34,8 @@ class Evaluator {
   [[nodiscard]] std::string where(const Expr& e) const;
   // The modules the functions called were in besides the main one, by dotted name.
   [[nodiscard]] std::vector<std::string> followed() const;
+  // The call statements passed over as reaching none of the configs ("warn_deprecated_model(...) at file:line").
+  [[nodiscard]] const std::vector<std::string>& passed_over() const { return passed_over_; }
 
  private:
   struct Loaded {
@@ -56,6 +58,10 @@ class Evaluator {
   Expr& place(const std::string& path, const Function::Statement& s, Frame& f);
   // `x.append(v)` and `x.extend([...])` of a list x holds; false for a statement of another form.
   bool grow_list(const Function::Statement& s, Frame& f);
+  // Whether an expression names (or holds a name of) a value the function or its module holds: a local, or a module
+  // constant other than a number, string or True/False/None. A call given none of them, and whose callee is none,
+  // cannot change a config the function builds.
+  [[nodiscard]] bool reaches_state(const Expr& e, const Frame& f) const;
   // The module and function a callee names, where it is one to follow.
   std::optional<std::pair<int, std::string>> resolve(const std::string& callee, int module);
   std::optional<int> load(const std::string& module);
@@ -63,6 +69,7 @@ class Evaluator {
 
   std::deque<Loaded> modules_;
   std::map<std::string, std::optional<int>> by_name_;
+  std::vector<std::string> passed_over_;
   Loader loader_;
   int depth_ = 0, calls_ = 0;
   std::size_t values_ = 0;
