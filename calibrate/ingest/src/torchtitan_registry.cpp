@@ -1,8 +1,9 @@
 // A torchtitan config registry (torchtitan/models/<module>/config_registry.py: the Python configs of torchtitan's main
 // branch, read here at b5bcd76c6; the functions `--module <module> --config <function>` selects,
-// torchtitan/config/manager.py ConfigManager._load_config) read without running it. A function returns
-// `Trainer.Config(...)` (torchtitan/trainer.py) built from keyword arguments, or takes another function's config and
-// sets its fields (`config = llama3_8b()`, `config.parallelism.tensor_parallel_degree = 8`); the command line then
+// torchtitan/config/manager.py ConfigManager._load_config) read without running it: the function is run by the recipe
+// evaluator (python_eval.hpp) as NeMo's and Megatron-Bridge's recipes are. It returns `Trainer.Config(...)`
+// (torchtitan/trainer.py) built from keyword arguments, or takes another function's config and sets its fields
+// (`config = llama3_8b()`, `config.parallelism.tensor_parallel_degree = 8`); the command line then
 // overrides fields by their dotted paths (`--parallelism.tensor_parallel_degree 8`, tyro's `--section.no-flag` for
 // False, and the activation-checkpointing subcommand `activation_checkpoint:full`). Each field is read or ignored by
 // name (kRegistryKeys) and priced as the TOML job config's key of the same meaning (torchtitan_job); anything else is
@@ -21,6 +22,7 @@
 
 #include "headroom/core/error.hpp"
 #include "headroom/ingest/measured_runs.hpp"
+#include "python_eval.hpp"
 #include "python_source.hpp"
 #include "text.hpp"
 #include "torchtitan_job.hpp"
@@ -29,8 +31,6 @@ namespace headroom::calibrate {
 namespace {
 
 using python::Expr;
-using python::Function;
-using text::at;
 
 // Every field of torchtitan's Trainer.Config (torchtitan/trainer.py, torchtitan/config/configs.py at b5bcd76c6) that
 // headroom reads or ignores, by its dotted path; a prefix ending in "*" covers what is under it. `toml`: the TOML job
@@ -106,117 +106,45 @@ constexpr auto kRegistryKeys = std::to_array<RegistryKey>({
 // torchtitan_job.
 constexpr std::int64_t kMaxCount = 1'000'000'000'000;
 
-// The fields of one config function after it ran: dotted path -> value, where it was set.
-class Registry {
- public:
-  Registry(const std::map<std::string, Function>& fns, std::string where) : fns_(fns), where_(std::move(where)) {}
+// The fields of a config: dotted path -> value, where it was set.
+using Fields = std::map<std::string, std::pair<Expr, std::string>>;
 
-  // The config `name` returns, following the functions it starts from (at most 16 deep).
-  std::map<std::string, std::pair<Expr, std::string>> run(const std::string& name, int depth = 0) {
-    const auto it = fns_.find(name);
-    if (it == fns_.end()) {
-      std::string valid;
-      for (const auto& [n, f] : fns_)
-        if (!n.starts_with('_')) valid += (valid.empty() ? "" : ", ") + n;
-      throw Error(where_ + ": no config function " + name + " (valid: " + valid.substr(0, 400) + ")");
-    }
-    if (depth > 16 || ++runs_ > 256)
-      throw Error(at(where_, it->second.line) + ": " + name + "() starts from configs more than 16 deep or 256 in all");
-    const Function& f = it->second;
-    std::map<std::string, std::pair<Expr, std::string>> config;
-    std::map<std::string, Expr> locals;
-    std::string config_name;  // the local that holds the config being changed
-    bool returned = false;
-    const auto resolve = [&](const Expr& e) -> Expr {
-      std::size_t nodes = 0;
-      return resolved(e, locals, nodes);
-    };
-    for (const auto& s : f.body) {
-      const std::string line = at(where_, s.line);
-      const auto refuse = [&](const std::string& what) {
-        return Error(line + ": " + what + " in " + name + "(): a statement headroom does not follow");
-      };
-      if (returned) throw refuse("a statement after the return");
-      if (s.indent != f.body.front().indent) throw refuse("an indented block");
-      if (s.keyword == "assert" || s.keyword == "from" || s.keyword == "import" || s.keyword == "pass") continue;
-      if (s.keyword.empty() && s.value && s.value->kind == Expr::Kind::string) continue;  // a docstring
-      if (s.keyword == "return" && s.value) {
-        returned = true;
-        if (s.value->kind == Expr::Kind::name && s.value->text == config_name) continue;
-        if (s.value->kind == Expr::Kind::call && s.value->text == "Trainer.Config" && s.value->args.empty()) {
-          for (const Expr& kw : s.value->kwargs) set(config, kw.key, resolve(kw), line);
-          continue;
-        }
-        throw refuse("return " + s.value->shown());
-      }
-      if (s.keyword == "=" && s.value) {
-        if (s.target.find('.') == std::string::npos) {
-          const Expr& v = *s.value;
-          if (v.kind == Expr::Kind::call && v.args.empty() && v.kwargs.empty() && fns_.contains(v.text)) {
-            config = run(v.text, depth + 1);  // `config = llama3_8b()`
-            config_name = s.target;
-          } else {
-            locals[s.target] = resolve(v);
-          }
-          continue;
-        }
-        if (!config_name.empty() && s.target.starts_with(config_name + ".")) {
-          set(config, s.target.substr(config_name.size() + 1), resolve(*s.value), line);
-          continue;
-        }
-      }
-      throw refuse(s.keyword.empty() || s.keyword == "="
-                       ? (s.value ? (s.keyword == "=" ? s.target + " = " : "") + s.value->shown() : "a statement")
-                       : "`" + s.keyword + "`");
-    }
-    if (!returned) throw Error(at(where_, f.line) + ": " + name + "() returns no Trainer.Config");
-    return config;
+// A field set to a value: a config class's call (`ParallelismConfig(...)`, `SelectiveAC.Config()`, ...) replaces what
+// was under the path with its keyword arguments; anything else sets the one field. A section the function's
+// assignments added without a class (python_eval.hpp place: `config.checkpoint.enable = True` where the config gave no
+// checkpoint) holds only the fields set.
+void set(Fields& config, const std::string& path, const Expr& v, const std::string& line,
+         const python::Evaluator* ev = nullptr) {
+  const bool added =
+      v.kind == Expr::Kind::call && v.args.empty() && v.text.ends_with("." + path.substr(path.rfind('.') + 1));
+  const bool section = v.kind == Expr::Kind::call && v.args.empty() && v.text.ends_with("Config");
+  if (section || v.kind == Expr::Kind::call) {
+    const std::string prefix = path + ".";
+    for (auto it = config.lower_bound(prefix); it != config.end() && it->first.starts_with(prefix);)
+      it = config.erase(it);
   }
+  if (!added) config[path] = {v, line};
+  if (section || added)
+    for (const Expr& kw : v.kwargs) set(config, path + "." + kw.key, kw, ev != nullptr ? ev->where(kw) : line, ev);
+}
 
-  // A field set to a value: a config class's call (`ParallelismConfig(...)`, `SelectiveAC.Config()`, ...) replaces
-  // what was under the path with its keyword arguments; anything else sets the one field.
-  static void set(std::map<std::string, std::pair<Expr, std::string>>& config, const std::string& path, const Expr& v,
-                  const std::string& line) {
-    const bool section = v.kind == Expr::Kind::call && v.args.empty() && v.text.ends_with("Config");
-    if (section || v.kind == Expr::Kind::call) {
-      const std::string prefix = path + ".";
-      for (auto it = config.lower_bound(prefix); it != config.end() && it->first.starts_with(prefix);)
-        it = config.erase(it);
-    }
-    config[path] = {v, line};
-    if (section)
-      for (const Expr& kw : v.kwargs) set(config, path + "." + kw.key, kw, line);
+// The config the registry's function `name` returns, run by the recipe evaluator (python_eval.hpp: its own module's
+// functions followed, `config = llama3_8b()` then `config.parallelism.tensor_parallel_degree = 8`), as its fields.
+Fields run_config(std::string_view text, const std::string& where, const std::string& name) {
+  python::Evaluator ev(text, where);
+  if (!ev.main().functions.contains(name)) {
+    std::string valid;
+    for (const auto& [n, f] : ev.main().functions)
+      if (!n.starts_with('_')) valid += (valid.empty() ? "" : ", ") + n;
+    throw Error(where + ": no config function " + name + " (valid: " + valid.substr(0, 400) + ")");
   }
-
- private:
-  // Names bound earlier in the function replaced by their values, inside calls and lists too, at most 10^5 values in
-  // all (`nodes` counts them: names bound to names bound to ... grow as powers).
-  Expr resolved(const Expr& e, const std::map<std::string, Expr>& locals, std::size_t& nodes) const {
-    if (++nodes > 100'000) throw Error(at(where_, e.line) + ": an expression of more than 10^5 values");
-    if (e.kind == Expr::Kind::name) {
-      const auto it = locals.find(e.text);
-      if (it == locals.end()) return e;
-      Expr v = it->second;
-      nodes += size(v);
-      v.key = e.key;
-      return v;
-    }
-    Expr out = e;
-    for (Expr& a : out.args) a = resolved(a, locals, nodes);
-    for (Expr& a : out.kwargs) a = resolved(a, locals, nodes);
-    return out;
-  }
-  static std::size_t size(const Expr& e) {
-    std::size_t n = 1;
-    for (const Expr& a : e.args) n += size(a);
-    for (const Expr& a : e.kwargs) n += size(a);
-    return n;
-  }
-
-  const std::map<std::string, Function>& fns_;
-  std::string where_;
-  int runs_ = 0;
-};
+  const Expr out = ev.call(name, {});
+  if (out.kind != Expr::Kind::call || out.text != "Trainer.Config" || !out.args.empty())
+    throw Error(ev.where(out) + ": " + name + "() returns " + out.shown() + ", not a Trainer.Config(...)");
+  Fields config;
+  for (const Expr& kw : out.kwargs) set(config, kw.key, kw, ev.where(kw), &ev);
+  return config;
+}
 
 // The model registry's call: its flavor (first argument or flavor=), attention backend and converters.
 struct ModelCall {
@@ -352,10 +280,8 @@ TorchtitanJob read_torchtitan_registry(std::string_view text, std::int64_t gpus,
   // The module: --module, else the folder of torchtitan/models/<module>/config_registry.py.
   std::string module = cli.module.empty() ? std::filesystem::path(place).parent_path().filename().string() : cli.module;
   if (const auto dot = module.rfind('.'); dot != std::string::npos) module = module.substr(dot + 1);
-  const auto tokens = python::tokens(text, where);
-  const auto fns = python::top_level_functions(tokens, where);
-  auto config = Registry(fns, place).run(cli.config);
-  for (const auto& [path, value] : cli.overrides) Registry::set(config, path, value, "override --" + path);
+  Fields config = run_config(text, place, cli.config);
+  for (const auto& [path, value] : cli.overrides) set(config, path, value, "override --" + path);
 
   TorchtitanJob job;
   std::map<std::string, std::string> t;                             // the TOML job config's keys torchtitan_job prices
