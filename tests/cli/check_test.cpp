@@ -763,6 +763,25 @@ TEST(Check, ReadsMegatronBridgeRecipes) {
   refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "model.cuda_graph_impl=local"},
           "model.cuda_graph_impl");
   refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "train.frobnicate=3"}, "train.frobnicate");
+  // Fields unpacked from a tuple (`cfg.optimizer, cfg.scheduler = f()` in Bridge's GLM-5 recipes): each set in place.
+  const auto tree = std::filesystem::temp_directory_path() / ("headroom_bridge_" + std::to_string(::getpid()));
+  std::filesystem::copy(std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/megatron-bridge", tree,
+                        std::filesystem::copy_options::recursive);
+  const auto recipe = tree / "src/megatron/bridge/recipes/llama/h100/llama3.py";
+  std::ifstream in(recipe);
+  std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  const auto at = source.find("\n    return cfg\n", source.find("def llama3_8b_pretrain_16gpu_h100_bf16_16k_config"));
+  ASSERT_NE(at, std::string::npos);
+  source.insert(at, "\n    cfg.train.global_batch_size, cfg.train.micro_batch_size = 128, 2");
+  std::ofstream(recipe) << source;
+  const Result unpacked = run({"check", "--cluster", "dgx-h100", "--json", "--", recipe.string(), "--recipe",
+                               "llama3_8b_pretrain_16gpu_h100_bf16_16k_config"});
+  std::filesystem::remove_all(tree);
+  ASSERT_NE(unpacked.code, 2) << unpacked.err;
+  const auto u = nlohmann::json::parse(unpacked.out).at("layout");
+  EXPECT_EQ(u.at("gbs"), 128);
+  EXPECT_EQ(u.at("mbs"), 2);
   // The DDP overlaps off (Bridge's ddp config, as Megatron-core runs it): the gradient reduction priced after the
   // backward, exposed, where gradients are reduced (CP 2 here); the parameter gather as the recipe sets it.
   const auto overlapped = j.at("perf").at("breakdown").at("dp_comm_s").get<double>();

@@ -681,6 +681,8 @@ constexpr auto kBridgePaths = std::to_array<BridgePath>({
     {"train.train_iters", "", "the run's length"},
     {"train.manual_gc*", "", "Python's garbage collection at fixed steps"},
     {"train.exit_*", "", "the run's length"},
+    // megatron/bridge/training/config.py TrainingConfig: evaluation's settings, deprecated for ValidationConfig's.
+    {"train.eval_*", "", "evaluation (between steps)"},
     {"dataset.seq_length", "data.seq_length", ""},
     {"dataset.*", "", "data"},
     {"ddp.*", "trainer.strategy.ddp.*", ""},

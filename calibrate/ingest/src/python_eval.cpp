@@ -265,9 +265,10 @@ void Evaluator::assign(const Function::Statement& s, Frame& f) {
     if (v.kind != Expr::Kind::list || v.args.size() != s.targets.size())
       throw Error(at_line(f.module, s.line) + ": " + std::to_string(s.targets.size()) + " names unpacked from " +
                   v.shown() + " in " + f.function + "(): not a tuple of as many values headroom can read");
-    for (std::size_t k = 0; k < s.targets.size(); ++k) {
-      v.args[k].key.clear();
-      f.locals[s.targets[k]] = std::move(v.args[k]);
+    for (std::size_t k = 0; k < s.targets.size(); ++k) {  // names, or fields of configs (`cfg.optimizer, ... = f()`)
+      Expr& to = place(s.targets[k], s, f);
+      v.args[k].key = s.targets[k].find('.') == std::string::npos ? std::string() : to.key;
+      to = std::move(v.args[k]);
     }
     return;
   }

@@ -398,14 +398,18 @@ std::map<std::string, Function> top_level_functions(const std::vector<Token>& t,
         if (s.test != "?" && p.is(i, ":") && i + 1 < t.size() && !t[i + 1].starts_line) s.inline_block = true;
       } else {
         Expr e = p.expression(i);
-        // `a, b = f()`: the names unpacked (any other target list is an expression's).
+        // `a, b = f()`, `cfg.optimizer, cfg.scheduler = f()`: the names or fields unpacked (any other target list is
+        // an expression's).
         std::vector<std::string> names;
-        if (e.kind == Expr::Kind::name && e.text.find('.') == std::string::npos && p.is(i, ",")) {
+        if (e.kind == Expr::Kind::name && p.is(i, ",")) {
           std::size_t j = i;
           names.push_back(e.text);
-          while (p.is(j, ",") && j + 1 < t.size() && t[j + 1].kind == Tok::name && !t[j + 1].starts_line &&
-                 t[j + 1].text.find('.') == std::string::npos)
-            names.push_back(t[j + 1].text), j += 2;
+          while (p.is(j, ",") && j + 1 < t.size() && t[j + 1].kind == Tok::name && !t[j + 1].starts_line) {
+            std::size_t k = j + 1;
+            const Expr next = p.expression(k);
+            if (next.kind != Expr::Kind::name) break;
+            names.push_back(next.text), j = k;
+          }
           if (p.is(j, "=") && names.size() > 1)
             i = j;
           else

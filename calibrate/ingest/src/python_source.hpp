@@ -66,7 +66,7 @@ struct Function {
     // "" (an expression)
     std::string keyword;
     std::string target;                // an assignment's target; an if's condition as a name
-    std::vector<std::string> targets;  // an unpacking assignment's names (`a, b = f()`), target "a tuple"
+    std::vector<std::string> targets;  // an unpacking assignment's names or fields (`a, b = f()`), target "a tuple"
     std::optional<Expr> value;
     // An if's or elif's condition: `value` alone ("") or negated ("not"), or compared with `rhs` ("==", "!=", "is",
     // "is not"); "?" for a condition of any other form (and, or, in, <, ...).
