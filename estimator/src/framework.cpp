@@ -279,6 +279,18 @@ std::int64_t* integer_field(LayoutRequest& r, KnobId id) {
   }
 }
 
+void set_ddp_overlaps(const FrameworkProfile& f, const LayoutRequest& r, Layout& l) {
+  // Megatron-core runs each alone (distributed_data_parallel.py); Megatron-LM's arguments.py asks for the gather's
+  // with the reduction's, which launch writes so.
+  l.overlap_grad_reduce = r.overlap_grad_reduce;
+  l.overlap_param_gather = r.overlap_param_gather.value_or(r.overlap_grad_reduce);
+  if (!(l.overlap_grad_reduce && l.overlap_param_gather) && !f.ddp_overlap_switches)
+    throw Error("framework " + f.name + " always overlaps its data-parallel collectives (" +
+                field(l.overlap_grad_reduce ? "overlap_param_gather" : "overlap_grad_reduce") +
+                " off is Megatron-LM's: --framework megatron" +
+                (f.zero ? "; DeepSpeed's own switch is " + field("overlap_comm") : std::string()) + ")");
+}
+
 LayoutRequest layout_request(const KnobSettings& k, const FrameworkProfile& f) {
   using enum KnobId;
   LayoutRequest r;
@@ -390,15 +402,7 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   l.activation_offload_layers = r.activation_offload_layers;
   l.overlap_p2p_comm = r.overlap_p2p_comm;
   require_tp_comm_overlap(f, r.tp_comm_overlap);
-  // Megatron-core runs each alone (distributed_data_parallel.py); Megatron-LM's arguments.py asks for the gather's
-  // with the reduction's, which launch writes so.
-  l.overlap_grad_reduce = r.overlap_grad_reduce;
-  l.overlap_param_gather = r.overlap_param_gather.value_or(r.overlap_grad_reduce);
-  if (!(l.overlap_grad_reduce && l.overlap_param_gather) && !f.ddp_overlap_switches)
-    throw Error("framework " + f.name + " always overlaps its data-parallel collectives (" +
-                field(l.overlap_grad_reduce ? "overlap_param_gather" : "overlap_grad_reduce") +
-                " off is Megatron-LM's: --framework megatron" +
-                (f.zero ? "; DeepSpeed's own switch is " + field("overlap_comm") : std::string()) + ")");
+  set_ddp_overlaps(f, r, l);
   l.tp_comm_overlap = r.tp_comm_overlap;
   require_compile(f, r.compile);
   l.compile = r.compile;

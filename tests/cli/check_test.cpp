@@ -162,6 +162,8 @@ TEST(Check, EveryFlagIsReadOrIgnoredOrRefusedByName) {
   const auto off_doc = nlohmann::json::parse(off.out);
   EXPECT_EQ(off_doc.at("layout").at("overlap_grad_reduce"), false);
   EXPECT_EQ(off_doc.at("layout").at("overlap_param_gather"), false);
+  for (const auto& alt : off_doc.at("faster"))  // the faster layouts keep the command's DDP (cli_common rank_base)
+    EXPECT_EQ(alt.at("layout").at("overlap_grad_reduce"), false) << alt.at("change");
   EXPECT_DOUBLE_EQ(off_doc.at("perf").at("step_time_s").get<double>(),
                    nlohmann::json::parse(off_estimate.out).at("perf").at("step_time_s").get<double>());
   auto fp16 = llama8b({});

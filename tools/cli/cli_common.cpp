@@ -138,6 +138,7 @@ Layout rank_base(const Plan& plan, const LayoutRequest& q) {
   require_compile(plan.framework, q.compile);
   base.compile = q.compile;
   base.attention_backend = q.attention_backend;
+  set_ddp_overlaps(plan.framework, q, base);
   set_optimizer_precision(plan.framework, q.optimizer_precision, base);  // after the FP8 recipe it depends on
   return base;
 }

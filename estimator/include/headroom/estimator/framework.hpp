@@ -86,6 +86,10 @@ void require_compile(const FrameworkProfile& f, bool wanted);
 // model_state_precision) after its offload and FP8 recipe: refused where the framework does not run Megatron-LM's
 // precision-aware optimizer, and formats other than fp32 with an offloaded optimizer (not priced).
 void set_optimizer_precision(const FrameworkProfile& f, const OptimizerPrecision& o, Layout& l);
+struct LayoutRequest;
+// Sets the layout's DDP overlaps from the request (Layout::overlap_grad_reduce; the gather's defaults to the
+// reduction's): either off is refused where the framework has no such switch (FrameworkProfile::ddp_overlap_switches).
+void set_ddp_overlaps(const FrameworkProfile& f, const LayoutRequest& r, Layout& l);
 // Errors when a recompute mode, a sharding or a pipeline schedule is not one the framework runs (its
 // supported_recompute, supported_shardings, supported_schedules; an empty list allows all), naming the ones it does:
 // one rule for estimate, launch, simulate, mtsl and the Python Planner (build_layout), as for rank's proposals.
