@@ -53,7 +53,7 @@ class StepBuilder {
     if (dp_shares_.gathers != dp_shares_.reductions && !l.zero.deepspeed)  // Megatron-LM's switches (layout.hpp)
       throw Error("simulate: " + field("overlap_grad_reduce") + " on with " + field("overlap_param_gather") +
                   " off is not scheduled by the event simulator yet (estimate prices it; valid: both on or both off)");
-    if (dp_shares_.gathers != dp_shares_.reductions)
+    if (dp_shares_.gathers != dp_shares_.reductions)  // DeepSpeed's streams (Layout::zero)
       throw Error(
           "simulate: DeepSpeed running its parameter gathers and gradient reductions on different streams (" +
           field("overlap_comm") + " " + (l.zero.overlap_comm ? "true" : "false") + " with " + field("sharding") + " " +

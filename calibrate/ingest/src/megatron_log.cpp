@@ -300,9 +300,9 @@ std::map<std::string, std::string> megatron_layout(const std::map<std::string, s
   // without them runs its reductions and gathers exposed.
   if (!flag_arg(args, "deepspeed")) {
     l["sharding"] = flag_arg(args, "use_distributed_optimizer") ? "zero1" : "ddp";
-    if (!arg(args, "overlap_grad_reduce")) l["overlap_grad_reduce"] = "false";
-    if (!arg(args, "overlap_param_gather") && flag_arg(args, "use_distributed_optimizer"))
-      l["overlap_param_gather"] = "false";
+    for (const KnobId id : {KnobId::overlap_grad_reduce, KnobId::overlap_param_gather})
+      if (megatron_knob_applies(id, args) && !arg(args, std::string(knob(id).log_key)))
+        l[std::string(knob(id).name)] = "false";
   } else {
     // DeepSpeed's ZeRO stage (a launch command's comes with its config); Megatron-DeepSpeed's attention without a
     // FlashAttention flag is its unfused CoreAttention (megatron/model/transformer.py).

@@ -243,7 +243,7 @@ Expr& Evaluator::place(const std::string& path, const Function::Statement& s, Fr
     if (node->kind != Expr::Kind::call)
       throw not_followed(path + ": " + path.substr(0, from) + " is " + node->shown() + ", not a config");
     Expr* x = field(node->kwargs, name);
-    if (x == nullptr) {  // a field the config did not give: added (a section of it as an empty config)
+    if (x == nullptr) {  // a field the config did not give: added (a section of it as an empty config, added_section)
       const bool last = next == path.size();
       node->kwargs.push_back(
           Expr{last ? Expr::Kind::name : Expr::Kind::call, last ? "None" : path.substr(0, next), {}, {}, s.line, name});

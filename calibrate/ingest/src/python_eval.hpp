@@ -19,6 +19,13 @@
 
 namespace headroom::calibrate::python {
 
+// Whether a config's field `name` is a section an assignment added (Evaluator place: `cfg.checkpoint.enable = True`
+// where the config gave no checkpoint), holding only the fields set, rather than a config class of the source.
+[[nodiscard]] inline bool added_section(const Expr& e, std::string_view name) {
+  return e.kind == Expr::Kind::call && e.args.empty() && e.text.size() > name.size() && e.text.ends_with(name) &&
+         e.text[e.text.size() - name.size() - 1] == '.';
+}
+
 class Evaluator {
  public:
   // The text of a module by its dotted name (`nemo.collections.llm.recipes.llama3_8b`); nullopt where it is not

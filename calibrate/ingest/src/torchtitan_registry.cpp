@@ -115,10 +115,9 @@ using Fields = std::map<std::string, std::pair<Expr, std::string>>;
 // checkpoint) holds only the fields set.
 void set(Fields& config, const std::string& path, const Expr& v, const std::string& line,
          const python::Evaluator* ev = nullptr) {
-  const bool added =
-      v.kind == Expr::Kind::call && v.args.empty() && v.text.ends_with("." + path.substr(path.rfind('.') + 1));
+  const bool added = python::added_section(v, std::string_view(path).substr(path.rfind('.') + 1));
   const bool section = v.kind == Expr::Kind::call && v.args.empty() && v.text.ends_with("Config");
-  if (section || v.kind == Expr::Kind::call) {
+  if (v.kind == Expr::Kind::call) {
     const std::string prefix = path + ".";
     for (auto it = config.lower_bound(prefix); it != config.end() && it->first.starts_with(prefix);)
       it = config.erase(it);
