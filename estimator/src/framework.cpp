@@ -97,11 +97,19 @@ Layout default_layout(const FrameworkProfile& f) {
 void set_optimizer_precision(const FrameworkProfile& f, const OptimizerPrecision& o, Layout& l) {
   if (o.given() && !f.precision_aware_optimizer)
     throw Error("framework " + f.name + " does not set optimizer-state or gradient formats (" +
-                field("use_precision_aware_optimizer") + ", " + field("grad_reduce_in_bf16") +
+                field("use_precision_aware_optimizer") + ", " + field("grad_reduce_in_bf16") + ", " + field("fp16") +
                 ": Megatron-LM's, --framework megatron)");
   if (l.optimizer_offload > 0 && o.formats_given())
     throw Error("optimizer-state and gradient formats other than fp32 with an offloaded optimizer are not priced (" +
                 field("optimizer_offload_fraction") + ")");
+  if (o.fp16 && (o.precision_aware || o.grad_reduce_in_bf16))
+    throw Error(field("fp16") + " with " +
+                field(o.precision_aware ? "use_precision_aware_optimizer" : "grad_reduce_in_bf16") +
+                " is not priced (FP16 weights are priced with Megatron-LM's mixed-precision optimizer: FP32 master "
+                "weights and Adam moments, FP16 or FP32 gradients)");
+  if (o.fp16 && l.fp8 != Fp8Recipe::none)
+    throw Error(field("fp16") + " with FP8 is not priced (FP8 GEMMs are priced on BF16 weights: " + field("precision") +
+                " fp8 without " + field("fp16") + ")");
   l.optimizer_precision = o;
   // The offloaded optimizer (HybridDeviceOptimizer, which Megatron-LM runs under the precision-aware flag) keeps its
   // FP32 states as priced before: the flag changes no format there.
@@ -339,6 +347,8 @@ LayoutRequest layout_request(const KnobSettings& k, const FrameworkProfile& f) {
   OptimizerPrecision& o = r.optimizer_precision;
   o.precision_aware = k.flag(use_precision_aware_optimizer, false);
   o.grad_reduce_in_bf16 = k.flag(grad_reduce_in_bf16, false);
+  o.fp16 = k.flag(fp16, false);
+  o.accumulate_allreduce_grads_in_fp32 = k.flag(accumulate_allreduce_grads_in_fp32, false);
   for (const auto& [id, to] : {std::pair{main_grads_dtype, &o.main_grads}, std::pair{main_params_dtype, &o.main_params},
                                std::pair{exp_avg_dtype, &o.exp_avg}, std::pair{exp_avg_sq_dtype, &o.exp_avg_sq}}) {
     const std::string* x = k.text(id);
@@ -350,6 +360,9 @@ LayoutRequest layout_request(const KnobSettings& k, const FrameworkProfile& f) {
       throw Error(field(knob(id).name) + " " + *x + " needs " + field("use_precision_aware_optimizer") +
                   " (Megatron-LM keeps every optimizer state in fp32 without it)");
   }
+  // megatron/training/arguments.py: --main-grads-dtype must be fp32 with --accumulate-allreduce-grads-in-fp32.
+  if (o.accumulate_allreduce_grads_in_fp32 && o.main_grads != Dtype::fp32)
+    throw Error(field("accumulate_allreduce_grads_in_fp32") + " needs " + field("main_grads_dtype") + " fp32");
   return r;
 }
 

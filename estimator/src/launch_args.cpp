@@ -171,7 +171,9 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
     a.insert(a.end(), {"--num-virtual-stages-per-pipeline-rank", num(l.vpp)});
   if (l.tp > 1 && l.sequence_parallel) a.emplace_back("--sequence-parallel");
   a.insert(a.end(), {"--micro-batch-size", num(l.mbs), "--global-batch-size", num(l.gbs), "--seq-length", num(l.seq)});
-  if (l.precision.weight_bytes == 2) a.emplace_back("--bf16");
+  if (l.precision.weight_bytes == 2) a.emplace_back(l.optimizer_precision.fp16 ? "--fp16" : "--bf16");
+  if (l.optimizer_precision.fp16 && l.optimizer_precision.accumulate_allreduce_grads_in_fp32)
+    a.emplace_back("--accumulate-allreduce-grads-in-fp32");
   // FP8 (transformer_config.py): E4M3 forward, E5M2 gradients ("hybrid"), the recipe; FP8 weights need the
   // distributed optimizer (arguments.py).
   if (l.fp8 != Fp8Recipe::none)
@@ -710,6 +712,8 @@ void nemo(const Layout& l, LaunchExport& e) {
     issues.emplace_back("schedule " + std::string(to_string(l.schedule)) +
                         ": Megatron-core has 1F1B and interleaved 1F1B");
   if (l.lora.enabled()) issues.emplace_back("LoRA: a NeMo pre-training config has no adapters");
+  if (l.optimizer_precision.fp16)
+    issues.emplace_back("FP16 (--fp16): check reads NeMo 1.x's trainer.precision bf16 only; written as BF16");
   if (l.fp8 != Fp8Recipe::none && l.fp8_library == Fp8Library::torchao)
     issues.emplace_back("FP8 priced as torchao's (the framework's); NeMo runs Transformer Engine's");
   std::vector<std::pair<std::string, std::string>> keys = {{"trainer.num_nodes", num(e.nodes)},

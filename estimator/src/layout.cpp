@@ -453,6 +453,11 @@ void validate_on_cluster(const Layout& l, const ClusterSpec& c) {
   if (l.fp8 != Fp8Recipe::none && !(c.gpu.fp8_flops > 0))
     throw Error("GPU " + c.gpu.name + " has no FP8 tensor cores (no fp8_dense_TFLOPs in its spec): " +
                 field("fp8_recipe") + " " + std::string(to_string(l.fp8)) + " cannot run there");
+  // The kernel curves and fractions are BF16's; FP16 GEMMs run on the same tensor cores at the same rate where the
+  // datasheet says so (A100, H100, H200, B200, MI250X, MI300X).
+  if (l.optimizer_precision.fp16 && c.gpu.fp16_flops != c.gpu.bf16_flops)
+    throw Error("GPU " + c.gpu.name + "'s FP16 peak differs from its BF16 one (fp16_dense_TFLOPs): " + field("fp16") +
+                " is priced only where the two are equal");
   if ((l.optimizer_offload > 0 || l.activation_offload_layers > 0) &&
       !(c.host_link.bytes_per_s > 0 && c.host_memory_bytes_per_s > 0))
     throw Error("cluster " + c.name + " gives no host link (its spec's \"host\" key): offloading (" +

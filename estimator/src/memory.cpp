@@ -773,10 +773,20 @@ double dtype_bytes(Dtype t) {
   return 4.0;
 }
 
-// megatron/training/arguments.py (accumulate_allreduce_grads_in_fp32) and param_and_grad_buffer.py (grad_dtype).
+// megatron/training/arguments.py (accumulate_allreduce_grads_in_fp32: forced with BF16 weights, given with --fp16)
+// and param_and_grad_buffer.py (grad_dtype).
 double grad_buffer_bytes(const OptimizerPrecision& o, double weight_bytes) {
-  const bool fp32_buffer = o.main_grads == Dtype::fp32 && !o.grad_reduce_in_bf16;
+  const bool fp32_buffer =
+      o.fp16 ? o.accumulate_allreduce_grads_in_fp32 : o.main_grads == Dtype::fp32 && !o.grad_reduce_in_bf16;
   return fp32_buffer ? dtype_bytes(Dtype::fp32) : weight_bytes;
+}
+
+// megatron/core/optimizer/optimizer.py and distrib_optimizer.py _copy_model_grads_to_main_grads: the step takes
+// main_grad.float(), an FP32 copy of FP16 gradients beside the master weights (docs/user-guide/features/
+// dist_optimizer.md: FP16 parameters and gradients 20 B a parameter, 4 + 16/d distributed). Counted with the
+// optimizer's states, as that table counts it; it lives from the step to the next zero_grad.
+double main_grad_copy_bytes(const OptimizerPrecision& o, double weight_bytes) {
+  return o.fp16 && grad_buffer_bytes(o, weight_bytes) < dtype_bytes(Dtype::fp32) ? dtype_bytes(Dtype::fp32) : 0.0;
 }
 
 // megatron/core/optimizer/distrib_optimizer.py (master_param int16 with store_param_remainders and bf16) and
@@ -797,7 +807,8 @@ Precision model_state_precision(const OptimizerPrecision& o, const Precision& fr
   if (!o.given()) return framework;
   Precision p = framework;
   p.grad_bytes = grad_buffer_bytes(o, framework.weight_bytes);
-  p.optimizer_bytes = main_param_bytes(o, framework.weight_bytes, fp8) + adam_moment_bytes(o);
+  p.optimizer_bytes = main_param_bytes(o, framework.weight_bytes, fp8) + adam_moment_bytes(o) +
+                      main_grad_copy_bytes(o, framework.weight_bytes);
   return p;
 }
 

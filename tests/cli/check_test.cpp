@@ -170,7 +170,7 @@ TEST(Check, EveryFlagIsReadOrIgnoredOrRefusedByName) {
   std::erase(fp16, std::string("--bf16"));
   const Result r = run(check({}, fp16));
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("no --bf16"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("neither --bf16 nor --fp16"), std::string::npos) << r.err;
 }
 
 // What launch writes, check reads back as the layout launch was given.
@@ -179,7 +179,9 @@ TEST(Check, ReadsBackWhatLaunchWrites) {
            {"--recompute", "selective"},
            {"--recompute", "full", "--recompute-method", "block", "--recompute-num-layers", "5"},
            {"--recompute", "selective", "--no-overlap-grad-reduce"},  // neither overlap flag written
-           {"--recompute", "selective", "--no-overlap-param-gather"}}) {
+           {"--recompute", "selective", "--no-overlap-param-gather"},
+           {"--recompute", "selective", "--fp16"},
+           {"--recompute", "selective", "--fp16", "--accumulate-allreduce-grads-in-fp32"}}) {
     std::vector<std::string> job = {"--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192",  "--tp",
                                     "2",       "--pp",        "2",         "--gpus",   "16",    "--gbs", "64"};
     job.insert(job.end(), recompute.begin(), recompute.end());

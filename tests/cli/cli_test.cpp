@@ -358,6 +358,19 @@ TEST(Cli, TpCommOverlapIsPricedReportedAndLaunched) {
   EXPECT_NE(line.out.find("--tp-comm-overlap"), std::string::npos) << line.out;
 }
 
+// rank searches with the job's DDP overlaps and 16-bit format: every layout it returns carries them.
+TEST(Cli, RankKeepsTheJobsDdpOverlapsAndFormat) {
+  const Result r = run({"rank", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "64", "--seq", "8192",
+                        "--gbs", "512", "--top", "5", "--no-overlap-grad-reduce", "--fp16", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(doc.at("layouts").empty());
+  for (const auto& x : doc.at("layouts")) {
+    EXPECT_FALSE(x.at("layout").at("overlap_grad_reduce").get<bool>());
+    EXPECT_TRUE(x.at("layout").at("fp16").get<bool>());
+  }
+}
+
 // rank --tp-comm-overlap: priced on every layout Megatron-LM runs it on (t >= 2 with SP), passed on in the launch line.
 TEST(Cli, RankWithTpCommOverlap) {
   const std::vector<std::string> base = {"rank",   "--model",      "llama3.1-70b", "--cluster", "dgx-h100",

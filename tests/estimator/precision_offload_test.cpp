@@ -221,6 +221,55 @@ TEST_F(PrecisionOffloadTest, GradientsReducedInBf16HalveTheBufferAndTheTraffic) 
   EXPECT_NEAR(optimizer_step_seconds(p, fp32, shard) - optimizer_step_seconds(p, bf16, shard), saved, 1e-9 * saved);
 }
 
+// --fp16 (Megatron-LM's mixed precision with FP16 weights): FP16 gradients that the step copies to FP32, beside FP32
+// master weights and moments, Megatron-LM's table of 20 B a parameter, 4 + 16/d with the distributed optimizer
+// (docs/user-guide/features/dist_optimizer.md); FP32 gradients with --accumulate-allreduce-grads-in-fp32, 18 and
+// 6 + 12/d as BF16's. GEMMs run at BF16's rate, which the datasheets give FP16 too.
+TEST_F(PrecisionOffloadTest, Fp16KeepsMegatronsMixedPrecisionBytes) {
+  LayoutRequest r = job();
+  const Layout bf16 = build_layout(llama8b, megatron, r);
+  r.optimizer_precision.fp16 = true;
+  const Layout fp16 = build_layout(llama8b, megatron, r);
+  const double params = stage_parameters_per_gpu(llama8b, fp16, 0), d = static_cast<double>(fp16.dp * fp16.cp);
+  const StageMemory m = stage_memory(llama8b, h100, fp16, megatron.residual, 0);
+  EXPECT_DOUBLE_EQ(m.params + m.grads + m.optimizer, (4.0 + 16.0 / d) * params);
+  r.sharding = StateSharding{Shard::none, Shard::none, Shard::none};
+  const Layout ddp = build_layout(llama8b, megatron, r);
+  const StageMemory n = stage_memory(llama8b, h100, ddp, megatron.residual, 0);
+  EXPECT_DOUBLE_EQ(n.params + n.grads + n.optimizer, 20.0 * params);
+  r.optimizer_precision.accumulate_allreduce_grads_in_fp32 = true;
+  const Layout fp32_grads = build_layout(llama8b, megatron, r);
+  EXPECT_DOUBLE_EQ(fp32_grads.precision.grad_bytes + fp32_grads.precision.optimizer_bytes, 4.0 + 12.0);
+  // The compute is BF16's; FP16 gradients halve the DP traffic.
+  PerfCoefficients exposed = datasheet;
+  exposed.dp_overlap = 0.0;
+  const PerfContext p(exposed, h100);
+  const auto a = estimate_perf(llama8b, p, bf16).breakdown, b = estimate_perf(llama8b, p, fp16).breakdown;
+  EXPECT_DOUBLE_EQ(b.compute_s(), a.compute_s());
+  EXPECT_LT(b.dp_comm_s, a.dp_comm_s);
+}
+
+// What headroom does not price with --fp16 is refused: FP8 on top, the precision-aware optimizer, BF16 reduction,
+// another framework, a GPU whose FP16 peak is not its BF16 one.
+TEST_F(PrecisionOffloadTest, Fp16RefusesWhatItDoesNotPrice) {
+  LayoutRequest r = job();
+  r.optimizer_precision.fp16 = true;
+  EXPECT_THROW((void)build_layout(llama8b, fsdp, r), Error);
+  ClusterSpec other = h100;
+  other.gpu.fp16_flops = 2.0 * other.gpu.bf16_flops;
+  const Layout fp16 = build_layout(llama8b, megatron, r);
+  EXPECT_NO_THROW(validate_on_cluster(fp16, h100));
+  EXPECT_THROW(validate_on_cluster(fp16, other), Error);
+  for (const auto& change :
+       std::vector<void (*)(LayoutRequest&)>{[](LayoutRequest& x) { x.fp8 = Fp8Recipe::delayed; },
+                                             [](LayoutRequest& x) { x.optimizer_precision.grad_reduce_in_bf16 = true; },
+                                             [](LayoutRequest& x) { x.optimizer_precision.precision_aware = true; }}) {
+    LayoutRequest bad = r;
+    change(bad);
+    EXPECT_THROW((void)build_layout(llama8b, megatron, bad), Error);
+  }
+}
+
 // What Megatron-LM refuses is refused: formats other than fp32 without the precision-aware optimizer
 // (optimizer_config.py), the precision-aware optimizer without the distributed optimizer (optimizer/__init__.py); and
 // what headroom does not price: these formats under another framework or with an offloaded optimizer.

@@ -266,6 +266,8 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
       {"exp_avg_dtype", to_string(l.optimizer_precision.exp_avg)},
       {"exp_avg_sq_dtype", to_string(l.optimizer_precision.exp_avg_sq)},
       {"grad_reduce_in_bf16", l.optimizer_precision.grad_reduce_in_bf16},
+      {"fp16", l.optimizer_precision.fp16},
+      {"accumulate_allreduce_grads_in_fp32", l.optimizer_precision.accumulate_allreduce_grads_in_fp32},
       {"overlap_grad_reduce", l.overlap_grad_reduce},
       {"overlap_param_gather", l.overlap_param_gather},
       {"overlap_comm", deepspeed_only(l.zero.overlap_comm)},

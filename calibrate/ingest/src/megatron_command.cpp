@@ -84,6 +84,12 @@ constexpr std::array kFlags = {
     Flag{"--recompute-num-layers", "recompute_num_layers", Arity::value, ""},
     Flag{"--bf16", "bf16", Arity::store_true, ""},
     Flag{"--hidden-dropout", "hidden_dropout", Arity::value, ""},
+    // megatron/training/arguments.py _add_mixed_precision_args: FP16's loss scale, one scalar a step.
+    Flag{"--loss-scale", "loss_scale", Arity::value, "FP16's static loss scale: one scalar a step"},
+    Flag{"--initial-loss-scale", "initial_loss_scale", Arity::value, "FP16's dynamic loss scale: one scalar a step"},
+    Flag{"--min-loss-scale", "min_loss_scale", Arity::value, "FP16's dynamic loss scale: one scalar a step"},
+    Flag{"--loss-scale-window", "loss_scale_window", Arity::value, "FP16's dynamic loss scale: one scalar a step"},
+    Flag{"--hysteresis", "hysteresis", Arity::value, "FP16's dynamic loss scale: one scalar a step"},
     // The data-parallel overlap the framework's coefficients assume (dp_overlap, fitted on runs that overlap).
     Flag{"--overlap-grad-reduce", "overlap_grad_reduce", Arity::store_true, ""},
     Flag{"--overlap-param-gather", "overlap_param_gather", Arity::store_true, ""},
@@ -430,8 +436,10 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
     throw Error(w + ": --transformer-impl " + impl + ": only Transformer Engine's layers (the default) are priced");
   if (const std::string b = get(args, "attention_backend", "auto"); b != "auto" && b != "flash" && b != "fused")
     throw Error(w + ": --attention-backend " + b + ": only the fused kernels (auto, flash, fused) are priced");
-  if (!args.contains("bf16"))
-    throw Error(w + ": no --bf16: headroom prices BF16 training (and FP8 on top of it); FP16 and FP32 are not priced");
+  // arguments.py asserts that --fp16 and --bf16 are not both given; with neither the weights are FP32.
+  if (args.contains("bf16") == args.contains("fp16"))
+    throw Error(w + (args.contains("bf16") ? ": --bf16 and --fp16 together (Megatron-LM takes one)"
+                                           : ": neither --bf16 nor --fp16: FP32 training is not priced"));
   out.run = megatron_run_from_arguments(args, {}, where);
   ModelSpec window;
   megatron_window(args, window, where);

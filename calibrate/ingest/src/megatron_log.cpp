@@ -223,8 +223,8 @@ std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>
 // Whether a knob Megatron-LM prints whatever the run does means something in this run: the experts' only with
 // experts, FP8's only with an FP8 format, the optimizer offload's only with --optimizer-cpu-offload, the activation
 // offload's only with --cpu-offloading, the recompute method's only with full recompute, the DDP overlaps only under
-// Megatron-LM's own DDP (not DeepSpeed's engine) and the parameter gather's only with the distributed optimizer
-// (arguments.py prints them all, with their defaults).
+// Megatron-LM's own DDP (not DeepSpeed's engine), the parameter gather's only with the distributed optimizer, FP16's
+// gradient format only with --fp16 (arguments.py prints them all, with their defaults).
 bool megatron_knob_applies(KnobId id, const std::map<std::string, std::string>& args) {
   switch (id) {
     case KnobId::ep:
@@ -239,6 +239,9 @@ bool megatron_knob_applies(KnobId id, const std::map<std::string, std::string>& 
     case KnobId::recompute_method:
     case KnobId::recompute_num_layers:
       return arg(args, "recompute_granularity") == "full" && arg(args, "recompute_method").has_value();
+    // BF16 runs print fp16 False and accumulate_allreduce_grads_in_fp32 True (arguments.py forces it): BF16's defaults.
+    case KnobId::fp16:
+    case KnobId::accumulate_allreduce_grads_in_fp32: return flag_arg(args, "fp16");
     case KnobId::overlap_grad_reduce: return !flag_arg(args, "deepspeed");
     case KnobId::overlap_param_gather:
       return !flag_arg(args, "deepspeed") && flag_arg(args, "use_distributed_optimizer");

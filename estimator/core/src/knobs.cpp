@@ -114,6 +114,14 @@ constexpr std::array<Knob, kKnobCount> kKnobs = {{
      .flags = "--grad-reduce-in-bf16",
      .help = "gradients accumulated and reduced over DP in BF16 (Megatron-LM; default FP32 with BF16 weights)",
      .log_key = "grad_reduce_in_bf16", .json = "layout.grad_reduce_in_bf16"},
+    {.id = fp16, .name = "fp16", .type = T::flag, .default_text = "false", .flags = "--fp16",
+     .help = "FP16 weights and activations with loss scaling instead of BF16 (Megatron-LM's --fp16): FP16 gradients "
+             "unless --accumulate-allreduce-grads-in-fp32, copied to FP32 for the optimizer step",
+     .log_key = "fp16", .json = "layout.fp16"},
+    {.id = accumulate_allreduce_grads_in_fp32, .name = "accumulate_allreduce_grads_in_fp32", .type = T::flag,
+     .default_text = "false", .flags = "--accumulate-allreduce-grads-in-fp32",
+     .help = "FP32 gradient buffer and DP reduction with --fp16 (Megatron-LM; always so with BF16 weights)",
+     .log_key = "accumulate_allreduce_grads_in_fp32", .json = "layout.accumulate_allreduce_grads_in_fp32"},
     {.id = overlap_grad_reduce, .name = "overlap_grad_reduce", .type = T::flag, .default_text = "true",
      .flags = "--overlap-grad-reduce",
      .help = "DP gradient reduction behind the backward, bucket by bucket (Megatron-LM's DDP; what the framework's "

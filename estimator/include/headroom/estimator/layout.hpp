@@ -76,10 +76,13 @@ struct OptimizerPrecision {
   Dtype exp_avg = Dtype::fp32;
   Dtype exp_avg_sq = Dtype::fp32;
   bool grad_reduce_in_bf16 = false;
-  // A format other than Megatron-LM's defaults: BF16 gradient reduction or a dtype other than fp32.
+  // --fp16: FP16 weights with loss scaling; its gradient buffer is FP16 unless --accumulate-allreduce-grads-in-fp32.
+  bool fp16 = false;
+  bool accumulate_allreduce_grads_in_fp32 = false;
+  // A format other than Megatron-LM's defaults: FP16 or BF16 gradients, FP16 weights, or a dtype other than fp32.
   [[nodiscard]] bool formats_given() const {
-    return grad_reduce_in_bf16 || main_grads != Dtype::fp32 || main_params != Dtype::fp32 || exp_avg != Dtype::fp32 ||
-           exp_avg_sq != Dtype::fp32;
+    return fp16 || grad_reduce_in_bf16 || main_grads != Dtype::fp32 || main_params != Dtype::fp32 ||
+           exp_avg != Dtype::fp32 || exp_avg_sq != Dtype::fp32;
   }
   [[nodiscard]] bool given() const { return precision_aware || formats_given(); }
 };

@@ -76,13 +76,16 @@ struct StageCounts {
 [[nodiscard]] double dtype_bytes(Dtype t);
 // Bytes per parameter of the gradient buffer, the main gradients DP reduces (megatron/core/distributed/
 // param_and_grad_buffer.py: FP32 with accumulate_allreduce_grads_in_fp32, else the weights' format; arguments.py sets
-// it for BF16 weights unless --grad-reduce-in-bf16 or --main-grads-dtype bf16).
+// it for BF16 weights unless --grad-reduce-in-bf16 or --main-grads-dtype bf16, and for FP16 ones when given).
 [[nodiscard]] double grad_buffer_bytes(const OptimizerPrecision& o, double weight_bytes);
 // Bytes per parameter of the master weights (megatron/core/optimizer/distrib_optimizer.py): --main-params-dtype's,
 // or with the precision-aware optimizer on BF16 weights the 16-bit remainder of the FP32 master weight
 // (store_param_remainders, Megatron-LM's default with Transformer Engine 2.1+); an FP8 recipe other than delayed
 // keeps FP32 master weights outside Transformer Engine (use_precision_aware_optimizer_no_fp8_or_ds_fp8).
 [[nodiscard]] double main_param_bytes(const OptimizerPrecision& o, double weight_bytes, Fp8Recipe fp8);
+// Bytes per parameter of the FP32 copy of FP16 gradients the optimizer's step takes (--fp16 without
+// --accumulate-allreduce-grads-in-fp32), sharded as the optimizer's states; 0 otherwise.
+[[nodiscard]] double main_grad_copy_bytes(const OptimizerPrecision& o, double weight_bytes);
 // Bytes per parameter of Adam's two moments, exp_avg and exp_avg_sq, in their formats.
 [[nodiscard]] double adam_moment_bytes(const OptimizerPrecision& o);
 // The layout's bytes per parameter of weights, gradients and optimizer states: the framework's with no

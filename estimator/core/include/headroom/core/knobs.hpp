@@ -46,6 +46,8 @@ enum class KnobId : std::uint8_t {
   exp_avg_dtype,
   exp_avg_sq_dtype,
   grad_reduce_in_bf16,
+  fp16,
+  accumulate_allreduce_grads_in_fp32,
   overlap_grad_reduce,
   overlap_param_gather,
   overlap_p2p_comm,
