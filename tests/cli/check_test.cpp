@@ -763,7 +763,8 @@ TEST(Check, ReadsMegatronBridgeRecipes) {
   refused({}, "give --recipe NAME");
   refused({"--recipe", "nosuch_config"}, "no such function");
   refused({"--recipe", "llama3_8b_sft_2gpu_h100_bf16_config"}, "pre-training recipes");
-  refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_fp8cs_config"}, "mixed_precision get_mixed_precision_config");
+  refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_fp8cs_config"},
+          "mixed_precision bf16_with_fp8_current_scaling_mixed(...)");
   refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "model.cuda_graph_impl=local"},
           "model.cuda_graph_impl");
   refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "train.frobnicate=3"}, "train.frobnicate");
@@ -781,11 +782,35 @@ TEST(Check, ReadsMegatronBridgeRecipes) {
   std::ofstream(recipe) << source;
   const Result unpacked = run({"check", "--cluster", "dgx-h100", "--json", "--", recipe.string(), "--recipe",
                                "llama3_8b_pretrain_16gpu_h100_bf16_16k_config"});
-  std::filesystem::remove_all(tree);
   ASSERT_NE(unpacked.code, 2) << unpacked.err;
   const auto u = nlohmann::json::parse(unpacked.out).at("layout");
   EXPECT_EQ(u.at("gbs"), 128);
   EXPECT_EQ(u.at("mbs"), 2);
+  // The precision as the checkout's mixed_precision.py gives it: bf16_mixed() followed to its MixedPrecisionConfig,
+  // get_mixed_precision_config("bf16_mixed") with a field set on it afterwards.
+  const auto with_precision = [&](const std::string& lines) {
+    std::string t = source;
+    t.insert(at, lines);
+    std::ofstream(recipe) << t;
+    return run({"check", "--cluster", "dgx-h100", "--json", "--", recipe.string(), "--recipe",
+                "llama3_8b_pretrain_16gpu_h100_bf16_16k_config"});
+  };
+  const Result followed = with_precision("\n    cfg.mixed_precision = bf16_mixed()");
+  ASSERT_NE(followed.code, 2) << followed.err;
+  EXPECT_EQ(nlohmann::json::parse(followed.out).at("layout"), u);
+  const Result looked_up = with_precision(
+      "\n    cfg.mixed_precision = get_mixed_precision_config(\"bf16_mixed\")"
+      "\n    cfg.mixed_precision.grad_reduce_in_fp32 = False");
+  ASSERT_NE(looked_up.code, 2) << looked_up.err;
+  EXPECT_EQ(nlohmann::json::parse(looked_up.out).at("layout").at("grad_reduce_in_bf16"), true);
+  const Result fp16 = with_precision("\n    cfg.mixed_precision = \"fp16_mixed\"");
+  EXPECT_EQ(fp16.code, 2);
+  EXPECT_NE(fp16.err.find("mixed_precision \"fp16_mixed\""), std::string::npos) << fp16.err;
+  const Result fp8 =
+      with_precision("\n    cfg.mixed_precision = bf16_mixed()\n    cfg.mixed_precision.fp8 = \"hybrid\"");
+  EXPECT_EQ(fp8.code, 2);  // a field bf16_mixed() does not set, named
+  EXPECT_NE(fp8.err.find("mixed_precision's fp8 \"hybrid\" is not bf16_mixed's"), std::string::npos) << fp8.err;
+  std::filesystem::remove_all(tree);
   // The DDP overlaps off (Bridge's ddp config, as Megatron-core runs it): the gradient reduction priced after the
   // backward, exposed, where gradients are reduced (CP 2 here); the parameter gather as the recipe sets it.
   const auto overlapped = j.at("perf").at("breakdown").at("dp_comm_s").get<double>();
@@ -1125,6 +1150,10 @@ TEST(Check, Nemo2RecipeRefusalsNameWhatIsNotRead) {
   const std::string condition = edited("    if performance_mode:", "    if num_nodes > 2:");
   refused({}, condition, "in pretrain_recipe(): a condition headroom cannot tell");
   std::filesystem::remove(condition);
+  // A builtin's value (isinstance, hasattr, ...) is not an object that is always true: its truth is unknown.
+  const std::string builtin = edited("    if performance_mode:", "    if isinstance(num_nodes, int):");
+  refused({}, builtin, "if isinstance(...) in pretrain_recipe(): a condition headroom cannot tell");
+  std::filesystem::remove(builtin);
   const std::string callback = edited("\n    return trainer\n",
                                       "\n    trainer.callbacks.append(run.Config(MegatronTokenDropCallback))\n"
                                       "    return trainer\n");

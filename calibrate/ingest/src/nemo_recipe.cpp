@@ -208,6 +208,22 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"model.config.cross_entropy_loss_fusion", "",
      "the fused loss keeps fewer FP32 logit copies: priced as the unfused loss, so the peak may be lower"},
     {"model.config.cross_entropy_fusion_impl", "", "which fused loss kernel"},
+    // TransformerConfig's elementwise fusions (megatron/core/transformer/transformer_config.py): the same FLOPs in
+    // one kernel or several. Megatron-LM fuses by default (--no-bias-swiglu-fusion, --no-rope-fusion turn it off),
+    // as the coefficients were fitted; an unfused one makes a few more elementwise passes, not priced.
+    {"model.config.bias_activation_fusion", "",
+     "the MLP's bias and activation in one kernel or not: the same work (an unfused one's extra elementwise passes "
+     "are not priced)"},
+    {"model.config.bias_dropout_fusion", "",
+     "bias, dropout and residual add in one kernel or not: the same work (an unfused one's extra elementwise passes "
+     "are not priced)"},
+    {"model.config.apply_rope_fusion", "",
+     "RoPE in one kernel or not: the same work (an unfused one's extra elementwise passes are not priced)"},
+    {"model.config.masked_softmax_fusion", "",
+     "the unfused attention path's softmax: fused attention computes its own"},
+    {"model.config.gradient_accumulation_fusion", "",
+     "weight gradients accumulated in the GEMM or after it: the same work (an unfused one's extra pass over the "
+     "gradients is not priced)"},
     {"model.config.recompute_modules", "", ""},
     {"model.config.fine_grained_activation_offloading", "", ""},
     {"model.config.offload_modules", "", ""},
@@ -705,16 +721,76 @@ constexpr auto kBridgePaths = std::to_array<BridgePath>({
     {"comm_overlap", "trainer.callbacks", ""},
 });
 
+// Bridge's mixed_precision as NeMo's bf16_mixed() plugin: the name "bf16_mixed", the call bf16_mixed() (or
+// get_mixed_precision_config("bf16_mixed"), bridge_intrinsics), or what that function returns where the evaluator
+// follows it into a checkout (megatron/bridge/training/mixed_precision.py): MixedPrecisionConfig(bf16=True,
+// params_dtype=torch.bfloat16, pipeline_dtype=torch.bfloat16, autocast_enabled=False, grad_reduce_in_fp32=True); with
+// any field a recipe then sets on it. grad_reduce_in_fp32 passes to the plugin; FP16's
+// loss-scale fields do nothing under BF16; another field (FP8's, FP16's) is refused naming it.
+Expr bridge_bf16_mixed(const Expr& value, const std::string& where) {
+  Expr plugin{Expr::Kind::call, "bf16_mixed", {}, {}, value.line, {}};
+  plugin.file = value.file;
+  if (value.kind == Expr::Kind::string && value.text == "bf16_mixed") return plugin;
+  const bool call = value.kind == Expr::Kind::call && value.args.empty();
+  const bool config = call && value.text.ends_with("MixedPrecisionConfig");
+  if (!config && !(call && value.text == "bf16_mixed"))  // bf16_mixed() not followed, with the fields set on it
+    throw Error(where + ": mixed_precision " + value.shown() +
+                ": headroom prices Megatron-Bridge's bf16_mixed (valid: \"bf16_mixed\", bf16_mixed())");
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kBf16Mixed = {
+      {{"bf16", "true"},
+       {"params_dtype", "torch.bfloat16"},
+       {"pipeline_dtype", "torch.bfloat16"},
+       {"autocast_enabled", "false"}}};
+  for (const Expr& kw : value.kwargs) {
+    const std::string v = python::plain_value(kw);
+    if (kw.key == "grad_reduce_in_fp32" && (v == "true" || v == "false")) {
+      plugin.kwargs.push_back(kw);
+      continue;
+    }
+    if (kw.key == "loss_scale" || kw.key == "initial_loss_scale" || kw.key == "min_loss_scale" ||
+        kw.key == "loss_scale_window" || kw.key == "hysteresis")
+      continue;
+    const auto it =
+        std::find_if(kBf16Mixed.begin(), kBf16Mixed.end(), [&](const auto& f) { return f.first == kw.key; });
+    if (it == kBf16Mixed.end() || it->second != v)
+      throw Error(
+          where + ": mixed_precision's " + kw.key + " " + kw.shown() +
+          " is not bf16_mixed's (headroom prices Megatron-Bridge's bf16_mixed: " +
+          (it == kBf16Mixed.end() ? std::string("a field it does not set") : "valid: " + std::string(it->second)) +
+          ")");
+  }
+  if (config && value.kwarg("bf16") == nullptr)
+    throw Error(where + ": mixed_precision " + value.shown() + " without bf16=True: headroom prices BF16 training");
+  return plugin;
+}
+
+// megatron/bridge/training/mixed_precision.py get_mixed_precision_config(name): the registered function of that name
+// (`-` read as `_`), called, which a lookup in MIXED_PRECISION_RECIPES inside a try block returns; a config given
+// instead of a name is followed as written.
+python::Evaluator::Intrinsics bridge_intrinsics() {
+  return {{"get_mixed_precision_config", [](const Expr& call) -> std::optional<Expr> {
+             if (call.args.size() != 1 || !call.kwargs.empty() || call.args.front().kind != Expr::Kind::string)
+               return std::nullopt;
+             Expr named{Expr::Kind::call, call.args.front().text, {}, {}, call.line, {}};
+             std::replace(named.text.begin(), named.text.end(), '-', '_');
+             named.file = call.file;
+             return named;
+           }}};
+}
+
 }  // namespace
 
 MegatronCommand read_bridge_recipe(std::string_view text, const std::string& recipe, std::int64_t gpus,
                                    std::string_view where, const std::vector<std::string>& overrides,
                                    const BridgeModule& module) {
   constexpr std::string_view kPackage = "megatron.bridge.";
-  python::Evaluator ev(text, std::string(where), [&](const std::string& name) -> std::optional<std::string> {
-    if (!module || !name.starts_with(kPackage)) return std::nullopt;
-    return module(name);
-  });
+  python::Evaluator ev(
+      text, std::string(where),
+      [&](const std::string& name) -> std::optional<std::string> {
+        if (!module || !name.starts_with(kPackage)) return std::nullopt;
+        return module(name);
+      },
+      bridge_intrinsics());
   if (!ev.main().functions.contains(recipe)) {
     std::string names;
     for (const auto& [name, fn] : ev.main().functions)
@@ -805,15 +881,7 @@ MegatronCommand read_bridge_recipe(std::string_view text, const std::string& rec
     }
     bridge_path[nemo] = key;
     if (key == "mixed_precision") {
-      // "bf16_mixed" or bf16_mixed() (megatron/bridge/training/mixed_precision.py), NeMo's plugin of that name.
-      const bool bf16 = (value.kind == Expr::Kind::string && value.text == "bf16_mixed") ||
-                        (value.kind == Expr::Kind::call && value.text == "bf16_mixed" && value.args.empty());
-      if (!bf16)
-        throw Error(entry.second + ": mixed_precision " + value.shown() +
-                    ": headroom prices Megatron-Bridge's bf16_mixed (valid: \"bf16_mixed\")");
-      Expr plugin{Expr::Kind::call, "bf16_mixed", {}, {}, value.line, {}};
-      plugin.file = value.file;
-      settings[nemo] = {plugin, entry.second};
+      settings[nemo] = {bridge_bf16_mixed(value, entry.second), entry.second};
     } else if (key == "comm_overlap") {
       // CommOverlapConfig (megatron/bridge/training/comm_overlap.py) is NeMo's MegatronCommOverlapCallback's settings.
       Expr callbacks{Expr::Kind::list, "[...]", {}, {}, value.line, {}};

@@ -2,6 +2,8 @@
 #include "python_eval.hpp"
 
 #include <algorithm>
+#include <array>
+#include <string_view>
 #include <utility>
 
 #include "headroom/core/error.hpp"
@@ -28,7 +30,13 @@ std::optional<bool> truth(const Expr& e) {
     }
     case Expr::Kind::string: return !e.text.empty();
     case Expr::Kind::list: return !e.args.empty();
-    case Expr::Kind::call: return true;  // an object (a config)
+    case Expr::Kind::call: {  // an object (a config), unless a builtin's value, which stays unknown
+      static constexpr std::array<std::string_view, 12> kBuiltins = {"isinstance", "issubclass", "hasattr", "getattr",
+                                                                     "callable",   "len",        "any",     "all",
+                                                                     "bool",       "int",        "float",   "str"};
+      if (std::find(kBuiltins.begin(), kBuiltins.end(), e.text) != kBuiltins.end()) return std::nullopt;
+      return true;
+    }
     case Expr::Kind::name:
       if (e.text == "True") return true;
       if (e.text == "False" || e.text == "None") return false;
@@ -60,7 +68,8 @@ Expr* field(std::vector<Expr>& kwargs, std::string_view name) {
 
 }  // namespace
 
-Evaluator::Evaluator(std::string_view text, std::string where, Loader loader) : loader_(std::move(loader)) {
+Evaluator::Evaluator(std::string_view text, std::string where, Loader loader, Intrinsics intrinsics)
+    : loader_(std::move(loader)), intrinsics_(std::move(intrinsics)) {
   Module first = read_module(text, where, 0);
   modules_.push_back({"", std::move(where), std::move(first)});
 }
@@ -160,6 +169,16 @@ Expr Evaluator::call_value(const Expr& e, Frame& f) {
   std::vector<Expr> args, kwargs;
   for (const Expr& a : e.args) args.push_back(value(a, f));
   for (const Expr& a : e.kwargs) kwargs.push_back(value(a, f));
+  if (const auto it = intrinsics_.find(std::string_view(e.text).substr(e.text.rfind('.') + 1));
+      it != intrinsics_.end()) {
+    Expr given = e;
+    given.args = args;
+    given.kwargs = kwargs;
+    if (std::optional<Expr> out = it->second(given)) {
+      out->key = e.key;
+      return *out;
+    }
+  }
   if (const auto target = resolve(e.text, f.module)) {
     Expr out = invoke(target->first, target->second, std::move(args), std::move(kwargs), e);
     out.key = e.key;

@@ -32,7 +32,13 @@ class Evaluator {
   // followed, and its functions' calls stay calls.
   using Loader = std::function<std::optional<std::string>(const std::string& module)>;
 
-  Evaluator(std::string_view text, std::string where, Loader loader = {});
+  // What a reader knows a function returns where its body is not followed (a registry lookup, a try block), by the
+  // function's name (the callee's last dotted part): given the call with its arguments' values, the value, or nullopt
+  // to follow or keep the call as any other.
+  using Intrinsic = std::function<std::optional<Expr>(const Expr& call)>;
+  using Intrinsics = std::map<std::string, Intrinsic, std::less<>>;
+
+  Evaluator(std::string_view text, std::string where, Loader loader = {}, Intrinsics intrinsics = {});
 
   [[nodiscard]] const Module& main() const { return modules_.front().module; }
   // The value the main module's function `name` returns, given these keyword arguments (Expr::key), or an Error.
@@ -78,6 +84,7 @@ class Evaluator {
   std::map<std::string, std::optional<int>> by_name_;
   std::vector<std::string> passed_over_;
   Loader loader_;
+  Intrinsics intrinsics_;
   int depth_ = 0, calls_ = 0;
   std::size_t values_ = 0;
 };
