@@ -743,6 +743,14 @@ TEST(Check, ReadsMegatronBridgeRecipes) {
   EXPECT_NE(read.find("\"model.tensor_model_parallel_size\""), std::string::npos) << read;
   EXPECT_NE(j.at("flags_ignored").dump().find("scheduler.lr_warmup_iters"), std::string::npos);
   EXPECT_NE(j.at("notes").dump().find("megatron.bridge.recipes.utils.optimizer_utils"), std::string::npos);
+  // Settings of the same work (fusions, batched sends, the flex dispatcher's kernels) are ignored, each named.
+  const auto same = checked({"--recipe", "llama3_8b_pretrain_16gpu_h100_bf16_16k_config", "model.batch_p2p_comm=True",
+                             "model.bias_activation_fusion=False", "model.moe_grouped_gemm=True"});
+  ASSERT_FALSE(same.is_null());
+  EXPECT_EQ(same.at("layout"), j.at("layout"));
+  EXPECT_DOUBLE_EQ(same.at("perf").at("step_time_s").get<double>(), j.at("perf").at("step_time_s").get<double>());
+  for (const char* key : {"model.batch_p2p_comm", "model.bias_activation_fusion", "model.moe_grouped_gemm"})
+    EXPECT_NE(same.at("flags_ignored").dump().find(key), std::string::npos) << key;
   // --gpus and run_recipe.py's overrides; the faster layouts as its overrides.
   const auto o = checked({"--recipe", "llama3_8b_pretrain_16gpu_h100_bf16_16k_config", "train.global_batch_size=256"});
   ASSERT_FALSE(o.is_null());
