@@ -287,6 +287,16 @@ std::int64_t* integer_field(LayoutRequest& r, KnobId id) {
   }
 }
 
+void set_expert_dispatch(const ModelSpec& m, const FrameworkProfile& f, const LayoutRequest& r, Layout& l) {
+  l.expert_load = r.expert_load;
+  l.dispatcher = r.dispatcher;
+  if (r.shared_expert_overlap && !f.shared_expert_overlap)
+    throw Error("framework " + f.name + " does not overlap the shared expert with the token dispatch (" +
+                field("moe_shared_expert_overlap") + " is Megatron-LM's: --framework megatron)");
+  // transformer_config.py: "Only effective when moe-shared-expert-intermediate-size is set".
+  l.shared_expert_overlap = r.shared_expert_overlap && m.shared_expert_ffn_hidden_size > 0;
+}
+
 void set_ddp_overlaps(const FrameworkProfile& f, const LayoutRequest& r, Layout& l) {
   // Megatron-core runs each alone (distributed_data_parallel.py); Megatron-LM's arguments.py asks for the gather's
   // with the reduction's, which launch writes so.
@@ -325,6 +335,7 @@ LayoutRequest layout_request(const KnobSettings& k, const FrameworkProfile& f) {
   r.split.embedding_in_split = k.flag(account_for_embedding_in_pipeline_split, false);
   r.split.loss_in_split = k.flag(account_for_loss_in_pipeline_split, false);
   r.expert_load = k.number(moe_expert_capacity_factor, 1.0);
+  r.shared_expert_overlap = k.flag(moe_shared_expert_overlap, false);
   if (const std::string* x = k.text(moe_token_dispatcher_type))
     r.dispatcher = *x == "flex" ? ExpertDispatcher::flex : ExpertDispatcher::alltoall;
   r.fp8 = fp8_recipe_of(k, f);
@@ -399,8 +410,7 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
                 "num-layers, --account-for-*-in-pipeline-split are Megatron-LM's: --framework megatron)");
   l.ep = positive("ep", r.ep);
   if (r.etp != 0) l.etp = positive("etp", r.etp);
-  l.expert_load = r.expert_load;
-  l.dispatcher = r.dispatcher;
+  set_expert_dispatch(model, f, r, l);
   require_fp8_recipe(f, r.fp8);
   l.fp8 = r.fp8;
   l.fp8_param_gather = r.fp8_param_gather;
@@ -509,6 +519,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
       f.supported_schedules.push_back(parse_schedule(x.get<std::string>()));
   f.uneven_pipeline_stages = j.value("uneven_pipeline_stages", false);
   f.ddp_overlap_switches = j.value("ddp_overlap_switches", false);
+  f.shared_expert_overlap = j.value("moe_shared_expert_overlap", false);
   if (j.contains("fp8")) {
     const auto& x = j.at("fp8");
     f.fp8_library =

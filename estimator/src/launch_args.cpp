@@ -73,6 +73,7 @@ void megatron_experts(const ModelSpec& m, const Layout& l, std::vector<std::stri
   a.insert(a.end(), {"--expert-model-parallel-size", num(l.ep), "--expert-tensor-parallel-size", num(l.expert_tp()),
                      "--moe-token-dispatcher-type", std::string(to_string(l.dispatcher)), "--moe-grouped-gemm"});
   if (l.expert_load > 1.0) a.insert(a.end(), {"--moe-expert-capacity-factor", decimal(l.expert_load)});
+  if (l.shared_expert_overlap) a.emplace_back("--moe-shared-expert-overlap");
 }
 
 // The model's shape, spelled alike by Megatron-LM's and Megatron-DeepSpeed's arguments.py.
@@ -754,8 +755,9 @@ void nemo(const Layout& l, LaunchExport& e) {
   if (!l.flash_attention) issues.emplace_back("no FlashAttention: check reads only use_flash_attention true");
   if (l.etp > 0 && l.etp != l.tp)
     issues.emplace_back("expert tensor parallelism apart from TP: NeMo 1.x's training config has no key for it");
-  if (l.dispatcher != ExpertDispatcher::alltoall || l.expert_load != 1.0)
-    issues.emplace_back("the expert dispatcher or capacity factor: written for Megatron-LM only");
+  if (l.dispatcher != ExpertDispatcher::alltoall || l.expert_load != 1.0 || l.shared_expert_overlap)
+    issues.emplace_back(
+        "the expert dispatcher, capacity factor or shared-expert overlap: written for Megatron-LM only");
   for (const auto& [key, value] : keys) e.nemo.push_back("++training." + key + "=" + value);
 }
 

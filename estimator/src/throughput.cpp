@@ -170,14 +170,27 @@ namespace {
 // tokens this GPU holds (SP); the routed experts over the token copies this GPU receives, routed_copies_per_gpu,
 // spread over its E/ep experts, each GEMM of an expert timed at its own shape (a grouped GEMM runs them as one
 // launch, at the efficiency of the per-expert tiles).
+// What of a collective stays exposed when it runs beside `hidden` seconds of work on another stream.
+double exposed_behind(double comm, double hidden) { return std::max(0.0, comm - hidden); }
+
+// The shared expert's two GEMMs, one micro-batch forward: fc1 (gate and up) and fc2 (down) of a dense FFN of its
+// width split over t, over the s·b/c tokens SP gathers; none without a shared expert.
+struct SharedExpertGemms {
+  double fc1 = 0, fc2 = 0;
+};
+SharedExpertGemms shared_expert_gemm_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l, bool fp8) {
+  if (m.shared_expert_ffn_hidden_size <= 0) return {};
+  const double h = d(m.hidden_size), t = d(l.tp), tokens = d(l.seq) * d(l.mbs) / d(l.cp);
+  const double f = d(m.shared_expert_ffn_hidden_size);
+  return {gemm_seconds(p, {tokens, mlp_input_projections(m.mlp) * f / t, h}, fp8),
+          gemm_seconds(p, {tokens, h, f / t}, fp8)};
+}
+
 double moe_ffn_gemm_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l, bool fp8) {
   const double h = d(m.hidden_size), t = d(l.tp), tokens = d(l.seq) * d(l.mbs) / d(l.cp);
   const double gated = mlp_input_projections(m.mlp);
-  double seconds = gemm_seconds(p, {tokens / t, d(m.num_experts), h});
-  if (m.shared_expert_ffn_hidden_size > 0) {
-    const double f = d(m.shared_expert_ffn_hidden_size);
-    seconds += gemm_seconds(p, {tokens, gated * f / t, h}, fp8) + gemm_seconds(p, {tokens, h, f / t}, fp8);
-  }
+  const SharedExpertGemms shared = shared_expert_gemm_seconds(m, p, l, fp8);
+  const double seconds = gemm_seconds(p, {tokens / t, d(m.num_experts), h}) + shared.fc1 + shared.fc2;
   const double local_experts = d(m.num_experts) / d(l.ep), e = d(l.expert_tp());
   const double per_expert = routed_copies_per_gpu(m, l) / local_experts, f = d(m.moe_ffn_hidden_size) / e;
   return seconds +
@@ -467,11 +480,18 @@ LayerPassTimes layer_pass_times(const ModelSpec& m, const PerfContext& p, const 
     x.backward.cp =
         std::max(0.0, comm_b - p.cp_overlap * kAttentionBackwardRatio * attn_f) + rc.attention * x.forward.cp;
   }
-  // EP: dispatch and combine each pass (the backward's carry the gradients), exposed: Megatron-LM overlaps them only
-  // with --overlap-moe-expert-parallel-comm, which headroom does not price; full recompute repeats the forward's.
+  // EP: dispatch and combine each pass (the backward's carry the gradients), exposed: Megatron-LM overlaps them with
+  // the layer's other work only with --overlap-moe-expert-parallel-comm, which headroom does not price; full recompute
+  // repeats the forward's. With --moe-shared-expert-overlap the dispatch hides behind the shared expert's fc1 and the
+  // combine behind its fc2 (token_dispatcher.py); backward, behind those GEMMs' gradients, run on the same side stream.
   if (experts) {
-    x.forward.ep = 2.0 * expert_dispatch_seconds(m, p, l);
-    x.backward.ep = (1.0 + rc.gemm) * x.forward.ep;
+    const double one = expert_dispatch_seconds(m, p, l);
+    const SharedExpertGemms shared =
+        l.shared_expert_overlap ? shared_expert_gemm_seconds(m, p, l, l.fp8 != Fp8Recipe::none) : SharedExpertGemms{};
+    const double back = gemm_backward_ratio(!l.lora.enabled());
+    x.forward.ep = exposed_behind(one, shared.fc1) + exposed_behind(one, shared.fc2);
+    x.backward.ep =
+        exposed_behind(one, back * shared.fc2) + exposed_behind(one, back * shared.fc1) + rc.gemm * x.forward.ep;
   }
   return x;
 }

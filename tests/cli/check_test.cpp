@@ -181,7 +181,8 @@ TEST(Check, ReadsBackWhatLaunchWrites) {
            {"--recompute", "selective", "--no-overlap-grad-reduce"},  // neither overlap flag written
            {"--recompute", "selective", "--no-overlap-param-gather"},
            {"--recompute", "selective", "--fp16"},
-           {"--recompute", "selective", "--fp16", "--accumulate-allreduce-grads-in-fp32"}}) {
+           {"--recompute", "selective", "--fp16", "--accumulate-allreduce-grads-in-fp32"},
+           {"--recompute", "selective", "--moe-shared-expert-overlap"}}) {  // no shared expert: not written
     std::vector<std::string> job = {"--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192",  "--tp",
                                     "2",       "--pp",        "2",         "--gpus",   "16",    "--gbs", "64"};
     job.insert(job.end(), recompute.begin(), recompute.end());

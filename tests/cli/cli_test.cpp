@@ -371,6 +371,16 @@ TEST(Cli, RankKeepsTheJobsDdpOverlapsAndFormat) {
   }
 }
 
+// rank searches with the job's token dispatcher too (the layouts check offers as faster keep it).
+TEST(Cli, RankKeepsTheJobsTokenDispatcher) {
+  const Result r = run({"rank", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--gpus", "64", "--seq", "4096",
+                        "--gbs", "256", "--top", "5", "--moe-token-dispatcher-type", "flex", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(doc.at("layouts").empty());
+  for (const auto& x : doc.at("layouts")) EXPECT_EQ(x.at("layout").at("moe_token_dispatcher_type"), "flex");
+}
+
 // rank --tp-comm-overlap: priced on every layout Megatron-LM runs it on (t >= 2 with SP), passed on in the launch line.
 TEST(Cli, RankWithTpCommOverlap) {
   const std::vector<std::string> base = {"rank",   "--model",      "llama3.1-70b", "--cluster", "dgx-h100",

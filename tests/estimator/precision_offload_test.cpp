@@ -249,6 +249,20 @@ TEST_F(PrecisionOffloadTest, Fp16KeepsMegatronsMixedPrecisionBytes) {
   EXPECT_LT(b.dp_comm_s, a.dp_comm_s);
 }
 
+// --moe-shared-expert-overlap is Megatron-LM's: refused under another framework, naming it.
+TEST_F(PrecisionOffloadTest, SharedExpertOverlapIsMegatronsOnly) {
+  LayoutRequest r = job();
+  r.shared_expert_overlap = true;
+  EXPECT_TRUE(build_layout(lib.model("deepseek-v3"), megatron, r).shared_expert_overlap);
+  EXPECT_FALSE(build_layout(llama8b, megatron, r).shared_expert_overlap);  // no shared expert: no effect
+  try {
+    (void)build_layout(llama8b, fsdp, r);
+    ADD_FAILURE() << "moe_shared_expert_overlap accepted under pytorch-fsdp";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("moe-shared-expert-overlap"), std::string::npos) << e.what();
+  }
+}
+
 // What headroom does not price with --fp16 is refused: FP8 on top, the precision-aware optimizer, BF16 reduction,
 // another framework, a GPU whose FP16 peak is not its BF16 one.
 TEST_F(PrecisionOffloadTest, Fp16RefusesWhatItDoesNotPrice) {

@@ -255,12 +255,28 @@ void register_rank(CLI::App& app, std::ostream& out) {
                   "restrict the search, repeatable: tp<=8, pp=1, mbs>=2, recompute=none, sharding=zero1 (any PaRO "
                   "strategy, also those the framework profile does not list), schedule=1f1b");
   // The knobs every ranked layout shares (--tp-comm-overlap: on every layout with tp >= 2 and SP).
-  opts->layout.add_to(*sub, {KnobId::precision, KnobId::fp8_format, KnobId::fp8_recipe, KnobId::fp8_param_gather,
-                             KnobId::tp_comm_overlap, KnobId::compile, KnobId::attention_backend, KnobId::lora_rank,
-                             KnobId::lora_targets, KnobId::use_precision_aware_optimizer, KnobId::main_grads_dtype,
-                             KnobId::main_params_dtype, KnobId::exp_avg_dtype, KnobId::exp_avg_sq_dtype,
-                             KnobId::grad_reduce_in_bf16, KnobId::fp16, KnobId::accumulate_allreduce_grads_in_fp32,
-                             KnobId::overlap_grad_reduce, KnobId::overlap_param_gather});
+  opts->layout.add_to(*sub, {KnobId::precision,
+                             KnobId::fp8_format,
+                             KnobId::fp8_recipe,
+                             KnobId::fp8_param_gather,
+                             KnobId::tp_comm_overlap,
+                             KnobId::compile,
+                             KnobId::attention_backend,
+                             KnobId::lora_rank,
+                             KnobId::lora_targets,
+                             KnobId::use_precision_aware_optimizer,
+                             KnobId::main_grads_dtype,
+                             KnobId::main_params_dtype,
+                             KnobId::exp_avg_dtype,
+                             KnobId::exp_avg_sq_dtype,
+                             KnobId::grad_reduce_in_bf16,
+                             KnobId::fp16,
+                             KnobId::accumulate_allreduce_grads_in_fp32,
+                             KnobId::overlap_grad_reduce,
+                             KnobId::overlap_param_gather,
+                             KnobId::moe_token_dispatcher_type,
+                             KnobId::moe_expert_capacity_factor,
+                             KnobId::moe_shared_expert_overlap});
   sub->add_option("--profile", opts->profile,
                   "performance coefficients JSON or a calibration profile (headroom calibrate); default "
                   "data/perf/<framework>.json");

@@ -230,7 +230,8 @@ bool megatron_knob_applies(KnobId id, const std::map<std::string, std::string>& 
     case KnobId::ep:
     case KnobId::etp:
     case KnobId::moe_token_dispatcher_type:
-    case KnobId::moe_expert_capacity_factor: return arg(args, "num_experts").has_value();
+    case KnobId::moe_expert_capacity_factor:
+    case KnobId::moe_shared_expert_overlap: return arg(args, "num_experts").has_value();
     case KnobId::fp8_recipe:
     case KnobId::fp8_param_gather: return arg(args, "fp8").has_value();
     case KnobId::optimizer_offload_fraction:

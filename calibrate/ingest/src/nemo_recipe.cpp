@@ -266,6 +266,7 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"model.config.recompute_granularity", "recompute", ""},
     {"model.config.recompute_method", "recompute_method", ""},
     {"model.config.recompute_num_layers", "recompute_num_layers", ""},
+    {"model.config.moe_shared_expert_overlap", "moe_shared_expert_overlap", ""},
     {"optim.config.use_distributed_optimizer", "", ""},
     // Megatron-core's OptimizerConfig as pretrain_performance_optimizations and the MoE recipes set it
     // (megatron/core/optimizer/optimizer_config.py): the precision-aware optimizer and its dtypes.

@@ -63,6 +63,11 @@ constexpr std::array<Knob, kKnobCount> kKnobs = {{
      .default_text = "dropless (1)", .unit = "of the mean load", .flags = "--moe-expert-capacity-factor",
      .help = "tokens an expert takes at most, over the mean (default: dropless, priced as balanced)", .min = 1,
      .max = 1e6, .log_key = "moe_expert_capacity_factor"},
+    {.id = moe_shared_expert_overlap, .name = "moe_shared_expert_overlap", .type = T::flag, .default_text = "false",
+     .flags = "--moe-shared-expert-overlap",
+     .help = "the shared expert's GEMMs run beside the token dispatch and combine, hiding them (Megatron-LM; "
+             "models with a shared expert)",
+     .log_key = "moe_shared_expert_overlap", .json = "layout.moe_shared_expert_overlap"},
     {.id = precision, .name = "precision", .type = T::choice, .default_text = "bf16", .flags = "--precision",
      .help = "GEMM precision: bf16 (default) or fp8 (the decoder's linear layers)", .choices = "bf16|fp8",
      .json = "layout.precision"},

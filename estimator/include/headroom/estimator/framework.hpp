@@ -48,6 +48,9 @@ struct FrameworkProfile {
   // Data-parallel overlaps the launch turns on or off (optional key "ddp_overlap_switches": Megatron-LM's
   // --overlap-grad-reduce and --overlap-param-gather); without it they always run as the coefficients price them.
   bool ddp_overlap_switches = false;
+  // The shared expert's GEMMs overlapped with the token dispatch (optional key "moe_shared_expert_overlap":
+  // Megatron-LM's --moe-shared-expert-overlap); without it the knob is refused.
+  bool shared_expert_overlap = false;
   // FP8 (optional key "fp8": {"library", "recipes"}): the library running the FP8 GEMMs and the recipes the framework
   // launches; no recipes: FP8 is refused.
   Fp8Library fp8_library = Fp8Library::transformer_engine;
@@ -90,6 +93,9 @@ struct LayoutRequest;
 // Sets the layout's DDP overlaps from the request (Layout::overlap_grad_reduce; the gather's defaults to the
 // reduction's): either off is refused where the framework has no such switch (FrameworkProfile::ddp_overlap_switches).
 void set_ddp_overlaps(const FrameworkProfile& f, const LayoutRequest& r, Layout& l);
+// The request's token dispatcher, capacity factor and shared-expert overlap (Layout::dispatcher, expert_load,
+// shared_expert_overlap), the last refused where the framework does not run it and off without a shared expert.
+void set_expert_dispatch(const ModelSpec& m, const FrameworkProfile& f, const LayoutRequest& r, Layout& l);
 // Errors when a recompute mode, a sharding or a pipeline schedule is not one the framework runs (its
 // supported_recompute, supported_shardings, supported_schedules; an empty list allows all), naming the ones it does:
 // one rule for estimate, launch, simulate, mtsl and the Python Planner (build_layout), as for rank's proposals.
@@ -119,10 +125,11 @@ struct LayoutRequest {
   std::int64_t ep = 1, etp = 0;  // experts: Layout::ep, Layout::etp (0: tp)
   double expert_load = 1.0;      // Layout::expert_load
   ExpertDispatcher dispatcher = ExpertDispatcher::alltoall;
-  Fp8Recipe fp8 = Fp8Recipe::none;             // Layout::fp8; needs a framework recipe
-  bool fp8_param_gather = false;               // Layout::fp8_param_gather
-  double optimizer_offload = 0.0;              // Layout::optimizer_offload, 0..1
-  bool overlap_offload_copies = false;         // Layout::overlap_offload_copies
+  bool shared_expert_overlap = false;   // Layout::shared_expert_overlap; needs FrameworkProfile::shared_expert_overlap
+  Fp8Recipe fp8 = Fp8Recipe::none;      // Layout::fp8; needs a framework recipe
+  bool fp8_param_gather = false;        // Layout::fp8_param_gather
+  double optimizer_offload = 0.0;       // Layout::optimizer_offload, 0..1
+  bool overlap_offload_copies = false;  // Layout::overlap_offload_copies
   std::int64_t activation_offload_layers = 0;  // Layout::activation_offload_layers
   bool overlap_p2p_comm = true;                // Layout::overlap_p2p_comm
   bool tp_comm_overlap = false;                // Layout::tp_comm_overlap; needs a framework that runs it

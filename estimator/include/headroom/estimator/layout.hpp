@@ -181,6 +181,10 @@ struct Layout {
   // Tokens the busiest expert GPU receives over the mean (Megatron-LM's --moe-expert-capacity-factor bounds it and
   // drops the rest; dropless routing is priced as balanced, 1).
   double expert_load = 1.0;
+  // Megatron-LM's --moe-shared-expert-overlap: the shared expert's first GEMM (and activation) runs on a side stream
+  // beside the dispatch all-to-all, its second beside the combine (megatron/core/transformer/moe/token_dispatcher.py
+  // MoEAlltoAllTokenDispatcher with set_shared_experts).
+  bool shared_expert_overlap = false;
   // FP8: the recipe, the framework's library, and whether the weights are kept in FP8 and all-gathered so
   // (Megatron-LM's --fp8-param-gather with the distributed optimizer; torchao's enable_fsdp_float8_all_gather).
   Fp8Recipe fp8 = Fp8Recipe::none;

@@ -33,6 +33,7 @@ enum class KnobId : std::uint8_t {
   etp,
   moe_token_dispatcher_type,
   moe_expert_capacity_factor,
+  moe_shared_expert_overlap,
   precision,
   fp8_format,
   fp8_recipe,
