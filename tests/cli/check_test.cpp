@@ -777,6 +777,10 @@ TEST(Check, ReadsMegatronBridgeRecipes) {
   refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "model.cuda_graph_impl=local"},
           "model.cuda_graph_impl");
   refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "train.frobnicate=3"}, "train.frobnicate");
+  refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "model.moe_token_dispatcher_type=allgather"},
+          "model.moe_token_dispatcher_type \"allgather\": not priced");
+  refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "model.mtp_num_layers=1"},
+          "multi-token-prediction layers are not priced");
   // Fields unpacked from a tuple (`cfg.optimizer, cfg.scheduler = f()` in Bridge's GLM-5 recipes): each set in place.
   const auto tree = std::filesystem::temp_directory_path() / ("headroom_bridge_" + std::to_string(::getpid()));
   std::filesystem::copy(std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/megatron-bridge", tree,

@@ -236,6 +236,7 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"model.config.moe_z_loss_coeff", "", "the router's z-loss weight"},
     {"model.config.moe_router_dtype", "", "the router's scores in FP32 or not"},
     {"model.config.moe_router_fusion", "", "the router's top-k and scores in one kernel or not: the same work"},
+    {"model.config.mtp_loss_scaling_factor", "", "the multi-token-prediction loss's weight"},
     {"model.config.moe_router_padding_for_fp8", "",
      "each expert's tokens padded to FP8's alignment or not: at most 15 tokens an expert"},
     {"model.config.moe_hybridep_num_sms", "",
@@ -267,6 +268,9 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"model.config.recompute_method", "recompute_method", ""},
     {"model.config.recompute_num_layers", "recompute_num_layers", ""},
     {"model.config.moe_shared_expert_overlap", "moe_shared_expert_overlap", ""},
+    {"model.config.moe_token_dispatcher_type", "moe_token_dispatcher_type", ""},
+    {"model.config.moe_expert_capacity_factor", "moe_expert_capacity_factor", ""},
+    {"model.config.mtp_num_layers", "", ""},
     {"optim.config.use_distributed_optimizer", "", ""},
     // Megatron-core's OptimizerConfig as pretrain_performance_optimizations and the MoE recipes set it
     // (megatron/core/optimizer/optimizer_config.py): the precision-aware optimizer and its dtypes.
@@ -367,8 +371,21 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
       layout["vpp"] = v == "None" ? "1" : std::to_string(integer());
     } else if (key == "trainer.strategy.sequence_parallel" ||
                key == "trainer.strategy.account_for_embedding_in_pipeline_split" ||
-               key == "trainer.strategy.account_for_loss_in_pipeline_split") {
+               key == "trainer.strategy.account_for_loss_in_pipeline_split" ||
+               key == "model.config.moe_shared_expert_overlap") {
       layout[std::string(rule->knob)] = boolean() ? "true" : "false";
+    } else if (key == "model.config.mtp_num_layers") {
+      if (v != "None" && v != "0") throw refuse("multi-token-prediction layers are not priced (valid: None, 0)");
+    } else if (key == "model.config.moe_token_dispatcher_type") {
+      // transformer_config.py: allgather, alltoall or flex; the allgather dispatcher is not priced.
+      if (v != "alltoall" && v != "flex") throw refuse("not priced (valid: \"alltoall\", \"flex\")");
+      layout["moe_token_dispatcher_type"] = v;
+    } else if (key == "model.config.moe_expert_capacity_factor") {
+      if (v != "None") {  // None: dropless
+        const auto x = text::number(v);
+        if (!x || !(*x >= 1.0) || *x > 1e6) throw refuse("expected None (dropless) or a number from 1 to 10^6");
+        layout["moe_expert_capacity_factor"] = v;
+      }
     } else if (key == "trainer.strategy.ddp.grad_reduce_in_fp32") {
       layout["grad_reduce_in_bf16"] = boolean() ? "false" : "true";
     } else if (key == "trainer.strategy.ddp.overlap_grad_reduce") {
