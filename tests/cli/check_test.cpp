@@ -819,6 +819,16 @@ TEST(Check, ReadsMegatronBridgeRecipes) {
   const Result fp16 = with_precision("\n    cfg.mixed_precision = \"fp16_mixed\"");
   EXPECT_EQ(fp16.code, 2);
   EXPECT_NE(fp16.err.find("mixed_precision \"fp16_mixed\""), std::string::npos) << fp16.err;
+  // Bridge's apply_flex_dispatcher_backend(cfg.model, backend), a helper that reads the GPU: its effect on the
+  // GPUs headroom ships, the flex dispatcher, applied and noted; with no backend it changes nothing.
+  const Result flex = with_precision("\n    apply_flex_dispatcher_backend(cfg.model, \"deepep\")");
+  ASSERT_NE(flex.code, 2) << flex.err;
+  const auto fj = nlohmann::json::parse(flex.out);
+  EXPECT_EQ(fj.at("layout").at("moe_token_dispatcher_type"), "flex");
+  EXPECT_NE(fj.at("notes").dump().find("applied apply_flex_dispatcher_backend(...)"), std::string::npos);
+  const Result none = with_precision("\n    apply_flex_dispatcher_backend(cfg.model, None)");
+  ASSERT_NE(none.code, 2) << none.err;
+  EXPECT_EQ(nlohmann::json::parse(none.out).at("layout").at("moe_token_dispatcher_type"), "alltoall");
   const Result fp8 =
       with_precision("\n    cfg.mixed_precision = bf16_mixed()\n    cfg.mixed_precision.fp8 = \"hybrid\"");
   EXPECT_EQ(fp8.code, 2);  // a field bf16_mixed() does not set, named

@@ -274,14 +274,12 @@ TEST_F(PrecisionOffloadTest, Fp16RefusesWhatItDoesNotPrice) {
   const Layout fp16 = build_layout(llama8b, megatron, r);
   EXPECT_NO_THROW(validate_on_cluster(fp16, h100));
   EXPECT_THROW(validate_on_cluster(fp16, other), Error);
-  for (const auto& change :
-       std::vector<void (*)(LayoutRequest&)>{[](LayoutRequest& x) { x.fp8 = Fp8Recipe::delayed; },
-                                             [](LayoutRequest& x) { x.optimizer_precision.grad_reduce_in_bf16 = true; },
-                                             [](LayoutRequest& x) { x.optimizer_precision.precision_aware = true; }}) {
-    LayoutRequest bad = r;
-    change(bad);
+  LayoutRequest fp8 = r, bf16_reduction = r, precision_aware = r;
+  fp8.fp8 = Fp8Recipe::delayed;
+  bf16_reduction.optimizer_precision.grad_reduce_in_bf16 = true;
+  precision_aware.optimizer_precision.precision_aware = true;
+  for (const LayoutRequest& bad : {fp8, bf16_reduction, precision_aware})
     EXPECT_THROW((void)build_layout(llama8b, megatron, bad), Error);
-  }
 }
 
 // What Megatron-LM refuses is refused: formats other than fp32 without the precision-aware optimizer

@@ -378,7 +378,7 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
       if (v != "None" && v != "0") throw refuse("multi-token-prediction layers are not priced (valid: None, 0)");
     } else if (key == "model.config.moe_token_dispatcher_type") {
       // transformer_config.py: allgather, alltoall or flex; the allgather dispatcher is not priced.
-      if (v != "alltoall" && v != "flex") throw refuse("not priced (valid: \"alltoall\", \"flex\")");
+      if (v != "alltoall" && v != "flex") throw refuse(R"(not priced (valid: "alltoall", "flex"))");
       layout["moe_token_dispatcher_type"] = v;
     } else if (key == "model.config.moe_expert_capacity_factor") {
       if (v != "None") {  // None: dropless
@@ -821,6 +821,28 @@ python::Evaluator::Intrinsics bridge_intrinsics() {
            }}};
 }
 
+// megatron/bridge/training/flex_dispatcher_backend.py apply_flex_dispatcher_backend(model_config, backend): with
+// "deepep" or "hybridep" on an NVIDIA Ampere, Hopper or Blackwell GPU (every NVIDIA GPU headroom ships; where it
+// checks torch.cuda), the flex dispatcher with that backend and the shared-expert overlap off; another backend (None)
+// changes nothing.
+python::Evaluator::Effects bridge_effects() {
+  return {{"apply_flex_dispatcher_backend", [](const Expr& call) -> std::optional<std::vector<Expr>> {
+             const Expr* backend = call.kwarg("moe_flex_dispatcher_backend");
+             if (backend == nullptr && call.args.size() == 2) backend = &call.args[1];
+             if (backend == nullptr || call.args.size() > 2) return std::nullopt;
+             if (backend->kind != Expr::Kind::string) {
+               if (python::plain_value(*backend) == "None") return std::vector<Expr>{};
+               return std::nullopt;
+             }
+             if (backend->text != "deepep" && backend->text != "hybridep") return std::vector<Expr>{};
+             std::vector<Expr> fields = {python::value_of("flex"), *backend, python::value_of("false")};
+             fields[0].key = "moe_token_dispatcher_type";
+             fields[1].key = "moe_flex_dispatcher_backend";
+             fields[2].key = "moe_shared_expert_overlap";
+             return fields;
+           }}};
+}
+
 }  // namespace
 
 MegatronCommand read_bridge_recipe(std::string_view text, const std::string& recipe, std::int64_t gpus,
@@ -833,7 +855,7 @@ MegatronCommand read_bridge_recipe(std::string_view text, const std::string& rec
         if (!module || !name.starts_with(kPackage)) return std::nullopt;
         return module(name);
       },
-      bridge_intrinsics());
+      bridge_intrinsics(), bridge_effects());
   if (!ev.main().functions.contains(recipe)) {
     std::string names;
     for (const auto& [name, fn] : ev.main().functions)
@@ -860,6 +882,8 @@ MegatronCommand read_bridge_recipe(std::string_view text, const std::string& rec
   const Expr container = ev.call(recipe, {});
   for (const std::string& m : ev.followed()) out.notes.push_back("followed the recipe's calls into " + m);
   for (const std::string& c : ev.passed_over()) out.notes.push_back(passed_over_note(c));
+  for (const std::string& c : ev.effects_applied())
+    out.notes.push_back("applied " + c + " as on an NVIDIA Ampere, Hopper or Blackwell GPU, where it runs");
   if (container.kind != Expr::Kind::call || !container.text.ends_with("ConfigContainer"))
     throw Error(ev.where(container) + ": " + recipe + "() returns " + container.shown() +
                 ", not the ConfigContainer(...) headroom reads");

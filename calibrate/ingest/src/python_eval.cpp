@@ -68,8 +68,8 @@ Expr* field(std::vector<Expr>& kwargs, std::string_view name) {
 
 }  // namespace
 
-Evaluator::Evaluator(std::string_view text, std::string where, Loader loader, Intrinsics intrinsics)
-    : loader_(std::move(loader)), intrinsics_(std::move(intrinsics)) {
+Evaluator::Evaluator(std::string_view text, std::string where, Loader loader, Intrinsics intrinsics, Effects effects)
+    : loader_(std::move(loader)), intrinsics_(std::move(intrinsics)), effects_(std::move(effects)) {
   Module first = read_module(text, where, 0);
   modules_.push_back({"", std::move(where), std::move(first)});
 }
@@ -332,6 +332,27 @@ bool Evaluator::grow_list(const Function::Statement& s, Frame& f) {
   return true;
 }
 
+bool Evaluator::apply_effect(const Function::Statement& s, Frame& f) {
+  const Expr& statement = *s.value;
+  const auto it = effects_.find(std::string_view(statement.text).substr(statement.text.rfind('.') + 1));
+  if (it == effects_.end() || statement.args.empty() || statement.args.front().kind != Expr::Kind::name) return false;
+  Expr given = statement;
+  for (Expr& a : given.args) a = value(a, f);
+  for (Expr& a : given.kwargs) a = value(a, f);
+  std::optional<std::vector<Expr>> fields = it->second(given);
+  if (!fields) return false;
+  const std::string& target = statement.args.front().text;
+  for (Expr& x : *fields) {
+    const std::string key = x.key;
+    Expr& to = place(target + "." + key, s, f);
+    x.line = s.line;
+    x.file = f.module;
+    to = std::move(x);
+    to.key = key;
+  }
+  return true;
+}
+
 std::optional<Expr> Evaluator::run(const Function& fn, std::size_t begin, std::size_t end, Frame& f) {
   const auto block_end = [&](std::size_t k) {
     std::size_t j = k + 1;
@@ -374,10 +395,12 @@ std::optional<Expr> Evaluator::run(const Function& fn, std::size_t begin, std::s
                          (s.keyword.empty() && s.value && s.value->kind == Expr::Kind::string);
     // A call statement given nothing the function holds (`warn_deprecated_model("llama3_8b")`) reaches no config
     // of it: passed over, and said so.
-    const bool unreachable =
-        s.keyword.empty() && s.value && s.value->kind == Expr::Kind::call && !reaches_state(*s.value, f);
+    const bool calls = s.keyword.empty() && s.value && s.value->kind == Expr::Kind::call;
+    const bool unreachable = calls && !reaches_state(*s.value, f);
     if (s.keyword == "=" && s.value) {
       assign(s, f);
+    } else if (calls && apply_effect(s, f)) {
+      effects_applied_.push_back(s.value->shown() + " at " + at_line(f.module, s.line));
     } else if (unreachable) {
       passed_over_.push_back(s.value->shown() + " at " + at_line(f.module, s.line));
     } else if (!nothing && !(s.keyword.empty() && s.value && s.value->kind == Expr::Kind::call && grow_list(s, f))) {

@@ -37,8 +37,14 @@ class Evaluator {
   // to follow or keep the call as any other.
   using Intrinsic = std::function<std::optional<Expr>(const Expr& call)>;
   using Intrinsics = std::map<std::string, Intrinsic, std::less<>>;
+  // What a reader knows a call statement does to the config its first argument names (a helper that sets fields by
+  // what it finds at run time): given the call with its arguments' values, the fields it sets on that config and
+  // their values, or nullopt where the call is not one it knows (then refused as any other).
+  using Effect = std::function<std::optional<std::vector<Expr>>(const Expr& call)>;
+  using Effects = std::map<std::string, Effect, std::less<>>;
 
-  Evaluator(std::string_view text, std::string where, Loader loader = {}, Intrinsics intrinsics = {});
+  Evaluator(std::string_view text, std::string where, Loader loader = {}, Intrinsics intrinsics = {},
+            Effects effects = {});
 
   [[nodiscard]] const Module& main() const { return modules_.front().module; }
   // The value the main module's function `name` returns, given these keyword arguments (Expr::key), or an Error.
@@ -49,6 +55,8 @@ class Evaluator {
   [[nodiscard]] std::vector<std::string> followed() const;
   // The call statements passed over as reaching none of the configs ("warn_deprecated_model(...) at file:line").
   [[nodiscard]] const std::vector<std::string>& passed_over() const { return passed_over_; }
+  // The call statements applied as their known effects ("apply_flex_dispatcher_backend(...) at file:line").
+  [[nodiscard]] const std::vector<std::string>& effects_applied() const { return effects_applied_; }
 
  private:
   struct Loaded {
@@ -71,6 +79,8 @@ class Evaluator {
   Expr& place(const std::string& path, const Function::Statement& s, Frame& f);
   // `x.append(v)` and `x.extend([...])` of a list x holds; false for a statement of another form.
   bool grow_list(const Function::Statement& s, Frame& f);
+  // A call statement of a known effect (Effects) on a config its first argument names; false for any other.
+  bool apply_effect(const Function::Statement& s, Frame& f);
   // Whether an expression names (or holds a name of) a value the function or its module holds: a local, or a module
   // constant other than a number, string or True/False/None. A call given none of them, and whose callee is none,
   // cannot change a config the function builds.
@@ -82,9 +92,10 @@ class Evaluator {
 
   std::deque<Loaded> modules_;
   std::map<std::string, std::optional<int>> by_name_;
-  std::vector<std::string> passed_over_;
+  std::vector<std::string> passed_over_, effects_applied_;
   Loader loader_;
   Intrinsics intrinsics_;
+  Effects effects_;
   int depth_ = 0, calls_ = 0;
   std::size_t values_ = 0;
 };
