@@ -165,11 +165,6 @@ AttentionSeconds unfused_attention_seconds(const ModelSpec& m, const PerfContext
 
 namespace {
 
-// The FFN GEMMs of a layer with experts, one micro-batch forward (Megatron-LM's MoELayer with the alltoall
-// dispatcher and grouped GEMM): the shared expert as a dense FFN of its width over t; the router over the s·b/(t·c)
-// tokens this GPU holds (SP); the routed experts over the token copies this GPU receives, routed_copies_per_gpu,
-// spread over its E/ep experts, each GEMM of an expert timed at its own shape (a grouped GEMM runs them as one
-// launch, at the efficiency of the per-expert tiles).
 // What of a collective stays exposed when it runs beside `hidden` seconds of work on another stream.
 double exposed_behind(double comm, double hidden) { return std::max(0.0, comm - hidden); }
 
@@ -186,6 +181,11 @@ SharedExpertGemms shared_expert_gemm_seconds(const ModelSpec& m, const PerfConte
           gemm_seconds(p, {tokens, h, f / t}, fp8)};
 }
 
+// The FFN GEMMs of a layer with experts, one micro-batch forward (Megatron-LM's MoELayer with the alltoall
+// dispatcher and grouped GEMM): the shared expert as a dense FFN of its width over t; the router over the s·b/(t·c)
+// tokens this GPU holds (SP); the routed experts over the token copies this GPU receives, routed_copies_per_gpu,
+// spread over its E/ep experts, each GEMM of an expert timed at its own shape (a grouped GEMM runs them as one
+// launch, at the efficiency of the per-expert tiles).
 double moe_ffn_gemm_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l, bool fp8) {
   const double h = d(m.hidden_size), t = d(l.tp), tokens = d(l.seq) * d(l.mbs) / d(l.cp);
   const double gated = mlp_input_projections(m.mlp);
