@@ -291,10 +291,9 @@ class Planner:
              exp_avg_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = ...,
              exp_avg_sq_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = ..., grad_reduce_in_bf16: bool = ...,
              fp16: bool = ..., accumulate_allreduce_grads_in_fp32: bool = ..., overlap_grad_reduce: bool = ...,
-             overlap_grad_reduce: bool = ..., overlap_param_gather: bool = ..., overlap_param_gather: bool = ...,
-             moe_token_dispatcher_type: Literal["alltoall", "flex"] = ..., moe_expert_capacity_factor: float = ...,
-             moe_shared_expert_overlap: bool = ..., all_shardings: bool = ..., risk: str = ..., html: str = ...,
-             mtsl_curve: bool = ...) -> dict[str, Any]: ...
+             overlap_param_gather: bool = ..., moe_token_dispatcher_type: Literal["alltoall", "flex"] = ...,
+             moe_expert_capacity_factor: float = ..., moe_shared_expert_overlap: bool = ..., all_shardings: bool = ...,
+             risk: str = ..., html: str = ..., mtsl_curve: bool = ...) -> dict[str, Any]: ...
     # --- end of generated ---
     def estimate_many(self, columns: Mapping[str, Any], *, on_error: str = ...,
                       threads: int = ...) -> dict[str, np.ndarray]: ...

@@ -90,7 +90,12 @@ def planner_stubs(d: dict[str, Any]) -> list[str]:
         ret = ") -> Estimate: ..." if method == "estimate" else ") -> dict[str, Any]: ..."
         out += wrap(f"def {method}", params, ret, "    ")
     specs = {"model", "gpu", "cluster", "framework", "profile", "data_dir"}
-    rank = [o for o in d["commands"]["rank"] if keyword(o) not in specs | {"json"}]
+    rank: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for o in d["commands"]["rank"]:  # a flag knob's on and off options are one keyword
+        if keyword(o) not in specs | {"json"} | seen:
+            seen.add(keyword(o))
+            rank.append(o)
     kn = {k["name"]: k for k in knobs}
     params = ["self", "*"] + [f"{keyword(o)}: {option_type(o, kn)}" + ("" if o["required"] else " = ...")
                               for o in sorted(rank, key=lambda o: not o["required"])]
