@@ -163,6 +163,14 @@ def test_mtsl_and_rank(planner):
     assert ranked["model"] == "llama3.1-8b" and ranked["layouts"][0]["step_time_s"] > 0
 
 
+def test_rank_keeps_the_jobs_flag_knobs_off(planner):
+    # A flag knob with an off switch (overlap_grad_reduce's --no-overlap-grad-reduce) is one keyword; False reaches
+    # every layout rank returns, as True does for fp16.
+    ranked = planner.rank(gpus=8, seq=8192, gbs=64, top=3, overlap_grad_reduce=False, fp16=True)
+    assert ranked["layouts"]
+    assert all(not x["layout"]["overlap_grad_reduce"] and x["layout"]["fp16"] for x in ranked["layouts"])
+
+
 def test_mtsl_says_which_batch_it_holds(planner):
     """A batch not given is p micro-batches per pipeline (1F1B then holds p in flight, as any run with m >= p does):
     the MTSL of the default is that of a larger given batch, and the result says which batch it is."""
