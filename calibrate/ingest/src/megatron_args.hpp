@@ -17,6 +17,21 @@ namespace headroom::calibrate {
 // as "padded vocab (size: 50257)" before padding it.
 inline constexpr std::int64_t kGpt2BpeVocabulary = 50257;
 
+// Why a Megatron-core setting changes neither the bytes nor the time headroom prices, stated once for the readers of
+// Megatron-LM commands and logs, NeMo configs and recipes, and Megatron-Bridge recipes.
+inline constexpr std::string_view kWhyFused =
+    "a fused kernel or several of the same work (Megatron-LM fuses by default; an unfused one's extra elementwise "
+    "passes are not priced)";
+inline constexpr std::string_view kWhyGroupedGemm =
+    "the experts' GEMMs in one grouped launch or one by one: each at its own shape, as priced";
+inline constexpr std::string_view kWhyBalancingLoss =
+    "the router's balancing loss: elementwise work on its k·E scores a token";
+inline constexpr std::string_view kWhyAuxLossWeight = "the balancing loss's weight";
+inline constexpr std::string_view kWhyZLossWeight = "the router's z-loss weight";
+inline constexpr std::string_view kWhyRouterDtype = "the router's E scores a token in FP32 or not";
+inline constexpr std::string_view kWhyPermuteFusion =
+    "the tokens' permutation in one kernel: the same bytes read and written";
+
 // A Hugging Face tokenizer's size by its repository: len(tokenizer), its vocabulary with the special tokens it adds,
 // which NeMo's AutoTokenizer.vocab_size (nemo/collections/common/tokenizers/huggingface/auto_tokenizer.py) and
 // Megatron-LM's HuggingFaceTokenizer.vocab_size (megatron/core/tokenizers/text/libraries/huggingface_tokenizer.py)

@@ -176,7 +176,6 @@ struct NemoKey {
   std::string_view key, ignored_because;
 };
 constexpr std::string_view kRun = "the launcher's job, logging and checkpoint settings";
-constexpr std::string_view kFused = "a fused kernel of the same work (as Megatron-LM's default)";
 constexpr std::array kNemoKeys = {
     NemoKey{"trainer.num_nodes", ""},
     NemoKey{"trainer.devices", ""},
@@ -322,14 +321,14 @@ constexpr std::array kNemoKeys = {
     NemoKey{"model.batch_p2p_comm", "the pipeline's sends batched or not: the same bytes"},
     NemoKey{"model.grad_allreduce_chunk_size_mb", "gradient bucket size: the same volume in other pieces"},
     NemoKey{"model.gradient_as_bucket_view", "gradients as views of the buckets, as Megatron-LM's"},
-    NemoKey{"model.gradient_accumulation_fusion", kFused},
-    NemoKey{"model.grad_div_ar_fusion", kFused},
-    NemoKey{"model.bias_activation_fusion", kFused},
-    NemoKey{"model.bias_dropout_add_fusion", kFused},
-    NemoKey{"model.masked_softmax_fusion", kFused},
+    NemoKey{"model.gradient_accumulation_fusion", kWhyFused},
+    NemoKey{"model.grad_div_ar_fusion", kWhyFused},
+    NemoKey{"model.bias_activation_fusion", kWhyFused},
+    NemoKey{"model.bias_dropout_add_fusion", kWhyFused},
+    NemoKey{"model.masked_softmax_fusion", kWhyFused},
     NemoKey{"model.get_attention_mask_from_fusion", "where the fused softmax's causal mask is made: the same work"},
-    NemoKey{"model.apply_rope_fusion", kFused},
-    NemoKey{"model.persist_layer_norm", kFused},
+    NemoKey{"model.apply_rope_fusion", kWhyFused},
+    NemoKey{"model.persist_layer_norm", kWhyFused},
     NemoKey{"model.cross_entropy_loss_fusion",
             "the fused loss keeps fewer FP32 logit copies: priced as the unfused loss, so the peak may be lower"},
     NemoKey{"model.fp8_margin", "FP8 delayed scaling's margin: the same work"},

@@ -20,6 +20,7 @@
 #include "headroom/estimator/launch_args.hpp"
 #include "headroom/estimator/layout.hpp"
 #include "headroom/ingest/measured_runs.hpp"
+#include "megatron_args.hpp"
 #include "python_eval.hpp"
 #include "python_source.hpp"
 #include "text.hpp"
@@ -211,14 +212,10 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     // TransformerConfig's elementwise fusions (megatron/core/transformer/transformer_config.py): the same FLOPs in
     // one kernel or several. Megatron-LM fuses by default (--no-bias-swiglu-fusion, --no-rope-fusion turn it off),
     // as the coefficients were fitted; an unfused one makes a few more elementwise passes, not priced.
-    {"model.config.bias_activation_fusion", "",
-     "the MLP's bias and activation in one kernel or not: the same work (an unfused one's extra elementwise passes "
-     "are not priced)"},
-    {"model.config.bias_dropout_fusion", "",
-     "bias, dropout and residual add in one kernel or not: the same work (an unfused one's extra elementwise passes "
-     "are not priced)"},
-    {"model.config.apply_rope_fusion", "",
-     "RoPE in one kernel or not: the same work (an unfused one's extra elementwise passes are not priced)"},
+    {"model.config.bias_activation_fusion", "", kWhyFused},
+    {"model.config.bias_dropout_fusion", "", kWhyFused},
+    {"model.config.apply_rope_fusion", "", kWhyFused},
+    {"model.config.gradient_accumulation_fusion", "", kWhyFused},
     {"model.config.masked_softmax_fusion", "",
      "the unfused attention path's softmax: fused attention computes its own"},
     // megatron/core/model_parallel_config.py: batch_isend_irecv or separate calls, the same bytes either way.
@@ -228,13 +225,12 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"model.config.moe_flex_dispatcher_backend", "",
      "the flex dispatcher's kernels, DeepEP or HybridEP: a token sent once to each remote node either way, as priced"},
     // The MoE settings Megatron-LM's command reader ignores too (megatron_command.cpp), for the same reasons.
-    {"model.config.moe_grouped_gemm", "",
-     "the experts' GEMMs in one grouped launch or one by one: each at its own shape, as priced"},
-    {"model.config.moe_permute_fusion", "", "the tokens' permutation in one kernel: the same bytes read and written"},
-    {"model.config.moe_router_load_balancing_type", "", "the router's balancing loss: elementwise work on its scores"},
-    {"model.config.moe_aux_loss_coeff", "", "the balancing loss's weight"},
-    {"model.config.moe_z_loss_coeff", "", "the router's z-loss weight"},
-    {"model.config.moe_router_dtype", "", "the router's scores in FP32 or not"},
+    {"model.config.moe_grouped_gemm", "", kWhyGroupedGemm},
+    {"model.config.moe_permute_fusion", "", kWhyPermuteFusion},
+    {"model.config.moe_router_load_balancing_type", "", kWhyBalancingLoss},
+    {"model.config.moe_aux_loss_coeff", "", kWhyAuxLossWeight},
+    {"model.config.moe_z_loss_coeff", "", kWhyZLossWeight},
+    {"model.config.moe_router_dtype", "", kWhyRouterDtype},
     {"model.config.moe_router_fusion", "", "the router's top-k and scores in one kernel or not: the same work"},
     {"model.config.mtp_loss_scaling_factor", "", "the multi-token-prediction loss's weight"},
     {"model.config.moe_router_padding_for_fp8", "",
@@ -247,9 +243,6 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
      "the SMs the flex dispatcher's kernels take: the dispatch is priced at the links' speed and exposed"},
     {"model.config.moe_router_force_load_balancing", "",
      "uniform routing or the learned router's: dropless experts are priced at the mean load either way"},
-    {"model.config.gradient_accumulation_fusion", "",
-     "weight gradients accumulated in the GEMM or after it: the same work (an unfused one's extra pass over the "
-     "gradients is not priced)"},
     {"model.config.recompute_modules", "", ""},
     {"model.config.fine_grained_activation_offloading", "", ""},
     {"model.config.offload_modules", "", ""},

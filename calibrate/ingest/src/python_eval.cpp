@@ -66,6 +66,10 @@ Expr* field(std::vector<Expr>& kwargs, std::string_view name) {
   return it == kwargs.end() ? nullptr : &*it;
 }
 
+// A dotted callee's last name (`mp.get_mixed_precision_config` → get_mixed_precision_config): what Intrinsics and
+// Effects are keyed by.
+std::string_view last_name(const std::string& callee) { return std::string_view(callee).substr(callee.rfind('.') + 1); }
+
 }  // namespace
 
 Evaluator::Evaluator(std::string_view text, std::string where, Loader loader, Intrinsics intrinsics, Effects effects)
@@ -169,8 +173,7 @@ Expr Evaluator::call_value(const Expr& e, Frame& f) {
   std::vector<Expr> args, kwargs;
   for (const Expr& a : e.args) args.push_back(value(a, f));
   for (const Expr& a : e.kwargs) kwargs.push_back(value(a, f));
-  if (const auto it = intrinsics_.find(std::string_view(e.text).substr(e.text.rfind('.') + 1));
-      it != intrinsics_.end()) {
+  if (const auto it = intrinsics_.find(last_name(e.text)); it != intrinsics_.end()) {
     Expr given = e;
     given.args = args;
     given.kwargs = kwargs;
@@ -334,7 +337,7 @@ bool Evaluator::grow_list(const Function::Statement& s, Frame& f) {
 
 bool Evaluator::apply_effect(const Function::Statement& s, Frame& f) {
   const Expr& statement = *s.value;
-  const auto it = effects_.find(std::string_view(statement.text).substr(statement.text.rfind('.') + 1));
+  const auto it = effects_.find(last_name(statement.text));
   if (it == effects_.end() || statement.args.empty() || statement.args.front().kind != Expr::Kind::name) return false;
   Expr given = statement;
   for (Expr& a : given.args) a = value(a, f);
