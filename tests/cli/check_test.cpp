@@ -1115,12 +1115,47 @@ TEST(Check, TorchtitanRegistryRefusalsNameWhatIsNotRead) {
   refused({"--config", "llama3_nosuch"}, "no config function llama3_nosuch");
   refused({"--config", "llama3_405b"}, "recipe_name");  // torchao's rowwise float8, its default
   refused({"--config", "llama3_8b_mxfp8"}, "MXFP8LinearConverter");
-  refused({"--config", "sft_debugmodel"}, "`def` in sft_debugmodel()");
+  refused({"--config", "sft_debugmodel"}, "`def process_sample` in sft_debugmodel()");
   refused({"--config", "llama3_8b", "--frobnicate.experts", "3"}, "frobnicate.experts");
   refused({"--config", "llama3_8b", "activation_checkpoint:memory-budget"}, "a memory budget is not priced");
   refused({"--config", "llama3_8b", "--optimizer.implementation", "fused_opt_states_bf16"}, "BF16 Adam states");
   refused({"--config", "llama3_8b", "--training.max_context_length", "3000"}, "not a whole number of rows");
   refused({"--config", "llama3_8b", "--parallelism.tensor_parallel_degree", "3"}, "(a multiple of 3)");
+}
+
+// A line of one function the parser cannot read (an annotated nested function's call-like header, an operator it
+// does not know) is refused where that function runs, naming the line; the file's other configs stay readable, as
+// kimi_k2_7/config_registry.py's nested `def compute_shardings_for_layer(layer_id: int) -> dict[...]` needs.
+TEST(Check, TorchtitanRegistryLineItCannotReadBlocksOnlyItsFunction) {
+  const std::string file = std::string(HEADROOM_TEST_DATA_DIR) +
+                           "/../tests/data/launch/torchtitan-registry/torchtitan/models/llama3/config_registry.py";
+  std::ifstream in(file);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto dir = std::filesystem::temp_directory_path() / ("headroom_registry_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "torchtitan/models/llama3");
+  const std::string edited = (dir / "torchtitan/models/llama3/config_registry.py").string();
+  std::ofstream(edited) << text
+                        << "\n\ndef llama3_unreadable() -> Trainer.Config:\n"
+                           "    def shardings_for_layer(\n        layer_id: int,\n    ) -> dict[str, int]:\n"
+                           "        return {}\n"
+                           "    return llama3_8b()\n";
+  const Result other = run({"check", "--cluster", "dgx-h100", "--gpus", "64", "--", edited, "--config", "llama3_8b"});
+  EXPECT_NE(other.code, 2) << other.err;
+  const Result nested =
+      run({"check", "--cluster", "dgx-h100", "--gpus", "64", "--", edited, "--config", "llama3_unreadable"});
+  EXPECT_EQ(nested.code, 2);
+  EXPECT_NE(nested.err.find("`def shardings_for_layer` in llama3_unreadable(): a statement headroom does not follow"),
+            std::string::npos)
+      << nested.err;
+  std::ofstream(edited) << text
+                        << "\n\ndef llama3_unreadable() -> Trainer.Config:\n"
+                           "    shards = dict(layer: 1)\n"
+                           "    return llama3_8b()\n";
+  const Result line =
+      run({"check", "--cluster", "dgx-h100", "--gpus", "64", "--", edited, "--config", "llama3_unreadable"});
+  EXPECT_EQ(line.code, 2);
+  EXPECT_NE(line.err.find("a line headroom cannot read"), std::string::npos) << line.err;
+  std::filesystem::remove_all(dir);
 }
 
 // What the recipe reader does not follow is refused, naming it: a callback it does not read, an unknown argument or

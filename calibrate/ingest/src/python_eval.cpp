@@ -407,8 +407,9 @@ std::optional<Expr> Evaluator::run(const Function& fn, std::size_t begin, std::s
     } else if (unreachable) {
       passed_over_.push_back(s.value->shown() + " at " + at_line(f.module, s.line));
     } else if (!nothing && !(s.keyword.empty() && s.value && s.value->kind == Expr::Kind::call && grow_list(s, f))) {
-      std::string what =
-          s.keyword.empty() ? (s.value ? s.value->shown() : std::string("a statement")) : "`" + s.keyword + "`";
+      std::string what = s.keyword.empty()    ? (s.value ? s.value->shown() : std::string("a statement"))
+                         : s.keyword == "def" ? "`def " + s.target + "`"
+                                              : "`" + s.keyword + "`";
       if (s.keyword == "raise" && s.value)  // the exception and its message: why the factory refuses to run
         what += " " + s.value->text +
                 (!s.value->args.empty() && s.value->args.front().kind == Expr::Kind::string

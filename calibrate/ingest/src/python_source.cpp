@@ -375,56 +375,73 @@ std::map<std::string, Function> top_level_functions(const std::vector<Token>& t,
     if (p.is(i, "->")) (void)p.expression(++i);
     if (!p.is(i, ":")) throw Error(at(where, f.line) + ": expected ':' after the parameters of " + name);
     ++i;
-    // The body: every logical line until the next one at column 0.
+    // The body: every logical line until the next one at column 0. A line the parser cannot read is kept as a
+    // statement of that name, refused only where the function runs it (a file's other functions stay readable).
     while (i < t.size() && !(t[i].starts_line && t[i].indent == 0)) {
       const std::size_t start = i;
       Function::Statement s;
       s.line = t[i].line, s.indent = t[i].indent;
-      if (t[i].kind == Tok::name &&
-          (t[i].text == "if" || t[i].text == "elif" || t[i].text == "while" || t[i].text == "for" ||
-           t[i].text == "with" || t[i].text == "try" || t[i].text == "else" || t[i].text == "except" ||
-           t[i].text == "return" || t[i].text == "assert" || t[i].text == "def" || t[i].text == "from" ||
-           t[i].text == "import" || t[i].text == "raise" || t[i].text == "pass")) {
-        s.keyword = t[i++].text;
-        if ((s.keyword == "if" || s.keyword == "elif") && i < t.size() && !t[i].starts_line) {
-          p.condition(i, s);
-          if (s.test.empty() && s.value->kind == Expr::Kind::name) s.target = s.value->text;
-        } else if (s.keyword != "else" && s.keyword != "try" && i < t.size() && !t[i].starts_line && !p.is(i, ":")) {
-          s.value = p.expression(i);
-          if (s.value->kind == Expr::Kind::name) s.target = s.value->text;
-          if (s.keyword == "return") s.value = rest_of_tuple(i, std::move(*s.value));  // `return a, b`
-          if (s.keyword == "return" && !line_ends(i)) s.value = more_than_one(*s.value, "an expression list");
-        }
-        if (s.test != "?" && p.is(i, ":") && i + 1 < t.size() && !t[i + 1].starts_line) s.inline_block = true;
-      } else {
-        Expr e = p.expression(i);
-        // `a, b = f()`, `cfg.optimizer, cfg.scheduler = f()`: the names or fields unpacked (any other target list is
-        // an expression's).
-        std::vector<std::string> names;
-        if (e.kind == Expr::Kind::name && p.is(i, ",")) {
-          std::size_t j = i;
-          names.push_back(e.text);
-          while (p.is(j, ",") && j + 1 < t.size() && t[j + 1].kind == Tok::name && !t[j + 1].starts_line) {
-            std::size_t k = j + 1;
-            const Expr next = p.expression(k);
-            if (next.kind != Expr::Kind::name) break;
-            names.push_back(next.text), j = k;
+      try {
+        if (t[i].kind == Tok::name && t[i].text == "def" && i + 1 < t.size() && t[i + 1].kind == Tok::name) {
+          s.keyword = "def";  // a nested function: its name; its parameters and body are not read
+          s.target = t[i + 1].text;
+          i += 2;
+        } else if (t[i].kind == Tok::name &&
+                   (t[i].text == "if" || t[i].text == "elif" || t[i].text == "while" || t[i].text == "for" ||
+                    t[i].text == "with" || t[i].text == "try" || t[i].text == "else" || t[i].text == "except" ||
+                    t[i].text == "return" || t[i].text == "assert" || t[i].text == "def" || t[i].text == "from" ||
+                    t[i].text == "import" || t[i].text == "raise" || t[i].text == "pass")) {
+          s.keyword = t[i++].text;
+          if ((s.keyword == "if" || s.keyword == "elif") && i < t.size() && !t[i].starts_line) {
+            p.condition(i, s);
+            if (s.test.empty() && s.value->kind == Expr::Kind::name) s.target = s.value->text;
+          } else if (s.keyword != "else" && s.keyword != "try" && i < t.size() && !t[i].starts_line && !p.is(i, ":")) {
+            s.value = p.expression(i);
+            if (s.value->kind == Expr::Kind::name) s.target = s.value->text;
+            if (s.keyword == "return") s.value = rest_of_tuple(i, std::move(*s.value));  // `return a, b`
+            if (s.keyword == "return" && !line_ends(i)) s.value = more_than_one(*s.value, "an expression list");
           }
-          if (p.is(j, "=") && names.size() > 1)
-            i = j;
-          else
-            names.clear();
-        }
-        if (p.is(i, "=")) {
-          s.keyword = "=";
-          s.target = !names.empty() ? "a tuple" : e.kind == Expr::Kind::name ? e.text : "an expression";
-          s.targets = std::move(names);
-          Expr first = p.expression(++i);
-          s.value = rest_of_tuple(i, std::move(first));
-          if (!line_ends(i)) s.value = more_than_one(*s.value, "a chained assignment");  // `x = y = 1`
+          if (s.test != "?" && p.is(i, ":") && i + 1 < t.size() && !t[i + 1].starts_line) s.inline_block = true;
         } else {
-          s.value = line_ends(i) ? std::move(e) : more_than_one(e, "an expression list");  // `f(), g()`
+          Expr e = p.expression(i);
+          // `a, b = f()`, `cfg.optimizer, cfg.scheduler = f()`: the names or fields unpacked (any other target list is
+          // an expression's).
+          std::vector<std::string> names;
+          if (e.kind == Expr::Kind::name && p.is(i, ",")) {
+            std::size_t j = i;
+            names.push_back(e.text);
+            while (p.is(j, ",") && j + 1 < t.size() && t[j + 1].kind == Tok::name && !t[j + 1].starts_line) {
+              std::size_t k = j + 1;
+              const Expr next = p.expression(k);
+              if (next.kind != Expr::Kind::name) break;
+              names.push_back(next.text), j = k;
+            }
+            if (p.is(j, "=") && names.size() > 1)
+              i = j;
+            else
+              names.clear();
+          }
+          if (p.is(i, "=")) {
+            s.keyword = "=";
+            s.target = !names.empty() ? "a tuple" : e.kind == Expr::Kind::name ? e.text : "an expression";
+            s.targets = std::move(names);
+            Expr first = p.expression(++i);
+            s.value = rest_of_tuple(i, std::move(first));
+            if (!line_ends(i)) s.value = more_than_one(*s.value, "a chained assignment");  // `x = y = 1`
+          } else {
+            s.value = line_ends(i) ? std::move(e) : more_than_one(e, "an expression list");  // `f(), g()`
+          }
         }
+      } catch (const Error& e) {
+        s = Function::Statement{};
+        s.line = t[start].line, s.indent = t[start].indent;
+        const std::string why = e.what();
+        s.value = Expr{Expr::Kind::other,
+                       "a line headroom cannot read (" + why.substr(why.find(": ") + 2) + ")",
+                       {},
+                       {},
+                       s.line,
+                       {}};
       }
       if (i == start) ++i;  // a line that starts with no expression (an operator): its first token
       while (i < t.size() && !t[i].starts_line) ++i;  // the rest of the line (a block's ':', a docstring, ...)
