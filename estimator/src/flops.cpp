@@ -12,6 +12,25 @@ using units::d;
 // Narayanan et al. 2021 Appendix counts 2 GEMMs of h·h_ffn per MLP; a gated one has 3 (gate, up, down).
 double gated_multiplier(const ModelSpec& m) { return (mlp_input_projections(m.mlp) + 1.0) / 2.0; }
 
+// A layer's attention in units of 12·B·s·h² (model_flops_per_step's bracket).
+double attention_flops_units(const ModelSpec& m, std::int64_t seq) {
+  const double h = d(m.hidden_size), s = d(seq);
+  // QKV+O GEMMs and s² terms, scaled by a·d_h/h (Megatron-LM's training.py, query_projection_to_hidden_size_ratio)
+  // Latent attention: its projections' weights (6 FLOPs per weight and token) and the q·k, p·v products of widths
+  // a·d_qk and a·d_v (training.py's multi_latent_attention branch, without its causal halving).
+  return latent_attention(m) ? attention_parameters_per_layer(m) / (2.0 * h * h) +
+                                   causal_attention_share(m, seq) * s * core_attention_width(m) / (h * h)
+                             : (1.0 + d(m.num_kv_heads) / d(m.num_heads) + causal_attention_share(m, seq) * s / h) *
+                                   (query_width(m) / h);
+}
+
+// A layer's FFN in the same units: a dense one, or k routed experts and the shared one (training.py, moe_layer_flops).
+double mlp_flops_units(const ModelSpec& m, bool experts) {
+  const double f = experts ? d(m.moe_router_topk) * d(m.moe_ffn_hidden_size) + d(m.shared_expert_ffn_hidden_size)
+                           : d(m.ffn_hidden_size);
+  return gated_multiplier(m) * f / d(m.hidden_size);
+}
+
 }  // namespace
 
 double causal_attention_share(const ModelSpec& m, std::int64_t seq) {
@@ -25,22 +44,20 @@ double causal_attention_share(const ModelSpec& m, std::int64_t seq) {
 // Narayanan et al. 2021 Appendix, in Megatron-LM's Llama form (see the header): 12·B·s·L·h²·[...].
 double model_flops_per_step(const ModelSpec& m, std::int64_t seq, double sequences) {
   const double h = d(m.hidden_size), s = d(seq), L = d(m.num_layers);
-  // QKV+O GEMMs and s² terms, scaled by a·d_h/h (Megatron-LM's training.py, query_projection_to_hidden_size_ratio)
-  // Latent attention: its projections' weights (6 FLOPs per weight and token) and the q·k, p·v products of widths
-  // a·d_qk and a·d_v (training.py's multi_latent_attention branch, without its causal halving).
-  const double attention =
-      latent_attention(m)
-          ? attention_parameters_per_layer(m) / (2.0 * h * h) +
-                causal_attention_share(m, seq) * s * core_attention_width(m) / (h * h)
-          : (1.0 + d(m.num_kv_heads) / d(m.num_heads) + causal_attention_share(m, seq) * s / h) * (query_width(m) / h);
-  // Layers with experts use k routed experts and the shared one (Megatron-LM's training.py, moe_layer_flops).
   const double moe = d(moe_layers(m)) / L;
-  const double mlp = gated_multiplier(m) *
-                     ((1.0 - moe) * d(m.ffn_hidden_size) +
-                      moe * (d(m.moe_router_topk) * d(m.moe_ffn_hidden_size) + d(m.shared_expert_ffn_hidden_size))) /
-                     h;
+  const double mlp = (1.0 - moe) * mlp_flops_units(m, false) + moe * mlp_flops_units(m, true);
   const double logits = d(m.vocab_size) / (2.0 * L * h);
-  return 12.0 * sequences * s * L * h * h * (attention + mlp + logits);
+  return 12.0 * sequences * s * L * h * h * (attention_flops_units(m, seq) + mlp + logits);
+}
+
+// Megatron-LM's training.py num_floating_point_operations with mtp_num_layers: each is one more layer of the last
+// layer's kind, its norms and eh_proj (3h + 2h² per token, times 6), and one more logit GEMM (6·h·V per token).
+double mtp_flops_per_step(const ModelSpec& m, std::int64_t seq, double sequences, std::int64_t mtp_layers) {
+  if (mtp_layers <= 0) return 0.0;
+  const double h = d(m.hidden_size), tokens = sequences * d(seq);
+  const double layer =
+      12.0 * tokens * h * h * (attention_flops_units(m, seq) + mlp_flops_units(m, mtp_layer_has_experts(m)));
+  return d(mtp_layers) * (layer + 6.0 * tokens * (3.0 * h + 2.0 * h * h + h * d(m.vocab_size)));
 }
 
 // Narayanan et al. 2021 Eq. 3.

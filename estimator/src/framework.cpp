@@ -270,6 +270,7 @@ std::int64_t* integer_field(LayoutRequest& r, KnobId id) {
     case KnobId::decoder_last_pipeline_num_layers: return &r.split.last_stage_layers;
     case KnobId::ep: return &r.ep;
     case KnobId::etp: return &r.etp;
+    case KnobId::mtp_num_layers: return &r.mtp_layers;
     case KnobId::cpu_offloading_num_layers: return &r.activation_offload_layers;
     case KnobId::recompute_num_layers: return &r.recompute_num_layers;
     case KnobId::mbs: return &r.mbs;
@@ -295,6 +296,28 @@ void set_expert_dispatch(const ModelSpec& m, const FrameworkProfile& f, const La
                 field("moe_shared_expert_overlap") + " is Megatron-LM's: --framework megatron)");
   // transformer_config.py: "Only effective when moe-shared-expert-intermediate-size is set".
   l.shared_expert_overlap = r.shared_expert_overlap && m.shared_expert_ffn_hidden_size > 0;
+}
+
+void set_mtp_layers(const ModelSpec& m, const FrameworkProfile& f, const LayoutRequest& r, Layout& l) {
+  l.mtp_layers = 0;
+  if (r.mtp_layers == 0) return;
+  const std::string what = field("mtp_num_layers") + " " + std::to_string(r.mtp_layers);
+  if (!f.multi_token_prediction)
+    throw Error("framework " + f.name + " does not train multi-token-prediction layers (" + what +
+                " is Megatron-LM's: --framework megatron)");
+  if (r.mtp_layers < 0 || r.mtp_layers > m.num_layers)
+    throw Error(what + ": valid: 0 to the decoder's " + std::to_string(m.num_layers) + " layers");
+  // megatron/training/arguments.py: "Multi-Token Prediction (MTP) is not supported with" learned absolute positions.
+  if (m.learned_positions)
+    throw Error(what + ": Megatron-LM's multi-token prediction needs rotary or no position embeddings, and " + m.name +
+                " learns absolute positions");
+  if (l.lora.enabled()) throw Error(what + " with " + field("lora_rank") + ": not priced (no LoRA run trains them)");
+  // multi_token_prediction.py _checkpointed_forward: "recompute_num_layers must be 1 for MTP recompute" (uniform).
+  if (l.recompute == Recompute::full && l.recompute_method == RecomputeMethod::uniform && l.recompute_num_layers != 1)
+    throw Error(what + " under full recompute (uniform) needs " + field("recompute_num_layers") +
+                " 1 (Megatron-LM's multi-token-prediction layer asserts it), not " +
+                std::to_string(l.recompute_num_layers));
+  l.mtp_layers = r.mtp_layers;
 }
 
 void set_ddp_overlaps(const FrameworkProfile& f, const LayoutRequest& r, Layout& l) {
@@ -411,6 +434,7 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   l.ep = positive("ep", r.ep);
   if (r.etp != 0) l.etp = positive("etp", r.etp);
   set_expert_dispatch(model, f, r, l);
+  set_mtp_layers(model, f, r, l);
   require_fp8_recipe(f, r.fp8);
   l.fp8 = r.fp8;
   l.fp8_param_gather = r.fp8_param_gather;
@@ -520,6 +544,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
   f.uneven_pipeline_stages = j.value("uneven_pipeline_stages", false);
   f.ddp_overlap_switches = j.value("ddp_overlap_switches", false);
   f.shared_expert_overlap = j.value("moe_shared_expert_overlap", false);
+  f.multi_token_prediction = j.value("multi_token_prediction", false);
   if (j.contains("fp8")) {
     const auto& x = j.at("fp8");
     f.fp8_library =

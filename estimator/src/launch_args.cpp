@@ -166,6 +166,7 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
   if (x.last_stage_layers > 0) a.insert(a.end(), {"--decoder-last-pipeline-num-layers", num(x.last_stage_layers)});
   if (x.embedding_in_split) a.emplace_back("--account-for-embedding-in-pipeline-split");
   if (x.loss_in_split) a.emplace_back("--account-for-loss-in-pipeline-split");
+  if (l.mtp_layers > 0) a.insert(a.end(), {"--mtp-num-layers", num(l.mtp_layers)});
   if (l.vpp > 1 && x.even())
     a.insert(a.end(), {"--num-layers-per-virtual-pipeline-stage", num(m.num_layers / (l.pp * l.vpp))});
   else if (l.vpp > 1)
@@ -309,6 +310,8 @@ void torchtitan_limits(const Layout& l, std::vector<std::string>& issues) {
   if (l.lora.enabled()) issues.emplace_back("LoRA: torchtitan v0.2.x has no LoRA");
   if (l.ep > 1 || l.etp > 0)
     issues.emplace_back("expert parallelism: headroom writes Megatron-LM's --expert-model-parallel-size only");
+  if (l.mtp_layers > 0)
+    issues.emplace_back("multi-token prediction: Megatron-LM's --mtp-num-layers; the torchtitan job has no setting");
   if (l.split.uneven())
     issues.emplace_back(
         "first/last stage layer counts: torchtitan sets only a layer fewer on them "
@@ -519,6 +522,7 @@ void pytorch(const ClusterSpec& c, const Layout& l, LaunchExport& e) {
   const PytorchPlan x = pytorch_plan(c, l, e.fsdp_issues);
   if (recompute_by_layers(l))
     e.fsdp_issues.emplace_back("recompute by layers: the plan wraps every decoder block in checkpoint_wrapper");
+  if (l.mtp_layers > 0) e.fsdp_issues.emplace_back("multi-token prediction: the plan has no MTP module");
   using Kind = PytorchPlan::Kind;
   std::ostringstream py;
   py << "# PyTorch FSDP2 + DeviceMesh: " << kPytorchVersions
@@ -613,6 +617,7 @@ void deepspeed(const ModelSpec& m, const Layout& l, LaunchExport& e) {
     issues.emplace_back("schedule " + std::string(to_string(l.schedule)) + ": DeepSpeed's pipeline engine runs 1F1B");
   if (l.split.uneven()) issues.emplace_back("first/last stage layer counts: --partition-method custom by hand");
   if (l.fp8 != Fp8Recipe::none) issues.emplace_back("FP8: not in DeepSpeed's engine as headroom prices it");
+  if (l.mtp_layers > 0) issues.emplace_back("multi-token prediction: not in Megatron-DeepSpeed's pretrain_gpt.py");
   if (l.lora.enabled()) issues.emplace_back("LoRA: not in Megatron-DeepSpeed's pretrain_gpt.py");
   if (l.recompute == Recompute::op) issues.emplace_back("recompute op: torchtitan's per-op checkpointing");
   if (recompute_by_layers(l)) issues.emplace_back("recompute by layers: Megatron-LM's and torchtitan's");
@@ -758,6 +763,7 @@ void nemo(const Layout& l, LaunchExport& e) {
   if (l.dispatcher != ExpertDispatcher::alltoall || l.expert_load != 1.0 || l.shared_expert_overlap)
     issues.emplace_back(
         "the expert dispatcher, capacity factor or shared-expert overlap: written for Megatron-LM only");
+  if (l.mtp_layers > 0) issues.emplace_back("multi-token prediction: written for Megatron-LM only");
   for (const auto& [key, value] : keys) e.nemo.push_back("++training." + key + "=" + value);
 }
 

@@ -165,14 +165,18 @@ double parameter_count(const ModelSpec& m) {
          moe * moe_layer_parameters(m);
 }
 
-// DeepSeek-V3 technical report Sec. 2.2: each MTP module is a transformer layer (with experts where the model has
-// them), a projection of the normed hidden state and embedding (2h × h) and three norms (h each); embedding and head
-// are shared with the main model.
-double mtp_parameters(const ModelSpec& m) {
-  const double h = d(m.hidden_size);
-  const double layer = m.num_experts > 0 ? moe_layer_parameters(m) : layer_parameters(m);
-  return d(m.mtp_layers) * (layer + 2.0 * h * h + 3.0 * h);
+bool mtp_layer_has_experts(const ModelSpec& m) { return moe_layers(m) > 0; }
+
+// DeepSeek-V3 technical report Sec. 2.2, Megatron-LM's multi_token_prediction.py MultiTokenPredictionLayer: a
+// transformer layer (with experts where the model's last layer has them), eh_proj projecting the normed embedding and
+// hidden state (2h × h, no bias) and three norms (enorm, hnorm, final_layernorm); embedding and head are shared.
+double mtp_module_parameters(const ModelSpec& m) {
+  const double h = d(m.hidden_size), norm = m.norm == Norm::layernorm ? 2.0 : 1.0;
+  const double layer = mtp_layer_has_experts(m) ? moe_layer_parameters(m) : layer_parameters(m);
+  return layer + 2.0 * h * h + 3.0 * norm * h;
 }
+
+double mtp_parameters(const ModelSpec& m) { return d(m.mtp_layers) * mtp_module_parameters(m); }
 
 // theoretical_memory_usage.py's num_active_parameters: a token uses k of the E routed experts.
 double active_parameter_count(const ModelSpec& m) {
@@ -202,8 +206,18 @@ double expert_parameters_per_gpu(const ModelSpec& m, const Layout& l) {
   return d(m.num_experts) * expert_ffn_parameters(m) / (d(l.ep) * d(l.expert_tp()));
 }
 
+// Routed experts of the stage's decoder layers and of its multi-token-prediction layers.
 double stage_expert_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage) {
-  return d(stage_moe_layers(m, l, stage)) * expert_parameters_per_gpu(m, l);
+  const std::int64_t mtp = mtp_layer_has_experts(m) ? stage_mtp_layers(l, stage) : 0;
+  return d(stage_moe_layers(m, l, stage) + mtp) * expert_parameters_per_gpu(m, l);
+}
+
+double mtp_module_parameters_per_gpu(const ModelSpec& m, const Layout& l) {
+  const double h = d(m.hidden_size), norm = m.norm == Norm::layernorm ? 2.0 : 1.0;
+  const double layer = mtp_layer_has_experts(m)
+                           ? moe_layer_dense_parameters_per_gpu(m, l) + expert_parameters_per_gpu(m, l)
+                           : layer_parameters_per_gpu(m, l);
+  return layer + 2.0 * h * h / d(l.tp) + 3.0 * norm * h;
 }
 
 double stage_decoder_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage) {
@@ -223,7 +237,7 @@ double stage_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_
   // Megatron keeps a copy of a tied embedding on the last stage when p > 1 (kept in sync by all-reduce).
   if (last && !(first && m.tied_embeddings)) params += hv_t;
   if (last) params += (m.norm == Norm::layernorm ? 2.0 : 1.0) * h;
-  return params;
+  return params + d(stage_mtp_layers(l, stage)) * mtp_module_parameters_per_gpu(m, l);
 }
 
 StageCounts stage_counts(const ModelSpec& m, const Layout& l, std::int64_t stage) {
@@ -247,8 +261,12 @@ double linear_weight_parameters_per_gpu(const ModelSpec& m, const Layout& l, boo
 
 double stage_linear_weight_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage) {
   const std::int64_t moe = stage_moe_layers(m, l, stage);
+  // A multi-token-prediction layer's linear layers and its eh_proj run in FP8 too (multi_token_prediction.py: "MTP
+  // only use global fp8 context").
+  const double mtp = d(stage_mtp_layers(l, stage)) * (linear_weight_parameters_per_gpu(m, l, mtp_layer_has_experts(m)) +
+                                                      2.0 * d(m.hidden_size) * d(m.hidden_size) / d(l.tp));
   return d(stage_layers(m, l, stage) - moe) * linear_weight_parameters_per_gpu(m, l, false) +
-         d(moe) * linear_weight_parameters_per_gpu(m, l, true);
+         d(moe) * linear_weight_parameters_per_gpu(m, l, true) + mtp;
 }
 
 double fp8_weight_copy_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage) {
@@ -264,7 +282,8 @@ double fp8_scaling_state_bytes(const ModelSpec& m, const Layout& l, std::int64_t
   const double attention = latent_attention(m) ? (m.q_lora_rank > 0 ? 5.0 : 4.0) : 2.0;
   const std::int64_t moe = stage_moe_layers(m, l, stage);
   const double moe_ffn = (m.shared_expert_ffn_hidden_size > 0 ? 2.0 : 0.0) + 2.0 * d(m.num_experts) / d(l.ep);
-  const double gemms = d(stage_layers(m, l, stage) - moe) * (attention + 2.0) + d(moe) * (attention + moe_ffn);
+  const double mtp = d(stage_mtp_layers(l, stage)) * (attention + (mtp_layer_has_experts(m) ? moe_ffn : 2.0) + 1.0);
+  const double gemms = d(stage_layers(m, l, stage) - moe) * (attention + 2.0) + d(moe) * (attention + moe_ffn) + mtp;
   const double floats_per_tensor = l.fp8 == Fp8Recipe::delayed ? 3.0 : 2.0;  // scale, inverse, amax history of 1
   return gemms * 5.0 * floats_per_tensor * 4.0;
 }
@@ -433,6 +452,20 @@ double lm_head_activation_bytes(const ModelSpec& m, const Layout& l) {
   return 4.0 * sbh_per_gpu(m, l) * (1.0 + d(m.vocab_size) / d(m.hidden_size));
 }
 
+// One multi-token-prediction layer, one micro-batch, what it keeps for backward beside its head's Eq. 14 terms
+// (multi_token_prediction.py). Full recompute, uniform: the checkpoint of the whole module, its hidden-state and
+// embedding inputs (2·2sbh; _checkpointed_forward asserts one layer a group); block: not recomputed ("not supported
+// for MTP yet"), kept whole. Otherwise its layer as a decoder layer keeps it, with the embedding and hidden norms'
+// inputs (2sbh each) and eh_proj's input, their 2h-wide concatenation (4sbh); all divided by t·c as Eq. 17.
+double mtp_layer_activation_bytes(const ModelSpec& m, const Layout& l) {
+  const double sbh = sbh_per_gpu(m, l);
+  if (l.recompute == Recompute::full && l.recompute_method == RecomputeMethod::uniform) return 4.0 * sbh;
+  const Layout kept = l.recompute == Recompute::full ? without_recompute(l) : l;
+  const double layer =
+      mtp_layer_has_experts(m) ? moe_activation_bytes_per_layer(m, kept) : activation_bytes_per_layer(m, kept);
+  return layer + 8.0 * sbh;
+}
+
 // What recompute re-materialises during one layer's backward, one micro-batch at a time, beyond what the layer keeps:
 // full, the whole layer (a layer with experts where the stage has one); op, the layer's tensors it did not save.
 double rematerialised_layer_bytes(const ModelSpec& m, const Layout& l, bool experts) {
@@ -482,7 +515,10 @@ double stage_activation_bytes(const ModelSpec& m, const Layout& l, const StageCo
   const double layer = rematerialised_layer_bytes(m, l, n.moe_layers > 0);
   bytes += recompute_by_layers(l) ? layer * rematerialised_layers(m, l, n) : layer;
   if (n.stage == 0) bytes += embedding_activation_bytes(m, l) * microbatches_in_flight(l, 0);
-  if (n.stage == head_stage(l)) bytes += lm_head_activation_bytes(m, l) * head_microbatches_in_flight(l);
+  if (n.stage == head_stage(l))
+    bytes += (lm_head_activation_bytes(m, l) +
+              d(l.mtp_layers) * (mtp_layer_activation_bytes(m, l) + lm_head_activation_bytes(m, l))) *
+             head_microbatches_in_flight(l);
   return bytes;
 }
 

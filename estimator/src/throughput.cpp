@@ -387,6 +387,23 @@ PipelineEnds pipeline_end_seconds(const ModelSpec& m, const PerfContext& p, cons
   e.head_forward_s = head;
   e.head_backward_s = gemm_backward_ratio(!l.lora.enabled()) * head;  // the LM head is frozen under LoRA too
   e.loss_s = p.coef.loss_passes * logits_bytes / p.hbm_bytes_per_s * 0.5;
+  if (l.mtp_layers > 0) {
+    // multi_token_prediction.py _concat_embeddings: enorm and hnorm, eh_proj over the 2h-wide concatenation
+    // (column-parallel, its output gathered over TP and scattered back to the sequence), then final_layernorm.
+    e.mtp_proj_gemm_s = gemm_seconds(p, {s * b / cp, h / t, 2.0 * h}, l.fp8 != Fp8Recipe::none);
+    e.mtp_norms_s = 3.0 * 2.0 * activation_tensor_bytes(m, l) / p.hbm_bytes_per_s;
+    if (l.tp > 1) {
+      // With SP: the 2h input all-gathered and the h output gathered, backward their reduce-scatter and the
+      // scatter's all-gather (3 h-wide tensors each way); without: the output gathered, backward the input gradient
+      // all-reduced (1 and 4).
+      const std::int64_t per_node = members_per_node(1, l.tp, p.gpus_per_node);
+      const double whole = activation_tensor_bytes(m, l) * t;
+      const double one = per_node >= l.tp ? ring_gather_seconds(whole, l.tp, p.intra)
+                                          : ring_gather_across_nodes_seconds(whole, l.tp, per_node, p.intra, p.inter);
+      e.mtp_proj_tp_forward_s = (l.sequence_parallel ? 3.0 : 1.0) * one;
+      e.mtp_proj_tp_backward_s = (l.sequence_parallel ? 3.0 : 4.0) * one;
+    }
+  }
   return e;
 }
 
@@ -558,9 +575,26 @@ StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Lay
   x.first_f.elementwise += ends.embedding_s;
   x.first_b.elementwise += ends.embedding_s;
   // The LM head and the loss: on the last stage, or the first under the V-shaped schedule (layout.hpp head_stage).
+  // Each multi-token-prediction module there adds its decoder layer (of the last layer's kind; kept whole under full
+  // recompute by blocks, which Megatron-LM does not apply to it), eh_proj with its norms and TP traffic (recomputed
+  // with its layer under full recompute), and one more LM head GEMM and loss.
   const auto add_head = [&](PassTimes& f, PassTimes& b) {
-    f.gemm += ends.head_forward_s, b.gemm += ends.head_backward_s;
-    f.elementwise += ends.loss_s, b.elementwise += ends.loss_s;
+    const double heads = 1.0 + d(l.mtp_layers);
+    f.gemm += heads * ends.head_forward_s, b.gemm += heads * ends.head_backward_s;
+    f.elementwise += heads * ends.loss_s, b.elementwise += heads * ends.loss_s;
+    if (l.mtp_layers == 0) return;
+    const double mtp = d(l.mtp_layers);
+    const LayerPassTimes& one = mtp_layer_has_experts(m) ? moe_layer : layer;
+    const bool kept = by_layers && l.recompute_method == RecomputeMethod::block;
+    const RecomputeFactors rc = recompute_factors(m, kept ? Recompute::none : l.recompute);
+    f += scaled(one.forward, mtp);
+    b += scaled(kept ? mb.kept_layer.backward : one.backward, mtp);
+    f.gemm += mtp * ends.mtp_proj_gemm_s;
+    b.gemm += mtp * (kGemmBackwardRatio + rc.gemm) * ends.mtp_proj_gemm_s;
+    f.elementwise += mtp * ends.mtp_norms_s;
+    b.elementwise += mtp * (2.0 + rc.elementwise) * ends.mtp_norms_s;
+    f.tp += mtp * ends.mtp_proj_tp_forward_s;
+    b.tp += mtp * (ends.mtp_proj_tp_backward_s + rc.tp_collectives * ends.mtp_proj_tp_forward_s);
   };
   if (head_stage(l) == 0)
     add_head(x.first_f, x.first_b);
@@ -707,7 +741,7 @@ PerfEstimate estimate_perf(const ModelSpec& m, const PerfContext& p, const Layou
 
   e.step_time_s = br.total_s();
   const double sequences = d(l.gbs);
-  e.model_flops = model_flops_per_step(m, l.seq, sequences);
+  e.model_flops = model_flops_per_step(m, l.seq, sequences) + mtp_flops_per_step(m, l.seq, sequences, l.mtp_layers);
   e.tokens_per_s = sequences * d(l.seq) / e.step_time_s;
   const double gpus = d(l.gpus());
   e.tflops_per_gpu = e.model_flops / (e.step_time_s * gpus) / 1e12;

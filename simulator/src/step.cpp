@@ -600,6 +600,9 @@ StepResult simulate_step(const ModelSpec& m, const ClusterSpec& c, const Layout&
   if (m.num_experts > 0)
     throw Error("simulate: " + m.name +
                 " has experts, whose all-to-alls the event simulator does not schedule yet (estimate prices them)");
+  if (l.mtp_layers > 0)
+    throw Error("simulate: " + field("mtp_num_layers") + " " + std::to_string(l.mtp_layers) +
+                " (multi-token-prediction layers) is not scheduled by the event simulator yet (estimate prices it)");
   if (splits_backward(l.schedule) && l.pp > 1)
     throw Error("simulate: " + field("schedule") + " " + std::string(to_string(l.schedule)) +
                 " (backwards split into input- and weight-gradient passes) is not scheduled by the event simulator "

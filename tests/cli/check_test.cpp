@@ -752,6 +752,19 @@ TEST(Check, ReadsMegatronBridgeRecipes) {
   EXPECT_DOUBLE_EQ(same.at("perf").at("step_time_s").get<double>(), j.at("perf").at("step_time_s").get<double>());
   for (const char* key : {"model.batch_p2p_comm", "model.bias_activation_fusion", "model.moe_grouped_gemm"})
     EXPECT_NE(same.at("flags_ignored").dump().find(key), std::string::npos) << key;
+  // Multi-token-prediction layers (GLM-4.5's, Qwen3-Next's recipes set 1): read and priced, on the last stage.
+  const auto mtp = checked({"--recipe", "llama3_8b_pretrain_16gpu_h100_bf16_16k_config", "model.mtp_num_layers=1"});
+  ASSERT_FALSE(mtp.is_null());
+  EXPECT_EQ(mtp.at("layout").at("mtp_num_layers"), 1);
+  EXPECT_EQ(j.at("layout").at("mtp_num_layers"), 0);
+  EXPECT_GT(mtp.at("perf").at("step_time_s").get<double>(), j.at("perf").at("step_time_s").get<double>());
+  // TransformerConfig's names of the uneven first and last stages (GLM-4.5's recipes).
+  const auto uneven =
+      checked({"--recipe", "llama3_8b_pretrain_16gpu_h100_bf16_16k_config",
+               "model.num_layers_in_first_pipeline_stage=15", "model.num_layers_in_last_pipeline_stage=17"});
+  ASSERT_FALSE(uneven.is_null());
+  EXPECT_EQ(uneven.at("layout").at("decoder_first_pipeline_num_layers"), 15);
+  EXPECT_EQ(uneven.at("layout").at("decoder_last_pipeline_num_layers"), 17);
   // --gpus and run_recipe.py's overrides; the faster layouts as its overrides.
   const auto o = checked({"--recipe", "llama3_8b_pretrain_16gpu_h100_bf16_16k_config", "train.global_batch_size=256"});
   ASSERT_FALSE(o.is_null());
@@ -779,8 +792,7 @@ TEST(Check, ReadsMegatronBridgeRecipes) {
   refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "train.frobnicate=3"}, "train.frobnicate");
   refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "model.moe_token_dispatcher_type=allgather"},
           "model.moe_token_dispatcher_type \"allgather\": not priced");
-  refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "model.mtp_num_layers=1"},
-          "multi-token-prediction layers are not priced");
+  refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "model.mtp_num_layers=-1"}, "mtp_num_layers");
   // Fields unpacked from a tuple (`cfg.optimizer, cfg.scheduler = f()` in Bridge's GLM-5 recipes): each set in place.
   const auto tree = std::filesystem::temp_directory_path() / ("headroom_bridge_" + std::to_string(::getpid()));
   std::filesystem::copy(std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/megatron-bridge", tree,

@@ -147,14 +147,21 @@ void print_perf(std::ostream& out, const PerfResult& p, const std::string& gpu, 
   }
 }
 
-// A model with experts: what it counts and how the layout splits and loads them; multi-token prediction, not priced.
+// A model with experts: what it counts and how the layout splits and loads them; multi-token prediction, priced
+// where the layout trains it.
 void print_experts(std::ostream& out, const ModelSpec& m, const Layout& l) {
   char line[320];
-  if (m.mtp_layers > 0) {
+  if (l.mtp_layers > 0) {
     std::snprintf(line, sizeof line,
-                  "multi-token prediction: %lld layer(s), %.2fB parameters in the checkpoint, not priced: the run is "
-                  "priced without Megatron-LM's --mtp-num-layers\n",
-                  static_cast<long long>(m.mtp_layers), mtp_parameters(m) / 1e9);
+                  "multi-token prediction: %lld layer(s) on stage %lld, %.2fB parameters, priced (--mtp-num-layers)\n",
+                  static_cast<long long>(l.mtp_layers), static_cast<long long>(head_stage(l)),
+                  static_cast<double>(l.mtp_layers) * mtp_module_parameters(m) / 1e9);
+    out << line;
+  } else if (m.mtp_layers > 0) {
+    std::snprintf(line, sizeof line,
+                  "multi-token prediction: %lld layer(s), %.2fB parameters in the checkpoint, not trained: priced "
+                  "without them (--mtp-num-layers %lld trains them)\n",
+                  static_cast<long long>(m.mtp_layers), mtp_parameters(m) / 1e9, static_cast<long long>(m.mtp_layers));
     out << line;
   }
   if (m.num_experts == 0) return;

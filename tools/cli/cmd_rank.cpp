@@ -276,7 +276,8 @@ void register_rank(CLI::App& app, std::ostream& out) {
                              KnobId::overlap_param_gather,
                              KnobId::moe_token_dispatcher_type,
                              KnobId::moe_expert_capacity_factor,
-                             KnobId::moe_shared_expert_overlap});
+                             KnobId::moe_shared_expert_overlap,
+                             KnobId::mtp_num_layers});
   sub->add_option("--profile", opts->profile,
                   "performance coefficients JSON or a calibration profile (headroom calibrate); default "
                   "data/perf/<framework>.json");

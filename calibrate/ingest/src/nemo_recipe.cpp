@@ -167,6 +167,9 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"trainer.strategy.sequence_parallel", "sequence_parallel", ""},
     {"trainer.strategy.account_for_embedding_in_pipeline_split", "account_for_embedding_in_pipeline_split", ""},
     {"trainer.strategy.account_for_loss_in_pipeline_split", "account_for_loss_in_pipeline_split", ""},
+    // MegatronStrategy's (and TransformerConfig's) names of Megatron-LM's --decoder-first/last-pipeline-num-layers.
+    {"trainer.strategy.num_layers_in_first_pipeline_stage", "decoder_first_pipeline_num_layers", ""},
+    {"trainer.strategy.num_layers_in_last_pipeline_stage", "decoder_last_pipeline_num_layers", ""},
     {"trainer.strategy.ddp.grad_reduce_in_fp32", "grad_reduce_in_bf16", ""},
     {"trainer.num_nodes", "", ""},  // the world, with trainer.devices
     {"trainer.devices", "", ""},
@@ -263,7 +266,7 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"model.config.moe_shared_expert_overlap", "moe_shared_expert_overlap", ""},
     {"model.config.moe_token_dispatcher_type", "moe_token_dispatcher_type", ""},
     {"model.config.moe_expert_capacity_factor", "moe_expert_capacity_factor", ""},
-    {"model.config.mtp_num_layers", "", ""},
+    {"model.config.mtp_num_layers", "mtp_num_layers", ""},
     {"optim.config.use_distributed_optimizer", "", ""},
     // Megatron-core's OptimizerConfig as pretrain_performance_optimizations and the MoE recipes set it
     // (megatron/core/optimizer/optimizer_config.py): the precision-aware optimizer and its dtypes.
@@ -362,13 +365,16 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
       devices = integer();
     } else if (key == "trainer.strategy.virtual_pipeline_model_parallel_size") {
       layout["vpp"] = v == "None" ? "1" : std::to_string(integer());
+    } else if (key == "trainer.strategy.num_layers_in_first_pipeline_stage" ||
+               key == "trainer.strategy.num_layers_in_last_pipeline_stage") {
+      if (v != "None") layout[std::string(rule->knob)] = std::to_string(integer());
     } else if (key == "trainer.strategy.sequence_parallel" ||
                key == "trainer.strategy.account_for_embedding_in_pipeline_split" ||
                key == "trainer.strategy.account_for_loss_in_pipeline_split" ||
                key == "model.config.moe_shared_expert_overlap") {
       layout[std::string(rule->knob)] = boolean() ? "true" : "false";
     } else if (key == "model.config.mtp_num_layers") {
-      if (v != "None" && v != "0") throw refuse("multi-token-prediction layers are not priced (valid: None, 0)");
+      layout["mtp_num_layers"] = v == "None" || v == "0" ? "0" : std::to_string(integer());
     } else if (key == "model.config.moe_token_dispatcher_type") {
       // transformer_config.py: allgather, alltoall or flex; the allgather dispatcher is not priced.
       if (v != "alltoall" && v != "flex") throw refuse(R"(not priced (valid: "alltoall", "flex"))");
@@ -727,6 +733,8 @@ constexpr auto kBridgePaths = std::to_array<BridgePath>({
     {"model.pipeline_dtype", "trainer.strategy.pipeline_dtype", ""},
     {"model.account_for_embedding_in_pipeline_split", "trainer.strategy.account_for_embedding_in_pipeline_split", ""},
     {"model.account_for_loss_in_pipeline_split", "trainer.strategy.account_for_loss_in_pipeline_split", ""},
+    {"model.num_layers_in_first_pipeline_stage", "trainer.strategy.num_layers_in_first_pipeline_stage", ""},
+    {"model.num_layers_in_last_pipeline_stage", "trainer.strategy.num_layers_in_last_pipeline_stage", ""},
     {"model.*", "model.config.*", ""},
     {"train.global_batch_size", "data.global_batch_size", ""},
     {"train.micro_batch_size", "data.micro_batch_size", ""},

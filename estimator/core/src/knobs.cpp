@@ -68,6 +68,11 @@ constexpr std::array<Knob, kKnobCount> kKnobs = {{
      .help = "the shared expert's GEMMs run beside the token dispatch and combine, hiding them (Megatron-LM; "
              "models with a shared expert)",
      .log_key = "moe_shared_expert_overlap", .json = "layout.moe_shared_expert_overlap"},
+    {.id = mtp_num_layers, .name = "mtp_num_layers", .type = T::whole, .default_text = "0", .unit = "layers",
+     .flags = "--mtp-num-layers",
+     .help = "multi-token-prediction layers after the decoder, on the LM head's stage, each a decoder layer with its "
+             "own projection, norms and loss over the shared head (Megatron-LM; RoPE models)",
+     .log_key = "mtp_num_layers", .json = "layout.mtp_num_layers"},
     {.id = precision, .name = "precision", .type = T::choice, .default_text = "bf16", .flags = "--precision",
      .help = "GEMM precision: bf16 (default) or fp8 (the decoder's linear layers)", .choices = "bf16|fp8",
      .json = "layout.precision"},

@@ -25,6 +25,10 @@ namespace headroom {
 // window scales it by causal_attention_share), the LM head (v term); no recompute, no embedding lookup, no norms.
 // With a head width d_h ≠ h/a the attention term scales by a·d_h/h (Megatron-LM's training.py). `sequences` = B.
 [[nodiscard]] double model_flops_per_step(const ModelSpec& m, std::int64_t seq, double sequences);
+// What `mtp_layers` multi-token-prediction layers add to it (Layout::mtp_layers; 0 without them), as Megatron-LM's
+// training.py counts them.
+[[nodiscard]] double mtp_flops_per_step(const ModelSpec& m, std::int64_t seq, double sequences,
+                                        std::int64_t mtp_layers);
 // Narayanan et al. 2021 Eq. 3, the FLOPs its Table 1 counts per step with full recompute (a second forward):
 // 96·B·s·l·h²·(1 + s/6h + V/16lh); GPT only (MHA, a 4h GELU MLP).
 [[nodiscard]] double narayanan_recompute_flops_per_step(const ModelSpec& m, std::int64_t seq, double sequences);

@@ -51,6 +51,9 @@ struct FrameworkProfile {
   // The shared expert's GEMMs overlapped with the token dispatch (optional key "moe_shared_expert_overlap":
   // Megatron-LM's --moe-shared-expert-overlap); without it the knob is refused.
   bool shared_expert_overlap = false;
+  // Multi-token-prediction layers (optional key "multi_token_prediction": Megatron-LM's --mtp-num-layers); without it
+  // the knob is refused.
+  bool multi_token_prediction = false;
   // FP8 (optional key "fp8": {"library", "recipes"}): the library running the FP8 GEMMs and the recipes the framework
   // launches; no recipes: FP8 is refused.
   Fp8Library fp8_library = Fp8Library::transformer_engine;
@@ -96,6 +99,10 @@ void set_ddp_overlaps(const FrameworkProfile& f, const LayoutRequest& r, Layout&
 // The request's token dispatcher, capacity factor and shared-expert overlap (Layout::dispatcher, expert_load,
 // shared_expert_overlap), the last refused where the framework does not run it and off without a shared expert.
 void set_expert_dispatch(const ModelSpec& m, const FrameworkProfile& f, const LayoutRequest& r, Layout& l);
+// The request's multi-token-prediction layers (Layout::mtp_layers): refused where the framework does not train them,
+// past the decoder's layer count, with learned positions or LoRA, and under full uniform recompute of groups of
+// more than one layer (Megatron-LM asserts it).
+void set_mtp_layers(const ModelSpec& m, const FrameworkProfile& f, const LayoutRequest& r, Layout& l);
 // Errors when a recompute mode, a sharding or a pipeline schedule is not one the framework runs (its
 // supported_recompute, supported_shardings, supported_schedules; an empty list allows all), naming the ones it does:
 // one rule for estimate, launch, simulate, mtsl and the Python Planner (build_layout), as for rank's proposals.
@@ -126,6 +133,7 @@ struct LayoutRequest {
   double expert_load = 1.0;      // Layout::expert_load
   ExpertDispatcher dispatcher = ExpertDispatcher::alltoall;
   bool shared_expert_overlap = false;   // Layout::shared_expert_overlap; needs FrameworkProfile::shared_expert_overlap
+  std::int64_t mtp_layers = 0;          // Layout::mtp_layers; needs FrameworkProfile::multi_token_prediction
   Fp8Recipe fp8 = Fp8Recipe::none;      // Layout::fp8; needs a framework recipe
   bool fp8_param_gather = false;        // Layout::fp8_param_gather
   double optimizer_offload = 0.0;       // Layout::optimizer_offload, 0..1

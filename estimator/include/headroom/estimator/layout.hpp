@@ -185,6 +185,11 @@ struct Layout {
   // beside the dispatch all-to-all, its second beside the combine (megatron/core/transformer/moe/token_dispatcher.py
   // MoEAlltoAllTokenDispatcher with set_shared_experts).
   bool shared_expert_overlap = false;
+  // Megatron-LM's --mtp-num-layers: D multi-token-prediction modules after the decoder, on the LM head's stage
+  // (megatron/core/transformer/multi_token_prediction.py mtp_on_this_rank without a pipeline layout), each a decoder
+  // layer of the last layer's kind with its own embedding and hidden norms, eh_proj (2h -> h) and final norm, and a
+  // loss over the shared LM head.
+  std::int64_t mtp_layers = 0;
   // FP8: the recipe, the framework's library, and whether the weights are kept in FP8 and all-gathered so
   // (Megatron-LM's --fp8-param-gather with the distributed optimizer; torchao's enable_fsdp_float8_all_gather).
   Fp8Recipe fp8 = Fp8Recipe::none;
@@ -318,6 +323,11 @@ void refuse_unpriced_precision(const Layout& layout);
 }
 // The pipeline stage holding the LM head and the loss: the last, or the first under the V-shaped schedule.
 [[nodiscard]] inline std::int64_t head_stage(const Layout& l) { return l.schedule == Schedule::zbv ? 0 : l.pp - 1; }
+// Multi-token-prediction layers on stage `stage`: all of Layout::mtp_layers on the head's stage, which computes their
+// losses over the shared LM head (multi_token_prediction.py mtp_on_this_rank: the last stage without a layout).
+[[nodiscard]] inline std::int64_t stage_mtp_layers(const Layout& l, std::int64_t stage) {
+  return stage == head_stage(l) ? l.mtp_layers : 0;
+}
 
 [[nodiscard]] std::string_view to_string(Recompute r);
 [[nodiscard]] std::string_view to_string(RecomputeMethod r);

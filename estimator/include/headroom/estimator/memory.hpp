@@ -24,8 +24,18 @@ namespace headroom {
 [[nodiscard]] double parameter_count(const ModelSpec& m);  // all of them, every expert included
 // Parameters one token uses: moe_router_topk of the routed experts (equal to parameter_count for a dense model).
 [[nodiscard]] double active_parameter_count(const ModelSpec& m);
-// Multi-token-prediction modules of the checkpoint (DeepSeek-V3), not in parameter_count and not priced.
+// One multi-token-prediction module: a decoder layer of the last layer's kind (mtp_layer_has_experts), its eh_proj
+// (2h x h) and three norms (embedding, hidden and final); embedding and LM head are the main model's.
+[[nodiscard]] double mtp_module_parameters(const ModelSpec& m);
+// Whether a multi-token-prediction layer has routed experts: the model's last layer does (training.py
+// last_layer_is_moe, theoretical_memory_usage.py mtp_layer_is_moe).
+[[nodiscard]] bool mtp_layer_has_experts(const ModelSpec& m);
+// The checkpoint's multi-token-prediction modules (ModelSpec::mtp_layers, HF num_nextn_predict_layers), not in
+// parameter_count: trained only where the layout asks for them (Layout::mtp_layers).
 [[nodiscard]] double mtp_parameters(const ModelSpec& m);
+// One multi-token-prediction module's parameters one GPU holds: its layer split as the decoder's (its routed experts
+// over ep and etp), eh_proj column-parallel over t, the norms whole.
+[[nodiscard]] double mtp_module_parameters_per_gpu(const ModelSpec& m, const Layout& l);
 // Mixture of experts: one routed expert's FFN, the shared expert, the router (and shared gate), a whole MoE layer.
 [[nodiscard]] double expert_ffn_parameters(const ModelSpec& m);
 [[nodiscard]] double shared_expert_parameters(const ModelSpec& m);
@@ -143,6 +153,8 @@ enum class StepMoment { activations, gradients };
 [[nodiscard]] double microbatches_in_flight(const Layout& l, std::int64_t stage);
 [[nodiscard]] double embedding_activation_bytes(const ModelSpec& m, const Layout& l);  // per micro-batch
 [[nodiscard]] double lm_head_activation_bytes(const ModelSpec& m, const Layout& l);    // per micro-batch
+// One multi-token-prediction layer's stored activations per micro-batch, without its head's (memory.cpp).
+[[nodiscard]] double mtp_layer_activation_bytes(const ModelSpec& m, const Layout& l);
 [[nodiscard]] double stage_activation_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage);
 [[nodiscard]] double stage_activation_bytes(const ModelSpec& m, const Layout& l, const StageCounts& n);
 

@@ -140,6 +140,9 @@ struct PipelineEnds {
   double head_forward_s = 0;
   double head_backward_s = 0;
   double loss_s = 0;  // per pass
+  // One multi-token-prediction module beside its decoder layer (Layout::mtp_layers; 0 without): eh_proj's forward
+  // GEMM, its three norms' forward HBM passes, and its TP traffic forward and backward.
+  double mtp_proj_gemm_s = 0, mtp_norms_s = 0, mtp_proj_tp_forward_s = 0, mtp_proj_tp_backward_s = 0;
 };
 [[nodiscard]] PipelineEnds pipeline_end_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l);
 // One BF16 s·b·h activation tensor per GPU, SP- and CP-sharded: 2·s·b·h/(t·c) bytes (Korthikanti et al. 2023,

@@ -34,6 +34,7 @@ enum class KnobId : std::uint8_t {
   moe_token_dispatcher_type,
   moe_expert_capacity_factor,
   moe_shared_expert_overlap,
+  mtp_num_layers,
   precision,
   fp8_format,
   fp8_recipe,
