@@ -758,6 +758,19 @@ TEST(Check, ReadsMegatronBridgeRecipes) {
   EXPECT_EQ(mtp.at("layout").at("mtp_num_layers"), 1);
   EXPECT_EQ(j.at("layout").at("mtp_num_layers"), 0);
   EXPECT_GT(mtp.at("perf").at("step_time_s").get<double>(), j.at("perf").at("step_time_s").get<double>());
+  // DeepSeek-V2-Lite (AutoBridge's provider overlaps the shared expert), a recipe reading provider fields it does not
+  // set (`float(cfg.model.rotary_base)`) and writing `(\n True  # ...\n)`.
+  const std::string deepseek = std::string(HEADROOM_TEST_DATA_DIR) +
+                               "/../tests/data/launch/megatron-bridge/src/megatron/bridge/recipes/deepseek/h100/"
+                               "deepseek_v2.py";
+  const Result lite = run({"check", "--cluster", "dgx-h100", "--json", "--", deepseek, "--recipe",
+                           "deepseek_v2_lite_pretrain_8gpu_h100_bf16_config"});
+  ASSERT_NE(lite.code, 2) << lite.err;
+  const auto v2 = nlohmann::json::parse(lite.out);
+  EXPECT_EQ(v2.at("model"), "deepseek-v2-lite");
+  EXPECT_EQ(v2.at("layout").at("ep"), 8);
+  EXPECT_EQ(v2.at("layout").at("moe_shared_expert_overlap"), true);
+  EXPECT_EQ(v2.at("layout").at("mtp_num_layers"), 0);
   // TransformerConfig's names of the uneven first and last stages (GLM-4.5's recipes).
   const auto uneven =
       checked({"--recipe", "llama3_8b_pretrain_16gpu_h100_bf16_16k_config",

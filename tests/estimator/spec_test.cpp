@@ -495,6 +495,11 @@ TEST(HuggingFaceConfig, ExpertModelsCountTotalAndActiveParameters) {
   EXPECT_EQ(static_cast<std::int64_t>(parameter_count(v3)), 671'026'404'352);
   EXPECT_EQ(static_cast<std::int64_t>(active_parameter_count(v3)), 37'552'282'624);
   EXPECT_GT(mtp_parameters(v3), 11e9);
+  // DeepSeek-V2: 236B parameters, 21B activated (its report, Sec. 1); V2-Lite 15.7B (its model card).
+  const ModelSpec v2 = lib.model("deepseek-v2"), lite = lib.model("deepseek-v2-lite");
+  EXPECT_NEAR(parameter_count(v2) / 1e9, 236.0, 0.5);
+  EXPECT_NEAR(active_parameter_count(v2) / 1e9, 21.0, 0.5);
+  EXPECT_NEAR(parameter_count(lite) / 1e9, 15.7, 0.05);
   const TempFile deepseek(R"({"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128,
     "num_key_value_heads": 128, "num_hidden_layers": 61, "vocab_size": 129280, "intermediate_size": 18432,
     "moe_intermediate_size": 2048, "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,

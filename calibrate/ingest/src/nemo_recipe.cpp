@@ -45,6 +45,10 @@ struct RecipeModel {
   const char* attention_dropout = nullptr;  // where the class's differs from the shipped model's
   bool untied = false;     // the class unties the output layer the shipped model (its Hugging Face config) ties
   bool no_window = false;  // the class sets no window_size where the shipped model attends within a window
+  // Settings the class (or Bridge's provider) sets by default that headroom prices: the shared expert overlapped with
+  // the token dispatch, multi-token-prediction layers; the recipe's own settings win.
+  bool shared_expert_overlap = false;
+  std::int64_t mtp_layers = 0;
 };
 constexpr auto kRecipeModels = std::to_array<RecipeModel>({
     {"Llama2Config7B", "llama2-7b"},
@@ -114,6 +118,11 @@ constexpr auto kRecipeModels = std::to_array<RecipeModel>({
     // gpt/model/base.py GPTConfig175B: GPT-3 175B's shape (learned positions, tied embeddings, GELU, biases) with no
     // dropout, where gpt3-175b is Megatron-LM's (attention dropout 0.1).
     {"GPTConfig175B", "gpt3-175b", false, false, "0"},
+    // deepseek.py: DeepSeekConfig's MLA and MoE (moe_shared_expert_overlap True, no MTP unless the recipe sets it; the
+    // vocabulary is the tokenizer's), the V2, V2-Lite and V3 shapes.
+    {.config = "DeepSeekV2Config", .model = "deepseek-v2", .experts = true, .shared_expert_overlap = true},
+    {.config = "DeepSeekV2LiteConfig", .model = "deepseek-v2-lite", .experts = true, .shared_expert_overlap = true},
+    {.config = "DeepSeekV3Config", .model = "deepseek-v3", .experts = true, .shared_expert_overlap = true},
     // Megatron-Bridge: AutoBridge.from_hf_pretrained(<id>).get_model_config(), the Hugging Face config's shape and
     // vocabulary (megatron/bridge/models/conversion/auto_bridge.py). Llama 3 is 3.1's shape.
     {"meta-llama/Llama-2-7b-hf", "llama2-7b", false, true},
@@ -146,6 +155,30 @@ constexpr auto kRecipeModels = std::to_array<RecipeModel>({
     {"google/gemma-2-2b", "gemma-2-2b", false, true},
     {"google/gemma-2-9b", "gemma-2-9b", false, true},
     {"google/gemma-2-27b", "gemma-2-27b", false, true},
+    // megatron/bridge/models/deepseek/deepseek_v2_bridge.py, deepseek_v3_bridge.py: the providers overlap the shared
+    // expert (moe_shared_expert_overlap True); V3's trains the config's num_nextn_predict_layers MTP layers (1).
+    {.config = "deepseek-ai/DeepSeek-V2",
+     .model = "deepseek-v2",
+     .experts = true,
+     .vocabulary = true,
+     .shared_expert_overlap = true},
+    {.config = "deepseek-ai/DeepSeek-V2-Lite",
+     .model = "deepseek-v2-lite",
+     .experts = true,
+     .vocabulary = true,
+     .shared_expert_overlap = true},
+    {.config = "deepseek-ai/DeepSeek-V3",
+     .model = "deepseek-v3",
+     .experts = true,
+     .vocabulary = true,
+     .shared_expert_overlap = true,
+     .mtp_layers = 1},
+    {.config = "deepseek-ai/DeepSeek-V3-Base",
+     .model = "deepseek-v3",
+     .experts = true,
+     .vocabulary = true,
+     .shared_expert_overlap = true,
+     .mtp_layers = 1},
 });
 
 // The largest count a recipe's setting may give (nodes, devices, parallel sizes, batches, tokens): 10^9, so that
@@ -252,6 +285,7 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"model.config.pipeline_model_parallel_layout", "", ""},
     {"model.config.load_weights", "", "whether to_megatron_provider() loads the checkpoint's weights"},
     {"model.config.init_method_std", "", "initialisation"},
+    {"model.config.rotary_base", "", "the RoPE base: the same rotations, other frequencies"},
     {"model.config.calculate_per_token_loss", "", "loss normalisation"},
     {"trainer.strategy.ddp.use_distributed_optimizer", "", "the optimizer's use_distributed_optimizer, which is read"},
     {"trainer.strategy.ddp.use_megatron_fsdp", "", ""},
@@ -454,6 +488,10 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
           } else if (kw.key == "overlap_param_gather_with_optimizer_step") {
             if (flag() == true)
               throw refuse(cls + "'s " + kw.key + " True: the optimizer step's overlap is not priced");
+          } else if (kw.key == "delay_wgrad_compute" || kw.key == "overlap_moe_expert_parallel_comm") {
+            // megatron/bridge/training/comm_overlap.py: the weight gradients delayed behind the expert all-to-alls,
+            // and those all-to-alls overlapped with the other micro-batch's compute; off (their default) as priced.
+            if (flag() == true) throw refuse(cls + "'s " + kw.key + " True: not priced (valid: False, None)");
           } else if (kw.key == "tp_comm_overlap_cfg" || kw.key == "tp_comm_bootstrap_backend" ||
                      kw.key == "defer_embedding_wgrad_compute" || kw.key == "wgrad_deferral_limit" ||
                      kw.key == "align_param_gather" || kw.key == "bucket_size" || kw.key == "batch_p2p_comm") {
@@ -521,8 +559,9 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
             refuse(
                 "no shipped model of this config's shape (read: NeMo's Llama 2, 3, 3.1 and 3.2, Llama 3.1 Nemotron, "
                 "Mistral 7B and NeMo 12B, Mixtral, Qwen 3 and its MoE, Qwen 2 and 2.5 dense, Gemma 1 and 2, "
-                "Nemotron-3 and -4, Phi-3 mini, Baichuan 2 7B, ChatGLM3 6B, StarCoder2 and GPT-3 175B configs; "
-                "Megatron-Bridge's Llama 2 7B, Llama 3, 3.1 and 3.2, Qwen 2, 2.5 and 3 and Gemma 2 ids)")
+                "Nemotron-3 and -4, Phi-3 mini, Baichuan 2 7B, ChatGLM3 6B, StarCoder2, GPT-3 175B and DeepSeek V2, "
+                "V2-Lite and V3 configs; Megatron-Bridge's Llama 2 7B, Llama 3, 3.1 and 3.2, Qwen 2, 2.5 and 3, "
+                "Gemma 2 and DeepSeek V2, V2-Lite and V3 ids)")
                 .what();
         continue;
       }
@@ -538,6 +577,15 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
         differ("attention_dropout", it->attention_dropout, "attention dropout " + std::string(it->attention_dropout));
       if (it->untied) differ("untie_embeddings_and_output_weights", "true", "its output layer untied");
       if (it->no_window) differ("window_size", "None", "no window");
+      if (it->shared_expert_overlap && !layout.contains("moe_shared_expert_overlap")) {
+        layout["moe_shared_expert_overlap"] = "true";
+        differences += std::string(differences.empty() ? " with " : ", ") + "the shared expert overlapped";
+      }
+      if (it->mtp_layers > 0 && !layout.contains("mtp_num_layers")) {
+        layout["mtp_num_layers"] = std::to_string(it->mtp_layers);
+        differences += std::string(differences.empty() ? " with " : ", ") + std::to_string(it->mtp_layers) +
+                       " multi-token-prediction layer(s)";
+      }
       out.notes.push_back("the model is " + cls + ", " + std::string(it->model) + "'s shape" + differences);
       // GPTConfig.configure_model takes a vocabulary the class does not set from the data's tokenizer, and
       // MockDataModule with none uses GPT-2's BPE (nemo/collections/llm/gpt/data/mock.py): the recipe's mock run

@@ -142,9 +142,21 @@ Expr Evaluator::value(const Expr& e, Frame& f) {
         for (std::size_t from = head.size(); from < e.text.size();) {  // its fields: `recipe.trainer.strategy`
           const std::size_t next = std::min(e.text.find('.', from + 1), e.text.size());
           const Expr* x = v->kind == Expr::Kind::call ? v->kwarg(e.text.substr(from + 1, next - from - 1)) : nullptr;
-          if (x == nullptr)
-            throw Error(where(e) + ": " + e.text.substr(0, next) + ": " + e.text.substr(0, from) +
-                        " has no field headroom can read");
+          if (x == nullptr) {
+            // A field the recipe does not set (its class's default, or the Hugging Face config's through
+            // AutoBridge): a value headroom does not know, refused only where a setting it reads needs it.
+            if (v->kind != Expr::Kind::call)
+              throw Error(where(e) + ": " + e.text.substr(0, next) + ": " + e.text.substr(0, from) + " is " +
+                          v->shown() + ", not a config");
+            Expr unknown{Expr::Kind::other,
+                         e.text.substr(0, next) + " (a field the recipe does not set)",
+                         {},
+                         {},
+                         e.line,
+                         e.key};
+            unknown.file = e.file;
+            return unknown;
+          }
           v = x;
           from = next;
         }

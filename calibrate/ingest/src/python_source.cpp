@@ -265,14 +265,21 @@ class Parser {
       e.kind = Expr::Kind::list;
       e.text = tk.text + "..." + close;
       ++i;
+      bool comma = false;
       while (!is(i, close)) {
         e.args.push_back(expression(i));
-        if (is(i, ",") || is(i, ":"))
+        if (is(i, ",") || is(i, ":")) {
+          if (is(i, ",")) comma = true;
           ++i;
-        else if (!is(i, close))
+        } else if (!is(i, close))
           fail(i, "expected ',' or '" + close + "'");
       }
       ++i;
+      // `(x)`, one expression in brackets and no comma, is x, not a tuple (`cfg.x = (\n    True  # why\n)`).
+      if (close == ")" && e.args.size() == 1 && !comma) {
+        Expr inner = std::move(e.args.front());
+        e = std::move(inner);
+      }
     } else {
       e.text = "an expression";
       skip_to_end(i);
