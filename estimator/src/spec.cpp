@@ -652,6 +652,7 @@ GpuSpec gpu_from_json(const json& j, std::string_view where) {
   g.hbm_bytes_per_s = si_number(j, "hbm_bandwidth_GBps", 1e9, where);
   if (j.contains("fp8_dense_TFLOPs")) g.fp8_flops = si_number(j, "fp8_dense_TFLOPs", 1e12, where);
   if (j.contains("tdp_W")) g.tdp_watts = si_number(j, "tdp_W", 1.0, where);
+  g.compute_capability_major = j.value("compute_capability_major", std::int64_t{0});  // 1..99 (gpu.schema.json)
   g.kernels_as = j.value("kernels_as", std::string());
   if (j.contains("kernels_scale")) {
     const json& s = j.at("kernels_scale");

@@ -913,6 +913,23 @@ TEST(Check, ReadsNemo2RecipesThatCallOtherRecipes) {
   EXPECT_EQ(n.at("gbs"), 2304);
   EXPECT_EQ(n.at("gpus"), 6144);  // nemotron4_340b's num_nodes=768 by default
 
+  // DeepSeek-V2-Lite: DeepSeekConfig overlaps the shared expert; DeepEPCallback turns the flex dispatcher on and the
+  // overlap off where the GPU's compute capability is 8 or 9, changes nothing on a Blackwell, and is refused on AMD.
+  const auto deepseek = checked("deepseek_v2_lite.py");
+  ASSERT_FALSE(deepseek.is_null());
+  EXPECT_EQ(deepseek.at("model"), "deepseek-v2-lite");
+  EXPECT_EQ(deepseek.at("layout").at("ep"), 8);
+  EXPECT_EQ(deepseek.at("layout").at("moe_token_dispatcher_type"), "flex");
+  EXPECT_EQ(deepseek.at("layout").at("moe_shared_expert_overlap"), false);
+  const Result blackwell = run({"check", "--cluster", "dgx-b200", "--json", dir + "deepseek_v2_lite.py"});
+  ASSERT_NE(blackwell.code, 2) << blackwell.err;
+  const auto b = nlohmann::json::parse(blackwell.out);
+  EXPECT_EQ(b.at("layout").at("moe_token_dispatcher_type"), "alltoall");
+  EXPECT_EQ(b.at("layout").at("moe_shared_expert_overlap"), true);
+  const Result amd = run({"check", "--cluster", "mi300x-x8", dir + "deepseek_v2_lite.py"});
+  EXPECT_EQ(amd.code, 2);
+  EXPECT_NE(amd.err.find("DeepEP runs on NVIDIA GPUs"), std::string::npos) << amd.err;
+
   // GPTConfig175B is gpt3-175b's shape without its attention dropout: priced as NeMo builds it.
   std::ifstream in(dir + "llama3_8b.py");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

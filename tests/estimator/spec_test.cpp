@@ -108,6 +108,27 @@ class TempFile {
   fs::path dir_, path_;
 };
 
+// compute_capability_major is torch's major version: an integer (gpu.schema.json), named where it is not; absent, 0.
+TEST(SpecLibrary, ComputeCapabilityIsAnInteger) {
+  const SpecLibrary lib = test::library();
+  EXPECT_EQ(lib.gpu("h100-80gb").compute_capability_major, 9);
+  EXPECT_EQ(lib.gpu("b200").compute_capability_major, 10);
+  nlohmann::json j = read_json_file(lib.data_dir() / "gpus" / "h100-80gb.json");
+  j["name"] = "h100-custom";
+  j["compute_capability_major"] = "9.0";
+  const TempFile text(j.dump(), "text.json");
+  try {
+    (void)lib.gpu(text.path());
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("compute_capability_major must be integer (got \"9.0\")"), std::string::npos)
+        << e.what();
+  }
+  j.erase("compute_capability_major");
+  const TempFile absent(j.dump(), "absent.json");
+  EXPECT_EQ(lib.gpu(absent.path()).compute_capability_major, 0);
+}
+
 // kernels_as lends a GPU another's fitted efficiencies: a name that is no GPU of the library is refused at load instead
 // of leaving the GPU on datasheet defaults; a known one is found whatever its case.
 TEST(SpecLibrary, AKernelsAsThatNamesNoGpuIsRefused) {

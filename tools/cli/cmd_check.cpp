@@ -328,6 +328,28 @@ void apply_deepspeed_config(calibrate::MegatronCommand& cmd, const std::string& 
   calibrate::read_deepspeed_config(read_file_bounded(path.string(), path.string()), path.string(), cmd);
 }
 
+// nemo/lightning/pytorch/callbacks/deepep.py DeepEPCallback.setup: where torch.cuda.get_device_properties(0).major is 8
+// or 9, moe_token_dispatcher_type "flex" with DeepEP and moe_shared_expert_overlap False, over the recipe's; elsewhere
+// nothing. DeepEP is NVIDIA's only (ROCm reports major 9 on CDNA too): refused there.
+void apply_deepep_callback(const GpuSpec& gpu, const std::string& where, calibrate::MegatronCommand& cmd) {
+  if (gpu.vendor != "nvidia")
+    throw Error(where + ": DeepEPCallback on " + gpu.name + " (" + gpu.vendor +
+                "): DeepEP runs on NVIDIA GPUs; remove the callback");
+  const std::int64_t major = gpu.compute_capability_major;
+  if (major == 0)
+    throw Error(where + ": DeepEPCallback acts on compute capability 8 and 9, and " + gpu.name +
+                "'s spec states none (compute_capability_major)");
+  if (major != 8 && major != 9) {
+    cmd.notes.push_back("DeepEPCallback changes nothing on " + gpu.name + " (compute capability " +
+                        std::to_string(major) + ")");
+    return;
+  }
+  cmd.run.layout["moe_token_dispatcher_type"] = "flex";
+  cmd.run.layout["moe_shared_expert_overlap"] = "false";
+  cmd.notes.push_back("applied DeepEPCallback on " + gpu.name + " (compute capability " + std::to_string(major) +
+                      "): the flex dispatcher with DeepEP, the shared-expert overlap off");
+}
+
 void run_check(const CheckOptions& o, std::ostream& out) {
   if (o.command.empty())
     throw Error(
@@ -434,6 +456,7 @@ void run_check(const CheckOptions& o, std::ostream& out) {
     req.model_spec->name = "the command's model";
   }
   const Plan plan = resolve_plan(req);
+  if (cmd.arguments.contains("deepep_callback")) apply_deepep_callback(plan.cluster.gpu, where, cmd);
   // A torchtitan job whose flavor is a shipped model, priced as --model: the two must be one shape (a config.json of
   // the same model passes; another model is refused, naming both).
   if (flavor_shipped && !o.specs.model.empty()) {

@@ -336,6 +336,9 @@ constexpr auto kRecipeCallbacks = std::to_array<RecipeCallback>({
     // nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py: TP overlap (off below TP 2 or without SP), the
     // interleaved schedule's P2P overlap, the DP overlaps.
     {"MegatronCommOverlapCallback", ""},
+    // nemo/lightning/pytorch/callbacks/deepep.py: at setup, on a GPU of compute capability 8 or 9, the flex dispatcher
+    // with DeepEP and the shared-expert overlap off; check applies it on the cluster's GPU (deepep_callback).
+    {"DeepEPCallback", ""},
 });
 
 using Settings = std::map<std::string, std::pair<Expr, std::string>>;  // path -> value, where it was set
@@ -354,7 +357,7 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
   std::optional<std::int64_t> expert_tp;  // Megatron-core's default (None) is the tensor-parallel size
   // MegatronCommOverlapCallback's settings (none: the callback is not there) and the plugin's gradient reduction.
   std::optional<bool> tp_overlap, p2p_overlap, plugin_fp32_reduce;
-  bool overlap_callback = false;
+  bool overlap_callback = false, deepep_callback = false;
   std::string callbacks_ignored, overlap_unpriced;
   bool experts = false;
   // The DDP overlaps as the DDP config and MegatronCommOverlapCallback set them (the callback's, written into the DDP
@@ -463,7 +466,13 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
         if (it == kRecipeCallbacks.end())
           throw refuse("the callback " + cls +
                        " is not read (valid: TimingCallback, GarbageCollectionCallback, "
-                       "PreemptionCallback, ModelCheckpoint, MegatronCommOverlapCallback)");
+                       "PreemptionCallback, ModelCheckpoint, MegatronCommOverlapCallback, DeepEPCallback)");
+        if (cls == "DeepEPCallback") {
+          if (!c.kwargs.empty() || c.args.size() != 1) throw refuse("DeepEPCallback takes no settings");
+          out.arguments["deepep_callback"] = "true";
+          deepep_callback = true;
+          continue;
+        }
         if (!it->why.empty()) {
           callbacks_ignored += (callbacks_ignored.empty() ? "" : "; ") + cls + ": " + std::string(it->why);
           continue;
@@ -501,7 +510,7 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
           }
         }
       }
-      if (!overlap_callback) {  // none that changes the job: listed as ignored, with why
+      if (!overlap_callback && !deepep_callback) {  // none that changes the job: listed as ignored, with why
         out.read.pop_back();
         out.ignored.push_back(key + " (" + (callbacks_ignored.empty() ? std::string("none") : callbacks_ignored) + ")");
       }

@@ -150,6 +150,9 @@ struct GpuSpec {
   double fp8_flops = 0;  // dense FP8 tensor-core peak, FLOP/s; 0: no FP8 (A100, MI250X)
   double hbm_bytes_per_s = 0;
   double tdp_watts = 0;  // the board power its datasheet clocks are given at ("tdp_W"; 0: not stated)
+  // torch.cuda.get_device_properties(0).major ("compute_capability_major": 8 Ampere, 9 Hopper, 10 Blackwell; ROCm's
+  // gfx major, 9 on CDNA 2 and 3; 0: not stated).
+  std::int64_t compute_capability_major = 0;
   // A GPU of the same die, clocks and power (a memory variant) whose fitted or measured GEMM and attention
   // efficiencies apply to this one where none names it ("kernels_as"; empty: none).
   std::string kernels_as;
