@@ -346,6 +346,8 @@ std::vector<TomlEntry> torchtitan_entries(const ModelSpec& m, const Layout& l, c
   }
   t.emplace_back("parallelism", "tensor_parallel_degree", num(l.tp));
   t.emplace_back("parallelism", "context_parallel_degree", num(l.cp));
+  if (l.cp > 1 && l.cp_rotate == CpRotate::alltoall)
+    t.emplace_back("parallelism", "context_parallel_rotate_method", "\"alltoall\"");
   t.emplace_back("parallelism", "pipeline_parallel_degree", num(l.pp));
   if (pp) {
     t.emplace_back("parallelism", "pipeline_parallel_schedule",

@@ -431,6 +431,9 @@ std::optional<Dtype> dtype_from_string(std::string_view text) {
 }
 
 std::string_view to_string(Fp8Library x) { return x == Fp8Library::torchao ? "torchao" : "transformer_engine"; }
+std::string_view to_string(CpRotate x) {
+  return x == CpRotate::allgather ? "allgather" : x == CpRotate::alltoall ? "alltoall" : "p2p";
+}
 std::string_view to_string(AttentionBackend x) {
   return x == AttentionBackend::cudnn ? "cudnn" : x == AttentionBackend::flash2 ? "flash2" : "framework";
 }

@@ -102,6 +102,20 @@ double ring_collective_seconds(Collective op, double bytes, std::int64_t n, std:
   return op == Collective::all_reduce ? 2.0 * one : one;
 }
 
+CpExposed exposed_cp_seconds(const Layout& l, double kv_s, double kv2_s, double attention_f, double overlap) {
+  const double attention_b = kAttentionBackwardRatio * attention_f, c = d(l.cp);
+  const auto exposed = [](double comm, double hidden) { return std::max(0.0, comm - hidden); };
+  switch (l.cp_rotate) {
+    case CpRotate::allgather:
+      return {exposed(kv_s, overlap * attention_f / c),
+              exposed(kv_s, overlap * attention_b / c) + exposed(kv2_s, overlap * attention_b * (c - 1.0) / c)};
+    case CpRotate::alltoall:
+      return {exposed(kv_s, overlap * attention_f), exposed(kv_s + kv2_s, overlap * attention_b)};
+    case CpRotate::p2p: break;
+  }
+  return {exposed(kv_s, overlap * attention_f), exposed(kv2_s, overlap * attention_b)};
+}
+
 double tp_overlapped_comm_seconds(double comm, double gemm, std::int64_t tp) {
   if (tp <= 1) return comm;
   return std::max(0.0, comm - gemm) + std::min(comm, gemm) / d(tp);
@@ -485,17 +499,16 @@ LayerPassTimes layer_pass_times(const ModelSpec& m, const PerfContext& p, const 
     }
   }
   // CP (Liu et al. 2023 ring attention; TransformerEngine's load-balanced variant): c − 1 ring steps pass the
-  // local K and V (2·(s/c)·b·h·k/a BF16, heads split over t) forward; backward passes K, V and dK, dV.
-  // Each step overlaps with the attention block it feeds.
+  // local K and V (2·(s/c)·b·h·k/a BF16, heads split over t); exposed_cp_seconds says what the attention hides.
   if (l.cp > 1) {
     const bool inside = members_per_node(l.tp, l.cp, p.gpus_per_node) >= l.cp;
     const Link& link = inside ? p.intra : p.cp_inter;
     const double kv = cp_kv_bytes(m, l);
     const double steps = d(l.cp) - 1.0;
-    const double comm_f = steps * link.seconds(kv), comm_b = steps * link.seconds(2.0 * kv);
-    x.forward.cp = std::max(0.0, comm_f - p.cp_overlap * attn_f);
-    x.backward.cp =
-        std::max(0.0, comm_b - p.cp_overlap * kAttentionBackwardRatio * attn_f) + rc.attention * x.forward.cp;
+    const CpExposed cp =
+        exposed_cp_seconds(l, steps * link.seconds(kv), steps * link.seconds(2.0 * kv), attn_f, p.cp_overlap);
+    x.forward.cp = cp.forward;
+    x.backward.cp = cp.backward + rc.attention * cp.forward;
   }
   // EP: dispatch and combine each pass (the backward's carry the gradients), exposed: Megatron-LM overlaps them with
   // the layer's other work only with --overlap-moe-expert-parallel-comm, which headroom does not price; full recompute

@@ -414,10 +414,9 @@ class StepBuilder {
       const double kv = cp_kv_bytes(m_, l_);
       const double ring_f = collective(Collective::all_gather, p2p * kv * d(l_.cp), g, Group::cp);
       const double ring_b = collective(Collective::all_gather, p2p * 2.0 * kv * d(l_.cp), g, Group::cp);
-      const double attention = x.compute.forward.attention;
-      x.cp_fwd = std::max(0.0, ring_f - perf_.cp_overlap * attention);
-      x.cp_bwd =
-          std::max(0.0, ring_b - perf_.cp_overlap * kAttentionBackwardRatio * attention) + rc.attention * x.cp_fwd;
+      const CpExposed cp = exposed_cp_seconds(l_, ring_f, ring_b, x.compute.forward.attention, perf_.cp_overlap);
+      x.cp_fwd = cp.forward;
+      x.cp_bwd = cp.backward + rc.attention * cp.forward;
     }
     return x;
   }

@@ -452,6 +452,8 @@ TEST(Check, ReadsBackTheJobConfigLaunchWrites) {
            {"--model", "llama3.1-8b", "--gpus", "16", "--cp", "2", "--tp", "2", "--gbs", "8", "--precision", "fp8",
             "--recompute", "full", "--fp8-param-gather"},
            {"--model", "llama3.1-8b", "--gpus", "16", "--gbs", "32", "--mbs", "2"},
+           {"--model", "llama3.1-8b", "--gpus", "16", "--cp", "4", "--gbs", "8", "--context-parallel-rotate-method",
+            "alltoall"},
            {"--model", "llama3.1-8b", "--gpus", "8", "--gbs", "16", "--recompute", "full", "--recompute-method",
             "every", "--recompute-num-layers", "2"},
            {"--model", "llama3.1-70b", "--gpus", "64", "--tp", "8", "--pp", "4", "--vpp", "2", "--schedule",

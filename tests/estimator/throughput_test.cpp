@@ -364,6 +364,29 @@ TEST_F(ThroughputTest, SharedExpertOverlapHidesTheDispatchBehindItsGemms) {
                    estimate_perf(mixtral, p, l).breakdown.ep_comm_s);
 }
 
+// CP's K/V traffic as the rings run it (c = 4; K and V take 3 s to pass round, twice the bytes 6 s; attention 2 s
+// forward, 5 s backward): Transformer Engine's P2P ring hides it behind all the attention, PyTorch's permute ring sends
+// FP32 gradients (3 + 6 s backward), and its all-gather rotater hides K and V behind the first step's attention only
+// (1/4 of it), the FP32 gradients behind the other three steps'.
+TEST_F(ThroughputTest, CpRotationHidesWhatItsAttentionCovers) {
+  Layout l = layout(1, 4, 1, 1, 4);
+  const auto exposed = [&](CpRotate r) {
+    l.cp_rotate = r;
+    return exposed_cp_seconds(l, 3.0, 6.0, 2.0, 1.0);
+  };
+  const CpExposed p2p = exposed(CpRotate::p2p), ring = exposed(CpRotate::alltoall),
+                  gather = exposed(CpRotate::allgather);
+  EXPECT_DOUBLE_EQ(p2p.forward, 1.0);
+  EXPECT_DOUBLE_EQ(p2p.backward, 1.0);
+  EXPECT_DOUBLE_EQ(ring.forward, 1.0);
+  EXPECT_DOUBLE_EQ(ring.backward, 4.0);
+  EXPECT_DOUBLE_EQ(gather.forward, 2.5);
+  EXPECT_DOUBLE_EQ(gather.backward, (3.0 - 1.25) + (6.0 - 3.75));
+  // torchtitan's CP rotates by all-gather unless told; Megatron-LM's is the P2P ring and refuses the knob.
+  EXPECT_EQ(default_layout(lib.framework("torchtitan")).cp_rotate, CpRotate::allgather);
+  EXPECT_EQ(default_layout(lib.framework("megatron")).cp_rotate, CpRotate::p2p);
+}
+
 // A TP ring across nodes crosses them through every NIC of a node (NCCL's channels): with instant intra-node
 // links it moves (n − 1)/n of the bytes over m NICs, not over one; on one node it is the plain ring.
 TEST_F(ThroughputTest, TensorParallelRingAcrossNodesUsesEveryNicOfTheNode) {

@@ -178,7 +178,7 @@ constexpr TomlKeyRule kTorchtitanKeys[] = {
     {"parallelism.pipeline_parallel_last_stage_less_layers", true, "the pipeline split"},
     {"parallelism.pipeline_parallel_layers_per_stage", true, "the virtual stages a rank"},
     {"parallelism.context_parallel_degree", true, "CP"},
-    {"parallelism.context_parallel_rotate_method", false, "CP's K/V exchange, priced as a ring either way"},
+    {"parallelism.context_parallel_rotate_method", true, "CP's K/V exchange"},
     {"parallelism.context_parallel_load_balancer", false, "CP's causal load balance, priced as balanced"},
     {"parallelism.expert_parallel_degree", true, "experts"},
     {"parallelism.expert_tensor_parallel_degree", true, "experts"},
@@ -351,6 +351,11 @@ TorchtitanJob torchtitan_job(const std::map<std::string, std::string>& t, std::i
   for (const char* key : {"compile.enable", "training.compile"})
     if (is_true(key)) l["compile"] = "true";
   if (is_true("parallelism.enable_async_tensor_parallel")) l["tp_comm_overlap"] = "true";
+  if (const auto rotate = t.find("parallelism.context_parallel_rotate_method"); rotate != t.end()) {
+    if (rotate->second != "allgather" && rotate->second != "alltoall")
+      refuse_key(where, rotate->first, rotate->second, "valid: \"allgather\", \"alltoall\"");
+    l["context_parallel_rotate_method"] = rotate->second;
+  }
   if (float8) {
     l["precision"] = "fp8";
     l["fp8_recipe"] = "tensorwise";

@@ -73,6 +73,11 @@ constexpr std::array<Knob, kKnobCount> kKnobs = {{
      .help = "multi-token-prediction layers after the decoder, on the LM head's stage, each a decoder layer with its "
              "own projection, norms and loss over the shared head (Megatron-LM; RoPE models)",
      .log_key = "mtp_num_layers", .json = "layout.mtp_num_layers"},
+    {.id = context_parallel_rotate_method, .name = "context_parallel_rotate_method", .type = T::choice,
+     .default_text = "the framework's", .flags = "--context-parallel-rotate-method",
+     .help = "how PyTorch's ring attention passes K and V under CP: allgather (all of them at the first step, behind "
+             "its attention only; torchtitan's default) or alltoall (a ring, step by step)",
+     .choices = "allgather|alltoall", .json = "layout.context_parallel_rotate_method"},
     {.id = precision, .name = "precision", .type = T::choice, .default_text = "bf16", .flags = "--precision",
      .help = "GEMM precision: bf16 (default) or fp8 (the decoder's linear layers)", .choices = "bf16|fp8",
      .json = "layout.precision"},

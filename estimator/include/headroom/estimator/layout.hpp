@@ -49,6 +49,10 @@ enum class AttentionBackend : std::uint8_t { framework, cudnn, flash2 };
 // The buffers the TP overlap communicates through (a framework's, residual.hpp tp_comm_buffer_bytes): Transformer
 // Engine's userbuffers, or the symmetric-memory workspace of torch's micro-pipelined TP.
 enum class TpCommBuffers : std::uint8_t { userbuffers, symmetric_memory };
+// How CP's ring attention passes K and V (the context_parallel_rotate_method knob): Transformer Engine's P2P ring
+// (Megatron-LM), or PyTorch's (torch/distributed/tensor/experimental/_attention.py) ring of permutes (alltoall) or one
+// all-gather at the first step (allgather).
+enum class CpRotate : std::uint8_t { p2p, alltoall, allgather };
 // How one of parameters, gradients or optimizer states is sharded over the data-parallel (DP×CP) group:
 // not at all, inside a group of GPUs (a node), or over the whole group (PaRO's N / I / G).
 enum class Shard { none, intra, global };
@@ -223,6 +227,7 @@ struct Layout {
   // tensor, which then takes one gradient of its full size (memory.hpp frozen_weights_take_gradients).
   bool fsdp_flat_parameters = false;
   AttentionBackend attention_backend = AttentionBackend::framework;
+  CpRotate cp_rotate = CpRotate::p2p;  // the framework's (FrameworkProfile::cp_rotate), or the knob's
   ZeroSettings zero;
   // Full recompute's layers (RecomputeMethod); uniform 1, every layer on its own, is recompute full's default.
   RecomputeMethod recompute_method = RecomputeMethod::uniform;
@@ -337,6 +342,7 @@ void refuse_unpriced_precision(const Layout& layout);
 [[nodiscard]] std::string_view to_string(Fp8Recipe r);         // "none", "delayed", "tensorwise"
 [[nodiscard]] std::string_view to_string(Fp8Library x);        // "transformer_engine", "torchao"
 [[nodiscard]] std::string_view to_string(AttentionBackend x);  // "framework", "cudnn", "flash2"
+[[nodiscard]] std::string_view to_string(CpRotate x);          // "p2p", "alltoall", "allgather"
 // Whether `gpus` is whole nodes of the cluster: at most one node, or a multiple of gpus_per_node (schedulers allocate
 // whole nodes, launchers start the same ranks on each). An assumed cluster's nodes are a guess: any count passes.
 [[nodiscard]] bool whole_nodes(std::int64_t gpus, const ClusterSpec& cluster);

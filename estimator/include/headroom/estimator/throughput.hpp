@@ -65,6 +65,22 @@ namespace headroom {
 [[nodiscard]] double ring_collective_seconds(Collective op, double bytes, std::int64_t n, std::int64_t m,
                                              const Link& intra, const Link& inter);
 
+// One layer's CP traffic left exposed per pass, given kv_s, the time to pass the other c − 1 ranks' K and V to a GPU
+// once (BF16), kv2_s the time for twice those bytes, and the layer's attention forward (its backward is
+// kAttentionBackwardRatio of it), of which `overlap` can hide traffic. P2P (Transformer Engine, Megatron-LM): K and V
+// forward, K, V and dK, dV in BF16 backward, each step behind the attention block it feeds. PyTorch
+// (torch/distributed/tensor/experimental/_attention.py _templated_ring_attention and its backward): the gradients of
+// K and V go round in FP32 (_cp_options.convert_to_f32; dkv_rotater is always the permute ring), and with the
+// allgather rotater (_AllGatherRotater, torch's and torchtitan's default) K and V arrive in one all-gather at the first
+// step, which only that step's attention (1/c of it) hides: the next step waits for it, forward and backward alike;
+// the FP32 gradients then pass behind the other c − 1 steps. The backward's repeat of a recomputed forward is the
+// caller's.
+struct CpExposed {
+  double forward = 0, backward = 0;
+};
+[[nodiscard]] CpExposed exposed_cp_seconds(const Layout& l, double kv_s, double kv2_s, double attention_f,
+                                           double overlap);
+
 // TP communication pipelined with its GEMMs (Megatron-LM's --tp-comm-overlap): TransformerEngine's userbuffers
 // split each all-gather/reduce-scatter and its GEMM into t chunks (transformer_engine/pytorch/module/base.py
 // initialize_ub: ring_exchange with num_splits = t, pipeline, bulk), so one chunk of the shorter of the two and

@@ -35,6 +35,7 @@ enum class KnobId : std::uint8_t {
   moe_expert_capacity_factor,
   moe_shared_expert_overlap,
   mtp_num_layers,
+  context_parallel_rotate_method,
   precision,
   fp8_format,
   fp8_recipe,
