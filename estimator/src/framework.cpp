@@ -91,7 +91,7 @@ Layout default_layout(const FrameworkProfile& f) {
   l.fsdp_flat_parameters = f.fsdp_flat_parameters;
   l.fp8_library = f.fp8_library;
   l.tp_comm_buffers = f.tp_comm_buffers;
-  l.cp_rotate = f.cp_rotate.value_or(CpRotate::p2p);
+  l.cp_exchange = f.cp_exchange.value_or(CpExchange::p2p);
   return l;
 }
 
@@ -321,12 +321,14 @@ void set_mtp_layers(const ModelSpec& m, const FrameworkProfile& f, const LayoutR
   l.mtp_layers = r.mtp_layers;
 }
 
-void set_cp_rotate(const FrameworkProfile& f, const LayoutRequest& r, Layout& l) {
-  if (r.cp_rotate && !f.cp_rotate)
-    throw Error(field("context_parallel_rotate_method") + " " + std::string(to_string(*r.cp_rotate)) + ": framework " +
-                f.name + "'s context parallelism is Transformer Engine's P2P ring (the knob is " +
-                "PyTorch's: --framework torchtitan)");
-  l.cp_rotate = r.cp_rotate ? *r.cp_rotate : f.cp_rotate.value_or(CpRotate::p2p);
+void set_cp_exchange(const FrameworkProfile& f, const LayoutRequest& r, Layout& l) {
+  const bool torch = f.cp_exchange.has_value();  // the framework's CP is PyTorch's ring attention
+  if (r.cp_exchange && torch_cp_exchange(*r.cp_exchange) != torch)
+    throw Error(field(torch ? "cp_comm_type" : "context_parallel_rotate_method") + " " +
+                std::string(to_string(*r.cp_exchange)) + ": framework " + f.name + "'s context parallelism is " +
+                (torch ? "PyTorch's ring attention (its knob: " + field("context_parallel_rotate_method") + ")"
+                       : "Transformer Engine's (its knob: " + field("cp_comm_type") + ")"));
+  l.cp_exchange = r.cp_exchange ? *r.cp_exchange : f.cp_exchange.value_or(CpExchange::p2p);
 }
 
 void set_ddp_overlaps(const FrameworkProfile& f, const LayoutRequest& r, Layout& l) {
@@ -387,7 +389,13 @@ LayoutRequest layout_request(const KnobSettings& k, const FrameworkProfile& f) {
   if (const std::string* x = k.text(attention_backend))
     r.attention_backend = *x == "cudnn" ? AttentionBackend::cudnn : AttentionBackend::flash2;
   if (const std::string* x = k.text(context_parallel_rotate_method))
-    r.cp_rotate = *x == "alltoall" ? CpRotate::alltoall : CpRotate::allgather;
+    r.cp_exchange = *x == "alltoall" ? CpExchange::alltoall : CpExchange::allgather;
+  if (const std::string* x = k.text(cp_comm_type)) {
+    if (r.cp_exchange)
+      throw Error(field("cp_comm_type") + " with " + field("context_parallel_rotate_method") +
+                  ": one is Transformer Engine's, the other PyTorch's; give the framework's");
+    r.cp_exchange = *x == "a2a" ? CpExchange::a2a : *x == "all_gather" ? CpExchange::all_gather : CpExchange::p2p;
+  }
   r.overlap_comm = k.flag(overlap_comm);
   OptimizerPrecision& o = r.optimizer_precision;
   o.precision_aware = k.flag(use_precision_aware_optimizer, false);
@@ -446,7 +454,7 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   if (r.etp != 0) l.etp = positive("etp", r.etp);
   set_expert_dispatch(model, f, r, l);
   set_mtp_layers(model, f, r, l);
-  set_cp_rotate(f, r, l);
+  set_cp_exchange(f, r, l);
   require_fp8_recipe(f, r.fp8);
   l.fp8 = r.fp8;
   l.fp8_param_gather = r.fp8_param_gather;
@@ -537,8 +545,8 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
       f.supported_shardings.push_back(parse_sharding_code(code.get<std::string>()));
   if (j.contains("context_parallel")) f.context_parallel = j.at("context_parallel").get<bool>();
   if (j.contains("context_parallel_rotate_method"))
-    f.cp_rotate = j.at("context_parallel_rotate_method").get<std::string>() == "alltoall" ? CpRotate::alltoall
-                                                                                          : CpRotate::allgather;
+    f.cp_exchange = j.at("context_parallel_rotate_method").get<std::string>() == "alltoall" ? CpExchange::alltoall
+                                                                                            : CpExchange::allgather;
   if (j.contains("pipeline_shardings"))
     for (const auto& code : j.at("pipeline_shardings"))
       f.pipeline_shardings.push_back(parse_sharding_code(code.get<std::string>()));

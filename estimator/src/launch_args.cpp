@@ -158,6 +158,13 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
   megatron_arithmetic(m, a, issues);
   a.insert(a.end(), {"--tensor-model-parallel-size", num(l.tp), "--pipeline-model-parallel-size", num(l.pp),
                      "--context-parallel-size", num(l.cp)});
+  if (l.cp > 1 && l.cp_exchange != CpExchange::p2p) {
+    if (torch_cp_exchange(l.cp_exchange))
+      issues.emplace_back("CP exchange " + std::string(to_string(l.cp_exchange)) +
+                          ": PyTorch's ring attention; Megatron-LM's is Transformer Engine's (--cp-comm-type)");
+    else
+      a.insert(a.end(), {"--cp-comm-type", std::string(to_string(l.cp_exchange))});
+  }
   if (m.num_experts > 0) megatron_experts(m, l, a);
   // Uneven stages (megatron/training/arguments.py): the virtual stage count must then be given as
   // --num-virtual-stages-per-pipeline-rank, not as layers per virtual stage.
@@ -329,6 +336,9 @@ void torchtitan_limits(const Layout& l, std::vector<std::string>& issues) {
   if (l.optimizer_precision.given())
     issues.emplace_back(
         "optimizer-state and gradient formats: headroom writes Megatron-LM's precision-aware optimizer flags only");
+  if (l.cp > 1 && (l.cp_exchange == CpExchange::all_gather || l.cp_exchange == CpExchange::a2a))
+    issues.emplace_back("cp_comm_type " + std::string(to_string(l.cp_exchange)) +
+                        ": Transformer Engine's; torchtitan runs PyTorch's ring attention (allgather or alltoall)");
 }
 
 // The job config's [training], [parallelism] and [activation_checkpoint] entries of a layout.
@@ -346,7 +356,7 @@ std::vector<TomlEntry> torchtitan_entries(const ModelSpec& m, const Layout& l, c
   }
   t.emplace_back("parallelism", "tensor_parallel_degree", num(l.tp));
   t.emplace_back("parallelism", "context_parallel_degree", num(l.cp));
-  if (l.cp > 1 && l.cp_rotate == CpRotate::alltoall)
+  if (l.cp > 1 && l.cp_exchange == CpExchange::alltoall)
     t.emplace_back("parallelism", "context_parallel_rotate_method", "\"alltoall\"");
   t.emplace_back("parallelism", "pipeline_parallel_degree", num(l.pp));
   if (pp) {

@@ -246,6 +246,13 @@ void validate_layout(const ModelSpec& m, const Layout& l) {
                 s(l.dp * l.mbs));
   validate_experts(m, l);
   validate_lora_rank(m, l.lora);
+  // transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py, the a2a forward: "The number of
+  // attention heads needs to be divisible by CP size!" (the heads a TP rank holds, queries' and keys').
+  if (l.cp > 1 && l.cp_exchange == CpExchange::a2a &&
+      ((m.num_heads / l.tp) % l.cp != 0 || (m.num_kv_heads / l.tp) % l.cp != 0))
+    throw Error(field("cp_comm_type") + " a2a with " + field("cp") + " " + s(l.cp) + ": the " + s(m.num_heads / l.tp) +
+                " query and " + s(m.num_kv_heads / l.tp) +
+                " key/value heads a TP rank holds must each be divisible by the CP size");
   refuse_unpriced_precision(l);
   // megatron/core/optimizer/__init__.py: "--use-precision-aware-optimizer only supported with distributed optimizer".
   if (l.optimizer_precision.precision_aware && l.sharding.optimizer == Shard::none)
@@ -431,8 +438,15 @@ std::optional<Dtype> dtype_from_string(std::string_view text) {
 }
 
 std::string_view to_string(Fp8Library x) { return x == Fp8Library::torchao ? "torchao" : "transformer_engine"; }
-std::string_view to_string(CpRotate x) {
-  return x == CpRotate::allgather ? "allgather" : x == CpRotate::alltoall ? "alltoall" : "p2p";
+std::string_view to_string(CpExchange x) {
+  switch (x) {
+    case CpExchange::all_gather: return "all_gather";
+    case CpExchange::a2a: return "a2a";
+    case CpExchange::alltoall: return "alltoall";
+    case CpExchange::allgather: return "allgather";
+    case CpExchange::p2p: break;
+  }
+  return "p2p";
 }
 std::string_view to_string(AttentionBackend x) {
   return x == AttentionBackend::cudnn ? "cudnn" : x == AttentionBackend::flash2 ? "flash2" : "framework";

@@ -514,6 +514,10 @@ double stage_activation_bytes(const ModelSpec& m, const Layout& l, const StageCo
   // stage has one; a group of layers, rematerialised_layers).
   const double layer = rematerialised_layer_bytes(m, l, n.moe_layers > 0);
   bytes += recompute_by_layers(l) ? layer * rematerialised_layers(m, l, n) : layer;
+  // Transformer Engine's all_gather CP, one layer at a time: K and V gathered over the whole sequence and, in backward,
+  // dK and dV as long beside them before their reduce-scatter (context_parallel.py AttnFuncWithCPAndKVAllGather):
+  // (2c − 1) times a GPU's own K and V.
+  if (l.cp > 1 && l.cp_exchange == CpExchange::all_gather) bytes += (2.0 * d(l.cp) - 1.0) * cp_kv_bytes(m, l);
   if (n.stage == 0) bytes += embedding_activation_bytes(m, l) * microbatches_in_flight(l, 0);
   if (n.stage == head_stage(l))
     bytes += (lm_head_activation_bytes(m, l) +

@@ -102,18 +102,20 @@ double ring_collective_seconds(Collective op, double bytes, std::int64_t n, std:
   return op == Collective::all_reduce ? 2.0 * one : one;
 }
 
-CpExposed exposed_cp_seconds(const Layout& l, double kv_s, double kv2_s, double attention_f, double overlap) {
+CpExposed exposed_cp_seconds(const Layout& l, const CpTraffic& t, double attention_f, double overlap) {
   const double attention_b = kAttentionBackwardRatio * attention_f, c = d(l.cp);
   const auto exposed = [](double comm, double hidden) { return std::max(0.0, comm - hidden); };
-  switch (l.cp_rotate) {
-    case CpRotate::allgather:
-      return {exposed(kv_s, overlap * attention_f / c),
-              exposed(kv_s, overlap * attention_b / c) + exposed(kv2_s, overlap * attention_b * (c - 1.0) / c)};
-    case CpRotate::alltoall:
-      return {exposed(kv_s, overlap * attention_f), exposed(kv_s + kv2_s, overlap * attention_b)};
-    case CpRotate::p2p: break;
+  switch (l.cp_exchange) {
+    case CpExchange::all_gather: return {t.kv_s, t.kv2_s};
+    case CpExchange::a2a: return {t.a2a_s, t.a2a_s};
+    case CpExchange::allgather:
+      return {exposed(t.kv_s, overlap * attention_f / c),
+              exposed(t.kv_s, overlap * attention_b / c) + exposed(t.kv2_s, overlap * attention_b * (c - 1.0) / c)};
+    case CpExchange::alltoall:
+      return {exposed(t.kv_s, overlap * attention_f), exposed(t.kv_s + t.kv2_s, overlap * attention_b)};
+    case CpExchange::p2p: break;
   }
-  return {exposed(kv_s, overlap * attention_f), exposed(kv2_s, overlap * attention_b)};
+  return {exposed(t.kv_s, overlap * attention_f), exposed(t.kv2_s, overlap * attention_b)};
 }
 
 double tp_overlapped_comm_seconds(double comm, double gemm, std::int64_t tp) {
@@ -505,8 +507,11 @@ LayerPassTimes layer_pass_times(const ModelSpec& m, const PerfContext& p, const 
     const Link& link = inside ? p.intra : p.cp_inter;
     const double kv = cp_kv_bytes(m, l);
     const double steps = d(l.cp) - 1.0;
+    // Ulysses: each all-to-all keeps 1/c of a GPU's Q, K, V (or output) and sends the rest.
+    const double q = 2.0 * (d(l.seq) / d(l.cp)) * d(l.mbs) * query_width(m) / d(l.tp);
+    const double a2a = l.cp_exchange == CpExchange::a2a ? link.seconds(steps / d(l.cp) * (kv + 2.0 * q)) : 0.0;
     const CpExposed cp =
-        exposed_cp_seconds(l, steps * link.seconds(kv), steps * link.seconds(2.0 * kv), attn_f, p.cp_overlap);
+        exposed_cp_seconds(l, {steps * link.seconds(kv), steps * link.seconds(2.0 * kv), a2a}, attn_f, p.cp_overlap);
     x.forward.cp = cp.forward;
     x.backward.cp = cp.backward + rc.attention * cp.forward;
   }

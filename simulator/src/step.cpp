@@ -414,7 +414,7 @@ class StepBuilder {
       const double kv = cp_kv_bytes(m_, l_);
       const double ring_f = collective(Collective::all_gather, p2p * kv * d(l_.cp), g, Group::cp);
       const double ring_b = collective(Collective::all_gather, p2p * 2.0 * kv * d(l_.cp), g, Group::cp);
-      const CpExposed cp = exposed_cp_seconds(l_, ring_f, ring_b, x.compute.forward.attention, perf_.cp_overlap);
+      const CpExposed cp = exposed_cp_seconds(l_, {ring_f, ring_b, 0.0}, x.compute.forward.attention, perf_.cp_overlap);
       x.cp_fwd = cp.forward;
       x.cp_bwd = cp.backward + rc.attention * cp.forward;
     }
@@ -599,6 +599,9 @@ StepResult simulate_step(const ModelSpec& m, const ClusterSpec& c, const Layout&
   if (m.num_experts > 0)
     throw Error("simulate: " + m.name +
                 " has experts, whose all-to-alls the event simulator does not schedule yet (estimate prices them)");
+  if (l.cp > 1 && (l.cp_exchange == CpExchange::all_gather || l.cp_exchange == CpExchange::a2a))
+    throw Error("simulate: " + field("cp_comm_type") + " " + std::string(to_string(l.cp_exchange)) +
+                " is not scheduled by the event simulator yet (estimate prices it)");
   if (l.mtp_layers > 0)
     throw Error("simulate: " + field("mtp_num_layers") + " " + std::to_string(l.mtp_layers) +
                 " (multi-token-prediction layers) is not scheduled by the event simulator yet (estimate prices it)");

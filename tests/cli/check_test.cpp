@@ -182,6 +182,8 @@ TEST(Check, ReadsBackWhatLaunchWrites) {
            {"--recompute", "selective", "--no-overlap-param-gather"},
            {"--recompute", "selective", "--fp16"},
            {"--recompute", "selective", "--fp16", "--accumulate-allreduce-grads-in-fp32"},
+           {"--recompute", "selective", "--mtp-num-layers", "1"},
+           {"--recompute", "selective", "--cp", "2", "--cp-comm-type", "a2a"},
            {"--recompute", "selective", "--moe-shared-expert-overlap"}}) {  // no shared expert: not written
     std::vector<std::string> job = {"--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192",  "--tp",
                                     "2",       "--pp",        "2",         "--gpus",   "16",    "--gbs", "64"};
@@ -773,6 +775,15 @@ TEST(Check, ReadsMegatronBridgeRecipes) {
   EXPECT_EQ(v2.at("layout").at("ep"), 8);
   EXPECT_EQ(v2.at("layout").at("moe_shared_expert_overlap"), true);
   EXPECT_EQ(v2.at("layout").at("mtp_num_layers"), 0);
+  // Transformer Engine's CP exchange (Qwen3's and gpt-oss's recipes set a2a), and one it does not price.
+  const auto ulysses = checked({"--recipe", "llama3_8b_pretrain_16gpu_h100_bf16_16k_config", "model.cp_comm_type=a2a"});
+  ASSERT_FALSE(ulysses.is_null());
+  EXPECT_EQ(ulysses.at("layout").at("cp_comm_type"), "a2a");
+  EXPECT_EQ(j.at("layout").at("cp_comm_type"), "p2p");
+  const Result hierarchical = run({"check", "--cluster", "dgx-h100", "--", file, "--recipe",
+                                   "llama3_8b_pretrain_16gpu_h100_bf16_16k_config", "model.cp_comm_type=a2a+p2p"});
+  EXPECT_EQ(hierarchical.code, 2);
+  EXPECT_NE(hierarchical.err.find("model.cp_comm_type"), std::string::npos) << hierarchical.err;
   // TransformerConfig's names of the uneven first and last stages (GLM-4.5's recipes).
   const auto uneven =
       checked({"--recipe", "llama3_8b_pretrain_16gpu_h100_bf16_16k_config",

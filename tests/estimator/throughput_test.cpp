@@ -370,21 +370,46 @@ TEST_F(ThroughputTest, SharedExpertOverlapHidesTheDispatchBehindItsGemms) {
 // (1/4 of it), the FP32 gradients behind the other three steps'.
 TEST_F(ThroughputTest, CpRotationHidesWhatItsAttentionCovers) {
   Layout l = layout(1, 4, 1, 1, 4);
-  const auto exposed = [&](CpRotate r) {
-    l.cp_rotate = r;
-    return exposed_cp_seconds(l, 3.0, 6.0, 2.0, 1.0);
+  const auto exposed = [&](CpExchange r) {
+    l.cp_exchange = r;
+    return exposed_cp_seconds(l, {3.0, 6.0, 0.5}, 2.0, 1.0);
   };
-  const CpExposed p2p = exposed(CpRotate::p2p), ring = exposed(CpRotate::alltoall),
-                  gather = exposed(CpRotate::allgather);
+  const CpExposed p2p = exposed(CpExchange::p2p), ring = exposed(CpExchange::alltoall),
+                  gather = exposed(CpExchange::allgather);
   EXPECT_DOUBLE_EQ(p2p.forward, 1.0);
   EXPECT_DOUBLE_EQ(p2p.backward, 1.0);
   EXPECT_DOUBLE_EQ(ring.forward, 1.0);
   EXPECT_DOUBLE_EQ(ring.backward, 4.0);
   EXPECT_DOUBLE_EQ(gather.forward, 2.5);
   EXPECT_DOUBLE_EQ(gather.backward, (3.0 - 1.25) + (6.0 - 3.75));
+  // Transformer Engine's all_gather (K, V gathered; backward gathered again and dK, dV reduce-scattered) and a2a (its
+  // all-to-alls, 0.5 s a pass) hide nothing.
+  const CpExposed te_gather = exposed(CpExchange::all_gather), ulysses = exposed(CpExchange::a2a);
+  EXPECT_DOUBLE_EQ(te_gather.forward, 3.0);
+  EXPECT_DOUBLE_EQ(te_gather.backward, 6.0);
+  EXPECT_DOUBLE_EQ(ulysses.forward, 0.5);
+  EXPECT_DOUBLE_EQ(ulysses.backward, 0.5);
   // torchtitan's CP rotates by all-gather unless told; Megatron-LM's is the P2P ring and refuses the knob.
-  EXPECT_EQ(default_layout(lib.framework("torchtitan")).cp_rotate, CpRotate::allgather);
-  EXPECT_EQ(default_layout(lib.framework("megatron")).cp_rotate, CpRotate::p2p);
+  EXPECT_EQ(default_layout(lib.framework("torchtitan")).cp_exchange, CpExchange::allgather);
+  EXPECT_EQ(default_layout(lib.framework("megatron")).cp_exchange, CpExchange::p2p);
+}
+
+// Transformer Engine's a2a splits the heads a TP rank holds over CP (Llama 3.1 8B: 32 query, 8 key/value heads), and
+// its all_gather holds a layer's K and V gathered, and dK, dV as long, at once: (2c − 1) times a GPU's own.
+TEST_F(ThroughputTest, TransformerEngineCpExchangesHaveTheirLimitsAndBuffers) {
+  Layout l = layout(2, 4, 1, 1, 8);
+  l.cp_exchange = CpExchange::a2a;
+  EXPECT_NO_THROW(validate_layout(llama8b, l));  // 16 and 4 heads over c = 4
+  l.tp = 4;
+  l.dp = 1;
+  l.cp = 4;
+  l.cp_exchange = CpExchange::a2a;
+  EXPECT_THROW(validate_layout(llama8b, l), Error);  // 2 key/value heads a TP rank: not divisible by 4
+  Layout ring = layout(1, 4, 1, 1, 4);
+  Layout gathered = ring;
+  gathered.cp_exchange = CpExchange::all_gather;
+  EXPECT_DOUBLE_EQ(stage_activation_bytes(llama8b, gathered, 0) - stage_activation_bytes(llama8b, ring, 0),
+                   7.0 * cp_kv_bytes(llama8b, ring));
 }
 
 // A TP ring across nodes crosses them through every NIC of a node (NCCL's channels): with instant intra-node

@@ -141,7 +141,7 @@ Layout rank_base(const Plan& plan, const LayoutRequest& q) {
   set_ddp_overlaps(plan.framework, q, base);
   set_expert_dispatch(plan.model, plan.framework, q, base);
   set_mtp_layers(plan.model, plan.framework, q, base);
-  set_cp_rotate(plan.framework, q, base);
+  set_cp_exchange(plan.framework, q, base);
   set_optimizer_precision(plan.framework, q.optimizer_precision, base);  // after the FP8 recipe it depends on
   return base;
 }
@@ -252,7 +252,10 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
       {"moe_token_dispatcher_type", to_string(l.dispatcher)},
       {"moe_shared_expert_overlap", l.shared_expert_overlap},
       {"mtp_num_layers", l.mtp_layers},
-      {"context_parallel_rotate_method", to_string(l.cp_rotate)},
+      {"context_parallel_rotate_method",
+       torch_cp_exchange(l.cp_exchange) ? nlohmann::json(to_string(l.cp_exchange)) : nlohmann::json(nullptr)},
+      {"cp_comm_type",
+       torch_cp_exchange(l.cp_exchange) ? nlohmann::json(nullptr) : nlohmann::json(to_string(l.cp_exchange))},
       {"precision", l.fp8 == Fp8Recipe::none ? "bf16" : "fp8"},
       {"fp8_recipe", l.fp8 == Fp8Recipe::none ? nlohmann::json(nullptr) : nlohmann::json(to_string(l.fp8))},
       {"fp8_library", l.fp8 == Fp8Recipe::none ? nlohmann::json(nullptr) : nlohmann::json(to_string(l.fp8_library))},

@@ -243,6 +243,10 @@ bool megatron_knob_applies(KnobId id, const std::map<std::string, std::string>& 
     // BF16 runs print fp16 False and accumulate_allreduce_grads_in_fp32 True (arguments.py forces it): BF16's defaults.
     case KnobId::fp16:
     case KnobId::accumulate_allreduce_grads_in_fp32: return flag_arg(args, "fp16");
+    case KnobId::cp_comm_type: {
+      const auto cp = arg(args, "context_parallel_size");
+      return cp && *cp != "1";
+    }
     case KnobId::overlap_grad_reduce: return !flag_arg(args, "deepspeed");
     case KnobId::overlap_param_gather:
       return !flag_arg(args, "deepspeed") && flag_arg(args, "use_distributed_optimizer");
@@ -292,6 +296,11 @@ std::map<std::string, std::string> megatron_layout(const std::map<std::string, s
   if (!l.contains("recompute")) l["recompute"] = "none";
   // arguments.py's default dispatcher is allgather, which headroom does not price (the knob's check says so).
   if (arg(args, "num_experts") && !arg(args, "moe_token_dispatcher_type")) l["moe_token_dispatcher_type"] = "allgather";
+  // --cp-comm-type (nargs '+', printed as a list: ['p2p']): one type for every layer is the knob's; a list of several
+  // stays as printed, which the knob refuses (per-layer types are not priced).
+  if (const auto c = l.find("cp_comm_type"); c != l.end() && c->second.starts_with("['") && c->second.ends_with("']") &&
+                                             c->second.find(',') == std::string::npos)
+    c->second = c->second.substr(2, c->second.size() - 4);
   // --attention-backend (arguments.py AttnBackend, printed as AttnBackend.fused): fused is Transformer Engine's cuDNN
   // attention, flash the flash-attn package's; auto leaves it to the framework's curve.
   if (auto b = arg(args, "attention_backend")) {

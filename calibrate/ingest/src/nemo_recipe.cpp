@@ -301,6 +301,7 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"model.config.moe_token_dispatcher_type", "moe_token_dispatcher_type", ""},
     {"model.config.moe_expert_capacity_factor", "moe_expert_capacity_factor", ""},
     {"model.config.mtp_num_layers", "mtp_num_layers", ""},
+    {"model.config.cp_comm_type", "cp_comm_type", ""},
     {"optim.config.use_distributed_optimizer", "", ""},
     // Megatron-core's OptimizerConfig as pretrain_performance_optimizations and the MoE recipes set it
     // (megatron/core/optimizer/optimizer_config.py): the precision-aware optimizer and its dtypes.
@@ -410,6 +411,11 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
                key == "trainer.strategy.account_for_loss_in_pipeline_split" ||
                key == "model.config.moe_shared_expert_overlap") {
       layout[std::string(rule->knob)] = boolean() ? "true" : "false";
+    } else if (key == "model.config.cp_comm_type") {
+      // transformer_config.py: one type for all layers, or a list (one a layer, not priced); None: p2p.
+      if (v != "None" && v != "p2p" && v != "all_gather" && v != "a2a")
+        throw refuse(R"(not priced (valid: "p2p", "all_gather", "a2a", None))");
+      if (v != "None") layout["cp_comm_type"] = v;
     } else if (key == "model.config.mtp_num_layers") {
       layout["mtp_num_layers"] = v == "None" || v == "0" ? "0" : std::to_string(integer());
     } else if (key == "model.config.moe_token_dispatcher_type") {

@@ -78,6 +78,11 @@ constexpr std::array<Knob, kKnobCount> kKnobs = {{
      .help = "how PyTorch's ring attention passes K and V under CP: allgather (all of them at the first step, behind "
              "its attention only; torchtitan's default) or alltoall (a ring, step by step)",
      .choices = "allgather|alltoall", .json = "layout.context_parallel_rotate_method"},
+    {.id = cp_comm_type, .name = "cp_comm_type", .type = T::choice, .default_text = "p2p", .flags = "--cp-comm-type",
+     .help = "how Transformer Engine's CP gets the other ranks' K and V: p2p (a ring behind attention), all_gather "
+             "(before attention, exposed) or a2a (Ulysses all-to-alls of Q, K, V and the output over heads; heads "
+             "divisible by t·c) (Megatron-LM)",
+     .choices = "p2p|all_gather|a2a", .log_key = "cp_comm_type", .json = "layout.cp_comm_type"},
     {.id = precision, .name = "precision", .type = T::choice, .default_text = "bf16", .flags = "--precision",
      .help = "GEMM precision: bf16 (default) or fp8 (the decoder's linear layers)", .choices = "bf16|fp8",
      .json = "layout.precision"},

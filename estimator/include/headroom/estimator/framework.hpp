@@ -42,7 +42,7 @@ struct FrameworkProfile {
   // V (optional key "context_parallel_rotate_method": PyTorch's "allgather" or "alltoall", the knob's default and
   // the ones it takes; absent: Transformer Engine's P2P ring, the knob refused).
   bool context_parallel = true;
-  std::optional<CpRotate> cp_rotate;
+  std::optional<CpExchange> cp_exchange;
   // Of those shardings, the ones it runs with a pipeline (optional key "pipeline_shardings"; empty: all).
   std::vector<StateSharding> pipeline_shardings;
   // Pipeline stages of unequal layer counts (Megatron-LM's --decoder-first/last-pipeline-num-layers); optional
@@ -106,9 +106,9 @@ void set_expert_dispatch(const ModelSpec& m, const FrameworkProfile& f, const La
 // past the decoder's layer count, with learned positions or LoRA, and under full uniform recompute of groups of
 // more than one layer (Megatron-LM asserts it).
 void set_mtp_layers(const ModelSpec& m, const FrameworkProfile& f, const LayoutRequest& r, Layout& l);
-// The request's CP K/V rotation (Layout::cp_rotate), or the framework's: refused where the framework's CP is not
-// PyTorch's.
-void set_cp_rotate(const FrameworkProfile& f, const LayoutRequest& r, Layout& l);
+// The request's CP exchange (Layout::cp_exchange), or the framework's: PyTorch's rotations where the framework's CP is
+// PyTorch's ring attention, Transformer Engine's where it is not; the other refused.
+void set_cp_exchange(const FrameworkProfile& f, const LayoutRequest& r, Layout& l);
 // Errors when a recompute mode, a sharding or a pipeline schedule is not one the framework runs (its
 // supported_recompute, supported_shardings, supported_schedules; an empty list allows all), naming the ones it does:
 // one rule for estimate, launch, simulate, mtsl and the Python Planner (build_layout), as for rank's proposals.
@@ -151,7 +151,7 @@ struct LayoutRequest {
   std::optional<bool> overlap_param_gather;    // Layout::overlap_param_gather; default overlap_grad_reduce's
   bool compile = false;                        // Layout::compile; needs a framework that compiles
   AttentionBackend attention_backend = AttentionBackend::framework;  // Layout::attention_backend
-  std::optional<CpRotate> cp_rotate;       // Layout::cp_rotate; needs a framework with PyTorch's CP (default its)
+  std::optional<CpExchange> cp_exchange;   // Layout::cp_exchange; needs a framework with PyTorch's CP (default its)
   OptimizerPrecision optimizer_precision;  // Layout::optimizer_precision; needs a framework that runs it
   // Layout::zero's settings given (overlap_comm, reduce_bucket_size, stage3_*); needs a framework with "zero".
   std::optional<bool> overlap_comm;

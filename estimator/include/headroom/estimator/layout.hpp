@@ -49,10 +49,15 @@ enum class AttentionBackend : std::uint8_t { framework, cudnn, flash2 };
 // The buffers the TP overlap communicates through (a framework's, residual.hpp tp_comm_buffer_bytes): Transformer
 // Engine's userbuffers, or the symmetric-memory workspace of torch's micro-pipelined TP.
 enum class TpCommBuffers : std::uint8_t { userbuffers, symmetric_memory };
-// How CP's ring attention passes K and V (the context_parallel_rotate_method knob): Transformer Engine's P2P ring
-// (Megatron-LM), or PyTorch's (torch/distributed/tensor/experimental/_attention.py) ring of permutes (alltoall) or one
-// all-gather at the first step (allgather).
-enum class CpRotate : std::uint8_t { p2p, alltoall, allgather };
+// How CP's attention gets the other ranks' K and V: Transformer Engine's (Megatron-LM's cp_comm_type knob) P2P ring,
+// one all-gather before attention (all_gather) or DeepSpeed-Ulysses all-to-alls of Q, K, V and the output over heads
+// (a2a); or PyTorch's ring attention (torch/distributed/tensor/experimental/_attention.py, the
+// context_parallel_rotate_method knob), a ring of permutes (alltoall) or one all-gather at the first step (allgather).
+enum class CpExchange : std::uint8_t { p2p, all_gather, a2a, alltoall, allgather };
+// Whether an exchange is PyTorch's (the rest are Transformer Engine's).
+[[nodiscard]] constexpr bool torch_cp_exchange(CpExchange x) {
+  return x == CpExchange::alltoall || x == CpExchange::allgather;
+}
 // How one of parameters, gradients or optimizer states is sharded over the data-parallel (DP×CP) group:
 // not at all, inside a group of GPUs (a node), or over the whole group (PaRO's N / I / G).
 enum class Shard { none, intra, global };
@@ -227,7 +232,7 @@ struct Layout {
   // tensor, which then takes one gradient of its full size (memory.hpp frozen_weights_take_gradients).
   bool fsdp_flat_parameters = false;
   AttentionBackend attention_backend = AttentionBackend::framework;
-  CpRotate cp_rotate = CpRotate::p2p;  // the framework's (FrameworkProfile::cp_rotate), or the knob's
+  CpExchange cp_exchange = CpExchange::p2p;  // the framework's (FrameworkProfile::cp_exchange), or the knob's
   ZeroSettings zero;
   // Full recompute's layers (RecomputeMethod); uniform 1, every layer on its own, is recompute full's default.
   RecomputeMethod recompute_method = RecomputeMethod::uniform;
@@ -342,7 +347,8 @@ void refuse_unpriced_precision(const Layout& layout);
 [[nodiscard]] std::string_view to_string(Fp8Recipe r);         // "none", "delayed", "tensorwise"
 [[nodiscard]] std::string_view to_string(Fp8Library x);        // "transformer_engine", "torchao"
 [[nodiscard]] std::string_view to_string(AttentionBackend x);  // "framework", "cudnn", "flash2"
-[[nodiscard]] std::string_view to_string(CpRotate x);          // "p2p", "alltoall", "allgather"
+// "p2p", "all_gather", "a2a" (Transformer Engine's names), "alltoall", "allgather" (PyTorch's)
+[[nodiscard]] std::string_view to_string(CpExchange x);
 // Whether `gpus` is whole nodes of the cluster: at most one node, or a multiple of gpus_per_node (schedulers allocate
 // whole nodes, launchers start the same ranks on each). An assumed cluster's nodes are a guess: any count passes.
 [[nodiscard]] bool whole_nodes(std::int64_t gpus, const ClusterSpec& cluster);

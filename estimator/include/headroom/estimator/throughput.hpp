@@ -65,21 +65,27 @@ namespace headroom {
 [[nodiscard]] double ring_collective_seconds(Collective op, double bytes, std::int64_t n, std::int64_t m,
                                              const Link& intra, const Link& inter);
 
-// One layer's CP traffic left exposed per pass, given kv_s, the time to pass the other c − 1 ranks' K and V to a GPU
-// once (BF16), kv2_s the time for twice those bytes, and the layer's attention forward (its backward is
-// kAttentionBackwardRatio of it), of which `overlap` can hide traffic. P2P (Transformer Engine, Megatron-LM): K and V
-// forward, K, V and dK, dV in BF16 backward, each step behind the attention block it feeds. PyTorch
-// (torch/distributed/tensor/experimental/_attention.py _templated_ring_attention and its backward): the gradients of
-// K and V go round in FP32 (_cp_options.convert_to_f32; dkv_rotater is always the permute ring), and with the
-// allgather rotater (_AllGatherRotater, torch's and torchtitan's default) K and V arrive in one all-gather at the first
-// step, which only that step's attention (1/c of it) hides: the next step waits for it, forward and backward alike;
-// the FP32 gradients then pass behind the other c − 1 steps. The backward's repeat of a recomputed forward is the
-// caller's.
+// One layer's CP traffic left exposed per pass (Layout::cp_exchange), given the layer's attention forward (its backward
+// is kAttentionBackwardRatio of it), of which `overlap` can hide traffic, and the traffic's times: kv_s to pass the
+// other c − 1 ranks' K and V to a GPU once (BF16), kv2_s for twice those bytes, a2a_s for the all-to-alls of a GPU's
+// Q, K, V and attention output (a pass's: forward Q, K, V then the output, backward dO then dQ, dK, dV). Transformer
+// Engine (Megatron-LM's cp_comm_type, transformer_config.py): p2p, K and V forward, K, V and dK, dV in BF16 backward,
+// each step behind the attention block it feeds; all_gather, K and V gathered before attention, "not async, and cannot
+// be overlapped", backward gathering them again and reduce- scattering dK, dV (context_parallel.py
+// AttnFuncWithCPAndKVAllGather); a2a, Q, K, V to heads before attention and the output back after it, backward dO and
+// dQ, dK, dV, all exposed. PyTorch (torch/distributed/tensor/experimental/ _attention.py _templated_ring_attention and
+// its backward): the gradients of K and V go round in FP32
+// (_cp_options.convert_to_f32; dkv_rotater is always the permute ring), and with the allgather rotater
+// (_AllGatherRotater, torch's and torchtitan's default) K and V arrive in one all-gather at the first step, which only
+// that step's attention (1/c of it) hides: the next step waits for it, forward and backward alike; the FP32 gradients
+// then pass behind the other c − 1 steps. The backward's repeat of a recomputed forward is the caller's.
+struct CpTraffic {
+  double kv_s = 0, kv2_s = 0, a2a_s = 0;
+};
 struct CpExposed {
   double forward = 0, backward = 0;
 };
-[[nodiscard]] CpExposed exposed_cp_seconds(const Layout& l, double kv_s, double kv2_s, double attention_f,
-                                           double overlap);
+[[nodiscard]] CpExposed exposed_cp_seconds(const Layout& l, const CpTraffic& t, double attention_f, double overlap);
 
 // TP communication pipelined with its GEMMs (Megatron-LM's --tp-comm-overlap): TransformerEngine's userbuffers
 // split each all-gather/reduce-scatter and its GEMM into t chunks (transformer_engine/pytorch/module/base.py

@@ -36,6 +36,7 @@ enum class KnobId : std::uint8_t {
   moe_shared_expert_overlap,
   mtp_num_layers,
   context_parallel_rotate_method,
+  cp_comm_type,
   precision,
   fp8_format,
   fp8_recipe,
