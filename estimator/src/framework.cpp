@@ -388,13 +388,12 @@ LayoutRequest layout_request(const KnobSettings& k, const FrameworkProfile& f) {
   r.compile = k.flag(compile, false);
   if (const std::string* x = k.text(attention_backend))
     r.attention_backend = *x == "cudnn" ? AttentionBackend::cudnn : AttentionBackend::flash2;
-  if (const std::string* x = k.text(context_parallel_rotate_method))
-    r.cp_exchange = *x == "alltoall" ? CpExchange::alltoall : CpExchange::allgather;
+  if (const std::string* x = k.text(context_parallel_rotate_method)) r.cp_exchange = parse_cp_exchange(*x);
   if (const std::string* x = k.text(cp_comm_type)) {
     if (r.cp_exchange)
       throw Error(field("cp_comm_type") + " with " + field("context_parallel_rotate_method") +
                   ": one is Transformer Engine's, the other PyTorch's; give the framework's");
-    r.cp_exchange = *x == "a2a" ? CpExchange::a2a : *x == "all_gather" ? CpExchange::all_gather : CpExchange::p2p;
+    r.cp_exchange = parse_cp_exchange(*x);
   }
   r.overlap_comm = k.flag(overlap_comm);
   OptimizerPrecision& o = r.optimizer_precision;
@@ -544,9 +543,8 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
     for (const auto& code : j.at("supported_shardings"))
       f.supported_shardings.push_back(parse_sharding_code(code.get<std::string>()));
   if (j.contains("context_parallel")) f.context_parallel = j.at("context_parallel").get<bool>();
-  if (j.contains("context_parallel_rotate_method"))
-    f.cp_exchange = j.at("context_parallel_rotate_method").get<std::string>() == "alltoall" ? CpExchange::alltoall
-                                                                                            : CpExchange::allgather;
+  if (j.contains("context_parallel_rotate_method"))  // "allgather" or "alltoall" (framework.schema.json)
+    f.cp_exchange = parse_cp_exchange(j.at("context_parallel_rotate_method").get<std::string>());
   if (j.contains("pipeline_shardings"))
     for (const auto& code : j.at("pipeline_shardings"))
       f.pipeline_shardings.push_back(parse_sharding_code(code.get<std::string>()));

@@ -448,6 +448,12 @@ std::string_view to_string(CpExchange x) {
   }
   return "p2p";
 }
+std::optional<CpExchange> parse_cp_exchange(std::string_view name) {
+  for (const CpExchange x :
+       {CpExchange::p2p, CpExchange::all_gather, CpExchange::a2a, CpExchange::alltoall, CpExchange::allgather})
+    if (to_string(x) == name) return x;
+  return std::nullopt;
+}
 std::string_view to_string(AttentionBackend x) {
   return x == AttentionBackend::cudnn ? "cudnn" : x == AttentionBackend::flash2 ? "flash2" : "framework";
 }

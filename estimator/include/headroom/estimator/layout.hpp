@@ -347,8 +347,10 @@ void refuse_unpriced_precision(const Layout& layout);
 [[nodiscard]] std::string_view to_string(Fp8Recipe r);         // "none", "delayed", "tensorwise"
 [[nodiscard]] std::string_view to_string(Fp8Library x);        // "transformer_engine", "torchao"
 [[nodiscard]] std::string_view to_string(AttentionBackend x);  // "framework", "cudnn", "flash2"
-// "p2p", "all_gather", "a2a" (Transformer Engine's names), "alltoall", "allgather" (PyTorch's)
+// "p2p", "all_gather", "a2a" (Transformer Engine's names), "alltoall", "allgather" (PyTorch's); parse_cp_exchange is
+// its inverse (nullopt for another name).
 [[nodiscard]] std::string_view to_string(CpExchange x);
+[[nodiscard]] std::optional<CpExchange> parse_cp_exchange(std::string_view name);
 // Whether `gpus` is whole nodes of the cluster: at most one node, or a multiple of gpus_per_node (schedulers allocate
 // whole nodes, launchers start the same ranks on each). An assumed cluster's nodes are a guess: any count passes.
 [[nodiscard]] bool whole_nodes(std::int64_t gpus, const ClusterSpec& cluster);
