@@ -353,7 +353,7 @@ TorchtitanJob torchtitan_job(const std::map<std::string, std::string>& t, std::i
   if (is_true("parallelism.enable_async_tensor_parallel")) l["tp_comm_overlap"] = "true";
   if (const auto rotate = t.find("parallelism.context_parallel_rotate_method"); rotate != t.end()) {
     if (rotate->second != "allgather" && rotate->second != "alltoall")
-      refuse_key(where, rotate->first, rotate->second, "valid: \"allgather\", \"alltoall\"");
+      refuse_key(where, rotate->first, rotate->second, R"(valid: "allgather", "alltoall")");
     l["context_parallel_rotate_method"] = rotate->second;
   }
   if (float8) {
