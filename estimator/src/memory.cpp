@@ -15,6 +15,9 @@ namespace {
 
 using units::d;
 
+// One norm over the h-wide hidden state: RMSNorm's weight, LayerNorm's weight and bias.
+double hidden_norm_parameters(const ModelSpec& m) { return (m.norm == Norm::layernorm ? 2.0 : 1.0) * d(m.hidden_size); }
+
 // 4D paper Eq. 11 in units of s·b·h: the attention input (2), Q and the attention output (2 each, a·d_h wide, h when
 // d_h = h/a) and K, V (2 each, k·d_h wide): 6 + 4k/a when a·d_h = h.
 // Per-head RMSNorms of q and k (Qwen3, Gemma 3) store their inputs too, 2·(a + k)·d_h/h more.
@@ -159,7 +162,7 @@ double embedding_parameters(const ModelSpec& m) {
 
 // 4D paper Eq. 3: 2hv + h + 2Lh²(1 + k/a + 3/2·h_ffn/h + 1/h), the final norm being the lone h.
 double parameter_count(const ModelSpec& m) {
-  const double final_norm = (m.norm == Norm::layernorm ? 2.0 : 1.0) * d(m.hidden_size);
+  const double final_norm = hidden_norm_parameters(m);
   const double moe = d(moe_layers(m));
   return embedding_parameters(m) + final_norm + (d(m.num_layers) - moe) * layer_parameters(m) +
          moe * moe_layer_parameters(m);
@@ -171,9 +174,9 @@ bool mtp_layer_has_experts(const ModelSpec& m) { return moe_layers(m) > 0; }
 // transformer layer (with experts where the model's last layer has them), eh_proj projecting the normed embedding and
 // hidden state (2h × h, no bias) and three norms (enorm, hnorm, final_layernorm); embedding and head are shared.
 double mtp_module_parameters(const ModelSpec& m) {
-  const double h = d(m.hidden_size), norm = m.norm == Norm::layernorm ? 2.0 : 1.0;
+  const double h = d(m.hidden_size);
   const double layer = mtp_layer_has_experts(m) ? moe_layer_parameters(m) : layer_parameters(m);
-  return layer + 2.0 * h * h + 3.0 * norm * h;
+  return layer + 2.0 * h * h + 3.0 * hidden_norm_parameters(m);
 }
 
 double mtp_parameters(const ModelSpec& m) { return d(m.mtp_layers) * mtp_module_parameters(m); }
@@ -213,11 +216,11 @@ double stage_expert_parameters_per_gpu(const ModelSpec& m, const Layout& l, std:
 }
 
 double mtp_module_parameters_per_gpu(const ModelSpec& m, const Layout& l) {
-  const double h = d(m.hidden_size), norm = m.norm == Norm::layernorm ? 2.0 : 1.0;
+  const double h = d(m.hidden_size);
   const double layer = mtp_layer_has_experts(m)
                            ? moe_layer_dense_parameters_per_gpu(m, l) + expert_parameters_per_gpu(m, l)
                            : layer_parameters_per_gpu(m, l);
-  return layer + 2.0 * h * h / d(l.tp) + 3.0 * norm * h;
+  return layer + 2.0 * h * h / d(l.tp) + 3.0 * hidden_norm_parameters(m);
 }
 
 double stage_decoder_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage) {
@@ -236,8 +239,10 @@ double stage_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_
   if (first) params += hv_t + (m.learned_positions ? d(m.max_context) * h : 0.0);
   // Megatron keeps a copy of a tied embedding on the last stage when p > 1 (kept in sync by all-reduce).
   if (last && !(first && m.tied_embeddings)) params += hv_t;
-  if (last) params += (m.norm == Norm::layernorm ? 2.0 : 1.0) * h;
-  return params + d(stage_mtp_layers(l, stage)) * mtp_module_parameters_per_gpu(m, l);
+  if (last) params += hidden_norm_parameters(m);
+  if (const std::int64_t mtp = stage_mtp_layers(l, stage); mtp > 0)
+    params += d(mtp) * mtp_module_parameters_per_gpu(m, l);
+  return params;
 }
 
 StageCounts stage_counts(const ModelSpec& m, const Layout& l, std::int64_t stage) {
@@ -263,10 +268,12 @@ double stage_linear_weight_parameters_per_gpu(const ModelSpec& m, const Layout& 
   const std::int64_t moe = stage_moe_layers(m, l, stage);
   // A multi-token-prediction layer's linear layers and its eh_proj run in FP8 too (multi_token_prediction.py: "MTP
   // only use global fp8 context").
-  const double mtp = d(stage_mtp_layers(l, stage)) * (linear_weight_parameters_per_gpu(m, l, mtp_layer_has_experts(m)) +
-                                                      2.0 * d(m.hidden_size) * d(m.hidden_size) / d(l.tp));
-  return d(stage_layers(m, l, stage) - moe) * linear_weight_parameters_per_gpu(m, l, false) +
-         d(moe) * linear_weight_parameters_per_gpu(m, l, true) + mtp;
+  double weights = d(stage_layers(m, l, stage) - moe) * linear_weight_parameters_per_gpu(m, l, false) +
+                   d(moe) * linear_weight_parameters_per_gpu(m, l, true);
+  if (const std::int64_t mtp = stage_mtp_layers(l, stage); mtp > 0)
+    weights += d(mtp) * (linear_weight_parameters_per_gpu(m, l, mtp_layer_has_experts(m)) +
+                         2.0 * d(m.hidden_size) * d(m.hidden_size) / d(l.tp));
+  return weights;
 }
 
 double fp8_weight_copy_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage) {
@@ -519,10 +526,11 @@ double stage_activation_bytes(const ModelSpec& m, const Layout& l, const StageCo
   // (2c − 1) times a GPU's own K and V.
   if (l.cp > 1 && l.cp_exchange == CpExchange::all_gather) bytes += (2.0 * d(l.cp) - 1.0) * cp_kv_bytes(m, l);
   if (n.stage == 0) bytes += embedding_activation_bytes(m, l) * microbatches_in_flight(l, 0);
-  if (n.stage == head_stage(l))
-    bytes += (lm_head_activation_bytes(m, l) +
-              d(l.mtp_layers) * (mtp_layer_activation_bytes(m, l) + lm_head_activation_bytes(m, l))) *
-             head_microbatches_in_flight(l);
+  if (n.stage == head_stage(l)) {
+    double head = lm_head_activation_bytes(m, l);
+    if (l.mtp_layers > 0) head += d(l.mtp_layers) * (mtp_layer_activation_bytes(m, l) + lm_head_activation_bytes(m, l));
+    bytes += head * head_microbatches_in_flight(l);
+  }
   return bytes;
 }
 

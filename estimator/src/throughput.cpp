@@ -25,6 +25,17 @@ double volume_seconds(const Volume& v, double bytes_per_element, const CommSetup
   return t;
 }
 
+// What of a collective stays exposed when it runs beside `hidden` seconds of work on another stream.
+double exposed_behind(double comm, double hidden) { return std::max(0.0, comm - hidden); }
+
+// One ring all-gather (or reduce-scatter) of a `bytes` tensor over the layout's TP group, inside a node or across the
+// nodes it spans (ring_gather_across_nodes_seconds).
+double tp_ring_seconds(const PerfContext& p, const Layout& l, double bytes) {
+  const std::int64_t per_node = members_per_node(1, l.tp, p.gpus_per_node);
+  return per_node >= l.tp ? ring_gather_seconds(bytes, l.tp, p.intra)
+                          : ring_gather_across_nodes_seconds(bytes, l.tp, per_node, p.intra, p.inter);
+}
+
 }  // namespace
 
 std::int64_t members_per_node(std::int64_t stride, std::int64_t size, std::int64_t gpus_per_node) {
@@ -104,18 +115,18 @@ double ring_collective_seconds(Collective op, double bytes, std::int64_t n, std:
 
 CpExposed exposed_cp_seconds(const Layout& l, const CpTraffic& t, double attention_f, double overlap) {
   const double attention_b = kAttentionBackwardRatio * attention_f, c = d(l.cp);
-  const auto exposed = [](double comm, double hidden) { return std::max(0.0, comm - hidden); };
   switch (l.cp_exchange) {
     case CpExchange::all_gather: return {t.kv_s, t.kv2_s};
     case CpExchange::a2a: return {t.a2a_s, t.a2a_s};
     case CpExchange::allgather:
-      return {exposed(t.kv_s, overlap * attention_f / c),
-              exposed(t.kv_s, overlap * attention_b / c) + exposed(t.kv2_s, overlap * attention_b * (c - 1.0) / c)};
+      return {exposed_behind(t.kv_s, overlap * attention_f / c),
+              exposed_behind(t.kv_s, overlap * attention_b / c) +
+                  exposed_behind(t.kv2_s, overlap * attention_b * (c - 1.0) / c)};
     case CpExchange::alltoall:
-      return {exposed(t.kv_s, overlap * attention_f), exposed(t.kv_s + t.kv2_s, overlap * attention_b)};
+      return {exposed_behind(t.kv_s, overlap * attention_f), exposed_behind(t.kv_s + t.kv2_s, overlap * attention_b)};
     case CpExchange::p2p: break;
   }
-  return {exposed(t.kv_s, overlap * attention_f), exposed(t.kv2_s, overlap * attention_b)};
+  return {exposed_behind(t.kv_s, overlap * attention_f), exposed_behind(t.kv2_s, overlap * attention_b)};
 }
 
 double tp_overlapped_comm_seconds(double comm, double gemm, std::int64_t tp) {
@@ -180,9 +191,6 @@ AttentionSeconds unfused_attention_seconds(const ModelSpec& m, const PerfContext
 }
 
 namespace {
-
-// What of a collective stays exposed when it runs beside `hidden` seconds of work on another stream.
-double exposed_behind(double comm, double hidden) { return std::max(0.0, comm - hidden); }
 
 // The shared expert's two GEMMs, one micro-batch forward: fc1 (gate and up) and fc2 (down) of a dense FFN of its
 // width split over t, over the s·b/c tokens SP gathers; none without a shared expert.
@@ -412,10 +420,7 @@ PipelineEnds pipeline_end_seconds(const ModelSpec& m, const PerfContext& p, cons
       // With SP: the 2h input all-gathered and the h output gathered, backward their reduce-scatter and the
       // scatter's all-gather (3 h-wide tensors each way); without: the output gathered, backward the input gradient
       // all-reduced (1 and 4).
-      const std::int64_t per_node = members_per_node(1, l.tp, p.gpus_per_node);
-      const double whole = activation_tensor_bytes(m, l) * t;
-      const double one = per_node >= l.tp ? ring_gather_seconds(whole, l.tp, p.intra)
-                                          : ring_gather_across_nodes_seconds(whole, l.tp, per_node, p.intra, p.inter);
+      const double one = tp_ring_seconds(p, l, activation_tensor_bytes(m, l) * t);
       e.mtp_proj_tp_forward_s = (l.sequence_parallel ? 3.0 : 1.0) * one;
       e.mtp_proj_tp_backward_s = (l.sequence_parallel ? 3.0 : 4.0) * one;
     }
@@ -483,12 +488,8 @@ LayerPassTimes layer_pass_times(const ModelSpec& m, const PerfContext& p, const 
   // TP/SP (Korthikanti et al. 2023 Sec. 4.2.2): 2 all-gathers + 2 reduce-scatters of s·b·h/c per pass (the same
   // bytes as 2 all-reduces without SP); recompute repeats its share of the forward ones (recompute_factors).
   if (l.tp > 1) {
-    const std::int64_t per_node = members_per_node(1, l.tp, p.gpus_per_node);
     const double bytes = activation_tensor_bytes(m, l) * d(l.tp);  // the whole s·b·h/c tensor the SP ring assembles
-    const auto ring = [&](double b) {
-      return per_node >= l.tp ? ring_gather_seconds(b, l.tp, p.intra)
-                              : ring_gather_across_nodes_seconds(b, l.tp, per_node, p.intra, p.inter);
-    };
+    const auto ring = [&](double b) { return tp_ring_seconds(p, l, b); };
     const double gather = ring(bytes);
     // With SP the two all-gathers of a pass move FP8 (1 B) where the inputs are quantized before the gather.
     const double all_gathers = l.sequence_parallel && fp8_sequence_gathers(l) ? 2.0 * ring(0.5 * bytes) : 2.0 * gather;
@@ -508,8 +509,11 @@ LayerPassTimes layer_pass_times(const ModelSpec& m, const PerfContext& p, const 
     const double kv = cp_kv_bytes(m, l);
     const double steps = d(l.cp) - 1.0;
     // Ulysses: each all-to-all keeps 1/c of a GPU's Q, K, V (or output) and sends the rest.
-    const double q = 2.0 * (d(l.seq) / d(l.cp)) * d(l.mbs) * query_width(m) / d(l.tp);
-    const double a2a = l.cp_exchange == CpExchange::a2a ? link.seconds(steps / d(l.cp) * (kv + 2.0 * q)) : 0.0;
+    double a2a = 0.0;
+    if (l.cp_exchange == CpExchange::a2a) {
+      const double q = 2.0 * (d(l.seq) / d(l.cp)) * d(l.mbs) * query_width(m) / d(l.tp);
+      a2a = link.seconds(steps / d(l.cp) * (kv + 2.0 * q));
+    }
     const CpExposed cp =
         exposed_cp_seconds(l, {steps * link.seconds(kv), steps * link.seconds(2.0 * kv), a2a}, attn_f, p.cp_overlap);
     x.forward.cp = cp.forward;

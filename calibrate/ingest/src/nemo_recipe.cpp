@@ -584,23 +584,25 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
       experts = it->experts;
       // Where the class differs from the shipped model, as Megatron-LM's arguments (check applies them).
       std::string differences;
+      const auto say = [&](const std::string& said) { differences += (differences.empty() ? " with " : ", ") + said; };
       const auto differ = [&](const char* argument, const std::string& v, const std::string& said) {
         out.arguments[argument] = v;
-        differences += (differences.empty() ? " with " : ", ") + said;
+        say(said);
+      };
+      // A class default headroom prices as a knob, unless the recipe set it.
+      const auto by_default = [&](const char* knob, const std::string& v, const std::string& said) {
+        if (layout.contains(knob)) return;
+        layout[knob] = v;
+        say(said);
       };
       if (it->attention_dropout != nullptr)
         differ("attention_dropout", it->attention_dropout, "attention dropout " + std::string(it->attention_dropout));
       if (it->untied) differ("untie_embeddings_and_output_weights", "true", "its output layer untied");
       if (it->no_window) differ("window_size", "None", "no window");
-      if (it->shared_expert_overlap && !layout.contains("moe_shared_expert_overlap")) {
-        layout["moe_shared_expert_overlap"] = "true";
-        differences += std::string(differences.empty() ? " with " : ", ") + "the shared expert overlapped";
-      }
-      if (it->mtp_layers > 0 && !layout.contains("mtp_num_layers")) {
-        layout["mtp_num_layers"] = std::to_string(it->mtp_layers);
-        differences += std::string(differences.empty() ? " with " : ", ") + std::to_string(it->mtp_layers) +
-                       " multi-token-prediction layer(s)";
-      }
+      if (it->shared_expert_overlap) by_default("moe_shared_expert_overlap", "true", "the shared expert overlapped");
+      if (it->mtp_layers > 0)
+        by_default("mtp_num_layers", std::to_string(it->mtp_layers),
+                   std::to_string(it->mtp_layers) + " multi-token-prediction layer(s)");
       out.notes.push_back("the model is " + cls + ", " + std::string(it->model) + "'s shape" + differences);
       // GPTConfig.configure_model takes a vocabulary the class does not set from the data's tokenizer, and
       // MockDataModule with none uses GPT-2's BPE (nemo/collections/llm/gpt/data/mock.py): the recipe's mock run
