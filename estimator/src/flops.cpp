@@ -106,13 +106,19 @@ double op_recomputed_gemm_share(const ModelSpec& m) {
   return recomputed / all;
 }
 
-// Korthikanti et al. 2023 Sec. 5 (selective, full); torchtitan's SelectiveAC policy (op).
-RecomputeFactors recompute_factors(const ModelSpec& m, Recompute r) {
-  switch (r) {
+// Korthikanti et al. 2023 Sec. 5 (selective, full); torchtitan's SelectiveAC policy (op); Megatron-LM's
+// --recompute-modules (transformer_layer.py, moe_layer.py: a checkpointed MLP or MoE block runs its forward again,
+// collectives included).
+RecomputeFactors recompute_factors(const ModelSpec& m, const Layout& l, bool experts) {
+  switch (l.recompute) {
     case Recompute::none: return {};
-    case Recompute::selective: return {0.0, 1.0, 0.0, 0.0};
-    case Recompute::full: return {1.0, 1.0, 1.0, 1.0};
-    case Recompute::op: return {op_recomputed_gemm_share(m), 0.0, 1.0, 0.5};
+    case Recompute::selective: {
+      const bool ffn = experts ? recomputes(l, RecomputeModule::moe) : recomputes(l, RecomputeModule::mlp);
+      return {0.0, recomputes(l, RecomputeModule::core_attn) ? 1.0 : 0.0, 0.0, ffn ? 0.5 : 0.0,
+              experts && ffn ? 1.0 : 0.0};
+    }
+    case Recompute::full: return {1.0, 1.0, 1.0, 1.0, 1.0};
+    case Recompute::op: return {op_recomputed_gemm_share(m), 0.0, 1.0, 0.5, 0.0};
   }
   return {};
 }

@@ -352,6 +352,7 @@ LayoutRequest layout_request(const KnobSettings& k, const FrameworkProfile& f) {
   }
   if (const std::string* x = k.text(recompute)) r.recompute = parse_recompute(*x);
   if (const std::string* x = k.text(recompute_method)) r.recompute_method = parse_recompute_method(*x);
+  if (const std::string* x = k.text(recompute_modules)) r.recompute_modules = parse_recompute_modules(*x);
   if (const std::string* x = k.text(schedule)) r.schedule = parse_schedule(*x);
   if (const std::string* x = k.text(sharding)) {
     try {
@@ -440,6 +441,13 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   }
   l.recompute_method = r.recompute_method;
   l.recompute_num_layers = r.recompute_num_layers;
+  if (r.recompute_modules) {
+    // Megatron-LM reads --recompute-modules under --recompute-granularity selective only (transformer_layer.py).
+    if (l.recompute != Recompute::selective)
+      throw Error(field("recompute_modules") + " needs " + field("recompute") + " selective, not " +
+                  std::string(to_string(l.recompute)));
+    l.recompute_modules = *r.recompute_modules;
+  }
   require_recompute_method(f, l);
   l.tp = positive("tp", r.tp);
   l.cp = positive("cp", r.cp);

@@ -214,6 +214,10 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
   if (l.attention_backend != AttentionBackend::framework)
     a.insert(a.end(), {"--attention-backend", l.attention_backend == AttentionBackend::cudnn ? "fused" : "flash"});
   if (l.recompute == Recompute::selective) a.insert(a.end(), {"--recompute-granularity", "selective"});
+  if (recomputes_modules(l)) {
+    a.emplace_back("--recompute-modules");
+    for (const std::string_view name : recompute_module_names(l.recompute_modules)) a.emplace_back(name);
+  }
   if (l.recompute == Recompute::full)
     a.insert(a.end(),
              {"--recompute-granularity", "full", "--recompute-method",
@@ -486,6 +490,9 @@ void write_pytorch_parallelism(std::ostringstream& py, const Layout& l) {
                  "reduce-scatter and every other mm output (torchtitan's SelectiveAC)"
                : "recompute core attention only (torch.utils.checkpoint around it)")
        << "\n";
+  if (recomputes_modules(l))
+    py << "# UNSUPPORTED: recompute_modules " << recompute_modules_to_string(l.recompute_modules)
+       << ": Megatron-LM's; checkpoint those submodules with torch.utils.checkpoint yourself\n";
   if (l.compile) py << "# compile: torch.compile(block) on every decoder block before fully_shard\n";
   if (l.attention_backend == AttentionBackend::cudnn)
     py << "# attention: with torch.nn.attention.sdpa_kernel(SDPBackend.CUDNN_ATTENTION) around the model's forward\n";
@@ -675,6 +682,9 @@ void deepspeed(const ModelSpec& m, const Layout& l, LaunchExport& e) {
   if (l.precision.weight_bytes == 2) a.emplace_back("--bf16");
   if (l.flash_attention) a.emplace_back("--use-flash-attn-v2");
   if (l.recompute == Recompute::selective) a.insert(a.end(), {"--recompute-granularity", "selective"});
+  if (recomputes_modules(l))
+    issues.push_back("recompute_modules " + recompute_modules_to_string(l.recompute_modules) +
+                     ": Megatron-LM's; Megatron-DeepSpeed's selective recompute is the core attention's");
   // Every layer recomputed: Megatron-DeepSpeed's --checkpoint-activations, which DeepSpeed's activation checkpointing
   // serves (megatron/model/transformer.py _checkpointed_forward, one layer a chunk by default).
   if (l.recompute == Recompute::full)
@@ -711,6 +721,9 @@ std::vector<std::pair<std::string, std::string>> nemo_layout_keys(const Layout& 
           {"model.activations_checkpoint_method",
            full ? std::string(l.recompute_method == RecomputeMethod::block ? "block" : "uniform") : "null"},
           {"model.activations_checkpoint_num_layers", full ? num(l.recompute_num_layers) : "null"},
+          // Megatron-core's TransformerConfig field, which megatron_base_model.py copies from the model config.
+          {"model.recompute_modules",
+           recomputes_modules(l) ? "[" + recompute_modules_to_string(l.recompute_modules) + "]" : "null"},
           {"model.ub_tp_comm_overlap", boolean(l.tp_comm_overlap)},
           {"model.overlap_p2p_comm", boolean(l.overlap_p2p_comm)}};
 }

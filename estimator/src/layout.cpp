@@ -1,6 +1,7 @@
 #include "headroom/estimator/layout.hpp"
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -211,6 +212,22 @@ void refuse_unpriced_precision(const Layout& l) {
     throw Error(field("fp8_param_gather") + " needs FP8 training (" + field("fp8_recipe") + ")");
 }
 
+void validate_recompute_modules(const ModelSpec& m, const Layout& l) {
+  if (!recomputes_modules(l)) return;
+  const std::string what = field("recompute_modules") + " ";
+  // megatron/core/transformer/transformer_config.py __post_init__, its checks of recompute_modules.
+  if (recomputes(l, RecomputeModule::mla_up_proj) && !latent_attention(m))
+    throw Error(what + "mla_up_proj needs latent attention, which " + m.name + " does not have");
+  if (recomputes(l, RecomputeModule::shared_experts) && l.shared_expert_overlap)
+    throw Error(what + "shared_experts with " + field("moe_shared_expert_overlap") +
+                ": Megatron-LM refuses them together");
+  if (l.fp8 == Fp8Recipe::delayed)
+    for (const auto x : {RecomputeModule::layernorm, RecomputeModule::moe_act})
+      if (recomputes(l, x))
+        throw Error(what + recompute_modules_to_string(static_cast<std::uint8_t>(x)) + " with " + field("fp8_recipe") +
+                    " delayed: Megatron-LM refuses it (delayed scaling does not support it)");
+}
+
 void validate_experts(const ModelSpec& m, const Layout& l) {
   require_positive(l.ep, "expert parallel size", "ep");
   if (l.etp < 0) throw Error(field("etp") + " " + s(l.etp) + " must be positive (0: the tensor parallel size)");
@@ -254,6 +271,7 @@ void validate_layout(const ModelSpec& m, const Layout& l) {
                 " query and " + s(m.num_kv_heads / l.tp) +
                 " key/value heads a TP rank holds must each be divisible by the CP size");
   refuse_unpriced_precision(l);
+  validate_recompute_modules(m, l);
   // megatron/core/optimizer/__init__.py: "--use-precision-aware-optimizer only supported with distributed optimizer".
   if (l.optimizer_precision.precision_aware && l.sharding.optimizer == Shard::none)
     throw Error(field("use_precision_aware_optimizer") + " needs the distributed optimizer (" + field("sharding") +
@@ -387,6 +405,50 @@ std::string_view to_string(Recompute r) {
     case Recompute::op: return "op";
   }
   return "?";
+}
+
+namespace {
+// Megatron-LM's module names (transformer_config.py allowed_modules), in RecomputeModule's order.
+constexpr std::array<std::string_view, 7> kRecomputeModuleNames = {"core_attn", "layernorm",      "mla_up_proj", "mlp",
+                                                                   "moe",       "shared_experts", "moe_act"};
+}  // namespace
+
+std::uint8_t parse_recompute_modules(std::string_view text) {
+  std::uint8_t bits = 0;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = std::min(text.find_first_of(", ", start), text.size());
+    const std::string_view item = text.substr(start, end - start);
+    start = end + 1;
+    if (item.empty()) continue;
+    const auto* it = std::find(kRecomputeModuleNames.begin(), kRecomputeModuleNames.end(), item);
+    if (it != kRecomputeModuleNames.end()) {
+      bits |= static_cast<std::uint8_t>(1u << (it - kRecomputeModuleNames.begin()));
+      continue;
+    }
+    // The rest of transformer_config.py's allowed_modules recompute parts of models headroom does not price.
+    const bool megatrons = item == "gdn_norm_out" || item == "gdp_in_proj" || item == "gdp_qkv" || item == "mhc";
+    throw Error(field("recompute_modules") + " " + std::string(item) +
+                (megatrons ? " recomputes a part of a model headroom does not price" : " is not Megatron-LM's") +
+                " (valid: core_attn, layernorm, mla_up_proj, mlp, moe, shared_experts, moe_act)");
+  }
+  return bits;
+}
+
+std::vector<std::string_view> recompute_module_names(std::uint8_t modules) {
+  std::vector<std::string_view> names;
+  for (std::size_t i = 0; i < kRecomputeModuleNames.size(); ++i)
+    if ((modules & (1u << i)) != 0) names.push_back(kRecomputeModuleNames[i]);
+  return names;
+}
+
+std::string recompute_modules_to_string(std::uint8_t modules) {
+  std::string out;
+  for (const std::string_view name : recompute_module_names(modules)) {
+    if (!out.empty()) out += ',';
+    out += name;
+  }
+  return out;
 }
 
 std::string_view to_string(RecomputeMethod r) {

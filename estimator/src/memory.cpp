@@ -18,16 +18,27 @@ using units::d;
 // One norm over the h-wide hidden state: RMSNorm's weight, LayerNorm's weight and bias.
 double hidden_norm_parameters(const ModelSpec& m) { return (m.norm == Norm::layernorm ? 2.0 : 1.0) * d(m.hidden_size); }
 
+// Selective recompute of the layernorm module (layout.hpp RecomputeModule): latent attention's input norm, not fused
+// into a linear layer (gpt_layer_specs.py builds it as TENorm), discards its output, the down projections' input.
+bool mla_input_norm_recomputed(const ModelSpec& m, const Layout& l) {
+  return latent_attention(m) && recomputes(l, RecomputeModule::layernorm);
+}
+
 // 4D paper Eq. 11 in units of s·b·h: the attention input (2), Q and the attention output (2 each, a·d_h wide, h when
 // d_h = h/a) and K, V (2 each, k·d_h wide): 6 + 4k/a when a·d_h = h.
 // Per-head RMSNorms of q and k (Qwen3, Gemma 3) store their inputs too, 2·(a + k)·d_h/h more.
 // Latent attention stores the replicated down projections' outputs and their normed copies (q_r, kv_r + d_rope,
 // whole on every TP rank: × t), then Q, K (a·d_qk each), V and the output (a·d_v each), split over t.
+// Selective recompute (layout.hpp RecomputeModule) of latent attention's input norm drops the attention input; of its
+// up projections (mla_up_proj) keeps their inputs alone, the q and kv latents and the RoPE part of K (the checkpoint's
+// inputs, multi_latent_attention.py), and of the core attention's tensors the output only.
 double attention_activation_units(const ModelSpec& m, const Layout& l) {
   if (latent_attention(m)) {
-    const double down = 2.0 * d(m.q_lora_rank) + d(m.kv_lora_rank) + d(m.kv_lora_rank + m.qk_rope_head_dim);
-    const double heads = d(m.num_heads) * (2.0 * head_dim(m) + 2.0 * d(m.v_head_dim));
-    return 2.0 + 2.0 * (down * d(l.tp) + heads) / d(m.hidden_size);
+    const double q_r = d(m.q_lora_rank), kv_r = d(m.kv_lora_rank), rope = d(m.qk_rope_head_dim);
+    const bool up = recomputes(l, RecomputeModule::mla_up_proj);
+    const double down = up ? q_r + kv_r + rope : 2.0 * q_r + kv_r + (kv_r + rope);
+    const double heads = d(m.num_heads) * (up ? d(m.v_head_dim) : 2.0 * head_dim(m) + 2.0 * d(m.v_head_dim));
+    return (mla_input_norm_recomputed(m, l) ? 0.0 : 2.0) + 2.0 * (down * d(l.tp) + heads) / d(m.hidden_size);
   }
   const double qk = (query_width(m) + kv_width(m)) / d(m.hidden_size);
   return 2.0 + 4.0 * qk + (m.qk_norm ? 2.0 * qk : 0.0);
@@ -43,7 +54,9 @@ double norm_activation_units(const ModelSpec& m) { return m.sandwich_norms ? 8.0
 // Korthikanti et al. 2023 Eq. 1: without FlashAttention and without recompute, the softmax output 2·a·s²·b/(t·c),
 // with attention dropout also its mask (1) and output (2).
 double unfused_score_bytes(const ModelSpec& m, const Layout& l) {
-  if (l.flash_attention || l.recompute != Recompute::none) return 0.0;
+  const bool recomputed =
+      l.recompute == Recompute::selective ? recomputes(l, RecomputeModule::core_attn) : l.recompute != Recompute::none;
+  if (l.flash_attention || recomputed) return 0.0;
   const double bytes_per_score = m.attention_dropout > 0 ? 5.0 : 2.0;
   return bytes_per_score * d(m.num_heads) * d(l.seq) * d(l.seq) * d(l.mbs) / (d(l.tp) * d(l.cp));
 }
@@ -71,16 +84,21 @@ bool fp8_saves_inputs(const Layout& l) {
 // attention: the norm's output and the normed q and kv latents (whole on every TP rank, held by the up projections
 // only) are saved, the output projection's FP8 copy adds a·d_v/h. torchao keeps the BF16 input (float8_linear.py saves
 // input_hp): nothing. Full recompute stores the layer input alone, in BF16.
+// Recomputed norms and up projections save nothing of those inputs (their linear layers save the discarded BF16 input,
+// transformer_engine.py set_save_original_input, or run inside the checkpoint).
 double fp8_attention_saved_units(const ModelSpec& m, const Layout& l) {
   if (!fp8_saves_inputs(l)) return 0.0;
   const double h = d(m.hidden_size), replicated = l.sequence_parallel ? 1.0 : d(l.tp);
   if (latent_attention(m))
-    return replicated + d(l.tp) * d(m.q_lora_rank + m.kv_lora_rank) / h - d(m.num_heads) * d(m.v_head_dim) / h;
+    return (mla_input_norm_recomputed(m, l) ? 0.0 : replicated) +
+           (recomputes(l, RecomputeModule::mla_up_proj) ? 0.0 : d(l.tp) * d(m.q_lora_rank + m.kv_lora_rank) / h) -
+           d(m.num_heads) * d(m.v_head_dim) / h;
   return replicated - query_width(m) / h;
 }
-// The FFN's: its input (1, replicated without SP) and the down projection's input (h_ffn/h).
+// The FFN's: its input (1, replicated without SP) and the down projection's input (h_ffn/h); none where the MLP is
+// recomputed.
 double fp8_ffn_saved_units(const ModelSpec& m, const Layout& l) {
-  if (!fp8_saves_inputs(l)) return 0.0;
+  if (!fp8_saves_inputs(l) || recomputes(l, RecomputeModule::mlp)) return 0.0;
   return (l.sequence_parallel ? 1.0 : d(l.tp)) + d(m.ffn_hidden_size) / d(m.hidden_size);
 }
 
@@ -354,16 +372,19 @@ double op_saved_units(const ModelSpec& m, const Layout& l) {
 // 2 + 4h_ffn/h. Without SP (Korthikanti et al. 2023, Sec. 4.2.2) the norm inputs and the inputs of the QKV and FFN
 // projections (8 units) are replicated over TP. Without FlashAttention the softmax output 2·a·s²·b/(t·c)
 // is stored as well (with attention dropout, GPT's, its mask and output too); selective recompute
-// (Korthikanti Sec. 5) drops it.
+// (Korthikanti Sec. 5) drops it. Selective recompute of the MLP (transformer_layer.py checkpoints it from the
+// pre-MLP norm's input, which the norm terms count) drops its input and intermediates.
 // Full recompute stores the layer input only (2 units, SP-sharded).
 double activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   const double sbh = sbh_per_gpu(m, l);
   if (l.recompute == Recompute::full) return 2.0 * sbh * (l.sequence_parallel ? 1.0 : d(l.tp));
   if (l.recompute == Recompute::op) return sbh * op_saved_units(m, l);
   const double ffn_ratio = d(m.ffn_hidden_size) / d(m.hidden_size);
-  const double mlp_units = 2.0 + mlp_intermediate_units(m.mlp) * ffn_ratio;
+  const bool mlp_kept = !recomputes(l, RecomputeModule::mlp);
+  const double mlp_units = mlp_kept ? 2.0 + mlp_intermediate_units(m.mlp) * ffn_ratio : 0.0;
   const double all_units = attention_activation_units(m, l) + mlp_units + norm_activation_units(m);
-  const double replicated_units = 4.0 + norm_activation_units(m);
+  const double inputs = (mla_input_norm_recomputed(m, l) ? 0.0 : 2.0) + (mlp_kept ? 2.0 : 0.0);
+  const double replicated_units = inputs + norm_activation_units(m);
   double bytes =
       l.sequence_parallel ? sbh * all_units : sbh * ((all_units - replicated_units) + replicated_units * d(l.tp));
   bytes -= sbh * (fp8_attention_saved_units(m, l) + fp8_ffn_saved_units(m, l));
@@ -375,20 +396,29 @@ double activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
 // the shared expert's intermediates as a dense FFN of its width; each of the k routed copies of a token keeps its
 // expert input (all-gathered over etp: 2·etp), the expert's intermediates (8f_e/h gated, 4f_e/h not, split over
 // etp) and its output for the combine (2), scaled by the busiest GPU's load. Full recompute: the layer input only.
+// Selective recompute (layout.hpp RecomputeModule): moe keeps the MoE block's input alone (moe_layer.py checkpoints
+// it whole), shared_experts drops the shared expert's intermediates, moe_act the activation's output and the product
+// (half the intermediates: the first GEMM's output stays, experts.py), layernorm the pre-MLP norm's output (the FFN
+// input).
 double moe_activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   if (l.recompute == Recompute::full) return activation_bytes_per_layer(m, l);
   const double h = d(m.hidden_size), gated = mlp_intermediate_units(m.mlp);
-  const double routed =
-      d(m.moe_router_topk) * l.expert_load * (2.0 * d(l.expert_tp()) + gated * d(m.moe_ffn_hidden_size) / h + 2.0);
-  double units = attention_activation_units(m, l) + norm_activation_units(m) + 2.0 + 2.0 * d(m.num_experts) / h +
-                 gated * d(m.shared_expert_ffn_hidden_size) / h + routed;
+  const bool block = !recomputes(l, RecomputeModule::moe);  // the MoE block's tensors kept
+  const bool shared = block && m.shared_expert_ffn_hidden_size > 0 && !recomputes(l, RecomputeModule::shared_experts);
+  const bool act = block && !recomputes(l, RecomputeModule::moe_act);  // the routed activation's outputs kept
+  const bool ffn_input = !recomputes(l, RecomputeModule::layernorm);
+  const double copies = d(m.moe_router_topk) * l.expert_load, f_e = d(m.moe_ffn_hidden_size) / h;
+  const double f_s = d(m.shared_expert_ffn_hidden_size) / h;
+  const double routed = block ? copies * (2.0 * d(l.expert_tp()) + (act ? gated : gated / 2.0) * f_e + 2.0) : 0.0;
+  double units = attention_activation_units(m, l) + norm_activation_units(m) + (ffn_input ? 2.0 : 0.0) +
+                 (block ? 2.0 * d(m.num_experts) / h : 0.0) + (shared ? gated * f_s : 0.0) + routed;
   // FP8 (Transformer Engine): attention as a dense layer; each routed copy's expert input (etp) and down-projection
   // input (f_e/h) in FP8; the shared expert's down-projection input (f_s/h) too, while its up projection saves an FP8
-  // copy (1) of the FFN input, which the router and dispatcher keep in BF16.
+  // copy (1) of the FFN input, which the router and dispatcher keep in BF16 (the BF16 input, discarded, where the norm
+  // is recomputed: moe_layer.py set_for_recompute_pre_mlp_layernorm).
   if (fp8_saves_inputs(l))
-    units -= fp8_attention_saved_units(m, l) +
-             d(m.moe_router_topk) * l.expert_load * (d(l.expert_tp()) + d(m.moe_ffn_hidden_size) / h) +
-             (m.shared_expert_ffn_hidden_size > 0 ? d(m.shared_expert_ffn_hidden_size) / h - 1.0 : 0.0);
+    units -= fp8_attention_saved_units(m, l) + (block ? copies * (d(l.expert_tp()) + (act ? f_e : 0.0)) : 0.0) +
+             (shared ? f_s - (ffn_input ? 1.0 : 0.0) : 0.0);
   return sbh_per_gpu(m, l) * units + unfused_score_bytes(m, l);
 }
 
@@ -475,11 +505,19 @@ double mtp_layer_activation_bytes(const ModelSpec& m, const Layout& l) {
 
 // What recompute re-materialises during one layer's backward, one micro-batch at a time, beyond what the layer keeps:
 // full, the whole layer (a layer with experts where the stage has one); op, the layer's tensors it did not save.
+// Selective recompute of modules: their tensors (beyond the core attention's, which FlashAttention keeps either way).
 double rematerialised_layer_bytes(const ModelSpec& m, const Layout& l, bool experts) {
+  const auto kept = [&](const Layout& x) {
+    return experts ? moe_activation_bytes_per_layer(m, x) : activation_bytes_per_layer(m, x);
+  };
+  if (recomputes_modules(l)) {
+    Layout attention_only = l;
+    attention_only.recompute_modules &= kDefaultRecomputeModules;
+    return std::max(0.0, kept(attention_only) - kept(l));
+  }
   if (l.recompute != Recompute::full && l.recompute != Recompute::op) return 0.0;
-  const Layout stored = without_recompute(l);
-  const double whole = experts ? moe_activation_bytes_per_layer(m, stored) : activation_bytes_per_layer(m, stored);
-  return l.recompute == Recompute::full ? whole : std::max(0.0, whole - activation_bytes_per_layer(m, l));
+  const double whole = kept(without_recompute(l));
+  return l.recompute == Recompute::full ? whole : std::max(0.0, whole - kept(l));
 }
 
 namespace {

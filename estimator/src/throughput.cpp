@@ -233,6 +233,67 @@ double mla_gemm_seconds(const ModelSpec& m, const PerfContext& p, const Layout& 
   return seconds + gemm_seconds(p, {tokens, a * head_dim(m) / t, q_r > 0 ? q_r : h}, fp8);
 }
 
+// Transformer Engine's cast of one element: read BF16, write FP8 row- and column-wise (4 B); current scaling reads it
+// once more for the amax (6 B).
+double te_cast_bytes_per_element(const Layout& l) { return l.fp8 == Fp8Recipe::delayed ? 4.0 : 6.0; }
+
+// What selective recompute's modules (layout.hpp RecomputeModule) run again in one layer's backward, one micro-batch:
+// their forward GEMMs, each at its own shape (a dense layer's fc1 and fc2; the MoE block's router, shared and routed
+// experts; the shared expert's; latent attention's q and kv up projections), and the HBM seconds of their elementwise
+// work: a norm reads and writes its h-wide tensor, an activation reads the first GEMM's output and writes its own, the
+// MoE block permutes its token copies again, latent attention's RoPE reads and writes Q and K, and Transformer Engine
+// casts the recomputed FP8 GEMMs' inputs again.
+struct RecomputedModuleSeconds {
+  double gemm = 0, elementwise = 0;
+};
+RecomputedModuleSeconds recomputed_module_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l,
+                                                  bool experts) {
+  RecomputedModuleSeconds x;
+  if (!recomputes_modules(l)) return x;
+  const bool fp8 = l.fp8 != Fp8Recipe::none;
+  const double h = d(m.hidden_size), t = d(l.tp), tokens = d(l.seq) * d(l.mbs) / d(l.cp);
+  const double local = l.sequence_parallel ? tokens / t : tokens, gated = mlp_input_projections(m.mlp);
+  // An activation over n tokens of width w: reads the first GEMM's output (gated·w wide), writes w (BF16).
+  const auto activation_bytes = [&](double n, double w) { return 2.0 * n * (gated + 1.0) * w; };
+  double bytes = 0.0, cast_elements = 0.0;
+  if (recomputes(l, RecomputeModule::layernorm))
+    bytes += 4.0 * local * h * ((experts ? 1.0 : 0.0) + (latent_attention(m) ? 1.0 : 0.0));
+  if (!experts && recomputes(l, RecomputeModule::mlp)) {
+    const LayerGemms g = layer_gemms(m, l);
+    x.gemm += gemm_seconds(p, g.fc1, fp8) + gemm_seconds(p, g.fc2, fp8);
+    bytes += activation_bytes(tokens, d(m.ffn_hidden_size) / t);
+    cast_elements += tokens * (h + d(m.ffn_hidden_size) / t);
+  }
+  if (experts) {
+    const bool block = recomputes(l, RecomputeModule::moe);
+    const double copies = routed_copies_per_gpu(m, l), f_e = d(m.moe_ffn_hidden_size) / d(l.expert_tp());
+    const double f_s = d(m.shared_expert_ffn_hidden_size) / t;
+    if (block) {
+      x.gemm += moe_ffn_gemm_seconds(m, p, l, fp8);
+      bytes += 4.0 * 2.0 * copies * h;  // the permutations, as layer_passes counts them
+      cast_elements += copies * (h + f_e);
+    } else if (recomputes(l, RecomputeModule::shared_experts) && f_s > 0) {
+      const SharedExpertGemms shared = shared_expert_gemm_seconds(m, p, l, fp8);
+      x.gemm += shared.fc1 + shared.fc2;
+    }
+    if (block || recomputes(l, RecomputeModule::moe_act)) bytes += activation_bytes(copies, f_e);
+    if ((block || recomputes(l, RecomputeModule::shared_experts)) && f_s > 0) {
+      bytes += activation_bytes(tokens, f_s);
+      cast_elements += tokens * (h + f_s);
+    }
+  }
+  if (recomputes(l, RecomputeModule::mla_up_proj)) {
+    const double a = d(m.num_heads), q_r = d(m.q_lora_rank), kv_r = d(m.kv_lora_rank);
+    x.gemm += gemm_seconds(p, {tokens, a * (d(m.qk_nope_head_dim) + d(m.v_head_dim)) / t, kv_r}, fp8) +
+              gemm_seconds(p, {tokens, a * head_dim(m) / t, q_r > 0 ? q_r : h}, fp8);
+    bytes += 2.0 * 2.0 * tokens * 2.0 * a * head_dim(m) / t;
+    cast_elements += tokens * (q_r > 0 ? q_r + kv_r : h + kv_r);
+  }
+  if (fp8 && l.fp8_library == Fp8Library::transformer_engine) bytes += te_cast_bytes_per_element(l) * cast_elements;
+  x.elementwise = bytes / p.hbm_bytes_per_s;
+  return x;
+}
+
 LayerPasses layer_passes(const ModelSpec& m, const PerfContext& p, const Layout& l, bool experts) {
   const double s = d(l.seq), h = d(m.hidden_size);
   const LayerGemms g = layer_gemms(m, l);
@@ -254,7 +315,8 @@ LayerPasses layer_passes(const ModelSpec& m, const PerfContext& p, const Layout&
                         p.hbm_bytes_per_s;
   const Fp8CastBytes cast = fp8_cast_bytes(m, l, experts);
   const double cast_f = cast.forward / p.hbm_bytes_per_s, cast_b = cast.backward / p.hbm_bytes_per_s;
-  const RecomputeFactors rc = recompute_factors(m, l.recompute);
+  const RecomputeFactors rc = recompute_factors(m, l, experts);
+  const RecomputedModuleSeconds modules = recomputed_module_seconds(m, p, l, experts);
   // Frozen base weights: the input gradient only, unless FSDP1's flat parameters hand autograd views that require
   // grad (torch/distributed/fsdp/_flat_param.py _use_unsharded_views: every view of a flat parameter that requires
   // grad does), which then computes the frozen weights' gradients too (frozen_weights_take_gradients). The root unit
@@ -266,8 +328,9 @@ LayerPasses layer_passes(const ModelSpec& m, const PerfContext& p, const Layout&
                        : 0.0;
   LayerPasses out;
   out.forward = {gemm_f + lora_f, attn_f, elem_f + cast_f, p.coef.layer_overhead_s};
-  out.backward = {(base_bwd + rc.gemm) * gemm_f + (kGemmBackwardRatio + rc.gemm) * lora_f,
-                  attn_b + rc.attention * attn_f, (2.0 + rc.elementwise) * elem_f + cast_b + rc.elementwise * cast_f,
+  out.backward = {(base_bwd + rc.gemm) * gemm_f + modules.gemm + (kGemmBackwardRatio + rc.gemm) * lora_f,
+                  attn_b + rc.attention * attn_f,
+                  (2.0 + rc.elementwise) * elem_f + cast_b + rc.elementwise * cast_f + modules.elementwise,
                   (1.0 + rc.elementwise) * p.coef.layer_overhead_s};
   return out;
 }
@@ -319,12 +382,6 @@ Fp8CastElements fp8_cast_elements(const ModelSpec& m, const Layout& l, bool expe
   x.weights = linear_weight_parameters_per_gpu(m, l, experts);
   return x;
 }
-
-namespace {
-// Transformer Engine's cast of one element: read BF16, write FP8 row- and column-wise (4 B); current scaling reads it
-// once more for the amax (6 B).
-double te_cast_bytes_per_element(const Layout& l) { return l.fp8 == Fp8Recipe::delayed ? 4.0 : 6.0; }
-}  // namespace
 
 Fp8CastBytes fp8_cast_bytes(const ModelSpec& m, const Layout& l, bool experts) {
   const Fp8CastElements x = fp8_cast_elements(m, l, experts);
@@ -483,7 +540,7 @@ LayerPassTimes layer_pass_times(const ModelSpec& m, const PerfContext& p, const 
   const PerfCoefficients& c = p.coef;
   const LayerPasses lc = layer_passes(m, p, l, experts);
   const double attn_f = lc.forward.attention;
-  const RecomputeFactors rc = recompute_factors(m, l.recompute);
+  const RecomputeFactors rc = recompute_factors(m, l, experts);
   LayerPassTimes x{compute_only(lc.forward), compute_only(lc.backward)};
   // TP/SP (Korthikanti et al. 2023 Sec. 4.2.2): 2 all-gathers + 2 reduce-scatters of s·b·h/c per pass (the same
   // bytes as 2 all-reduces without SP); recompute repeats its share of the forward ones (recompute_factors).
@@ -530,7 +587,7 @@ LayerPassTimes layer_pass_times(const ModelSpec& m, const PerfContext& p, const 
     const double back = gemm_backward_ratio(!l.lora.enabled());
     x.forward.ep = exposed_behind(one, shared.fc1) + exposed_behind(one, shared.fc2);
     x.backward.ep =
-        exposed_behind(one, back * shared.fc2) + exposed_behind(one, back * shared.fc1) + rc.gemm * x.forward.ep;
+        exposed_behind(one, back * shared.fc2) + exposed_behind(one, back * shared.fc1) + rc.ep * x.forward.ep;
   }
   return x;
 }
@@ -608,7 +665,7 @@ StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Lay
     const double mtp = d(l.mtp_layers);
     const LayerPassTimes& one = mtp_layer_has_experts(m) ? moe_layer : layer;
     const bool kept = by_layers && l.recompute_method == RecomputeMethod::block;
-    const RecomputeFactors rc = recompute_factors(m, kept ? Recompute::none : l.recompute);
+    const RecomputeFactors rc = recompute_factors(m, kept ? without_recompute(l) : l, mtp_layer_has_experts(m));
     f += scaled(one.forward, mtp);
     b += scaled(kept ? mb.kept_layer.backward : one.backward, mtp);
     f.gemm += mtp * ends.mtp_proj_gemm_s;

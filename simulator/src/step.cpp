@@ -388,7 +388,7 @@ class StepBuilder {
     LayerCosts x;
     x.compute = layer_compute_seconds(m_, perf_, l_);
     x.ends = pipeline_end_seconds(m_, perf_, l_);
-    const RecomputeFactors rc = recompute_factors(m_, l_.recompute);
+    const RecomputeFactors rc = recompute_factors(m_, l_, false);
     // TP/SP (Korthikanti et al. 2023): 2 all-gathers + 2 reduce-scatters of s·b·h/c per layer and pass.
     if (l_.tp > 1) {
       std::vector<std::int64_t> g;

@@ -389,10 +389,31 @@ TEST(MegatronLog, EveryKnobWithALogKeyIsRead) {
   log.insert(log.rfind('\n', log.find(end)) + 1, block);
   const auto run = parse_megatron_log(log, "all.log");
   for (const Knob& k : knobs()) {
-    if (!k.log_key.empty()) {
+    // Megatron-LM reads the modules under selective recompute only, and this block's is full (below).
+    if (!k.log_key.empty() && k.id != KnobId::recompute_modules) {
       EXPECT_TRUE(run.layout.contains(std::string(k.name))) << k.name << " from " << k.log_key;
     }
   }
+}
+
+// --recompute-modules, printed as a Python list, under selective recompute: the knob's names; an empty list recomputes
+// nothing; None (arguments.py's default) is the core attention, the knob's default.
+TEST(MegatronLog, RecomputeModulesAreReadUnderSelectiveRecompute) {
+  const std::string log = slurp("megatron_llama_written.log");
+  const std::string end = "---- end of arguments ----";
+  ASSERT_NE(log.find(end), std::string::npos);
+  const std::string none = "recompute_granularity ........................... None";
+  ASSERT_NE(log.find(none), std::string::npos);
+  const auto with = [&](const std::string& granularity, const std::string& modules) {
+    std::string x = log;
+    x.replace(x.find(none), none.size(), "recompute_granularity .......... " + granularity);
+    x.insert(x.rfind('\n', x.find(end)) + 1, "  recompute_modules .......... " + modules + "\n");
+    return parse_megatron_log(x, "modules.log").layout;
+  };
+  EXPECT_EQ(with("selective", "['moe_act', 'layernorm']").at("recompute_modules"), "moe_act,layernorm");
+  EXPECT_EQ(with("selective", "[]").at("recompute"), "none");
+  EXPECT_FALSE(with("selective", "None").contains("recompute_modules"));
+  EXPECT_FALSE(with("full", "['mlp']").contains("recompute_modules"));
 }
 
 // arguments.py prints the optimizer's formats as torch dtypes (fp8 as torch.uint8): read as the knobs' names.

@@ -184,6 +184,7 @@ TEST(Check, ReadsBackWhatLaunchWrites) {
            {"--recompute", "selective", "--fp16", "--accumulate-allreduce-grads-in-fp32"},
            {"--recompute", "selective", "--mtp-num-layers", "1"},
            {"--recompute", "selective", "--cp", "2", "--cp-comm-type", "a2a"},
+           {"--recompute", "selective", "--recompute-modules", "mlp,layernorm"},
            {"--recompute", "selective", "--moe-shared-expert-overlap"}}) {  // no shared expert: not written
     std::vector<std::string> job = {"--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192",  "--tp",
                                     "2",       "--pp",        "2",         "--gpus",   "16",    "--gbs", "64"};
@@ -284,7 +285,9 @@ TEST(Check, ReadsBackTheNemoOverridesLaunchWrites) {
                                               "--fp8-recipe", "delayed", "--fp8-param-gather", "--grad-reduce-in-bf16"},
                                              {"--gpus", "8", "--gbs", "64", "--sharding", "ddp"},
                                              {"--tp", "2", "--pp", "4", "--gpus", "16", "--gbs", "64", "--recompute",
-                                              "full", "--recompute-method", "block", "--recompute-num-layers", "3"}}) {
+                                              "full", "--recompute-method", "block", "--recompute-num-layers", "3"},
+                                             {"--tp", "2", "--gpus", "16", "--gbs", "64", "--recompute", "selective",
+                                              "--recompute-modules", "core_attn,mlp"}}) {
     std::vector<std::string> launch = {"launch", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192"};
     launch.insert(launch.end(), layout_knobs.begin(), layout_knobs.end());
     launch.emplace_back("--json");
@@ -942,6 +945,14 @@ TEST(Check, ReadsNemo2RecipesThatCallOtherRecipes) {
   const Result amd = run({"check", "--cluster", "mi300x-x8", dir + "deepseek_v2_lite.py"});
   EXPECT_EQ(amd.code, 2);
   EXPECT_NE(amd.err.find("DeepEP runs on NVIDIA GPUs"), std::string::npos) << amd.err;
+  // DeepSeek-V3: selective recompute of latent attention's up projections and of the norms (model.config.
+  // recompute_modules), as the recipe sets them.
+  const auto v3 = checked("deepseek_v3.py");
+  ASSERT_FALSE(v3.is_null());
+  EXPECT_EQ(v3.at("model"), "deepseek-v3");
+  EXPECT_EQ(v3.at("layout").at("recompute"), "selective");
+  EXPECT_EQ(v3.at("layout").at("recompute_modules"), nlohmann::json({"layernorm", "mla_up_proj"}));
+  EXPECT_EQ(v3.at("layout").at("mtp_num_layers"), 1);
 
   // GPTConfig175B is gpt3-175b's shape without its attention dropout: priced as NeMo builds it.
   std::ifstream in(dir + "llama3_8b.py");

@@ -66,18 +66,36 @@ TEST_F(FlopsTest, NarayananEquationThreeAddsTheRecomputedForward) {
 }
 
 TEST_F(FlopsTest, RecomputeFactorsPerMode) {
-  EXPECT_EQ(recompute_factors(llama8b, Recompute::none).gemm, 0.0);
-  EXPECT_EQ(recompute_factors(llama8b, Recompute::selective).attention, 1.0);
-  EXPECT_EQ(recompute_factors(llama8b, Recompute::selective).gemm, 0.0);
-  EXPECT_EQ(recompute_factors(llama8b, Recompute::selective).elementwise, 0.0);
-  EXPECT_EQ(recompute_factors(llama8b, Recompute::full).gemm, 1.0);
-  EXPECT_EQ(recompute_factors(llama8b, Recompute::full).tp_collectives, 1.0);
+  const auto factors = [&](Recompute r, bool experts = false, std::uint8_t modules = kDefaultRecomputeModules) {
+    Layout l;
+    l.recompute = r;
+    l.recompute_modules = modules;
+    return recompute_factors(llama8b, l, experts);
+  };
+  EXPECT_EQ(factors(Recompute::none).gemm, 0.0);
+  EXPECT_EQ(factors(Recompute::selective).attention, 1.0);
+  EXPECT_EQ(factors(Recompute::selective).gemm, 0.0);
+  EXPECT_EQ(factors(Recompute::selective).elementwise, 0.0);
+  EXPECT_EQ(factors(Recompute::selective).tp_collectives, 0.0);
+  EXPECT_EQ(factors(Recompute::full).gemm, 1.0);
+  EXPECT_EQ(factors(Recompute::full).tp_collectives, 1.0);
+  EXPECT_EQ(factors(Recompute::full, true).ep, 1.0);
   // torchtitan's per-op checkpointing: attention saved, every elementwise op and the two all-gathers redone.
-  const RecomputeFactors op = recompute_factors(llama8b, Recompute::op);
+  const RecomputeFactors op = factors(Recompute::op);
   EXPECT_EQ(op.attention, 0.0);
   EXPECT_EQ(op.elementwise, 1.0);
   EXPECT_EQ(op.tp_collectives, 0.5);
   EXPECT_EQ(op.gemm, op_recomputed_gemm_share(llama8b));
+  // Megatron-LM's modules: a checkpointed MLP or MoE block gathers and reduce-scatters again, the block dispatches and
+  // combines again; without core_attn the attention is not redone. Their GEMMs are priced at their shapes elsewhere.
+  const auto bits = [](std::string_view names) { return parse_recompute_modules(names); };
+  EXPECT_EQ(factors(Recompute::selective, false, bits("mlp")).tp_collectives, 0.5);
+  EXPECT_EQ(factors(Recompute::selective, false, bits("mlp")).attention, 0.0);
+  EXPECT_EQ(factors(Recompute::selective, false, bits("mlp")).gemm, 0.0);
+  EXPECT_EQ(factors(Recompute::selective, true, bits("mlp")).tp_collectives, 0.0);  // a dense layer's MLP only
+  EXPECT_EQ(factors(Recompute::selective, true, bits("moe,core_attn")).ep, 1.0);
+  EXPECT_EQ(factors(Recompute::selective, true, bits("moe,core_attn")).attention, 1.0);
+  EXPECT_EQ(factors(Recompute::selective, true, bits("moe_act,layernorm")).ep, 0.0);
 }
 
 // The matmuls of a Llama 3.1 8B block in forward order with their weights' sizes (torchtitan models/llama/model.py:

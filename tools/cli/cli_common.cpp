@@ -161,6 +161,7 @@ std::string recompute_text(const Layout& l) {
   std::string text(to_string(l.recompute));
   if (recompute_by_layers(l))
     text += " (" + std::string(to_string(l.recompute_method)) + " " + std::to_string(l.recompute_num_layers) + ")";
+  if (recomputes_modules(l)) text += " (" + recompute_modules_to_string(l.recompute_modules) + ")";
   return text;
 }
 
@@ -174,6 +175,7 @@ std::string layout_name(const ModelSpec& m, const Layout& l) {
          (recompute_by_layers(l)
               ? "-" + std::string(to_string(l.recompute_method)) + std::to_string(l.recompute_num_layers)
               : "") +
+         (recomputes_modules(l) ? "(" + recompute_modules_to_string(l.recompute_modules) + ")" : "") +
          (megatron_core_schedule(l.schedule) ? "" : " " + std::string(to_string(l.schedule))) +
          (l.sequence_parallel || l.tp == 1 ? "" : " no-sp");
 }
@@ -297,6 +299,10 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
        l.recompute == Recompute::full ? nlohmann::json(to_string(l.recompute_method)) : nlohmann::json(nullptr)},
       {"recompute_num_layers",
        l.recompute == Recompute::full ? nlohmann::json(l.recompute_num_layers) : nlohmann::json(nullptr)},
+      // Selective recompute's modules (Layout::recompute_modules); null without selective recompute.
+      {"recompute_modules", l.recompute == Recompute::selective
+                                ? nlohmann::json(recompute_module_names(l.recompute_modules))
+                                : nlohmann::json(nullptr)},
       {"schedule", to_string(l.schedule)},
       {"sequence_parallel", l.sequence_parallel},
       {"flash_attention", l.flash_attention},

@@ -63,6 +63,7 @@ function name(l) {
   s += " mbs" + l.mbs + " " + (l.sharding_code || "") + " rc:" + l.recompute;
   if (l.recompute_method && (l.recompute_method !== "uniform" || l.recompute_num_layers !== 1))
     s += "-" + l.recompute_method + l.recompute_num_layers;
+  if (l.recompute_modules && l.recompute_modules.join(",") !== "core_attn") s += "(" + l.recompute_modules.join(",") + ")";
   if (l.schedule !== "1f1b" && l.schedule !== "interleaved") s += " " + l.schedule;
   if (l.tp > 1 && !l.sequence_parallel) s += " no-sp";
   return s;

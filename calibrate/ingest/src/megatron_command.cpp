@@ -235,7 +235,12 @@ std::optional<Flag> flag_of(std::string_view name, bool deepspeed, std::string_v
     if (k.log_key.empty()) continue;
     std::string flag = "--" + std::string(k.log_key);
     std::replace(flag.begin(), flag.end(), '_', '-');
-    if (flag == name) return Flag{name, k.log_key, k.type == KnobType::flag ? Arity::store_true : Arity::value, ""};
+    if (flag == name)
+      return Flag{name, k.log_key,
+                  k.type == KnobType::flag   ? Arity::store_true
+                  : k.type == KnobType::list ? Arity::values  // nargs='*' (--recompute-modules mlp moe)
+                                             : Arity::value,
+                  ""};
   }
   return std::nullopt;
 }
@@ -424,6 +429,12 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
     // transformer_config.py requires --recompute-num-layers with full recompute; 1 where a script leaves it out.
     args.try_emplace("recompute_num_layers", "1");
     (void)positive(args["recompute_num_layers"], "--recompute-num-layers", where);
+  }
+  // transformer_layer.py reads --recompute-modules under selective recompute only (megatron_log.cpp does not read it
+  // otherwise).
+  if (args.contains("recompute_modules") && get(args, "recompute_granularity", "") != "selective") {
+    std::erase_if(out.read, [](const std::string& r) { return r.starts_with("--recompute-modules"); });
+    out.ignored.emplace_back("--recompute-modules (Megatron-LM reads it under --recompute-granularity selective only)");
   }
   // Megatron-LM's attention backends: auto, flash and fused (cuDNN) run fused kernels, as priced; unfused and local
   // materialise the s x s scores, which only --no-flash-attn prices (not a Megatron-LM flag).

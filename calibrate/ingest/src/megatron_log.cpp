@@ -247,6 +247,9 @@ bool megatron_knob_applies(KnobId id, const std::map<std::string, std::string>& 
       const auto cp = arg(args, "context_parallel_size");
       return cp && *cp != "1";
     }
+    // transformer_layer.py reads the modules under selective recompute only; None is its default, core_attn.
+    case KnobId::recompute_modules:
+      return arg(args, "recompute_granularity") == "selective" && arg(args, "recompute_modules") != "None";
     case KnobId::overlap_grad_reduce: return !flag_arg(args, "deepspeed");
     case KnobId::overlap_param_gather:
       return !flag_arg(args, "deepspeed") && flag_arg(args, "use_distributed_optimizer");
@@ -301,6 +304,26 @@ std::map<std::string, std::string> megatron_layout(const std::map<std::string, s
   if (const auto c = l.find("cp_comm_type"); c != l.end() && c->second.starts_with("['") && c->second.ends_with("']") &&
                                              c->second.find(',') == std::string::npos)
     c->second = c->second.substr(2, c->second.size() - 4);
+  // --recompute-modules (nargs '*', printed as a list: ['moe', 'layernorm']; a command's as its words): the knob's
+  // list; an empty one recomputes nothing.
+  if (const auto r = l.find("recompute_modules"); r != l.end()) {
+    std::string names, name;
+    for (const char c : r->second + ",") {
+      if (c == '[' || c == ']' || c == '\'' || c == '"') continue;
+      if (c != ',' && c != ' ') {
+        name += c;
+      } else if (!name.empty()) {
+        names += (names.empty() ? "" : ",") + name;
+        name.clear();
+      }
+    }
+    if (names.empty()) {
+      l.erase(r);
+      l["recompute"] = "none";
+    } else {
+      r->second = names;
+    }
+  }
   // --attention-backend (arguments.py AttnBackend, printed as AttnBackend.fused): fused is Transformer Engine's cuDNN
   // attention, flash the flash-attn package's; auto leaves it to the framework's curve.
   if (auto b = arg(args, "attention_backend")) {

@@ -245,6 +245,7 @@ constexpr std::array kNemoKeys = {
     NemoKey{"model.activations_checkpoint_granularity", ""},
     NemoKey{"model.activations_checkpoint_method", ""},
     NemoKey{"model.activations_checkpoint_num_layers", ""},
+    NemoKey{"model.recompute_modules", ""},
     NemoKey{"model.num_micro_batches_with_partial_activation_checkpoints", ""},
     NemoKey{"model.activations_checkpoint_layers_per_pipeline", ""},
     NemoKey{"model.fp8", ""},
@@ -680,8 +681,27 @@ MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::
   if (!is("model.overlap_p2p_comm", "true")) t.emplace_back("--no-overlap-p2p-communication");
   // Activation checkpointing (megatron_base_model.py: granularity full with method uniform|block and a layer count,
   // or selective); only every layer recomputed is priced for full.
+  // megatron_base_model.py build_transformer_config copies the model config's TransformerConfig fields,
+  // recompute_modules among them (a sequence of names; an empty one recomputes nothing).
+  std::vector<std::string> modules;
+  if (const std::string r = value("model.recompute_modules", "null"); r != "null") {
+    std::string name;
+    for (const char c : r + ",") {
+      if (c == ',' || c == '[' || c == ']' || c == ' ') {
+        if (!name.empty()) modules.push_back(name);
+        name.clear();
+      } else {
+        name += c;
+      }
+    }
+  }
   if (const std::string g = value("model.activations_checkpoint_granularity", "null"); g == "selective") {
-    t.insert(t.end(), {"--recompute-granularity", "selective"});
+    if (value("model.recompute_modules", "null") == "null" || !modules.empty())
+      t.insert(t.end(), {"--recompute-granularity", "selective"});
+    if (!modules.empty()) {
+      t.emplace_back("--recompute-modules");
+      t.insert(t.end(), modules.begin(), modules.end());
+    }
   } else if (g == "full") {
     // megatron_base_model.py hands both to Megatron-core's TransformerConfig (recompute_method, recompute_num_layers).
     const std::string method = value("model.activations_checkpoint_method", "null");

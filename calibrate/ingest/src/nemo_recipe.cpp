@@ -279,7 +279,7 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
      "the SMs the flex dispatcher's kernels take: the dispatch is priced at the links' speed and exposed"},
     {"model.config.moe_router_force_load_balancing", "",
      "uniform routing or the learned router's: dropless experts are priced at the mean load either way"},
-    {"model.config.recompute_modules", "", ""},
+    {"model.config.recompute_modules", "recompute_modules", ""},
     {"model.config.fine_grained_activation_offloading", "", ""},
     {"model.config.offload_modules", "", ""},
     {"model.config.pipeline_model_parallel_layout", "", ""},
@@ -359,6 +359,7 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
   // MegatronCommOverlapCallback's settings (none: the callback is not there) and the plugin's gradient reduction.
   std::optional<bool> tp_overlap, p2p_overlap, plugin_fp32_reduce;
   bool overlap_callback = false, deepep_callback = false;
+  std::optional<std::string> recompute_modules;  // model.config.recompute_modules' names, comma-separated
   std::string callbacks_ignored, overlap_unpriced;
   bool experts = false;
   // The DDP overlaps as the DDP config and MegatronCommOverlapCallback set them (the callback's, written into the DDP
@@ -537,7 +538,21 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
       if (b != "None" && b != "auto" && b != "flash" && b != "fused")
         throw refuse("only the fused kernels (auto, flash, fused) are priced");
     } else if (key == "model.config.recompute_modules") {
-      if (v != "None") throw refuse("recompute of named modules is not priced (valid: None)");
+      // transformer_config.py: a list of module names, or None for its default (core_attn).
+      if (v != "None") {
+        if (value.kind != Expr::Kind::list) throw refuse("expected a list of module names, or None");
+        std::string names;
+        for (const Expr& e : value.args) {
+          if (e.kind != Expr::Kind::string) throw refuse("expected a list of module names");
+          names += (names.empty() ? "" : ",") + e.text;
+        }
+        try {
+          (void)parse_recompute_modules(names);
+        } catch (const Error& e) {
+          throw refuse(e.what());
+        }
+        recompute_modules = names;
+      }
     } else if (key == "model.config.fine_grained_activation_offloading") {
       if (boolean()) throw refuse("activation offloading is not priced (valid: False)");
     } else if (key == "model.config.offload_modules" || key == "model.config.pipeline_model_parallel_layout") {
@@ -617,6 +632,18 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
     } else {
       layout[std::string(rule->knob)] = std::to_string(integer());
     }
+  }
+  // Megatron-LM reads the modules under selective recompute only (transformer_layer.py); an empty list recomputes
+  // nothing.
+  if (recompute_modules) {
+    if (!layout.contains("recompute") || layout.at("recompute") != "selective")
+      out.notes.emplace_back(
+          "model.config.recompute_modules: Megatron-LM reads it under selective recompute only, "
+          "which this recipe does not run");
+    else if (recompute_modules->empty())
+      layout["recompute"] = "none";
+    else
+      layout["recompute_modules"] = *recompute_modules;
   }
   // The callback's overlaps as it sets them (_get_model_comm_overlap_cfgs): TP overlap only at TP 2 or more with SP;
   // P2P overlap for the interleaved schedule, the only one that runs it. Without the callback Megatron-core's
@@ -1050,7 +1077,7 @@ MegatronCommand read_bridge_recipe(std::string_view text, const std::string& rec
 }
 
 // NeMo 1.x's layout keys (nemo_layout_keys) under the paths NeMo 2.0 gives the same Megatron-core settings.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 11> kRecipePaths = {{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 12> kRecipePaths = {{
     {"model.micro_batch_size", "data.micro_batch_size"},
     {"model.global_batch_size", "data.global_batch_size"},
     {"model.tensor_model_parallel_size", "trainer.strategy.tensor_model_parallel_size"},
@@ -1062,10 +1089,16 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 11> kRecipeP
     {"model.activations_checkpoint_granularity", "model.config.recompute_granularity"},
     {"model.activations_checkpoint_method", "model.config.recompute_method"},
     {"model.activations_checkpoint_num_layers", "model.config.recompute_num_layers"},
+    {"model.recompute_modules", "model.config.recompute_modules"},
 }};
 
 std::vector<std::pair<std::string, std::string>> nemo_recipe_layout_keys(const Layout& l) {
   const auto python = [](const std::string& yaml) -> std::string {  // YAML's spellings as Python's
+    if (yaml.starts_with('[')) {                                    // a flow sequence of names: a list of strings
+      std::string list = "[\"";
+      for (const char c : yaml.substr(1, yaml.size() - 2)) list += c == ',' ? std::string("\", \"") : std::string(1, c);
+      return list + "\"]";
+    }
     return yaml == "null" ? "None" : yaml == "true" ? "True" : yaml == "false" ? "False" : yaml;
   };
   std::vector<std::pair<std::string, std::string>> out;

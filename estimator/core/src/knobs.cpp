@@ -197,8 +197,8 @@ constexpr std::array<Knob, kKnobCount> kKnobs = {{
      .json = "layout.lora.targets"},
     {.id = recompute, .name = "recompute", .type = T::choice, .default_text = "the framework's",
      .flags = "--recompute,--recompute-granularity",
-     .help = "activation recompute: none|selective|full|op (selective: Megatron-LM's core attention; op: torchtitan's "
-             "per-op selective checkpointing; default: the --framework profile's)",
+     .help = "activation recompute: none|selective|full|op (selective: Megatron-LM's, of the core attention or "
+             "--recompute-modules; op: torchtitan's per-op selective checkpointing; default: the --framework profile's)",
      .choices = "none|selective|full|op", .log_key = "recompute_granularity", .json = "layout.recompute"},
     {.id = recompute_method, .name = "recompute_method", .type = T::choice, .default_text = "uniform",
      .flags = "--recompute-method",
@@ -210,6 +210,11 @@ constexpr std::array<Knob, kKnobCount> kKnobs = {{
      .unit = "layers", .flags = "--recompute-num-layers",
      .help = "the N of --recompute-method: layers per group (uniform), per chunk (block), or the stride (every)",
      .log_key = "recompute_num_layers", .json = "layout.recompute_num_layers"},
+    {.id = recompute_modules, .name = "recompute_modules", .type = T::list, .default_text = "core_attn",
+     .flags = "--recompute-modules",
+     .help = "what selective recompute recomputes: core_attn,layernorm,mla_up_proj,mlp,moe,shared_experts,moe_act "
+             "(Megatron-LM; needs --recompute selective)",
+     .log_key = "recompute_modules", .json = "layout.recompute_modules"},
     {.id = schedule, .name = "schedule", .type = T::choice, .default_text = "the framework's", .flags = "--schedule",
      .help = "pipeline schedule: 1f1b|interleaved|gpipe|zero-bubble|zbv|looped-bfs (zero-bubble: torch's "
              "ScheduleInterleavedZeroBubble, weight-gradient passes in the fill and drain; zbv: its V-shaped "

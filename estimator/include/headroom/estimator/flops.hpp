@@ -78,16 +78,19 @@ inline constexpr double kAttentionBackwardRatio = 2.5;
 // half is computed redundantly on every rank). 0 without LoRA. Backward: kGemmBackwardRatio (adapters train).
 [[nodiscard]] double lora_flops_forward(const ModelSpec& m, const Layout& l);
 
-// Extra forward work that activation recompute adds during backward, as a fraction of the layer's forward: GEMM and
-// attention FLOPs (Korthikanti et al. 2023, Sec. 5), elementwise passes with the layer's fixed per-pass cost, and the
-// TP/SP collectives. full recomputes the whole layer (1, 1, 1, 1); selective the core attention only (0, 1, 0, 0);
-// op (torchtitan's per-op checkpointing) the matmuls it does not save (op_recomputed_gemm_share), every elementwise
-// op, no attention (saved) and the two all-gathers of the four collectives (the reduce-scatters are saved): (share,
-// 0, 1, 0.5); none (0, 0, 0, 0).
+// Extra forward work that activation recompute adds during backward to one layer (with routed experts or not), as a
+// fraction of the layer's forward: GEMM and attention FLOPs (Korthikanti et al. 2023, Sec. 5), elementwise passes with
+// the layer's fixed per-pass cost, the TP/SP collectives and the experts' dispatch and combine. full recomputes the
+// whole layer (1, 1, 1, 1, 1); op (torchtitan's per-op checkpointing) the matmuls it does not save
+// (op_recomputed_gemm_share), every elementwise op, no attention (saved) and the two all-gathers of the four
+// collectives (the reduce-scatters are saved): (share, 0, 1, 0.5, 0); selective the core attention where it is one of
+// its modules, and the MLP's all-gather and reduce-scatter (0.5) and the dispatch and combine where it recomputes the
+// dense MLP or the MoE block (layout.hpp RecomputeModule; the modules' own GEMMs and elementwise work are priced at
+// their shapes, throughput.cpp recomputed_module_seconds); none (0, 0, 0, 0, 0).
 struct RecomputeFactors {
-  double gemm = 0, attention = 0, elementwise = 0, tp_collectives = 0;
+  double gemm = 0, attention = 0, elementwise = 0, tp_collectives = 0, ep = 0;
 };
-[[nodiscard]] RecomputeFactors recompute_factors(const ModelSpec& m, Recompute r);
+[[nodiscard]] RecomputeFactors recompute_factors(const ModelSpec& m, const Layout& l, bool experts);
 
 // torchtitan's per-op checkpointing (torchtitan/distributed/activation_checkpoint.py SelectiveAC, the same policy as
 // parallelisms/parallelize_llama.py _save_list at the end of 2024) counts the matmuls of a block in forward order and

@@ -129,6 +129,7 @@ struct LayoutRequest {
   std::optional<Recompute> recompute;
   RecomputeMethod recompute_method = RecomputeMethod::uniform;  // Layout::recompute_method
   std::int64_t recompute_num_layers = 1;                        // Layout::recompute_num_layers
+  std::optional<std::uint8_t> recompute_modules;                // Layout::recompute_modules; needs selective
   std::optional<Schedule> schedule;                             // default: the framework's, interleaved when vpp > 1
   std::optional<StateSharding> sharding;
   std::optional<bool> sequence_parallel, flash_attention;

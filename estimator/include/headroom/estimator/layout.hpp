@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace headroom {
 
@@ -23,6 +24,24 @@ enum class Recompute { none, selective, full, op };
 // order over its blocks (torchtitan's layer-selective checkpointing, torchtitan/distributed/activation_checkpoint.py
 // _apply_layer_sac: selective_ac_option N).
 enum class RecomputeMethod { uniform, block, every };
+// What Megatron-LM's selective recompute recomputes (--recompute-modules, megatron/core/transformer/
+// transformer_config.py; the default core_attn): core_attn, the core attention; layernorm, the norms Transformer Engine
+// does not fuse into the next linear layer (a layer with experts' pre-MLP norm, latent attention's input norm; their
+// outputs discarded after forward, transformer_layer.py); mla_up_proj, latent attention's up projections and RoPE
+// (their Q, K, V outputs discarded after the core attention, multi_latent_attention.py); mlp, a dense layer's MLP
+// (checkpointed from its input); moe, a layer with experts' whole MoE block, router, dispatch and experts
+// (moe_layer.py); shared_experts, the shared expert's MLP; moe_act, the routed experts' activation (its output
+// discarded, experts.py). A bit set.
+enum class RecomputeModule : std::uint8_t {
+  core_attn = 1,
+  layernorm = 2,
+  mla_up_proj = 4,
+  mlp = 8,
+  moe = 16,
+  shared_experts = 32,
+  moe_act = 64,
+};
+inline constexpr std::uint8_t kDefaultRecomputeModules = static_cast<std::uint8_t>(RecomputeModule::core_attn);
 enum class ExpertDispatcher { alltoall, flex };
 // Pipeline schedules: 1F1B, Megatron-LM's interleaved 1F1B (vpp chunks a GPU, looped), GPipe, and torch's
 // ScheduleInterleavedZeroBubble (zero_bubble): 1F1B's order over looped chunks with each backward split into its
@@ -237,6 +256,8 @@ struct Layout {
   // Full recompute's layers (RecomputeMethod); uniform 1, every layer on its own, is recompute full's default.
   RecomputeMethod recompute_method = RecomputeMethod::uniform;
   std::int64_t recompute_num_layers = 1;
+  // Selective recompute's modules (RecomputeModule bits; Megatron-LM's default, the core attention).
+  std::uint8_t recompute_modules = kDefaultRecomputeModules;
 
   [[nodiscard]] std::int64_t gpus() const { return tp * cp * pp * dp; }
   [[nodiscard]] std::int64_t expert_tp() const { return etp > 0 ? etp : tp; }
@@ -264,6 +285,19 @@ struct Layout {
 // a middle stage; nullopt where no such split exists or p < 2. Llama 3 405B: L = 126, p = 16 → 7 + 14×8 + 7.
 [[nodiscard]] std::optional<PipelineSplit> balanced_uneven_split(std::int64_t layers, std::int64_t pp);
 
+// Whether selective recompute recomputes module x.
+[[nodiscard]] inline bool recomputes(const Layout& l, RecomputeModule x) {
+  return l.recompute == Recompute::selective && (l.recompute_modules & static_cast<std::uint8_t>(x)) != 0;
+}
+// Selective recompute of more than the core attention.
+[[nodiscard]] inline bool recomputes_modules(const Layout& l) {
+  return l.recompute == Recompute::selective && (l.recompute_modules & ~kDefaultRecomputeModules) != 0;
+}
+// The modules of a --recompute-modules list (comma- or space-separated Megatron-LM names; throws Error naming one that
+// is not priced), and back: their names in RecomputeModule's order, or comma-separated.
+[[nodiscard]] std::uint8_t parse_recompute_modules(std::string_view text);
+[[nodiscard]] std::vector<std::string_view> recompute_module_names(std::uint8_t modules);
+[[nodiscard]] std::string recompute_modules_to_string(std::uint8_t modules);
 // Whether recompute_method / recompute_num_layers say anything but every layer on its own (uniform, 1).
 [[nodiscard]] inline bool recompute_method_given(const Layout& l) {
   return l.recompute_method != RecomputeMethod::uniform || l.recompute_num_layers != 1;
@@ -301,6 +335,9 @@ void validate_layout(const ModelSpec& model, const Layout& layout);
 void validate_experts(const ModelSpec& model, const Layout& layout);
 // The part of validate_experts that no expert split changes (LoRA, FSDP), for searches that vary the split.
 void refuse_unpriced_experts(const ModelSpec& model, const Layout& layout);
+// What Megatron-LM refuses of selective recompute's modules: mla_up_proj without latent attention, shared_experts with
+// the shared expert's overlap, layernorm and moe_act under delayed FP8 scaling. Part of validate_layout.
+void validate_recompute_modules(const ModelSpec& model, const Layout& layout);
 // The part of validate_layout about precision that no split or sharding changes (FP8 with LoRA, FP8 weights without
 // FP8), for searches that vary the rest.
 void refuse_unpriced_precision(const Layout& layout);

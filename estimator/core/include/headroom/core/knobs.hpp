@@ -68,6 +68,7 @@ enum class KnobId : std::uint8_t {
   recompute,
   recompute_method,
   recompute_num_layers,
+  recompute_modules,
   schedule,
   sequence_parallel,
   flash_attention,
