@@ -188,6 +188,9 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
   if (l.fp8 != Fp8Recipe::none)
     a.insert(a.end(), {"--fp8-format", "hybrid", "--fp8-recipe", std::string(to_string(l.fp8))});
   if (l.fp8_param_gather) a.emplace_back("--fp8-param-gather");
+  if (l.bf16_layers_at_start > 0 || l.bf16_layers_at_end > 0)
+    a.insert(a.end(), {"--first-last-layers-bf16", "--num-layers-at-start-in-bf16", num(l.bf16_layers_at_start),
+                       "--num-layers-at-end-in-bf16", num(l.bf16_layers_at_end)});
   if (l.fp8 != Fp8Recipe::none && l.fp8_library == Fp8Library::torchao)
     issues.emplace_back("FP8 priced as torchao's (the framework's); Megatron-LM runs Transformer Engine's");
   // Optimizer offload (arguments.py: needs --use-precision-aware-optimizer) and activation offload.

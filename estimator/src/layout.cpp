@@ -228,6 +228,23 @@ void validate_recompute_modules(const ModelSpec& m, const Layout& l) {
                     " delayed: Megatron-LM refuses it (delayed scaling does not support it)");
 }
 
+void validate_bf16_layers(const ModelSpec& m, const Layout& l) {
+  if (l.bf16_layers_at_start == 0 && l.bf16_layers_at_end == 0) return;
+  if (l.fp8 == Fp8Recipe::none) throw Error(field("first_last_layers_bf16") + " needs FP8 training");
+  // Priced where they sit in the first and last model chunks, whose stages the pipeline model prices apart (the middle
+  // stages are alike); and by stage, where full recompute by layers would ask which of them are recomputed.
+  const std::int64_t v = std::max<std::int64_t>(1, l.vpp);
+  if (l.bf16_layers_at_start > chunk_layers(m, l, 0, 0) ||
+      l.bf16_layers_at_end > chunk_layers(m, l, head_stage(l), v - 1))
+    throw Error(field("num_layers_at_start_in_bf16") + " " + s(l.bf16_layers_at_start) + " and " +
+                field("num_layers_at_end_in_bf16") + " " + s(l.bf16_layers_at_end) +
+                ": BF16 layers beyond the first and last model chunks (" + s(chunk_layers(m, l, 0, 0)) + " and " +
+                s(chunk_layers(m, l, head_stage(l), v - 1)) + " layers) are not priced");
+  if (recompute_by_layers(l))
+    throw Error(field("first_last_layers_bf16") + " with full recompute by layers (" + field("recompute_method") +
+                ") is not priced");
+}
+
 void validate_experts(const ModelSpec& m, const Layout& l) {
   require_positive(l.ep, "expert parallel size", "ep");
   if (l.etp < 0) throw Error(field("etp") + " " + s(l.etp) + " must be positive (0: the tensor parallel size)");
@@ -272,6 +289,7 @@ void validate_layout(const ModelSpec& m, const Layout& l) {
                 " key/value heads a TP rank holds must each be divisible by the CP size");
   refuse_unpriced_precision(l);
   validate_recompute_modules(m, l);
+  validate_bf16_layers(m, l);
   // megatron/core/optimizer/__init__.py: "--use-precision-aware-optimizer only supported with distributed optimizer".
   if (l.optimizer_precision.precision_aware && l.sharding.optimizer == Shard::none)
     throw Error(field("use_precision_aware_optimizer") + " needs the distributed optimizer (" + field("sharding") +
@@ -342,6 +360,34 @@ std::int64_t stage_moe_layers(const ModelSpec& m, const Layout& l, std::int64_t 
     offset += n;
   }
   return moe;
+}
+
+// megatron/core/fp8_utils.py is_first_last_bf16_layer: global layers [0, start) and [L − end, L); virtual stage u
+// holds the layers after those of virtual stages 0..u−1, on rank u mod p (the V: rank u, then 2p − 1 − u).
+Bf16Layers stage_bf16_layers(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  Bf16Layers x;
+  if (l.bf16_layers_at_start == 0 && l.bf16_layers_at_end == 0) return x;
+  const std::int64_t v = std::max<std::int64_t>(1, l.vpp), layers = m.num_layers;
+  const std::int64_t end_from = std::max(layers - l.bf16_layers_at_end, l.bf16_layers_at_start);
+  const std::int64_t dense_to = m.num_experts > 0 ? m.first_dense_layers : layers;  // layers before it are dense
+  const auto overlap = [](std::int64_t a0, std::int64_t a1, std::int64_t b0, std::int64_t b1) {
+    return std::max<std::int64_t>(0, std::min(a1, b1) - std::max(a0, b0));
+  };
+  std::int64_t offset = 0;
+  for (std::int64_t u = 0; u < v * l.pp; ++u) {
+    const std::int64_t chunk = u / l.pp;
+    const std::int64_t rank = l.schedule == Schedule::zbv && chunk == 1 ? 2 * l.pp - 1 - u : u % l.pp;
+    const std::int64_t n = chunk_layers(m, l, rank, chunk), to = offset + n;
+    if (rank == stage) {
+      const std::int64_t start = l.bf16_layers_at_start;
+      const std::int64_t dense =
+          overlap(offset, to, 0, std::min(start, dense_to)) + overlap(offset, to, end_from, dense_to);
+      x.dense += dense;
+      x.moe += overlap(offset, to, 0, start) + overlap(offset, to, end_from, layers) - dense;
+    }
+    offset = to;
+  }
+  return x;
 }
 
 // megatron/core/transformer/transformer_block.py, get_num_layers_to_build (times v chunks).

@@ -264,8 +264,12 @@ double stage_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_
 }
 
 StageCounts stage_counts(const ModelSpec& m, const Layout& l, std::int64_t stage) {
-  return {stage, stage_layers(m, l, stage), stage_moe_layers(m, l, stage), stage_parameters_per_gpu(m, l, stage),
-          stage_expert_parameters_per_gpu(m, l, stage)};
+  return {stage,
+          stage_layers(m, l, stage),
+          stage_moe_layers(m, l, stage),
+          stage_parameters_per_gpu(m, l, stage),
+          stage_expert_parameters_per_gpu(m, l, stage),
+          stage_bf16_layers(m, l, stage)};
 }
 
 // The linear layers' weights (no biases, norms or router): attention without its replicated latent norms, the FFN, or
@@ -284,10 +288,11 @@ double linear_weight_parameters_per_gpu(const ModelSpec& m, const Layout& l, boo
 
 double stage_linear_weight_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage) {
   const std::int64_t moe = stage_moe_layers(m, l, stage);
+  const Bf16Layers bf16 = stage_bf16_layers(m, l, stage);  // kept in BF16: not FP8's
   // A multi-token-prediction layer's linear layers and its eh_proj run in FP8 too (multi_token_prediction.py: "MTP
   // only use global fp8 context").
-  double weights = d(stage_layers(m, l, stage) - moe) * linear_weight_parameters_per_gpu(m, l, false) +
-                   d(moe) * linear_weight_parameters_per_gpu(m, l, true);
+  double weights = d(stage_layers(m, l, stage) - moe - bf16.dense) * linear_weight_parameters_per_gpu(m, l, false) +
+                   d(moe - bf16.moe) * linear_weight_parameters_per_gpu(m, l, true);
   if (const std::int64_t mtp = stage_mtp_layers(l, stage); mtp > 0)
     weights += d(mtp) * (linear_weight_parameters_per_gpu(m, l, mtp_layer_has_experts(m)) +
                          2.0 * d(m.hidden_size) * d(m.hidden_size) / d(l.tp));
@@ -305,10 +310,12 @@ double fp8_weight_copy_bytes(const ModelSpec& m, const Layout& l, std::int64_t s
 double fp8_scaling_state_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage) {
   if (l.fp8 == Fp8Recipe::none || l.fp8_library != Fp8Library::transformer_engine) return 0.0;
   const double attention = latent_attention(m) ? (m.q_lora_rank > 0 ? 5.0 : 4.0) : 2.0;
-  const std::int64_t moe = stage_moe_layers(m, l, stage);
+  const Bf16Layers bf16 = stage_bf16_layers(m, l, stage);  // run outside FP8's autocast: no metadata
+  const std::int64_t moe = stage_moe_layers(m, l, stage) - bf16.moe;
   const double moe_ffn = (m.shared_expert_ffn_hidden_size > 0 ? 2.0 : 0.0) + 2.0 * d(m.num_experts) / d(l.ep);
   const double mtp = d(stage_mtp_layers(l, stage)) * (attention + (mtp_layer_has_experts(m) ? moe_ffn : 2.0) + 1.0);
-  const double gemms = d(stage_layers(m, l, stage) - moe) * (attention + 2.0) + d(moe) * (attention + moe_ffn) + mtp;
+  const double gemms =
+      d(stage_layers(m, l, stage) - bf16.total() - moe) * (attention + 2.0) + d(moe) * (attention + moe_ffn) + mtp;
   const double floats_per_tensor = l.fp8 == Fp8Recipe::delayed ? 3.0 : 2.0;  // scale, inverse, amax history of 1
   return gemms * 5.0 * floats_per_tensor * 4.0;
 }
@@ -423,11 +430,19 @@ double moe_activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
 }
 
 namespace {
-// The mean over a stage's layers, dense and with experts.
-double mean_layer_activation_bytes(const ModelSpec& m, const Layout& l, std::int64_t layers, std::int64_t moe) {
-  if (moe == 0) return activation_bytes_per_layer(m, l);
-  const double share = d(moe) / d(layers);
-  return (1.0 - share) * activation_bytes_per_layer(m, l) + share * moe_activation_bytes_per_layer(m, l);
+// The mean over a stage's layers, dense and with experts, an FP8 run's BF16 layers storing what a BF16 run's do.
+double mean_layer_activation_bytes(const ModelSpec& m, const Layout& l, const StageCounts& n) {
+  if (n.bf16.total() == 0) {
+    if (n.moe_layers == 0) return activation_bytes_per_layer(m, l);
+    const double share = d(n.moe_layers) / d(n.layers);
+    return (1.0 - share) * activation_bytes_per_layer(m, l) + share * moe_activation_bytes_per_layer(m, l);
+  }
+  double bytes = d(n.layers - n.moe_layers - n.bf16.dense) * activation_bytes_per_layer(m, l) +
+                 d(n.moe_layers - n.bf16.moe) * (n.moe_layers > 0 ? moe_activation_bytes_per_layer(m, l) : 0.0);
+  const Layout bf16 = without_fp8(l);
+  bytes += d(n.bf16.dense) * activation_bytes_per_layer(m, bf16) +
+           d(n.bf16.moe) * (n.bf16.moe > 0 ? moe_activation_bytes_per_layer(m, bf16) : 0.0);
+  return bytes / d(n.layers);
 }
 
 // GPipe and the breadth-first schedule run every forward of a step before its first backward.
@@ -552,12 +567,13 @@ double rematerialised_layers(const ModelSpec& m, const Layout& l, const StageCou
 }  // namespace
 
 double stage_activation_bytes(const ModelSpec& m, const Layout& l, const StageCounts& n) {
-  const double per_layer = recompute_by_layers(l) ? layers_by_recompute_bytes(m, l, n)
-                                                  : mean_layer_activation_bytes(m, l, n.layers, n.moe_layers);
+  const double per_layer =
+      recompute_by_layers(l) ? layers_by_recompute_bytes(m, l, n) : mean_layer_activation_bytes(m, l, n);
   double bytes = stage_layers_in_flight(l, n.stage, n.layers) * per_layer;
   // Recompute re-materialises one layer of one micro-batch at a time during backward (a layer with experts where the
   // stage has one; a group of layers, rematerialised_layers).
-  const double layer = rematerialised_layer_bytes(m, l, n.moe_layers > 0);
+  double layer = rematerialised_layer_bytes(m, l, n.moe_layers > 0);
+  if (n.bf16.total() > 0) layer = std::max(layer, rematerialised_layer_bytes(m, without_fp8(l), n.bf16.moe > 0));
   bytes += recompute_by_layers(l) ? layer * rematerialised_layers(m, l, n) : layer;
   // Transformer Engine's all_gather CP, one layer at a time: K and V gathered over the whole sequence and, in backward,
   // dK and dV as long beside them before their reduce-scatter (context_parallel.py AttnFuncWithCPAndKVAllGather):

@@ -22,7 +22,11 @@ double tp_comm_buffer_bytes(const ModelSpec& m, const Layout& l) {
   // torch's workspace: two BF16 chunks of a reduce-scatter's output (an all-gather's shard, ≤ 2 B, is smaller).
   if (l.tp_comm_buffers == TpCommBuffers::symmetric_memory) return 2.0 * 2.0 * elements / static_cast<double>(l.tp);
   const double all_gather_bytes = l.fp8 != Fp8Recipe::none ? 1.0 : 2.0;
-  return elements * (8.0 * all_gather_bytes + 4.0 * 2.0);
+  const double buffers = elements * (8.0 * all_gather_bytes + 4.0 * 2.0);
+  // An FP8 run with BF16 layers initialises a second, BF16 set (megatron/training/initialize.py passes both
+  // quantization modes; transformer_engine/pytorch/module/base.py initialize_ub builds every buffer for each).
+  const bool bf16_layers = l.fp8 != Fp8Recipe::none && (l.bf16_layers_at_start > 0 || l.bf16_layers_at_end > 0);
+  return bf16_layers ? buffers + elements * (8.0 * 2.0 + 4.0 * 2.0) : buffers;
 }
 
 double residual_bytes(const ModelSpec& m, const Layout& l, const ResidualModel& r, std::int64_t stage,

@@ -628,21 +628,27 @@ StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Lay
   const double send = pipeline_send_seconds(m, p, l);
   // One micro-batch through the decoder layers of a stage (layout.hpp's stage_layers: L/p, or Megatron-LM's
   // uneven first/last stages), with its boundary traffic; the middle stages are all alike.
-  // Layers with experts (stage_moe_layers) take the MoE layer's times.
+  // Layers with experts (stage_moe_layers) take the MoE layer's times, an FP8 run's BF16 layers (stage_bf16_layers)
+  // those without FP8.
   // Full recompute by layers (a dense decoder): only the recomputed layers' backward repeats their forward; the
   // layers kept whole take a layer's backward without recompute.
   const bool by_layers = recompute_by_layers(l), sends_overlap = pipeline_sends_overlap(l);
-  const auto stage_pass = [&](const PassTimes& one_layer, const PassTimes& one_moe_layer, const StageCounts& n,
-                              bool backward) {
+  const auto pass = [](const LayerPassTimes& x, bool backward) -> const PassTimes& {
+    return backward ? x.backward : x.forward;
+  };
+  const auto stage_pass = [&](const StageCounts& n, bool backward) {
     const std::int64_t kept = backward && by_layers ? n.layers - recomputed_layers(m, l, n.stage) : 0;
-    PassTimes x = scaled(one_layer, d(n.layers - n.moe_layers - kept));
+    const Bf16Layers& bf16 = n.bf16;
+    PassTimes x = scaled(pass(layer, backward), d(n.layers - n.moe_layers - kept - bf16.dense));
     if (kept > 0) x += scaled(mb.kept_layer.backward, d(kept));
-    if (n.moe_layers > 0) x += scaled(one_moe_layer, d(n.moe_layers));
+    if (n.moe_layers > 0) x += scaled(pass(moe_layer, backward), d(n.moe_layers - bf16.moe));
+    if (bf16.dense > 0) x += scaled(pass(mb.bf16_layer, backward), d(bf16.dense));
+    if (bf16.moe > 0) x += scaled(pass(mb.bf16_moe_layer, backward), d(bf16.moe));
     x.pp = sends_overlap ? v_chunks * std::max(0.0, send - x.total() / v_chunks) : v_chunks * send;
     return x;
   };
-  const auto forward = [&](const StageCounts& n) { return stage_pass(layer.forward, moe_layer.forward, n, false); };
-  const auto backward = [&](const StageCounts& n) { return stage_pass(layer.backward, moe_layer.backward, n, true); };
+  const auto forward = [&](const StageCounts& n) { return stage_pass(n, false); };
+  const auto backward = [&](const StageCounts& n) { return stage_pass(n, true); };
   StagePasses x;
   const PipelineStageCounts& n = mb.stages;
   x.middle_stage = n.second.stage;
@@ -733,8 +739,15 @@ MicrobatchPasses microbatch_passes(const ModelSpec& m, const PerfContext& p, con
                      m.num_experts > 0 ? layer_pass_times(m, p, l, true) : LayerPassTimes{},
                      pipeline_end_seconds(m, p, l),
                      pipeline_stage_counts(m, l),
+                     {},
+                     {},
                      {}};
   if (recompute_by_layers(l)) x.kept_layer = layer_pass_times(m, p, without_recompute(l), false);
+  if (l.bf16_layers_at_start > 0 || l.bf16_layers_at_end > 0) {
+    const Layout bf16 = without_fp8(l);
+    x.bf16_layer = layer_pass_times(m, p, bf16, false);
+    if (m.num_experts > 0) x.bf16_moe_layer = layer_pass_times(m, p, bf16, true);
+  }
   return x;
 }
 

@@ -185,6 +185,8 @@ TEST(Check, ReadsBackWhatLaunchWrites) {
            {"--recompute", "selective", "--mtp-num-layers", "1"},
            {"--recompute", "selective", "--cp", "2", "--cp-comm-type", "a2a"},
            {"--recompute", "selective", "--recompute-modules", "mlp,layernorm"},
+           {"--recompute", "selective", "--precision", "fp8", "--fp8-recipe", "tensorwise", "--first-last-layers-bf16",
+            "--num-layers-at-end-in-bf16", "2"},
            {"--recompute", "selective", "--moe-shared-expert-overlap"}}) {  // no shared expert: not written
     std::vector<std::string> job = {"--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192",  "--tp",
                                     "2",       "--pp",        "2",         "--gpus",   "16",    "--gbs", "64"};
@@ -814,8 +816,18 @@ TEST(Check, ReadsMegatronBridgeRecipes) {
   refused({}, "give --recipe NAME");
   refused({"--recipe", "nosuch_config"}, "no such function");
   refused({"--recipe", "llama3_8b_sft_2gpu_h100_bf16_config"}, "pre-training recipes");
-  refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_fp8cs_config"},
-          "mixed_precision bf16_with_fp8_current_scaling_mixed(...)");
+  refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_fp8mx_config"}, "mixed_precision bf16_with_mxfp8_mixed(...)");
+  // FP8 with current scaling, its first and last layers in BF16 (get_mixed_precision_config's
+  // bf16_with_fp8_current_scaling_mixed): 8B's weights, gradients and Adam states on 2 GPUs do not fit.
+  const Result cs = run({"check", "--cluster", "dgx-h100", "--json", "--", file, "--recipe",
+                         "llama3_8b_pretrain_2gpu_h100_fp8cs_config"});
+  EXPECT_EQ(cs.code, 4) << cs.err;
+  const auto cl = nlohmann::json::parse(cs.out).at("layout");
+  EXPECT_EQ(cl.at("precision"), "fp8");
+  EXPECT_EQ(cl.at("fp8_recipe"), "tensorwise");
+  EXPECT_EQ(cl.at("fp8_param_gather"), true);
+  EXPECT_EQ(cl.at("num_layers_at_start_in_bf16"), 1);
+  EXPECT_EQ(cl.at("num_layers_at_end_in_bf16"), 1);
   refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "model.cuda_graph_impl=local"},
           "model.cuda_graph_impl");
   refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "train.frobnicate=3"}, "train.frobnicate");
@@ -872,8 +884,14 @@ TEST(Check, ReadsMegatronBridgeRecipes) {
   EXPECT_EQ(nlohmann::json::parse(none.out).at("layout").at("moe_token_dispatcher_type"), "alltoall");
   const Result fp8 =
       with_precision("\n    cfg.mixed_precision = bf16_mixed()\n    cfg.mixed_precision.fp8 = \"hybrid\"");
-  EXPECT_EQ(fp8.code, 2);  // a field bf16_mixed() does not set, named
-  EXPECT_NE(fp8.err.find("mixed_precision's fp8 \"hybrid\" is not bf16_mixed's"), std::string::npos) << fp8.err;
+  ASSERT_NE(fp8.code, 2) << fp8.err;  // MixedPrecisionConfig's FP8 recipe by default: current scaling
+  EXPECT_EQ(nlohmann::json::parse(fp8.out).at("layout").at("fp8_recipe"), "tensorwise");
+  const Result fp8_attention = with_precision(
+      "\n    cfg.mixed_precision = bf16_mixed()\n    cfg.mixed_precision.fp8 = \"hybrid\"\n"
+      "    cfg.mixed_precision.fp8_dot_product_attention = True");
+  EXPECT_EQ(fp8_attention.code, 2);  // a field headroom does not price, named
+  EXPECT_NE(fp8_attention.err.find("fp8_dot_product_attention True is not priced"), std::string::npos)
+      << fp8_attention.err;
   std::filesystem::remove_all(tree);
   // The DDP overlaps off (Bridge's ddp config, as Megatron-core runs it): the gradient reduction priced after the
   // backward, exposed, where gradients are reduced (CP 2 here); the parameter gather as the recipe sets it.
@@ -957,6 +975,26 @@ TEST(Check, ReadsNemo2RecipesThatCallOtherRecipes) {
   // GPTConfig175B is gpt3-175b's shape without its attention dropout: priced as NeMo builds it.
   std::ifstream in(dir + "llama3_8b.py");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // NeMo's FP8 precision plugins (recipes/precision/mixed_precision.py) as the performance scripts set them: delayed
+  // scaling with FP8 weights, or current scaling with the first and last layers in BF16.
+  for (const auto& [plugin, recipe, bf16_layers] :
+       {std::tuple{"bf16_with_fp8_mixed", "delayed", 0},
+        std::tuple{"bf16_with_fp8_current_scaling_mixed", "tensorwise", 1}}) {
+    std::string fp8 = text;
+    fp8.replace(fp8.find("plugins=bf16_mixed()"), 20, std::string("plugins=") + plugin + "()");
+    fp8.replace(fp8.find("import bf16_mixed"), 17, std::string("import bf16_mixed, ") + plugin);
+    const auto path = std::filesystem::temp_directory_path() / ("headroom_fp8_" + std::to_string(::getpid()) + ".py");
+    std::ofstream(path) << fp8;
+    const Result r = run({"check", "--cluster", "dgx-h100", "--json", path.string()});
+    std::filesystem::remove(path);
+    ASSERT_NE(r.code, 2) << r.err;
+    const auto fl = nlohmann::json::parse(r.out).at("layout");
+    EXPECT_EQ(fl.at("precision"), "fp8") << plugin;
+    EXPECT_EQ(fl.at("fp8_recipe"), recipe) << plugin;
+    EXPECT_EQ(fl.at("fp8_param_gather"), true) << plugin;
+    EXPECT_EQ(fl.at("num_layers_at_start_in_bf16"), bf16_layers) << plugin;
+    EXPECT_EQ(fl.at("num_layers_at_end_in_bf16"), bf16_layers) << plugin;
+  }
   text.replace(text.find("run.Config(Llama3Config8B)"), 26, "run.Config(GPTConfig175B)");
   const auto gpt = std::filesystem::temp_directory_path() / ("headroom_gpt_" + std::to_string(::getpid()) + ".py");
   std::ofstream(gpt) << text;

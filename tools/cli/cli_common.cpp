@@ -262,6 +262,14 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
       {"fp8_recipe", l.fp8 == Fp8Recipe::none ? nlohmann::json(nullptr) : nlohmann::json(to_string(l.fp8))},
       {"fp8_library", l.fp8 == Fp8Recipe::none ? nlohmann::json(nullptr) : nlohmann::json(to_string(l.fp8_library))},
       {"fp8_param_gather", l.fp8_param_gather},
+      // An FP8 run's BF16 layers at either end (Layout::bf16_layers_at_start/end); null without FP8.
+      {"first_last_layers_bf16", l.fp8 == Fp8Recipe::none
+                                     ? nlohmann::json(nullptr)
+                                     : nlohmann::json(l.bf16_layers_at_start > 0 || l.bf16_layers_at_end > 0)},
+      {"num_layers_at_start_in_bf16",
+       l.fp8 == Fp8Recipe::none ? nlohmann::json(nullptr) : nlohmann::json(l.bf16_layers_at_start)},
+      {"num_layers_at_end_in_bf16",
+       l.fp8 == Fp8Recipe::none ? nlohmann::json(nullptr) : nlohmann::json(l.bf16_layers_at_end)},
       {"optimizer_offload_fraction", l.optimizer_offload},
       {"overlap_cpu_optimizer_d2h_h2d", l.overlap_offload_copies},
       {"cpu_offloading_num_layers", l.activation_offload_layers},

@@ -233,7 +233,12 @@ bool megatron_knob_applies(KnobId id, const std::map<std::string, std::string>& 
     case KnobId::moe_expert_capacity_factor:
     case KnobId::moe_shared_expert_overlap: return arg(args, "num_experts").has_value();
     case KnobId::fp8_recipe:
-    case KnobId::fp8_param_gather: return arg(args, "fp8").has_value();
+    case KnobId::fp8_param_gather:
+    case KnobId::first_last_layers_bf16: return arg(args, "fp8").has_value();
+    // TransformerConfig's counts (printed with their default 1) count only with --first-last-layers-bf16.
+    case KnobId::num_layers_at_start_in_bf16:
+    case KnobId::num_layers_at_end_in_bf16:
+      return arg(args, "fp8").has_value() && flag_arg(args, "first_last_layers_bf16");
     case KnobId::optimizer_offload_fraction:
     case KnobId::overlap_cpu_optimizer_d2h_h2d: return flag_arg(args, "optimizer_cpu_offload");
     case KnobId::cpu_offloading_num_layers: return flag_arg(args, "cpu_offloading");

@@ -344,6 +344,88 @@ constexpr auto kRecipeCallbacks = std::to_array<RecipeCallback>({
 
 using Settings = std::map<std::string, std::pair<Expr, std::string>>;  // path -> value, where it was set
 
+namespace {
+
+// The BF16 mixed-precision recipes Megatron-core's FP8 runs by name: NeMo's (nemo/collections/llm/recipes/precision/
+// mixed_precision.py) and Megatron-Bridge's (megatron/bridge/training/mixed_precision.py, registered by the same
+// names): the fields each sets beyond bf16_mixed's. Delayed scaling's margin and amax history are read_precision_
+// field's to ignore. MXFP8, blockwise (sub-channel) FP8 and NVFP4 are not priced.
+struct PrecisionRecipe {
+  std::string_view name, fp8, fp8_recipe;
+  std::int64_t bf16_at_start = 0, bf16_at_end = 0;  // first_last_layers_bf16 where either is above 0
+  bool fp8_param_gather = false;
+};
+constexpr std::array<PrecisionRecipe, 5> kPrecisionRecipes = {{
+    {"bf16_mixed", "", "", 0, 0, false},
+    {"bf16_with_fp8_mixed", "hybrid", "delayed", 0, 0, true},                  // NeMo's
+    {"bf16_with_fp8_delayed_scaling_mixed", "hybrid", "delayed", 0, 0, true},  // Megatron-Bridge's
+    {"bf16_with_fp8_current_scaling_mixed", "hybrid", "tensorwise", 1, 1, true},
+    {"nemotron_h_bf16_with_fp8_current_scaling_mixed", "hybrid", "tensorwise", 2, 2, true},
+}};
+
+std::vector<Expr> precision_recipe_fields(const PrecisionRecipe& r) {
+  std::vector<Expr> fields;
+  const auto set = [&](std::string_view key, std::string_view v) {
+    Expr e = python::value_of(v);
+    e.key = std::string(key);
+    fields.push_back(e);
+  };
+  if (r.fp8.empty()) return fields;
+  set("fp8", r.fp8);
+  set("fp8_recipe", r.fp8_recipe);
+  set("fp8_param_gather", r.fp8_param_gather ? "true" : "false");
+  if (r.bf16_at_start > 0 || r.bf16_at_end > 0) {
+    set("first_last_layers_bf16", "true");
+    set("num_layers_at_start_in_bf16", std::to_string(r.bf16_at_start));
+    set("num_layers_at_end_in_bf16", std::to_string(r.bf16_at_end));
+  }
+  return fields;
+}
+
+// One field of Megatron-core's mixed precision beyond the BF16 ones (NeMo's MegatronMixedPrecision, Megatron-Bridge's
+// MixedPrecisionConfig: both hand them to TransformerConfig) as the layout knob it sets; bf16_mixed's own values and
+// what changes neither memory nor time are passed over (the latter listed in `ignored`); an Error names the rest.
+void read_precision_field(const Expr& kw, std::map<std::string, std::string>& knobs,
+                          std::vector<std::string>& ignored) {
+  const std::string v = python::plain_value(kw), what = kw.key + " " + kw.shown();
+  const auto is = [&](std::string_view key, std::string_view value) { return kw.key == key && v == value; };
+  if (is("params_dtype", "torch.bfloat16") || is("pipeline_dtype", "torch.bfloat16") ||
+      is("autocast_enabled", "false") || is("bf16", "true") || is("fp8", "None") || is("fp8_wgrad", "true") ||
+      is("fp8_dot_product_attention", "false") || is("fp8_multi_head_attention", "false") ||
+      is("reuse_grad_buf_for_mxfp8_param_ag", "false") || is("first_last_layers_bf16", "false"))
+    return;
+  if (kw.key == "loss_scale" || kw.key == "initial_loss_scale" || kw.key == "min_loss_scale" ||
+      kw.key == "loss_scale_window" || kw.key == "hysteresis")
+    return;  // FP16's loss scaling: nothing under BF16
+  if (kw.key == "fp8_margin" || kw.key == "fp8_amax_history_len" || kw.key == "fp8_amax_compute_algo") {
+    ignored.push_back("the precision's " + kw.key + " (delayed scaling's scale: a few KiB a tensor, the same GEMMs)");
+    return;
+  }
+  if (kw.key == "fp8") {
+    if (v != "hybrid" && v != "e4m3") throw Error("the precision's " + what + R"( (valid: "hybrid", "e4m3", None))");
+    knobs["fp8_format"] = v;
+  } else if (kw.key == "fp8_recipe") {
+    if (v != "delayed" && v != "tensorwise")
+      throw Error("the precision's " + what + R"( is not priced (valid: "delayed", "tensorwise"))");
+    knobs["fp8_recipe"] = v;
+  } else if (kw.key == "fp8_param_gather" || kw.key == "fp8_params") {
+    if (v != "true" && v != "false" && v != "None")
+      throw Error("the precision's " + what + " (expected True or False)");
+    knobs["fp8_param_gather"] = v == "true" ? "true" : "false";
+  } else if (kw.key == "first_last_layers_bf16" && v == "true") {
+    knobs["first_last_layers_bf16"] = "true";
+    knobs.try_emplace("num_layers_at_start_in_bf16", "0");  // the plugins' defaults (0, where TransformerConfig's is 1)
+    knobs.try_emplace("num_layers_at_end_in_bf16", "0");
+  } else if (kw.key == "num_layers_at_start_in_bf16" || kw.key == "num_layers_at_end_in_bf16") {
+    if (kw.kind != Expr::Kind::number) throw Error("the precision's " + what + " (expected a count)");
+    knobs[kw.key] = v;
+  } else {
+    throw Error("the precision's " + what + " is not priced");
+  }
+}
+
+}  // namespace
+
 // A recipe's settings under NeMo 2.0's paths (trainer.strategy.*, data.*, optim.*, model.config.*; Megatron-Bridge's
 // are translated to them), each read into the command's layout, ignored with why (kRecipeKeys), or refused; the
 // world is trainer.num_nodes x trainer.devices, and `world_hint` says how to give another. Returns the nodes and
@@ -440,28 +522,51 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
     } else if (key == "trainer.accumulate_grad_batches") {
       if (integer() != 1) throw refuse("Megatron-core accumulates the global batch itself (valid: 1)");
     } else if (key == "trainer.plugins") {
-      // bf16_mixed() (nemo/collections/llm/recipes/precision/mixed_precision.py) is MegatronMixedPrecision at
-      // "bf16-mixed", which the MoE recipes write out; its grad_reduce_in_fp32 (pretrain_performance_optimizations
-      // sets it False) is the DDP config's (nemo/lightning/pytorch/plugins/mixed_precision.py). Lightning takes
+      // Megatron-core's mixed precision (nemo/lightning/pytorch/plugins/mixed_precision.py MegatronMixedPrecision at
+      // "bf16-mixed"): bf16_mixed() (recipes/precision/mixed_precision.py), its FP8 variants by name
+      // (kPrecisionRecipes), or the plugin with its fields written out; grad_reduce_in_fp32 (pretrain_performance_
+      // optimizations sets it False) is the DDP config's, the FP8 fields are read_precision_field's. Lightning takes
       // one plugin or a list (nemotronh_8b.py: plugins=[bf16_mixed()]).
       const Expr& plugin = value.kind == Expr::Kind::list && value.args.size() == 1 ? value.args.front() : value;
       const Expr* precision = plugin.kwarg("precision");
+      const auto* named = std::find_if(kPrecisionRecipes.begin(), kPrecisionRecipes.end(),
+                                       [&](const PrecisionRecipe& r) { return r.name == plugin.text; });
       const bool bf16 = plugin.kind == Expr::Kind::call &&
-                        ((plugin.text == "bf16_mixed" && plugin.args.empty()) ||
+                        ((named != kPrecisionRecipes.end() && plugin.args.empty()) ||
                          (plugin.text == "run.Config" && plugin.args.size() == 1 &&
                           plugin.args.front().text.ends_with("MegatronMixedPrecision") && precision != nullptr &&
                           precision->kind == Expr::Kind::string && precision->text == "bf16-mixed"));
-      for (const Expr& kw : bf16 ? plugin.kwargs : std::vector<Expr>{}) {
-        if (kw.key == "precision") continue;
-        if (kw.key != "grad_reduce_in_fp32" ||
-            (python::plain_value(kw) != "true" && python::plain_value(kw) != "false"))
-          throw refuse("the plugin's " + kw.key + " " + kw.shown() + " is not read (valid: grad_reduce_in_fp32)");
-        plugin_fp32_reduce = python::plain_value(kw) == "true";
-      }
       if (!bf16)
         throw refuse(
-            "headroom prices the recipes' bf16_mixed() precision (valid: bf16_mixed(), "
-            "run.Config(nl.MegatronMixedPrecision, precision=\"bf16-mixed\"))");
+            "headroom prices the recipes' bf16_mixed() precision and its FP8 variants (valid: bf16_mixed(), "
+            "bf16_with_fp8_mixed(), bf16_with_fp8_current_scaling_mixed(), run.Config(nl.MegatronMixedPrecision, "
+            "precision=\"bf16-mixed\", ...))");
+      std::vector<Expr> fields =
+          named != kPrecisionRecipes.end() ? precision_recipe_fields(*named) : std::vector<Expr>{};
+      fields.insert(fields.end(), plugin.kwargs.begin(), plugin.kwargs.end());  // the plugin's own, set after
+      std::map<std::string, std::string> fp8;
+      for (const Expr& kw : fields) {
+        if (kw.key == "precision") continue;
+        const std::string x = python::plain_value(kw);
+        if (kw.key == "grad_reduce_in_fp32" && (x == "true" || x == "false")) {
+          plugin_fp32_reduce = x == "true";
+          continue;
+        }
+        try {
+          read_precision_field(kw, fp8, out.ignored);
+        } catch (const Error& e) {
+          throw refuse(e.what());
+        }
+      }
+      // Without fp8 its other settings do nothing; the BF16 layers' counts nothing without first_last_layers_bf16.
+      if (!fp8.contains("first_last_layers_bf16"))
+        for (const char* count : {"num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"}) fp8.erase(count);
+      if (fp8.contains("fp8_format")) {
+        fp8.try_emplace("fp8_recipe", "delayed");  // MegatronMixedPrecision's default
+        for (const auto& [k, x] : fp8) layout[k] = x;
+      } else if (!fp8.empty()) {
+        out.ignored.emplace_back("the precision's FP8 settings (fp8 is None: BF16 training)");
+      }
     } else if (key == "trainer.callbacks") {
       if (value.kind != Expr::Kind::list && v != "None") throw refuse("expected a list of run.Config(<callback>)");
       for (const Expr& c : value.args) {
@@ -857,46 +962,36 @@ constexpr auto kBridgePaths = std::to_array<BridgePath>({
     {"comm_overlap", "trainer.callbacks", ""},
 });
 
-// Bridge's mixed_precision as NeMo's bf16_mixed() plugin: the name "bf16_mixed", the call bf16_mixed() (or
-// get_mixed_precision_config("bf16_mixed"), bridge_intrinsics), or what that function returns where the evaluator
-// follows it into a checkout (megatron/bridge/training/mixed_precision.py): MixedPrecisionConfig(bf16=True,
-// params_dtype=torch.bfloat16, pipeline_dtype=torch.bfloat16, autocast_enabled=False, grad_reduce_in_fp32=True); with
-// any field a recipe then sets on it. grad_reduce_in_fp32 passes to the plugin; FP16's
-// loss-scale fields do nothing under BF16; another field (FP8's, FP16's) is refused naming it.
-Expr bridge_bf16_mixed(const Expr& value, const std::string& where) {
-  Expr plugin{Expr::Kind::call, "bf16_mixed", {}, {}, value.line, {}};
-  plugin.file = value.file;
-  if (value.kind == Expr::Kind::string && value.text == "bf16_mixed") return plugin;
+// Bridge's mixed_precision as NeMo's plugin: a recipe of kPrecisionRecipes by its name ("bf16_mixed") or called
+// (bf16_mixed(), or get_mixed_precision_config("bf16_mixed"), bridge_intrinsics), passed on by name; or what that
+// function returns where the evaluator follows it into a checkout (megatron/bridge/training/mixed_precision.py):
+// MixedPrecisionConfig(bf16=True, params_dtype=torch.bfloat16, ..., fp8="hybrid", ...), with any field a recipe then
+// sets on it, passed on as the plugin's fields (read_precision_field reads them; MixedPrecisionConfig's fp8_recipe
+// defaults to tensorwise where NeMo's plugin's is delayed).
+Expr bridge_mixed_precision(const Expr& value, const std::string& where) {
   const bool call = value.kind == Expr::Kind::call && value.args.empty();
   const bool config = call && value.text.ends_with("MixedPrecisionConfig");
-  if (!config && !(call && value.text == "bf16_mixed"))  // bf16_mixed() not followed, with the fields set on it
+  const auto* recipe = std::find_if(kPrecisionRecipes.begin(), kPrecisionRecipes.end(),
+                                    [&](const PrecisionRecipe& r) { return r.name == value.text; });
+  const bool named = (value.kind == Expr::Kind::string || (call && !config)) && recipe != kPrecisionRecipes.end();
+  if (!config && !named)
     throw Error(where + ": mixed_precision " + value.shown() +
-                ": headroom prices Megatron-Bridge's bf16_mixed (valid: \"bf16_mixed\", bf16_mixed())");
-  static constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kBf16Mixed = {
-      {{"bf16", "true"},
-       {"params_dtype", "torch.bfloat16"},
-       {"pipeline_dtype", "torch.bfloat16"},
-       {"autocast_enabled", "false"}}};
-  for (const Expr& kw : value.kwargs) {
-    const std::string v = python::plain_value(kw);
-    if (kw.key == "grad_reduce_in_fp32" && (v == "true" || v == "false")) {
-      plugin.kwargs.push_back(kw);
-      continue;
-    }
-    if (kw.key == "loss_scale" || kw.key == "initial_loss_scale" || kw.key == "min_loss_scale" ||
-        kw.key == "loss_scale_window" || kw.key == "hysteresis")
-      continue;
-    const auto it =
-        std::find_if(kBf16Mixed.begin(), kBf16Mixed.end(), [&](const auto& f) { return f.first == kw.key; });
-    if (it == kBf16Mixed.end() || it->second != v)
-      throw Error(
-          where + ": mixed_precision's " + kw.key + " " + kw.shown() +
-          " is not bf16_mixed's (headroom prices Megatron-Bridge's bf16_mixed: " +
-          (it == kBf16Mixed.end() ? std::string("a field it does not set") : "valid: " + std::string(it->second)) +
-          ")");
-  }
+                ": headroom prices Megatron-Bridge's bf16_mixed and its FP8 variants (valid: \"bf16_mixed\", "
+                "bf16_mixed(), \"bf16_with_fp8_delayed_scaling_mixed\", \"bf16_with_fp8_current_scaling_mixed\")");
+  Expr plugin{Expr::Kind::call,
+              config ? "bf16_mixed" : value.text,
+              {},
+              call ? value.kwargs : std::vector<Expr>{},
+              value.line,
+              {}};
+  plugin.file = value.file;
   if (config && value.kwarg("bf16") == nullptr)
     throw Error(where + ": mixed_precision " + value.shown() + " without bf16=True: headroom prices BF16 training");
+  if (value.kwarg("fp8") != nullptr && value.kwarg("fp8_recipe") == nullptr && (config || recipe->fp8_recipe.empty())) {
+    Expr current = python::value_of("tensorwise", value.line);
+    current.key = "fp8_recipe";
+    plugin.kwargs.push_back(current);
+  }
   return plugin;
 }
 
@@ -1041,7 +1136,7 @@ MegatronCommand read_bridge_recipe(std::string_view text, const std::string& rec
     }
     bridge_path[nemo] = key;
     if (key == "mixed_precision") {
-      settings[nemo] = {bridge_bf16_mixed(value, entry.second), entry.second};
+      settings[nemo] = {bridge_mixed_precision(value, entry.second), entry.second};
     } else if (key == "comm_overlap") {
       // CommOverlapConfig (megatron/bridge/training/comm_overlap.py) is NeMo's MegatronCommOverlapCallback's settings.
       Expr callbacks{Expr::Kind::list, "[...]", {}, {}, value.line, {}};

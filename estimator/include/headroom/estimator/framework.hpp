@@ -109,6 +109,9 @@ void set_mtp_layers(const ModelSpec& m, const FrameworkProfile& f, const LayoutR
 // The request's CP exchange (Layout::cp_exchange), or the framework's: PyTorch's rotations where the framework's CP is
 // PyTorch's ring attention, Transformer Engine's where it is not; the other refused.
 void set_cp_exchange(const FrameworkProfile& f, const LayoutRequest& r, Layout& l);
+// The request's BF16 layers of an FP8 run (Layout::bf16_layers_at_start/end): refused without FP8, under delayed
+// scaling, outside Transformer Engine's FP8, or more than a pipeline stage's layers at either end.
+void set_bf16_layers(const ModelSpec& m, const LayoutRequest& r, Layout& l);
 // Errors when a recompute mode, a sharding or a pipeline schedule is not one the framework runs (its
 // supported_recompute, supported_shardings, supported_schedules; an empty list allows all), naming the ones it does:
 // one rule for estimate, launch, simulate, mtsl and the Python Planner (build_layout), as for rank's proposals.
@@ -139,12 +142,15 @@ struct LayoutRequest {
   std::int64_t ep = 1, etp = 0;  // experts: Layout::ep, Layout::etp (0: tp)
   double expert_load = 1.0;      // Layout::expert_load
   ExpertDispatcher dispatcher = ExpertDispatcher::alltoall;
-  bool shared_expert_overlap = false;   // Layout::shared_expert_overlap; needs FrameworkProfile::shared_expert_overlap
-  std::int64_t mtp_layers = 0;          // Layout::mtp_layers; needs FrameworkProfile::multi_token_prediction
-  Fp8Recipe fp8 = Fp8Recipe::none;      // Layout::fp8; needs a framework recipe
-  bool fp8_param_gather = false;        // Layout::fp8_param_gather
-  double optimizer_offload = 0.0;       // Layout::optimizer_offload, 0..1
-  bool overlap_offload_copies = false;  // Layout::overlap_offload_copies
+  bool shared_expert_overlap = false;  // Layout::shared_expert_overlap; needs FrameworkProfile::shared_expert_overlap
+  std::int64_t mtp_layers = 0;         // Layout::mtp_layers; needs FrameworkProfile::multi_token_prediction
+  Fp8Recipe fp8 = Fp8Recipe::none;     // Layout::fp8; needs a framework recipe
+  bool fp8_param_gather = false;       // Layout::fp8_param_gather
+  // Layout::bf16_layers_at_start/end where first_last_layers_bf16 (-1: not given, Megatron-LM's 1); needs FP8.
+  bool first_last_layers_bf16 = false;
+  std::int64_t bf16_layers_at_start = -1, bf16_layers_at_end = -1;
+  double optimizer_offload = 0.0;              // Layout::optimizer_offload, 0..1
+  bool overlap_offload_copies = false;         // Layout::overlap_offload_copies
   std::int64_t activation_offload_layers = 0;  // Layout::activation_offload_layers
   bool overlap_p2p_comm = true;                // Layout::overlap_p2p_comm
   bool tp_comm_overlap = false;                // Layout::tp_comm_overlap; needs a framework that runs it

@@ -223,6 +223,10 @@ struct Layout {
   Fp8Recipe fp8 = Fp8Recipe::none;
   Fp8Library fp8_library = Fp8Library::transformer_engine;
   bool fp8_param_gather = false;
+  // An FP8 run's first and last decoder layers kept in BF16 (Megatron-LM's --first-last-layers-bf16 with
+  // --num-layers-at-start-in-bf16 and --num-layers-at-end-in-bf16; megatron/core/fp8_utils.py
+  // is_first_last_bf16_layer, by global layer index); 0 and 0: every layer in FP8.
+  std::int64_t bf16_layers_at_start = 0, bf16_layers_at_end = 0;
   // Offloading: the share of the optimizer states (and its step) held and run on the host (Megatron-LM's
   // --optimizer-cpu-offload --optimizer-offload-fraction; DeepSpeed ZeRO-Offload is 1), whether the host copies
   // overlap the CPU step (--overlap-cpu-optimizer-d2h-h2d), and decoder layers whose stored activations go to host
@@ -272,6 +276,21 @@ struct Layout {
 // The decoder layers of stage `stage` that have routed experts (all of stage_layers but DeepSeek-V3's leading
 // dense layers; 0 for a dense model).
 [[nodiscard]] std::int64_t stage_moe_layers(const ModelSpec& model, const Layout& layout, std::int64_t stage);
+// The decoder layers of stage `stage` an FP8 run keeps in BF16 (Layout::bf16_layers_at_start/end), dense and with
+// experts; none without FP8.
+struct Bf16Layers {
+  std::int64_t dense = 0, moe = 0;
+  [[nodiscard]] std::int64_t total() const { return dense + moe; }
+};
+[[nodiscard]] Bf16Layers stage_bf16_layers(const ModelSpec& model, const Layout& layout, std::int64_t stage);
+// The layout with FP8 off: what the BF16 layers of an FP8 run store and take.
+[[nodiscard]] inline Layout without_fp8(const Layout& l) {
+  Layout x = l;
+  x.fp8 = Fp8Recipe::none;
+  x.fp8_param_gather = false;
+  x.bf16_layers_at_start = x.bf16_layers_at_end = 0;
+  return x;
+}
 // Decoder layers of virtual chunk `chunk` (0 ≤ chunk < v) of stage `stage` (transformer_block.py,
 // get_num_layers_to_build): stage_layers / v, except that an accounted embedding (loss) takes one layer's place
 // in the first chunk of the first stage (the last chunk of the last), which may leave it none.
@@ -338,6 +357,9 @@ void refuse_unpriced_experts(const ModelSpec& model, const Layout& layout);
 // What Megatron-LM refuses of selective recompute's modules: mla_up_proj without latent attention, shared_experts with
 // the shared expert's overlap, layernorm and moe_act under delayed FP8 scaling. Part of validate_layout.
 void validate_recompute_modules(const ModelSpec& model, const Layout& layout);
+// An FP8 run's BF16 layers (Layout::bf16_layers_at_start/end): FP8 on, within the first and last model chunks, and not
+// with full recompute by layers. Part of validate_layout.
+void validate_bf16_layers(const ModelSpec& model, const Layout& layout);
 // The part of validate_layout about precision that no split or sharding changes (FP8 with LoRA, FP8 weights without
 // FP8), for searches that vary the rest.
 void refuse_unpriced_precision(const Layout& layout);

@@ -55,6 +55,7 @@ struct StageCounts {
   std::int64_t layers = 0, moe_layers = 0;  // stage_layers, stage_moe_layers
   double params = 0;                        // stage_parameters_per_gpu
   double experts = 0;                       // stage_expert_parameters_per_gpu
+  Bf16Layers bf16;                          // stage_bf16_layers
 };
 [[nodiscard]] StageCounts stage_counts(const ModelSpec& m, const Layout& l, std::int64_t stage);
 

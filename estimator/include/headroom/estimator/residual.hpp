@@ -35,7 +35,7 @@ struct ResidualModel {
 //  - TransformerEngine's userbuffers under --tp-comm-overlap (transformer_engine/pytorch/module/base.py
 //    initialize_ub, shape (s·b/c, h) from megatron/training/initialize.py): 12 communication buffers of s·b/c·h
 //    elements, the 8 all-gather ones in FP8 (1 B) when training in FP8, the 4 reduce-scatter ones and all under
-//    BF16 2 B.
+//    BF16 2 B; an FP8 run with BF16 layers (Layout::bf16_layers_at_start/end) holds a BF16 set too.
 //  - torch's micro-pipelined TP (torch/distributed/_symmetric_memory/__init__.py get_symm_mem_workspace): one
 //    workspace per TP group, grown to its largest request: an all-gather's local shard of s·b/(c·t)·h elements
 //    (_pipelined_multi_all_gather_and_consume) or two BF16 chunks of a reduce-scatter's output, 2·s·b/(c·t)·h

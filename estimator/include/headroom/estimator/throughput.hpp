@@ -286,6 +286,8 @@ struct MicrobatchPasses {
   // Under full recompute by layers (layout.hpp recompute_by_layers): a layer's passes without recompute, for the
   // layers a stage keeps whole (layout.hpp recomputed_layers counts the others).
   LayerPassTimes kept_layer;
+  // An FP8 run's BF16 layers (layout.hpp stage_bf16_layers): a layer's and a layer with experts' passes without FP8.
+  LayerPassTimes bf16_layer, bf16_moe_layer;
 };
 [[nodiscard]] MicrobatchPasses microbatch_passes(const ModelSpec& m, const PerfContext& p, const Layout& l);
 
