@@ -869,6 +869,16 @@ TEST(Check, ReadsMegatronBridgeRecipes) {
       "\n    cfg.mixed_precision.grad_reduce_in_fp32 = False");
   ASSERT_NE(looked_up.code, 2) << looked_up.err;
   EXPECT_EQ(nlohmann::json::parse(looked_up.out).at("layout").at("grad_reduce_in_bf16"), true);
+  // The performance scripts' current scaling with every layer in FP8 (scripts/performance/utils/helpers.py
+  // get_precision_config: first_last_layers_bf16 = False after the recipe's True).
+  const Result all_fp8 = with_precision(
+      "\n    cfg.mixed_precision = get_mixed_precision_config(\"bf16_with_fp8_current_scaling_mixed\")"
+      "\n    cfg.mixed_precision.first_last_layers_bf16 = False");
+  ASSERT_NE(all_fp8.code, 2) << all_fp8.err;
+  const auto af = nlohmann::json::parse(all_fp8.out).at("layout");
+  EXPECT_EQ(af.at("fp8_recipe"), "tensorwise");
+  EXPECT_EQ(af.at("first_last_layers_bf16"), false);
+  EXPECT_EQ(af.at("num_layers_at_start_in_bf16"), 0);
   const Result fp16 = with_precision("\n    cfg.mixed_precision = \"fp16_mixed\"");
   EXPECT_EQ(fp16.code, 2);
   EXPECT_NE(fp16.err.find("mixed_precision \"fp16_mixed\""), std::string::npos) << fp16.err;

@@ -392,8 +392,12 @@ void read_precision_field(const Expr& kw, std::map<std::string, std::string>& kn
   if (is("params_dtype", "torch.bfloat16") || is("pipeline_dtype", "torch.bfloat16") ||
       is("autocast_enabled", "false") || is("bf16", "true") || is("fp8", "None") || is("fp8_wgrad", "true") ||
       is("fp8_dot_product_attention", "false") || is("fp8_multi_head_attention", "false") ||
-      is("reuse_grad_buf_for_mxfp8_param_ag", "false") || is("first_last_layers_bf16", "false"))
+      is("reuse_grad_buf_for_mxfp8_param_ag", "false"))
     return;
+  if (is("first_last_layers_bf16", "false")) {  // set after a recipe's true (the performance scripts turn it off)
+    knobs.erase("first_last_layers_bf16");
+    return;
+  }
   if (kw.key == "loss_scale" || kw.key == "initial_loss_scale" || kw.key == "min_loss_scale" ||
       kw.key == "loss_scale_window" || kw.key == "hysteresis")
     return;  // FP16's loss scaling: nothing under BF16
