@@ -414,6 +414,12 @@ TEST(MegatronLog, RecomputeModulesAreReadUnderSelectiveRecompute) {
   EXPECT_EQ(with("selective", "[]").at("recompute"), "none");
   EXPECT_FALSE(with("selective", "None").contains("recompute_modules"));
   EXPECT_FALSE(with("full", "['mlp']").contains("recompute_modules"));
+  // --moe-layer-recompute, deprecated: selective recompute of the MoE block beside the modules' default.
+  std::string moe = log;
+  moe.insert(moe.rfind('\n', moe.find(end)) + 1, "  moe_layer_recompute .......... True\n");
+  const auto m = parse_megatron_log(moe, "moe.log").layout;
+  EXPECT_EQ(m.at("recompute"), "selective");
+  EXPECT_EQ(parse_recompute_modules(m.at("recompute_modules")), parse_recompute_modules("core_attn,moe"));
 }
 
 // arguments.py prints the optimizer's formats as torch dtypes (fp8 as torch.uint8): read as the knobs' names.

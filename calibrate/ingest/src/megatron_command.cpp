@@ -78,6 +78,7 @@ constexpr std::array kFlags = {
     Flag{"--window-attn-skip-freq", "window_attn_skip_freq", Arity::value, ""},
     Flag{"--use-distributed-optimizer", "use_distributed_optimizer", Arity::store_true, ""},
     Flag{"--recompute-method", "recompute_method", Arity::value, ""},
+    Flag{"--moe-layer-recompute", "moe_layer_recompute", Arity::store_true, ""},
     Flag{"--recompute-num-layers", "recompute_num_layers", Arity::value, ""},
     Flag{"--bf16", "bf16", Arity::store_true, ""},
     Flag{"--hidden-dropout", "hidden_dropout", Arity::value, ""},

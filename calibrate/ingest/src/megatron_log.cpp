@@ -329,6 +329,19 @@ std::map<std::string, std::string> megatron_layout(const std::map<std::string, s
       r->second = names;
     }
   }
+  // --moe-layer-recompute, deprecated (transformer_config.py __post_init__): selective recompute with moe added to its
+  // modules (the core attention's by default); refused with full recompute as there.
+  if (flag_arg(args, "moe_layer_recompute")) {
+    if (arg(args, "recompute_granularity") == "full")
+      throw Error(std::string(where) +
+                  ": --moe-layer-recompute with --recompute-granularity full (Megatron-LM refuses it)");
+    l["recompute"] = "selective";
+    const auto r = l.find("recompute_modules");
+    if (r == l.end())
+      l["recompute_modules"] = "core_attn,moe";
+    else
+      r->second += ",moe";
+  }
   // --attention-backend (arguments.py AttnBackend, printed as AttnBackend.fused): fused is Transformer Engine's cuDNN
   // attention, flash the flash-attn package's; auto leaves it to the framework's curve.
   if (auto b = arg(args, "attention_backend")) {
