@@ -4,7 +4,6 @@
 #include <bit>
 #include <cctype>
 #include <string>
-#include <tuple>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -324,31 +323,16 @@ void set_mtp_layers(const ModelSpec& m, const FrameworkProfile& f, const LayoutR
   l.mtp_layers = r.mtp_layers;
 }
 
-void set_bf16_layers(const ModelSpec& m, const LayoutRequest& r, Layout& l) {
+void set_bf16_layers(const LayoutRequest& r, Layout& l) {
   if (!r.first_last_layers_bf16) {
     if (r.bf16_layers_at_start >= 0 || r.bf16_layers_at_end >= 0)
       throw Error(field(r.bf16_layers_at_start >= 0 ? "num_layers_at_start_in_bf16" : "num_layers_at_end_in_bf16") +
                   " needs " + field("first_last_layers_bf16"));
     return;
   }
-  // megatron/core/transformer/transformer_config.py __post_init__: "Delayed scaling does not support first / last
-  // layer in BF16", and each count from 0 to the layers of a pipeline stage.
-  if (l.fp8 == Fp8Recipe::none) throw Error(field("first_last_layers_bf16") + " needs FP8 training");
-  if (l.fp8 == Fp8Recipe::delayed)
-    throw Error(field("first_last_layers_bf16") + " with " + field("fp8_recipe") +
-                " delayed: Megatron-LM refuses it (delayed scaling does not support first / last layers in BF16)");
-  if (l.fp8_library != Fp8Library::transformer_engine)
-    throw Error(field("first_last_layers_bf16") + " is Megatron-LM's (Transformer Engine's FP8): --framework megatron");
-  const std::int64_t most = m.num_layers / l.pp;
-  for (const auto& [name, given, to] :
-       {std::tuple{"num_layers_at_start_in_bf16", r.bf16_layers_at_start, &l.bf16_layers_at_start},
-        std::tuple{"num_layers_at_end_in_bf16", r.bf16_layers_at_end, &l.bf16_layers_at_end}}) {
-    const std::int64_t n = given < 0 ? 1 : given;  // TransformerConfig's default where not given
-    if (n < 0 || n > most)
-      throw Error(field(name) + " " + std::to_string(n) + ": valid: 0 to the " + std::to_string(most) +
-                  " layers of a pipeline stage");
-    *to = n;
-  }
+  // TransformerConfig's default where not given; validate_bf16_layers checks them.
+  l.bf16_layers_at_start = r.bf16_layers_at_start < 0 ? 1 : r.bf16_layers_at_start;
+  l.bf16_layers_at_end = r.bf16_layers_at_end < 0 ? 1 : r.bf16_layers_at_end;
 }
 
 void set_cp_exchange(const FrameworkProfile& f, const LayoutRequest& r, Layout& l) {
@@ -496,7 +480,7 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   require_fp8_recipe(f, r.fp8);
   l.fp8 = r.fp8;
   l.fp8_param_gather = r.fp8_param_gather;
-  set_bf16_layers(model, r, l);
+  set_bf16_layers(r, l);
   if ((r.optimizer_offload > 0 || r.overlap_offload_copies) && !f.optimizer_offload)
     throw Error("framework " + f.name + " does not offload the optimizer (" + field("optimizer_offload_fraction") +
                 "; Megatron-LM's --optimizer-cpu-offload: --framework megatron)");

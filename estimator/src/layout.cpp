@@ -231,6 +231,18 @@ void validate_recompute_modules(const ModelSpec& m, const Layout& l) {
 void validate_bf16_layers(const ModelSpec& m, const Layout& l) {
   if (l.bf16_layers_at_start == 0 && l.bf16_layers_at_end == 0) return;
   if (l.fp8 == Fp8Recipe::none) throw Error(field("first_last_layers_bf16") + " needs FP8 training");
+  // megatron/core/transformer/transformer_config.py __post_init__: "Delayed scaling does not support first / last
+  // layer in BF16", and each count from 0 to the layers of a pipeline stage.
+  if (l.fp8 == Fp8Recipe::delayed)
+    throw Error(field("first_last_layers_bf16") + " with " + field("fp8_recipe") +
+                " delayed: Megatron-LM refuses it (delayed scaling does not support first / last layers in BF16)");
+  if (l.fp8_library != Fp8Library::transformer_engine)
+    throw Error(field("first_last_layers_bf16") + " is Megatron-LM's (Transformer Engine's FP8): --framework megatron");
+  const std::int64_t most = m.num_layers / l.pp;
+  for (const auto& [name, n] : {std::pair{"num_layers_at_start_in_bf16", l.bf16_layers_at_start},
+                                std::pair{"num_layers_at_end_in_bf16", l.bf16_layers_at_end}})
+    if (n < 0 || n > most)
+      throw Error(field(name) + " " + s(n) + ": valid: 0 to the " + s(most) + " layers of a pipeline stage");
   // Priced where they sit in the first and last model chunks, whose stages the pipeline model prices apart (the middle
   // stages are alike); and by stage, where full recompute by layers would ask which of them are recomputed.
   const std::int64_t v = std::max<std::int64_t>(1, l.vpp);

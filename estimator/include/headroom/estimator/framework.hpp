@@ -109,9 +109,9 @@ void set_mtp_layers(const ModelSpec& m, const FrameworkProfile& f, const LayoutR
 // The request's CP exchange (Layout::cp_exchange), or the framework's: PyTorch's rotations where the framework's CP is
 // PyTorch's ring attention, Transformer Engine's where it is not; the other refused.
 void set_cp_exchange(const FrameworkProfile& f, const LayoutRequest& r, Layout& l);
-// The request's BF16 layers of an FP8 run (Layout::bf16_layers_at_start/end): refused without FP8, under delayed
-// scaling, outside Transformer Engine's FP8, or more than a pipeline stage's layers at either end.
-void set_bf16_layers(const ModelSpec& m, const LayoutRequest& r, Layout& l);
+// The request's BF16 layers of an FP8 run (Layout::bf16_layers_at_start/end, validate_bf16_layers checks them); their
+// counts refused without first_last_layers_bf16.
+void set_bf16_layers(const LayoutRequest& r, Layout& l);
 // Errors when a recompute mode, a sharding or a pipeline schedule is not one the framework runs (its
 // supported_recompute, supported_shardings, supported_schedules; an empty list allows all), naming the ones it does:
 // one rule for estimate, launch, simulate, mtsl and the Python Planner (build_layout), as for rank's proposals.

@@ -357,8 +357,9 @@ void refuse_unpriced_experts(const ModelSpec& model, const Layout& layout);
 // What Megatron-LM refuses of selective recompute's modules: mla_up_proj without latent attention, shared_experts with
 // the shared expert's overlap, layernorm and moe_act under delayed FP8 scaling. Part of validate_layout.
 void validate_recompute_modules(const ModelSpec& model, const Layout& layout);
-// An FP8 run's BF16 layers (Layout::bf16_layers_at_start/end): FP8 on, within the first and last model chunks, and not
-// with full recompute by layers. Part of validate_layout.
+// An FP8 run's BF16 layers (Layout::bf16_layers_at_start/end): FP8 on and not delayed scaling (Transformer Engine's),
+// each count at most a pipeline stage's layers, within the first and last model chunks, and not with full recompute by
+// layers. Part of validate_layout.
 void validate_bf16_layers(const ModelSpec& model, const Layout& layout);
 // The part of validate_layout about precision that no split or sharding changes (FP8 with LoRA, FP8 weights without
 // FP8), for searches that vary the rest.
