@@ -620,6 +620,19 @@ double pipeline_bubble_seconds(const Layout& l, double mean_stage_s, double mean
   return fill * std::max(0.0, mean_stage_s - 2.0 * mean_weight_gradient_s);
 }
 
+// A stage's pass with its BF16 layers of an FP8 run (stage_bf16_layers) taking a BF16 layer's times in place of the
+// FP8 ones `x` counted them at.
+[[gnu::cold, gnu::noinline]] void add_bf16_layers(PassTimes& x, const PassTimes& layer, const PassTimes& moe_layer,
+                                                  const MicrobatchPasses& mb, const Bf16Layers& n, bool backward) {
+  const PassTimes& bf16_layer = backward ? mb.bf16_layer.backward : mb.bf16_layer.forward;
+  const PassTimes& bf16_moe_layer = backward ? mb.bf16_moe_layer.backward : mb.bf16_moe_layer.forward;
+  x += scaled(bf16_layer, d(n.dense));
+  x += scaled(layer, -d(n.dense));
+  if (n.moe == 0) return;
+  x += scaled(bf16_moe_layer, d(n.moe));
+  x += scaled(moe_layer, -d(n.moe));
+}
+
 StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Layout& l, const MicrobatchPasses& mb) {
   const LayerPassTimes &layer = mb.layer, &moe_layer = mb.moe_layer;
   // PP: each micro-batch sends its activations forward and their gradient backward across every stage boundary,
@@ -633,22 +646,19 @@ StagePasses stage_pass_times(const ModelSpec& m, const PerfContext& p, const Lay
   // Full recompute by layers (a dense decoder): only the recomputed layers' backward repeats their forward; the
   // layers kept whole take a layer's backward without recompute.
   const bool by_layers = recompute_by_layers(l), sends_overlap = pipeline_sends_overlap(l);
-  const auto pass = [](const LayerPassTimes& x, bool backward) -> const PassTimes& {
-    return backward ? x.backward : x.forward;
-  };
-  const auto stage_pass = [&](const StageCounts& n, bool backward) {
+  const auto stage_pass = [&](const PassTimes& one_layer, const PassTimes& one_moe_layer, const StageCounts& n,
+                              bool backward) {
     const std::int64_t kept = backward && by_layers ? n.layers - recomputed_layers(m, l, n.stage) : 0;
-    const Bf16Layers& bf16 = n.bf16;
-    PassTimes x = scaled(pass(layer, backward), d(n.layers - n.moe_layers - kept - bf16.dense));
+    PassTimes x = scaled(one_layer, d(n.layers - n.moe_layers - kept));
     if (kept > 0) x += scaled(mb.kept_layer.backward, d(kept));
-    if (n.moe_layers > 0) x += scaled(pass(moe_layer, backward), d(n.moe_layers - bf16.moe));
-    if (bf16.dense > 0) x += scaled(pass(mb.bf16_layer, backward), d(bf16.dense));
-    if (bf16.moe > 0) x += scaled(pass(mb.bf16_moe_layer, backward), d(bf16.moe));
+    if (n.moe_layers > 0) x += scaled(one_moe_layer, d(n.moe_layers));
+    if (n.bf16.total() > 0) [[unlikely]]
+      add_bf16_layers(x, one_layer, one_moe_layer, mb, n.bf16, backward);
     x.pp = sends_overlap ? v_chunks * std::max(0.0, send - x.total() / v_chunks) : v_chunks * send;
     return x;
   };
-  const auto forward = [&](const StageCounts& n) { return stage_pass(n, false); };
-  const auto backward = [&](const StageCounts& n) { return stage_pass(n, true); };
+  const auto forward = [&](const StageCounts& n) { return stage_pass(layer.forward, moe_layer.forward, n, false); };
+  const auto backward = [&](const StageCounts& n) { return stage_pass(layer.backward, moe_layer.backward, n, true); };
   StagePasses x;
   const PipelineStageCounts& n = mb.stages;
   x.middle_stage = n.second.stage;
