@@ -228,6 +228,14 @@ void validate_recompute_modules(const ModelSpec& m, const Layout& l) {
                     " delayed: Megatron-LM refuses it (delayed scaling does not support it)");
 }
 
+bool bf16_layers_priced(const ModelSpec& m, const Layout& l) {
+  if (l.bf16_layers_at_start == 0 && l.bf16_layers_at_end == 0) return true;
+  const std::int64_t v = std::max<std::int64_t>(1, l.vpp), most = m.num_layers / l.pp;
+  return l.bf16_layers_at_start <= most && l.bf16_layers_at_end <= most &&
+         l.bf16_layers_at_start <= chunk_layers(m, l, 0, 0) &&
+         l.bf16_layers_at_end <= chunk_layers(m, l, head_stage(l), v - 1);
+}
+
 void validate_bf16_layers(const ModelSpec& m, const Layout& l) {
   if (l.bf16_layers_at_start == 0 && l.bf16_layers_at_end == 0) return;
   if (l.fp8 == Fp8Recipe::none) throw Error(field("first_last_layers_bf16") + " needs FP8 training");
@@ -245,13 +253,13 @@ void validate_bf16_layers(const ModelSpec& m, const Layout& l) {
       throw Error(field(name) + " " + s(n) + ": valid: 0 to the " + s(most) + " layers of a pipeline stage");
   // Priced where they sit in the first and last model chunks, whose stages the pipeline model prices apart (the middle
   // stages are alike); and by stage, where full recompute by layers would ask which of them are recomputed.
-  const std::int64_t v = std::max<std::int64_t>(1, l.vpp);
-  if (l.bf16_layers_at_start > chunk_layers(m, l, 0, 0) ||
-      l.bf16_layers_at_end > chunk_layers(m, l, head_stage(l), v - 1))
+  if (!bf16_layers_priced(m, l)) {
+    const std::int64_t v = std::max<std::int64_t>(1, l.vpp);
     throw Error(field("num_layers_at_start_in_bf16") + " " + s(l.bf16_layers_at_start) + " and " +
                 field("num_layers_at_end_in_bf16") + " " + s(l.bf16_layers_at_end) +
                 ": BF16 layers beyond the first and last model chunks (" + s(chunk_layers(m, l, 0, 0)) + " and " +
                 s(chunk_layers(m, l, head_stage(l), v - 1)) + " layers) are not priced");
+  }
   if (recompute_by_layers(l))
     throw Error(field("first_last_layers_bf16") + " with full recompute by layers (" + field("recompute_method") +
                 ") is not priced");

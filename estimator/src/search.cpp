@@ -288,6 +288,7 @@ struct Search {
                                 : Schedule::one_f_one_b;
       // p = 1 runs no pipeline: any framework launches it whatever schedules it lists.
       if (p > 1 && !schedule_wanted(l.schedule)) continue;
+      if (!bf16_layers_priced(m, l)) continue;  // an FP8 run's BF16 layers past the end chunks (validate_layout)
       if (l.schedule == Schedule::zbv) {
         stage_counts = pipeline_stage_counts(m, l);
         std::fill(priced.begin(), priced.end(), 0);

@@ -6,6 +6,7 @@
 #include "headroom/core/error.hpp"
 #include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/memory.hpp"
+#include "headroom/estimator/search.hpp"
 #include "headroom/estimator/throughput.hpp"
 
 namespace headroom {
@@ -72,6 +73,23 @@ TEST_F(Bf16LayersTest, TheLayersStoreAndTakeWhatBf16Does) {
   // Every layer in BF16 at either end is a BF16 run's layer.
   EXPECT_DOUBLE_EQ(mb.bf16_layer.forward.total(),
                    microbatch_passes(llama8b, p, without_fp8(mixed)).layer.forward.total());
+}
+
+// A search from such a job walks only layouts whose BF16 layers sit in the end chunks: every one validate_layout takes.
+TEST_F(Bf16LayersTest, SearchesKeepTheLayersWherePriced) {
+  const Layout base = build_layout(llama8b, megatron, job(true, 4, 4));
+  SearchOptions o;
+  o.gpus = 16, o.seq = 8192, o.gbs = 64;
+  std::size_t walked = 0, vpp = 0;
+  o.on_enumerated = [&](const Layout& l) {
+    ++walked;
+    vpp += l.vpp > 1 ? 1 : 0;
+    EXPECT_NO_THROW(validate_layout(llama8b, l)) << l.tp << " " << l.pp << " " << l.vpp;
+  };
+  o.enumerate_only = true;
+  (void)rank_layouts(llama8b, h100, base, megatron.residual, datasheet, o);
+  EXPECT_GT(walked, 0u);
+  EXPECT_GT(vpp, 0u);  // interleaved layouts with chunks of 4 layers or more stay
 }
 
 TEST_F(Bf16LayersTest, RefusedWhereMegatronRefusesIt) {

@@ -357,6 +357,9 @@ void refuse_unpriced_experts(const ModelSpec& model, const Layout& layout);
 // What Megatron-LM refuses of selective recompute's modules: mla_up_proj without latent attention, shared_experts with
 // the shared expert's overlap, layernorm and moe_act under delayed FP8 scaling. Part of validate_layout.
 void validate_recompute_modules(const ModelSpec& model, const Layout& layout);
+// Whether an FP8 run's BF16 layers are where they are priced: each count at most a pipeline stage's layers, and within
+// the first and last model chunks (validate_bf16_layers' rules, for searches that vary the split); true without them.
+[[nodiscard]] bool bf16_layers_priced(const ModelSpec& model, const Layout& layout);
 // An FP8 run's BF16 layers (Layout::bf16_layers_at_start/end): FP8 on and not delayed scaling (Transformer Engine's),
 // each count at most a pipeline stage's layers, within the first and last model chunks, and not with full recompute by
 // layers. Part of validate_layout.
