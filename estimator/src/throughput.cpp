@@ -238,8 +238,9 @@ double mla_gemm_seconds(const ModelSpec& m, const PerfContext& p, const Layout& 
 double te_cast_bytes_per_element(const Layout& l) { return l.fp8 == Fp8Recipe::delayed ? 4.0 : 6.0; }
 
 // What selective recompute's modules (layout.hpp RecomputeModule) run again in one layer's backward, one micro-batch:
-// their forward GEMMs, each at its own shape (a dense layer's fc1 and fc2; the MoE block's router, shared and routed
-// experts; the shared expert's; latent attention's q and kv up projections), and the HBM seconds of their elementwise
+// their forward GEMMs, each at its own shape (the layer's FFN GEMMs `ffn_f`, layer_passes': a dense layer's fc1 and
+// fc2, or the MoE block's router, shared and routed experts; the shared expert's; latent attention's q and kv up
+// projections), and the HBM seconds of their elementwise
 // work: a norm reads and writes its h-wide tensor, an activation reads the first GEMM's output and writes its own, the
 // MoE block permutes its token copies again, latent attention's RoPE reads and writes Q and K, and Transformer Engine
 // casts the recomputed FP8 GEMMs' inputs again.
@@ -247,7 +248,7 @@ struct RecomputedModuleSeconds {
   double gemm = 0, elementwise = 0;
 };
 RecomputedModuleSeconds recomputed_module_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l,
-                                                  bool experts) {
+                                                  bool experts, double ffn_f) {
   RecomputedModuleSeconds x;
   if (!recomputes_modules(l)) return x;
   const bool fp8 = l.fp8 != Fp8Recipe::none;
@@ -259,8 +260,7 @@ RecomputedModuleSeconds recomputed_module_seconds(const ModelSpec& m, const Perf
   if (recomputes(l, RecomputeModule::layernorm))
     bytes += 4.0 * local * h * ((experts ? 1.0 : 0.0) + (latent_attention(m) ? 1.0 : 0.0));
   if (!experts && recomputes(l, RecomputeModule::mlp)) {
-    const LayerGemms g = layer_gemms(m, l);
-    x.gemm += gemm_seconds(p, g.fc1, fp8) + gemm_seconds(p, g.fc2, fp8);
+    x.gemm += ffn_f;
     bytes += activation_bytes(tokens, d(m.ffn_hidden_size) / t);
     cast_elements += tokens * (h + d(m.ffn_hidden_size) / t);
   }
@@ -269,7 +269,7 @@ RecomputedModuleSeconds recomputed_module_seconds(const ModelSpec& m, const Perf
     const double copies = routed_copies_per_gpu(m, l), f_e = d(m.moe_ffn_hidden_size) / d(l.expert_tp());
     const double f_s = d(m.shared_expert_ffn_hidden_size) / t;
     if (block) {
-      x.gemm += moe_ffn_gemm_seconds(m, p, l, fp8);
+      x.gemm += ffn_f;
       bytes += 4.0 * 2.0 * copies * h;  // the permutations, as layer_passes counts them
       cast_elements += copies * (h + f_e);
     } else if (recomputes(l, RecomputeModule::shared_experts) && f_s > 0) {
@@ -301,8 +301,10 @@ LayerPasses layer_passes(const ModelSpec& m, const PerfContext& p, const Layout&
   const bool fp8 = l.fp8 != Fp8Recipe::none;
   const double attention_gemms =
       latent_attention(m) ? mla_gemm_seconds(m, p, l, fp8) : gemm_seconds(p, g.qkv, fp8) + gemm_seconds(p, g.proj, fp8);
-  const double gemm_f = experts ? attention_gemms + moe_ffn_gemm_seconds(m, p, l, fp8)
-                                : attention_gemms + gemm_seconds(p, g.fc1, fp8) + gemm_seconds(p, g.fc2, fp8);
+  // The FFN's GEMMs: the MoE block's (router, shared and routed experts) or the dense MLP's fc1 and fc2.
+  const double ffn_f =
+      experts ? moe_ffn_gemm_seconds(m, p, l, fp8) : gemm_seconds(p, g.fc1, fp8) + gemm_seconds(p, g.fc2, fp8);
+  const double gemm_f = attention_gemms + ffn_f;
   const AttentionSeconds unfused = l.flash_attention ? AttentionSeconds{} : unfused_attention_seconds(m, p, l);
   const double attn_f = l.flash_attention
                             ? attention_flops_forward(m, l) / (p.peak_flops * attention_efficiency(p, l, s / d(l.cp)))
@@ -316,7 +318,7 @@ LayerPasses layer_passes(const ModelSpec& m, const PerfContext& p, const Layout&
   const Fp8CastBytes cast = fp8_cast_bytes(m, l, experts);
   const double cast_f = cast.forward / p.hbm_bytes_per_s, cast_b = cast.backward / p.hbm_bytes_per_s;
   const RecomputeFactors rc = recompute_factors(m, l, experts);
-  const RecomputedModuleSeconds modules = recomputed_module_seconds(m, p, l, experts);
+  const RecomputedModuleSeconds modules = recomputed_module_seconds(m, p, l, experts, ffn_f);
   // Frozen base weights: the input gradient only, unless FSDP1's flat parameters hand autograd views that require
   // grad (torch/distributed/fsdp/_flat_param.py _use_unsharded_views: every view of a flat parameter that requires
   // grad does), which then computes the frozen weights' gradients too (frozen_weights_take_gradients). The root unit

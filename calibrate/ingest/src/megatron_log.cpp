@@ -312,16 +312,8 @@ std::map<std::string, std::string> megatron_layout(const std::map<std::string, s
   // --recompute-modules (nargs '*', printed as a list: ['moe', 'layernorm']; a command's as its words): the knob's
   // list; an empty one recomputes nothing.
   if (const auto r = l.find("recompute_modules"); r != l.end()) {
-    std::string names, name;
-    for (const char c : r->second + ",") {
-      if (c == '[' || c == ']' || c == '\'' || c == '"') continue;
-      if (c != ',' && c != ' ') {
-        name += c;
-      } else if (!name.empty()) {
-        names += (names.empty() ? "" : ",") + name;
-        name.clear();
-      }
-    }
+    std::string names;
+    for (const std::string& name : text::list_items(r->second)) names += (names.empty() ? "" : ",") + name;
     if (names.empty()) {
       l.erase(r);
       l["recompute"] = "none";

@@ -683,21 +683,10 @@ MegatronCommand read_nemo_config(std::string_view text, std::int64_t gpus, std::
   // or selective); only every layer recomputed is priced for full.
   // megatron_base_model.py build_transformer_config copies the model config's TransformerConfig fields,
   // recompute_modules among them (a sequence of names; an empty one recomputes nothing).
-  std::vector<std::string> modules;
-  if (const std::string r = value("model.recompute_modules", "null"); r != "null") {
-    std::string name;
-    for (const char c : r + ",") {
-      if (c == ',' || c == '[' || c == ']' || c == ' ') {
-        if (!name.empty()) modules.push_back(name);
-        name.clear();
-      } else {
-        name += c;
-      }
-    }
-  }
+  const std::string listed = value("model.recompute_modules", "null");
+  const std::vector<std::string> modules = listed == "null" ? std::vector<std::string>{} : text::list_items(listed);
   if (const std::string g = value("model.activations_checkpoint_granularity", "null"); g == "selective") {
-    if (value("model.recompute_modules", "null") == "null" || !modules.empty())
-      t.insert(t.end(), {"--recompute-granularity", "selective"});
+    if (listed == "null" || !modules.empty()) t.insert(t.end(), {"--recompute-granularity", "selective"});
     if (!modules.empty()) {
       t.emplace_back("--recompute-modules");
       t.insert(t.end(), modules.begin(), modules.end());

@@ -22,6 +22,19 @@ std::string_view trim(std::string_view s) {
   return s.substr(b, e - b + 1);
 }
 
+std::vector<std::string> list_items(std::string_view list) {
+  std::vector<std::string> items(1);
+  for (const char c : list) {
+    if (c == '[' || c == ']' || c == '\'' || c == '"') continue;
+    if (c != ',' && c != ' ')
+      items.back() += c;
+    else if (!items.back().empty())
+      items.emplace_back();
+  }
+  if (items.back().empty()) items.pop_back();
+  return items;
+}
+
 std::vector<std::string_view> lines_of(std::string_view text) {
   std::vector<std::string_view> out;
   for (std::size_t b = 0; b <= text.size();) {

@@ -12,6 +12,9 @@ namespace headroom::calibrate::text {
 [[nodiscard]] std::string lower(std::string text);
 [[nodiscard]] std::string at(std::string_view where, int line);
 [[nodiscard]] std::string_view trim(std::string_view s);
+// The items of a list as Python prints it (['moe', 'layernorm']), as a YAML flow sequence ([moe, layernorm]) or as a
+// command's words (moe layernorm): brackets and quotes dropped, split at commas and spaces; none for [].
+[[nodiscard]] std::vector<std::string> list_items(std::string_view list);
 [[nodiscard]] std::vector<std::string_view> lines_of(std::string_view text);
 // A finite non-negative decimal number, all of `s`; nullopt otherwise.
 [[nodiscard]] std::optional<double> number(std::string_view s);
