@@ -723,6 +723,52 @@ TEST(Check, Nemo2RecipeConfigClassesPriceTheirDifferencesFromTheShippedModel) {
                 output_layer_bytes);
 }
 
+// Megatron-Bridge's performance recipes as its benchmark scripts run them: the canonical recipe, then helpers that set
+// fields on the ConfigContainer they are given (_benchmark_common's, under conditions on fields the recipe does not
+// set, which run both ways where they cannot be told), a padded vocabulary.
+TEST(Check, ReadsMegatronBridgePerformanceRecipes) {
+  const std::string file =
+      std::string(HEADROOM_TEST_DATA_DIR) +
+      "/../tests/data/launch/megatron-bridge/src/megatron/bridge/perf_recipes/llama/h100/llama3.py";
+  const auto checked = [&](const std::string& recipe) {
+    const Result r = run({"check", "--cluster", "dgx-h100", "--json", "--", file, "--recipe", recipe});
+    EXPECT_NE(r.code, 2) << recipe << ": " << r.err;
+    return r.code == 2 ? nlohmann::json() : nlohmann::json::parse(r.out);
+  };
+  const auto bf16 = checked("llama3_8b_pretrain_8gpu_h100_bf16_config");
+  ASSERT_FALSE(bf16.is_null());
+  const auto& l = bf16.at("layout");
+  EXPECT_EQ(l.at("gpus"), 8);
+  EXPECT_EQ(l.at("tp"), 1);
+  EXPECT_EQ(l.at("cp"), 2);
+  EXPECT_EQ(l.at("gbs"), 128);
+  EXPECT_EQ(l.at("precision"), "bf16");
+  EXPECT_EQ(l.at("grad_reduce_in_bf16"), true);  // _benchmark_common: grad_reduce_in_fp32 False
+  EXPECT_NE(bf16.at("notes").dump().find("megatron.bridge.perf_recipes._common"), std::string::npos);
+  // Set one way of `if cuda_impl is not None or scope_names` (cuda_graph_impl is the provider's default): ignored.
+  EXPECT_NE(bf16.at("flags_ignored").dump().find("model.use_te_rng_tracker"), std::string::npos);
+  // _perf_precision("fp8_cs"): current scaling, every layer in FP8; full recompute of 5 layers.
+  const auto fp8 = checked("llama3_8b_pretrain_8gpu_h100_fp8cs_config");
+  ASSERT_FALSE(fp8.is_null());
+  EXPECT_EQ(fp8.at("layout").at("precision"), "fp8");
+  EXPECT_EQ(fp8.at("layout").at("fp8_recipe"), "tensorwise");
+  EXPECT_EQ(fp8.at("layout").at("first_last_layers_bf16"), false);
+  EXPECT_EQ(fp8.at("layout").at("recompute"), "full");
+  EXPECT_EQ(fp8.at("layout").at("recompute_num_layers"), 5);
+  // should_pad_vocab at TP 4: 128,256 rows padded to a multiple of 512; the gather with the optimizer step ignored.
+  const auto big = checked("llama3_70b_pretrain_64gpu_h100_bf16_config");
+  ASSERT_FALSE(big.is_null());
+  EXPECT_EQ(big.at("layout").at("vpp"), 5);
+  EXPECT_NE(big.at("notes").dump().find("the vocabulary padded to 128512 rows"), std::string::npos);
+  EXPECT_NE(big.at("flags_ignored").dump().find("optimizer.overlap_param_gather_with_optimizer_step"),
+            std::string::npos);
+  // A pipeline layout string is refused, naming it.
+  const Result layout =
+      run({"check", "--cluster", "dgx-h100", "--", file, "--recipe", "llama3_70b_pretrain_64gpu_h100_fp8cs_config"});
+  EXPECT_EQ(layout.code, 2);
+  EXPECT_NE(layout.err.find("model.pipeline_model_parallel_layout"), std::string::npos) << layout.err;
+}
+
 // A Megatron-Bridge recipe as run_recipe.py --recipe runs it: the function evaluated with the checkout's modules
 // (_pretrain_common() in recipes/common.py, the optimizer and scheduler a tuple from utils/optimizer_utils.py), the
 // ConfigContainer's fields read under Bridge's own paths, the world from the recipe's name unless --gpus gives one.
@@ -1319,24 +1365,24 @@ TEST(Check, Nemo2RecipeRefusalsNameWhatIsNotRead) {
   EXPECT_NE(nlohmann::json::parse(warned.out).at("notes").dump().find("passed over warn_about(...) at "),
             std::string::npos)
       << warned.out;
+  // A condition it cannot tell runs both ways; a setting one way changes is refused where it is read, naming the
+  // condition.
   const std::string condition = edited("    if performance_mode:", "    if num_nodes > 2:");
-  refused({}, condition, "in pretrain_recipe(): a condition headroom cannot tell");
+  refused({}, condition,
+          "recipe.optim.config.use_precision_aware_optimizer (set one way of `if num_nodes > 2` in pretrain_recipe(): "
+          "a condition headroom cannot tell): expected True or False");
   std::filesystem::remove(condition);
-  // A builtin's value (isinstance, hasattr, ...) is not an object that is always true: its truth is unknown.
-  const std::string builtin = edited("    if performance_mode:", "    if isinstance(num_nodes, int):");
-  refused({}, builtin, "if isinstance(...) in pretrain_recipe(): a condition headroom cannot tell");
+  // A builtin's value other than isinstance's of a literal (callable, hasattr of a field not set, ...) is not an
+  // object that is always true: its truth is unknown.
+  const std::string builtin = edited("    if performance_mode:", "    if callable(num_nodes):");
+  refused({}, builtin, "`if callable(num_nodes)` in pretrain_recipe(): a condition headroom cannot tell");
   std::filesystem::remove(builtin);
   const std::string callback = edited("\n    return trainer\n",
                                       "\n    trainer.callbacks.append(run.Config(MegatronTokenDropCallback))\n"
                                       "    return trainer\n");
   refused({}, callback, "the callback MegatronTokenDropCallback is not read");
   std::filesystem::remove(callback);
-  // A chained assignment is not followed; names unpacked from a value that is not a tuple of as many are refused.
-  const std::string chained =
-      edited("\n    return trainer\n",
-             "\n    a = b = 1\n    trainer.strategy.tensor_model_parallel_size = a\n    return trainer\n");
-  refused({}, chained, "trainer.strategy.tensor_model_parallel_size a chained assignment: expected a positive integer");
-  std::filesystem::remove(chained);
+  // Names unpacked from a value that is not a tuple of as many are refused.
   const std::string unpacked = edited("\n    return trainer\n", "\n    a, b = 1, 2, 3\n    return trainer\n");
   refused({}, unpacked, "2 names unpacked from (...) in trainer()");
   std::filesystem::remove(unpacked);
@@ -1351,6 +1397,61 @@ TEST(Check, Nemo2RecipeRefusalsNameWhatIsNotRead) {
   EXPECT_EQ(nlohmann::json::parse(given.out).at("model"), "llama3.2-1b");
   EXPECT_NE(given.out.find("priced as --model llama3.2-1b"), std::string::npos);
   std::filesystem::remove(other);
+}
+
+// Python as recipes write it, run as Python runs it: a chained assignment sets every target; a helper given a config
+// sets fields on the caller's (Python passes objects) unless it binds its parameter to another value first;
+// isinstance of a literal is told; a condition that cannot be told runs both ways, and what both ways set alike is
+// known.
+TEST(Check, RecipesRunAsPythonRunsThem) {
+  const std::string file = std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/nemo-recipes/llama3_8b.py";
+  std::ifstream in(file);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The recipe's layout with each (from, to) edit made.
+  const auto layout = [&](const std::vector<std::pair<std::string, std::string>>& edits) {
+    std::string t = text;
+    for (const auto& [from, to] : edits) {
+      const auto at = t.find(from);
+      EXPECT_NE(at, std::string::npos) << from;
+      if (at != std::string::npos) t.replace(at, from.size(), to);
+    }
+    const auto path =
+        std::filesystem::temp_directory_path() / ("headroom_python_" + std::to_string(::getpid()) + ".py");
+    std::ofstream(path) << t;
+    const Result r = run({"check", "--cluster", "dgx-h100", "--json", path.string()});
+    std::filesystem::remove(path);
+    EXPECT_NE(r.code, 2) << edits.back().second << ": " << r.err;
+    return r.code == 2 ? nlohmann::json() : nlohmann::json::parse(r.out).at("layout");
+  };
+  const std::string end = "\n    return trainer\n";
+  const auto before_return = [&](const std::string& lines) { return std::pair{end, "\n" + lines + end}; };
+  const auto base = layout({});
+  ASSERT_FALSE(base.is_null());
+  EXPECT_EQ(base.at("tp"), 1);
+  EXPECT_EQ(base.at("pp"), 1);
+  const auto chained =
+      layout({before_return("    a = trainer.strategy.tensor_model_parallel_size = 2\n"
+                            "    trainer.strategy.pipeline_model_parallel_size = a")});
+  EXPECT_EQ(chained.at("tp"), 2);
+  EXPECT_EQ(chained.at("pp"), 2);
+  // A module function called as a statement, and one that binds its parameter anew (Python: the caller's is kept).
+  const std::pair<std::string, std::string> helpers = {
+      "\n\ndef trainer(",
+      "\n\ndef _tune(trainer, tp=1):\n    trainer.strategy.tensor_model_parallel_size = tp\n\n\n"
+      "def _rebind(trainer):\n    trainer = run.Config(nl.Trainer)\n    trainer.strategy = None\n\n\n"
+      "def trainer("};
+  EXPECT_EQ(layout({helpers}), base);
+  EXPECT_EQ(layout({helpers, before_return("    _tune(trainer, tp=4)")}).at("tp"), 4);
+  EXPECT_EQ(layout({helpers, before_return("    _rebind(trainer)")}), base);
+  // isinstance of a literal is told (num_nodes is 1, not a string: performance_mode's way is not taken).
+  EXPECT_EQ(layout({{"    if performance_mode:", "    if isinstance(num_nodes, str):"}}), base);
+  // Both ways of an untold condition set the same value: known.
+  const auto alike =
+      layout({before_return("    if callable(num_nodes):\n"
+                            "        trainer.strategy.tensor_model_parallel_size = 2\n"
+                            "    else:\n"
+                            "        trainer.strategy.tensor_model_parallel_size = 2")});
+  EXPECT_EQ(alike.at("tp"), 2);
 }
 
 TEST(Check, ReadsNemosTrainingConfigsUnchanged) {

@@ -377,15 +377,26 @@ void run_check(const CheckOptions& o, std::ostream& out) {
     } else if (recipe) {
       if (o.specs.model.empty()) req.model = cmd.run.layout.at("model");
       // The config class is the shipped model's shape with what the reader says differs (GPTConfig175B's attention
-      // dropout 0, the small Qwen 2 classes' untied output layer, StarCoder2's classes without a window).
+      // dropout 0, the small Qwen 2 classes' untied output layer, StarCoder2's classes without a window, a Bridge
+      // provider's vocabulary padded as Megatron-LM pads it).
       const auto& args = cmd.arguments;
       if (args.contains("attention_dropout") || args.contains("untie_embeddings_and_output_weights") ||
-          args.contains("window_size")) {
+          args.contains("window_size") || args.contains("make_vocab_size_divisible_by")) {
         req.model_spec = o.specs.library().model(cmd.run.layout.at("model"));
         if (args.contains("attention_dropout"))
           req.model_spec->attention_dropout = std::stod(args.at("attention_dropout"));
         if (args.contains("untie_embeddings_and_output_weights")) req.model_spec->tied_embeddings = false;
         if (args.contains("window_size")) req.model_spec->sliding_window = 0;
+        if (args.contains("make_vocab_size_divisible_by")) {  // megatron/training/vocab_utils.py
+          const auto& layout = cmd.run.layout;
+          const std::int64_t divisible_by = std::stoll(args.at("make_vocab_size_divisible_by")),
+                             tp = layout.contains("tp") ? std::stoll(layout.at("tp")) : 1,
+                             padded = padded_vocab_size(req.model_spec->vocab_size, divisible_by, tp);
+          if (padded != req.model_spec->vocab_size)
+            cmd.notes.push_back("the vocabulary padded to " + std::to_string(padded) + " rows (should_pad_vocab: a " +
+                                "multiple of " + std::to_string(divisible_by * tp) + ")");
+          req.model_spec->vocab_size = padded;
+        }
       }
       if (!o.specs.model.empty() && o.specs.model != cmd.run.layout.at("model"))
         throw Error("--model " + o.specs.model + ": the recipe's model is " + cmd.run.layout.at("model") +

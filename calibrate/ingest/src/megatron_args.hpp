@@ -22,6 +22,10 @@ inline constexpr std::int64_t kGpt2BpeVocabulary = 50257;
 inline constexpr std::string_view kWhyFused =
     "a fused kernel or several of the same work (Megatron-LM fuses by default; an unfused one's extra elementwise "
     "passes are not priced)";
+// megatron/core/optimizer/optimizer_config.py: "overlap param all-gather of first bucket with optimizer step".
+inline constexpr std::string_view kWhyGatherWithStep =
+    "the first bucket's parameter all-gather overlapped with the optimizer step: one bucket's gather a step, not "
+    "priced";
 inline constexpr std::string_view kWhyGroupedGemm =
     "the experts' GEMMs in one grouped launch or one by one: each at its own shape, as priced";
 inline constexpr std::string_view kWhyBalancingLoss =

@@ -91,6 +91,8 @@ constexpr std::array kFlags = {
     // The data-parallel overlap the framework's coefficients assume (dp_overlap, fitted on runs that overlap).
     Flag{"--overlap-grad-reduce", "overlap_grad_reduce", Arity::store_true, ""},
     Flag{"--overlap-param-gather", "overlap_param_gather", Arity::store_true, ""},
+    Flag{"--overlap-param-gather-with-optimizer-step", "overlap_param_gather_with_optimizer_step", Arity::store_true,
+         kWhyGatherWithStep},
     Flag{"--attention-backend", "attention_backend", Arity::value, ""},
     Flag{"--use-flash-attn", "use_flash_attn", Arity::store_true, ""},  // FlashAttention: as priced
     Flag{"--no-masked-softmax-fusion", "masked_softmax_fusion", Arity::store_false,
@@ -395,13 +397,12 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
                                " tokens, read from the file");
       }
   }
-  // The padded vocabulary (megatron/training/tokenizer/tokenizer.py _vocab_size_with_padding): a multiple of
-  // make_vocab_size_divisible_by (128) x tp.
+  // The padded vocabulary (padded_vocab_size), make_vocab_size_divisible_by 128 by default.
   if (args.contains("vocab_size")) {
     const std::int64_t v = positive(args["vocab_size"], "--vocab-size", where);
-    const std::int64_t multiple =
-        positive(get(args, "make_vocab_size_divisible_by", "128"), "--make-vocab-size-divisible-by", where) * t;
-    args["padded_vocab_size"] = std::to_string((v + multiple - 1) / multiple * multiple);
+    const std::int64_t divisible_by =
+        positive(get(args, "make_vocab_size_divisible_by", "128"), "--make-vocab-size-divisible-by", where);
+    args["padded_vocab_size"] = std::to_string(padded_vocab_size(v, divisible_by, t));
   }
   if (!args.contains("attention_dropout")) args["attention_dropout"] = "0.1";  // arguments.py's default
   if (out.deepspeed) {

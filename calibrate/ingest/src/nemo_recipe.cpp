@@ -217,6 +217,7 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"trainer.strategy.ddp.overlap_grad_reduce", "", ""},
     {"trainer.strategy.ddp.overlap_param_gather", "", ""},
     {"trainer.strategy.ddp.check_for_nan_in_grad", "", "a check of the reduced gradients"},
+    {"trainer.strategy.ddp.check_for_large_grads", "", "a check of the reduced gradients"},
     {"trainer.strategy.ddp.average_in_collective", "", "where the gradients are averaged, not how much moves"},
     {"trainer.strategy.ddp.data_parallel_sharding_strategy", "", "Megatron-FSDP's only, and fsdp is None"},
     {"trainer.accelerator", "", "GPUs"},
@@ -284,8 +285,20 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"model.config.offload_modules", "", ""},
     {"model.config.pipeline_model_parallel_layout", "", ""},
     {"model.config.load_weights", "", "whether to_megatron_provider() loads the checkpoint's weights"},
+    // megatron/bridge/models/gpt_provider.py provide(): the vocabulary padded to a multiple of
+    // make_vocab_size_divisible_by x TP (calculate_padded_vocab_size) where should_pad_vocab, as Megatron-LM does.
+    {"model.config.should_pad_vocab", "", ""},
+    {"model.config.make_vocab_size_divisible_by", "", ""},
+    // megatron/core/transformer/transformer_config.py: which tracker's generator draws dropout's masks; Transformer
+    // Engine's operation fuser (its fused grouped tensors serve MXFP8, which is refused).
+    {"model.config.use_te_rng_tracker", "", "which random-number tracker draws dropout's masks: the same work"},
+    {"model.config.use_transformer_engine_op_fuser", "", kWhyFused},
+    // Not a field of Megatron-core's TransformerConfig (an attribute nothing reads): the expert all-to-all's overlap
+    // is comm_overlap.overlap_moe_expert_parallel_comm, which is read.
+    {"model.config.moe_a2a_overlap", "", "no Megatron-core setting (comm_overlap.overlap_moe_expert_parallel_comm is)"},
     {"model.config.init_method_std", "", "initialisation"},
     {"model.config.rotary_base", "", "the RoPE base: the same rotations, other frequencies"},
+    {"model.config.yarn_*", "", "YaRN's RoPE scaling: the same rotations, other frequencies"},
     {"model.config.calculate_per_token_loss", "", "loss normalisation"},
     {"trainer.strategy.ddp.use_distributed_optimizer", "", "the optimizer's use_distributed_optimizer, which is read"},
     {"trainer.strategy.ddp.use_megatron_fsdp", "", ""},
@@ -314,6 +327,8 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"optim.config.weight_decay", "", "Adam's hyper-parameters"},
     {"optim.config.adam_*", "", "Adam's hyper-parameters"},
     {"optim.config.clip_grad", "", "gradient clipping: a norm over the gradients, as priced"},
+    {"optim.config.apply_wd_to_qk_layernorm", "", "Adam's hyper-parameters"},
+    {"optim.config.overlap_param_gather_with_optimizer_step", "", kWhyGatherWithStep},
     // distributed_fused_adam_with_cosine_annealing's arguments (nemo/collections/llm/recipes/optim/adam.py).
     {"optim.warmup_steps", "", "the learning-rate schedule"},
     {"optim.constant_steps", "", "the learning-rate schedule"},
@@ -446,6 +461,8 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
   std::optional<bool> tp_overlap, p2p_overlap, plugin_fp32_reduce;
   bool overlap_callback = false, deepep_callback = false;
   std::optional<std::string> recompute_modules;  // model.config.recompute_modules' names, comma-separated
+  bool pad_vocab = false;                        // model.config.should_pad_vocab (Bridge's provider: False)
+  std::int64_t vocab_multiple = 128;             // model.config.make_vocab_size_divisible_by
   std::string callbacks_ignored, overlap_unpriced;
   bool experts = false;
   // The DDP overlaps as the DDP config and MegatronCommOverlapCallback set them (the callback's, written into the DDP
@@ -612,7 +629,7 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
             callback_param_overlap = flag();
           } else if (kw.key == "overlap_param_gather_with_optimizer_step") {
             if (flag() == true)
-              throw refuse(cls + "'s " + kw.key + " True: the optimizer step's overlap is not priced");
+              out.ignored.push_back(cls + "'s " + kw.key + " (" + std::string(kWhyGatherWithStep) + ")");
           } else if (kw.key == "delay_wgrad_compute" || kw.key == "overlap_moe_expert_parallel_comm") {
             // megatron/bridge/training/comm_overlap.py: the weight gradients delayed behind the expert all-to-alls,
             // and those all-to-alls overlapped with the other micro-batch's compute; off (their default) as priced.
@@ -662,6 +679,10 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
         }
         recompute_modules = names;
       }
+    } else if (key == "model.config.should_pad_vocab") {
+      pad_vocab = boolean();
+    } else if (key == "model.config.make_vocab_size_divisible_by") {
+      vocab_multiple = integer();
     } else if (key == "model.config.fine_grained_activation_offloading") {
       if (boolean()) throw refuse("activation offloading is not priced (valid: False)");
     } else if (key == "model.config.offload_modules" || key == "model.config.pipeline_model_parallel_layout") {
@@ -766,6 +787,7 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
                         ": how the overlaps are scheduled (userbuffers' settings, deferred embedding gradients, "
                         "aligned gathers, bucket sizes), not priced");
   if (tp_overlap) layout["tp_comm_overlap"] = *tp_overlap && tp >= 2 && sp ? "true" : "false";
+  if (pad_vocab) out.arguments["make_vocab_size_divisible_by"] = std::to_string(vocab_multiple);
   layout["overlap_p2p_comm"] = p2p_overlap.value_or(overlap_callback) ? "true" : "false";
   if (plugin_fp32_reduce) layout["grad_reduce_in_bf16"] = *plugin_fp32_reduce ? "false" : "true";
   // Megatron-core splits only experts by it: a dense model's (the Qwen 3 trainer's 1 for every size) changes nothing.

@@ -21,6 +21,36 @@ bool literal(const Expr& e) {
          (e.kind == Expr::Kind::name && (e.text == "True" || e.text == "False" || e.text == "None"));
 }
 
+// isinstance(x, T) for a builtin type T: of a literal by its kind, false of an instance of a class (a call of a name
+// that starts with a capital: `MixedPrecisionConfig(...)`); nullopt for another type or value (a function's result).
+std::optional<bool> is_instance(const Expr& x, const Expr& type) {
+  static constexpr std::array<std::string_view, 8> kTypes = {"str",  "int",   "float", "bool",
+                                                             "list", "tuple", "dict",  "set"};
+  const std::string& t = type.text;
+  if (type.kind != Expr::Kind::name || std::find(kTypes.begin(), kTypes.end(), t) == kTypes.end()) return std::nullopt;
+  switch (x.kind) {
+    case Expr::Kind::string: return t == "str";
+    case Expr::Kind::number: {  // a float has a point or an exponent (not a hexadecimal's digit e)
+      const bool real = x.text.find('.') != std::string::npos || (x.text.find_first_of("eE") != std::string::npos &&
+                                                                  x.text.find_first_of("xX") == std::string::npos);
+      return t == (real ? "float" : "int");
+    }
+    case Expr::Kind::list: return t == (x.text.starts_with('(') ? "tuple" : "list");
+    case Expr::Kind::name:
+      if (x.text == "None") return false;
+      if (x.text == "True" || x.text == "False") return t == "bool" || t == "int";
+      return std::nullopt;
+    case Expr::Kind::call: {
+      const auto dot = x.text.rfind('.');
+      const char first = x.text[dot == std::string::npos ? 0 : dot + 1];
+      if (first >= 'A' && first <= 'Z') return false;
+      return std::nullopt;
+    }
+    case Expr::Kind::other: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 // Python's truth of a value, nullopt for a name that stays unresolved (a module's attribute, a builtin).
 std::optional<bool> truth(const Expr& e) {
   switch (e.kind) {
@@ -31,6 +61,10 @@ std::optional<bool> truth(const Expr& e) {
     case Expr::Kind::string: return !e.text.empty();
     case Expr::Kind::list: return !e.args.empty();
     case Expr::Kind::call: {  // an object (a config), unless a builtin's value, which stays unknown
+      if (e.text == "isinstance" && e.args.size() == 2 && e.kwargs.empty()) return is_instance(e.args[0], e.args[1]);
+      if (e.text == "hasattr" && e.args.size() == 2 && e.args[1].kind == Expr::Kind::string &&
+          e.args[0].kind == Expr::Kind::call && e.args[0].kwarg(e.args[1].text) != nullptr)
+        return true;  // a field the config was given; one it was not may be its class's
       static constexpr std::array<std::string_view, 12> kBuiltins = {"isinstance", "issubclass", "hasattr", "getattr",
                                                                      "callable",   "len",        "any",     "all",
                                                                      "bool",       "int",        "float",   "str"};
@@ -64,6 +98,63 @@ std::size_t size(const Expr& e) {
 Expr* field(std::vector<Expr>& kwargs, std::string_view name) {
   const auto it = std::find_if(kwargs.begin(), kwargs.end(), [&](const Expr& v) { return v.key == name; });
   return it == kwargs.end() ? nullptr : &*it;
+}
+
+// Whether two values are the same, wherever each was written.
+bool same_value(const Expr& a, const Expr& b) {
+  if (a.kind != b.kind || a.text != b.text || a.key != b.key || a.args.size() != b.args.size() ||
+      a.kwargs.size() != b.kwargs.size())
+    return false;
+  for (std::size_t i = 0; i < a.args.size(); ++i)
+    if (!same_value(a.args[i], b.args[i])) return false;
+  return std::all_of(a.kwargs.begin(), a.kwargs.end(), [&](const Expr& kw) {
+    const Expr* other = b.kwarg(kw.key);
+    return other != nullptr && same_value(kw, *other);
+  });
+}
+
+// A value an if whose condition could not be told sets one way and not the other: unknown, naming the condition,
+// written where the if is.
+struct Untold {
+  std::string why;  // "`if x == y` in f(): a condition headroom cannot tell"
+  int line, file;
+};
+Expr untold_value(const Untold& u, const std::string& path, const std::string& key) {
+  Expr out{Expr::Kind::other, path + " (set one way of " + u.why + ")", {}, {}, u.line, key};
+  out.file = u.file;
+  return out;
+}
+
+// What `path` holds after both ways of an untold if: the value where both agree, a config's fields merged one by one
+// where both hold the same class, else unknown.
+Expr merged(const Expr& a, const Expr& b, const std::string& path, const Untold& u) {
+  if (same_value(a, b)) return a;
+  const bool same_args =
+      a.args.size() == b.args.size() && std::equal(a.args.begin(), a.args.end(), b.args.begin(), same_value);
+  if (a.kind != Expr::Kind::call || b.kind != Expr::Kind::call || a.text != b.text || !same_args)
+    return untold_value(u, path, a.key);
+  const auto one_way = [&](const Expr& kw) {  // a field set one way only
+    // A section added there (`cfg.rng.seed = 1` where the config gave no rng) is, the other way, one with no fields.
+    if (!added_section(kw, kw.key)) return untold_value(u, path + "." + kw.key, kw.key);
+    Expr none = kw;
+    none.kwargs.clear();
+    return merged(kw, none, path + "." + kw.key, u);
+  };
+  Expr out = a;
+  for (Expr& kw : out.kwargs) {
+    const Expr* other = b.kwarg(kw.key);
+    kw = other != nullptr ? merged(kw, *other, path + "." + kw.key, u) : one_way(kw);
+  }
+  for (const Expr& kw : b.kwargs)
+    if (a.kwarg(kw.key) == nullptr) out.kwargs.push_back(one_way(kw));
+  return out;
+}
+
+// The end of the block statement k opens: the first statement after it at its indentation or less.
+std::size_t block_end(const Function& fn, std::size_t k, std::size_t end) {
+  std::size_t j = k + 1;
+  while (j < end && fn.body[j].indent > fn.body[k].indent) ++j;
+  return j;
 }
 
 // A dotted callee's last name (`mp.get_mixed_precision_config` → get_mixed_precision_config): what Intrinsics and
@@ -111,7 +202,7 @@ std::optional<int> Evaluator::load(const std::string& module) {
   return index;
 }
 
-std::optional<std::pair<int, std::string>> Evaluator::resolve(const std::string& callee, int module) {
+std::optional<std::pair<int, std::string>> Evaluator::resolve(const std::string& callee, int module, int hops) {
   const Module& m = modules_[static_cast<std::size_t>(module)].module;
   if (callee.find('.') == std::string::npos && m.functions.contains(callee)) return std::pair{module, callee};
   const std::string head = callee.substr(0, callee.find('.'));
@@ -121,9 +212,14 @@ std::optional<std::pair<int, std::string>> Evaluator::resolve(const std::string&
   const auto dot = full.rfind('.');
   if (dot == std::string::npos) return std::nullopt;
   const std::optional<int> other = load(full.substr(0, dot));
-  if (!other || !modules_[static_cast<std::size_t>(*other)].module.functions.contains(full.substr(dot + 1)))
-    return std::nullopt;
-  return std::pair{*other, full.substr(dot + 1)};
+  if (!other) return std::nullopt;
+  const std::string name = full.substr(dot + 1);
+  const Module& there = modules_[static_cast<std::size_t>(*other)].module;
+  if (there.functions.contains(name)) return std::pair{*other, name};
+  // A name that module imports (a package's re-export: `from .common import llama3_8b_pretrain_config`), followed
+  // there, as deep as the modules loaded allow.
+  if (there.imports.contains(name) && *other != module && ++hops < kMaxModules) return resolve(name, *other, hops);
+  return std::nullopt;
 }
 
 Expr Evaluator::value(const Expr& e, Frame& f) {
@@ -195,8 +291,25 @@ Expr Evaluator::call_value(const Expr& e, Frame& f) {
     }
   }
   if (const auto target = resolve(e.text, f.module)) {
-    Expr out = invoke(target->first, target->second, std::move(args), std::move(kwargs), e);
+    const std::vector<Expr> given_args = args, given_kwargs = kwargs;
+    std::map<std::string, Expr> after;
+    Expr out = invoke(target->first, target->second, std::move(args), std::move(kwargs), e, &after);
     out.key = e.key;
+    // What it set on a config it was given (a local's, or a field of one) is set on the caller's.
+    const Function& fn = modules_[static_cast<std::size_t>(target->first)].module.functions.at(target->second);
+    const auto pass_back = [&](const Expr& written, const Expr& given, const std::string& param) {
+      const auto it = after.find(param);
+      if (written.kind != Expr::Kind::name || it == after.end() || same_value(it->second, given) ||
+          !f.locals.contains(written.text.substr(0, written.text.find('.'))))
+        return;
+      Function::Statement at;
+      at.line = e.line;
+      Expr& to = place(written.text, at, f);
+      it->second.key = to.key;
+      to = std::move(it->second);
+    };
+    for (std::size_t i = 0; i < e.args.size(); ++i) pass_back(e.args[i], given_args[i], fn.params[i].first);
+    for (std::size_t i = 0; i < e.kwargs.size(); ++i) pass_back(e.kwargs[i], given_kwargs[i], e.kwargs[i].key);
     return out;
   }
   Expr out = e;
@@ -206,11 +319,11 @@ Expr Evaluator::call_value(const Expr& e, Frame& f) {
 }
 
 Expr Evaluator::invoke(int module, const std::string& name, std::vector<Expr> args, std::vector<Expr> kwargs,
-                       const Expr& at) {
+                       const Expr& at, std::map<std::string, Expr>* after) {
   const Function& fn = modules_[static_cast<std::size_t>(module)].module.functions.at(name);
   if (depth_ >= kMaxDepth || ++calls_ > kMaxCalls)
     throw Error(where(at) + ": " + name + "() calls functions more than 16 deep or 256 in all");
-  Frame frame{module, name, {}};
+  Frame frame{module, name, {}, {}};
   // Positional arguments bind the parameters before a star, keywords any named one; *args and **kwargs take nothing
   // (what they would pass on is not followed).
   std::size_t positional = 0;
@@ -230,12 +343,15 @@ Expr Evaluator::invoke(int module, const std::string& name, std::vector<Expr> ar
   for (const auto& [param, fallback] : fn.params) {
     if (frame.locals.contains(param) || param.starts_with('*')) continue;
     if (!fallback) throw Error(where(at) + ": " + name + "() is called without its argument " + param);
-    Frame defaults{module, name, {}};  // a default is evaluated in its module, not the function
+    Frame defaults{module, name, {}, {}};  // a default is evaluated in its module, not the function
     frame.locals[param] = value(*fallback, defaults);
   }
   ++depth_;
   std::optional<Expr> out = run(fn, 0, fn.body.size(), frame);
   --depth_;
+  if (after != nullptr)
+    for (auto& [param, v] : frame.locals)
+      if (fn.param(param) != nullptr && !frame.rebound.contains(param)) (*after)[param] = std::move(v);
   if (!out) {
     out = Expr{Expr::Kind::name, "None", {}, {}, fn.line, {}};
     out->file = module;
@@ -243,20 +359,21 @@ Expr Evaluator::invoke(int module, const std::string& name, std::vector<Expr> ar
   return *out;
 }
 
-bool Evaluator::holds(const Function::Statement& s, Frame& f) {
-  const auto unknown = [&](const std::string& what) {
-    return Error(at_line(f.module, s.line) + ": " + s.keyword + " " + what + " in " + f.function +
-                 "(): a condition headroom cannot tell");
-  };
-  if (s.test == "?" || !s.value) throw unknown("of this form (headroom reads x, not x, x == y, x != y, x is None)");
+std::optional<bool> Evaluator::holds(const Function::Statement& s, Frame& f) {
+  if (s.test == "?" || !s.value) return std::nullopt;  // of another form: and, or, in, <, ...
   const Expr lhs = value(*s.value, f);
   if (s.test.empty() || s.test == "not") {
     const std::optional<bool> t = truth(lhs);
-    if (!t) throw unknown(lhs.shown());
+    if (!t) return std::nullopt;
     return s.test.empty() ? *t : !*t;
   }
   const Expr rhs = value(*s.rhs, f);
-  if (!literal(lhs) || !literal(rhs)) throw unknown(lhs.shown() + " " + s.test + " " + rhs.shown());
+  // A value known to be something (a config, a string, a number, a list) is not None.
+  const auto something = [](const Expr& e) { return e.kind != Expr::Kind::name && e.kind != Expr::Kind::other; };
+  const auto none = [](const Expr& e) { return e.kind == Expr::Kind::name && e.text == "None"; };
+  if ((s.test == "is" || s.test == "is not") && ((none(rhs) && something(lhs)) || (none(lhs) && something(rhs))))
+    return s.test == "is not";
+  if (!literal(lhs) || !literal(rhs)) return std::nullopt;
   const bool equal = same(lhs, rhs);
   return s.test == "==" || s.test == "is" ? equal : !equal;
 }
@@ -300,15 +417,22 @@ void Evaluator::assign(const Function::Statement& s, Frame& f) {
       throw Error(at_line(f.module, s.line) + ": " + std::to_string(s.targets.size()) + " names unpacked from " +
                   v.shown() + " in " + f.function + "(): not a tuple of as many values headroom can read");
     for (std::size_t k = 0; k < s.targets.size(); ++k) {  // names, or fields of configs (`cfg.optimizer, ... = f()`)
+      if (s.targets[k].find('.') == std::string::npos) f.rebound.insert(s.targets[k]);
       Expr& to = place(s.targets[k], s, f);
       v.args[k].key = s.targets[k].find('.') == std::string::npos ? std::string() : to.key;
       to = std::move(v.args[k]);
     }
     return;
   }
-  Expr& to = place(s.target, s, f);
-  v.key = to.key;
-  to = std::move(v);
+  std::vector<std::string> targets = {s.target};  // the target, then a chain's others, in Python's order
+  targets.insert(targets.end(), s.chained.begin(), s.chained.end());
+  for (const std::string& target : targets) {
+    if (target.find('.') == std::string::npos) f.rebound.insert(target);
+    Expr& to = place(target, s, f);
+    Expr x = v;
+    x.key = to.key;
+    to = std::move(x);
+  }
 }
 
 bool Evaluator::reaches_state(const Expr& e, const Frame& f) const {
@@ -368,12 +492,36 @@ bool Evaluator::apply_effect(const Function::Statement& s, Frame& f) {
   return true;
 }
 
+std::optional<Expr> Evaluator::run_clauses(const Function& fn, std::size_t k, std::size_t end, Frame& f) {
+  if (k >= end) return std::nullopt;
+  const Function::Statement& c = fn.body[k];
+  const std::size_t e = block_end(fn, k, end);
+  const std::optional<bool> taken = c.keyword == "else" ? std::optional<bool>(true) : holds(c, f);
+  if (taken) return *taken ? run(fn, k + 1, e, f) : run_clauses(fn, e, end, f);
+  const Untold u{"`" + c.keyword + " " + c.condition + "` in " + f.function + "(): a condition headroom cannot tell",
+                 c.line, f.module};
+  Frame yes = f, no = f;
+  bool returns = false;
+  try {
+    returns = run(fn, k + 1, e, yes).has_value() || run_clauses(fn, e, end, no).has_value();
+  } catch (const Error& error) {  // one way raises, or does what is not followed: said with why it was run
+    const std::string what = error.what();
+    if (what.find(" (run both ways of ") != std::string::npos) throw;  // an inner untold if's, said once
+    throw Error(what + " (run both ways of " + u.why + ", at " + at_line(f.module, c.line) + ")");
+  }
+  if (returns) throw Error(at_line(f.module, c.line) + ": " + u.why + ", and one way returns");
+  for (auto& [name, v] : yes.locals) {
+    const auto other = no.locals.find(name);
+    v = other != no.locals.end() ? merged(v, other->second, name, u) : untold_value(u, name, v.key);
+  }
+  for (auto& [name, v] : no.locals)
+    if (!yes.locals.contains(name)) yes.locals[name] = untold_value(u, name, v.key);
+  yes.rebound.insert(no.rebound.begin(), no.rebound.end());
+  f = std::move(yes);
+  return std::nullopt;
+}
+
 std::optional<Expr> Evaluator::run(const Function& fn, std::size_t begin, std::size_t end, Frame& f) {
-  const auto block_end = [&](std::size_t k) {
-    std::size_t j = k + 1;
-    while (j < end && fn.body[j].indent > fn.body[k].indent) ++j;
-    return j;
-  };
   for (std::size_t i = begin; i < end;) {
     const Function::Statement& s = fn.body[i];
     const auto not_followed = [&](const std::string& what) {
@@ -383,18 +531,11 @@ std::optional<Expr> Evaluator::run(const Function& fn, std::size_t begin, std::s
     if (s.inline_block) throw not_followed("a block written on its `" + s.keyword + "` line");
     if (s.indent != fn.body[begin].indent) throw not_followed("an indented block");
     if (s.keyword == "if") {
-      bool taken = false;
-      std::size_t k = i;
-      for (;;) {
-        const std::size_t e = block_end(k);
-        if (!taken && (fn.body[k].keyword == "else" || holds(fn.body[k], f))) {
-          taken = true;
-          if (std::optional<Expr> r = run(fn, k + 1, e, f)) return r;
-        }
-        k = e;
-        if (k >= end || fn.body[k].indent != s.indent || (fn.body[k].keyword != "elif" && fn.body[k].keyword != "else"))
-          break;
-      }
+      std::size_t k = i;  // the end of the chain: its last elif's or else's block
+      do k = block_end(fn, k, end);
+      while (k < end && fn.body[k].indent == s.indent &&
+             (fn.body[k].keyword == "elif" || fn.body[k].keyword == "else"));
+      if (std::optional<Expr> r = run_clauses(fn, i, k, f)) return r;
       i = k;
       continue;
     }
@@ -418,6 +559,8 @@ std::optional<Expr> Evaluator::run(const Function& fn, std::size_t begin, std::s
       effects_applied_.push_back(s.value->shown() + " at " + at_line(f.module, s.line));
     } else if (unreachable) {
       passed_over_.push_back(s.value->shown() + " at " + at_line(f.module, s.line));
+    } else if (calls && resolve(s.value->text, f.module)) {  // a function that sets fields on the configs given it
+      (void)value(*s.value, f);
     } else if (!nothing && !(s.keyword.empty() && s.value && s.value->kind == Expr::Kind::call && grow_list(s, f))) {
       std::string what = s.keyword.empty()    ? (s.value ? s.value->shown() : std::string("a statement"))
                          : s.keyword == "def" ? "`def " + s.target + "`"

@@ -1,16 +1,18 @@
 // Functions of Python config modules run on their arguments without a Python (internal to ingest/), as far as the
-// factories of job configs are written: assignments, fields of configs set (`recipe.trainer.strategy.x = 4`), lists
-// they hold grown (`recipe.trainer.callbacks.append(...)`),
-// if/elif/else on a name's value (`if version == "qwen3_8b":`, `if performance_mode:`, `if x is None:`), returns,
-// and calls of the module's own functions and of the modules the loader gives (a recipe's siblings). A call of
-// anything else (`run.Config(...)`, a class) is a value: its arguments evaluated, kept as the call. Any other
-// statement, and any condition that cannot be told, is an Error naming its file, line and function.
+// factories of job configs are written: assignments (chained too), fields of configs set (`recipe.trainer.strategy.x
+// = 4`), lists they hold grown (`recipe.trainer.callbacks.append(...)`), if/elif/else on a name's value (`if version
+// == "qwen3_8b":`, `if performance_mode:`, `if x is None:`, `if isinstance(x, str):`; one it cannot tell runs both
+// ways, run_clauses), returns, and calls of the module's own functions and of the modules the loader gives (a
+// recipe's siblings), as values or as statements that set fields on the configs they are given. A call of anything
+// else (`run.Config(...)`, a class) is a value: its arguments evaluated, kept as the call. Any other statement is an
+// Error naming its file, line and function.
 #pragma once
 
 #include <deque>
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,13 +69,23 @@ class Evaluator {
     int module;
     std::string function;
     std::map<std::string, Expr> locals;
+    std::set<std::string> rebound;  // names assigned whole: a parameter's caller no longer sees what is set on it
   };
 
   Expr value(const Expr& e, Frame& f);
+  // A call's value; a function followed sets on the configs the caller passed what it set on its parameters (Python
+  // passes objects), unless it bound that parameter to another value first.
   Expr call_value(const Expr& e, Frame& f);
-  Expr invoke(int module, const std::string& name, std::vector<Expr> args, std::vector<Expr> kwargs, const Expr& at);
+  // `after`, where given, takes the parameters' values at the return, but those bound to another value.
+  Expr invoke(int module, const std::string& name, std::vector<Expr> args, std::vector<Expr> kwargs, const Expr& at,
+              std::map<std::string, Expr>* after = nullptr);
   std::optional<Expr> run(const Function& fn, std::size_t begin, std::size_t end, Frame& f);
-  bool holds(const Function::Statement& s, Frame& f);
+  // The if/elif/else chain from its clause k to `end`. A condition that cannot be told runs both ways on copies of
+  // the frame, and a value set one way and not the other (or to another value) becomes unknown, naming the
+  // condition: refused where a reader needs it. A way that returns is refused.
+  std::optional<Expr> run_clauses(const Function& fn, std::size_t k, std::size_t end, Frame& f);
+  // Whether a condition holds; nullopt where it cannot be told.
+  std::optional<bool> holds(const Function::Statement& s, Frame& f);
   void assign(const Function::Statement& s, Frame& f);
   // The field a dotted path names in the function's values, added (None, its sections empty configs) where missing.
   Expr& place(const std::string& path, const Function::Statement& s, Frame& f);
@@ -86,7 +98,7 @@ class Evaluator {
   // cannot change a config the function builds.
   [[nodiscard]] bool reaches_state(const Expr& e, const Frame& f) const;
   // The module and function a callee names, where it is one to follow.
-  std::optional<std::pair<int, std::string>> resolve(const std::string& callee, int module);
+  std::optional<std::pair<int, std::string>> resolve(const std::string& callee, int module, int hops = 0);
   std::optional<int> load(const std::string& module);
   [[nodiscard]] std::string at_line(int file, int line) const;
 

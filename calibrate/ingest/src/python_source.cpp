@@ -155,6 +155,11 @@ class Parser {
   // An if's condition (Function::Statement::test): `[not] operand [(==|!=|is [not]) operand]`; "?" for another form,
   // the rest of its line left to the caller.
   void condition(std::size_t& i, Function::Statement& s) const {
+    for (std::size_t j = i; !condition_ends(j) && s.condition.size() < 120; ++j) {  // spaced as Python is written
+      const bool joined = j == i || is(j, ".") || is(j, ",") || is(j, "(") || is(j, ")") || is(j, "[") || is(j, "]") ||
+                          is(j - 1, ".") || is(j - 1, "(") || is(j - 1, "[");
+      s.condition += (joined ? "" : " ") + t_[j].text;
+    }
     const bool negated = named(i, "not");
     if (negated) ++i;
     s.value = operand(i);
@@ -335,7 +340,7 @@ std::map<std::string, Function> top_level_functions(const std::vector<Token>& t,
   std::map<std::string, Function> out;
   const Parser p(t, where);
   // A statement's value ends its line: a tuple without brackets (`return a, b`, `x = a, b`) is read as the list
-  // "(...)" that `(a, b)` is; a value followed by anything else (`x = y = 1`) is not one value, named `what`.
+  // "(...)" that `(a, b)` is; a value followed by anything else (`x = a if c else b`) is not one value, named `what`.
   const auto line_ends = [&](std::size_t i) { return i >= t.size() || t[i].starts_line; };
   const auto more_than_one = [](const Expr& first, const char* what) {
     return Expr{Expr::Kind::other, what, {}, {}, first.line, {}};
@@ -433,8 +438,13 @@ std::map<std::string, Function> top_level_functions(const std::vector<Token>& t,
             s.target = !names.empty() ? "a tuple" : e.kind == Expr::Kind::name ? e.text : "an expression";
             s.targets = std::move(names);
             Expr first = p.expression(++i);
+            while (p.is(i, "=")) {  // `x = cfg.y = 1`: each further target a name or field, given the same value
+              if (first.kind != Expr::Kind::name || !s.targets.empty()) s.target = "an expression";
+              s.chained.push_back(first.text);
+              first = p.expression(++i);
+            }
             s.value = rest_of_tuple(i, std::move(first));
-            if (!line_ends(i)) s.value = more_than_one(*s.value, "a chained assignment");  // `x = y = 1`
+            if (!line_ends(i)) s.value = more_than_one(*s.value, "an expression");
           } else {
             s.value = line_ends(i) ? std::move(e) : more_than_one(e, "an expression list");  // `f(), g()`
           }

@@ -67,11 +67,13 @@ struct Function {
     std::string keyword;
     std::string target;                // an assignment's target; an if's condition as a name
     std::vector<std::string> targets;  // an unpacking assignment's names or fields (`a, b = f()`), target "a tuple"
+    std::vector<std::string> chained;  // a chained assignment's further names or fields (`x = cfg.y = 1`: cfg.y)
     std::optional<Expr> value;
     // An if's or elif's condition: `value` alone ("") or negated ("not"), or compared with `rhs` ("==", "!=", "is",
     // "is not"); "?" for a condition of any other form (and, or, in, <, ...).
     std::string test;
     std::optional<Expr> rhs;
+    std::string condition;      // an if's or elif's condition as written (its tokens, spaced), for messages
     bool inline_block = false;  // a block whose statements follow its ':' on the same line
   };
   std::vector<Statement> body;

@@ -126,6 +126,13 @@ struct ModelSpec {
                               static_cast<double>(m.num_heads);
 }
 
+// The vocabulary Megatron-LM trains: padded to a multiple of make_vocab_size_divisible_by x TP
+// (megatron/training/vocab_utils.py calculate_padded_vocab_size).
+[[nodiscard]] constexpr std::int64_t padded_vocab_size(std::int64_t vocab, std::int64_t divisible_by, std::int64_t tp) {
+  const std::int64_t multiple = divisible_by * tp;
+  return (vocab + multiple - 1) / multiple * multiple;
+}
+
 // d_h: the width of one attention head, h/a unless the model gives it (Gemma, Qwen3: a·d_h ≠ h); with latent
 // attention the width of q and k, qk_nope_head_dim + qk_rope_head_dim.
 [[nodiscard]] inline double head_dim(const ModelSpec& m) {
