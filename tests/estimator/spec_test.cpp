@@ -521,6 +521,16 @@ TEST(HuggingFaceConfig, ExpertModelsCountTotalAndActiveParameters) {
   EXPECT_NEAR(parameter_count(v2) / 1e9, 236.0, 0.5);
   EXPECT_NEAR(active_parameter_count(v2) / 1e9, 21.0, 0.5);
   EXPECT_NEAR(parameter_count(lite) / 1e9, 15.7, 0.05);
+  // GLM-4.5: 355B parameters, 32B active; GLM-4.5-Air 106B, 12B active (their model cards, rounded; active without
+  // the input and output embeddings).
+  for (const auto& [name, total, active] :
+       {std::tuple{"glm-4.5", 355.0, 32.0}, std::tuple{"glm-4.5-air", 106.0, 12.0}}) {
+    const ModelSpec glm = lib.model(name);
+    const double embeddings = 2.0 * static_cast<double>(glm.vocab_size) * static_cast<double>(glm.hidden_size);
+    EXPECT_NEAR(parameter_count(glm) / 1e9, total, 0.01 * total) << name;
+    EXPECT_NEAR((active_parameter_count(glm) - embeddings) / 1e9, active, 0.02 * active) << name;
+    EXPECT_EQ(glm.mtp_layers, 1) << name;
+  }
   const TempFile deepseek(R"({"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128,
     "num_key_value_heads": 128, "num_hidden_layers": 61, "vocab_size": 129280, "intermediate_size": 18432,
     "moe_intermediate_size": 2048, "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,

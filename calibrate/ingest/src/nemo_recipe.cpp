@@ -179,6 +179,20 @@ constexpr auto kRecipeModels = std::to_array<RecipeModel>({
      .vocabulary = true,
      .shared_expert_overlap = true,
      .mtp_layers = 1},
+    // megatron/bridge/models/glm/glm45_bridge.py: the provider overlaps the shared expert and trains the config's
+    // num_nextn_predict_layers MTP layers (1).
+    {.config = "zai-org/GLM-4.5",
+     .model = "glm-4.5",
+     .experts = true,
+     .vocabulary = true,
+     .shared_expert_overlap = true,
+     .mtp_layers = 1},
+    {.config = "zai-org/GLM-4.5-Air",
+     .model = "glm-4.5-air",
+     .experts = true,
+     .vocabulary = true,
+     .shared_expert_overlap = true,
+     .mtp_layers = 1},
 });
 
 // The largest count a recipe's setting may give (nodes, devices, parallel sizes, batches, tokens): 10^9, so that
