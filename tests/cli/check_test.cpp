@@ -874,6 +874,14 @@ TEST(Check, ReadsMegatronBridgeRecipes) {
   EXPECT_EQ(cl.at("fp8_param_gather"), true);
   EXPECT_EQ(cl.at("num_layers_at_start_in_bf16"), 1);
   EXPECT_EQ(cl.at("num_layers_at_end_in_bf16"), 1);
+  // run_recipe.py's override of a field of the precision config; one of a config the recipe leaves None is refused.
+  const Result overridden =
+      run({"check", "--cluster", "dgx-h100", "--json", "--", file, "--recipe",
+           "llama3_8b_pretrain_2gpu_h100_fp8cs_config", "mixed_precision.first_last_layers_bf16=False"});
+  ASSERT_NE(overridden.code, 2) << overridden.err;
+  EXPECT_EQ(nlohmann::json::parse(overridden.out).at("layout").at("num_layers_at_start_in_bf16"), 0);
+  refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_fp8cs_config", "comm_overlap.tp_comm_overlap=True"},
+          "comm_overlap is None");
   refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "model.cuda_graph_impl=local"},
           "model.cuda_graph_impl");
   refused({"--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "train.frobnicate=3"}, "train.frobnicate");
@@ -1051,6 +1059,13 @@ TEST(Check, ReadsNemo2RecipesThatCallOtherRecipes) {
     EXPECT_EQ(fl.at("num_layers_at_start_in_bf16"), bf16_layers) << plugin;
     EXPECT_EQ(fl.at("num_layers_at_end_in_bf16"), bf16_layers) << plugin;
   }
+  // NeMo-Run's override of a field of the precision plugin, set on the plugin as on the config it is.
+  const Result plain = run({"check", "--cluster", "dgx-h100", "--json", dir + "llama3_8b.py"});
+  const Result reduced = run(
+      {"check", "--cluster", "dgx-h100", "--json", dir + "llama3_8b.py", "trainer.plugins.grad_reduce_in_fp32=False"});
+  ASSERT_NE(reduced.code, 2) << reduced.err;
+  EXPECT_EQ(nlohmann::json::parse(plain.out).at("layout").at("grad_reduce_in_bf16"), false);
+  EXPECT_EQ(nlohmann::json::parse(reduced.out).at("layout").at("grad_reduce_in_bf16"), true);
   text.replace(text.find("run.Config(Llama3Config8B)"), 26, "run.Config(GPTConfig175B)");
   const auto gpt = std::filesystem::temp_directory_path() / ("headroom_gpt_" + std::to_string(::getpid()) + ".py");
   std::ofstream(gpt) << text;

@@ -373,6 +373,33 @@ constexpr auto kRecipeCallbacks = std::to_array<RecipeCallback>({
 
 using Settings = std::map<std::string, std::pair<Expr, std::string>>;  // path -> value, where it was set
 
+// An override of a field of a setting read whole (NeMo-Run's `trainer.plugins.grad_reduce_in_fp32=False`,
+// run_recipe.py's `mixed_precision.first_last_layers_bf16=False`): the field set on the config that setting holds (a
+// call, or a list of one: Lightning's plugins), as Python sets an attribute; `whole` the setting's path. False where
+// the key is not under it; an Error where the setting holds no config to set it on.
+bool override_field(Settings& settings, std::string_view whole, const std::string& key, Expr value,
+                    const std::string& from) {
+  if (!key.starts_with(whole) || key.size() <= whole.size() + 1 || key[whole.size()] != '.') return false;
+  const std::string field = key.substr(whole.size() + 1);
+  const auto it = settings.find(std::string(whole));
+  Expr* config = it == settings.end() ? nullptr : &it->second.first;
+  if (config != nullptr && config->kind == Expr::Kind::list && config->args.size() == 1) config = &config->args[0];
+  if (field.find('.') != std::string::npos)
+    throw Error(from + ": " + field + " is a field of a field of " + std::string(whole) +
+                ", which headroom does not set");
+  if (config == nullptr || config->kind != Expr::Kind::call)
+    throw Error(from + ": " + std::string(whole) + " is " + (config == nullptr ? "not set" : config->shown()) +
+                ", not a config whose field " + field + " an override can set");
+  value.key = field;
+  const auto at =
+      std::find_if(config->kwargs.begin(), config->kwargs.end(), [&](const Expr& kw) { return kw.key == field; });
+  if (at != config->kwargs.end())
+    *at = std::move(value);
+  else
+    config->kwargs.push_back(std::move(value));
+  return true;
+}
+
 namespace {
 
 // The BF16 mixed-precision recipes Megatron-core's FP8 runs by name: NeMo's (nemo/collections/llm/recipes/precision/
@@ -943,7 +970,9 @@ MegatronCommand read_nemo_recipe(std::string_view text, std::int64_t gpus, std::
     throw unread(model, "model", "run.Config(<Model>, config=run.Config(<NeMo config class>))");
   settings["model.config"] = {config->args.front(), ev.where(*config)};
   set_from("model.config.", *config, "");
-  for (auto& [key, value] : settings_given) settings[key] = {value, "override " + key};
+  for (auto& [key, value] : settings_given)
+    if (!override_field(settings, "trainer.plugins", key, value, "override " + key))
+      settings[key] = {value, "override " + key};
   const auto [nodes, devices] = read_recipe_settings(
       settings, gpus, where, "give num_nodes=N (NeMo's `--factory \"<recipe>(num_nodes=N)\"`)", out);
   out.notes.insert(out.notes.begin(), "read as NeMo 2.0 recipe settings (pretrain_recipe, trainer, model), " +
@@ -1149,7 +1178,10 @@ MegatronCommand read_bridge_recipe(std::string_view text, const std::string& rec
       throw Error("override " + o + ": expected section.field=value (run_recipe.py's)");
     Expr v = python::value_of(o.substr(eq + 1));
     v.file = -1;
-    bridge[o.substr(0, eq)] = {v, "override " + o.substr(0, eq)};
+    const std::string key = o.substr(0, eq), from = "override " + key;
+    if (!override_field(bridge, "mixed_precision", key, v, from) &&
+        !override_field(bridge, "comm_overlap", key, v, from))
+      bridge[key] = {v, from};
   }
 
   // Translated to NeMo 2.0's paths, or ignored with why; what was read is named by Bridge's path.
