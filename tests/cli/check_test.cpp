@@ -1467,6 +1467,22 @@ TEST(Check, RecipesRunAsPythonRunsThem) {
                             "    else:\n"
                             "        trainer.strategy.tensor_model_parallel_size = 2")});
   EXPECT_EQ(alike.at("tp"), 2);
+  // Each condition it cannot tell copies what the function holds twice: a module of many over a large config stops
+  // at the bound on values evaluated, naming the condition.
+  std::string hostile = "def pretrain_recipe(num_nodes: int = 1):\n    cfg = run.Config(A";
+  for (int i = 0; i < 3000; ++i) hostile += ", f" + std::to_string(i) + "=" + std::to_string(i);
+  hostile += ")\n";
+  for (int i = 0; i < 200; ++i)
+    hostile += "    if num_nodes < " + std::to_string(i) + ":\n        cfg.f" + std::to_string(i) + " = 2\n";
+  hostile += "    return cfg\n";
+  const auto path = std::filesystem::temp_directory_path() / ("headroom_hostile_" + std::to_string(::getpid()) + ".py");
+  std::ofstream(path) << hostile;
+  const Result bounded = run({"check", "--cluster", "dgx-h100", path.string()});
+  std::filesystem::remove(path);
+  EXPECT_EQ(bounded.code, 2);
+  EXPECT_NE(bounded.err.find("a condition headroom cannot tell, and running both ways takes more than 10^5 values"),
+            std::string::npos)
+      << bounded.err;
 }
 
 TEST(Check, ReadsNemosTrainingConfigsUnchanged) {

@@ -500,6 +500,10 @@ std::optional<Expr> Evaluator::run_clauses(const Function& fn, std::size_t k, st
   if (taken) return *taken ? run(fn, k + 1, e, f) : run_clauses(fn, e, end, f);
   const Untold u{"`" + c.keyword + " " + c.condition + "` in " + f.function + "(): a condition headroom cannot tell",
                  c.line, f.module};
+  std::size_t held = 0;  // the two copies count as the values they hold: a hostile module stays finite
+  for (const auto& local : f.locals) held += size(local.second);
+  if ((values_ += 2 * held) > kMaxValues)
+    throw Error(at_line(f.module, c.line) + ": " + u.why + ", and running both ways takes more than 10^5 values");
   Frame yes = f, no = f;
   bool returns = false;
   try {
