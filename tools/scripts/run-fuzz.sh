@@ -88,7 +88,19 @@ seed() {
           "$b"/utils/optimizer_utils.py
         awk '/^def llama3_8b_pretrain_16gpu_h100_bf16_16k_config\(/{on=1; print "def pretrain_recipe():"; next}
              /^(def|@)/{on=0} on' "$b"/llama/h100/llama3.py
-      } >"$dir/bridge.py" ;;
+      } >"$dir/bridge.py"
+      # A performance recipe the same way: the canonical recipe it starts from, then helpers called for what they set
+      # on the config, under conditions the evaluator runs both ways.
+      local q="$root"/tests/data/launch/megatron-bridge/src/megatron/bridge/perf_recipes
+      {
+        echo 'from megatron.bridge.recipes.llama.h100.llama3 import llama3_8b_pretrain_2gpu_h100_bf16_config as llama3_8b_pretrain_config'
+        sed -n '/^def _pretrain_common(/,$p' "$dir/bridge.py" | sed '/^def pretrain_recipe(/,$d'
+        awk '/^def llama3_8b_pretrain_2gpu_h100_bf16_config\(/{on=1; print; next} /^(def|@)/{on=0} on' "$b"/llama/h100/llama3.py
+        awk '/^def _(benchmark_common|perf_precision)\(/{on=1; print; next} /^(def|@)/{on=0} on' "$q"/_common.py
+        awk '/^def _llama_benchmark_common\(/{on=1; print; next} /^(def|@)/{on=0} on' "$q"/llama/common.py
+        awk '/^def llama3_8b_pretrain_8gpu_h100_bf16_config\(/{on=1; print "def pretrain_recipe():"; next}
+             /^(def|@)/{on=0} on' "$q"/llama/h100/llama3.py
+      } >"$dir/bridge-perf.py" ;;
     fuzz_kernel_curves)
       cp "$data"/kernels/*.json "$dir"/
       # Each file also cut to three GEMM rows of each precision and two attention rows: short inputs mutate faster.
