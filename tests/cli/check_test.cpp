@@ -1879,6 +1879,13 @@ TEST(LaunchScript, FollowsIntegerTestsAndHereDocuments) {
             (std::vector<std::string>{"python", "pretrain_gpt.py", "--two", "--deepspeed_config", "./c.json"}));
   EXPECT_EQ(files["./c.json"], "{\"n\": 2, \"s\": \"x y\"}\n");
   EXPECT_EQ(files["raw.txt"], "$N\n");
+  // Unquoted, a backslash-newline joins the lines (`srun \` over several, as SLURM scripts write), where an escaped
+  // backslash ends its line.
+  std::map<std::string, std::string> joined;
+  (void)calibrate::launch_script_command(
+      "N=2\ncat <<EOT > run.sh\nsrun \\\n  python x.py $N\necho a \\\\\nEOT\npython pretrain_gpt.py\n",
+      "pretrain_gpt.py", "t.sh", {}, &joined);
+  EXPECT_EQ(joined["run.sh"], "srun   python x.py 2\necho a \\\n");
   EXPECT_THROW((void)words_of("cat <<EOT > x\nno end\npython pretrain_gpt.py\n"), Error);
   // Not integers: the machine's to answer (bash would fail the test), so the block's values are unknown.
   EXPECT_THROW((void)words_of("if [ a -eq 1 ]; then T=1; fi\npython pretrain_gpt.py $T\n"), Error);

@@ -473,6 +473,18 @@ std::vector<std::string> follow_script(const std::string& text, std::string_view
           closed = true;
           break;
         }
+        // Unquoted, a backslash-newline joins the next line (bash removes both): `srun \` over several lines; `\\`
+        // at the end is an escaped backslash.
+        const auto continued = [](const std::string& x) {
+          const std::size_t last = x.find_last_not_of('\\');
+          return (x.size() - (last == std::string::npos ? 0 : last + 1)) % 2 == 1;
+        };
+        while (!literal && continued(line) && !lex.done()) {
+          const std::size_t next = std::min(lex.s.find('\n', lex.i), lex.s.size());
+          line.pop_back();
+          line += lex.s.substr(lex.i, next - lex.i);
+          lex.i = next + 1;
+        }
         if (!literal) {  // expanded as inside double quotes: no word splitting
           std::string quoted = "\"";
           for (const char c : line) quoted += c == '"' ? std::string("\\\"") : std::string(1, c);
