@@ -489,9 +489,42 @@ TEST(Check, ReadsBackTheJobConfigLaunchWrites) {
   }
 }
 
-// The GPT-3 example splits its quoted --step-batch-size-schedule value into words (an unquoted ${TRAINING_ARGS[@]}):
-// refused naming the stray word, as Megatron-LM's parser would refuse it.
+// Flags as Megatron-LM's parser takes them: the GPT-3 example splits its quoted --step-batch-size-schedule value into
+// words (an unquoted ${TRAINING_ARGS[@]}), refused naming the stray word as the parser would refuse it.
 TEST(Check, RefusesTheWordsBashSplitsAsMegatronWould) {
+  // A flag given again with its value (a script that appends to its arguments) is the same job; another value is
+  // refused, naming both.
+  const std::vector<std::string> job = {"check",
+                                        "--cluster",
+                                        "dgx-h100",
+                                        "--gpus",
+                                        "8",
+                                        "--",
+                                        "pretrain_gpt.py",
+                                        "--num-layers",
+                                        "32",
+                                        "--hidden-size",
+                                        "4096",
+                                        "--num-attention-heads",
+                                        "32",
+                                        "--seq-length",
+                                        "4096",
+                                        "--max-position-embeddings",
+                                        "4096",
+                                        "--vocab-size",
+                                        "32000",
+                                        "--bf16",
+                                        "--use-distributed-optimizer"};
+  std::vector<std::string> twice = job;
+  twice.emplace_back("--use-distributed-optimizer");
+  const Result once = run(job), again = run(twice);
+  ASSERT_NE(once.code, 2) << once.err;
+  EXPECT_EQ(again.out, once.out) << again.err;
+  twice.insert(twice.end(), {"--num-layers", "16"});
+  const Result differs = run(twice);
+  EXPECT_EQ(differs.code, 2);
+  EXPECT_NE(differs.err.find("--num-layers is given twice, as 32 and 16"), std::string::npos) << differs.err;
+
   const std::string script =
       std::string(HEADROOM_TEST_DATA_DIR) + "/../tests/data/launch/megatron-lm-examples/train_gpt3_175b_distributed.sh";
   const Result r = run({"check", "--cluster", "dgx-h100", "--gpus", "128", script});
@@ -1889,6 +1922,24 @@ TEST(LaunchScript, FollowsIntegerTestsAndHereDocuments) {
   EXPECT_THROW((void)words_of("cat <<EOT > x\nno end\npython pretrain_gpt.py\n"), Error);
   // Not integers: the machine's to answer (bash would fail the test), so the block's values are unknown.
   EXPECT_THROW((void)words_of("if [ a -eq 1 ]; then T=1; fi\npython pretrain_gpt.py $T\n"), Error);
+}
+
+// What a script runs as a script: sbatch's here-document (SLURM's batch script on its standard input) and `bash -c
+// "<commands>"` under srun, read as the commands that run there; a string that runs itself stops at 16.
+TEST(LaunchScript, FollowsSbatchHereDocumentsAndBashDashC) {
+  const std::string script =
+      "ARGS=(--num-layers 2)\nCMD=\"\ncd /x;\npython pretrain_gpt.py ${ARGS[@]}\"\nsbatch <<EOF\n#!/bin/bash\n"
+      "#SBATCH --nodes=2\nsrun \\\n  --mpi=pmix \\\n  bash -x -c \"${CMD}\" 2>&1 | tee "
+      "log/\\${SLURM_JOB_ID}.log\nEOF\n";
+  EXPECT_EQ(calibrate::launch_script_command(script, "pretrain_gpt.py", "t.sh", {}, nullptr),
+            (std::vector<std::string>{"python", "pretrain_gpt.py", "--num-layers", "2"}));
+  try {
+    (void)calibrate::launch_script_command("C='bash -c \"$C\" # pretrain_gpt.py'\nbash -c \"$C\"\n", "pretrain_gpt.py",
+                                           "t.sh", {}, nullptr);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("more than 16 scripts run from the script"), std::string::npos) << e.what();
+  }
 }
 
 // The outcomes of the tests headroom cannot evaluate, one command each; a test met only on one branch only there.

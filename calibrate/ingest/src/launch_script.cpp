@@ -409,7 +409,16 @@ std::vector<std::string> follow_script(const std::string& text, std::string_view
                                        std::map<std::string, std::string>* files, const std::vector<bool>* choices,
                                        std::vector<std::string>* tests) {
   const std::string w(where);
-  Lexer lex{text, 0, w};
+  std::string source = text;  // the script, and what it runs as a script spliced in where it runs it
+  Lexer lex{source, 0, w};
+  int spliced = 0;
+  // Text the script runs as a script (sbatch's here-document, `bash -c "..."`): read next, as the commands that run
+  // there, with the variables as they are (sbatch exports the environment); 16 at most, so that a string that runs
+  // itself stays finite.
+  const auto run_next = [&](const std::string& script) {
+    if (++spliced > 16) throw Error(w + ": more than 16 scripts run from the script (sbatch <<EOF, bash -c)");
+    source.insert(lex.i, script + "\n");
+  };
   Shell sh(w);
   for (const auto& [name, value] : environment) sh.vars[name] = Variable{{value}, ""};
   std::vector<Frame> frames;
@@ -494,6 +503,8 @@ std::vector<std::string> follow_script(const std::string& text, std::string_view
         body += line + "\n";
       }
       if (!closed) throw Error(w + ": a here-document without its closing " + delimiter);
+      // A batch script given to sbatch on its standard input runs as a script: its commands are read next.
+      if (words.front() == "sbatch" && active() && unknown().empty()) run_next(body);
       const auto to = std::find_if(words.begin(), words.end(), [](const std::string& x) { return x.starts_with(">"); });
       if (files != nullptr && to != words.end() && active() && unknown().empty()) {
         const std::string raw = *to == ">" ? (to + 1 == words.end() ? "" : *(to + 1)) : to->substr(1);
@@ -624,6 +635,19 @@ std::vector<std::string> follow_script(const std::string& text, std::string_view
       const std::vector<std::string> x = sh.expand(words[j]);
       runs_script = runs_script || std::any_of(x.begin(), x.end(), is_script);
       expanded.insert(expanded.end(), x.begin(), x.end());
+    }
+    // `bash -c "<commands>"` (srun ... bash -x -c "$CMD", as SLURM launchers write it): the string runs as a script.
+    if (!runs_script && unknown().empty()) {
+      const auto shell = std::find_if(expanded.begin(), expanded.end(), [](const std::string& x) {
+        return x == "bash" || x == "sh" || x.ends_with("/bash") || x.ends_with("/sh");
+      });
+      auto c = shell == expanded.end() ? shell : shell + 1;
+      while (c != expanded.end() && c->starts_with('-') && *c != "-c") ++c;
+      if (c != expanded.end() && *c == "-c" && c + 1 != expanded.end() &&
+          c[1].find(std::string(script_name)) != std::string::npos) {
+        run_next(c[1]);
+        continue;
+      }
     }
     if (!runs_script) continue;
     if (const std::string why = unknown(); !why.empty())

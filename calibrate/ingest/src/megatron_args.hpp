@@ -33,6 +33,10 @@ inline constexpr std::string_view kWhyBalancingLoss =
 inline constexpr std::string_view kWhyAuxLossWeight = "the balancing loss's weight";
 inline constexpr std::string_view kWhyZLossWeight = "the router's z-loss weight";
 inline constexpr std::string_view kWhyRouterDtype = "the router's E scores a token in FP32 or not";
+// megatron/core/transformer/moe/router.py: how the scores are computed, scaled and biased picks which k experts a
+// token goes to, not how many.
+inline constexpr std::string_view kWhyRouterScores =
+    "how the router scores the experts: which k a token goes to, not how many";
 inline constexpr std::string_view kWhyPermuteFusion =
     "the tokens' permutation in one kernel: the same bytes read and written";
 

@@ -62,6 +62,18 @@ constexpr std::array kFlags = {
     Flag{"--moe-z-loss-coeff", "moe_z_loss_coeff", Arity::value, kWhyZLossWeight},
     Flag{"--moe-input-jitter-eps", "moe_input_jitter_eps", Arity::value, "noise on the router's input"},
     Flag{"--moe-router-dtype", "moe_router_dtype", Arity::value, kWhyRouterDtype},
+    // TransformerConfig's router fields (megatron/core/transformer/transformer_config.py), which Megatron-LM's
+    // arguments take as flags.
+    Flag{"--moe-router-score-function", "moe_router_score_function", Arity::value, kWhyRouterScores},
+    Flag{"--moe-router-pre-softmax", "moe_router_pre_softmax", Arity::store_true, kWhyRouterScores},
+    Flag{"--moe-router-topk-scaling-factor", "moe_router_topk_scaling_factor", Arity::value, kWhyRouterScores},
+    Flag{"--moe-router-enable-expert-bias", "moe_router_enable_expert_bias", Arity::store_true, kWhyRouterScores},
+    Flag{"--moe-router-bias-update-rate", "moe_router_bias_update_rate", Arity::value, kWhyRouterScores},
+    Flag{"--moe-router-force-load-balancing", "moe_router_force_load_balancing", Arity::store_true,
+         "uniform routing or the learned router's: dropless experts are priced at the mean load either way"},
+    Flag{"--mtp-loss-scaling-factor", "mtp_loss_scaling_factor", Arity::value,
+         "the multi-token-prediction loss's weight"},
+    Flag{"--no-gradient-accumulation-fusion", "gradient_accumulation_fusion", Arity::store_false, kWhyFused},
     Flag{"--moe-token-drop-policy", "moe_token_drop_policy", Arity::value,
          "which tokens past the capacity are dropped: as many either way"},
     Flag{"--moe-pad-expert-input-to-capacity", "moe_pad_expert_input_to_capacity", Arity::store_true,
@@ -106,6 +118,10 @@ constexpr std::array kFlags = {
     Flag{"--rotary-percent", "rotary_percent", Arity::value, "the rotated share of a head: no weights, the same work"},
     Flag{"--use-rope-scaling", "use_rope_scaling", Arity::store_true, "RoPE's frequency scaling: the same work"},
     Flag{"--rope-scaling-factor", "rope_scaling_factor", Arity::value, "RoPE's frequency scaling: the same work"},
+    // YaRN's scaling of the rotary frequencies and the softmax (multi-latent attention's, transformer_config.py).
+    Flag{"--rotary-scaling-factor", "rotary_scaling_factor", Arity::value, "RoPE's frequency scaling: the same work"},
+    Flag{"--mscale", "mscale", Arity::value, "YaRN's attention scale: a scalar on the scores"},
+    Flag{"--mscale-all-dim", "mscale_all_dim", Arity::value, "YaRN's attention scale: a scalar on the scores"},
     Flag{"--norm-epsilon", "norm_epsilon", Arity::value, "the norms' epsilon: the same work"},
     Flag{"--apply-layernorm-1p", "apply_layernorm_1p", Arity::store_true,
          "zero-centred norm weights: the same parameters and work"},
@@ -113,15 +129,22 @@ constexpr std::array kFlags = {
          "the fused loss keeps fewer FP32 logit copies: priced as the unfused loss, so the peak may be lower"},
     Flag{"--calculate-per-token-loss", "calculate_per_token_loss", Arity::store_true, "loss normalisation"},
     Flag{"--manual-gc", "manual_gc", Arity::store_true, "Python's garbage collection on the host"},
+    Flag{"--manual-gc-interval", "manual_gc_interval", Arity::value, "Python's garbage collection on the host"},
     Flag{"--no-check-for-nan-in-loss-and-grad", "check_for_nan_in_loss_and_grad", Arity::store_false,
          "the NaN check of the loss and the gradient norm: one scalar a step"},
     Flag{"--empty-unused-memory-level", "empty_unused_memory_level", Arity::value,
          "the allocator's cache emptied between steps (the residual's fragmentation is fitted without it)"},
     Flag{"--log-throughput", "log_throughput", Arity::store_true, "logging"},
+    Flag{"--log-timers-to-tensorboard", "log_timers_to_tensorboard", Arity::store_true, "logging"},
+    Flag{"--log-memory-to-tensorboard", "log_memory_to_tensorboard", Arity::store_true, "logging"},
+    Flag{"--log-validation-ppl-to-tensorboard", "log_validation_ppl_to_tensorboard", Arity::store_true, "logging"},
+    Flag{"--logging-level", "logging_level", Arity::value, "logging"},
     Flag{"--profile", "profile", Arity::store_true, "the profiler, on its own steps only"},
     Flag{"--profile-step-start", "profile_step_start", Arity::value, "the profiler, on its own steps only"},
     Flag{"--profile-step-end", "profile_step_end", Arity::value, "the profiler, on its own steps only"},
     Flag{"--ckpt-format", "ckpt_format", Arity::value, "checkpoints"},
+    Flag{"--auto-detect-ckpt-format", "auto_detect_ckpt_format", Arity::store_true, "checkpoints"},
+    Flag{"--dist-ckpt-strictness", "dist_ckpt_strictness", Arity::value, "checkpoints"},
     Flag{"--distributed-timeout-minutes", "distributed_timeout_minutes", Arity::value, "process group timeout"},
     Flag{"--step-batch-size-schedule", "step_batch_size_schedule", Arity::value,
          "the batch ramp-up of the first steps: the steady state is --global-batch-size"},
@@ -138,6 +161,7 @@ constexpr std::array kFlags = {
     Flag{"--lr-warmup-fraction", "lr_warmup_fraction", Arity::value, "learning-rate schedule"},
     Flag{"--lr-warmup-iters", "lr_warmup_iters", Arity::value, "learning-rate schedule"},
     Flag{"--lr-warmup-samples", "lr_warmup_samples", Arity::value, "learning-rate schedule"},
+    Flag{"--lr-warmup-init", "lr_warmup_init", Arity::value, "learning-rate schedule"},
     Flag{"--weight-decay", "weight_decay", Arity::value, "optimizer hyper-parameter"},
     Flag{"--adam-beta1", "adam_beta1", Arity::value, "optimizer hyper-parameter"},
     Flag{"--adam-beta2", "adam_beta2", Arity::value, "optimizer hyper-parameter"},
@@ -337,7 +361,13 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
       value = *++t;
       while (arity == Arity::values && t + 1 != tokens.end() && (t + 1)->rfind("--", 0) != 0) value += " " + *++t;
     }
-    if (args.contains(dest) && arity != Arity::values) throw Error(w + ": " + flag + " is given twice");
+    // Given again (a script that appends to its arguments): the same value is the same job; another is refused,
+    // where argparse would silently take the last.
+    if (const auto again = args.find(dest); again != args.end() && arity != Arity::values) {
+      if (again->second == value) continue;
+      throw Error(w + ": " + flag + " is given twice, as " + again->second + " and " + value +
+                  " (Megatron-LM's parser takes the last): give it once");
+    }
     args[dest] = value;
     if (!known->ignored_because.empty())
       out.ignored.push_back(flag + " (" + std::string(known->ignored_because) + ")");
