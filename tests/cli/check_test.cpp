@@ -1933,6 +1933,9 @@ TEST(LaunchScript, FollowsSbatchHereDocumentsAndBashDashC) {
       "log/\\${SLURM_JOB_ID}.log\nEOF\n";
   EXPECT_EQ(calibrate::launch_script_command(script, "pretrain_gpt.py", "t.sh", {}, nullptr),
             (std::vector<std::string>{"python", "pretrain_gpt.py", "--num-layers", "2"}));
+  EXPECT_EQ(calibrate::launch_script_command("srun bash -lxc 'python pretrain_gpt.py --num-layers 4'\n",
+                                             "pretrain_gpt.py", "t.sh", {}, nullptr),
+            (std::vector<std::string>{"python", "pretrain_gpt.py", "--num-layers", "4"}));
   try {
     (void)calibrate::launch_script_command("C='bash -c \"$C\" # pretrain_gpt.py'\nbash -c \"$C\"\n", "pretrain_gpt.py",
                                            "t.sh", {}, nullptr);

@@ -641,9 +641,13 @@ std::vector<std::string> follow_script(const std::string& text, std::string_view
       const auto shell = std::find_if(expanded.begin(), expanded.end(), [](const std::string& x) {
         return x == "bash" || x == "sh" || x.ends_with("/bash") || x.ends_with("/sh");
       });
+      // -c alone or among single-letter options (-xc, -lc); the commands are the word after it.
+      const auto dash_c = [](const std::string& x) {
+        return x.size() > 1 && x[0] == '-' && x[1] != '-' && x.find('c') != std::string::npos;
+      };
       auto c = shell == expanded.end() ? shell : shell + 1;
-      while (c != expanded.end() && c->starts_with('-') && *c != "-c") ++c;
-      if (c != expanded.end() && *c == "-c" && c + 1 != expanded.end() &&
+      while (c != expanded.end() && c->starts_with('-') && !dash_c(*c)) ++c;
+      if (c != expanded.end() && dash_c(*c) && c + 1 != expanded.end() &&
           c[1].find(std::string(script_name)) != std::string::npos) {
         run_next(c[1]);
         continue;

@@ -380,19 +380,19 @@ using Settings = std::map<std::string, std::pair<Expr, std::string>>;  // path -
 bool override_field(Settings& settings, std::string_view whole, const std::string& key, Expr value,
                     const std::string& from) {
   if (!key.starts_with(whole) || key.size() <= whole.size() + 1 || key[whole.size()] != '.') return false;
-  const std::string field = key.substr(whole.size() + 1);
+  const std::string name = key.substr(whole.size() + 1);
   const auto it = settings.find(std::string(whole));
   Expr* config = it == settings.end() ? nullptr : &it->second.first;
-  if (config != nullptr && config->kind == Expr::Kind::list && config->args.size() == 1) config = &config->args[0];
-  if (field.find('.') != std::string::npos)
-    throw Error(from + ": " + field + " is a field of a field of " + std::string(whole) +
+  if (config != nullptr && config->kind == Expr::Kind::list && config->args.size() == 1) config = config->args.data();
+  if (name.find('.') != std::string::npos)
+    throw Error(from + ": " + name + " is a field of a field of " + std::string(whole) +
                 ", which headroom does not set");
   if (config == nullptr || config->kind != Expr::Kind::call)
     throw Error(from + ": " + std::string(whole) + " is " + (config == nullptr ? "not set" : config->shown()) +
-                ", not a config whose field " + field + " an override can set");
-  value.key = field;
+                ", not a config whose field " + name + " an override can set");
+  value.key = name;
   const auto at =
-      std::find_if(config->kwargs.begin(), config->kwargs.end(), [&](const Expr& kw) { return kw.key == field; });
+      std::find_if(config->kwargs.begin(), config->kwargs.end(), [&](const Expr& kw) { return kw.key == name; });
   if (at != config->kwargs.end())
     *at = std::move(value);
   else
