@@ -520,6 +520,13 @@ TEST(Check, RefusesTheWordsBashSplitsAsMegatronWould) {
   const Result once = run(job), again = run(twice);
   ASSERT_NE(once.code, 2) << once.err;
   EXPECT_EQ(again.out, once.out) << again.err;
+  // The flex dispatcher's kernels: DeepEP and HybridEP price alike; NCCL-EP's traffic is not known.
+  std::vector<std::string> flex = job;
+  flex.insert(flex.end(), {"--num-experts", "8", "--moe-router-topk", "2", "--moe-token-dispatcher-type", "flex",
+                           "--expert-model-parallel-size", "8", "--moe-flex-dispatcher-backend", "hybridep"});
+  EXPECT_NE(run(flex).code, 2);
+  flex.back() = "ncclep";
+  EXPECT_NE(run(flex).err.find("--moe-flex-dispatcher-backend ncclep: not priced"), std::string::npos);
   twice.insert(twice.end(), {"--num-layers", "16"});
   const Result differs = run(twice);
   EXPECT_EQ(differs.code, 2);

@@ -106,6 +106,7 @@ constexpr std::array kFlags = {
     Flag{"--overlap-param-gather-with-optimizer-step", "overlap_param_gather_with_optimizer_step", Arity::store_true,
          kWhyGatherWithStep},
     Flag{"--attention-backend", "attention_backend", Arity::value, ""},
+    Flag{"--moe-flex-dispatcher-backend", "moe_flex_dispatcher_backend", Arity::value, ""},
     Flag{"--use-flash-attn", "use_flash_attn", Arity::store_true, ""},  // FlashAttention: as priced
     Flag{"--no-masked-softmax-fusion", "masked_softmax_fusion", Arity::store_false,
          "the unfused path's masked softmax: fused attention computes its own"},
@@ -476,6 +477,12 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
     throw Error(w + ": --transformer-impl " + impl + ": only Transformer Engine's layers (the default) are priced");
   if (const std::string b = get(args, "attention_backend", "auto"); b != "auto" && b != "flash" && b != "fused")
     throw Error(w + ": --attention-backend " + b + ": only the fused kernels (auto, flash, fused) are priced");
+  // transformer_config.py moe_flex_dispatcher_backend, the flex dispatcher's kernels: DeepEP and HybridEP send a token
+  // once to each remote node holding one of its experts, as the flex dispatcher is priced; NCCL-EP's traffic is not
+  // known to headroom. Another dispatcher does not use it.
+  if (const std::string b = get(args, "moe_flex_dispatcher_backend", "deepep");
+      get(args, "moe_token_dispatcher_type", "") == "flex" && b != "deepep" && b != "hybridep")
+    throw Error(w + ": --moe-flex-dispatcher-backend " + b + ": not priced (valid: deepep, hybridep)");
   // arguments.py asserts that --fp16 and --bf16 are not both given; with neither the weights are FP32.
   if (args.contains("bf16") == args.contains("fp16"))
     throw Error(w + (args.contains("bf16") ? ": --bf16 and --fp16 together (Megatron-LM takes one)"
