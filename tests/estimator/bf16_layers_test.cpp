@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "../test_support.hpp"
+#include "megatron_fixture.hpp"
 #include "headroom/core/error.hpp"
 #include "headroom/estimator/framework.hpp"
 #include "headroom/estimator/memory.hpp"
@@ -12,14 +13,9 @@
 namespace headroom {
 namespace {
 
-class Bf16LayersTest : public ::testing::Test {
+class Bf16LayersTest : public test::MegatronOnH100 {
  protected:
-  SpecLibrary lib = test::library();
-  ModelSpec llama8b = lib.model("llama3.1-8b");
   ModelSpec lite = lib.model("deepseek-v2-lite");
-  ClusterSpec h100 = lib.cluster("dgx-h100");
-  FrameworkProfile megatron = lib.framework("megatron");
-  PerfCoefficients datasheet;
 
   // Llama 3.1 8B in FP8 with current scaling on 16 GPUs, t = 2, p = 2.
   [[nodiscard]] static LayoutRequest job(bool bf16, std::int64_t start = 1, std::int64_t end = 1) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "../test_support.hpp"
+#include "megatron_fixture.hpp"
 #include "headroom/core/error.hpp"
 #include "headroom/estimator/flops.hpp"
 #include "headroom/estimator/framework.hpp"
@@ -12,14 +13,9 @@
 namespace headroom {
 namespace {
 
-class MtpTest : public ::testing::Test {
+class MtpTest : public test::MegatronOnH100 {
  protected:
-  SpecLibrary lib = test::library();
-  ModelSpec llama8b = lib.model("llama3.1-8b");
   ModelSpec deepseek = lib.model("deepseek-v3");
-  ClusterSpec h100 = lib.cluster("dgx-h100");
-  FrameworkProfile megatron = lib.framework("megatron");
-  PerfCoefficients datasheet;
 
   // Llama-3.1-8B on 32 GPUs: t = 2, p = 2, 8,192 tokens, 1F1B.
   [[nodiscard]] static LayoutRequest job(std::int64_t mtp) {

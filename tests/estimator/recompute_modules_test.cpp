@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "../test_support.hpp"
+#include "megatron_fixture.hpp"
 #include "headroom/core/error.hpp"
 #include "headroom/estimator/flops.hpp"
 #include "headroom/estimator/framework.hpp"
@@ -12,14 +13,9 @@
 namespace headroom {
 namespace {
 
-class RecomputeModulesTest : public ::testing::Test {
+class RecomputeModulesTest : public test::MegatronOnH100 {
  protected:
-  SpecLibrary lib = test::library();
-  ModelSpec llama8b = lib.model("llama3.1-8b");
   ModelSpec lite = lib.model("deepseek-v2-lite");
-  ClusterSpec h100 = lib.cluster("dgx-h100");
-  FrameworkProfile megatron = lib.framework("megatron");
-  PerfCoefficients datasheet;
 
   // Selective recompute of `modules` (empty: Megatron-LM's default, the core attention), t = 2 with SP.
   [[nodiscard]] Layout dense(std::string_view modules = "") const {

@@ -291,25 +291,34 @@ Expr Evaluator::call_value(const Expr& e, Frame& f) {
     }
   }
   if (const auto target = resolve(e.text, f.module)) {
-    const std::vector<Expr> given_args = args, given_kwargs = kwargs;
+    // The arguments that name a local or a field of one, with their values as given: what the function sets on them
+    // is set on the caller's (Python passes objects). Only these are kept, to compare after the call.
+    const Function& fn = modules_[static_cast<std::size_t>(target->first)].module.functions.at(target->second);
+    struct Passed {
+      const std::string* path;
+      std::string param;
+      Expr given;
+    };
+    std::vector<Passed> passed;
+    const auto names_local = [&](const Expr& x) {
+      return x.kind == Expr::Kind::name && f.locals.contains(x.text.substr(0, x.text.find('.')));
+    };
+    for (std::size_t i = 0; i < e.args.size() && i < fn.params.size(); ++i)
+      if (names_local(e.args[i])) passed.push_back({&e.args[i].text, fn.params[i].first, args[i]});
+    for (std::size_t i = 0; i < e.kwargs.size(); ++i)
+      if (names_local(e.kwargs[i])) passed.push_back({&e.kwargs[i].text, e.kwargs[i].key, kwargs[i]});
     std::map<std::string, Expr> after;
     Expr out = invoke(target->first, target->second, std::move(args), std::move(kwargs), e, &after);
     out.key = e.key;
-    // What it set on a config it was given (a local's, or a field of one) is set on the caller's.
-    const Function& fn = modules_[static_cast<std::size_t>(target->first)].module.functions.at(target->second);
-    const auto pass_back = [&](const Expr& written, const Expr& given, const std::string& param) {
-      const auto it = after.find(param);
-      if (written.kind != Expr::Kind::name || it == after.end() || same_value(it->second, given) ||
-          !f.locals.contains(written.text.substr(0, written.text.find('.'))))
-        return;
+    for (const Passed& x : passed) {
+      const auto it = after.find(x.param);
+      if (it == after.end() || same_value(it->second, x.given)) continue;
       Function::Statement at;
       at.line = e.line;
-      Expr& to = place(written.text, at, f);
+      Expr& to = place(*x.path, at, f);
       it->second.key = to.key;
       to = std::move(it->second);
-    };
-    for (std::size_t i = 0; i < e.args.size(); ++i) pass_back(e.args[i], given_args[i], fn.params[i].first);
-    for (std::size_t i = 0; i < e.kwargs.size(); ++i) pass_back(e.kwargs[i], given_kwargs[i], e.kwargs[i].key);
+    }
     return out;
   }
   Expr out = e;
