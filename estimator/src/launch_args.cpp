@@ -67,6 +67,9 @@ void megatron_experts(const ModelSpec& m, const Layout& l, std::vector<std::stri
   if (m.shared_expert_ffn_hidden_size > 0)
     a.insert(a.end(), {"--moe-shared-expert-intermediate-size", num(m.shared_expert_ffn_hidden_size)});
   if (m.shared_expert_gate) a.emplace_back("--moe-shared-expert-gate");
+  if (group_limited_routing(m))
+    a.insert(a.end(), {"--moe-router-num-groups", num(m.moe_router_num_groups), "--moe-router-group-topk",
+                       num(m.moe_router_group_topk)});
   if (m.first_dense_layers > 0)
     a.insert(a.end(), {"--moe-layer-freq",
                        "([0]*" + num(m.first_dense_layers) + "+[1]*" + num(m.num_layers - m.first_dense_layers) + ")"});

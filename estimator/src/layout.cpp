@@ -599,7 +599,7 @@ void require_whole_nodes(std::int64_t gpus, const ClusterSpec& c) {
               " GPUs a node): give a multiple of " + n + ", or at most " + n);
 }
 
-void validate_on_cluster(const Layout& l, const ClusterSpec& c) {
+void validate_on_cluster(const ModelSpec& m, const Layout& l, const ClusterSpec& c) {
   require_whole_nodes(l.gpus(), c);
   if (l.fp8 != Fp8Recipe::none && !(c.gpu.fp8_flops > 0))
     throw Error("GPU " + c.gpu.name + " has no FP8 tensor cores (no fp8_dense_TFLOPs in its spec): " +
@@ -618,6 +618,12 @@ void validate_on_cluster(const Layout& l, const ClusterSpec& c) {
     throw Error(field("zero_hpz_partition_size") + " " + std::to_string(l.zero.hpz_partition_size) + " on " + c.name +
                 ": priced where the secondary shard is the DP ranks of a node (valid: " +
                 std::to_string(sharding_group_size(l, c.gpus_per_node)) + ")");
+  if (const double nodes = expert_nodes(l, c.gpus_per_node);
+      l.dispatcher == ExpertDispatcher::flex && !group_routing_priced(m, nodes))
+    throw Error(field("ep") + " " + std::to_string(l.ep) + " spans " + std::to_string(nodes) + " nodes of " + c.name +
+                ", which " + m.name + "'s " + std::to_string(m.moe_router_num_groups) +
+                " routing groups (moe_router_num_groups) neither divide nor are divided by: the flex dispatcher's "
+                "traffic under group-limited routing is priced where they do");
 }
 
 std::string_view to_string(Shard s) {

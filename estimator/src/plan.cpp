@@ -115,7 +115,7 @@ Plan resolve_plan(const PlanRequest& r) {
 Layout plan_layout(const Plan& plan, const KnobSettings& k) {
   if (!k.given(KnobId::seq)) throw Error(field("seq") + " is required (tokens per sequence)");
   Layout l = build_layout(plan.model, plan.framework, layout_request(k, plan.framework));
-  validate_on_cluster(l, plan.cluster);
+  validate_on_cluster(plan.model, l, plan.cluster);
   return l;
 }
 

@@ -7,6 +7,7 @@
 #include "headroom/core/error.hpp"
 #include "headroom/estimator/memory.hpp"
 #include "headroom/estimator/sharding.hpp"
+#include "headroom/estimator/throughput.hpp"
 
 namespace headroom {
 namespace {
@@ -243,7 +244,8 @@ struct Search {
   }
 
   // The expert splits of one (t, c, p, d, v) shape (a dense model has one): etp = t (Megatron-LM's default) or 1,
-  // ep dividing the experts with etp·ep dividing t·c·d; then price_choices for each.
+  // ep dividing the experts with etp·ep dividing t·c·d (and, under the flex dispatcher, spanning nodes the model's
+  // routing groups divide or are divided by: validate_on_cluster); then price_choices for each.
   void price_expert_splits(Layout& l, std::int64_t v, const std::vector<std::int64_t>& mbss,
                            const std::vector<std::int64_t>& eps) {
     if (m.num_experts == 0) {
@@ -258,6 +260,8 @@ struct Search {
       for (const std::int64_t ep : eps) {
         if (stage_gpus % (etp * ep) != 0) continue;
         l.ep = ep;
+        if (l.dispatcher == ExpertDispatcher::flex && !group_routing_priced(m, expert_nodes(l, cluster.gpus_per_node)))
+          continue;
         price_choices(l, v, mbss);
         insert_undominated();
       }
@@ -330,7 +334,7 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
   if (o.gbs <= 0) throw Error(field("gbs") + " must be a positive integer (got " + std::to_string(o.gbs) + ")");
   refuse_unpriced_experts(m, base);
   refuse_unpriced_precision(base);
-  validate_on_cluster(base, cluster);
+  validate_on_cluster(m, base, cluster);
   require_whole_nodes(o.gpus, cluster);
   SearchResult result;
   Search search{m,  cluster, residual, o,  base, PerfContext(coefficients, cluster), o.shardings, result, {},

@@ -48,6 +48,8 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
+}  // namespace
+
 void check_model_shape(const ModelSpec& m, std::string_view where) {
   const std::string w(where);
   const std::pair<const char*, std::int64_t> dimensions[] = {
@@ -81,6 +83,14 @@ void check_model_shape(const ModelSpec& m, std::string_view where) {
     if (m.first_dense_layers >= m.num_layers)
       throw Error(w + ": first_dense_layers " + std::to_string(m.first_dense_layers) + " leaves no layer of the " +
                   std::to_string(m.num_layers) + " with experts");
+    // transformer_config.py __post_init__: the groups split the experts evenly and are given with group_topk;
+    // moe_utils.py group_limited_topk scores a group by its top-(k/group_topk) experts, so group_topk <= k.
+    const std::int64_t groups = m.moe_router_num_groups, chosen = m.moe_router_group_topk;
+    if (chosen < 0 || groups < 0 ||
+        (chosen > 0 && (groups < 1 || m.num_experts % groups != 0 || chosen > groups || chosen > m.moe_router_topk)))
+      throw Error(w + ": moe_router_group_topk " + std::to_string(chosen) + " of moe_router_num_groups " +
+                  std::to_string(groups) + ": valid: groups dividing the " + std::to_string(m.num_experts) +
+                  " experts and 1.." + std::to_string(m.moe_router_topk) + " (moe_router_topk) of them chosen");
   }
   if (latent_attention(m)) {
     if (m.qk_nope_head_dim < 1 || m.qk_rope_head_dim < 1 || m.v_head_dim < 1)
@@ -97,6 +107,8 @@ void check_model_shape(const ModelSpec& m, std::string_view where) {
     throw Error(w + ": num_kv_heads " + std::to_string(m.num_kv_heads) + " must divide num_attention_heads " +
                 std::to_string(m.num_heads));
 }
+
+namespace {
 
 // Reads an integer field of a Hugging Face config, trying the key names that model families use.
 std::int64_t hf_int(const json& j, std::initializer_list<const char*> keys, std::string_view where,
@@ -310,6 +322,17 @@ void read_hf_experts(const json& j, ModelSpec& m, std::string_view where) {
   if (const std::int64_t shared = hf_count(j, "n_shared_experts", where); shared > 0)
     m.shared_expert_ffn_hidden_size = shared * m.moe_ffn_hidden_size;
   m.first_dense_layers = std::max<std::int64_t>(0, hf_count(j, "first_k_dense_replace", where));
+  // Group-limited routing: DeepSeek-V2's "group_limited_greedy" and V3's "noaux_tc" choose topk_group of n_group
+  // groups first (modeling_deepseek.py MoEGate), "greedy" all experts; a config without topk_method (GLM-4.5's)
+  // routes by its groups as V3 does (modeling_glm4_moe.py Glm4MoeTopkRouter).
+  const std::string method = hf_string(j, "topk_method", where, "");
+  if (!method.empty() && method != "greedy" && method != "group_limited_greedy" && method != "noaux_tc")
+    throw Error(std::string(where) + ": topk_method '" + method.substr(0, 40) +
+                "' is a routing headroom does not know (valid: greedy, group_limited_greedy, noaux_tc)");
+  if (const std::int64_t groups = hf_count(j, "n_group", where); groups > 1 && method != "greedy") {
+    m.moe_router_num_groups = groups;
+    m.moe_router_group_topk = hf_int(j, {"topk_group"}, where);
+  }
 }
 
 // Every top-level key of a Hugging Face config that headroom knows, the one list of them: `read` keys are priced (read
@@ -317,10 +340,10 @@ void read_hf_experts(const json& j, ModelSpec& m, std::string_view where) {
 // dropout outside attention, experts on some layers only, windows on some layers); `inert` keys change nothing
 // headroom prices: token ids, dtypes and library settings, norm epsilons, RoPE's base and scaling (a rotation without
 // weights, its elementwise cost inside the fitted elementwise passes), logit soft-capping and scalar multipliers
-// (elementwise on tensors priced anyway), the router's scoring, grouping and loss coefficients (which experts a token
-// picks, not how many) and an inference checkpoint's quantization. Any other key is refused, naming it: headroom
-// cannot tell whether it changes the model. Sources: transformers' configuration_<model_type>.py and
-// PretrainedConfig (configuration_utils.py).
+// (elementwise on tensors priced anyway), the router's scoring and loss coefficients (which experts a token picks, not
+// how many; its groups are read: they bound the nodes a token reaches) and an inference checkpoint's quantization. Any
+// other key is refused, naming it: headroom cannot tell whether it changes the model. Sources: transformers'
+// configuration_<model_type>.py and PretrainedConfig (configuration_utils.py).
 enum class HfKeyUse { read, inert };
 struct HfKey {
   std::string_view name;
@@ -361,7 +384,7 @@ constexpr std::array kHfConfigKeys = std::to_array<HfKey>({
     {"reorder_and_upcast_attn", I}, {"summary_type", I}, {"summary_use_proj", I}, {"summary_activation", I},
     {"summary_proj_to_labels", I}, {"summary_first_dropout", I}, {"task_specific_params", I},
     // the router (inert)
-    {"norm_topk_prob", I}, {"scoring_func", I}, {"topk_method", I}, {"n_group", I}, {"topk_group", I},
+    {"norm_topk_prob", I}, {"scoring_func", I}, {"topk_method", R}, {"n_group", R}, {"topk_group", R},
     {"routed_scaling_factor", I}, {"output_router_logits", I}, {"router_aux_loss_coef", I}, {"aux_loss_alpha", I},
     {"seq_aux", I}, {"router_jitter_noise", I}, {"ep_size", I},
 });
@@ -549,6 +572,8 @@ ModelSpec model_from_json(const json& j, std::string_view where) {
   m.shared_expert_ffn_hidden_size = j.value("moe_shared_expert_intermediate_size", std::int64_t{0});
   m.shared_expert_gate = j.value("moe_shared_expert_gate", false);
   m.first_dense_layers = j.value("first_dense_layers", std::int64_t{0});
+  m.moe_router_num_groups = j.value("moe_router_num_groups", std::int64_t{0});
+  m.moe_router_group_topk = j.value("moe_router_group_topk", std::int64_t{0});
   m.q_lora_rank = j.value("q_lora_rank", std::int64_t{0});
   m.kv_lora_rank = j.value("kv_lora_rank", std::int64_t{0});
   m.qk_nope_head_dim = j.value("qk_nope_head_dim", std::int64_t{0});

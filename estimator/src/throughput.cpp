@@ -427,17 +427,43 @@ double routed_copies_per_gpu(const ModelSpec& m, const Layout& l) {
 // each remote node holding one of its k experts once (DeepSeek-V3 report Sec. 3.2.2) and fans it out there on NVLink:
 // expected_remote_nodes tokens on the NIC instead of k·(ep − local)/ep copies. With etp > 1 the copies are also
 // all-gathered (dispatch) or reduce-scattered (combine) over the etp ranks, which sit in one node when etp divides it.
-double expected_remote_nodes(const ModelSpec& m, double nodes) {
-  const double experts = d(m.num_experts), others = experts - experts / nodes, k = d(m.moe_router_topk);
-  double none_there = 0.0;  // C(E − E_n, k)/C(E, k): 0 when k > E − E_n
-  if (k <= others && m.moe_router_topk <= 64) {
-    none_there = 1.0;
-    for (std::int64_t i = 0; i < m.moe_router_topk; ++i) none_there *= (others - d(i)) / (experts - d(i));
-  } else if (k <= others) {  // the same through log-gamma, without a loop over k
-    none_there = std::exp(std::lgamma(others + 1.0) - std::lgamma(others - k + 1.0) - std::lgamma(experts + 1.0) +
-                          std::lgamma(experts - k + 1.0));
+double none_drawn(double total, double there, double draws) {
+  const double others = total - there;
+  if (draws > others) return 0.0;
+  if (draws <= 64.0 && draws == std::floor(draws)) {
+    double none = 1.0;
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(draws); ++i) none *= (others - d(i)) / (total - d(i));
+    return none;
   }
-  return (nodes - 1.0) * (1.0 - none_there);
+  // The same through log-gamma, without a loop over the draws (and for a fractional count of them).
+  return std::exp(std::lgamma(others + 1.0) - std::lgamma(others - draws + 1.0) - std::lgamma(total + 1.0) +
+                  std::lgamma(total - draws + 1.0));
+}
+
+double expert_nodes(const Layout& l, std::int64_t gpus_per_node) {
+  return d(l.ep) / d(members_per_node(l.expert_tp(), l.ep, gpus_per_node));
+}
+
+bool group_routing_priced(const ModelSpec& m, double nodes) {
+  if (!group_limited_routing(m) || nodes <= 1.0) return true;
+  if (nodes != std::floor(nodes)) return false;
+  const auto n = static_cast<std::int64_t>(nodes), groups = m.moe_router_num_groups;
+  return groups % n == 0 || n % groups == 0;
+}
+
+double expected_remote_nodes(const ModelSpec& m, double nodes) {
+  const double experts = d(m.num_experts), k = d(m.moe_router_topk);
+  if (!group_limited_routing(m) || nodes <= 1.0) return (nodes - 1.0) * (1.0 - none_drawn(experts, experts / nodes, k));
+  if (!group_routing_priced(m, nodes))
+    throw Error("group-limited routing: " + std::to_string(m.moe_router_num_groups) + " groups over " +
+                std::to_string(nodes) + " nodes, neither dividing the other, is not priced");
+  const double groups = d(m.moe_router_num_groups), chosen = d(m.moe_router_group_topk);
+  // A node of whole groups is reached unless none of its groups is chosen; a node holding part of a group, when its
+  // group is chosen and one of the group's k/M experts of the token sits there.
+  const double reached = m.moe_router_num_groups % static_cast<std::int64_t>(nodes) == 0
+                             ? 1.0 - none_drawn(groups, groups / nodes, chosen)
+                             : chosen / groups * (1.0 - none_drawn(experts / groups, experts / nodes, k / chosen));
+  return (nodes - 1.0) * reached;
 }
 
 double expert_dispatch_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
@@ -447,8 +473,9 @@ double expert_dispatch_seconds(const ModelSpec& m, const PerfContext& p, const L
   if (l.ep > 1) {
     const double ep = d(l.ep), local = d(members_per_node(l.expert_tp(), l.ep, p.gpus_per_node));
     const double intra = bytes * (local - 1.0) / ep;
-    const double inter = l.dispatcher == ExpertDispatcher::flex ? token_bytes * expected_remote_nodes(m, ep / local)
-                                                                : bytes * (ep - local) / ep;
+    const double inter = l.dispatcher == ExpertDispatcher::flex
+                             ? token_bytes * expected_remote_nodes(m, expert_nodes(l, p.gpus_per_node))
+                             : bytes * (ep - local) / ep;
     seconds = std::max(intra > 0 ? p.intra.seconds(intra) : 0.0, inter > 0 ? p.inter.seconds(inter) : 0.0);
   }
   if (l.expert_tp() > 1) {

@@ -525,6 +525,16 @@ TEST(Check, RefusesTheWordsBashSplitsAsMegatronWould) {
   flex.insert(flex.end(), {"--num-experts", "8", "--moe-router-topk", "2", "--moe-token-dispatcher-type", "flex",
                            "--expert-model-parallel-size", "8", "--moe-flex-dispatcher-backend", "hybridep"});
   EXPECT_NE(run(flex).code, 2);
+  // Group-limited routing is read into the model: groups that split the 8 experts, or an error naming both.
+  std::vector<std::string> grouped = flex;
+  grouped.insert(grouped.end(), {"--moe-router-num-groups", "4", "--moe-router-group-topk", "2"});
+  grouped.insert(grouped.begin() + 1, "--json");
+  const Result groups = run(grouped);
+  ASSERT_NE(groups.code, 2) << groups.err;
+  EXPECT_NE(nlohmann::json::parse(groups.out).at("flags_read").dump().find("--moe-router-group-topk 2"),
+            std::string::npos);
+  grouped[grouped.size() - 3] = "3";
+  EXPECT_NE(run(grouped).err.find("moe_router_group_topk 2 of moe_router_num_groups 3"), std::string::npos);
   flex.back() = "ncclep";
   EXPECT_NE(run(flex).err.find("--moe-flex-dispatcher-backend ncclep: not priced"), std::string::npos);
   twice.insert(twice.end(), {"--num-layers", "16"});

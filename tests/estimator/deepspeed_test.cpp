@@ -130,7 +130,7 @@ TEST_F(DeepspeedTest, HpzIsPaRosZeroPlusPlus) {
   LayoutRequest hpz = job("GGG");
   hpz.hpz_partition_size = 8;
   const Layout l = layout(hpz), plain = layout(job("GGG"));
-  EXPECT_NO_THROW(validate_on_cluster(l, a100));
+  EXPECT_NO_THROW(validate_on_cluster(llama8b, l, a100));
   const double stage = stage_parameters_per_gpu(llama8b, l, 0);
   EXPECT_DOUBLE_EQ(zero_hpz_secondary_parameters(a100, l, stage), stage / 8.0);
   EXPECT_DOUBLE_EQ(stage_memory(llama8b, a100, l, deepspeed.residual, 0).params -
@@ -146,7 +146,8 @@ TEST_F(DeepspeedTest, HpzIsPaRosZeroPlusPlus) {
   EXPECT_LT(estimate_perf(llama8b, exposed, layout(hpz)).breakdown.dp_comm_s,
             estimate_perf(llama8b, exposed, layout(flat)).breakdown.dp_comm_s);
   hpz.hpz_partition_size = 4;
-  EXPECT_NE(test::error_of([&] { validate_on_cluster(layout(hpz), a100); }).find("(valid: 8)"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { validate_on_cluster(llama8b, layout(hpz), a100); }).find("(valid: 8)"),
+            std::string::npos);
   LayoutRequest stage2 = job("NGG");
   stage2.hpz_partition_size = 8;
   EXPECT_NE(test::error_of([&] { (void)layout(stage2); }).find("needs ZeRO-3"), std::string::npos);

@@ -128,8 +128,8 @@ TEST_F(PrecisionOffloadTest, Fp8ParameterGatherHalvesTheLinearWeightsOnTheWire) 
 
 TEST_F(PrecisionOffloadTest, RefusesWhatCannotBePriced) {
   const Layout fp8 = layout(megatron, Fp8Recipe::delayed);
-  EXPECT_THROW(validate_on_cluster(fp8, lib.cluster("dgx-a100-80gb")), Error);  // no FP8 on A100
-  EXPECT_NO_THROW(validate_on_cluster(fp8, h100));
+  EXPECT_THROW(validate_on_cluster(llama8b, fp8, lib.cluster("dgx-a100-80gb")), Error);  // no FP8 on A100
+  EXPECT_NO_THROW(validate_on_cluster(llama8b, fp8, h100));
   EXPECT_THROW((void)layout(fsdp, Fp8Recipe::delayed), Error);  // torchao scales dynamically only
   LayoutRequest r = job();
   r.fp8_param_gather = true;
@@ -144,7 +144,7 @@ TEST_F(PrecisionOffloadTest, RefusesWhatCannotBePriced) {
   EXPECT_THROW((void)build_layout(llama8b, megatron, r), Error);  // not with pipeline parallelism
   r.pp = 1, r.optimizer_offload = 1.0, r.activation_offload_layers = 0;
   const Layout offload = build_layout(llama8b, megatron, r);
-  EXPECT_THROW(validate_on_cluster(offload, lib.cluster("lumi-mi250x")), Error);  // no host link given
+  EXPECT_THROW(validate_on_cluster(llama8b, offload, lib.cluster("lumi-mi250x")), Error);  // no host link given
 }
 
 TEST_F(PrecisionOffloadTest, OffloadedOptimizerMovesItsStatesAndPricesTheHostStep) {
@@ -272,8 +272,8 @@ TEST_F(PrecisionOffloadTest, Fp16RefusesWhatItDoesNotPrice) {
   ClusterSpec other = h100;
   other.gpu.fp16_flops = 2.0 * other.gpu.bf16_flops;
   const Layout fp16 = build_layout(llama8b, megatron, r);
-  EXPECT_NO_THROW(validate_on_cluster(fp16, h100));
-  EXPECT_THROW(validate_on_cluster(fp16, other), Error);
+  EXPECT_NO_THROW(validate_on_cluster(llama8b, fp16, h100));
+  EXPECT_THROW(validate_on_cluster(llama8b, fp16, other), Error);
   LayoutRequest fp8 = r, bf16_reduction = r, precision_aware = r;
   fp8.fp8 = Fp8Recipe::delayed;
   bf16_reduction.optimizer_precision.grad_reduce_in_bf16 = true;

@@ -543,6 +543,8 @@ TEST(HuggingFaceConfig, ExpertModelsCountTotalAndActiveParameters) {
   EXPECT_EQ(parameter_count(read), parameter_count(v3));
   EXPECT_EQ(active_parameter_count(read), active_parameter_count(v3));
   EXPECT_EQ(read.mtp_layers, 1);
+  EXPECT_EQ(read.moe_router_num_groups, v3.moe_router_num_groups);  // n_group 8, topk_group 4: the shipped model's
+  EXPECT_EQ(read.moe_router_group_topk, v3.moe_router_group_topk);
   const TempFile mixtral(kMixtral, "config.json");
   const ModelSpec m = lib.model(mixtral.path());
   EXPECT_EQ(m.num_experts, 8);
@@ -566,6 +568,28 @@ TEST(HuggingFaceConfig, ExpertModelsCountTotalAndActiveParameters) {
   EXPECT_TRUE(q2.qkv_bias && q2.shared_expert_gate);
   EXPECT_EQ(static_cast<std::int64_t>(parameter_count(q2)), 14'315'784'192);
   EXPECT_EQ(static_cast<std::int64_t>(active_parameter_count(q2)), 2'689'173'504);
+}
+
+// The router's groups are read: DeepSeek-V2's group_limited_greedy and V3's noaux_tc route within topk_group of
+// n_group groups, greedy over every expert; another topk_method, or groups that do not split the experts, is refused.
+TEST(HuggingFaceConfig, RoutingGroupsAreReadAsTheRouterUsesThem) {
+  const std::string moe = R"({"model_type": "deepseek_v2", "hidden_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100, "moe_intermediate_size": 32,
+    "n_routed_experts": 16, "num_experts_per_tok": 4, "n_group": 4)";
+  const auto read = [&](const std::string& more) {
+    const TempFile f(moe + more + "}", "config.json");
+    return test::library().model(f.path());
+  };
+  const ModelSpec grouped = read(R"(, "topk_group": 2, "topk_method": "group_limited_greedy")");
+  EXPECT_EQ(grouped.moe_router_num_groups, 4);
+  EXPECT_EQ(grouped.moe_router_group_topk, 2);
+  EXPECT_TRUE(group_limited_routing(read(R"(, "topk_group": 2)")));
+  EXPECT_FALSE(group_limited_routing(read(R"(, "topk_group": 2, "topk_method": "greedy")")));
+  EXPECT_NE(model_error(moe + R"(, "topk_group": 2, "topk_method": "sinkhorn"})").find("topk_method 'sinkhorn'"),
+            std::string::npos);
+  EXPECT_NE(model_error(moe + "}").find("missing 'topk_group'"), std::string::npos);
+  EXPECT_NE(model_error(moe + R"(, "topk_group": 5})").find("moe_router_group_topk 5 of moe_router_num_groups 4"),
+            std::string::npos);
 }
 
 TEST(HuggingFaceConfig, DropoutOutsideZeroToOneIsRefusedNamingTheKey) {

@@ -342,6 +342,43 @@ TEST_F(ThroughputTest, ExpertAllToAllsFollowWhereTheExpertGroupSits) {
   EXPECT_GT(seconds, flops_f / p.peak_flops);
 }
 
+// Group-limited routing (moe_utils.py group_limited_topk; DeepSeek-V3's 8 groups of 32 experts, 4 chosen, top 8): a
+// token reaches at most the nodes of its 4 groups, which the flex dispatcher sends it to once each.
+TEST_F(ThroughputTest, GroupLimitedRoutingBoundsTheNodesAFlexDispatchReaches) {
+  const ModelSpec v3 = lib.model("deepseek-v3");
+  ASSERT_EQ(v3.moe_router_num_groups, 8);
+  ASSERT_EQ(v3.moe_router_group_topk, 4);
+  // One group a node: a node is reached when its group is chosen, 4 of 8.
+  EXPECT_DOUBLE_EQ(expected_remote_nodes(v3, 8.0), 7.0 * 4.0 / 8.0);
+  // Two groups a node: reached unless neither is chosen, 1 − C(6, 4)/C(8, 4).
+  EXPECT_DOUBLE_EQ(expected_remote_nodes(v3, 4.0), 3.0 * (1.0 - 15.0 / 70.0));
+  // A group over two nodes: its group chosen (4/8) and one of its k/M = 2 experts of the 32 among the node's 16.
+  EXPECT_DOUBLE_EQ(expected_remote_nodes(v3, 16.0), 15.0 * 0.5 * (1.0 - (16.0 * 15.0) / (32.0 * 31.0)));
+  // Fewer remote nodes than free routing over all 256 experts, the same when every group is chosen or there is one.
+  ModelSpec free = v3;
+  free.moe_router_num_groups = free.moe_router_group_topk = 0;
+  EXPECT_LT(expected_remote_nodes(v3, 8.0), expected_remote_nodes(free, 8.0));
+  ModelSpec one_group = v3;
+  one_group.moe_router_num_groups = one_group.moe_router_group_topk = 1;
+  EXPECT_DOUBLE_EQ(expected_remote_nodes(one_group, 8.0), expected_remote_nodes(free, 8.0));
+  ModelSpec every_group = v3;
+  every_group.moe_router_group_topk = 8;
+  EXPECT_DOUBLE_EQ(expected_remote_nodes(every_group, 8.0), 7.0);
+  // 8 groups over 3 nodes neither divide: refused, and the layout with it refused on the cluster.
+  EXPECT_FALSE(group_routing_priced(v3, 3.0));
+  EXPECT_TRUE(group_routing_priced(v3, 1.0) && group_routing_priced(free, 3.0));
+  EXPECT_THROW((void)expected_remote_nodes(v3, 3.0), Error);
+  ModelSpec split = v3;  // 48 experts in 8 groups of 6, EP 24 over three 8-GPU nodes
+  split.num_experts = 48;
+  Layout l = layout(1, 1, 1, 1, 24);
+  l.seq = 4096;
+  l.ep = 24;
+  const ClusterSpec h100 = lib.cluster("dgx-h100");
+  EXPECT_NO_THROW(validate_on_cluster(split, l, h100));  // the alltoall dispatcher sends every copy: no groups
+  l.dispatcher = ExpertDispatcher::flex;
+  EXPECT_NE(test::error_of([&] { validate_on_cluster(split, l, h100); }).find("8 routing groups"), std::string::npos);
+}
+
 // --moe-shared-expert-overlap: each all-to-all runs beside one of the shared expert's GEMMs and is exposed only
 // past it. DeepSeek-V3's shared expert (2,048 wide) over 4,096 tokens hides part of each dispatch at ep 64 across
 // nodes; the compute is the same. Mixtral has no shared expert: nothing changes.

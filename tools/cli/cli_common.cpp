@@ -104,7 +104,7 @@ Layout LayoutOptions::build(const ModelSpec& model, const FrameworkProfile& f) c
 
 Layout LayoutOptions::build(const Plan& plan) const {
   Layout l = build(plan.model, plan.framework);
-  validate_on_cluster(l, plan.cluster);
+  validate_on_cluster(plan.model, l, plan.cluster);
   return l;
 }
 

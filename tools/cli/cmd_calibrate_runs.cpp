@@ -71,7 +71,7 @@ Resolved resolve_run(const calibrate::MeasuredRun& r, const CalibrateRunsDefault
     const KnobSettings k = knob_settings_of(r.layout);
     if (!k.given(KnobId::seq)) throw Error("no seq column: the sequence length of the run");
     out.layout = build_layout(out.specs.model, out.specs.framework, layout_request(k, out.specs.framework));
-    validate_on_cluster(out.layout, out.specs.cluster);
+    validate_on_cluster(out.specs.model, out.layout, out.specs.cluster);
     return out;
   } catch (const Error& e) {
     const std::string what = e.what();

@@ -390,7 +390,7 @@ py::dict Planner::estimate_many(const py::dict& columns, const std::string& on_e
 void Planner::price_row(const LayoutRequest& r, const Columns& out, std::size_t i) const {
   if (r.seq == 0) throw Error(field("seq") + " is required (tokens per sequence)");
   const Layout l = build_layout(specs_.model, specs_.framework, r);  // sizes checked there
-  validate_on_cluster(l, specs_.cluster);
+  validate_on_cluster(specs_.model, l, specs_.cluster);
   const double peak = peak_memory_bytes(specs_.model, specs_.cluster, l, specs_.framework.residual);
   const double capacity = specs_.cluster.gpu.usable_memory_bytes;
   const PerfEstimate e = estimate_perf(specs_.model, context_->perf, l);

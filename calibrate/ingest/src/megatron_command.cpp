@@ -54,6 +54,8 @@ constexpr std::array kFlags = {
     Flag{"--moe-shared-expert-intermediate-size", "moe_shared_expert_intermediate_size", Arity::value, ""},
     Flag{"--moe-shared-expert-gate", "moe_shared_expert_gate", Arity::store_true, ""},
     Flag{"--moe-layer-freq", "moe_layer_freq", Arity::value, ""},
+    Flag{"--moe-router-num-groups", "moe_router_num_groups", Arity::value, ""},
+    Flag{"--moe-router-group-topk", "moe_router_group_topk", Arity::value, ""},
     // The router's balancing and the experts' kernels (arguments.py _add_moe_args): the same tokens to the same
     // experts.
     Flag{"--moe-grouped-gemm", "moe_grouped_gemm", Arity::store_true, kWhyGroupedGemm},

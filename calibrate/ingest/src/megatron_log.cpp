@@ -103,6 +103,11 @@ void megatron_experts(const std::map<std::string, std::string>& args, ModelSpec&
     if (arg(args, "moe_shared_expert_intermediate_size"))
       m.shared_expert_ffn_hidden_size = int_arg(args, "moe_shared_expert_intermediate_size", where);
     m.shared_expert_gate = flag_arg(args, "moe_shared_expert_gate");
+    // Group-limited routing (transformer_config.py): the groups count only with a group top-k, which needs them.
+    if (arg(args, "moe_router_group_topk")) {
+      m.moe_router_group_topk = int_arg(args, "moe_router_group_topk", where);
+      m.moe_router_num_groups = int_arg(args, "moe_router_num_groups", where);
+    }
     const std::string freq = arg(args, "moe_layer_freq").value_or("1");
     if (freq != "1") {  // "[0, 0, 0, 1, 1, ...]": leading dense layers only
       std::int64_t dense = 0, moe = 0;
@@ -217,6 +222,7 @@ std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>
   }
   megatron_experts(args, m, where);
   megatron_window(args, m, where);
+  check_model_shape(m, where);
   return m;
 }
 

@@ -421,8 +421,9 @@ void refuse_unpriced_precision(const Layout& layout);
 void require_whole_nodes(std::int64_t gpus, const ClusterSpec& cluster);
 // What the layout needs of the cluster beyond validate_layout: whole nodes (require_whole_nodes), an FP8 peak on the
 // GPU (A100 and MI250X have none), host links on the cluster for offloading, ZeRO++'s secondary shard over a node's
-// DP ranks; throws Error naming what is missing.
+// DP ranks, and under the flex dispatcher an EP group whose nodes the model's routing groups divide or are divided by
+// (throughput.hpp group_routing_priced); throws Error naming what is missing.
 // Part of every priced estimate.
-void validate_on_cluster(const Layout& layout, const ClusterSpec& cluster);
+void validate_on_cluster(const ModelSpec& model, const Layout& layout, const ClusterSpec& cluster);
 
 }  // namespace headroom

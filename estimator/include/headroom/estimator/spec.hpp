@@ -63,6 +63,12 @@ struct ModelSpec {
   std::int64_t shared_expert_ffn_hidden_size = 0;
   bool shared_expert_gate = false;
   std::int64_t first_dense_layers = 0;
+  // Group-limited routing (Megatron-LM's --moe-router-num-groups and --moe-router-group-topk, Hugging Face's n_group
+  // and topk_group; megatron/core/transformer/moe/moe_utils.py group_limited_topk): the experts in num_groups equal
+  // groups of consecutive experts, each token choosing group_topk groups by their top-(k/group_topk) scores and its k
+  // experts inside them. group_topk 0: every token chooses among all experts (Megatron-LM ignores the groups then).
+  std::int64_t moe_router_num_groups = 0;
+  std::int64_t moe_router_group_topk = 0;
   // Multi-head latent attention (DeepSeek-V2/V3; Hugging Face's and Megatron-LM's names): q projected down to
   // q_lora_rank (0: projected directly) and k, v to kv_lora_rank (plus a shared RoPE key of qk_rope_head_dim), then
   // up per head to qk_nope_head_dim + qk_rope_head_dim (q, k) and v_head_dim (v). kv_lora_rank 0: ordinary attention.
@@ -98,6 +104,11 @@ struct ModelSpec {
 
 // Gate, up and down projections (SwiGLU, GeGLU): three h × h_ffn matrices, not two.
 [[nodiscard]] inline bool gated_mlp(const ModelSpec& m) { return mlp_input_projections(m.mlp) == 2.0; }
+
+// Whether a token's experts are limited to moe_router_group_topk of the moe_router_num_groups groups.
+[[nodiscard]] inline bool group_limited_routing(const ModelSpec& m) {
+  return m.num_experts > 0 && m.moe_router_group_topk > 0;
+}
 
 // Layers with routed experts: all but the first dense ones, none in a dense model.
 [[nodiscard]] inline std::int64_t moe_layers(const ModelSpec& m) {
@@ -226,6 +237,11 @@ class SpecLibrary {
                                                   const GpuSpec* known_gpu) const;
   std::filesystem::path data_dir_;
 };
+
+// The checks every model passes, however it was read (a model file, a Hugging Face config, a Megatron-LM command or
+// log): positive sizes up to 10^12, heads that split the width, experts and their routing, latent attention's widths;
+// throws Error naming the field and `where`.
+void check_model_shape(const ModelSpec& m, std::string_view where);
 
 // Parsing from already-loaded JSON; `where` names the source in error messages.
 [[nodiscard]] ModelSpec model_from_json(const nlohmann::json& j, std::string_view where);

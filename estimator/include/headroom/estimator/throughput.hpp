@@ -149,8 +149,20 @@ struct Fp8CastBytes {
 [[nodiscard]] LayerPasses moe_layer_compute_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l);
 // Token copies the busiest GPU's experts process per micro-batch and layer: k·s·b/(t·c)·etp·expert_load.
 [[nodiscard]] double routed_copies_per_gpu(const ModelSpec& m, const Layout& l);
-// For experts chosen uniformly, E/n on each of n nodes: the expected other nodes a token's k experts sit on,
-// (n − 1)·(1 − C(E − E/n, k)/C(E, k)).
+// C(total − there, draws)/C(total, draws): the chance that `draws` items drawn without replacement from `total` miss
+// `there` given ones (the hypergeometric zero; a fractional count of draws through log-gamma).
+[[nodiscard]] double none_drawn(double total, double there, double draws);
+// The nodes the layout's EP group spans (its etp-strided members, members_per_node of them in a node).
+[[nodiscard]] double expert_nodes(const Layout& l, std::int64_t gpus_per_node);
+// Whether expected_remote_nodes prices the model's routing over `nodes` nodes: without group-limited routing always;
+// with it where the groups and the nodes divide one another (groups of whole nodes, or nodes of whole groups).
+[[nodiscard]] bool group_routing_priced(const ModelSpec& m, double nodes);
+// The expected other nodes a token's k experts sit on, E/n experts on each of n nodes in order. Experts chosen
+// uniformly: (n − 1)·(1 − C(E − E/n, k)/C(E, k)). Group-limited routing (DeepSeek-V3 report Sec. 2.1.2: a token sent
+// to at most M nodes), each of the M chosen groups taken uniformly of the G and holding k/M of the token's experts: a
+// node of G/n whole groups is reached unless none is chosen, 1 − C(G − G/n, M)/C(G, M); a node holding E/n experts of
+// a group spread over several is reached with its group (M/G) and one of the group's k/M there,
+// 1 − C(E/G − E/n, k/M)/C(E/G, k/M). An Error where group_routing_priced is false.
 [[nodiscard]] double expected_remote_nodes(const ModelSpec& m, double nodes);
 // One all-to-all (dispatch or combine) of a layer with experts, one micro-batch and pass, on one GPU's links.
 [[nodiscard]] double expert_dispatch_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l);
