@@ -156,6 +156,7 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
   a.insert(a.end(), {"--normalization", m.norm == Norm::rmsnorm ? "RMSNorm" : "LayerNorm"});
   if (!m.linear_biases) a.emplace_back("--disable-bias-linear");
   if (m.qkv_bias && !m.linear_biases) a.emplace_back("--add-qkv-bias");
+  if (m.attention_sinks) a.insert(a.end(), {"--softmax-type", "learnable"});
   if (!m.learned_positions) a.insert(a.end(), {"--position-embedding-type", "rope"});
   if (!m.tied_embeddings) a.emplace_back("--untie-embeddings-and-output-weights");
   megatron_arithmetic(m, a, issues);
@@ -589,6 +590,7 @@ void megatron_deepspeed_model(const ModelSpec& m, std::vector<std::string>& a, s
   a.insert(a.end(), {"--normalization", m.norm == Norm::rmsnorm ? "rmsnorm" : "layernorm"});
   if (!m.linear_biases) a.emplace_back("--disable-bias-linear");
   if (m.qkv_bias && !m.linear_biases) issues.emplace_back("a bias on QKV alone: Megatron-DeepSpeed has no such flag");
+  if (m.attention_sinks) issues.emplace_back("attention sinks: Megatron-DeepSpeed has no such flag");
   if (!m.learned_positions) {
     a.emplace_back("--use-rotary-position-embeddings");
     if (m.rope_theta > 0 && m.rope_theta == std::floor(m.rope_theta) && m.rope_theta <= 2e9)

@@ -133,7 +133,8 @@ double attention_parameters_per_layer(const ModelSpec& m) {
   const double weights = 2.0 * h * (q + kv);
   const double qkv_biases = m.linear_biases || m.qkv_bias ? q + 2.0 * kv : 0.0;
   const double o_bias = m.linear_biases ? h : 0.0;
-  return weights + qkv_biases + o_bias;
+  const double sinks = m.attention_sinks ? d(m.num_heads) : 0.0;  // gpt-oss's per-head sink logits
+  return weights + qkv_biases + o_bias + sinks;
 }
 
 // 4D paper Eq. 2 (ffn_weights), with GPT's biases on the up and down projections.
@@ -154,15 +155,23 @@ double layer_parameters(const ModelSpec& m) {
   return attention_parameters_per_layer(m) + ffn_parameters_per_layer(m) + norm_parameters_per_layer(m);
 }
 
-// Megatron-LM's theoretical_memory_usage.py (routed_expert_params / E): one expert's FFN, 3·h·f_e gated, 2·h·f_e not.
-double expert_ffn_parameters(const ModelSpec& m) { return ffn_weights(m, m.moe_ffn_hidden_size); }
+// Megatron-LM's theoretical_memory_usage.py (routed_expert_params / E): one expert's FFN, 3·h·f_e gated, 2·h·f_e not;
+// with biases on every linear layer its up (gate and up) and down biases as well (gpt-oss's gate_up_proj_bias and
+// down_proj_bias, modeling_gpt_oss.py GptOssExperts).
+double expert_ffn_parameters(const ModelSpec& m) {
+  const double f = d(m.moe_ffn_hidden_size);
+  return ffn_weights(m, m.moe_ffn_hidden_size) +
+         (m.linear_biases ? mlp_input_projections(m.mlp) * f + d(m.hidden_size) : 0.0);
+}
 
 // theoretical_memory_usage.py: the shared expert (shared_expert_params, TP-split like a dense FFN).
 double shared_expert_parameters(const ModelSpec& m) { return ffn_weights(m, m.shared_expert_ffn_hidden_size); }
 
-// theoretical_memory_usage.py: router_params h·E and shared_expert_gate_params h, replicated over TP.
+// theoretical_memory_usage.py: router_params h·E (and its bias E with add_bias_linear) and shared_expert_gate_params
+// h, replicated over TP.
 double router_parameters(const ModelSpec& m) {
-  return d(m.hidden_size) * (d(m.num_experts) + (m.shared_expert_gate ? 1.0 : 0.0));
+  return d(m.hidden_size) * (d(m.num_experts) + (m.shared_expert_gate ? 1.0 : 0.0)) +
+         (m.linear_biases ? d(m.num_experts) : 0.0);
 }
 
 // A layer with routed experts, all E of them (num_parameters_in_transformer_layer_moe).
@@ -217,7 +226,7 @@ double layer_parameters_per_gpu(const ModelSpec& m, const Layout& l) {
 // theoretical_memory_usage.py's split of a layer with experts: attention and shared expert over t, norms, router
 // and shared gate whole; the routed experts are expert_parameters_per_gpu.
 double moe_layer_dense_parameters_per_gpu(const ModelSpec& m, const Layout& l) {
-  const double replicated = mla_replicated_parameters(m);
+  const double replicated = (m.linear_biases ? d(m.hidden_size) : 0.0) + mla_replicated_parameters(m);  // o's bias
   return (attention_parameters_per_layer(m) - replicated + shared_expert_parameters(m)) / d(l.tp) +
          norm_parameters_per_layer(m) + router_parameters(m) + replicated;
 }
@@ -283,7 +292,8 @@ double linear_weight_parameters_per_gpu(const ModelSpec& m, const Layout& l, boo
     attention = (mla_parameters(m) - replicated) / t + replicated - latent_norms;
   }
   if (!experts) return attention + ffn_weights(m, m.ffn_hidden_size) / t;
-  return attention + shared_expert_parameters(m) / t + expert_parameters_per_gpu(m, l);
+  return attention + shared_expert_parameters(m) / t +
+         d(m.num_experts) * ffn_weights(m, m.moe_ffn_hidden_size) / (d(l.ep) * d(l.expert_tp()));
 }
 
 double stage_linear_weight_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_t stage) {

@@ -197,8 +197,14 @@ void refuse_unpriced_hf_keys(const json& j, const std::string& type, std::string
     if (hf_probability(j, {key}, where) > 0)
       throw Error(std::string(where) + ": " + key + " = " + j.at(key).dump() +
                   ": dropout outside attention stores masks headroom does not price yet (0 only)");
+  // gpt-oss's experts and router always have biases (modeling_gpt_oss.py GptOssExperts, GptOssTopKRouter); with its
+  // attention's (attention_bias) every linear layer has one, which is priced.
+  if (type == "gpt_oss" && !hf_bool(j, "attention_bias", where, false))
+    throw Error(std::string(where) +
+                ": attention_bias = false with gpt-oss's biased experts: biases on some linear "
+                "layers only cannot be priced by headroom yet (true only)");
   for (const char* key : {"attention_bias", "mlp_bias"})
-    if (hf_bool(j, key, where, false))
+    if (type != "gpt_oss" && hf_bool(j, key, where, false))
       throw Error(std::string(where) + ": " + key +
                   " = true: biases on these projections cannot be priced by headroom yet (Qwen2's q/k/v biases and "
                   "GPT's biases on every linear layer can)");
@@ -314,6 +320,10 @@ void read_hf_experts(const json& j, ModelSpec& m, std::string_view where) {
   if (experts <= 1) return;
   m.num_experts = experts;
   m.moe_router_topk = hf_int(j, {"num_experts_per_tok"}, where);
+  // gpt-oss repeats the count as experts_per_token (configuration_gpt_oss.py): the same number, or no model.
+  if (const std::int64_t again = hf_count(j, "experts_per_token", where); again >= 0 && again != m.moe_router_topk)
+    throw Error(std::string(where) + ": experts_per_token " + std::to_string(again) +
+                " differs from num_experts_per_tok " + std::to_string(m.moe_router_topk));
   m.moe_ffn_hidden_size = hf_int(j, {"moe_intermediate_size", "intermediate_size"}, where);
   if (const std::int64_t shared = hf_count(j, "shared_expert_intermediate_size", where); shared > 0) {
     m.shared_expert_ffn_hidden_size = shared;
@@ -340,10 +350,10 @@ void read_hf_experts(const json& j, ModelSpec& m, std::string_view where) {
 // dropout outside attention, experts on some layers only, windows on some layers); `inert` keys change nothing
 // headroom prices: token ids, dtypes and library settings, norm epsilons, RoPE's base and scaling (a rotation without
 // weights, its elementwise cost inside the fitted elementwise passes), logit soft-capping and scalar multipliers
-// (elementwise on tensors priced anyway), the router's scoring and loss coefficients (which experts a token picks, not
-// how many; its groups are read: they bound the nodes a token reaches) and an inference checkpoint's quantization. Any
-// other key is refused, naming it: headroom cannot tell whether it changes the model. Sources: transformers'
-// configuration_<model_type>.py and PretrainedConfig (configuration_utils.py).
+// and clamps (elementwise on tensors priced anyway), the router's scoring and loss coefficients (which experts a token
+// picks, not how many; its groups are read: they bound the nodes a token reaches) and an inference checkpoint's
+// quantization. Any other key is refused, naming it: headroom cannot tell whether it changes the model. Sources:
+// transformers' configuration_<model_type>.py and PretrainedConfig (configuration_utils.py).
 enum class HfKeyUse { read, inert };
 struct HfKey {
   std::string_view name;
@@ -368,7 +378,7 @@ constexpr std::array kHfConfigKeys = std::to_array<HfKey>({
     {"moe_intermediate_size", R}, {"shared_expert_intermediate_size", R}, {"n_shared_experts", R},
     {"first_k_dense_replace", R}, {"decoder_sparse_step", R}, {"moe_layer_freq", R}, {"mlp_only_layers", R},
     {"kv_lora_rank", R}, {"q_lora_rank", R}, {"qk_nope_head_dim", R}, {"qk_rope_head_dim", R}, {"v_head_dim", R},
-    {"num_nextn_predict_layers", R},
+    {"num_nextn_predict_layers", R}, {"experts_per_token", R},
     // the checkpoint and the library (inert)
     {"_name_or_path", I}, {"architectures", I}, {"auto_map", I}, {"transformers_version", I}, {"torch_dtype", I},
     {"dtype", I}, {"use_cache", I}, {"initializer_range", I}, {"bos_token_id", I}, {"eos_token_id", I},
@@ -379,7 +389,7 @@ constexpr std::array kHfConfigKeys = std::to_array<HfKey>({
     {"rms_norm_eps", I}, {"layer_norm_eps", I}, {"layer_norm_epsilon", I}, {"norm_eps", I}, {"rope_theta", I},
     {"rope_scaling", I}, {"rope_parameters", I}, {"rope_local_base_freq", I},
     {"original_max_position_embeddings", I}, {"attn_logit_softcapping", I}, {"final_logit_softcapping", I},
-    {"query_pre_attn_scalar", I}, {"embedding_multiplier", I}, {"logits_scaling", I}, {"residual_multiplier", I},
+    {"query_pre_attn_scalar", I}, {"swiglu_limit", I}, {"initial_context_length", I}, {"embedding_multiplier", I}, {"logits_scaling", I}, {"residual_multiplier", I},
     {"attention_multiplier", I}, {"scale_attn_weights", I}, {"scale_attn_by_inverse_layer_idx", I},
     {"reorder_and_upcast_attn", I}, {"summary_type", I}, {"summary_use_proj", I}, {"summary_activation", I},
     {"summary_proj_to_labels", I}, {"summary_first_dropout", I}, {"task_specific_params", I},
@@ -435,7 +445,7 @@ struct HfModelType {
   std::string_view name;
   bool gated;
 };
-constexpr std::array<HfModelType, 17> kModelledHfTypes{{{"llama", true},
+constexpr std::array<HfModelType, 18> kModelledHfTypes{{{"llama", true},
                                                         {"mistral", true},
                                                         {"mixtral", true},
                                                         {"qwen2", true},
@@ -450,6 +460,7 @@ constexpr std::array<HfModelType, 17> kModelledHfTypes{{{"llama", true},
                                                         {"granite", true},
                                                         {"deepseek_v2", true},
                                                         {"deepseek_v3", true},
+                                                        {"gpt_oss", true},
                                                         {"gpt2", false},
                                                         {"nemotron", false}}};
 
@@ -560,6 +571,7 @@ ModelSpec model_from_json(const json& j, std::string_view where) {
                                   : Mlp::swiglu;
   m.linear_biases = j.value("linear_biases", false);
   m.qkv_bias = j.value("qkv_bias", false);
+  m.attention_sinks = j.value("attention_sinks", false);
   m.learned_positions = j.value("learned_position_embeddings", false);
   m.attention_dropout = j.value("attention_dropout", 0.0);
   m.sandwich_norms = j.value("sandwich_norms", false);
@@ -617,7 +629,8 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   m.mlp = hf_mlp(j, family.gated, where);
   // Nemotron's LayerNorm1P has a weight and a bias (modeling_nemotron.py), as GPT-2's LayerNorm.
   m.norm = gpt2 || type == "nemotron" ? Norm::layernorm : Norm::rmsnorm;
-  m.linear_biases = gpt2;
+  m.linear_biases = gpt2 || type == "gpt_oss";
+  m.attention_sinks = type == "gpt_oss";  // modeling_gpt_oss.py GptOssAttention.sinks: one logit per head
   // Qwen2's attention has biases on q, k and v, hard-wired in transformers' modeling_qwen2.py (no config key).
   m.qkv_bias = type == "qwen2" || type == "qwen2_moe";
   m.learned_positions = gpt2;

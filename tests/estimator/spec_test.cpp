@@ -570,6 +570,43 @@ TEST(HuggingFaceConfig, ExpertModelsCountTotalAndActiveParameters) {
   EXPECT_EQ(static_cast<std::int64_t>(active_parameter_count(q2)), 2'689'173'504);
 }
 
+// gpt-oss (OpenAI's model card, Table 1: 20.91B and 116.83B parameters, 3.61B and 5.13B active without the input
+// embedding): biases on every linear layer, experts and router included, a sink logit per head, a 128-token window on
+// every other layer from the first; its Hugging Face config reads as the shipped model.
+TEST(HuggingFaceConfig, GptOssReadsAsTheShippedModelWithItsBiasesAndSinks) {
+  const SpecLibrary lib = test::library();
+  for (const auto& [name, total, active] :
+       {std::tuple{"gpt-oss-20b", 20.91, 3.61}, std::tuple{"gpt-oss-120b", 116.83, 5.13}}) {
+    const ModelSpec m = lib.model(name);
+    const double input_embedding = static_cast<double>(m.vocab_size) * static_cast<double>(m.hidden_size);
+    EXPECT_NEAR(parameter_count(m) / 1e9, total, 0.005) << name;
+    EXPECT_NEAR((active_parameter_count(m) - input_embedding) / 1e9, active, 0.005) << name;
+  }
+  std::string layer_types;
+  for (int i = 0; i < 24; ++i)
+    layer_types += std::string(i ? ", " : "") + (i % 2 ? "\"full_attention\"" : "\"sliding_attention\"");
+  const std::string config = R"({"model_type": "gpt_oss", "architectures": ["GptOssForCausalLM"], "hidden_size": 2880,
+    "num_hidden_layers": 24, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+    "intermediate_size": 2880, "num_local_experts": 32, "num_experts_per_tok": 4, "experts_per_token": 4,
+    "vocab_size": 201088, "max_position_embeddings": 131072, "initial_context_length": 4096, "sliding_window": 128,
+    "hidden_act": "silu", "swiglu_limit": 7.0, "rms_norm_eps": 1e-05, "rope_theta": 150000, "router_aux_loss_coef": 0.9,
+    "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+    "original_max_position_embeddings": 4096, "truncate": false}, "tie_word_embeddings": false,
+    "layer_types": [)" + layer_types +
+                             "], ";
+  const TempFile hf(config + R"("attention_bias": true})", "config.json");
+  const ModelSpec read = lib.model(hf.path()), shipped = lib.model("gpt-oss-20b");
+  EXPECT_EQ(parameter_count(read), parameter_count(shipped));
+  EXPECT_EQ(active_parameter_count(read), active_parameter_count(shipped));
+  EXPECT_TRUE(read.linear_biases && read.attention_sinks);
+  EXPECT_EQ(read.sliding_window, 128);
+  EXPECT_EQ(read.window_skip_freq, 2);
+  EXPECT_NE(model_error(config + R"("attention_bias": false})").find("attention_bias = false"), std::string::npos);
+  std::string other = config + R"("attention_bias": true})";
+  other.replace(other.find("\"experts_per_token\": 4"), 22, "\"experts_per_token\": 2");
+  EXPECT_NE(model_error(other).find("experts_per_token 2 differs"), std::string::npos);
+}
+
 // The router's groups are read: DeepSeek-V2's group_limited_greedy and V3's noaux_tc route within topk_group of
 // n_group groups, greedy over every expert; another topk_method, or groups that do not split the experts, is refused.
 TEST(HuggingFaceConfig, RoutingGroupsAreReadAsTheRouterUsesThem) {

@@ -214,6 +214,13 @@ std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>
   m.learned_positions = arg(args, "position_embedding_type").value_or("learned_absolute") == "learned_absolute" &&
                         arg(args, "add_position_embedding").value_or("True") == "True";
   m.qk_norm = arg(args, "qk_layernorm").value_or("False") == "True";
+  // transformer_config.py softmax_type: vanilla; off-by-one adds 1 to each softmax's denominator (no parameters);
+  // learnable adds a logit per head (gpt-oss's sinks).
+  const std::string softmax = arg(args, "softmax_type").value_or("vanilla");
+  if (softmax != "vanilla" && softmax != "off-by-one" && softmax != "learnable")
+    throw Error(std::string(where) + ": softmax_type '" + softmax.substr(0, 40) +
+                "' (valid: vanilla, off-by-one, learnable)");
+  m.attention_sinks = softmax == "learnable";
   // Dropout on the attention probabilities stores its mask and output (memory.cpp); arguments.py's default is 0.1.
   if (const auto p = arg(args, "attention_dropout")) {
     const double x = std::strtod(p->c_str(), nullptr);

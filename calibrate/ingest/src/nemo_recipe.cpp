@@ -193,6 +193,10 @@ constexpr auto kRecipeModels = std::to_array<RecipeModel>({
      .vocabulary = true,
      .shared_expert_overlap = true,
      .mtp_layers = 1},
+    // megatron/bridge/models/gpt_oss/gpt_oss_bridge.py: biases on every linear layer (add_bias_linear), the learnable
+    // softmax offset (the sinks), a (sliding_window − 1, 0) window on every other layer, no shared expert.
+    {.config = "openai/gpt-oss-20b", .model = "gpt-oss-20b", .experts = true, .vocabulary = true},
+    {.config = "openai/gpt-oss-120b", .model = "gpt-oss-120b", .experts = true, .vocabulary = true},
 });
 
 // The largest count a recipe's setting may give (nodes, devices, parallel sizes, batches, tokens): 10^9, so that

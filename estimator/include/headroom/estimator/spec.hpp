@@ -41,7 +41,10 @@ struct ModelSpec {
   bool tied_embeddings = false;
   Norm norm = Norm::rmsnorm;
   Mlp mlp = Mlp::swiglu;
-  bool linear_biases = false;      // GPT-2 style biases on every linear layer
+  bool linear_biases = false;  // GPT-2 style biases on every linear layer (with experts: theirs and the router's)
+  // A learnable logit per head that joins each softmax's denominator (gpt-oss's attention sinks, Megatron-LM's
+  // --softmax-type learnable): a parameters a layer, split over TP with the heads; the same work.
+  bool attention_sinks = false;
   bool qkv_bias = false;           // biases on the Q, K and V projections only (Qwen2; Megatron-LM's --add-qkv-bias)
   bool learned_positions = false;  // GPT-2 style position-embedding table of max_context × h
   bool sandwich_norms = false;     // norms after attention and MLP as well as before (Gemma 2/3: four per layer)
