@@ -73,6 +73,9 @@ Layout row_layout(const ReferenceTable& t, const Record& row, const FrameworkPro
   l.gbs = integer(t, row, "gbs");
   l.seq = integer(t, row, "seq");
   l.recompute = parse_recompute(t.at(row, "recompute"));
+  // Selective recompute's modules where the row names them (optional column; Megatron-LM's --recompute-modules).
+  if (has(t, "recompute_modules") && !t.at(row, "recompute_modules").empty())
+    l.recompute_modules = parse_recompute_modules(t.at(row, "recompute_modules"));
   l.schedule = l.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
   l.sequence_parallel = truth(t, row, "sequence_parallel");
   l.flash_attention = truth(t, row, "flash_attention");
