@@ -104,8 +104,13 @@ void validate_pipeline_split(const ModelSpec& m, const Layout& l) {
 }  // namespace
 
 // Ring attention passes every KV block around the ring; with a window most are masked out entirely, which
-// headroom's ring model (throughput.hpp, cp_kv_bytes) does not price.
-bool context_parallel_priced(const ModelSpec& m) { return m.sliding_window == 0; }
+// headroom's ring model (throughput.hpp, cp_kv_bytes) does not price, and Transformer Engine refuses it
+// (context_parallel.py attn_forward_func_with_cp: a window only with cp_comm_type a2a or all_gather). Under those two
+// each GPU attends its share of the windowed pairs (a2a: its heads over the whole sequence; all_gather: its queries
+// over the gathered keys) and moves what it moves without a window, which is priced.
+bool context_parallel_priced(const ModelSpec& m, const Layout& l) {
+  return m.sliding_window == 0 || l.cp_exchange == CpExchange::a2a || l.cp_exchange == CpExchange::all_gather;
+}
 
 bool op_recompute_priced(const ModelSpec& m, const Layout& l) {
   return m.num_experts == 0 && !latent_attention(m) && !l.lora.enabled() && l.fp8 == Fp8Recipe::none &&
@@ -177,9 +182,10 @@ void validate_model_split(const ModelSpec& m, const Layout& l) {
   validate_pipeline_split(m, l);
   refuse_unpriced_op_recompute(m, l);
   refuse_unpriced_recompute_layers(m, l);
-  if (l.cp > 1 && !context_parallel_priced(m))
+  if (l.cp > 1 && !context_parallel_priced(m, l))
     throw Error(field("cp") + " " + s(l.cp) + ": context parallelism over the sliding-window attention of " + m.name +
-                " is not priced (cp 1 only)");
+                " is priced with " + field("cp_comm_type") +
+                " a2a or all_gather only (Transformer Engine's; valid: cp 1, or one of those)");
   if (latent_attention(m) && !l.flash_attention)
     throw Error("the latent attention of " + m.name +
                 " is priced with FlashAttention only (Megatron-LM runs it "

@@ -266,7 +266,7 @@ std::vector<LayoutFit> smallest_layouts_for_seq(const ModelSpec& m, const Cluste
   const std::vector<std::int64_t> ts = divisors(std::gcd(m.num_heads, m.num_kv_heads), max_gpus),
                                   ps = divisors(m.num_layers, max_gpus);
   std::vector<std::int64_t> cps = {1};
-  if (seq % 2 == 0 && context_parallel_priced(m))
+  if (seq % 2 == 0 && context_parallel_priced(m, base))
     for (const std::int64_t cp : divisors(seq / 2, max_gpus))
       if (cp > 1) cps.push_back(cp);
   const SeqSearch search(m, c, base, r, seq);

@@ -366,7 +366,7 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
     divisors_of(o.gpus / t, cps);
     for (std::int64_t c : cps) {
       if (c > 1 && !o.context_parallel) break;  // divisors ascend: 1 first
-      if (c > 1 && (o.seq % (2 * c) != 0 || !context_parallel_priced(m))) continue;
+      if (c > 1 && (o.seq % (2 * c) != 0 || !context_parallel_priced(m, l))) continue;
       divisors_of(o.gpus / (t * c), pps);
       for (std::int64_t p : pps) {
         // p | L: L/p layers a stage; otherwise Megatron-LM's uneven first/last stages, where the framework has them.

@@ -6,6 +6,7 @@
 
 #include "../test_support.hpp"
 #include "headroom/core/error.hpp"
+#include "headroom/estimator/flops.hpp"
 #include "headroom/estimator/residual_fit.hpp"
 
 namespace headroom {
@@ -232,7 +233,9 @@ TEST_F(MemoryTest, BytesPastWhatAnOutputCanCountAreRefused) {
   EXPECT_LT(e.peak_bytes, kMaxByteCount);
 }
 
-// Sliding windows are priced with FlashAttention and without context parallelism only.
+// Sliding windows are priced with FlashAttention, and with context parallelism only under Transformer Engine's a2a or
+// all_gather exchanges (context_parallel.py refuses a window under p2p): each GPU then takes 1/c of the windowed
+// attention, the same share as without context parallelism.
 TEST_F(MemoryTest, SlidingWindowsRefuseContextParallelismAndUnfusedAttention) {
   const ModelSpec gemma = lib.model("gemma-2-27b");
   Layout l = layout(2, 2, 1, 1, 8, 8192, 8);
@@ -248,6 +251,14 @@ TEST_F(MemoryTest, SlidingWindowsRefuseContextParallelismAndUnfusedAttention) {
         }
       },
       Error);
+  for (const CpExchange x : {CpExchange::a2a, CpExchange::all_gather}) {
+    Layout priced = l;
+    priced.cp_exchange = x;
+    EXPECT_NO_THROW(validate_model_split(gemma, priced));
+    Layout whole = priced;
+    whole.cp = 1, whole.dp = 2;
+    EXPECT_DOUBLE_EQ(attention_flops_forward(gemma, priced), attention_flops_forward(gemma, whole) / 2.0);
+  }
   l.cp = 1;
   l.flash_attention = false;
   EXPECT_THROW(validate_model_split(gemma, l), Error);

@@ -98,7 +98,8 @@ std::vector<LayoutFit> smallest_layouts_by_every_count(const ModelSpec& m, const
     for (std::int64_t t = 1; t <= n; ++t) {
       if (n % t != 0 || heads % t != 0) continue;
       for (std::int64_t cp = 1; cp <= n / t; ++cp) {
-        if ((n / t) % cp != 0 || seq % (cp > 1 ? 2 * cp : 1) != 0 || (cp > 1 && !context_parallel_priced(m))) continue;
+        if ((n / t) % cp != 0 || seq % (cp > 1 ? 2 * cp : 1) != 0 || (cp > 1 && !context_parallel_priced(m, base)))
+          continue;
         for (std::int64_t p = 1; p <= n / (t * cp); ++p) {
           if ((n / (t * cp)) % p != 0 || m.num_layers % p != 0) continue;
           Layout l = base;

@@ -337,8 +337,9 @@ struct Bf16Layers {
 // recompute_num_layers of each of its model chunks (block, chunk_layers), or ⌊stage_layers / N⌋ (every); 0 without
 // full recompute.
 [[nodiscard]] std::int64_t recomputed_layers(const ModelSpec& model, const Layout& layout, std::int64_t stage);
-// Whether context parallelism (cp > 1) can be priced for the model: not over sliding-window attention.
-[[nodiscard]] bool context_parallel_priced(const ModelSpec& model);
+// Whether context parallelism (cp > 1) can be priced for the model under the layout's exchange: over sliding-window
+// attention only with cp_comm_type a2a or all_gather (Transformer Engine's only ones there).
+[[nodiscard]] bool context_parallel_priced(const ModelSpec& model, const Layout& layout);
 // torchtitan's per-op checkpointing is priced for the blocks its matmul count was read on (recompute_factors): a
 // Llama-style block in BF16 with separate q, k, v projections, a dense MLP and fused attention, without LoRA.
 [[nodiscard]] bool op_recompute_priced(const ModelSpec& m, const Layout& l);
