@@ -421,12 +421,6 @@ double routed_copies_per_gpu(const ModelSpec& m, const Layout& l) {
   return d(m.moe_router_topk) * d(l.seq) * d(l.mbs) / (d(l.tp) * d(l.cp)) * d(l.expert_tp()) * l.expert_load;
 }
 
-// One all-to-all of the alltoall dispatcher (token_dispatcher.py), per GPU: its k·s·b/(t·c) BF16 token copies of h,
-// (ep − 1)/ep of them to other GPUs of the EP group (stride etp, Megatron's rank order tp-ep-dp); the part to other
-// nodes on the NIC, the rest on NVLink, concurrently. The flex dispatcher (DeepEP, HybridEP) sends a token across to
-// each remote node holding one of its k experts once (DeepSeek-V3 report Sec. 3.2.2) and fans it out there on NVLink:
-// expected_remote_nodes tokens on the NIC instead of k·(ep − local)/ep copies. With etp > 1 the copies are also
-// all-gathered (dispatch) or reduce-scattered (combine) over the etp ranks, which sit in one node when etp divides it.
 double none_drawn(double total, double there, double draws) {
   const double others = total - there;
   if (draws > others) return 0.0;
@@ -466,6 +460,12 @@ double expected_remote_nodes(const ModelSpec& m, double nodes) {
   return (nodes - 1.0) * reached;
 }
 
+// One all-to-all of the alltoall dispatcher (token_dispatcher.py), per GPU: its k·s·b/(t·c) BF16 token copies of h,
+// (ep − 1)/ep of them to other GPUs of the EP group (stride etp, Megatron's rank order tp-ep-dp); the part to other
+// nodes on the NIC, the rest on NVLink, concurrently. The flex dispatcher (DeepEP, HybridEP) sends a token across to
+// each remote node holding one of its k experts once (DeepSeek-V3 report Sec. 3.2.2) and fans it out there on NVLink:
+// expected_remote_nodes tokens on the NIC instead of k·(ep − local)/ep copies. With etp > 1 the copies are also
+// all-gathered (dispatch) or reduce-scattered (combine) over the etp ranks, which sit in one node when etp divides it.
 double expert_dispatch_seconds(const ModelSpec& m, const PerfContext& p, const Layout& l) {
   const double token_bytes = 2.0 * d(l.seq) * d(l.mbs) / (d(l.tp) * d(l.cp)) * d(m.hidden_size) * l.expert_load;
   const double bytes = d(m.moe_router_topk) * token_bytes;
