@@ -48,8 +48,13 @@ double attention_activation_units(const ModelSpec& m, const Layout& l) {
 // activation's output and the product (8); plain, the activation's input and output (4).
 double mlp_intermediate_units(Mlp mlp) { return 4.0 * mlp_input_projections(mlp); }
 
-// The inputs of the layer's norms, h wide: two (4 units), four with Gemma 2's norms after attention and MLP too.
-double norm_activation_units(const ModelSpec& m) { return m.sandwich_norms ? 8.0 : 4.0; }
+// The inputs of the layer's norms, h wide: two (4 units), four with Gemma 2's norms after attention and MLP too; one
+// with a parallel residual, whose two norms read the same tensor (modeling_gpt_neox.py GPTNeoXLayer: autograd saves
+// it once).
+double norm_activation_units(const ModelSpec& m) {
+  if (m.parallel_residual) return 2.0;
+  return m.sandwich_norms ? 8.0 : 4.0;
+}
 
 // Korthikanti et al. 2023 Eq. 1: without FlashAttention and without recompute, the softmax output 2·a·s²·b/(t·c),
 // with attention dropout also its mask (1) and output (2).

@@ -197,14 +197,15 @@ void refuse_unpriced_hf_keys(const json& j, const std::string& type, std::string
     if (hf_probability(j, {key}, where) > 0)
       throw Error(std::string(where) + ": " + key + " = " + j.at(key).dump() +
                   ": dropout outside attention stores masks headroom does not price yet (0 only)");
-  // gpt-oss's experts and router always have biases (modeling_gpt_oss.py GptOssExperts, GptOssTopKRouter); with its
-  // attention's (attention_bias) every linear layer has one, which is priced.
-  if (type == "gpt_oss" && !hf_bool(j, "attention_bias", where, false))
-    throw Error(std::string(where) +
-                ": attention_bias = false with gpt-oss's biased experts: biases on some linear "
-                "layers only cannot be priced by headroom yet (true only)");
+  // gpt-oss's experts and router, and GPT-NeoX's MLP, always have biases (modeling_gpt_oss.py GptOssExperts,
+  // GptOssTopKRouter; modeling_gpt_neox.py GPTNeoXMLP); with their attention's (attention_bias; GPT-NeoX's default
+  // true) every linear layer has one, which is priced.
+  const bool all_biased = type == "gpt_oss" || type == "gpt_neox";
+  if (all_biased && !hf_bool(j, "attention_bias", where, type == "gpt_neox"))
+    throw Error(std::string(where) + ": attention_bias = false with " + type +
+                "'s biased MLP: biases on some linear layers only cannot be priced by headroom yet (true only)");
   for (const char* key : {"attention_bias", "mlp_bias"})
-    if (type != "gpt_oss" && hf_bool(j, key, where, false))
+    if (!all_biased && hf_bool(j, key, where, false))
       throw Error(std::string(where) + ": " + key +
                   " = true: biases on these projections cannot be priced by headroom yet (Qwen2's q/k/v biases and "
                   "GPT's biases on every linear layer can)");
@@ -370,6 +371,7 @@ constexpr std::array kHfConfigKeys = std::to_array<HfKey>({
     {"n_inner", R}, {"ffn_dim", R}, {"hidden_act", R}, {"hidden_activation", R}, {"activation_function", R},
     {"tie_word_embeddings", R}, {"attention_bias", R}, {"mlp_bias", R}, {"attention_dropout", R},
     {"attn_pdrop", R}, {"hidden_dropout", R}, {"resid_pdrop", R}, {"embd_pdrop", R}, {"partial_rotary_factor", R},
+    {"rotary_pct", R}, {"use_parallel_residual", R},
     // windows
     {"sliding_window", R}, {"layer_types", R}, {"sliding_window_pattern", R}, {"use_sliding_window", R},
     {"max_window_layers", R},
@@ -390,7 +392,7 @@ constexpr std::array kHfConfigKeys = std::to_array<HfKey>({
     {"rope_scaling", I}, {"rope_parameters", I}, {"rope_local_base_freq", I},
     {"original_max_position_embeddings", I}, {"attn_logit_softcapping", I}, {"final_logit_softcapping", I},
     {"query_pre_attn_scalar", I}, {"embedding_multiplier", I}, {"logits_scaling", I}, {"residual_multiplier", I},
-    {"swiglu_limit", I}, {"initial_context_length", I},
+    {"swiglu_limit", I}, {"initial_context_length", I}, {"rotary_emb_base", I}, {"classifier_dropout", I},
     {"attention_multiplier", I}, {"scale_attn_weights", I}, {"scale_attn_by_inverse_layer_idx", I},
     {"reorder_and_upcast_attn", I}, {"summary_type", I}, {"summary_use_proj", I}, {"summary_activation", I},
     {"summary_proj_to_labels", I}, {"summary_first_dropout", I}, {"task_specific_params", I},
@@ -440,13 +442,14 @@ Mlp hf_mlp(const json& j, bool gated, std::string_view where) {
 // The Hugging Face model types headroom models, the one list of them: Llama-shaped decoders (pre-norm attention, then
 // an MLP; Qwen2's q/k/v biases, Gemma's extra norms, Qwen3's q/k norms, windows, experts and DeepSeek's latent
 // attention read from their configs) and GPT-2. `gated`: the MLP has gate, up and down projections (SwiGLU; Gemma's
-// GeGLU prices the same), else two matrices, by transformers' modeling_<type>.py. Another type (Falcon's multi-query
-// parallel attention, GPT-NeoX's parallel residual, ...) or none is refused, naming it, not priced as a Llama.
+// GeGLU prices the same), else two matrices, by transformers' modeling_<type>.py; GPT-NeoX's parallel residual is
+// priced. Another type (Falcon's multi-query parallel attention, ...) or none is refused, naming it, not priced as a
+// Llama.
 struct HfModelType {
   std::string_view name;
   bool gated;
 };
-constexpr std::array<HfModelType, 18> kModelledHfTypes{{{"llama", true},
+constexpr std::array<HfModelType, 19> kModelledHfTypes{{{"llama", true},
                                                         {"mistral", true},
                                                         {"mixtral", true},
                                                         {"qwen2", true},
@@ -462,6 +465,7 @@ constexpr std::array<HfModelType, 18> kModelledHfTypes{{{"llama", true},
                                                         {"deepseek_v2", true},
                                                         {"deepseek_v3", true},
                                                         {"gpt_oss", true},
+                                                        {"gpt_neox", false},
                                                         {"gpt2", false},
                                                         {"nemotron", false}}};
 
@@ -576,6 +580,7 @@ ModelSpec model_from_json(const json& j, std::string_view where) {
   m.learned_positions = j.value("learned_position_embeddings", false);
   m.attention_dropout = j.value("attention_dropout", 0.0);
   m.sandwich_norms = j.value("sandwich_norms", false);
+  m.parallel_residual = j.value("parallel_residual", false);
   m.qk_norm = j.value("qk_norm", false);
   m.sliding_window = j.value("sliding_window", std::int64_t{0});
   m.window_skip_freq = j.value("window_attn_skip_freq", std::int64_t{0});
@@ -629,8 +634,12 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   const bool gpt2 = type == "gpt2";
   m.mlp = hf_mlp(j, family.gated, where);
   // Nemotron's LayerNorm1P has a weight and a bias (modeling_nemotron.py), as GPT-2's LayerNorm.
-  m.norm = gpt2 || type == "nemotron" ? Norm::layernorm : Norm::rmsnorm;
-  m.linear_biases = gpt2 || type == "gpt_oss";
+  // GPT-NeoX: LayerNorm, biases on every linear layer (attention_bias, default true), attention and MLP in parallel
+  // by default (configuration_gpt_neox.py use_parallel_residual), RoPE on rotary_pct of each head.
+  const bool neox = type == "gpt_neox";
+  m.norm = gpt2 || neox || type == "nemotron" ? Norm::layernorm : Norm::rmsnorm;
+  m.linear_biases = gpt2 || neox || type == "gpt_oss";
+  m.parallel_residual = neox && hf_bool(j, "use_parallel_residual", where, true);
   m.attention_sinks = type == "gpt_oss";  // modeling_gpt_oss.py GptOssAttention.sinks: one logit per head
   // Qwen2's attention has biases on q, k and v, hard-wired in transformers' modeling_qwen2.py (no config key).
   m.qkv_bias = type == "qwen2" || type == "qwen2_moe";
@@ -649,11 +658,12 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
     m.head_dim = 0;  // the heads' widths are the three above
   }
   m.mtp_layers = std::max<std::int64_t>(0, hf_count(j, "num_nextn_predict_layers", where));
-  if (const auto it = j.find("partial_rotary_factor"); it != j.end() && !it->is_null()) {
-    if (!it->is_number() || !(it->get<double>() > 0.0 && it->get<double>() <= 1.0))
-      throw Error(std::string(where) + ": partial_rotary_factor must be a number in (0, 1] (got " + it->dump() + ")");
-    m.rotary_fraction = it->get<double>();
-  }
+  for (const char* key : {"partial_rotary_factor", "rotary_pct"})  // GPT-NeoX calls it rotary_pct
+    if (const auto it = j.find(key); it != j.end() && !it->is_null()) {
+      if (!it->is_number() || !(it->get<double>() > 0.0 && it->get<double>() <= 1.0))
+        throw Error(std::string(where) + ": " + key + " must be a number in (0, 1] (got " + it->dump() + ")");
+      m.rotary_fraction = it->get<double>();
+    }
   // Gemma 2/3 normalise attention and MLP outputs too; Qwen3 and Gemma 3 normalise q and k per head
   // (modeling_gemma2.py, modeling_gemma3.py, modeling_qwen3.py).
   m.sandwich_norms = type.rfind("gemma2", 0) == 0 || type.rfind("gemma3", 0) == 0;

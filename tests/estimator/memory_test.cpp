@@ -264,6 +264,17 @@ TEST_F(MemoryTest, SlidingWindowsRefuseContextParallelismAndUnfusedAttention) {
   EXPECT_THROW(validate_model_split(gemma, l), Error);
 }
 
+// A parallel residual (GPT-NeoX) feeds both norms the layer's input, which autograd saves once: 2 units of s·b·h
+// less than two norms of two tensors, and nothing else changes.
+TEST_F(MemoryTest, ParallelResidualSavesOneNormInput) {
+  ModelSpec parallel = llama8b;
+  parallel.parallel_residual = true;
+  const Layout l = layout(1, 1, 1, 1, 8, 8192, 1);
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(llama8b, l) - activation_bytes_per_layer(parallel, l),
+                   2.0 * 8192.0 * 4096.0);
+  EXPECT_EQ(parameter_count(parallel), parameter_count(llama8b));
+}
+
 TEST_F(MemoryTest, LayoutValidationNamesTheConstraint) {
   Layout l = layout(3, 1, 1, 1, 3);
   EXPECT_THROW(validate_layout(llama8b, l), Error);

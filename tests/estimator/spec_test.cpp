@@ -607,6 +607,25 @@ TEST(HuggingFaceConfig, GptOssReadsAsTheShippedModelWithItsBiasesAndSinks) {
   EXPECT_NE(model_error(other).find("experts_per_token 2 differs"), std::string::npos);
 }
 
+// GPT-NeoX (EleutherAI's Pythia-6.9B config.json): LayerNorm, biases on every linear layer, a plain GELU MLP of 4h,
+// RoPE on a quarter of each head, attention and MLP in parallel; 6,857,302,016 parameters, as the Pythia suite counts.
+TEST(HuggingFaceConfig, GptNeoxReadsWithItsParallelResidual) {
+  const std::string config = R"({"architectures": ["GPTNeoXForCausalLM"], "bos_token_id": 0, "eos_token_id": 0,
+    "hidden_act": "gelu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 16384,
+    "layer_norm_eps": 1e-05, "max_position_embeddings": 2048, "model_type": "gpt_neox", "num_attention_heads": 32,
+    "num_hidden_layers": 32, "rotary_emb_base": 10000, "rotary_pct": 0.25, "tie_word_embeddings": false,
+    "torch_dtype": "float16", "transformers_version": "4.24.0", "use_cache": true, )";
+  const TempFile f(config + R"("use_parallel_residual": true, "vocab_size": 50432})", "config.json");
+  const ModelSpec m = test::library().model(f.path());
+  EXPECT_EQ(static_cast<std::int64_t>(parameter_count(m)), 6'857'302'016);
+  EXPECT_TRUE(m.parallel_residual && m.linear_biases && m.norm == Norm::layernorm && m.mlp == Mlp::gelu);
+  EXPECT_DOUBLE_EQ(m.rotary_fraction, 0.25);
+  const TempFile sequential(config + R"("use_parallel_residual": false, "vocab_size": 50432})", "config.json");
+  EXPECT_FALSE(test::library().model(sequential.path()).parallel_residual);
+  EXPECT_NE(model_error(config + R"("attention_bias": false, "vocab_size": 50432})").find("attention_bias = false"),
+            std::string::npos);
+}
+
 // The router's groups are read: DeepSeek-V2's group_limited_greedy and V3's noaux_tc route within topk_group of
 // n_group groups, greedy over every expert; another topk_method, or groups that do not split the experts, is refused.
 TEST(HuggingFaceConfig, RoutingGroupsAreReadAsTheRouterUsesThem) {

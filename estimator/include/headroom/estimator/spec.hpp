@@ -48,6 +48,9 @@ struct ModelSpec {
   bool qkv_bias = false;           // biases on the Q, K and V projections only (Qwen2; Megatron-LM's --add-qkv-bias)
   bool learned_positions = false;  // GPT-2 style position-embedding table of max_context × h
   bool sandwich_norms = false;     // norms after attention and MLP as well as before (Gemma 2/3: four per layer)
+  // Attention and MLP both read the layer's input through their own norms and add to it together (GPT-J, GPT-NeoX's
+  // use_parallel_residual): the same weights and work, one input saved for the two norms.
+  bool parallel_residual = false;
   bool qk_norm = false;            // RMSNorm of each head's q and k (Qwen3, Gemma 3; d_h weights each)
   double attention_dropout = 0;    // dropout probability on the attention probabilities (GPT: 0.1, Llama: 0)
   // Sliding-window attention: a query attends to at most this many tokens (itself included); 0: full causal
