@@ -33,6 +33,14 @@ seed() {
         '"hidden_act": "silu", "tie_word_embeddings": false, "_name_or_path": "meta-llama/Llama-3.1-8B"}' >"$dir"/hf-llama.json
       printf '%s\n' '{"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257,' \
         '"n_positions": 1024, "activation_function": "gelu_new"}' >"$dir"/hf-gpt2.json
+      # GPT-NeoX's parallel residual (Pythia-6.9B) and group-limited routing (DeepSeek-V3's n_group, topk_group).
+      printf '%s\n' '{"model_type": "gpt_neox", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,' \
+        '"intermediate_size": 16384, "vocab_size": 50432, "max_position_embeddings": 2048, "hidden_act": "gelu",' \
+        '"rotary_pct": 0.25, "rotary_emb_base": 10000, "use_parallel_residual": true, "tie_word_embeddings": false}' \
+        >"$dir"/hf-gpt-neox.json
+      printf '%s\n' '{"model_type": "deepseek_v3", "hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8,' \
+        '"intermediate_size": 2048, "moe_intermediate_size": 256, "n_routed_experts": 64, "num_experts_per_tok": 8,' \
+        '"n_group": 8, "topk_group": 4, "topk_method": "noaux_tc", "vocab_size": 32000}' >"$dir"/hf-grouped.json
       # Refused: a model type headroom does not model (Falcon-7B), none, and top-2 routing over no experts.
       printf '%s\n' '{"model_type": "falcon", "hidden_size": 4544, "num_hidden_layers": 32, "num_attention_heads": 71,' \
         '"vocab_size": 65024, "multi_query": true, "parallel_attn": true, "bias": false}' >"$dir"/hf-falcon.json
