@@ -113,8 +113,8 @@ bool context_parallel_priced(const ModelSpec& m, const Layout& l) {
 }
 
 bool op_recompute_priced(const ModelSpec& m, const Layout& l) {
-  return m.num_experts == 0 && !latent_attention(m) && !l.lora.enabled() && l.fp8 == Fp8Recipe::none &&
-         l.flash_attention;
+  return m.num_experts == 0 && !latent_attention(m) && gated_mlp(m) && !m.parallel_residual && !l.lora.enabled() &&
+         l.fp8 == Fp8Recipe::none && l.flash_attention;
 }
 
 void refuse_unpriced_op_recompute(const ModelSpec& m, const Layout& l) {
@@ -125,6 +125,8 @@ void refuse_unpriced_op_recompute(const ModelSpec& m, const Layout& l) {
   };
   if (m.num_experts > 0) refuse("of the experts of " + m.name);
   if (latent_attention(m)) refuse("of the latent attention of " + m.name);
+  if (!gated_mlp(m)) refuse("of the plain (two-matrix) MLP of " + m.name);
+  if (m.parallel_residual) refuse("of the parallel attention and MLP of " + m.name);
   if (l.lora.enabled()) refuse("with LoRA adapters (" + field("lora_rank") + ")");
   // torch._scaled_mm is not aten.mm: torchtitan's policy of the end of 2024 recomputes every FP8 matmul, its later
   // one (compute-intensive ops saved) keeps them all.

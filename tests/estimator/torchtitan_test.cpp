@@ -67,6 +67,12 @@ TEST_F(TorchtitanTest, RefusesWhatItsPerOpCheckpointingDoesNotPrice) {
   EXPECT_NE(error_of(llama8b, r, torchtitan).find("with LoRA adapters"), std::string::npos);
   EXPECT_FALSE(op_recompute_priced(lib.model("mixtral-8x7b"), Layout{}));
   EXPECT_FALSE(op_recompute_priced(lib.model("deepseek-v3"), Layout{}));
+  // Its saved outputs are counted for a Llama block's seven matmuls: not a plain MLP's, not a parallel residual's.
+  EXPECT_FALSE(op_recompute_priced(lib.model("gpt2-xl"), Layout{}));
+  ModelSpec parallel = llama8b;
+  parallel.parallel_residual = true;
+  EXPECT_FALSE(op_recompute_priced(parallel, Layout{}));
+  EXPECT_TRUE(op_recompute_priced(llama8b, Layout{}));
 }
 
 // torchtitan splits 126 layers over 8 single-stage ranks as 15, 16 × 6, 15 (pipelining_utils.py

@@ -51,8 +51,8 @@ struct ModelSpec {
   // Attention and MLP both read the layer's input through their own norms and add to it together (GPT-J, GPT-NeoX's
   // use_parallel_residual): the same weights and work, one input saved for the two norms.
   bool parallel_residual = false;
-  bool qk_norm = false;            // RMSNorm of each head's q and k (Qwen3, Gemma 3; d_h weights each)
-  double attention_dropout = 0;    // dropout probability on the attention probabilities (GPT: 0.1, Llama: 0)
+  bool qk_norm = false;          // RMSNorm of each head's q and k (Qwen3, Gemma 3; d_h weights each)
+  double attention_dropout = 0;  // dropout probability on the attention probabilities (GPT: 0.1, Llama: 0)
   // Sliding-window attention: a query attends to at most this many tokens (itself included); 0: full causal
   // attention. Every window_skip_freq-th layer, counted from 1, attends fully (Megatron-LM's --window-attn-skip-freq;
   // Gemma 2: 2); 0: every layer windowed (Mistral-7B v0.1).
