@@ -626,10 +626,10 @@ void validate_on_cluster(const ModelSpec& m, const Layout& l, const ClusterSpec&
     throw Error(field("zero_hpz_partition_size") + " " + std::to_string(l.zero.hpz_partition_size) + " on " + c.name +
                 ": priced where the secondary shard is the DP ranks of a node (valid: " +
                 std::to_string(sharding_group_size(l, c.gpus_per_node)) + ")");
-  if (const double nodes = expert_nodes(l, c.gpus_per_node);
-      l.dispatcher == ExpertDispatcher::flex && !group_routing_priced(m, nodes))
-    throw Error(field("ep") + " " + std::to_string(l.ep) + " spans " + std::to_string(nodes) + " nodes of " + c.name +
-                ", which " + m.name + "'s " + std::to_string(m.moe_router_num_groups) +
+  if (l.dispatcher == ExpertDispatcher::flex && !group_routing_priced(m, expert_nodes(l, c.gpus_per_node)))
+    throw Error(field("ep") + " " + std::to_string(l.ep) + " spans " +
+                std::to_string(expert_nodes(l, c.gpus_per_node)) + " nodes of " + c.name + ", which " + m.name + "'s " +
+                std::to_string(m.moe_router_num_groups) +
                 " routing groups (moe_router_num_groups) neither divide nor are divided by: the flex dispatcher's "
                 "traffic under group-limited routing is priced where they do");
 }
