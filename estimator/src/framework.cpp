@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cctype>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -323,6 +324,25 @@ void set_mtp_layers(const ModelSpec& m, const FrameworkProfile& f, const LayoutR
   l.mtp_layers = r.mtp_layers;
 }
 
+// --pipeline-model-parallel-layout, parsed; its stages over p set v (transformer_config.py: a v given must agree).
+void set_layer_layout(const FrameworkProfile& f, const std::string& text, Layout& l) {
+  if (!f.pipeline_layer_layout)
+    throw Error("framework " + f.name + " takes no pipeline layer layout (" + field("pipeline_model_parallel_layout") +
+                " is Megatron-LM's: --framework megatron)");
+  auto x = std::make_shared<const PipelineLayerLayout>(parse_pipeline_layout(text));
+  const std::string what = field("pipeline_model_parallel_layout") + " \"" + text + "\"";
+  if (x->stages() % l.pp != 0)
+    throw Error(what + " has " + std::to_string(x->stages()) + (x->stages() == 1 ? " stage" : " stages") +
+                ", not a multiple of " + field("pp") + " " + std::to_string(l.pp));
+  const std::int64_t v = x->stages() / l.pp;
+  if (l.vpp > 1 && l.vpp != v)
+    throw Error(what + " makes " + std::to_string(v) + (v == 1 ? " virtual stage" : " virtual stages") +
+                " a rank over " + field("pp") + " " + std::to_string(l.pp) + ", and " + field("vpp") + " is " +
+                std::to_string(l.vpp));
+  l.vpp = v;
+  l.split.layer_layout = std::move(x);
+}
+
 void set_bf16_layers(const LayoutRequest& r, Layout& l) {
   if (!r.first_last_layers_bf16) {
     if (r.bf16_layers_at_start >= 0 || r.bf16_layers_at_end >= 0)
@@ -368,6 +388,7 @@ LayoutRequest layout_request(const KnobSettings& k, const FrameworkProfile& f) {
   if (const std::string* x = k.text(recompute_method)) r.recompute_method = parse_recompute_method(*x);
   if (const std::string* x = k.text(recompute_modules)) r.recompute_modules = parse_recompute_modules(*x);
   if (const std::string* x = k.text(schedule)) r.schedule = parse_schedule(*x);
+  if (const std::string* x = k.text(pipeline_model_parallel_layout)) r.pipeline_layout = *x;
   if (const std::string* x = k.text(sharding)) {
     try {
       r.sharding = parse_sharding(*x);
@@ -472,6 +493,7 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   if (!l.split.even() && !f.uneven_pipeline_stages)
     throw Error("framework " + f.name + " does not split pipeline stages unevenly (--decoder-first/last-pipeline-" +
                 "num-layers, --account-for-*-in-pipeline-split are Megatron-LM's: --framework megatron)");
+  if (r.pipeline_layout) set_layer_layout(f, *r.pipeline_layout, l);
   l.ep = positive("ep", r.ep);
   if (r.etp != 0) l.etp = positive("etp", r.etp);
   set_expert_dispatch(model, f, r, l);
@@ -587,6 +609,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
     for (const auto& x : j.at("supported_schedules"))
       f.supported_schedules.push_back(parse_schedule(x.get<std::string>()));
   f.uneven_pipeline_stages = j.value("uneven_pipeline_stages", false);
+  f.pipeline_layer_layout = j.value("pipeline_layer_layout", false);
   f.ddp_overlap_switches = j.value("ddp_overlap_switches", false);
   f.shared_expert_overlap = j.value("moe_shared_expert_overlap", false);
   f.multi_token_prediction = j.value("multi_token_prediction", false);

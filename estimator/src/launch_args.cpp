@@ -1,6 +1,7 @@
 #include "headroom/estimator/launch_args.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -179,10 +180,12 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
   if (x.last_stage_layers > 0) a.insert(a.end(), {"--decoder-last-pipeline-num-layers", num(x.last_stage_layers)});
   if (x.embedding_in_split) a.emplace_back("--account-for-embedding-in-pipeline-split");
   if (x.loss_in_split) a.emplace_back("--account-for-loss-in-pipeline-split");
+  // A layer layout sets the virtual stages itself: arguments.py refuses a count beside it.
+  if (x.layer_layout) a.insert(a.end(), {"--pipeline-model-parallel-layout", x.layer_layout->text});
   if (l.mtp_layers > 0) a.insert(a.end(), {"--mtp-num-layers", num(l.mtp_layers)});
   if (l.vpp > 1 && x.even())
     a.insert(a.end(), {"--num-layers-per-virtual-pipeline-stage", num(m.num_layers / (l.pp * l.vpp))});
-  else if (l.vpp > 1)
+  else if (l.vpp > 1 && !x.layer_layout)
     a.insert(a.end(), {"--num-virtual-stages-per-pipeline-rank", num(l.vpp)});
   if (l.tp > 1 && l.sequence_parallel) a.emplace_back("--sequence-parallel");
   a.insert(a.end(), {"--micro-batch-size", num(l.mbs), "--global-batch-size", num(l.gbs), "--seq-length", num(l.seq)});
@@ -332,7 +335,7 @@ void torchtitan_limits(const Layout& l, std::vector<std::string>& issues) {
     issues.emplace_back("expert parallelism: headroom writes Megatron-LM's --expert-model-parallel-size only");
   if (l.mtp_layers > 0)
     issues.emplace_back("multi-token prediction: Megatron-LM's --mtp-num-layers; the torchtitan job has no setting");
-  if (l.split.uneven())
+  if (l.split.uneven() || l.split.layer_layout)
     issues.emplace_back(
         "first/last stage layer counts: torchtitan sets only a layer fewer on them "
         "(pipeline_parallel_first/last_stage_less_layers); give its pipeline_parallel_layers_per_stage by hand");
@@ -645,7 +648,8 @@ void deepspeed(const ModelSpec& m, const Layout& l, LaunchExport& e) {
         "not the ring attention headroom prices");
   if (l.schedule != Schedule::one_f_one_b && l.pp > 1)
     issues.emplace_back("schedule " + std::string(to_string(l.schedule)) + ": DeepSpeed's pipeline engine runs 1F1B");
-  if (l.split.uneven()) issues.emplace_back("first/last stage layer counts: --partition-method custom by hand");
+  if (l.split.uneven() || l.split.layer_layout)
+    issues.emplace_back("first/last stage layer counts: --partition-method custom by hand");
   if (l.fp8 != Fp8Recipe::none) issues.emplace_back("FP8: not in DeepSpeed's engine as headroom prices it");
   if (l.mtp_layers > 0) issues.emplace_back("multi-token prediction: not in Megatron-DeepSpeed's pretrain_gpt.py");
   if (l.lora.enabled()) issues.emplace_back("LoRA: not in Megatron-DeepSpeed's pretrain_gpt.py");
@@ -706,7 +710,10 @@ void deepspeed(const ModelSpec& m, const Layout& l, LaunchExport& e) {
 
 std::string joined(const std::vector<std::string>& tokens, const std::vector<std::string>& issues) {
   std::string line;
-  for (const auto& t : tokens) line += (line.empty() ? "" : " ") + t;
+  for (const auto& t : tokens) {
+    if (!line.empty()) line += ' ';
+    line += shell_word(t);
+  }
   for (const auto& i : issues) line += "  # UNSUPPORTED: " + i;
   return line;
 }
@@ -815,6 +822,22 @@ LaunchExport launch_export(const ModelSpec& model, const ClusterSpec& cluster, c
   deepspeed(model, layout, e);
   nemo(layout, e);
   return e;
+}
+
+std::string shell_word(std::string_view token) {
+  const auto plain = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 ||
+           std::string_view("-_./:=,+@%").find(c) != std::string_view::npos;
+  };
+  if (!token.empty() && std::all_of(token.begin(), token.end(), plain)) return std::string(token);
+  std::string word = "'";
+  for (const char c : token) {
+    if (c == '\'')
+      word += "'\\''";  // close, an escaped quote, reopen
+    else
+      word += c;
+  }
+  return word + "'";
 }
 
 std::string megatron_line(const LaunchExport& e) { return joined(e.megatron, e.megatron_issues); }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -31,6 +32,112 @@ std::optional<StateSharding> sharding_from_code(std::string_view code) {
   if (!p || !g || !o) return std::nullopt;
   return StateSharding{*p, *g, *o};
 }
+namespace {
+
+// One of pipeline_parallel_layer_layout.py parse_str_to_list's substitutions, as re.sub makes it: each match of
+// `\(([^)]+)\)\*(\d+)` (group) or `(.)\*(\d+)` (one character), left to right, replaced by n copies of what it repeats.
+std::string unroll_layout(std::string_view in, bool group, std::string_view text) {
+  constexpr std::size_t kMaxChars = 1'000'000;
+  std::string out;
+  for (std::size_t i = 0; i < in.size();) {
+    std::size_t body = i, end = i + 1;  // [body, end): what repeats; a '*' follows it
+    if (group) {
+      end = in[i] == '(' ? in.find(')', i + 1) : std::string_view::npos;
+      body = i + 1;
+    }
+    std::size_t digits = end == std::string_view::npos ? 0 : end + (group ? 2 : 1);
+    const bool star = end != std::string_view::npos && end > body && digits <= in.size() && in[digits - 1] == '*' &&
+                      (group || in[i] != '\n');
+    std::size_t to = digits;
+    while (star && to < in.size() && std::isdigit(static_cast<unsigned char>(in[to])) != 0) ++to;
+    if (!star || to == digits) {
+      out += in[i++];
+      continue;
+    }
+    if (to - digits > 6)
+      throw Error(field("pipeline_model_parallel_layout") + " \"" + std::string(text) +
+                  "\": a repeat count of more than 6 digits");
+    const std::size_t n = std::stoul(std::string(in.substr(digits, to - digits)));
+    const std::string_view what = in.substr(body, end - body);
+    if (out.size() + what.size() * n > kMaxChars)
+      throw Error(field("pipeline_model_parallel_layout") + " \"" + std::string(text) +
+                  "\" unrolls past a million characters");
+    for (std::size_t k = 0; k < n; ++k) out += what;
+    i = to;
+  }
+  return out;
+}
+
+}  // namespace
+
+// pipeline_parallel_layer_layout.py parse_str_to_list, and the order validate_layer_layout asks of the flattened
+// layers: the embedding first, the loss last, each once, no decoder layer after a multi-token-prediction layer.
+PipelineLayerLayout parse_pipeline_layout(std::string_view text) {
+  const std::string what = field("pipeline_model_parallel_layout") + " \"" + std::string(text) + "\"";
+  std::string flat;
+  for (const char c : text)
+    if (c != ',') flat += c;
+  flat = unroll_layout(unroll_layout(flat, true, text), false, text);
+  PipelineLayerLayout x;
+  x.text = std::string(text);
+  std::string order;  // the layers in order
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t bar = flat.find('|', start);
+    const std::string_view stage = std::string_view(flat).substr(start, bar == std::string::npos ? bar : bar - start);
+    std::array<std::int64_t, 4> n{};  // E, t, m, L
+    for (const char c : stage) {
+      const std::size_t k = std::string_view("EtmL").find(c);
+      if (k == std::string_view::npos)
+        throw Error(what + ": '" + std::string(1, c) + "' is no layer (valid: E embedding, t decoder, m mtp, L loss)");
+      ++n[k];
+      order += c;
+    }
+    x.embeddings.push_back(n[0]);
+    x.decoder_layers.push_back(n[1]);
+    x.mtp_layers.push_back(n[2]);
+    x.losses.push_back(n[3]);
+    if (bar == std::string::npos) break;
+    start = bar + 1;
+  }
+  if (order.empty() || order.front() != 'E' || std::count(order.begin(), order.end(), 'E') != 1)
+    throw Error(what + ": the embedding (E) must come first, once");
+  if (order.back() != 'L' || std::count(order.begin(), order.end(), 'L') != 1)
+    throw Error(what + ": the loss (L) must come last, once");
+  const std::size_t mtp = order.find('m');
+  if (mtp != std::string::npos && order.find('t', mtp) != std::string::npos)
+    throw Error(what + ": decoder layers (t) must come before the multi-token-prediction layers (m)");
+  return x;
+}
+
+// pipeline_parallel_layer_layout.py: the list form's names (LayerType members, stripped and lower-cased); an encoder
+// raises NotImplementedError there.
+std::string pipeline_layout_text(const std::vector<std::vector<std::string>>& stages) {
+  std::string text;
+  for (const auto& stage : stages) {
+    if (!text.empty()) text += '|';
+    for (const std::string& name : stage) {
+      const auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
+      const auto first = std::find_if_not(name.begin(), name.end(), space);
+      const auto last = std::find_if_not(name.rbegin(), name.rend(), space).base();
+      std::string n;
+      for (auto c = first; c < last; ++c) n += static_cast<char>(std::tolower(static_cast<unsigned char>(*c)));
+      if (n == "embedding")
+        text += 'E';
+      else if (n == "decoder")
+        text += 't';
+      else if (n == "mtp")
+        text += 'm';
+      else if (n == "loss")
+        text += 'L';
+      else
+        throw Error(field("pipeline_model_parallel_layout") + ": layer \"" + name +
+                    "\" is not priced (valid: embedding, decoder, mtp, loss)");
+    }
+  }
+  return text;
+}
+
 namespace {
 
 // `what` and the field's name (field() markers): the message is built only when the value is refused.
@@ -91,7 +198,39 @@ void validate_even_split(const ModelSpec& m, const Layout& l) {
                 extra);
 }
 
+// pipeline_parallel_layer_layout.py validate_layer_layout, against the model and the layout: p·v stages, every decoder
+// and multi-token-prediction layer placed; transformer_config.py refuses it with the other split options. Priced
+// where the multi-token-prediction layers share the loss's stage (memory.cpp and throughput.cpp put them with the LM
+// head), not in a standalone stage of their own.
+void validate_layer_layout(const ModelSpec& m, const Layout& l) {
+  const PipelineSplit& split = l.split;
+  const PipelineLayerLayout& x = *split.layer_layout;
+  const std::string what = field("pipeline_model_parallel_layout") + " \"" + x.text + "\"";
+  if (split.uneven() || split.embedding_in_split || split.loss_in_split)
+    throw Error(
+        what + " with " +
+        field(split.uneven() ? "decoder_first_pipeline_num_layers" : "account_for_embedding_in_pipeline_split") +
+        ": Megatron-LM takes one or the other");
+  if (x.stages() != l.pp * l.vpp)
+    throw Error(what + " has " + s(x.stages()) + " stages, not " + field("pp") + " " + s(l.pp) + " x " + field("vpp") +
+                " " + s(l.vpp));
+  const auto total = [](const std::vector<std::int64_t>& v) { return std::accumulate(v.begin(), v.end(), 0LL); };
+  if (total(x.decoder_layers) != m.num_layers)
+    throw Error(what + " places " + s(total(x.decoder_layers)) + " decoder layers, and " + m.name + " has " +
+                s(m.num_layers));
+  if (total(x.mtp_layers) != l.mtp_layers)
+    throw Error(what + " places " + s(total(x.mtp_layers)) + " multi-token-prediction layers, and " +
+                field("mtp_num_layers") + " is " + s(l.mtp_layers));
+  if (l.mtp_layers > 0 && x.mtp_layers.back() != l.mtp_layers)
+    throw Error(what +
+                ": multi-token-prediction layers in a stage before the loss's (a standalone stage) are not "
+                "priced; place them with the loss");
+  if (l.schedule == Schedule::zbv)
+    throw Error(what + " with " + field("schedule") + " zbv: Megatron-LM's layout, torch's schedule; not priced");
+}
+
 void validate_pipeline_split(const ModelSpec& m, const Layout& l) {
+  if (l.split.layer_layout) return validate_layer_layout(m, l);
   if (l.split.first_stage_layers < 0 || l.split.last_stage_layers < 0)
     throw Error("--decoder-first/last-pipeline-num-layers must be positive (got " +
                 s(std::min(l.split.first_stage_layers, l.split.last_stage_layers)) + ")");
@@ -418,9 +557,15 @@ Bf16Layers stage_bf16_layers(const ModelSpec& m, const Layout& l, std::int64_t s
   return x;
 }
 
-// megatron/core/transformer/transformer_block.py, get_num_layers_to_build (times v chunks).
+// megatron/core/transformer/transformer_block.py, get_num_layers_to_build (times v chunks); a layer layout's
+// (pipeline_parallel_layer_layout.py get_num_layers_to_build) summed over the stage's chunks.
 std::int64_t stage_layers(const ModelSpec& m, const Layout& l, std::int64_t stage) {
   const PipelineSplit& x = l.split;
+  if (x.layer_layout) {
+    std::int64_t n = 0;
+    for (std::int64_t chunk = 0; chunk < l.vpp; ++chunk) n += chunk_layers(m, l, stage, chunk);
+    return n;
+  }
   const bool first = stage == 0, last = stage == head_stage(l);
   if (x.uneven()) {
     if (first && x.first_stage_layers > 0) return x.first_stage_layers;
@@ -434,6 +579,7 @@ std::int64_t stage_layers(const ModelSpec& m, const Layout& l, std::int64_t stag
 std::int64_t chunk_layers(const ModelSpec& m, const Layout& l, std::int64_t stage, std::int64_t chunk) {
   const std::int64_t v = std::max<std::int64_t>(1, l.vpp);
   const PipelineSplit& x = l.split;
+  if (x.layer_layout) return x.layer_layout->decoder_layers[static_cast<std::size_t>(chunk * l.pp + stage)];
   if (x.uneven()) return stage_layers(m, l, stage) / v;
   const std::int64_t per_chunk = chunkable_layers(m, l) / v;
   const bool embedding = x.embedding_in_split && stage == 0 && chunk == 0;

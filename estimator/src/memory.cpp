@@ -493,20 +493,33 @@ double head_microbatches_in_flight(const Layout& l) {
 // peak on every rank, min(p, m) micro-batches of its layers (the paper's Sec. 6: ZB-V's peak is 1F1B's, balanced).
 // The breadth-first schedule runs all m forwards of every chunk before its first backward: m micro-batches of all
 // of the stage's layers, as GPipe.
+// Under a layer layout the chunks differ: the held chunks are the first W forwards of the stage, which Megatron-LM runs
+// p micro-batches of a chunk at a time (schedules.py get_model_chunk_id: chunk (k mod p·v) / p).
 namespace {
-double stage_layers_in_flight(const Layout& l, std::int64_t stage, std::int64_t layers) {
+double held_chunk_layers(const ModelSpec& m, const Layout& l, std::int64_t stage, std::int64_t held) {
+  const std::int64_t round = l.pp * l.vpp;
+  double layers = 0.0;
+  for (std::int64_t chunk = 0; chunk < l.vpp; ++chunk) {
+    const std::int64_t forwards = held / round * l.pp + std::clamp<std::int64_t>(held % round - chunk * l.pp, 0, l.pp);
+    layers += d(forwards) * d(chunk_layers(m, l, stage, chunk));
+  }
+  return layers;
+}
+
+double stage_layers_in_flight(const ModelSpec& m, const Layout& l, std::int64_t stage, std::int64_t layers) {
   const double layers_per_stage = d(layers);
   if (l.schedule == Schedule::zbv) return layers_per_stage * microbatches_in_flight(l, 0);
   if (!looped_chunks(l) || forwards_before_backwards(l.schedule))
     return layers_per_stage * microbatches_in_flight(l, stage);
   const double chunks =
       std::min(d(l.microbatches()) * d(l.vpp), 2.0 * d(l.pp - stage - 1) + d(l.vpp - 1) * d(l.pp) + 1.0);
+  if (l.split.layer_layout) return held_chunk_layers(m, l, stage, static_cast<std::int64_t>(chunks));
   return chunks * layers_per_stage / d(l.vpp);
 }
 }  // namespace
 
 double layers_in_flight(const ModelSpec& m, const Layout& l, std::int64_t stage) {
-  return stage_layers_in_flight(l, stage, stage_layers(m, l, stage));
+  return stage_layers_in_flight(m, l, stage, stage_layers(m, l, stage));
 }
 
 // 4D paper Eq. 13 as printed, 8·s·b·h per micro-batch (divided by t·c as in Eq. 17): the embedding
@@ -584,7 +597,7 @@ double rematerialised_layers(const ModelSpec& m, const Layout& l, const StageCou
 double stage_activation_bytes(const ModelSpec& m, const Layout& l, const StageCounts& n) {
   const double per_layer =
       recompute_by_layers(l) ? layers_by_recompute_bytes(m, l, n) : mean_layer_activation_bytes(m, l, n);
-  double bytes = stage_layers_in_flight(l, n.stage, n.layers) * per_layer;
+  double bytes = stage_layers_in_flight(m, l, n.stage, n.layers) * per_layer;
   // Recompute re-materialises one layer of one micro-batch at a time during backward (a layer with experts where the
   // stage has one; a group of layers, rematerialised_layers).
   double layer = rematerialised_layer_bytes(m, l, n.moe_layers > 0);
@@ -857,19 +870,34 @@ namespace {
 // Even split: the middle stages hold the first stage's layers with fewer micro-batches in flight. Uneven: the second
 // stage, with more layers than the first and one micro-batch fewer, can be the peak (Llama 3's 7 + 8).
 bool second_stage_can_peak(const Layout& l) { return !l.split.even() && l.pp > 2; }
+
+// A layer layout's middle stage with the most decoder layers (the first of them), which the step's pipeline waits on.
+std::int64_t heaviest_middle_stage(const ModelSpec& m, const Layout& l) {
+  std::int64_t best = 1;
+  for (std::int64_t stage = 2; stage < l.pp - 1; ++stage)
+    if (stage_layers(m, l, stage) > stage_layers(m, l, best)) best = stage;
+  return best;
+}
 }  // namespace
 
 PipelineStageCounts pipeline_stage_counts(const ModelSpec& m, const Layout& l) {
   const StageCounts first = stage_counts(m, l, 0);  // one pipeline stage: first = second = last, counted once
   if (l.pp == 1) return {first, first, first};
   const StageCounts last = stage_counts(m, l, l.pp - 1);
-  return {first, l.pp == 2 ? last : stage_counts(m, l, 1), last};
+  if (l.pp == 2) return {first, last, last};
+  return {first, stage_counts(m, l, l.split.layer_layout ? heaviest_middle_stage(m, l) : 1), last};
 }
 
 double peak_memory_bytes(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const ResidualModel& r,
                          const PipelineStageCounts& n) {
   const double first = stage_memory(m, c, l, r, n.first).total();
   if (l.pp == 1) return first;
+  if (l.split.layer_layout) {  // any stage may peak: each priced
+    double peak = first;
+    for (std::int64_t stage = 1; stage < l.pp; ++stage)
+      peak = std::max(peak, stage_memory(m, c, l, r, stage_counts(m, l, stage)).total());
+    return peak;
+  }
   const double ends = std::max(first, stage_memory(m, c, l, r, n.last).total());
   if (!second_stage_can_peak(l)) return ends;
   return std::max(ends, stage_memory(m, c, l, r, n.second).total());

@@ -187,6 +187,7 @@ TEST(Check, ReadsBackWhatLaunchWrites) {
            {"--recompute", "selective", "--recompute-modules", "mlp,layernorm"},
            {"--recompute", "selective", "--precision", "fp8", "--fp8-recipe", "tensorwise", "--first-last-layers-bf16",
             "--num-layers-at-end-in-bf16", "2"},
+           {"--recompute", "selective", "--pipeline-model-parallel-layout", "Et*7|t*9|(t*9|)*1t*7L"},  // quoted
            {"--recompute", "selective", "--moe-shared-expert-overlap"}}) {  // no shared expert: not written
     std::vector<std::string> job = {"--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192",  "--tp",
                                     "2",       "--pp",        "2",         "--gpus",   "16",    "--gbs", "64"};
@@ -812,11 +813,18 @@ TEST(Check, ReadsMegatronBridgePerformanceRecipes) {
   EXPECT_NE(big.at("notes").dump().find("the vocabulary padded to 128512 rows"), std::string::npos);
   EXPECT_NE(big.at("flags_ignored").dump().find("optimizer.overlap_param_gather_with_optimizer_step"),
             std::string::npos);
-  // A pipeline layout string is refused, naming it.
-  const Result layout =
-      run({"check", "--cluster", "dgx-h100", "--", file, "--recipe", "llama3_70b_pretrain_64gpu_h100_fp8cs_config"});
-  EXPECT_EQ(layout.code, 2);
-  EXPECT_NE(layout.err.find("model.pipeline_model_parallel_layout"), std::string::npos) << layout.err;
+  // Its pipeline layout string (40 virtual stages on 8 ranks, rank 3's last chunk 3 layers, the loss's 1) is read:
+  // the stages hold its layers, and a faster layout of other sizes drops it.
+  const auto layout = checked("llama3_70b_pretrain_64gpu_h100_fp8cs_config");
+  ASSERT_FALSE(layout.is_null());
+  EXPECT_EQ(layout.at("layout").at("pipeline_model_parallel_layout"), "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL");
+  EXPECT_EQ(layout.at("layout").at("vpp"), 5);
+  EXPECT_EQ(layout.at("layout").at("stage_layers"), nlohmann::json::parse("[10, 10, 10, 11, 10, 10, 10, 9]"));
+  for (const auto& x : layout.at("faster")) {
+    if (x.at("layout").at("pp") != 8) {
+      EXPECT_NE(x.at("change").dump().find("model.pipeline_model_parallel_layout=None"), std::string::npos) << x;
+    }
+  }
 }
 
 // A Megatron-Bridge recipe as run_recipe.py --recipe runs it: the function evaluated with the checkout's modules

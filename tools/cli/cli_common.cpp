@@ -248,6 +248,8 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
       {"decoder_last_pipeline_num_layers", optional_count(l.split.last_stage_layers)},
       {"account_for_embedding_in_pipeline_split", l.split.embedding_in_split},
       {"account_for_loss_in_pipeline_split", l.split.loss_in_split},
+      {"pipeline_model_parallel_layout",
+       l.split.layer_layout ? nlohmann::json(l.split.layer_layout->text) : nlohmann::json(nullptr)},
       {"dp", l.dp},
       {"ep", l.ep},
       {"etp", l.expert_tp()},

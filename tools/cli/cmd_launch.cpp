@@ -27,7 +27,7 @@ void print_megatron(std::ostream& out, const LaunchExport& e) {
   out << "torchrun --nnodes " << e.nodes << " --nproc-per-node " << e.gpus_per_node << " pretrain_gpt.py";
   for (const std::string& arg : e.megatron) {
     const bool flag = arg.starts_with("--");
-    out << (flag ? " \\\n    " : " ") << arg;
+    out << (flag ? " \\\n    " : " ") << shell_word(arg);
   }
   out << "\n";
 }
@@ -39,7 +39,7 @@ void print_deepspeed(std::ostream& out, const LaunchExport& e) {
   for (std::string line; std::getline(config, line);) out << "#   " << line << "\n";
   for (const auto& i : e.deepspeed_issues) out << "# UNSUPPORTED: " << i << "\n";
   out << "deepspeed --num_nodes " << e.nodes << " --num_gpus " << e.gpus_per_node << " pretrain_gpt.py";
-  for (const std::string& arg : e.deepspeed) out << (arg.starts_with("--") ? " \\\n    " : " ") << arg;
+  for (const std::string& arg : e.deepspeed) out << (arg.starts_with("--") ? " \\\n    " : " ") << shell_word(arg);
   out << "\n";
 }
 

@@ -301,7 +301,7 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"model.config.recompute_modules", "recompute_modules", ""},
     {"model.config.fine_grained_activation_offloading", "", ""},
     {"model.config.offload_modules", "", ""},
-    {"model.config.pipeline_model_parallel_layout", "", ""},
+    {"model.config.pipeline_model_parallel_layout", "pipeline_model_parallel_layout", ""},
     {"model.config.load_weights", "", "whether to_megatron_provider() loads the checkpoint's weights"},
     // megatron/bridge/models/gpt_provider.py provide(): the vocabulary padded to a multiple of
     // make_vocab_size_divisible_by x TP (calculate_padded_vocab_size) where should_pad_vocab, as Megatron-LM does.
@@ -730,8 +730,31 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
       vocab_multiple = integer();
     } else if (key == "model.config.fine_grained_activation_offloading") {
       if (boolean()) throw refuse("activation offloading is not priced (valid: False)");
-    } else if (key == "model.config.offload_modules" || key == "model.config.pipeline_model_parallel_layout") {
+    } else if (key == "model.config.offload_modules") {
       if (v != "None") throw refuse("not priced (valid: None)");
+    } else if (key == "model.config.pipeline_model_parallel_layout") {
+      // transformer_config.py: Megatron-LM's layout string, or a list of each stage's layer names; None: the split
+      // options. Parsed and checked against the model where the layout is built.
+      if (value.kind == Expr::Kind::string) {
+        layout["pipeline_model_parallel_layout"] = value.text;
+      } else if (value.kind == Expr::Kind::list) {
+        std::vector<std::vector<std::string>> stages;
+        for (const Expr& stage : value.args) {
+          if (stage.kind != Expr::Kind::list) throw refuse("expected a list of stages, each a list of layer names");
+          stages.emplace_back();
+          for (const Expr& name : stage.args) {
+            if (name.kind != Expr::Kind::string) throw refuse("a layer " + name.shown() + " that is not a name");
+            stages.back().push_back(name.text);
+          }
+        }
+        try {
+          layout["pipeline_model_parallel_layout"] = pipeline_layout_text(stages);
+        } catch (const Error& e) {
+          throw refuse(e.what());
+        }
+      } else if (v != "None") {
+        throw refuse("expected a layout string, a list of stages or None");
+      }
     } else if (key == "trainer.strategy.ddp.use_megatron_fsdp") {
       if (boolean()) throw refuse("Megatron-FSDP is not priced (valid: False)");
     } else if (key == "optim.config.optimizer") {
@@ -1277,6 +1300,14 @@ std::vector<std::pair<std::string, std::string>> nemo_recipe_layout_keys(const L
     for (const auto& [nemo1, recipe] : kRecipePaths)
       if (key == nemo1) out.emplace_back(recipe, python(value));
   out.emplace_back("optim.config.use_distributed_optimizer", l.sharding.optimizer != Shard::none ? "True" : "False");
+  // The pipeline split, which NeMo 1.x's config has no keys for: MegatronStrategy's first/last stage counts and the
+  // model config's layer layout.
+  const PipelineSplit& x = l.split;
+  const auto count = [](std::int64_t n) { return n > 0 ? std::to_string(n) : std::string("None"); };
+  out.emplace_back("trainer.strategy.num_layers_in_first_pipeline_stage", count(x.first_stage_layers));
+  out.emplace_back("trainer.strategy.num_layers_in_last_pipeline_stage", count(x.last_stage_layers));
+  out.emplace_back("model.config.pipeline_model_parallel_layout",
+                   x.layer_layout ? "\"" + x.layer_layout->text + "\"" : std::string("None"));
   return out;
 }
 

@@ -49,6 +49,11 @@ constexpr std::array<Knob, kKnobCount> kKnobs = {{
      .default_text = "false", .flags = "--account-for-loss-in-pipeline-split",
      .help = "the loss counts as a layer: one decoder layer fewer on the last stage",
      .log_key = "account_for_loss_in_pipeline_split", .json = "layout.account_for_loss_in_pipeline_split"},
+    {.id = pipeline_model_parallel_layout, .name = "pipeline_model_parallel_layout", .type = T::text,
+     .default_text = "the split above", .flags = "--pipeline-model-parallel-layout",
+     .help = "each virtual stage's layers, Megatron-LM's string (E embedding, t decoder layer, m MTP layer, L loss; "
+             "| ends a stage; (..)*n and t*n repeat): p*v stages, which set vpp",
+     .log_key = "pipeline_model_parallel_layout", .json = "layout.pipeline_model_parallel_layout"},
     {.id = ep, .name = "ep", .type = T::count, .default_text = "1", .unit = "GPUs",
      .flags = "--ep,--expert-model-parallel-size", .help = "expert parallel size (models with experts)",
      .log_key = "expert_model_parallel_size", .json = "layout.ep", .show_default = true},

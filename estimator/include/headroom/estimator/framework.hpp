@@ -48,6 +48,9 @@ struct FrameworkProfile {
   // Pipeline stages of unequal layer counts (Megatron-LM's --decoder-first/last-pipeline-num-layers); optional
   // key, absent = no: `rank` then keeps to p | L.
   bool uneven_pipeline_stages = false;
+  // Each virtual stage's layers given (optional key "pipeline_layer_layout": Megatron-LM's
+  // --pipeline-model-parallel-layout); without it the knob is refused.
+  bool pipeline_layer_layout = false;
   // Data-parallel overlaps the launch turns on or off (optional key "ddp_overlap_switches": Megatron-LM's
   // --overlap-grad-reduce and --overlap-param-gather); without it they always run as the coefficients price them.
   bool ddp_overlap_switches = false;
@@ -109,6 +112,9 @@ void set_mtp_layers(const ModelSpec& m, const FrameworkProfile& f, const LayoutR
 // The request's CP exchange (Layout::cp_exchange), or the framework's: PyTorch's rotations where the framework's CP is
 // PyTorch's ring attention, Transformer Engine's where it is not; the other refused.
 void set_cp_exchange(const FrameworkProfile& f, const LayoutRequest& r, Layout& l);
+// The layout's pipeline layer layout (PipelineSplit::layer_layout) from its text, with v set from its stages over p;
+// refused where the framework takes none, its stages are not a multiple of p, or a v given disagrees.
+void set_layer_layout(const FrameworkProfile& f, const std::string& text, Layout& l);
 // The request's BF16 layers of an FP8 run (Layout::bf16_layers_at_start/end, validate_bf16_layers checks them); their
 // counts refused without first_last_layers_bf16.
 void set_bf16_layers(const LayoutRequest& r, Layout& l);
@@ -134,6 +140,7 @@ struct LayoutRequest {
   std::int64_t recompute_num_layers = 1;                        // Layout::recompute_num_layers
   std::optional<std::uint8_t> recompute_modules;                // Layout::recompute_modules; needs selective
   std::optional<Schedule> schedule;                             // default: the framework's, interleaved when vpp > 1
+  std::optional<std::string> pipeline_layout;                   // PipelineSplit::layer_layout's text; sets vpp
   std::optional<StateSharding> sharding;
   std::optional<bool> sequence_parallel, flash_attention;
   std::int64_t lora_rank = 0;

@@ -73,7 +73,11 @@ struct LaunchExport {
 
 [[nodiscard]] LaunchExport launch_export(const ModelSpec& model, const ClusterSpec& cluster, const Layout& layout);
 
-// One line each, as `rank` prints them: the tokens joined by spaces, issues appended as "  # UNSUPPORTED: ...".
+// A token as a POSIX shell reads it back: as it is where every character is plain (letters, digits, -_./:=,+@%),
+// else in single quotes ('Et*2|(t*2|)*34,t*3|(t*2|)*3,tL').
+[[nodiscard]] std::string shell_word(std::string_view token);
+// One line each, as `rank` prints them: the tokens (shell_word) joined by spaces, issues appended as
+// "  # UNSUPPORTED: ...".
 [[nodiscard]] std::string megatron_line(const LaunchExport& e);
 [[nodiscard]] std::string torchtitan_line(const LaunchExport& e);
 [[nodiscard]] std::string deepspeed_line(const LaunchExport& e);  // its flags; ds_config.json is launch's

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -136,6 +137,25 @@ struct Lora {
   [[nodiscard]] bool targets_module(LoraTarget t) const { return (targets & static_cast<unsigned>(t)) != 0; }
 };
 
+// Megatron-LM's --pipeline-model-parallel-layout (megatron/core/transformer/pipeline_parallel_layer_layout.py): what
+// each of the p·v virtual stages holds, virtual stage a·p + b being chunk a of pipeline rank b. Its string form:
+// E the embedding, t a decoder layer, m a multi-token-prediction layer, L the loss; | ends a stage; (…)*n and x*n
+// repeat; commas are cosmetic ("Et*3|(tt|)*29,m|L").
+struct PipelineLayerLayout {
+  std::string text;                          // as given
+  std::vector<std::int64_t> decoder_layers;  // per virtual stage
+  std::vector<std::int64_t> mtp_layers;      // per virtual stage
+  std::vector<std::int64_t> embeddings;      // per virtual stage (one in all, on the first: validated)
+  std::vector<std::int64_t> losses;          // per virtual stage (one in all, on the last: validated)
+  [[nodiscard]] std::int64_t stages() const { return static_cast<std::int64_t>(decoder_layers.size()); }
+};
+// The string form parsed as Megatron-LM's parse_str_to_list does; throws Error naming a character other than E, t, m,
+// L, or a layout that unrolls past a million characters.
+[[nodiscard]] PipelineLayerLayout parse_pipeline_layout(std::string_view text);
+// A layout of Megatron-LM's list form ([["embedding", "decoder"], ["decoder", "loss"]]: each stage's layer names) in
+// its string form; throws Error naming a name other than embedding, decoder, mtp or loss.
+[[nodiscard]] std::string pipeline_layout_text(const std::vector<std::vector<std::string>>& stages);
+
 // How the decoder layers are split over the pipeline stages, with Megatron-LM's options
 // (megatron/core/transformer/transformer_block.py, get_num_layers_to_build): all zero/false = L/p per stage.
 // first/last_stage_layers: --decoder-first/last-pipeline-num-layers, the other stages share the rest evenly.
@@ -146,7 +166,10 @@ struct PipelineSplit {
   std::int64_t last_stage_layers = 0;
   bool embedding_in_split = false;
   bool loss_in_split = false;
-  [[nodiscard]] bool even() const { return !uneven() && !embedding_in_split && !loss_in_split; }
+  // --pipeline-model-parallel-layout: every virtual stage's layers as given (null: the options above). Shared, not
+  // copied, by the layouts that carry it.
+  std::shared_ptr<const PipelineLayerLayout> layer_layout;
+  [[nodiscard]] bool even() const { return !uneven() && !embedding_in_split && !loss_in_split && !layer_layout; }
   // A first or last stage count is given.
   [[nodiscard]] bool uneven() const { return first_stage_layers > 0 || last_stage_layers > 0; }
   // What the stages share when no count is given: L, plus one each for an accounted embedding and loss.

@@ -205,7 +205,8 @@ struct MemoryEstimate {
 [[nodiscard]] double peak_memory_bytes(const ModelSpec& m, const ClusterSpec& c, const Layout& l,
                                        const ResidualModel& r);
 // The stages a pipeline's peak memory and step time depend on, the middle ones being alike: the first, the second
-// (stage min(1, p − 1)) and the last, counted once for every layout of a shape.
+// (stage min(1, p − 1)) and the last, counted once for every layout of a shape. Under a layer layout the middle stages
+// differ: `second` is the one with the most decoder layers, and the peak is taken over every stage.
 struct PipelineStageCounts {
   StageCounts first, second, last;
 };

@@ -29,6 +29,7 @@ enum class KnobId : std::uint8_t {
   decoder_last_pipeline_num_layers,
   account_for_embedding_in_pipeline_split,
   account_for_loss_in_pipeline_split,
+  pipeline_model_parallel_layout,
   ep,
   etp,
   moe_token_dispatcher_type,
