@@ -151,7 +151,9 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
   if (m.sandwich_norms)
     issues.emplace_back("norms after attention and MLP (Gemma 2/3): Megatron-LM's GPT layer has no such option");
   if (m.parallel_residual)
-    issues.emplace_back("parallel attention and MLP (GPT-NeoX): Megatron-LM's GPT layer has no such option");
+    issues.emplace_back(
+        "parallel attention and MLP (GPT-NeoX, Falcon, Phi): Megatron-LM's GPT layer has no such option");
+  if (m.lm_head_bias) issues.emplace_back("a bias on the LM head (Phi): Megatron-LM's output layer has none");
   a.insert(a.end(), {"--max-position-embeddings", num(m.max_context)});
   if (m.mlp == Mlp::swiglu) a.emplace_back("--swiglu");
   if (m.mlp == Mlp::relu2) a.emplace_back("--squared-relu");
@@ -614,6 +616,7 @@ void megatron_deepspeed_model(const ModelSpec& m, std::vector<std::string>& a, s
   if (m.sliding_window > 0) issues.emplace_back("sliding-window attention: Megatron-DeepSpeed has no such flag");
   if (m.sandwich_norms) issues.emplace_back("norms after attention and MLP: Megatron-DeepSpeed has no such flag");
   if (m.parallel_residual) issues.emplace_back("parallel attention and MLP: Megatron-DeepSpeed has no such flag");
+  if (m.lm_head_bias) issues.emplace_back("a bias on the LM head: Megatron-DeepSpeed has no such flag");
   if (latent_attention(m)) issues.emplace_back("latent attention: Megatron-DeepSpeed has no such flag");
   if (m.num_experts > 0)
     issues.emplace_back("experts: Megatron-DeepSpeed's MoE (--num-experts, --topk) is not what headroom prices");

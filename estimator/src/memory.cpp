@@ -153,7 +153,7 @@ double ffn_parameters_per_layer(const ModelSpec& m) {
 // per head (q_norm, k_norm: d_h each).
 double norm_parameters_per_layer(const ModelSpec& m) {
   const double per_norm = m.norm == Norm::layernorm ? 2.0 : 1.0;
-  return per_norm * ((m.sandwich_norms ? 4.0 : 2.0) * d(m.hidden_size) + (m.qk_norm ? 2.0 * head_dim(m) : 0.0));
+  return per_norm * (d(hidden_norms_per_layer(m)) * d(m.hidden_size) + (m.qk_norm ? 2.0 * head_dim(m) : 0.0));
 }
 
 double layer_parameters(const ModelSpec& m) {
@@ -186,10 +186,11 @@ double moe_layer_parameters(const ModelSpec& m) {
 }
 
 // 4D paper Eq. 3, the 2hv term: input embedding and LM head (one matrix when tied), plus GPT-2's
-// learned position table.
+// learned position table and Phi's LM head bias.
 double embedding_parameters(const ModelSpec& m) {
   const double hv = d(m.hidden_size) * d(m.vocab_size);
-  return (m.tied_embeddings ? hv : 2.0 * hv) + (m.learned_positions ? d(m.max_context) * d(m.hidden_size) : 0.0);
+  return (m.tied_embeddings ? hv : 2.0 * hv) + (m.learned_positions ? d(m.max_context) * d(m.hidden_size) : 0.0) +
+         (m.lm_head_bias ? d(m.vocab_size) : 0.0);
 }
 
 // 4D paper Eq. 3: 2hv + h + 2Lh²(1 + k/a + 3/2·h_ffn/h + 1/h), the final norm being the lone h.
@@ -271,7 +272,7 @@ double stage_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_
   if (first) params += hv_t + (m.learned_positions ? d(m.max_context) * h : 0.0);
   // Megatron keeps a copy of a tied embedding on the last stage when p > 1 (kept in sync by all-reduce).
   if (last && !(first && m.tied_embeddings)) params += hv_t;
-  if (last) params += hidden_norm_parameters(m);
+  if (last) params += hidden_norm_parameters(m) + (m.lm_head_bias ? d(m.vocab_size) / t : 0.0);
   if (const std::int64_t mtp = stage_mtp_layers(l, stage); mtp > 0)
     params += d(mtp) * mtp_module_parameters_per_gpu(m, l);
   return params;

@@ -103,6 +103,8 @@ void check_model_shape(const ModelSpec& m, std::string_view where) {
   if (m.window_skip_freq == 1 || m.window_skip_freq > m.num_layers)
     throw Error(w + ": window_attn_skip_freq " + std::to_string(m.window_skip_freq) + " must be 0 (every layer " +
                 "windowed) or 2.." + std::to_string(m.num_layers) + " (every N-th layer attends fully)");
+  if (m.shared_norm && (!m.parallel_residual || m.sandwich_norms))
+    throw Error(w + ": shared_norm (one norm for attention and MLP) needs parallel_residual, without sandwich_norms");
   if (m.num_kv_heads > m.num_heads || m.num_heads % m.num_kv_heads != 0)
     throw Error(w + ": num_kv_heads " + std::to_string(m.num_kv_heads) + " must divide num_attention_heads " +
                 std::to_string(m.num_heads));
@@ -209,6 +211,26 @@ void refuse_unpriced_hf_keys(const json& j, const std::string& type, std::string
       throw Error(std::string(where) + ": " + key +
                   " = true: biases on these projections cannot be priced by headroom yet (Qwen2's q/k/v biases and "
                   "GPT's biases on every linear layer can)");
+}
+
+// Keys that one model type's modelling reads (configuration_{gpt_neox,falcon,phi}.py): another type's modelling would
+// not read them, so they are refused there rather than ignored.
+void refuse_foreign_hf_keys(const json& j, const std::string& type, std::string_view where) {
+  for (const auto& [key, owner] :
+       std::to_array<std::pair<const char*, const char*>>({{"use_parallel_residual", "gpt_neox"},
+                                                           {"multi_query", "falcon"},
+                                                           {"new_decoder_architecture", "falcon"},
+                                                           {"parallel_attn", "falcon"},
+                                                           {"bias", "falcon"},
+                                                           {"alibi", "falcon"},
+                                                           {"num_kv_heads", "falcon"},
+                                                           {"num_ln_in_parallel_attn", "falcon"},
+                                                           {"apply_residual_connection_post_layernorm", "falcon"},
+                                                           {"qk_layernorm", "phi"}}))
+    if (j.contains(key) && type != owner)
+      throw Error(std::string(where) + ": " + key + " is a " + owner + " config's key, and model_type is " +
+                  (type.empty() ? std::string("not given") : type.substr(0, 40)) +
+                  ": headroom cannot tell what it changes there");
 }
 
 // Which layers attend within the sliding window, as Megatron-LM's --window-attn-skip-freq N (every N-th layer, counted
@@ -371,7 +393,11 @@ constexpr std::array kHfConfigKeys = std::to_array<HfKey>({
     {"n_inner", R}, {"ffn_dim", R}, {"hidden_act", R}, {"hidden_activation", R}, {"activation_function", R},
     {"tie_word_embeddings", R}, {"attention_bias", R}, {"mlp_bias", R}, {"attention_dropout", R},
     {"attn_pdrop", R}, {"hidden_dropout", R}, {"resid_pdrop", R}, {"embd_pdrop", R}, {"partial_rotary_factor", R},
-    {"rotary_pct", R}, {"use_parallel_residual", R},
+    {"rotary_pct", R}, {"use_parallel_residual", R}, {"ffn_hidden_size", R}, {"activation", R},
+    // Falcon's and Phi's (read for those types only: refuse_unpriced_hf_keys)
+    {"multi_query", R}, {"new_decoder_architecture", R}, {"parallel_attn", R}, {"bias", R}, {"alibi", R},
+    {"num_kv_heads", R}, {"num_ln_in_parallel_attn", R}, {"apply_residual_connection_post_layernorm", R},
+    {"qk_layernorm", R},
     // windows
     {"sliding_window", R}, {"layer_types", R}, {"sliding_window_pattern", R}, {"use_sliding_window", R},
     {"max_window_layers", R},
@@ -415,12 +441,12 @@ void refuse_unknown_hf_keys(const json& j, std::string_view where) {
   }
 }
 
-// The activations of a config's MLP (hidden_activation, hidden_act or activation_function; transformers'
-// activations.py ACT2FN names): a gated family's (SwiGLU, Gemma's GeGLU) priced as one gated MLP, a plain family's
-// GELU or squared ReLU (Nemotron's relu2) as two GEMMs. Another activation is refused, naming it.
+// The activations of a config's MLP (hidden_activation, hidden_act, activation_function or Falcon's activation;
+// transformers' activations.py ACT2FN names): a gated family's (SwiGLU, Gemma's GeGLU) priced as one gated MLP, a plain
+// family's GELU or squared ReLU (Nemotron's relu2) as two GEMMs. Another activation is refused, naming it.
 Mlp hf_mlp(const json& j, bool gated, std::string_view where) {
   const char* key = "hidden_activation";
-  for (const char* k : {"hidden_activation", "hidden_act", "activation_function"})
+  for (const char* k : {"hidden_activation", "hidden_act", "activation_function", "activation"})
     if (j.contains(k) && !j.at(k).is_null()) {
       key = k;
       break;
@@ -442,32 +468,18 @@ Mlp hf_mlp(const json& j, bool gated, std::string_view where) {
 // The Hugging Face model types headroom models, the one list of them: Llama-shaped decoders (pre-norm attention, then
 // an MLP; Qwen2's q/k/v biases, Gemma's extra norms, Qwen3's q/k norms, windows, experts and DeepSeek's latent
 // attention read from their configs) and GPT-2. `gated`: the MLP has gate, up and down projections (SwiGLU; Gemma's
-// GeGLU prices the same), else two matrices, by transformers' modeling_<type>.py; GPT-NeoX's parallel residual is
-// priced. Another type (Falcon's multi-query parallel attention, ...) or none is refused, naming it, not priced as a
-// Llama.
+// GeGLU prices the same), else two matrices, by transformers' modeling_<type>.py; GPT-NeoX's, Falcon's and Phi's
+// parallel residuals are priced. Another type or none is refused, naming it, not priced as a Llama.
 struct HfModelType {
   std::string_view name;
   bool gated;
 };
-constexpr std::array<HfModelType, 19> kModelledHfTypes{{{"llama", true},
-                                                        {"mistral", true},
-                                                        {"mixtral", true},
-                                                        {"qwen2", true},
-                                                        {"qwen2_moe", true},
-                                                        {"qwen3", true},
-                                                        {"qwen3_moe", true},
-                                                        {"gemma", true},
-                                                        {"gemma2", true},
-                                                        {"gemma3", true},
-                                                        {"gemma3_text", true},
-                                                        {"phi3", true},
-                                                        {"granite", true},
-                                                        {"deepseek_v2", true},
-                                                        {"deepseek_v3", true},
-                                                        {"gpt_oss", true},
-                                                        {"gpt_neox", false},
-                                                        {"gpt2", false},
-                                                        {"nemotron", false}}};
+constexpr std::array<HfModelType, 21> kModelledHfTypes{
+    {{"llama", true},       {"mistral", true},   {"mixtral", true}, {"qwen2", true},       {"qwen2_moe", true},
+     {"qwen3", true},       {"qwen3_moe", true}, {"gemma", true},   {"gemma2", true},      {"gemma3", true},
+     {"gemma3_text", true}, {"phi3", true},      {"granite", true}, {"deepseek_v2", true}, {"deepseek_v3", true},
+     {"gpt_oss", true},     {"gpt_neox", false}, {"falcon", false}, {"phi", false},        {"gpt2", false},
+     {"nemotron", false}}};
 
 // The entry of a config's model_type; an Error naming the type (or its absence) and the modelled ones otherwise.
 const HfModelType& modelled_hf_type(const std::string& type, std::string_view where) {
@@ -581,6 +593,8 @@ ModelSpec model_from_json(const json& j, std::string_view where) {
   m.attention_dropout = j.value("attention_dropout", 0.0);
   m.sandwich_norms = j.value("sandwich_norms", false);
   m.parallel_residual = j.value("parallel_residual", false);
+  m.shared_norm = j.value("shared_norm", false);
+  m.lm_head_bias = j.value("lm_head_bias", false);
   m.qk_norm = j.value("qk_norm", false);
   m.sliding_window = j.value("sliding_window", std::int64_t{0});
   m.window_skip_freq = j.value("window_attn_skip_freq", std::int64_t{0});
@@ -613,12 +627,37 @@ ModelSpec model_from_json(const json& j, std::string_view where) {
   return m;
 }
 
+namespace {
+// Falcon (configuration_falcon.py, modeling_falcon.py FalconAttention and FalconDecoderLayer): biases on every linear
+// layer or none (bias); attention and MLP in parallel (parallel_attn) off one input_layernorm, or off ln_attn and
+// ln_mlp where num_ln_in_parallel_attn is 2 (the new decoder architecture's default); K and V with num_kv_heads heads
+// under the new architecture, one head with multi_query, else a head each. ALiBi and a residual taken after the norm
+// are refused.
+void read_hf_falcon(const json& j, ModelSpec& m, std::string_view where) {
+  const std::string w(where);
+  if (hf_bool(j, "alibi", where, false))
+    throw Error(w + ": alibi = true: ALiBi's position biases are not priced (Falcon with RoPE is)");
+  if (hf_bool(j, "apply_residual_connection_post_layernorm", where, false))
+    throw Error(w + ": apply_residual_connection_post_layernorm = true: a residual taken after the norm is not priced");
+  const bool new_arch = hf_bool(j, "new_decoder_architecture", where, false);
+  m.linear_biases = hf_bool(j, "bias", where, false);
+  m.parallel_residual = hf_bool(j, "parallel_attn", where, true);
+  const std::int64_t norms = hf_int(j, {"num_ln_in_parallel_attn"}, where, new_arch ? 2 : 1);
+  if (norms > 2) throw Error(w + ": num_ln_in_parallel_attn " + std::to_string(norms) + ": valid: 1 or 2");
+  m.shared_norm = m.parallel_residual && norms == 1;
+  m.num_kv_heads = new_arch                                 ? hf_int(j, {"num_kv_heads"}, where, m.num_heads)
+                   : hf_bool(j, "multi_query", where, true) ? 1
+                                                            : m.num_heads;
+}
+}  // namespace
+
 ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string_view where) {
   if (!j.is_object()) throw Error(std::string(where) + ": a Hugging Face config must be a JSON object");
   // What is not modelled is refused first, by its keys (hybrid layers, ...) or by its type, before its shape is read.
   const std::string type = lower(hf_string(j, "model_type", where, ""));
   refuse_unpriced_hf_keys(j, type, where);
   const HfModelType& family = modelled_hf_type(type, where);
+  refuse_foreign_hf_keys(j, type, where);
   refuse_unknown_hf_keys(j, where);
   ModelSpec m;
   m.name = std::string(name);
@@ -636,17 +675,21 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   // Nemotron's LayerNorm1P has a weight and a bias (modeling_nemotron.py), as GPT-2's LayerNorm.
   // GPT-NeoX: LayerNorm, biases on every linear layer (attention_bias, default true), attention and MLP in parallel
   // by default (configuration_gpt_neox.py use_parallel_residual), RoPE on rotary_pct of each head.
-  const bool neox = type == "gpt_neox";
-  m.norm = gpt2 || neox || type == "nemotron" ? Norm::layernorm : Norm::rmsnorm;
-  m.linear_biases = gpt2 || neox || type == "gpt_oss";
-  m.parallel_residual = neox && hf_bool(j, "use_parallel_residual", where, true);
+  // Phi (modeling_phi.py PhiDecoderLayer, PhiForCausalLM): LayerNorm, biases on every linear layer and the LM head,
+  // attention and MLP in parallel off one input_layernorm, q and k LayerNorms with qk_layernorm.
+  const bool neox = type == "gpt_neox", phi = type == "phi";
+  m.norm = gpt2 || neox || phi || type == "falcon" || type == "nemotron" ? Norm::layernorm : Norm::rmsnorm;
+  m.linear_biases = gpt2 || neox || phi || type == "gpt_oss";
+  m.parallel_residual = phi || (neox && hf_bool(j, "use_parallel_residual", where, true));
+  m.shared_norm = m.lm_head_bias = phi;
+  if (type == "falcon") read_hf_falcon(j, m, where);
   m.attention_sinks = type == "gpt_oss";  // modeling_gpt_oss.py GptOssAttention.sinks: one logit per head
   // Qwen2's attention has biases on q, k and v, hard-wired in transformers' modeling_qwen2.py (no config key).
   m.qkv_bias = type == "qwen2" || type == "qwen2_moe";
   m.learned_positions = gpt2;
   m.attention_dropout = hf_probability(j, {"attention_dropout", "attn_pdrop"}, where);
-  m.ffn_hidden_size =
-      hf_int(j, {"intermediate_size", "n_inner", "ffn_dim"}, where, m.mlp != Mlp::swiglu ? 4 * m.hidden_size : -1);
+  m.ffn_hidden_size = hf_int(j, {"intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size"}, where,
+                             m.mlp != Mlp::swiglu ? 4 * m.hidden_size : -1);
   read_hf_experts(j, m, where);
   // DeepSeek-V2/V3's latent attention (configuration_deepseek_v3.py); q_lora_rank null: q projected directly.
   if (const std::int64_t kv_r = hf_count(j, "kv_lora_rank", where); kv_r > 0) {
@@ -667,15 +710,16 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   // Gemma 2/3 normalise attention and MLP outputs too; Qwen3 and Gemma 3 normalise q and k per head
   // (modeling_gemma2.py, modeling_gemma3.py, modeling_qwen3.py).
   m.sandwich_norms = type.rfind("gemma2", 0) == 0 || type.rfind("gemma3", 0) == 0;
-  m.qk_norm = type.rfind("gemma3", 0) == 0 || type.rfind("qwen3", 0) == 0;
+  m.qk_norm =
+      type.rfind("gemma3", 0) == 0 || type.rfind("qwen3", 0) == 0 || (phi && hf_bool(j, "qk_layernorm", where, false));
   m.sliding_window = hf_int(j, {"sliding_window"}, where, 0);
   const auto skip_freq = m.sliding_window > 0 ? hf_window_skip_freq(j, type, m.num_layers, where) : std::nullopt;
   m.window_skip_freq = skip_freq.value_or(0);
   if (!skip_freq || m.sliding_window >= m.max_context) m.sliding_window = m.window_skip_freq = 0;
   read_hf_arithmetic(j, type, m, where);
   // The default of tie_word_embeddings where a config leaves it out: True in transformers' GPT-2 and Gemma
-  // configs (configuration_gemma.py), False in Llama's, Mistral's and Qwen's.
-  m.tied_embeddings = hf_bool(j, "tie_word_embeddings", where, gpt2 || type.rfind("gemma", 0) == 0);
+  // configs (configuration_gemma.py) and PretrainedConfig's for Falcon, False in Llama's, Mistral's, Qwen's and Phi's.
+  m.tied_embeddings = hf_bool(j, "tie_word_embeddings", where, gpt2 || type == "falcon" || type.rfind("gemma", 0) == 0);
   check_model_shape(m, where);
   return m;
 }

@@ -518,7 +518,7 @@ double activation_tensor_bytes(const ModelSpec& m, const Layout& l) {
   return 2.0 * d(l.seq) * d(l.mbs) * d(m.hidden_size) / (d(l.tp) * d(l.cp));
 }
 
-double norm_residual_passes(const ModelSpec& m) { return 2.0 * (m.sandwich_norms ? 4.0 : 2.0) + 3.0 * 2.0; }
+double norm_residual_passes(const ModelSpec& m) { return 2.0 * d(hidden_norms_per_layer(m)) + 3.0 * 2.0; }
 
 double unsplit_norm_residual_bytes(const ModelSpec& m, const Layout& l) {
   if (l.sequence_parallel || l.tp <= 1) return 0.0;

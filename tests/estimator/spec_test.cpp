@@ -344,16 +344,16 @@ TEST(HuggingFaceConfig, RefusesWhatItCannotPriceNamingTheKey) {
   }
 }
 
-// A config of a model type headroom does not model (Falcon-7B: multi-query, parallel attention) or of none is refused
-// naming it, not priced as a Llama decoder; so is top-k routing over fewer than k experts, not priced dense.
+// A config of a model type headroom does not model (BLOOM: ALiBi, embedding LayerNorm) or of none is refused naming
+// it, not priced as a Llama decoder; so is top-k routing over fewer than k experts, not priced dense.
 TEST(HuggingFaceConfig, AModelTypeItDoesNotModelIsRefusedNamingIt) {
-  const std::string falcon = model_error(R"({"alibi": false, "architectures": ["FalconForCausalLM"], "bias": false,
-    "hidden_size": 4544, "model_type": "falcon", "multi_query": true, "new_decoder_architecture": false,
-    "num_attention_heads": 71, "num_hidden_layers": 32, "parallel_attn": true, "vocab_size": 65024})");
-  EXPECT_NE(falcon.find("config.json: model_type falcon is not modelled (headroom prices the Hugging Face model types "
+  const std::string bloom = model_error(R"({"apply_residual_connection_post_layernorm": false,
+    "architectures": ["BloomForCausalLM"], "hidden_size": 14336, "model_type": "bloom", "n_head": 112, "n_layer": 70,
+    "vocab_size": 250880})");
+  EXPECT_NE(bloom.find("config.json: model_type bloom is not modelled (headroom prices the Hugging Face model types "
                         "llama, mistral, "),
             std::string::npos)
-      << falcon;
+      << bloom;
   const std::string untyped = model_error(R"({"hidden_size": 4096, "num_attention_heads": 32,
     "num_hidden_layers": 32, "vocab_size": 32000, "intermediate_size": 11008})");
   EXPECT_NE(untyped.find("config.json: no model_type (headroom prices the Hugging Face model types llama, "),
@@ -624,6 +624,61 @@ TEST(HuggingFaceConfig, GptNeoxReadsWithItsParallelResidual) {
   EXPECT_FALSE(test::library().model(sequential.path()).parallel_residual);
   EXPECT_NE(model_error(config + R"("attention_bias": false, "vocab_size": 50432})").find("attention_bias = false"),
             std::string::npos);
+}
+
+// Falcon (tiiuae/falcon-7b and falcon-40b config.json, as transformers reads them: modeling_falcon.py): Falcon-7B's
+// one multi-query KV head and one norm shared by its parallel attention and MLP, 6,921,720,704 parameters (its tied
+// LM head counted once); Falcon-40B's new decoder architecture, 8 KV heads and two norms a layer. ALiBi, a post-norm
+// residual, and Falcon's keys in another type's config are refused, naming the key.
+TEST(HuggingFaceConfig, FalconReadsItsAttentionAndNorms) {
+  const std::string common = R"({"alibi": false, "apply_residual_connection_post_layernorm": false,
+    "architectures": ["FalconForCausalLM"], "attention_dropout": 0.0, "bias": false, "bos_token_id": 11,
+    "eos_token_id": 11, "hidden_dropout": 0.0, "initializer_range": 0.02, "layer_norm_epsilon": 1e-05,
+    "model_type": "falcon", "parallel_attn": true, "torch_dtype": "bfloat16", "transformers_version": "4.27.4",
+    "use_cache": true, "vocab_size": 65024, )";
+  const std::string seven = common + R"("hidden_size": 4544, "multi_query": true, "new_decoder_architecture": false,
+    "num_attention_heads": 71, "num_hidden_layers": 32})";
+  const TempFile f7(seven, "config.json");
+  const ModelSpec m7 = test::library().model(f7.path());
+  EXPECT_EQ(static_cast<std::int64_t>(parameter_count(m7)), 6'921'720'704);
+  EXPECT_EQ(m7.num_kv_heads, 1);
+  EXPECT_TRUE(m7.parallel_residual && m7.shared_norm && m7.tied_embeddings && !m7.linear_biases);
+  EXPECT_EQ(m7.ffn_hidden_size, 4 * 4544);
+  const TempFile f40(common + R"("hidden_size": 8192, "new_decoder_architecture": true, "num_attention_heads": 128,
+    "num_hidden_layers": 60, "num_kv_heads": 8})",
+                     "config.json");
+  const ModelSpec m40 = test::library().model(f40.path());
+  EXPECT_EQ(m40.num_kv_heads, 8);
+  EXPECT_TRUE(m40.parallel_residual && !m40.shared_norm);
+  // QKV 8192 x (128 + 2·8)·64, dense 8192², MLP 2 x 8192 x 32768, two LayerNorms a layer; the tied embedding; ln_f.
+  EXPECT_EQ(static_cast<std::int64_t>(parameter_count(m40)),
+            60LL * (8192LL * 9216 + 8192LL * 8192 + 2LL * 8192 * 32768 + 4LL * 8192) + 65024LL * 8192 + 2LL * 8192);
+  std::string alibi = seven;
+  alibi.replace(alibi.find("\"alibi\": false"), 14, "\"alibi\": true");
+  EXPECT_NE(model_error(alibi).find("alibi = true"), std::string::npos);
+  EXPECT_NE(model_error(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 128, "vocab_size": 100, "multi_query": true})")
+                .find("multi_query is a falcon config's key, and model_type is llama"),
+            std::string::npos);
+}
+
+// Phi (microsoft/phi-1_5 config.json; modeling_phi.py): LayerNorm, biases on every linear layer and on the LM head,
+// attention and MLP in parallel off one norm, RoPE on half of each head: 1,418,270,720 parameters, as the model counts.
+TEST(HuggingFaceConfig, PhiReadsItsSharedNormAndHeadBias) {
+  const std::string config = R"({"_name_or_path": "microsoft/phi-1_5", "architectures": ["PhiForCausalLM"],
+    "attention_dropout": 0.0, "bos_token_id": null, "embd_pdrop": 0.0, "eos_token_id": null, "hidden_act": "gelu_new",
+    "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 8192, "layer_norm_eps": 1e-05,
+    "max_position_embeddings": 2048, "model_type": "phi", "num_attention_heads": 32, "num_hidden_layers": 24,
+    "num_key_value_heads": null, "partial_rotary_factor": 0.5, "qk_layernorm": false, "rope_scaling": null,
+    "rope_theta": 10000.0, "tie_word_embeddings": false, "torch_dtype": "float16", "transformers_version": "4.37.0",
+    "use_cache": true, "vocab_size": 51200, )";
+  const TempFile f(config + R"("resid_pdrop": 0.0})", "config.json");
+  const ModelSpec m = test::library().model(f.path());
+  EXPECT_EQ(static_cast<std::int64_t>(parameter_count(m)), 1'418'270'720);
+  EXPECT_TRUE(m.parallel_residual && m.shared_norm && m.lm_head_bias && m.linear_biases && !m.qk_norm);
+  EXPECT_DOUBLE_EQ(m.rotary_fraction, 0.5);
+  // Phi-2's residual dropout (resid_pdrop 0.1) stores masks that are not priced: refused, naming it.
+  EXPECT_NE(model_error(config + R"("resid_pdrop": 0.1})").find("resid_pdrop"), std::string::npos);
 }
 
 // The router's groups are read: DeepSeek-V2's group_limited_greedy and V3's noaux_tc route within topk_group of

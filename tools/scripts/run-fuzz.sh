@@ -41,9 +41,17 @@ seed() {
       printf '%s\n' '{"model_type": "deepseek_v3", "hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8,' \
         '"intermediate_size": 2048, "moe_intermediate_size": 256, "n_routed_experts": 64, "num_experts_per_tok": 8,' \
         '"n_group": 8, "topk_group": 4, "topk_method": "noaux_tc", "vocab_size": 32000}' >"$dir"/hf-grouped.json
-      # Refused: a model type headroom does not model (Falcon-7B), none, and top-2 routing over no experts.
+      # Falcon-7B (one KV head, one norm shared by its parallel attention and MLP), Falcon-40B's new architecture, phi-1.5.
       printf '%s\n' '{"model_type": "falcon", "hidden_size": 4544, "num_hidden_layers": 32, "num_attention_heads": 71,' \
         '"vocab_size": 65024, "multi_query": true, "parallel_attn": true, "bias": false}' >"$dir"/hf-falcon.json
+      printf '%s\n' '{"model_type": "falcon", "hidden_size": 8192, "num_hidden_layers": 60, "num_attention_heads": 128,' \
+        '"vocab_size": 65024, "new_decoder_architecture": true, "num_kv_heads": 8, "alibi": false}' >"$dir"/hf-falcon40.json
+      printf '%s\n' '{"model_type": "phi", "hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 32,' \
+        '"intermediate_size": 8192, "vocab_size": 51200, "hidden_act": "gelu_new", "partial_rotary_factor": 0.5,' \
+        '"qk_layernorm": false, "resid_pdrop": 0.0, "tie_word_embeddings": false}' >"$dir"/hf-phi.json
+      # Refused: a model type headroom does not model (BLOOM), none, and top-2 routing over no experts.
+      printf '%s\n' '{"model_type": "bloom", "hidden_size": 14336, "n_layer": 70, "n_head": 112,' \
+        '"vocab_size": 250880, "apply_residual_connection_post_layernorm": false}' >"$dir"/hf-bloom.json
       printf '%s\n' '{"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 32000,' \
         '"intermediate_size": 11008}' >"$dir"/hf-no-type.json
       printf '%s\n' '{"model_type": "mixtral", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,' \

@@ -51,6 +51,11 @@ struct ModelSpec {
   // Attention and MLP both read the layer's input through their own norms and add to it together (GPT-J, GPT-NeoX's
   // use_parallel_residual): the same weights and work, one input saved for the two norms.
   bool parallel_residual = false;
+  // Of a parallel residual, the attention and MLP reading one norm's output (GPT-J, Phi, Falcon-7B's
+  // input_layernorm): one norm a layer, not two.
+  bool shared_norm = false;
+  // A bias on the LM head, v wide (Phi's and GPT-J's lm_head; column-parallel: split by t).
+  bool lm_head_bias = false;
   bool qk_norm = false;          // RMSNorm of each head's q and k (Qwen3, Gemma 3; d_h weights each)
   double attention_dropout = 0;  // dropout probability on the attention probabilities (GPT: 0.1, Llama: 0)
   // Sliding-window attention: a query attends to at most this many tokens (itself included); 0: full causal
@@ -107,6 +112,12 @@ struct ModelSpec {
 };
 
 [[nodiscard]] inline bool latent_attention(const ModelSpec& m) { return m.kv_lora_rank > 0; }
+
+// The h-wide norms of a decoder layer: before attention and before the MLP (2), after them too (Gemma 2/3's
+// sandwich: 4), or one that a parallel residual's attention and MLP share (modeling_phi.py PhiDecoderLayer: 1).
+[[nodiscard]] inline std::int64_t hidden_norms_per_layer(const ModelSpec& m) {
+  return m.sandwich_norms ? 4 : m.shared_norm ? 1 : 2;
+}
 
 // Gate, up and down projections (SwiGLU, GeGLU): three h × h_ffn matrices, not two.
 [[nodiscard]] inline bool gated_mlp(const ModelSpec& m) { return mlp_input_projections(m.mlp) == 2.0; }
