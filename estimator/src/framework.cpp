@@ -330,7 +330,7 @@ void set_layer_layout(const FrameworkProfile& f, const std::string& text, Layout
     throw Error("framework " + f.name + " takes no pipeline layer layout (" + field("pipeline_model_parallel_layout") +
                 " is Megatron-LM's: --framework megatron)");
   auto x = std::make_shared<const PipelineLayerLayout>(parse_pipeline_layout(text));
-  const std::string what = field("pipeline_model_parallel_layout") + " \"" + text + "\"";
+  const std::string what = layout_named(text);
   if (x->stages() % l.pp != 0)
     throw Error(what + " has " + std::to_string(x->stages()) + (x->stages() == 1 ? " stage" : " stages") +
                 ", not a multiple of " + field("pp") + " " + std::to_string(l.pp));

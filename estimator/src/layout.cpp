@@ -36,7 +36,7 @@ namespace {
 
 // One of pipeline_parallel_layer_layout.py parse_str_to_list's substitutions, as re.sub makes it: each match of
 // `\(([^)]+)\)\*(\d+)` (group) or `(.)\*(\d+)` (one character), left to right, replaced by n copies of what it repeats.
-std::string unroll_layout(std::string_view in, bool group, std::string_view text) {
+std::string unroll_layout(std::string_view in, bool group, const std::string& what) {
   constexpr std::size_t kMaxChars = 1'000'000;
   std::string out;
   for (std::size_t i = 0; i < in.size();) {
@@ -54,15 +54,11 @@ std::string unroll_layout(std::string_view in, bool group, std::string_view text
       out += in[i++];
       continue;
     }
-    if (to - digits > 6)
-      throw Error(field("pipeline_model_parallel_layout") + " \"" + std::string(text) +
-                  "\": a repeat count of more than 6 digits");
+    if (to - digits > 6) throw Error(what + ": a repeat count of more than 6 digits");
     const std::size_t n = std::stoul(std::string(in.substr(digits, to - digits)));
-    const std::string_view what = in.substr(body, end - body);
-    if (out.size() + what.size() * n > kMaxChars)
-      throw Error(field("pipeline_model_parallel_layout") + " \"" + std::string(text) +
-                  "\" unrolls past a million characters");
-    for (std::size_t k = 0; k < n; ++k) out += what;
+    const std::string_view repeated = in.substr(body, end - body);
+    if (out.size() + repeated.size() * n > kMaxChars) throw Error(what + " unrolls past a million characters");
+    for (std::size_t k = 0; k < n; ++k) out += repeated;
     i = to;
   }
   return out;
@@ -70,14 +66,19 @@ std::string unroll_layout(std::string_view in, bool group, std::string_view text
 
 }  // namespace
 
+std::string layout_named(std::string_view text) {
+  const std::string shown = text.size() > 80 ? std::string(text.substr(0, 80)) + "..." : std::string(text);
+  return field("pipeline_model_parallel_layout") + " \"" + shown + "\"";
+}
+
 // pipeline_parallel_layer_layout.py parse_str_to_list, and the order validate_layer_layout asks of the flattened
 // layers: the embedding first, the loss last, each once, no decoder layer after a multi-token-prediction layer.
 PipelineLayerLayout parse_pipeline_layout(std::string_view text) {
-  const std::string what = field("pipeline_model_parallel_layout") + " \"" + std::string(text) + "\"";
+  const std::string what = layout_named(text);
   std::string flat;
   for (const char c : text)
     if (c != ',') flat += c;
-  flat = unroll_layout(unroll_layout(flat, true, text), false, text);
+  flat = unroll_layout(unroll_layout(flat, true, what), false, what);
   PipelineLayerLayout x;
   x.text = std::string(text);
   std::string order;  // the layers in order
@@ -85,18 +86,12 @@ PipelineLayerLayout parse_pipeline_layout(std::string_view text) {
   for (;;) {
     const std::size_t bar = flat.find('|', start);
     const std::string_view stage = std::string_view(flat).substr(start, bar == std::string::npos ? bar : bar - start);
-    std::array<std::int64_t, 4> n{};  // E, t, m, L
-    for (const char c : stage) {
-      const std::size_t k = std::string_view("EtmL").find(c);
-      if (k == std::string_view::npos)
+    x.decoder_layers.push_back(std::count(stage.begin(), stage.end(), 't'));
+    x.mtp_layers.push_back(std::count(stage.begin(), stage.end(), 'm'));
+    for (const char c : stage)
+      if (std::string_view("EtmL").find(c) == std::string_view::npos)
         throw Error(what + ": '" + std::string(1, c) + "' is no layer (valid: E embedding, t decoder, m mtp, L loss)");
-      ++n[k];
-      order += c;
-    }
-    x.embeddings.push_back(n[0]);
-    x.decoder_layers.push_back(n[1]);
-    x.mtp_layers.push_back(n[2]);
-    x.losses.push_back(n[3]);
+    order += stage;
     if (bar == std::string::npos) break;
     start = bar + 1;
   }
@@ -205,7 +200,7 @@ void validate_even_split(const ModelSpec& m, const Layout& l) {
 void validate_layer_layout(const ModelSpec& m, const Layout& l) {
   const PipelineSplit& split = l.split;
   const PipelineLayerLayout& x = *split.layer_layout;
-  const std::string what = field("pipeline_model_parallel_layout") + " \"" + x.text + "\"";
+  const std::string what = layout_named(x.text);
   if (split.uneven() || split.embedding_in_split || split.loss_in_split)
     throw Error(
         what + " with " +

@@ -144,14 +144,14 @@ struct Lora {
 struct PipelineLayerLayout {
   std::string text;                          // as given
   std::vector<std::int64_t> decoder_layers;  // per virtual stage
-  std::vector<std::int64_t> mtp_layers;      // per virtual stage
-  std::vector<std::int64_t> embeddings;      // per virtual stage (one in all, on the first: validated)
-  std::vector<std::int64_t> losses;          // per virtual stage (one in all, on the last: validated)
+  std::vector<std::int64_t> mtp_layers;      // per virtual stage (the embedding is on the first, the loss the last)
   [[nodiscard]] std::int64_t stages() const { return static_cast<std::int64_t>(decoder_layers.size()); }
 };
 // The string form parsed as Megatron-LM's parse_str_to_list does; throws Error naming a character other than E, t, m,
 // L, or a layout that unrolls past a million characters.
 [[nodiscard]] PipelineLayerLayout parse_pipeline_layout(std::string_view text);
+// The knob and its text as errors name them (at most 80 characters of it).
+[[nodiscard]] std::string layout_named(std::string_view text);
 // A layout of Megatron-LM's list form ([["embedding", "decoder"], ["decoder", "loss"]]: each stage's layer names) in
 // its string form; throws Error naming a name other than embedding, decoder, mtp or loss.
 [[nodiscard]] std::string pipeline_layout_text(const std::vector<std::vector<std::string>>& stages);
