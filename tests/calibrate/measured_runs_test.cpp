@@ -275,6 +275,19 @@ TEST(MegatronLog, SlidingWindowIsReadAsTransformerEnginesWindow) {
   }
 }
 
+// --pipeline-model-parallel-layout as arguments.py prints it (the string as given, the virtual stages it sets): read as
+// the layout knob, which sets vpp from its stages.
+TEST(MegatronLog, PipelineLayoutIsRead) {
+  std::string log = slurp("megatron_llama_written.log");
+  const std::string per_stage = "  num_layers_per_virtual_pipeline_stage ........... 4\n";
+  ASSERT_NE(log.find(per_stage), std::string::npos);
+  log.replace(log.find(per_stage), per_stage.size(),
+              "  num_layers_per_virtual_pipeline_stage ........... None\n"
+              "  pipeline_model_parallel_layout .................. Et*3|(t*4|)*6t*5L\n");
+  const auto run = parse_megatron_log(log, "layout.log");
+  EXPECT_EQ(run.layout.at("pipeline_model_parallel_layout"), "Et*3|(t*4|)*6t*5L");
+}
+
 TEST(MegatronLog, SteadyStateDropsTheFirstIterationAndTakesTheMedian) {
   const auto run = parse_megatron_log(slurp("megatron_llama_written.log"), "llama.log");
   EXPECT_EQ(run.outcome, RunOutcome::ok);
