@@ -173,6 +173,40 @@ TEST(Check, EveryFlagIsReadOrIgnoredOrRefusedByName) {
   EXPECT_NE(r.err.find("neither --bf16 nor --fp16"), std::string::npos) << r.err;
 }
 
+// Flags of Megatron-LM's gpt-oss example (examples/gptoss/02_train.sh at d98e8a64dd): --recompute-activations is
+// --recompute-granularity selective (arguments.py validate_args), --quick-geglu a gated MLP (argument_utils.py: three
+// projections), the activation's offset and clamp, the rope type and FP32 softmax of the unfused path change no cost.
+TEST(Check, ReadsTheGptOssExamplesFlags) {
+  const auto doc = [](const std::vector<std::string>& extra) {
+    const Result r = run(check({"--json"}, llama8b(extra)));
+    EXPECT_TRUE(r.code == 0 || r.code == 3) << r.err;
+    return r.code == 0 || r.code == 3 ? nlohmann::json::parse(r.out) : nlohmann::json();
+  };
+  const std::vector<std::string> layout = {"--tensor-model-parallel-size", "2", "--micro-batch-size", "1",
+                                           "--global-batch-size",          "64"};
+  std::vector<std::string> flags = layout;
+  flags.insert(flags.end(), {"--recompute-activations", "--rope-type", "rope", "--attention-softmax-in-fp32"});
+  const auto read = doc(flags);
+  ASSERT_FALSE(read.is_null());
+  EXPECT_EQ(read.at("layout").at("recompute"), "selective");
+  std::vector<std::string> selective = layout;
+  selective.insert(selective.end(), {"--recompute-granularity", "selective"});
+  EXPECT_EQ(read.at("memory"), doc(selective).at("memory"));
+  const std::string ignored = read.at("flags_ignored").dump();
+  EXPECT_NE(ignored.find("--rope-type"), std::string::npos) << ignored;
+  EXPECT_NE(ignored.find("--attention-softmax-in-fp32"), std::string::npos) << ignored;
+  // --quick-geglu: Llama's SwiGLU width priced as a gated GELU (the same three projections), the offset and clamp
+  // ignored by name.
+  std::vector<std::string> geglu = llama8b(layout);
+  std::erase(geglu, std::string("--swiglu"));
+  geglu.insert(geglu.end(), {"--quick-geglu", "--glu-linear-offset", "1.0", "--activation-func-clamp-value", "7.0"});
+  const Result g = run(check({"--json"}, geglu));
+  ASSERT_TRUE(g.code == 0 || g.code == 3) << g.err;
+  const auto gd = nlohmann::json::parse(g.out);
+  EXPECT_EQ(gd.at("memory").at("stages").at(0).at("params"), doc(layout).at("memory").at("stages").at(0).at("params"));
+  EXPECT_NE(gd.at("flags_ignored").dump().find("--activation-func-clamp-value"), std::string::npos);
+}
+
 // What launch writes, check reads back as the layout launch was given.
 TEST(Check, ReadsBackWhatLaunchWrites) {
   for (const std::vector<std::string>& recompute : std::vector<std::vector<std::string>>{
@@ -2020,6 +2054,18 @@ TEST(Check, ScriptTestsThatChangeOnlyIgnoredFlagsPriceTheSame) {
             std::string::npos)
       << t.err;
   std::filesystem::remove(path);
+}
+
+// An argument-parsing loop (Megatron-LM's examples/gptoss/02_train.sh: while [[ $# -gt 0 ]]; do case $1 in ...) runs
+// nothing in a script run without arguments ($# is 0): its defaults stand; a loop whose test holds stays unknown.
+TEST(LaunchScript, AnArgumentLoopOfAScriptRunWithoutArgumentsRunsNothing) {
+  const std::string loop =
+      "TP=1\nwhile [[ $# -gt 0 ]]; do\n  case $1 in\n    --tp) TP=\"$2\"; shift 2 ;;\n    *) exit 1 ;;\n  esac\n"
+      "done\npython pretrain_gpt.py --tp $TP --n $#\n";
+  EXPECT_EQ(words_of(loop), (std::vector<std::string>{"python", "pretrain_gpt.py", "--tp", "1", "--n", "0"}));
+  EXPECT_EQ(words_of("until [ 1 -eq 1 ]; do TP=2; done\npython pretrain_gpt.py --tp ${TP:-1}\n"),
+            (std::vector<std::string>{"python", "pretrain_gpt.py", "--tp", "1"}));
+  EXPECT_THROW((void)words_of("TP=1\nwhile [[ 0 -eq 0 ]]; do TP=2; done\npython pretrain_gpt.py --tp $TP\n"), Error);
 }
 
 TEST(LaunchScript, RefusesWhatDependsOnTheMachine) {

@@ -2,9 +2,10 @@
 // and array assignments (NAME=value, NAME=(...), NAME+=(...), export), their expansions ($NAME, ${NAME},
 // ${NAME:-default}, "${NAME[@]}", $((arithmetic))), quoting and word splitting, and if/elif/else blocks whose tests
 // compare strings ([[ "$A" == b ]], -z, -n, !, || and &&) or integers (-eq, -ne, -lt, -le, -gt, -ge), and the files it
-// writes with a here-document (cat <<EOF > FILE). Nothing is guessed: a variable set in a block whose test
-// is not a string comparison, or in a loop, case or function, is refused where the command uses it, naming it
-// (launch_script_variants instead follows each outcome of such if tests, for check to compare what they price); a
+// writes with a here-document (cat <<EOF > FILE), and a while/until loop whose test fails as it is reached (an
+// argument-parsing loop over $# of a script run without arguments). Nothing is guessed: a variable set in a block
+// whose test is not a string comparison, or in a loop, case or function, is refused where the command uses it, naming
+// it (launch_script_variants instead follows each outcome of such if tests, for check to compare what they price); a
 // variable the script never sets (its arguments, the environment) reaches the command as "${NAME}(not set by the
 // script)", which check refuses where the flag it is given to changes memory or time.
 #include <algorithm>
@@ -215,6 +216,11 @@ class Shell {
           values.insert(values.end(), a.begin(), a.end());
         }
         array_all = raw[i + 1] == '@';
+        end = i + 2;
+      } else if (raw[i + 1] == '#') {  // $#: how many arguments the script has (those --set gives; none: 0)
+        int n = 0;
+        while (vars.contains(std::to_string(n + 1))) ++n;
+        values = {std::to_string(n)};
         end = i + 2;
       } else {
         while (end < raw.size() && (std::isalnum(static_cast<unsigned char>(raw[end])) || raw[end] == '_')) {
@@ -561,13 +567,25 @@ std::vector<std::string> follow_script(const std::string& text, std::string_view
       frames.pop_back();
       continue;
     }
+    // A while (until) loop whose test is false (true) as it is reached runs nothing: an argument-parsing loop
+    // (`while [[ $# -gt 0 ]]; do case $1 in ...`) of a script run without arguments.
+    if (head == "while" || head == "until") {
+      const std::optional<bool> entered = active() && unknown().empty()
+                                              ? sh.test(std::vector<std::string>(words.begin() + 1, words.end()))
+                                              : std::nullopt;
+      if (entered && *entered == (head == "until")) {
+        frames.push_back({false, active(), false, false, ""});
+        continue;
+      }
+    }
     if (head == "for" || head == "while" || head == "until" || head == "case" || head == "function" ||
         (words.size() >= 2 && (words[1] == "()" || words[1] == "(){" || words[1] == "{")) ||
         head.find("()") != std::string::npos) {
       const std::string kind = head == "case"                                          ? "case"
                                : (head == "for" || head == "while" || head == "until") ? "loop"
                                                                                        : "function";
-      frames.push_back({false, active(), true, false, "in a " + kind});
+      // Inside a block that does not run, what it sets is not set: nothing is unknown there.
+      frames.push_back({false, active(), true, false, active() ? "in a " + kind : std::string()});
       if (kind == "function") frames.back().active = false;  // a function runs when called: its commands are not these
       continue;
     }

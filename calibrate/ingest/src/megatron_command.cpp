@@ -42,6 +42,12 @@ constexpr std::array kFlags = {
     Flag{"--normalization", "normalization", Arity::value, ""},
     Flag{"--swiglu", "swiglu", Arity::store_true, ""},
     Flag{"--squared-relu", "squared_relu", Arity::store_true, ""},
+    Flag{"--quick-geglu", "quick_geglu", Arity::store_true, ""},  // argument_utils.py: gated, quick_gelu
+    // transformer_config.py: gpt-oss's (up + offset) and its clamp of the gated activation's inputs.
+    Flag{"--glu-linear-offset", "glu_linear_offset", Arity::value,
+         "the gated activation's linear offset: elementwise arithmetic on tensors priced anyway"},
+    Flag{"--activation-func-clamp-value", "activation_func_clamp_value", Arity::value,
+         "the gated activation's clamp: elementwise arithmetic on tensors priced anyway"},
     Flag{"--disable-bias-linear", "add_bias_linear", Arity::store_false, ""},
     Flag{"--add-qkv-bias", "add_qkv_bias", Arity::store_true, ""},
     Flag{"--position-embedding-type", "position_embedding_type", Arity::value, ""},
@@ -93,6 +99,7 @@ constexpr std::array kFlags = {
     Flag{"--window-attn-skip-freq", "window_attn_skip_freq", Arity::value, ""},
     Flag{"--use-distributed-optimizer", "use_distributed_optimizer", Arity::store_true, ""},
     Flag{"--recompute-method", "recompute_method", Arity::value, ""},
+    Flag{"--recompute-activations", "recompute_activations", Arity::store_true, ""},
     Flag{"--moe-layer-recompute", "moe_layer_recompute", Arity::store_true, ""},
     Flag{"--recompute-num-layers", "recompute_num_layers", Arity::value, ""},
     Flag{"--bf16", "bf16", Arity::store_true, ""},
@@ -113,6 +120,8 @@ constexpr std::array kFlags = {
     Flag{"--use-flash-attn", "use_flash_attn", Arity::store_true, ""},  // FlashAttention: as priced
     Flag{"--no-masked-softmax-fusion", "masked_softmax_fusion", Arity::store_false,
          "the unfused path's masked softmax: fused attention computes its own"},
+    Flag{"--attention-softmax-in-fp32", "attention_softmax_in_fp32", Arity::store_true,
+         "the unfused path's softmax in FP32: fused attention computes its own"},
     Flag{"--no-position-embedding", "add_position_embedding", Arity::store_false, ""},
     Flag{"--fp8-amax-history-len", "fp8_amax_history_len", Arity::value,
          "FP8 delayed scaling's amax history: a few KiB a tensor"},
@@ -120,6 +129,7 @@ constexpr std::array kFlags = {
     // Optimizer hyper-parameters, schedules, data, tokenizer, checkpoints, logging: no bytes, no time per step.
     Flag{"--rotary-base", "rotary_base", Arity::value, "RoPE's frequency base: no weights, the same work"},
     Flag{"--rotary-percent", "rotary_percent", Arity::value, "the rotated share of a head: no weights, the same work"},
+    Flag{"--rope-type", "rope_type", Arity::value, "rope or yarn: the rotary frequencies, the same work"},
     Flag{"--use-rope-scaling", "use_rope_scaling", Arity::store_true, "RoPE's frequency scaling: the same work"},
     Flag{"--rope-scaling-factor", "rope_scaling_factor", Arity::value, "RoPE's frequency scaling: the same work"},
     // YaRN's scaling of the rotary frequencies and the softmax (multi-latent attention's, transformer_config.py).
@@ -460,6 +470,8 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
     out.notes.push_back("hidden dropout " + hidden_dropout +
                         (args.contains("hidden_dropout") ? "" : " (Megatron-LM's default)") +
                         ": its masks (one byte a hidden element, twice a layer) are not priced");
+  // arguments.py validate_args: --recompute-activations sets --recompute-granularity selective.
+  if (args.erase("recompute_activations") > 0) args["recompute_granularity"] = "selective";
   if (args.contains("recompute_method")) {
     const std::string method = args["recompute_method"];
     if (get(args, "recompute_granularity", "") != "full")

@@ -207,7 +207,11 @@ std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>
                                                        : int_arg(args, "seq_length", where);
   m.tied_embeddings = !flag_arg(args, "untie_embeddings_and_output_weights");
   m.norm = arg(args, "normalization").value_or("LayerNorm") == "RMSNorm" ? Norm::rmsnorm : Norm::layernorm;
-  m.mlp = flag_arg(args, "swiglu") ? Mlp::swiglu : flag_arg(args, "squared_relu") ? Mlp::relu2 : Mlp::gelu;
+  // argument_utils.py: --quick-geglu is a gated MLP of quick_gelu, priced as a GeGLU.
+  m.mlp = flag_arg(args, "swiglu")         ? Mlp::swiglu
+          : flag_arg(args, "squared_relu") ? Mlp::relu2
+          : flag_arg(args, "quick_geglu")  ? Mlp::geglu
+                                           : Mlp::gelu;
   m.linear_biases = arg(args, "add_bias_linear").value_or("True") == "True";
   m.qkv_bias = arg(args, "add_qkv_bias").value_or("False") == "True";
   // arguments.py: --no-position-embedding (add_position_embedding False) drops the learned table.
