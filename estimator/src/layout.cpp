@@ -86,6 +86,8 @@ PipelineLayerLayout parse_pipeline_layout(std::string_view text) {
   for (;;) {
     const std::size_t bar = flat.find('|', start);
     const std::string_view stage = std::string_view(flat).substr(start, bar == std::string::npos ? bar : bar - start);
+    if (stage.find('E') != std::string_view::npos) x.embedding_stage = x.stages();
+    if (stage.find('L') != std::string_view::npos) x.loss_stage = x.stages();
     x.decoder_layers.push_back(std::count(stage.begin(), stage.end(), 't'));
     x.mtp_layers.push_back(std::count(stage.begin(), stage.end(), 'm'));
     for (const char c : stage)
@@ -206,6 +208,12 @@ void validate_layer_layout(const ModelSpec& m, const Layout& l) {
         what + " with " +
         field(split.uneven() ? "decoder_first_pipeline_num_layers" : "account_for_embedding_in_pipeline_split") +
         ": Megatron-LM takes one or the other");
+  // Megatron-LM takes empty stages before the embedding's and after the loss's; headroom holds the embedding on the
+  // first rank's first chunk and the LM head on the last rank's last chunk (memory.cpp, throughput.cpp).
+  if (x.embedding_stage != 0 || x.loss_stage != x.stages() - 1)
+    throw Error(what + ": the embedding in virtual stage " + s(x.embedding_stage) + " and the loss in " +
+                s(x.loss_stage) + " of 0.." + s(x.stages() - 1) +
+                ": priced with the embedding in the first and the loss in the last only");
   if (x.stages() != l.pp * l.vpp)
     throw Error(what + " has " + s(x.stages()) + " stages, not " + field("pp") + " " + s(l.pp) + " x " + field("vpp") +
                 " " + s(l.vpp));

@@ -75,6 +75,10 @@ TEST(PipelineLayout, RefusesWhatMegatronRefuses) {
   const ModelSpec m = lib.model("llama3.1-8b");  // 32 layers
   const FrameworkProfile f = lib.framework("megatron");
   EXPECT_NE(refusal(m, with_layer_layout(f, 2, "Et*16|t*15L")).find("places 31 decoder layers"), std::string::npos);
+  // Empty stages before the embedding's or after the loss's (Megatron-LM takes them) would move them off the ranks
+  // that are priced holding them.
+  EXPECT_NE(refusal(m, with_layer_layout(f, 2, "Et*32L|")).find("the loss in 0 of 0..1"), std::string::npos);
+  EXPECT_NE(refusal(m, with_layer_layout(f, 2, "|Et*32L")).find("the embedding in virtual stage 1"), std::string::npos);
   Layout both = with_layer_layout(f, 2, "Et*16|t*16L");
   both.split.first_stage_layers = 16;
   EXPECT_NE(refusal(m, both).find("Megatron-LM takes one or the other"), std::string::npos);

@@ -142,9 +142,10 @@ struct Lora {
 // E the embedding, t a decoder layer, m a multi-token-prediction layer, L the loss; | ends a stage; (…)*n and x*n
 // repeat; commas are cosmetic ("Et*3|(tt|)*29,m|L").
 struct PipelineLayerLayout {
-  std::string text;                          // as given
-  std::vector<std::int64_t> decoder_layers;  // per virtual stage
-  std::vector<std::int64_t> mtp_layers;      // per virtual stage (the embedding is on the first, the loss the last)
+  std::string text;                                  // as given
+  std::vector<std::int64_t> decoder_layers;          // per virtual stage
+  std::vector<std::int64_t> mtp_layers;              // per virtual stage
+  std::int64_t embedding_stage = 0, loss_stage = 0;  // the virtual stages of E and L
   [[nodiscard]] std::int64_t stages() const { return static_cast<std::int64_t>(decoder_layers.size()); }
 };
 // The string form parsed as Megatron-LM's parse_str_to_list does; throws Error naming a character other than E, t, m,
