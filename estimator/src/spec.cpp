@@ -213,26 +213,6 @@ void refuse_unpriced_hf_keys(const json& j, const std::string& type, std::string
                   "GPT's biases on every linear layer can)");
 }
 
-// Keys that one model type's modelling reads (configuration_{gpt_neox,falcon,phi}.py): another type's modelling would
-// not read them, so they are refused there rather than ignored.
-void refuse_foreign_hf_keys(const json& j, const std::string& type, std::string_view where) {
-  for (const auto& [key, owner] :
-       std::to_array<std::pair<const char*, const char*>>({{"use_parallel_residual", "gpt_neox"},
-                                                           {"multi_query", "falcon"},
-                                                           {"new_decoder_architecture", "falcon"},
-                                                           {"parallel_attn", "falcon"},
-                                                           {"bias", "falcon"},
-                                                           {"alibi", "falcon"},
-                                                           {"num_kv_heads", "falcon"},
-                                                           {"num_ln_in_parallel_attn", "falcon"},
-                                                           {"apply_residual_connection_post_layernorm", "falcon"},
-                                                           {"qk_layernorm", "phi"}}))
-    if (j.contains(key) && type != owner)
-      throw Error(std::string(where) + ": " + key + " is a " + owner + " config's key, and model_type is " +
-                  (type.empty() ? std::string("not given") : type.substr(0, 40)) +
-                  ": headroom cannot tell what it changes there");
-}
-
 // Which layers attend within the sliding window, as Megatron-LM's --window-attn-skip-freq N (every N-th layer, counted
 // from 1, attends fully; 0: every layer windowed), by transformers' configuration_<type>.py: Gemma 2 every other
 // layer from the first (layer_types' default (i + 1) % 2), Gemma 3 all but every sliding_window_pattern-th (default
@@ -381,6 +361,7 @@ enum class HfKeyUse { read, inert };
 struct HfKey {
   std::string_view name;
   HfKeyUse use;
+  std::string_view owner = {};  // the one model_type whose modelling reads it (refuse_foreign_hf_keys)
 };
 constexpr auto R = HfKeyUse::read;
 constexpr auto I = HfKeyUse::inert;
@@ -393,11 +374,12 @@ constexpr std::array kHfConfigKeys = std::to_array<HfKey>({
     {"n_inner", R}, {"ffn_dim", R}, {"hidden_act", R}, {"hidden_activation", R}, {"activation_function", R},
     {"tie_word_embeddings", R}, {"attention_bias", R}, {"mlp_bias", R}, {"attention_dropout", R},
     {"attn_pdrop", R}, {"hidden_dropout", R}, {"resid_pdrop", R}, {"embd_pdrop", R}, {"partial_rotary_factor", R},
-    {"rotary_pct", R}, {"use_parallel_residual", R}, {"ffn_hidden_size", R}, {"activation", R},
-    // Falcon's and Phi's (read for those types only: refuse_unpriced_hf_keys)
-    {"multi_query", R}, {"new_decoder_architecture", R}, {"parallel_attn", R}, {"bias", R}, {"alibi", R},
-    {"num_kv_heads", R}, {"num_ln_in_parallel_attn", R}, {"apply_residual_connection_post_layernorm", R},
-    {"qk_layernorm", R},
+    {"rotary_pct", R}, {"use_parallel_residual", R, "gpt_neox"}, {"ffn_hidden_size", R}, {"activation", R},
+    // Falcon's and Phi's own (configuration_falcon.py, configuration_phi.py)
+    {"multi_query", R, "falcon"}, {"new_decoder_architecture", R, "falcon"}, {"parallel_attn", R, "falcon"},
+    {"bias", R, "falcon"}, {"alibi", R, "falcon"}, {"num_kv_heads", R, "falcon"},
+    {"num_ln_in_parallel_attn", R, "falcon"}, {"apply_residual_connection_post_layernorm", R, "falcon"},
+    {"qk_layernorm", R, "phi"},
     // windows
     {"sliding_window", R}, {"layer_types", R}, {"sliding_window_pattern", R}, {"use_sliding_window", R},
     {"max_window_layers", R},
@@ -428,6 +410,16 @@ constexpr std::array kHfConfigKeys = std::to_array<HfKey>({
     {"seq_aux", I}, {"router_jitter_noise", I}, {"ep_size", I},
 });
 // clang-format on
+
+// A key that one model type's modelling reads (kHfConfigKeys' owner) in another type's config: that modelling does not
+// read it, so it is refused rather than ignored.
+void refuse_foreign_hf_keys(const json& j, const std::string& type, std::string_view where) {
+  for (const HfKey& k : kHfConfigKeys)
+    if (!k.owner.empty() && k.owner != type && j.contains(k.name))
+      throw Error(std::string(where) + ": " + std::string(k.name) + " is a " + std::string(k.owner) +
+                  " config's key, and model_type is " + (type.empty() ? std::string("not given") : type.substr(0, 40)) +
+                  ": headroom cannot tell what it changes there");
+}
 
 // A key of a Hugging Face config that kHfConfigKeys does not list: an Error naming it and its value.
 void refuse_unknown_hf_keys(const json& j, std::string_view where) {
