@@ -351,7 +351,7 @@ TEST(HuggingFaceConfig, AModelTypeItDoesNotModelIsRefusedNamingIt) {
     "architectures": ["BloomForCausalLM"], "hidden_size": 14336, "model_type": "bloom", "n_head": 112, "n_layer": 70,
     "vocab_size": 250880})");
   EXPECT_NE(bloom.find("config.json: model_type bloom is not modelled (headroom prices the Hugging Face model types "
-                        "llama, mistral, "),
+                       "llama, mistral, "),
             std::string::npos)
       << bloom;
   const std::string untyped = model_error(R"({"hidden_size": 4096, "num_attention_heads": 32,
