@@ -918,6 +918,38 @@ TEST(Check, ReadsMegatronBridgeRecipes) {
   EXPECT_EQ(v2.at("layout").at("ep"), 8);
   EXPECT_EQ(v2.at("layout").at("moe_shared_expert_overlap"), true);
   EXPECT_EQ(v2.at("layout").at("mtp_num_layers"), 0);
+  // DeepSeek-V3 (recipes/deepseek/h100/deepseek_v3.py): its layout comes from a table in a `try` whose `except
+  // ValueError: pass` the reader cannot see through, so the layout is unknown and refused where read; its module
+  // offloading is refused first. Given the layout (and v), the job is priced with it; an override of p alone would make
+  // run_recipe.py rebuild the layout with the recipe's builder, refused.
+  const std::string v3 =
+      std::string(HEADROOM_TEST_DATA_DIR) +
+      "/../tests/data/launch/megatron-bridge/src/megatron/bridge/recipes/deepseek/h100/deepseek_v3.py";
+  const auto v3_check = [&](const std::vector<std::string>& overrides) {
+    std::vector<std::string> a = {"check", "--cluster", "dgx-h100", "--json",
+                                  "--",    v3,          "--recipe", "deepseek_v3_pretrain_1024gpu_h100_bf16_config"};
+    a.insert(a.end(), overrides.begin(), overrides.end());
+    return run(a);
+  };
+  EXPECT_NE(v3_check({}).err.find("model.offload_modules"), std::string::npos);
+  const Result untold = v3_check({"model.offload_modules=None"});
+  EXPECT_EQ(untold.code, 2);
+  EXPECT_NE(untold.err.find("`try` in set_deepseek_v3_pipeline_model_parallel_layout()"), std::string::npos)
+      << untold.err;
+  const Result given = v3_check({"model.offload_modules=None", "model.pipeline_model_parallel_layout=Et|(tt|)*30mL",
+                                 "model.virtual_pipeline_model_parallel_size=2"});
+  ASSERT_NE(given.code, 2) << given.err;
+  const auto v3l = nlohmann::json::parse(given.out).at("layout");
+  EXPECT_EQ(v3l.at("pipeline_model_parallel_layout"), "Et|(tt|)*30mL");
+  EXPECT_EQ(v3l.at("pp"), 16);
+  EXPECT_EQ(v3l.at("vpp"), 2);
+  EXPECT_EQ(v3l.at("stage_layers").front(), 3);  // Et and tt
+  EXPECT_EQ(v3l.at("stage_layers").back(), 2);   // tt and mL
+  const Result rebuilt = v3_check({"model.offload_modules=None", "model.pipeline_model_parallel_size=8"});
+  EXPECT_EQ(rebuilt.code, 2);
+  EXPECT_NE(rebuilt.err.find("rebuild the recipe's pipeline layout with _get_deepseek_v3_pipeline_layout"),
+            std::string::npos)
+      << rebuilt.err;
   // Transformer Engine's CP exchange (Qwen3's and gpt-oss's recipes set a2a), and one it does not price.
   const auto ulysses = checked({"--recipe", "llama3_8b_pretrain_16gpu_h100_bf16_16k_config", "model.cp_comm_type=a2a"});
   ASSERT_FALSE(ulysses.is_null());

@@ -302,6 +302,10 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"model.config.fine_grained_activation_offloading", "", ""},
     {"model.config.offload_modules", "", ""},
     {"model.config.pipeline_model_parallel_layout", "pipeline_model_parallel_layout", ""},
+    // Megatron-Bridge's scripts/training/recipe_runner.py calls it only where an override changes pp or vp
+    // (read_bridge_recipe refuses that).
+    {"model.config._pipeline_model_parallel_layout_builder", "",
+     "the recipe's layout builder, which run_recipe.py calls only where an override changes pp or vp"},
     {"model.config.load_weights", "", "whether to_megatron_provider() loads the checkpoint's weights"},
     // megatron/bridge/models/gpt_provider.py provide(): the vocabulary padded to a multiple of
     // make_vocab_size_divisible_by x TP (calculate_padded_vocab_size) where should_pad_vocab, as Megatron-LM does.
@@ -317,6 +321,7 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"model.config.init_method_std", "", "initialisation"},
     {"model.config.rotary_base", "", "the RoPE base: the same rotations, other frequencies"},
     {"model.config.yarn_*", "", "YaRN's RoPE scaling: the same rotations, other frequencies"},
+    {"model.config.rotary_scaling_factor", "", "RoPE's frequency scaling: the same rotations, other frequencies"},
     {"model.config.calculate_per_token_loss", "", "loss normalisation"},
     {"trainer.strategy.ddp.use_distributed_optimizer", "", "the optimizer's use_distributed_optimizer, which is read"},
     {"trainer.strategy.ddp.use_megatron_fsdp", "", ""},
@@ -1210,6 +1215,22 @@ MegatronCommand read_bridge_recipe(std::string_view text, const std::string& rec
         !override_field(bridge, "comm_overlap", key, v, from))
       bridge[key] = {v, from};
   }
+
+  // scripts/training/recipe_runner.py: an override of pp or vp without one of the layout rebuilds a recipe's layout
+  // with its _pipeline_model_parallel_layout_builder, Python headroom does not run.
+  const auto overridden = [&](const char* key) {
+    const auto it = bridge.find(key);
+    return it != bridge.end() && it->second.second.starts_with("override ");
+  };
+  if (const auto builder = bridge.find("model._pipeline_model_parallel_layout_builder");
+      builder != bridge.end() && python::plain_value(builder->second.first) != "None" &&
+      (overridden("model.pipeline_model_parallel_size") || overridden("model.virtual_pipeline_model_parallel_size")) &&
+      !overridden("model.pipeline_model_parallel_layout"))
+    throw Error(std::string(where) + ": " + recipe +
+                "(): an override of pp or vp makes run_recipe.py rebuild the recipe's pipeline layout with " +
+                builder->second.first.shown() +
+                " (recipe_runner.py), which headroom does not run: give model.pipeline_model_parallel_layout=... with "
+                "it");
 
   // Translated to NeMo 2.0's paths, or ignored with why; what was read is named by Bridge's path.
   Settings settings;

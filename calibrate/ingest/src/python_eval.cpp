@@ -534,6 +534,57 @@ std::optional<Expr> Evaluator::run_clauses(const Function& fn, std::size_t k, st
   return std::nullopt;
 }
 
+// `try:` whose body only assigns and whose handlers only `pass` (Megatron-Bridge's
+// set_deepseek_v3_pipeline_model_parallel_layout: a layout from a table, or none where the table has no entry): the
+// body runs; where it raises or does what is not followed, whether it finished is not known, so each field or name it
+// assigns holds an untold value, refused only where a setting reads it (a later assignment replaces it).
+std::size_t Evaluator::run_try(const Function& fn, std::size_t k, std::size_t end, Frame& f) {
+  const Function::Statement& s = fn.body[k];
+  const auto not_followed = [&](const std::string& what) {
+    return Error(at_line(f.module, s.line) + ": " + what + " in " + f.function +
+                 "(): a statement headroom does not follow");
+  };
+  const std::size_t body = block_end(fn, k, end);
+  std::size_t after = body;
+  while (after < end && fn.body[after].indent == s.indent && fn.body[after].keyword == "except") {
+    const std::size_t e = block_end(fn, after, end);
+    if (fn.body[after].inline_block || e != after + 2 || fn.body[after + 1].keyword != "pass")
+      throw not_followed("`try` with an `except` that does more than `pass`");
+    after = e;
+  }
+  const bool finally =
+      after < end && fn.body[after].indent == s.indent &&
+      (fn.body[after].keyword == "else" || (fn.body[after].value && fn.body[after].value->text == "finally"));
+  if (after == body || finally || s.inline_block) throw not_followed("`try` without `except ...: pass` handlers alone");
+  for (std::size_t j = k + 1; j < body; ++j)
+    if (fn.body[j].keyword != "=" || fn.body[j].target == "an expression" || fn.body[j].indent != fn.body[k + 1].indent)
+      throw not_followed("`try` of more than assignments");
+  Frame attempt = f;
+  std::optional<std::string> failed;
+  try {
+    if (run(fn, k + 1, body, attempt)) failed = "returns";  // an assignment never does; kept for a hostile module
+  } catch (const Error& error) {
+    failed = error.what();
+  }
+  if (!failed) {
+    f = std::move(attempt);
+    return after;
+  }
+  const Untold u{"`try` in " + f.function + "(): its body raises or is not followed (" + failed->substr(0, 200) + ")",
+                 s.line, f.module};
+  for (std::size_t j = k + 1; j < body; ++j) {
+    const Function::Statement& a = fn.body[j];
+    std::vector<std::string> targets = a.targets.empty() ? std::vector<std::string>{a.target} : a.targets;
+    targets.insert(targets.end(), a.chained.begin(), a.chained.end());
+    for (const std::string& target : targets) {
+      if (target.find('.') == std::string::npos) f.rebound.insert(target);
+      Expr& to = place(target, a, f);
+      to = untold_value(u, target, to.key);
+    }
+  }
+  return after;
+}
+
 std::optional<Expr> Evaluator::run(const Function& fn, std::size_t begin, std::size_t end, Frame& f) {
   for (std::size_t i = begin; i < end;) {
     const Function::Statement& s = fn.body[i];
@@ -550,6 +601,10 @@ std::optional<Expr> Evaluator::run(const Function& fn, std::size_t begin, std::s
              (fn.body[k].keyword == "elif" || fn.body[k].keyword == "else"));
       if (std::optional<Expr> r = run_clauses(fn, i, k, f)) return r;
       i = k;
+      continue;
+    }
+    if (s.keyword == "try") {
+      i = run_try(fn, i, end, f);
       continue;
     }
     if (s.keyword == "return") {

@@ -2,10 +2,11 @@
 // factories of job configs are written: assignments (chained too), fields of configs set (`recipe.trainer.strategy.x
 // = 4`), lists they hold grown (`recipe.trainer.callbacks.append(...)`), if/elif/else on a name's value (`if version
 // == "qwen3_8b":`, `if performance_mode:`, `if x is None:`, `if isinstance(x, str):`; one it cannot tell runs both
-// ways, run_clauses), returns, and calls of the module's own functions and of the modules the loader gives (a
-// recipe's siblings), as values or as statements that set fields on the configs they are given. A call of anything
-// else (`run.Config(...)`, a class) is a value: its arguments evaluated, kept as the call. Any other statement is an
-// Error naming its file, line and function.
+// ways, run_clauses), `try:` of assignments with `except ...: pass` handlers (a body that raises or is not followed
+// leaves what it assigns unknown, run_try), returns, and calls of the module's own functions and of the modules the
+// loader gives (a recipe's siblings), as values or as statements that set fields on the configs they are given. A call
+// of anything else (`run.Config(...)`, a class) is a value: its arguments evaluated, kept as the call. Any other
+// statement is an Error naming its file, line and function.
 #pragma once
 
 #include <deque>
@@ -80,6 +81,8 @@ class Evaluator {
   Expr invoke(int module, const std::string& name, std::vector<Expr> args, std::vector<Expr> kwargs, const Expr& at,
               std::map<std::string, Expr>* after = nullptr);
   std::optional<Expr> run(const Function& fn, std::size_t begin, std::size_t end, Frame& f);
+  // A `try:` of assignments whose handlers only `pass`, at fn.body[k]; returns the index after its handlers.
+  std::size_t run_try(const Function& fn, std::size_t k, std::size_t end, Frame& f);
   // The if/elif/else chain from its clause k to `end`. A condition that cannot be told runs both ways on copies of
   // the frame, and a value set one way and not the other (or to another value) becomes unknown, naming the
   // condition: refused where a reader needs it. A way that returns is refused.
