@@ -874,9 +874,9 @@ bool second_stage_can_peak(const Layout& l) { return !l.split.even() && l.pp > 2
 
 // A layer layout's middle stage with the most decoder layers (the first of them), which the step's pipeline waits on.
 std::int64_t heaviest_middle_stage(const ModelSpec& m, const Layout& l) {
-  std::int64_t best = 1;
+  std::int64_t best = 1, most = stage_layers(m, l, 1);
   for (std::int64_t stage = 2; stage < l.pp - 1; ++stage)
-    if (stage_layers(m, l, stage) > stage_layers(m, l, best)) best = stage;
+    if (const std::int64_t n = stage_layers(m, l, stage); n > most) best = stage, most = n;
   return best;
 }
 }  // namespace

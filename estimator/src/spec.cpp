@@ -460,18 +460,22 @@ Mlp hf_mlp(const json& j, bool gated, std::string_view where) {
 // The Hugging Face model types headroom models, the one list of them: Llama-shaped decoders (pre-norm attention, then
 // an MLP; Qwen2's q/k/v biases, Gemma's extra norms, Qwen3's q/k norms, windows, experts and DeepSeek's latent
 // attention read from their configs) and GPT-2. `gated`: the MLP has gate, up and down projections (SwiGLU; Gemma's
-// GeGLU prices the same), else two matrices, by transformers' modeling_<type>.py; GPT-NeoX's, Falcon's and Phi's
-// parallel residuals are priced. Another type or none is refused, naming it, not priced as a Llama.
+// GeGLU prices the same), else two matrices, by transformers' modeling_<type>.py; `layernorm`: LayerNorm (weight and
+// bias; Nemotron's LayerNorm1P too), else RMSNorm; `biased`: a bias on every linear layer (Falcon's `bias` key is read
+// instead). GPT-NeoX's, Falcon's and Phi's parallel residuals are priced. Another type or none is refused, naming it,
+// not priced as a Llama.
 struct HfModelType {
   std::string_view name;
-  bool gated;
+  bool gated, layernorm = false, biased = false;
 };
-constexpr std::array<HfModelType, 21> kModelledHfTypes{
-    {{"llama", true},       {"mistral", true},   {"mixtral", true}, {"qwen2", true},       {"qwen2_moe", true},
-     {"qwen3", true},       {"qwen3_moe", true}, {"gemma", true},   {"gemma2", true},      {"gemma3", true},
-     {"gemma3_text", true}, {"phi3", true},      {"granite", true}, {"deepseek_v2", true}, {"deepseek_v3", true},
-     {"gpt_oss", true},     {"gpt_neox", false}, {"falcon", false}, {"phi", false},        {"gpt2", false},
-     {"nemotron", false}}};
+// clang-format off
+constexpr std::array<HfModelType, 21> kModelledHfTypes{{
+    {"llama", true}, {"mistral", true}, {"mixtral", true}, {"qwen2", true}, {"qwen2_moe", true}, {"qwen3", true},
+    {"qwen3_moe", true}, {"gemma", true}, {"gemma2", true}, {"gemma3", true}, {"gemma3_text", true}, {"phi3", true},
+    {"granite", true}, {"deepseek_v2", true}, {"deepseek_v3", true}, {"gpt_oss", true, false, true},
+    {"gpt_neox", false, true, true}, {"falcon", false, true}, {"phi", false, true, true}, {"gpt2", false, true, true},
+    {"nemotron", false, true}}};
+// clang-format on
 
 // The entry of a config's model_type; an Error naming the type (or its absence) and the modelled ones otherwise.
 const HfModelType& modelled_hf_type(const std::string& type, std::string_view where) {
@@ -664,14 +668,13 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   if (m.head_dim * m.num_heads == m.hidden_size) m.head_dim = 0;  // h/a, as given: one spelling of one model
   const bool gpt2 = type == "gpt2";
   m.mlp = hf_mlp(j, family.gated, where);
-  // Nemotron's LayerNorm1P has a weight and a bias (modeling_nemotron.py), as GPT-2's LayerNorm.
   // GPT-NeoX: LayerNorm, biases on every linear layer (attention_bias, default true), attention and MLP in parallel
   // by default (configuration_gpt_neox.py use_parallel_residual), RoPE on rotary_pct of each head.
   // Phi (modeling_phi.py PhiDecoderLayer, PhiForCausalLM): LayerNorm, biases on every linear layer and the LM head,
   // attention and MLP in parallel off one input_layernorm, q and k LayerNorms with qk_layernorm.
   const bool neox = type == "gpt_neox", phi = type == "phi";
-  m.norm = gpt2 || neox || phi || type == "falcon" || type == "nemotron" ? Norm::layernorm : Norm::rmsnorm;
-  m.linear_biases = gpt2 || neox || phi || type == "gpt_oss";
+  m.norm = family.layernorm ? Norm::layernorm : Norm::rmsnorm;
+  m.linear_biases = family.biased;
   m.parallel_residual = phi || (neox && hf_bool(j, "use_parallel_residual", where, true));
   m.shared_norm = m.lm_head_bias = phi;
   if (type == "falcon") read_hf_falcon(j, m, where);
