@@ -103,10 +103,14 @@ AttentionCurve fit_attention_curve(const std::vector<AttentionPoint>& points) {
   return best;
 }
 
-const AttentionCurve* DeviceKernels::attention_curve(std::string_view backend) const {
-  for (const auto& [name, curve] : attention)
-    if (name == backend) return &curve;
-  return nullptr;
+const AttentionCurve* DeviceKernels::attention_curve(std::string_view backend, double head_dim) const {
+  const AttentionCurve* best = nullptr;
+  double best_distance = std::numeric_limits<double>::infinity();
+  for (const auto& a : attention) {
+    const double distance = std::abs(std::log2(a.head_dim) - std::log2(head_dim));
+    if (a.backend == backend && distance < best_distance) best = &a.curve, best_distance = distance;
+  }
+  return best;
 }
 
 namespace {
@@ -168,22 +172,24 @@ DeviceKernels read_device_kernels(const json& j, double bf16_peak, double fp8_pe
     if (!r.is_object()) throw Error(row + " must be an object");
     if (r.contains("unsupported")) continue;  // the sweep's record of a shape the library refused
     const std::string dtype = string_field(r, "dtype", "bf16", row);
-    if (dtype != "bf16" && dtype != "e4m3" && dtype != "e5m2")
-      throw Error(row + ": dtype '" + dtype + "' (valid: bf16, e4m3, e5m2)");
+    // e5m2xe4m3: the sweep's E5M2 gradient times E4M3 weight (the hybrid format's backward GEMMs)
+    if (dtype != "bf16" && dtype != "e4m3" && dtype != "e5m2" && dtype != "e5m2xe4m3")
+      throw Error(row + ": dtype '" + dtype + "' (valid: bf16, e4m3, e5m2, e5m2xe4m3)");
     const bool is_fp8 = dtype != "bf16";
     if (is_fp8 && !(fp8_peak > 0)) throw Error(row + ": an FP8 GEMM on a GPU with no FP8 peak (fp8_dense_TFLOPs)");
     const GemmPoint p{number_field(r, "m", row), number_field(r, "n", row), number_field(r, "k", row),
                       fraction_of_peak(number_field(r, "tflops", row), is_fp8 ? fp8_peak : bf16_peak, row)};
-    if (dtype == "e5m2") continue;  // the forward's E4M3 curve prices every FP8 GEMM (E5M2 gradients run near it)
+    if (dtype != "bf16" && dtype != "e4m3")
+      continue;  // the forward's E4M3 curve prices every FP8 GEMM (E5M2 gradients run near it)
     (is_fp8 ? fp8 : bf16).push_back(p);
   }
   if (bf16.empty()) throw Error(w + ": no BF16 GEMM rows (a device's curves start with its BF16 GEMMs)");
   k.bf16 = fit_gemm_curve(bf16);
   if (!fp8.empty()) k.fp8 = fit_gemm_curve(fp8);
-  // Attention: a curve for each backend with rows (a measured profile's SDPA "flash" is FlashAttention-2), the rows
-  // read once and gathered by backend in kAttentionBackends' order.
+  // Attention: a curve for each backend and head dimension with rows (a measured profile's SDPA "flash" is
+  // FlashAttention-2), the rows read once and gathered by backend in kAttentionBackends' order, then head dimension.
   const json& attention = array_field(j, "attention", w);
-  std::array<std::vector<AttentionPoint>, kAttentionBackends.size()> by_backend;
+  std::array<std::map<double, std::vector<AttentionPoint>>, kAttentionBackends.size()> by_backend;
   for (std::size_t i = 0; i < attention.size(); ++i) {
     const json& r = attention[i];
     const std::string row = w + ": attention[" + std::to_string(i) + "]";
@@ -195,20 +201,26 @@ DeviceKernels read_device_kernels(const json& j, double bf16_peak, double fp8_pe
     if (b == kAttentionBackends.end())
       throw Error(row + ": backend '" + named + "' (valid: cudnn, flash2, flash, math)");
     if (r.contains("unsupported")) continue;
-    const double seq = number_field(r, "seq", row);
+    const double seq = number_field(r, "seq", row), head_dim = number_field(r, "head_dim", row);
     if (!(seq >= 1)) throw Error(row + ": seq must be at least 1");
+    if (!(head_dim >= 1 && head_dim <= 1024)) throw Error(row + ": head_dim must be in [1, 1024]");
     // Published rows give fwd+bwd TFLOP/s; measured ones the seconds, counted as FlashAttention-2 does: forward
     // 2·b·a·s²·d with the causal mask, backward 2.5x.
     const double tflops = r.contains("fwd_bwd_tflops")
                               ? number_field(r, "fwd_bwd_tflops", row)
                               : 3.5 * 2.0 * number_field(r, "batch", row) * number_field(r, "heads", row) * seq * seq *
                                     number_field(r, "head_dim", row) / number_field(r, "fwd_bwd_seconds", row) / 1e12;
-    by_backend[static_cast<std::size_t>(b - kAttentionBackends.begin())].push_back(
+    by_backend[static_cast<std::size_t>(b - kAttentionBackends.begin())][head_dim].push_back(
         {seq, fraction_of_peak(tflops, bf16_peak, row)});
   }
   for (std::size_t b = 0; b < kAttentionBackends.size(); ++b)
-    if (!by_backend[b].empty())
-      k.attention.emplace_back(std::string(kAttentionBackends[b]), fit_attention_curve(by_backend[b]));
+    for (const auto& [head_dim, points] : by_backend[b]) {
+      if (points.size() < 2)
+        throw Error(w + ": " + std::string(kAttentionBackends[b]) + " attention at head_dim " +
+                    std::to_string(static_cast<std::int64_t>(head_dim)) +
+                    " has one row (a curve needs at least 2 sequences)");
+      k.attention.push_back({std::string(kAttentionBackends[b]), head_dim, fit_attention_curve(points)});
+    }
   return k;
 }
 

@@ -242,6 +242,16 @@ std::optional<PerfCoefficients> perf_file(const SpecLibrary& lib, const std::str
   return perf_coefficients_file(path.string(), read_json_file(path), schema);
 }
 
+// A backend's attention rows on the device, summed over its head dimensions ("128: 32, 64: 32" as a count).
+std::string attention_rows(const DeviceKernels& k, const std::string& backend) {
+  std::string out;
+  for (const auto& a : k.attention)
+    if (a.backend == backend)
+      out += (out.empty() ? "" : ", ") + std::to_string(static_cast<std::int64_t>(a.head_dim)) + ": " +
+             std::to_string(a.curve.rows);
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json perf_schema(const SpecLibrary& lib) {
@@ -325,21 +335,20 @@ PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
     bf16_curve = k.bf16;
     fp8_curve = k.fp8;
     for (std::size_t b = 0; b < kAttentionBackends.size(); ++b)
-      if (const AttentionCurve* a = k.attention_curve(kAttentionBackends[b]))
-        attention_curves[b] = {a->efficiency, a->half_tokens};
-    const AttentionCurve* attention = k.attention_curve(c.attention_backend);
-    if (attention != nullptr) {
-      attention_efficiency = attention->efficiency;
-      attention_half_tokens = attention->half_tokens;
-    }
+      for (std::size_t i = 0; i < kCurveHeadDims.size(); ++i)
+        if (const AttentionCurve* a = k.attention_curve(kAttentionBackends[b], kCurveHeadDims[i]))
+          attention_curves[b][i] = {a->efficiency, a->half_tokens};
+    const auto backend = std::find(kAttentionBackends.begin(), kAttentionBackends.end(), c.attention_backend);
+    const AttentionCurve* attention = k.attention_curve(c.attention_backend, 128);
+    if (attention != nullptr) framework_attention_curve = static_cast<int>(backend - kAttentionBackends.begin());
     efficiency_source = "device curves";
     char fraction[32];
     std::snprintf(fraction, sizeof fraction, "%.3g", c.stack_gemm_fraction);
     device_kernels = k.file + " (" + (k.machine.empty() ? k.kind : k.kind + " on " + k.machine) + "; GEMM rows: BF16 " +
                      std::to_string(k.bf16.rows) + ", FP8 " + std::to_string(k.fp8.rows) + "; attention: " +
-                     (attention == nullptr
-                          ? "no " + c.attention_backend + " rows, the coefficients' own"
-                          : c.attention_backend + " (" + c.name + "'s), " + std::to_string(attention->rows) + " rows") +
+                     (attention == nullptr ? "no " + c.attention_backend + " rows, the coefficients' own"
+                                           : c.attention_backend + " (" + c.name + "'s), " + "rows by head dimension " +
+                                                 attention_rows(k, c.attention_backend)) +
                      "), GEMMs at " + c.name + "'s stack_gemm_fraction " + fraction;
     efficiency_gpu = cluster.gpu.name;
   }

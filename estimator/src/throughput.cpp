@@ -76,10 +76,15 @@ double gemm_efficiency(const PerfContext& p, const GemmShape& g, bool fp8) {
          gemm_wave_factor(g.m, g.n, p.coef.gemm_wave_units, p.coef.gemm_tile);
 }
 
-double attention_efficiency(const PerfContext& p, const Layout& l, double query_tokens) {
+double attention_efficiency(const PerfContext& p, const Layout& l, double head_dim, double query_tokens) {
   double efficiency = p.attention_efficiency, half = p.attention_half_tokens;
-  if (l.attention_backend != AttentionBackend::framework) {
-    const auto& [e, h] = p.attention_curves[l.attention_backend == AttentionBackend::cudnn ? 0 : 1];
+  int backend = p.framework_attention_curve;
+  if (l.attention_backend != AttentionBackend::framework)
+    backend = l.attention_backend == AttentionBackend::cudnn ? 0 : 1;
+  if (backend >= 0) {
+    // The curve at the nearest of kCurveHeadDims in log2 (64, 128, 256: below 90.5, below 181, above).
+    const std::size_t i = head_dim < 90.5 ? 0 : head_dim < 181.0 ? 1 : 2;
+    const auto& [e, h] = p.attention_curves[static_cast<std::size_t>(backend)][i];
     if (!(e > 0))
       throw Error(field("attention_backend") + " " + std::string(to_string(l.attention_backend)) +
                   ": this GPU's attention is not priced by kernel curves of that backend (data/kernels; valid: leave "
@@ -306,9 +311,11 @@ LayerPasses layer_passes(const ModelSpec& m, const PerfContext& p, const Layout&
       experts ? moe_ffn_gemm_seconds(m, p, l, fp8) : gemm_seconds(p, g.fc1, fp8) + gemm_seconds(p, g.fc2, fp8);
   const double gemm_f = attention_gemms + ffn_f;
   const AttentionSeconds unfused = l.flash_attention ? AttentionSeconds{} : unfused_attention_seconds(m, p, l);
-  const double attn_f = l.flash_attention
-                            ? attention_flops_forward(m, l) / (p.peak_flops * attention_efficiency(p, l, s / d(l.cp)))
-                            : unfused.forward;
+  const double attn_f =
+      l.flash_attention
+          ? attention_flops_forward(m, l) /
+                (p.peak_flops * attention_efficiency(p, l, core_attention_width(m) / d(m.num_heads), s / d(l.cp)))
+          : unfused.forward;
   const double attn_b = l.flash_attention ? kAttentionBackwardRatio * attn_f : unfused.backward;
   // With experts, the token copies are permuted before the dispatch and back after the combine: read and write each.
   const double permute_bytes = experts ? 4.0 * 2.0 * routed_copies_per_gpu(m, l) * h : 0.0;

@@ -345,8 +345,9 @@ TEST_F(PrecisionOffloadTest, ExpertLayersSaveTheirRoutedInputsInFp8) {
   EXPECT_LT(estimate_perf(mixtral, p, fp8).step_time_s, estimate_perf(mixtral, p, bf16).step_time_s);
 }
 
-// A GPU with kernel curves (h100-80gb: data/kernels/h100-sxm-published.json) prices FP8 GEMMs on its own FP8 curve,
-// not BF16's fraction of the FP8 peak: cuBLASLt's FP8 reaches 0.62 of its peak at 4096^3 where BF16 reaches 0.80.
+// A GPU with kernel curves (h100-80gb: the H200's measured data/kernels/h200-measured.json) prices FP8 GEMMs on its
+// own FP8 curve, not BF16's fraction of the FP8 peak: cuBLASLt's FP8 reached 0.61 of its peak at 4096x4608x4096 where
+// BF16 reached 0.70.
 TEST_F(PrecisionOffloadTest, DeviceCurvesPriceFp8GemmsOnTheirOwnCurve) {
   const PerfContext p(datasheet, h100);
   ASSERT_TRUE(p.device_curves);

@@ -171,11 +171,13 @@ TEST(CoefficientsSource, EstimateSaysFittedDatasheetOrMeasured) {
     return perf(gpu, framework)["coefficients_source"].get<std::string>();
   };
   EXPECT_EQ(source("h100-94gb"), "fitted");  // a gpus entry of data/perf/megatron.json
-  // h100-80gb has its own (published) kernel curves: they price it, not the 4D paper's H100 94GB entry.
+  // h100-80gb has kernel curves (the H200's measured ones, the same die): they price it, not the 4D paper's H100
+  // 94GB entry.
   EXPECT_EQ(source("h100-80gb"), "device curves");
   const auto curves = test::run_cli(
       {"estimate", "--model", "llama3.1-8b", "--gpu", "h100-80gb", "--seq", "4096", "--tp", "8", "--gpus", "8"});
-  EXPECT_NE(curves.out.find("kernel curves h100-sxm-published.json (published on"), std::string::npos) << curves.out;
+  EXPECT_NE(curves.out.find("kernel curves h200-measured.json (measured on NVIDIA H200"), std::string::npos)
+      << curves.out;
   EXPECT_NE(curves.out.find("GEMMs at megatron's stack_gemm_fraction"), std::string::npos) << curves.out;
   // pytorch-fsdp has no entry for mi300x nor for h100-94gb: the device's, fitted under megatron (device_gpus).
   const auto shared = perf("mi300x", "pytorch-fsdp");

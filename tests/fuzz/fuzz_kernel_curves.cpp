@@ -21,10 +21,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const double f = gemm_curve_fraction(*c, x, 4096.0, x);
         fuzz::require(f > 0.0 && f <= 1.0, "a GEMM curve gives a fraction of peak in (0, 1]");
       }
-    for (const auto& [backend, a] : k.attention)
-      fuzz::require(k.attention_curve(backend) == &a && a.efficiency > 0.0 && a.efficiency <= 1.0 &&
-                        std::isfinite(a.half_tokens) && a.half_tokens > 0.0,
-                    "each backend's attention curve has an efficiency in (0, 1] and a finite positive half");
+    for (const auto& a : k.attention)
+      fuzz::require(k.attention_curve(a.backend, a.head_dim) == &a.curve && a.curve.efficiency > 0.0 &&
+                        a.curve.efficiency <= 1.0 && std::isfinite(a.curve.half_tokens) && a.curve.half_tokens > 0.0,
+                    "each backend's attention curve at a head dimension has an efficiency in (0, 1] and a finite "
+                    "positive half");
   });
   return 0;
 }

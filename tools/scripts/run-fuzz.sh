@@ -118,8 +118,9 @@ seed() {
              /^(def|@)/{on=0} on' "$q"/llama/h100/llama3.py
       } >"$dir/bridge-perf.py" ;;
     fuzz_kernel_curves)
-      cp "$data"/kernels/*.json "$dir"/
-      # Each file also cut to three GEMM rows of each precision and two attention rows: short inputs mutate faster.
+      # Each file whole where small (a measured sweep of thousands of rows would set the inputs' length and slow every
+      # run), and each cut to three GEMM rows of each precision and two attention rows: short inputs mutate faster.
+      find "$data"/kernels -name '*.json' -size -100k -exec cp {} "$dir"/ \;
       python3 - "$dir" "$data"/kernels/*.json <<'EOF'
 import json, os, sys
 for path in sys.argv[2:]:

@@ -48,16 +48,25 @@ struct AttentionPoint {
 // Least squares in log(fraction) over half_tokens on a log grid, efficiency in closed form for each.
 [[nodiscard]] AttentionCurve fit_attention_curve(const std::vector<AttentionPoint>& points);
 
+// One backend's causal attention curve at one head dimension.
+struct HeadDimAttentionCurve {
+  std::string backend;  // a name in kAttentionBackends
+  double head_dim = 0;
+  AttentionCurve curve;
+};
+
 // One device's curves and where they come from.
 struct DeviceKernels {
   std::string file;     // the kernel-curves file
   std::string kind;     // "measured" or "published"
   std::string machine;  // the GPU the rows ran on, as the file names it
   GemmCurve bf16, fp8;
-  // Causal attention forward and backward, one curve per backend the file has rows for (kAttentionBackends).
-  std::vector<std::pair<std::string, AttentionCurve>> attention;
+  // Causal attention forward and backward, one curve per backend (kAttentionBackends' order) and head dimension
+  // (ascending) the file has rows for: a kernel's tiles, and so its efficiency, follow the head dimension.
+  std::vector<HeadDimAttentionCurve> attention;
   [[nodiscard]] bool empty() const { return bf16.empty(); }
-  [[nodiscard]] const AttentionCurve* attention_curve(std::string_view backend) const;
+  // The backend's curve at the head dimension nearest head_dim in log2 (a tie: the smaller); null: no rows of it.
+  [[nodiscard]] const AttentionCurve* attention_curve(std::string_view backend, double head_dim) const;
 };
 
 // The attention backends a curve can be for: "cudnn", cuDNN's fused attention (Transformer Engine's FusedAttention,

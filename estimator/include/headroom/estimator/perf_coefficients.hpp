@@ -147,6 +147,9 @@ struct Link {
 };
 
 // Coefficients resolved against one cluster, once: everything per layout is then closed-form and allocation-free.
+// The head dimensions a device's attention curves are held at; a model's is priced at the nearest in log2.
+inline constexpr std::array<double, 3> kCurveHeadDims = {64, 128, 256};
+
 struct PerfContext {
   PerfContext(const PerfCoefficients& coefficients, const ClusterSpec& cluster);
   PerfCoefficients coef;
@@ -160,8 +163,11 @@ struct PerfContext {
   double attention_efficiency = 0;
   double attention_half_tokens = 0;
   // Where the device's curves price it, each of its attention curves (efficiency, half tokens) in kAttentionBackends'
-  // order (cudnn, flash2), for a layout's attention_backend knob; efficiency 0: the device has none of that backend.
-  std::array<std::pair<double, double>, 2> attention_curves{};
+  // order (cudnn, flash2) at the head dimensions of kCurveHeadDims (each the curve of the nearest head dimension the
+  // device has rows for); efficiency 0: the device has none of that backend. framework_attention_curve: the index of
+  // the framework's attention_backend among them, -1 where its attention is the coefficients' own.
+  std::array<std::array<std::pair<double, double>, 3>, 2> attention_curves{};
+  int framework_attention_curve = -1;
   // The device's kernel curves (GEMMs at the stack's stack_gemm_fraction) price GEMMs and attention when set:
   // the GPU has curves and these coefficients no `gpus` entry of its own (efficiency_source "device curves").
   bool device_curves = false;

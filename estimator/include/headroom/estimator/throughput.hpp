@@ -47,8 +47,9 @@ namespace headroom {
 // shape × the stack's fraction; otherwise the large-GEMM efficiency × shape factor × wave factor (a calibration
 // profile sets the wave units; the datasheet defaults leave the wave term off).
 [[nodiscard]] double gemm_efficiency(const PerfContext& p, const GemmShape& g, bool fp8 = false);
-// Attention efficiency at q query tokens per GPU: e·q/(q + half).
-[[nodiscard]] double attention_efficiency(const PerfContext& p, const Layout& l, double query_tokens);
+// Attention efficiency at q query tokens per GPU: e·q/(q + half), from the device curve of the head dimension where
+// one prices it.
+[[nodiscard]] double attention_efficiency(const PerfContext& p, const Layout& l, double head_dim, double query_tokens);
 
 // Ring all-gather or reduce-scatter of a `bytes` tensor over n ranks (Patarasuk & Yuan 2009; the nccl-tests
 // bus-bandwidth factor (n − 1)/n): (n − 1)·α + bytes·(n − 1)/n / bandwidth.
