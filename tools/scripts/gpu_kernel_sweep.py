@@ -162,6 +162,30 @@ def gemm_shapes(tokens: list[int], tps: list[int]) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- kernels
 
 
+def expert_gemm_shapes(tokens: list[int], etps: list[int]) -> list[dict[str, Any]]:
+    """The routed experts' GEMMs of the shipped MoE models (data/models/*.json with num_experts): fc1 (gated: both
+    projections in one GEMM) and fc2 of one expert on one expert-TP rank, forward, data and weight gradients, at
+    `tokens` routed to the expert (a rank's tokens x top-k x EP / experts: 128 to 16k where training runs), largest
+    first."""
+    seen: dict[tuple[int, int, int], dict[str, Any]] = {}
+    for path in sorted(glob.glob(str(ROOT / "data" / "models" / "*.json"))):
+        model = json.loads(Path(path).read_text())
+        if not model.get("num_experts") or not model.get("moe_ffn_hidden_size"):
+            continue
+        h, f = model["hidden_size"], model["moe_ffn_hidden_size"]
+        gated = model.get("activation", "swiglu") in ("swiglu", "geglu")
+        for etp in etps:
+            if f % etp:
+                continue
+            for name, n, k in (("expert fc1", (2 if gated else 1) * f // etp, h), ("expert fc2", h, f // etp)):
+                for m in tokens:
+                    for role, shape in (("fwd", (m, n, k)), ("dgrad", (m, k, n)), ("wgrad", (k, n, m))):
+                        entry = seen.setdefault(shape, {"m": shape[0], "n": shape[1], "k": shape[2], "uses": []})
+                        if len(entry["uses"]) < 4:
+                            entry["uses"].append(f"{model['name']} etp{etp} {name} {role}")
+    return sorted(seen.values(), key=lambda e: (-e["m"] * e["n"] * e["k"]))
+
+
 def selftest(torch: Any, device: str, fp8: bool) -> list[dict[str, Any]]:
     """The kernels against a float64 CPU reference on small shapes."""
     import torch.nn.functional as F
@@ -280,6 +304,9 @@ def main() -> int:
     p.add_argument("--budget-s", type=float, default=420.0, help="stop starting new shapes after this many seconds")
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     p.add_argument("--quick", action="store_true", help="small shapes only (the CPU dry run)")
+    p.add_argument("--only", choices=("all", "experts"), default="all",
+                   help="experts: the reference GEMMs, then the MoE models' expert GEMMs alone (no attention, no dense "
+                        "sweep)")
     p.add_argument("--fp8", choices=("auto", "on", "off"), default="auto",
                    help="FP8 GEMMs: auto = on a GPU of compute capability 8.9 or later; on = also on the CPU (dry run)")
     o = p.parse_args()
@@ -338,6 +365,10 @@ def main() -> int:
     save()
     # Attention: per head dim, sequences 1k-128k at 32k tokens a call (GQA 8:1 and MHA), both backends.
     doc["attention"] = []
+    if o.only == "experts":
+        return sweep_gemms(doc, torch, o, fp8, expert_gemm_shapes([128, 256, 512, 1024, 2048, 4096, 8192, 16384]
+                                                                  if not o.quick else [64, 128], [1, 2]),
+                           left, save, path)
     seqs = [256, 512] if o.quick else [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
     tokens = 1024 if o.quick else 32768
     for head_dim in (64, 128, 256):
@@ -353,7 +384,12 @@ def main() -> int:
     # GEMMs of the models' layers, the rest of the budget; FP8 on every fourth shape.
     tps = [1, 2] if o.quick else [1, 2, 4, 8]
     token_counts = [256, 512] if o.quick else [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
-    shapes = gemm_shapes(token_counts, tps)
+    return sweep_gemms(doc, torch, o, fp8, gemm_shapes(token_counts, tps), left, save, path)
+
+
+def sweep_gemms(doc: dict[str, Any], torch: Any, o: Any, fp8: bool, shapes: list[dict[str, Any]], left: Any,
+                save: Any, path: Path) -> int:
+    """The shapes' BF16 GEMMs (FP8 on every fourth) for the rest of the budget, then the closing record."""
     max_flops = 2e9 if o.quick else 4e13  # beyond this efficiency has long saturated; a call would take > 50 ms
     shapes = [s for s in shapes if 2.0 * s["m"] * s["n"] * s["k"] <= max_flops]
     # Spread over the range: every shape in a strided order, so that a cut-short run still covers small and large.
