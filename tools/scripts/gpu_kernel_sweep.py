@@ -288,6 +288,39 @@ def attention_row(torch: Any, timer: Timer, device: str, backend: str, seq: int,
     return row
 
 
+def sustained_rows(torch: Any, device: str, seconds: float, fp8: bool) -> list[dict[str, Any]]:
+    """The 8192^3 GEMM run back to back for `seconds` in BF16 and then in FP8 E4M3 (each after a rest), TFLOP/s and the
+    SM clock, power and throttle reasons read every second: how far each precision's sustained rate falls below its
+    burst under the power cap (a training step runs sustained; the sweep's rows are bursts)."""
+    n = 8192 if device == "cuda" else 512
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    calls: list[tuple[str, Any]] = [("bf16", lambda: torch.matmul(a, b))]
+    if fp8:
+        a8, b8 = a.to(torch.float8_e4m3fn), b.t().contiguous().to(torch.float8_e4m3fn).t()  # b8 column-major
+        one = torch.tensor(1.0, device=device)
+        calls.append(("e4m3", lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)))
+    rows: list[dict[str, Any]] = []
+    for dtype, call in calls:
+        time.sleep(5.0 if device == "cuda" else 0.0)  # rest: the clocks climb back to the boost clock
+        start = time.monotonic()
+        while time.monotonic() - start < seconds:
+            t0, done = time.monotonic(), 0
+            while time.monotonic() - t0 < 1.0:
+                for _ in range(20):
+                    call()
+                done += 20
+                if device == "cuda":
+                    torch.cuda.synchronize()
+            tflops = 2.0 * n**3 * done / (time.monotonic() - t0) / 1e12
+            row = {"dtype": dtype, "t_s": round(time.monotonic() - start, 2), "tflops": tflops}
+            if device == "cuda":
+                row["smi"] = nvidia_smi("clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active")
+            rows.append(row)
+            log(f"sustained {dtype}: {tflops:.0f} TFLOP/s {row.get('smi', '')}")
+    return rows
+
+
 def copy_row(torch: Any, timer: Timer, device: str, mib: int) -> dict[str, Any]:
     src = torch.empty(mib << 20, device=device, dtype=torch.uint8)
     dst = torch.empty_like(src)
@@ -304,9 +337,11 @@ def main() -> int:
     p.add_argument("--budget-s", type=float, default=420.0, help="stop starting new shapes after this many seconds")
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     p.add_argument("--quick", action="store_true", help="small shapes only (the CPU dry run)")
-    p.add_argument("--only", choices=("all", "experts"), default="all",
+    p.add_argument("--only", choices=("all", "experts", "sustained"), default="all",
                    help="experts: the reference GEMMs, then the MoE models' expert GEMMs alone (no attention, no dense "
-                        "sweep)")
+                        "sweep); sustained: the reference GEMMs, then 8192^3 GEMMs back to back in BF16 and FP8 for "
+                        "--sustained-s each, with the clocks")
+    p.add_argument("--sustained-s", type=float, default=20.0, help="seconds of each precision in --only sustained")
     p.add_argument("--fp8", choices=("auto", "on", "off"), default="auto",
                    help="FP8 GEMMs: auto = on a GPU of compute capability 8.9 or later; on = also on the CPU (dry run)")
     o = p.parse_args()
@@ -365,6 +400,11 @@ def main() -> int:
     save()
     # Attention: per head dim, sequences 1k-128k at 32k tokens a call (GQA 8:1 and MHA), both backends.
     doc["attention"] = []
+    if o.only == "sustained":
+        doc["sustained"] = sustained_rows(torch, o.device, 2.0 if o.quick else o.sustained_s, fp8)
+        doc["complete"] = True
+        save()
+        return 0
     if o.only == "experts":
         return sweep_gemms(doc, torch, o, fp8, expert_gemm_shapes([128, 256, 512, 1024, 2048, 4096, 8192, 16384]
                                                                   if not o.quick else [64, 128], [1, 2]),
