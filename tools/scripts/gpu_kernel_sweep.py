@@ -141,9 +141,23 @@ def layer_gemms(model: dict[str, Any], tp: int) -> list[tuple[str, int, int]]:
             ("fc1", (2 if gated else 1) * f // tp, h), ("fc2", h, f // tp)]
 
 
+def add_gemm_roles(seen: dict[tuple[int, int, int], dict[str, Any]], use: str, n: int, k: int,
+                   tokens: list[int]) -> None:
+    """A weight's GEMMs at each token count m, forward (m, n, k), data gradient (m, k, n) and weight gradient (k, n, m)
+    as cuBLASLt sees them, into `seen` (a shape once, with up to four of its uses)."""
+    for m in tokens:
+        for role, shape in (("fwd", (m, n, k)), ("dgrad", (m, k, n)), ("wgrad", (k, n, m))):
+            entry = seen.setdefault(shape, {"m": shape[0], "n": shape[1], "k": shape[2], "uses": []})
+            if len(entry["uses"]) < 4:
+                entry["uses"].append(f"{use} {role}")
+
+
+def by_size(seen: dict[tuple[int, int, int], dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(seen.values(), key=lambda e: (-e["m"] * e["n"] * e["k"]))
+
+
 def gemm_shapes(tokens: list[int], tps: list[int]) -> list[dict[str, Any]]:
-    """Every GEMM of the shipped dense models' layers, forward (m, n, k), data gradient (m, k, n) and weight gradient
-    (k, n, m) as cuBLASLt sees them, deduplicated, larger token counts first."""
+    """Every GEMM of the shipped dense models' layers, each role (add_gemm_roles), deduplicated, largest first."""
     seen: dict[tuple[int, int, int], dict[str, Any]] = {}
     for path in sorted(glob.glob(str(ROOT / "data" / "models" / "*.json"))):
         model = json.loads(Path(path).read_text())
@@ -151,22 +165,14 @@ def gemm_shapes(tokens: list[int], tps: list[int]) -> list[dict[str, Any]]:
             continue  # dense layers only: expert and latent-attention GEMMs are another sweep
         for tp in tps:
             for name, n, k in layer_gemms(model, tp):
-                for m in tokens:
-                    for role, shape in (("fwd", (m, n, k)), ("dgrad", (m, k, n)), ("wgrad", (k, n, m))):
-                        entry = seen.setdefault(shape, {"m": shape[0], "n": shape[1], "k": shape[2], "uses": []})
-                        if len(entry["uses"]) < 4:
-                            entry["uses"].append(f"{model['name']} tp{tp} {name} {role}")
-    return sorted(seen.values(), key=lambda e: (-e["m"] * e["n"] * e["k"]))
-
-
-# ---------------------------------------------------------------- kernels
+                add_gemm_roles(seen, f"{model['name']} tp{tp} {name}", n, k, tokens)
+    return by_size(seen)
 
 
 def expert_gemm_shapes(tokens: list[int], etps: list[int]) -> list[dict[str, Any]]:
     """The routed experts' GEMMs of the shipped MoE models (data/models/*.json with num_experts): fc1 (gated: both
-    projections in one GEMM) and fc2 of one expert on one expert-TP rank, forward, data and weight gradients, at
-    `tokens` routed to the expert (a rank's tokens x top-k x EP / experts: 128 to 16k where training runs), largest
-    first."""
+    projections in one GEMM) and fc2 of one expert on one expert-TP rank, each role (add_gemm_roles), at `tokens`
+    routed to the expert (a rank's tokens x top-k x EP / experts: 128 to 16k where training runs), largest first."""
     seen: dict[tuple[int, int, int], dict[str, Any]] = {}
     for path in sorted(glob.glob(str(ROOT / "data" / "models" / "*.json"))):
         model = json.loads(Path(path).read_text())
@@ -175,15 +181,13 @@ def expert_gemm_shapes(tokens: list[int], etps: list[int]) -> list[dict[str, Any
         h, f = model["hidden_size"], model["moe_ffn_hidden_size"]
         gated = model.get("activation", "swiglu") in ("swiglu", "geglu")
         for etp in etps:
-            if f % etp:
-                continue
-            for name, n, k in (("expert fc1", (2 if gated else 1) * f // etp, h), ("expert fc2", h, f // etp)):
-                for m in tokens:
-                    for role, shape in (("fwd", (m, n, k)), ("dgrad", (m, k, n)), ("wgrad", (k, n, m))):
-                        entry = seen.setdefault(shape, {"m": shape[0], "n": shape[1], "k": shape[2], "uses": []})
-                        if len(entry["uses"]) < 4:
-                            entry["uses"].append(f"{model['name']} etp{etp} {name} {role}")
-    return sorted(seen.values(), key=lambda e: (-e["m"] * e["n"] * e["k"]))
+            if f % etp == 0:
+                add_gemm_roles(seen, f"{model['name']} etp{etp} expert fc1", (2 if gated else 1) * f // etp, h, tokens)
+                add_gemm_roles(seen, f"{model['name']} etp{etp} expert fc2", h, f // etp, tokens)
+    return by_size(seen)
+
+
+# ---------------------------------------------------------------- kernels
 
 
 def selftest(torch: Any, device: str, fp8: bool) -> list[dict[str, Any]]:

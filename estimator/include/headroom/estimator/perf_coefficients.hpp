@@ -146,10 +146,10 @@ struct Link {
   [[nodiscard]] double seconds(double bytes) const { return latency_s + bytes / bytes_per_s; }
 };
 
-// Coefficients resolved against one cluster, once: everything per layout is then closed-form and allocation-free.
 // The head dimensions a device's attention curves are held at; a model's is priced at the nearest in log2.
 inline constexpr std::array<double, 3> kCurveHeadDims = {64, 128, 256};
 
+// Coefficients resolved against one cluster, once: everything per layout is then closed-form and allocation-free.
 struct PerfContext {
   PerfContext(const PerfCoefficients& coefficients, const ClusterSpec& cluster);
   PerfCoefficients coef;
