@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <map>
-#include <mutex>
 #include <cmath>
 #include <limits>
 
@@ -18,6 +18,38 @@ using nlohmann::json;
 
 }  // namespace
 
+struct GemmTable {
+  static constexpr std::size_t kSide = GemmCurve::kSide, kNodes = kSide * kSide * kSide;
+  std::vector<std::array<double, 4>> rows;               // log2 m, n, k and the fraction
+  std::array<double, 3> lo{}, hi{};                      // the rows' range of each log2 dimension
+  mutable std::array<std::atomic<float>, kNodes> nodes;  // NaN: not computed yet
+
+  GemmTable() {
+    for (auto& n : nodes) n.store(std::numeric_limits<float>::quiet_NaN(), std::memory_order_relaxed);
+  }
+
+  // The node's fraction: the inverse-distance-weighted mean (weight 1/d^4 in log2 of the dimensions) of the rows,
+  // at the node's dimensions clamped to the rows' range.
+  [[nodiscard]] float node(std::size_t index) const {
+    const float cached = nodes[index].load(std::memory_order_relaxed);
+    if (!std::isnan(cached)) return cached;
+    const std::array<std::size_t, 3> at{index / (kSide * kSide), index / kSide % kSide, index % kSide};
+    std::array<double, 3> q{};
+    for (std::size_t d = 0; d < 3; ++d)
+      q[d] = std::clamp(static_cast<double>(GemmCurve::kFirst) + static_cast<double>(at[d]), lo[d], hi[d]);
+    double num = 0, den = 0;
+    for (const auto& r : rows) {
+      const double d2 = (q[0] - r[0]) * (q[0] - r[0]) + (q[1] - r[1]) * (q[1] - r[1]) + (q[2] - r[2]) * (q[2] - r[2]);
+      const double w = 1.0 / ((d2 + 1e-6) * (d2 + 1e-6));
+      num += w * r[3];
+      den += w;
+    }
+    const auto value = static_cast<float>(num / den);
+    nodes[index].store(value, std::memory_order_relaxed);
+    return value;
+  }
+};
+
 // Trilinear interpolation of the table in log2 of the dimensions.
 double gemm_curve_fraction(const GemmCurve& c, double m, double n, double k) {
   constexpr int side = GemmCurve::kSide;
@@ -29,7 +61,7 @@ double gemm_curve_fraction(const GemmCurve& c, double m, double n, double k) {
     i[d] = std::min(static_cast<int>(t), side - 2);
     w[d] = t - i[d];
   }
-  const std::vector<float>& v = *c.table;
+  const GemmTable& v = *c.table;
   double f = 0;
   for (int corner = 0; corner < 8; ++corner) {
     double weight = 1.0;
@@ -39,41 +71,23 @@ double gemm_curve_fraction(const GemmCurve& c, double m, double n, double k) {
       weight *= bit ? w[d] : 1.0 - w[d];
       index = index * side + static_cast<std::size_t>(i[d] + bit);
     }
-    f += weight * v[index];
+    f += weight * v.node(index);
   }
   return std::min(1.0, f);
 }
 
 GemmCurve fit_gemm_curve(const std::vector<GemmPoint>& points) {
   if (points.empty()) throw Error("kernel curve: a GEMM curve needs at least 1 row");
-  std::array<double, 3> lo{1e300, 1e300, 1e300}, hi{-1e300, -1e300, -1e300};
-  std::vector<std::array<double, 4>> rows;  // log2 m, n, k and the fraction
+  auto table = std::make_shared<GemmTable>();
+  table->lo = {1e300, 1e300, 1e300}, table->hi = {-1e300, -1e300, -1e300};
   for (const auto& p : points) {
     if (!(p.m >= 1 && p.n >= 1 && p.k >= 1 && p.fraction > 0 && p.fraction <= 1.0))
       throw Error("kernel curve: a GEMM row needs dimensions >= 1 and a fraction of peak in (0, 1]");
     const std::array<double, 4> r{std::log2(p.m), std::log2(p.n), std::log2(p.k), p.fraction};
-    for (std::size_t d = 0; d < 3; ++d) lo[d] = std::min(lo[d], r[d]), hi[d] = std::max(hi[d], r[d]);
-    rows.push_back(r);
+    for (std::size_t d = 0; d < 3; ++d)
+      table->lo[d] = std::min(table->lo[d], r[d]), table->hi[d] = std::max(table->hi[d], r[d]);
+    table->rows.push_back(r);
   }
-  constexpr auto side = static_cast<std::size_t>(GemmCurve::kSide);
-  auto table = std::make_shared<std::vector<float>>(side * side * side);
-  for (std::size_t a = 0; a < side; ++a)
-    for (std::size_t b = 0; b < side; ++b)
-      for (std::size_t c = 0; c < side; ++c) {
-        const auto node = [&](std::size_t i, std::size_t d) {  // this node's log2 dimension, clamped to the rows'
-          return std::clamp(static_cast<double>(GemmCurve::kFirst) + static_cast<double>(i), lo[d], hi[d]);
-        };
-        const std::array<double, 3> q{node(a, 0), node(b, 1), node(c, 2)};
-        double num = 0, den = 0;
-        for (const auto& r : rows) {
-          const double d2 =
-              (q[0] - r[0]) * (q[0] - r[0]) + (q[1] - r[1]) * (q[1] - r[1]) + (q[2] - r[2]) * (q[2] - r[2]);
-          const double w = 1.0 / ((d2 + 1e-6) * (d2 + 1e-6));
-          num += w * r[3];
-          den += w;
-        }
-        (*table)[(a * side + b) * side + c] = static_cast<float>(num / den);
-      }
   GemmCurve curve;
   curve.table = std::move(table);
   curve.rows = static_cast<std::int64_t>(points.size());
@@ -150,9 +164,7 @@ double fraction_of_peak(double tflops, double peak, const std::string& where) {
 
 }  // namespace
 
-namespace {
-
-DeviceKernels read_device_kernels(const json& j, double bf16_peak, double fp8_peak, std::string_view where) {
+DeviceKernels device_kernels_from_json(const json& j, double bf16_peak, double fp8_peak, std::string_view where) {
   const std::string w(where);
   if (!j.is_object() || !j.contains("format") || j.at("format") != "headroom-kernel-curves")
     throw Error(w + ": not a kernel-curves file (format headroom-kernel-curves)");
@@ -221,25 +233,6 @@ DeviceKernels read_device_kernels(const json& j, double bf16_peak, double fp8_pe
                     " has one row (a curve needs at least 2 sequences)");
       k.attention.push_back({std::string(kAttentionBackends[b]), head_dim, fit_attention_curve(points)});
     }
-  return k;
-}
-
-}  // namespace
-
-// The curves are a pure function of the document and the peaks: every GPU spec that names a file (h100-80gb, h200
-// and h800 name one; validate reads a cluster per published run) takes the tables built once per process.
-DeviceKernels device_kernels_from_json(const json& j, double bf16_peak, double fp8_peak, std::string_view where) {
-  static std::mutex mutex;
-  static std::map<std::string, DeviceKernels> built;
-  const std::string key = std::to_string(bf16_peak) + " " + std::to_string(fp8_peak) + " " + j.dump();
-  {
-    const std::lock_guard<std::mutex> lock(mutex);
-    if (const auto it = built.find(key); it != built.end()) return it->second;
-  }
-  DeviceKernels k = read_device_kernels(j, bf16_peak, fp8_peak, where);
-  const std::lock_guard<std::mutex> lock(mutex);
-  if (built.size() >= 16) built.clear();  // a bounded cache: a process reads a handful of devices
-  built.emplace(key, k);
   return k;
 }
 

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cctype>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <utility>
@@ -489,59 +491,26 @@ const HfModelType& modelled_hf_type(const std::string& type, std::string_view wh
               "; another model takes a headroom model spec, data/schema/model.schema.json)");
 }
 
-// nlohmann keeps the last of two equal keys in an object; a spec with "hidden_size" twice is ambiguous, so
-// parse_json_strict refuses it. The SAX pass tracks the keys of every open object.
-class DuplicateKeyFinder final : public nlohmann::json_sax<json> {
- public:
-  std::string duplicate;
-  bool null() override { return true; }
-  bool boolean(bool /*val*/) override { return true; }
-  bool number_integer(number_integer_t /*val*/) override { return true; }
-  bool number_unsigned(number_unsigned_t /*val*/) override { return true; }
-  bool number_float(number_float_t /*val*/, const string_t& /*s*/) override { return true; }
-  bool string(string_t& /*val*/) override { return true; }
-  bool binary(binary_t& /*val*/) override { return true; }
-  bool start_object(std::size_t /*elements*/) override {
-    open_.emplace_back();
-    return true;
-  }
-  bool key(string_t& k) override {
-    if (open_.back().insert(k).second) return true;
-    duplicate = k;
-    return false;
-  }
-  bool end_object() override {
-    open_.pop_back();
-    return true;
-  }
-  bool start_array(std::size_t /*elements*/) override { return true; }
-  bool end_array() override { return true; }
-  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
-                   const nlohmann::detail::exception& /*ex*/) override {
-    return false;
-  }
-
- private:
-  std::vector<std::set<std::string, std::less<>>> open_;
-};
-
 }  // namespace
 
 json parse_json_strict(std::string_view text, std::string_view where) {
   // Deeper nesting than any spec has is refused while parsing: nlohmann's dump() and the schema checker recurse,
-  // and a file of nested brackets would overflow the stack.
+  // and a file of nested brackets would overflow the stack. nlohmann keeps the last of two equal keys in an object; a
+  // spec with "hidden_size" twice is ambiguous, so the keys of every open object are tracked in the same pass.
   const std::string who(where);
-  const json::parser_callback_t depth_limit = [&who](int depth, json::parse_event_t /*event*/, json& /*parsed*/) {
+  std::vector<std::set<std::string, std::less<>>> open;
+  const json::parser_callback_t check = [&who, &open](int depth, json::parse_event_t event, json& parsed) {
     if (depth > kMaxJsonDepth)
       throw Error("malformed JSON in " + who + ": nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    if (event == json::parse_event_t::object_start) open.emplace_back();
+    if (event == json::parse_event_t::object_end) open.pop_back();
+    if (event == json::parse_event_t::key && !open.back().insert(parsed.get<std::string>()).second)
+      throw Error("malformed JSON in " + who + ": the key \"" + parsed.get<std::string>() +
+                  "\" appears twice in one object");
     return true;
   };
   try {
-    json doc = json::parse(text, depth_limit);
-    DuplicateKeyFinder finder;
-    if (!json::sax_parse(text, &finder) && !finder.duplicate.empty())
-      throw Error("malformed JSON in " + who + ": the key \"" + finder.duplicate + "\" appears twice in one object");
-    return doc;
+    return json::parse(text, check);
   } catch (const json::exception& e) {
     // parse_error for bad syntax, out_of_range for a number beyond a double ("1e400"). nlohmann's message is
     // "[json.exception.parse_error.101] parse error at line 1, column 2: ..."
@@ -803,6 +772,33 @@ ModelSpec SpecLibrary::model(std::string_view name_or_path) const {
   return model_from_json(j, where);
 }
 
+namespace {
+
+// A kernel-curves file's curves at the given peaks, built once per process for each file as it is on disk (its path,
+// size and modification time): every GPU spec that names one (h100-80gb, h200 and h800 name the same measured file;
+// validate reads a cluster per published run) takes the tables built the first time, without reading the file again.
+DeviceKernels device_kernels_file(const fs::path& path, double bf16_peak, double fp8_peak) {
+  static std::mutex mutex;
+  static std::map<std::string, DeviceKernels> built;
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  const auto written = fs::last_write_time(path, ec).time_since_epoch().count();
+  const std::string key = fs::absolute(path, ec).string() + " " + std::to_string(size) + " " + std::to_string(written) +
+                          " " + std::to_string(bf16_peak) + " " + std::to_string(fp8_peak);
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (const auto it = built.find(key); it != built.end()) return it->second;
+  }
+  DeviceKernels k = device_kernels_from_json(read_json_file(path), bf16_peak, fp8_peak, path.string());
+  k.file = path.filename().string();
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (built.size() >= 16) built.clear();  // a bounded cache: a process reads a handful of devices
+  built.emplace(key, k);
+  return k;
+}
+
+}  // namespace
+
 GpuSpec SpecLibrary::gpu(std::string_view name_or_path) const {
   fs::path path;
   const json j = load_validated("gpus", name_or_path, &path);
@@ -818,8 +814,7 @@ GpuSpec SpecLibrary::gpu(std::string_view name_or_path) const {
     if (!fs::is_regular_file(curves, ec))
       throw Error(where + ": kernel_curves '" + name + "' is no file (a name in " + (data_dir_ / "kernels").string() +
                   " or a path)");
-    g.kernels = device_kernels_from_json(read_json_file(curves), g.bf16_flops, g.fp8_flops, curves.string());
-    g.kernels.file = curves.filename().string();
+    g.kernels = device_kernels_file(curves, g.bf16_flops, g.fp8_flops);
   }
   // kernels_as lends this GPU another's fitted efficiencies: a name that is no GPU would leave it on datasheet
   // defaults without a word.

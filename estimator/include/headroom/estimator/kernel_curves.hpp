@@ -19,9 +19,12 @@ namespace headroom {
 // inverse-distance-weighted mean (in log2 of the dimensions, weight 1/d^4) of the rows nearest it, its dimensions
 // clamped to the range the rows span: a shape beyond the largest measured runs at the largest's fraction (the
 // plateau), none is extrapolated past what was measured.
+// A node is computed the first time a shape reads it (a pure function of the rows: two threads reading one node at
+// once both store the same value), so a process pays only for the nodes its shapes touch.
+struct GemmTable;
 struct GemmCurve {
   static constexpr int kFirst = 6, kLast = 17, kSide = kLast - kFirst + 1;
-  std::shared_ptr<const std::vector<float>> table;  // kSide^3 fractions, index (i_m·kSide + i_n)·kSide + i_k
+  std::shared_ptr<const GemmTable> table;  // kSide^3 nodes, index (i_m·kSide + i_n)·kSide + i_k
   std::int64_t rows = 0;
   [[nodiscard]] bool empty() const { return table == nullptr; }
 };
