@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cctype>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -774,22 +775,22 @@ ModelSpec SpecLibrary::model(std::string_view name_or_path) const {
 
 namespace {
 
-// A kernel-curves file's curves at the given peaks, built once per process for each file as it is on disk (its path,
-// size and modification time): every GPU spec that names one (h100-80gb, h200 and h800 name the same measured file;
-// validate reads a cluster per published run) takes the tables built the first time, without reading the file again.
+// A kernel-curves file's curves at the given peaks, built once per process for each content (the file is read, its
+// text hashed): every GPU spec that names one (h100-80gb, h200 and h800 name the same measured file; validate reads a
+// cluster per published run) takes the tables built the first time without parsing the file again, and a file that
+// changed is built again.
 DeviceKernels device_kernels_file(const fs::path& path, double bf16_peak, double fp8_peak) {
   static std::mutex mutex;
   static std::map<std::string, DeviceKernels> built;
-  std::error_code ec;
-  const auto size = fs::file_size(path, ec);
-  const auto written = fs::last_write_time(path, ec).time_since_epoch().count();
-  const std::string key = fs::absolute(path, ec).string() + " " + std::to_string(size) + " " + std::to_string(written) +
-                          " " + std::to_string(bf16_peak) + " " + std::to_string(fp8_peak);
+  const std::string text = read_file_bounded(path);
+  const std::string key = std::to_string(std::hash<std::string>{}(text)) + " " + std::to_string(text.size()) + " " +
+                          std::to_string(bf16_peak) + " " + std::to_string(fp8_peak) + " " + path.filename().string();
   {
     const std::lock_guard<std::mutex> lock(mutex);
     if (const auto it = built.find(key); it != built.end()) return it->second;
   }
-  DeviceKernels k = device_kernels_from_json(read_json_file(path), bf16_peak, fp8_peak, path.string());
+  DeviceKernels k =
+      device_kernels_from_json(parse_json_strict(text, path.string()), bf16_peak, fp8_peak, path.string());
   k.file = path.filename().string();
   const std::lock_guard<std::mutex> lock(mutex);
   if (built.size() >= 16) built.clear();  // a bounded cache: a process reads a handful of devices

@@ -1,7 +1,11 @@
 // A device's kernel curves: attention by backend and head dimension, read from a kernel-curves document and priced at
 // the model's head dimension.
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <string>
+
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -64,6 +68,28 @@ TEST(KernelCurves, AttentionRowsNeedAHeadDimensionAndTwoSequences) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cudnn attention at head_dim 64 has one row"), std::string::npos) << e.what();
   }
+}
+
+// A GPU spec's curves file is built once per process for each content: a file rewritten in place (here within the
+// same millisecond, the same size) is built again.
+TEST(KernelCurves, ACurvesFileIsReadAgainWhenItChanges) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("headroom_kernel_curves_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto write = [&](const fs::path& path, const nlohmann::json& j) { std::ofstream(path) << j.dump(1); };
+  nlohmann::json gpu = read_json_file(fs::path(HEADROOM_TEST_DATA_DIR) / "gpus" / "h200.json");
+  gpu["kernel_curves"] = (dir / "curves.json").string();
+  write(dir / "gpu.json", gpu);
+  const SpecLibrary lib = test::library();
+  const auto flash_at_128 = [&] {
+    return lib.gpu((dir / "gpu.json").string()).kernels.attention_curve("flash2", 128)->efficiency;
+  };
+  write(dir / "curves.json", curves(attention_rows("flash", 128, 300.0)));
+  EXPECT_NEAR(flash_at_128(), 300e12 / kPeak, 1e-3);
+  EXPECT_NEAR(flash_at_128(), 300e12 / kPeak, 1e-3);  // the same content: the curves built the first time
+  write(dir / "curves.json", curves(attention_rows("flash", 128, 450.0)));
+  EXPECT_NEAR(flash_at_128(), 450e12 / kPeak, 1e-3);
+  fs::remove_all(dir);
 }
 
 // The H200's measured curves (data/kernels/h200-measured.json) price a model's attention at its own head dimension:
