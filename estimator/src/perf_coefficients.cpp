@@ -338,18 +338,21 @@ PerfContext::PerfContext(const PerfCoefficients& c, const ClusterSpec& cluster)
       for (std::size_t i = 0; i < kCurveHeadDims.size(); ++i)
         if (const AttentionCurve* a = k.attention_curve(kAttentionBackends[b], kCurveHeadDims[i]))
           attention_curves[b][i] = {a->efficiency, a->half_tokens};
+    // The framework's backend, where the device has rows of it (a backend with rows fills every head-dimension slot).
     const auto backend = std::find(kAttentionBackends.begin(), kAttentionBackends.end(), c.attention_backend);
-    const AttentionCurve* attention = k.attention_curve(c.attention_backend, 128);
-    if (attention != nullptr) framework_attention_curve = static_cast<int>(backend - kAttentionBackends.begin());
+    const auto b = static_cast<std::size_t>(backend - kAttentionBackends.begin());
+    if (backend != kAttentionBackends.end() && attention_curves[b][0].first > 0)
+      framework_attention_curve = static_cast<int>(b);
     efficiency_source = "device curves";
     char fraction[32];
     std::snprintf(fraction, sizeof fraction, "%.3g", c.stack_gemm_fraction);
-    device_kernels = k.file + " (" + (k.machine.empty() ? k.kind : k.kind + " on " + k.machine) + "; GEMM rows: BF16 " +
-                     std::to_string(k.bf16.rows) + ", FP8 " + std::to_string(k.fp8.rows) + "; attention: " +
-                     (attention == nullptr ? "no " + c.attention_backend + " rows, the coefficients' own"
-                                           : c.attention_backend + " (" + c.name + "'s), " + "rows by head dimension " +
-                                                 attention_rows(k, c.attention_backend)) +
-                     "), GEMMs at " + c.name + "'s stack_gemm_fraction " + fraction;
+    device_kernels =
+        k.file + " (" + (k.machine.empty() ? k.kind : k.kind + " on " + k.machine) + "; GEMM rows: BF16 " +
+        std::to_string(k.bf16.rows) + ", FP8 " + std::to_string(k.fp8.rows) + "; attention: " +
+        (framework_attention_curve < 0 ? "no " + c.attention_backend + " rows, the coefficients' own"
+                                       : c.attention_backend + " (" + c.name + "'s), " + "rows by head dimension " +
+                                             attention_rows(k, c.attention_backend)) +
+        "), GEMMs at " + c.name + "'s stack_gemm_fraction " + fraction;
     efficiency_gpu = cluster.gpu.name;
   }
   if (g != nullptr) {

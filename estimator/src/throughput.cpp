@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 
 #include "headroom/core/error.hpp"
 #include "headroom/estimator/lora.hpp"
@@ -83,11 +82,7 @@ double attention_efficiency(const PerfContext& p, const Layout& l, double head_d
   if (l.attention_backend != AttentionBackend::framework)
     backend = l.attention_backend == AttentionBackend::cudnn ? 0 : 1;
   if (backend >= 0) {
-    // The curve at the nearest of kCurveHeadDims in log2: the boundaries are their geometric means, 64·√2 and 128·√2.
-    const std::size_t i = head_dim < kCurveHeadDims[0] * std::numbers::sqrt2   ? 0
-                          : head_dim < kCurveHeadDims[1] * std::numbers::sqrt2 ? 1
-                                                                               : 2;
-    const auto& [e, h] = p.attention_curves[static_cast<std::size_t>(backend)][i];
+    const auto& [e, h] = p.attention_curves[static_cast<std::size_t>(backend)][curve_head_dim_index(head_dim)];
     if (!(e > 0))
       throw Error(field("attention_backend") + " " + std::string(to_string(l.attention_backend)) +
                   ": this GPU's attention is not priced by kernel curves of that backend (data/kernels; valid: leave "

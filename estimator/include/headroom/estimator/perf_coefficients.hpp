@@ -5,7 +5,9 @@
 // once.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <numbers>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -148,6 +150,12 @@ struct Link {
 
 // The head dimensions a device's attention curves are held at; a model's is priced at the nearest in log2.
 inline constexpr std::array<double, 3> kCurveHeadDims = {64, 128, 256};
+// The index in kCurveHeadDims nearest head_dim in log2: the boundaries are their geometric means, 64·√2 and 128·√2.
+[[nodiscard]] constexpr std::size_t curve_head_dim_index(double head_dim) {
+  return head_dim < kCurveHeadDims[0] * std::numbers::sqrt2   ? 0
+         : head_dim < kCurveHeadDims[1] * std::numbers::sqrt2 ? 1
+                                                              : 2;
+}
 
 // Coefficients resolved against one cluster, once: everything per layout is then closed-form and allocation-free.
 struct PerfContext {
