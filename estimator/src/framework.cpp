@@ -152,6 +152,49 @@ void set_zero_settings(const FrameworkProfile& f, const LayoutRequest& r, Layout
                 "): DeepSpeed's BF16 optimizer reduces gradients after the backward (valid: ZeRO-2 or ZeRO-3)");
 }
 
+void set_megatron_fsdp(const FrameworkProfile& f, const LayoutRequest& r, Layout& l) {
+  if (!r.megatron_fsdp) {
+    const char* given = r.fsdp_double_buffer         ? "fsdp_double_buffer"
+                        : r.fsdp_unit_size != 0      ? "suggested_communication_unit_size"
+                        : r.megatron_fsdp_main_grads ? "megatron_fsdp_main_grads_dtype"
+                                                     : nullptr;
+    if (given != nullptr) throw Error(field(given) + " needs " + field("use_megatron_fsdp"));
+    return;
+  }
+  if (f.megatron_fsdp_shardings.empty())
+    throw Error("framework " + f.name + " does not run Megatron-FSDP (" + field("use_megatron_fsdp") +
+                " is Megatron-LM's: --framework megatron)");
+  if (std::find(f.megatron_fsdp_shardings.begin(), f.megatron_fsdp_shardings.end(), l.sharding) ==
+      f.megatron_fsdp_shardings.end()) {
+    std::string valid;
+    for (const StateSharding& s : f.megatron_fsdp_shardings) valid += (valid.empty() ? "" : ", ") + sharding_code(s);
+    throw Error(field("sharding") + " " + sharding_code(l.sharding) +
+                " is not a Megatron-FSDP strategy (--data-parallel-sharding-strategy no_shard, optim, optim_grads, "
+                "optim_grads_params: " +
+                valid + ")");
+  }
+  // megatron/training/arguments.py: Megatron-FSDP keeps formats of its own (--megatron-fsdp-main-params-dtype fp32,
+  // --megatron-fsdp-main-grads-dtype) in place of the precision-aware optimizer's; --grad-reduce-in-bf16 is the
+  // distributed optimizer's buffer, which Megatron-FSDP does not read (mcore_fsdp_adapter.py).
+  OptimizerPrecision others = l.optimizer_precision;
+  others.grad_reduce_in_bf16 = false;
+  if (others.given())
+    throw Error(field("use_megatron_fsdp") + " with the precision-aware optimizer's formats (" +
+                field("use_precision_aware_optimizer") + ", " + field("main_grads_dtype") + ", " + field("fp16") +
+                ", ...) is not priced: Megatron-FSDP keeps its own (" + field("megatron_fsdp_main_grads_dtype") + ")");
+  if (l.optimizer_offload > 0)
+    throw Error(field("use_megatron_fsdp") + " with " + field("optimizer_cpu_offload") + " is not priced");
+  if (r.fsdp_unit_size < 0 || r.fsdp_unit_size > kMaxCount)
+    throw Error(field("suggested_communication_unit_size") + " " + std::to_string(r.fsdp_unit_size) +
+                " must be a positive integer of at most 10^12");
+  l.megatron_fsdp = {true, r.fsdp_double_buffer, r.fsdp_unit_size};
+  // param_and_grad_buffer.py _resolve_group_grad_dtype: the main gradients in megatron_fsdp_main_grads_dtype, or the
+  // parameters' own format (BF16 weights: BF16 gradients); the FP32 main weights and Adam's moments are the
+  // optimizer's 12 B.
+  l.precision.grad_bytes =
+      r.megatron_fsdp_main_grads ? dtype_bytes(*r.megatron_fsdp_main_grads) : l.precision.weight_bytes;
+}
+
 void require_compile(const FrameworkProfile& f, bool wanted) {
   if (wanted && !f.compile)
     throw Error("framework " + f.name + " does not torch.compile its blocks (" + field("compile") +
@@ -288,6 +331,7 @@ std::int64_t* integer_field(LayoutRequest& r, KnobId id) {
     case KnobId::stage3_max_live_parameters: return &r.max_live_parameters;
     case KnobId::stage3_max_reuse_distance: return &r.max_reuse_distance;
     case KnobId::zero_hpz_partition_size: return &r.hpz_partition_size;
+    case KnobId::suggested_communication_unit_size: return &r.fsdp_unit_size;
     default: return nullptr;
   }
 }
@@ -380,10 +424,11 @@ void set_ddp_overlaps(const FrameworkProfile& f, const LayoutRequest& r, Layout&
 LayoutRequest layout_request(const KnobSettings& k, const FrameworkProfile& f) {
   using enum KnobId;
   LayoutRequest r;
-  for (std::uint64_t given = k.given_bits(); given != 0; given &= given - 1) {  // the knobs given, lowest first
-    const auto id = static_cast<KnobId>(std::countr_zero(given));
-    if (std::int64_t* to = integer_field(r, id)) *to = k.integer(id, 0);
-  }
+  for (std::size_t w = 0; w < k.given_bits().size(); ++w)  // the knobs given, lowest first
+    for (std::uint64_t given = k.given_bits()[w]; given != 0; given &= given - 1) {
+      const auto id = static_cast<KnobId>(64 * w + static_cast<std::size_t>(std::countr_zero(given)));
+      if (std::int64_t* to = integer_field(r, id)) *to = k.integer(id, 0);
+    }
   if (const std::string* x = k.text(recompute)) r.recompute = parse_recompute(*x);
   if (const std::string* x = k.text(recompute_method)) r.recompute_method = parse_recompute_method(*x);
   if (const std::string* x = k.text(recompute_modules)) r.recompute_modules = parse_recompute_modules(*x);
@@ -433,6 +478,10 @@ LayoutRequest layout_request(const KnobSettings& k, const FrameworkProfile& f) {
     r.cp_exchange = parse_cp_exchange(*x);
   }
   r.overlap_comm = k.flag(overlap_comm);
+  r.megatron_fsdp = k.flag(use_megatron_fsdp, false);
+  r.fsdp_double_buffer = k.flag(fsdp_double_buffer, false);
+  if (const std::string* x = k.text(megatron_fsdp_main_grads_dtype); x != nullptr && *x != "auto")
+    r.megatron_fsdp_main_grads = dtype_from_string(*x);  // the knob's choices are dtypes
   OptimizerPrecision& o = r.optimizer_precision;
   o.precision_aware = k.flag(use_precision_aware_optimizer, false);
   o.grad_reduce_in_bf16 = k.flag(grad_reduce_in_bf16, false);
@@ -467,8 +516,10 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
     if (r.lora_rank == 0) throw Error(field("lora_targets") + " needs " + field("lora_rank"));
     l.lora.targets = *r.lora_targets;
   }
+  // Megatron-FSDP's strategies are its own (set_megatron_fsdp checks them); optim_grads_params is its default.
+  if (r.megatron_fsdp) l.sharding = {Shard::global, Shard::global, Shard::global};
   if (r.sharding) l.sharding = *r.sharding;
-  require_sharding(f, l.sharding);
+  if (!r.megatron_fsdp) require_sharding(f, l.sharding);
   if (r.sequence_parallel) l.sequence_parallel = *r.sequence_parallel;
   if (r.flash_attention) l.flash_attention = *r.flash_attention;
   if (r.recompute) {
@@ -521,6 +572,7 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   l.attention_backend = r.attention_backend;
   set_optimizer_precision(f, r.optimizer_precision, l);
   set_zero_settings(f, r, l);
+  set_megatron_fsdp(f, r, l);
   l.mbs = positive("mbs", r.mbs);
   l.seq = positive("seq", r.seq);
   if (r.schedule) l.schedule = *r.schedule;
@@ -631,6 +683,9 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
   if (j.contains("compile")) f.compile = j.at("compile").at("supported").get<bool>();
   if (j.contains("precision_aware_optimizer"))
     f.precision_aware_optimizer = j.at("precision_aware_optimizer").at("supported").get<bool>();
+  if (j.contains("megatron_fsdp"))
+    for (const auto& code : j.at("megatron_fsdp").at("shardings"))
+      f.megatron_fsdp_shardings.push_back(parse_sharding_code(code.get<std::string>()));
   if (j.contains("zero")) {
     const auto& z = j.at("zero");
     f.zero = ZeroSettings{};

@@ -247,7 +247,23 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
     issues.emplace_back("compile: torch.compile of the blocks is torchtitan's; Megatron-LM has no setting");
   const StateSharding& s = l.sharding;
   const std::string code = sharding_code(s);
-  if (s.params == Shard::none && s.grads == Shard::none) {
+  if (l.megatron_fsdp.enabled) {
+    // arguments.py: --use-megatron-fsdp with its strategy (ZeRO's stages as no_shard, optim, optim_grads,
+    // optim_grads_params), the fsdp_dtensor checkpoints it requires, and its settings where not the defaults.
+    const char* strategy = s.params != Shard::none      ? "optim_grads_params"
+                           : s.grads != Shard::none     ? "optim_grads"
+                           : s.optimizer != Shard::none ? "optim"
+                                                        : "no_shard";
+    a.insert(a.end(),
+             {"--use-megatron-fsdp", "--data-parallel-sharding-strategy", strategy, "--ckpt-format", "fsdp_dtensor"});
+    if (l.megatron_fsdp.double_buffer) a.emplace_back("--fsdp-double-buffer");
+    if (l.megatron_fsdp.unit_size > 0)
+      a.insert(a.end(), {"--suggested-communication-unit-size", num(l.megatron_fsdp.unit_size)});
+    if (l.precision.grad_bytes != l.precision.weight_bytes)
+      a.insert(a.end(), {"--megatron-fsdp-main-grads-dtype", l.precision.grad_bytes == 4.0 ? "fp32" : "bf16"});
+    if (l.overlap_grad_reduce) a.emplace_back("--overlap-grad-reduce");
+    if (l.overlap_grad_reduce && l.overlap_param_gather) a.emplace_back("--overlap-param-gather");
+  } else if (s.params == Shard::none && s.grads == Shard::none) {
     if (s.optimizer == Shard::global) a.emplace_back("--use-distributed-optimizer");
     if (s.optimizer == Shard::intra) {
       const DpSplit d = dp_split(Shard::intra, l, c.gpus_per_node);
@@ -267,7 +283,7 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
   } else {
     issues.push_back("sharding " + code +
                      ": Megatron-LM's distributed optimizer shards only optimizer states (NNN, NNG, NNI); sharded "
-                     "parameters or gradients need Megatron-FSDP, which headroom does not model");
+                     "parameters or gradients are Megatron-FSDP's (--use-megatron-fsdp)");
   }
   if (!megatron_core_schedule(l.schedule))
     issues.emplace_back("schedule " + std::string(to_string(l.schedule)) +

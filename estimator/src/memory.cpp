@@ -715,6 +715,39 @@ double zero3_gathered_parameters(const ModelSpec& m, const Layout& l, std::int64
   return kept + prefetched;
 }
 
+// Megatron-FSDP (megatron/core/distributed/fsdp/src/megatron_fsdp): megatron_fsdp.py sets the communication unit C
+// to --suggested-communication-unit-size or, unset, to twice the mean FSDP unit under optim_grads_params (else 10^9)
+// raised to at least 10^9 elements; the all-gather prefetches (param_and_grad_buffer.py AllGatherPipeline) the next
+// units until C/2 elements are in flight, the reduce-scatter queue (GradReducePipeline) holds up to C. With
+// --fsdp-double-buffer (FixedPoolAllocator) two units of each are allocated for the whole step and the prefetch stops
+// at the second. At the start of the backward the last unit computes its gradient while the ones before it are
+// gathered; the queue fills later, as each unit's backward frees its activations.
+MegatronFsdpUnits megatron_fsdp_units(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  const MegatronFsdpSettings& f = l.megatron_fsdp;
+  const std::int64_t layers = stage_layers(m, l, stage);
+  if (!f.enabled || l.dp * l.cp <= 1 || layers == 0) return {};
+  const double unit = stage_decoder_parameters_per_gpu(m, l, stage) / d(layers);
+  const bool gathers = l.sharding.params != Shard::none, reduces = l.sharding.grads != Shard::none;
+  const double c = f.unit_size > 0 ? d(f.unit_size) : std::max(1e9, gathers ? 2.0 * unit : 0.0);
+  MegatronFsdpUnits u;
+  if (gathers && unit > 0)
+    u.gathered = 1.0 + std::min(d(layers - 1), f.double_buffer ? 1.0 : std::ceil(std::floor(c / 2.0) / unit));
+  if (reduces) u.gradients = f.double_buffer ? std::min(2.0, d(layers)) : 1.0;
+  return u;
+}
+
+MegatronFsdpBufferBytes megatron_fsdp_buffer_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage) {
+  const MegatronFsdpUnits u = megatron_fsdp_units(m, l, stage);
+  if (u.gathered == 0 && u.gradients == 0) return {};
+  const double layers = d(stage_layers(m, l, stage));
+  const double unit = stage_decoder_parameters_per_gpu(m, l, stage) / layers;
+  // --fp8-param-gather: the linear weights are kept and gathered in FP8, 1 B (the norms in the weights' format).
+  const double fp8_saving = l.fp8_param_gather ? (l.precision.weight_bytes - 1.0) *
+                                                     stage_linear_weight_parameters_per_gpu(m, l, stage) / layers
+                                               : 0.0;
+  return {u.gathered * (unit * l.precision.weight_bytes - fp8_saving), u.gradients * unit * l.precision.grad_bytes};
+}
+
 namespace {
 
 // 4D paper Eq. 10 / PaRO section 3 (Megatron and any framework without all-gathered units): weights, gradients
@@ -739,10 +772,11 @@ StageMemory eq18_stage_memory(const ModelSpec& m, const ClusterSpec& c, const La
   // 4D paper Eq. 10: BF16 weights and FP32 gradients whole, 12 bytes of Adam state over d·c; PaRO
   // section 3 generalises each of the three to N / I / G sharding.
   s.fp8 = fp8_weight_copy_bytes(m, l, stage) + fp8_scaling_state_bytes(m, l, stage);
+  const MegatronFsdpBufferBytes units = megatron_fsdp_buffer_bytes(m, l, stage);
   s.params = prec.weight_bytes * (sharded(stored, l.sharding.params) + zero_hpz_secondary_parameters(c, l, stored) +
                                   zero3_gathered_parameters(m, l, stage)) +
-             s.fp8;
-  s.grads = prec.grad_bytes * sharded(trainable, l.sharding.grads) + zero_gradient_bucket_bytes(l);
+             units.params + s.fp8;
+  s.grads = prec.grad_bytes * sharded(trainable, l.sharding.grads) + zero_gradient_bucket_bytes(l) + units.grads;
   const double optimizer_shard_params = sharded(trainable, l.sharding.optimizer);
   // An offloaded optimizer keeps (1 − fraction) of its states on the GPU.
   s.optimizer = (1.0 - l.optimizer_offload) * prec.optimizer_bytes * optimizer_shard_params;

@@ -288,6 +288,31 @@ TEST(MegatronLog, PipelineLayoutIsRead) {
   EXPECT_EQ(run.layout.at("pipeline_model_parallel_layout"), "Et*3|(t*4|)*6t*5L");
 }
 
+// Megatron-FSDP's settings, printed with their defaults whether it runs or not: read only with use_megatron_fsdp True,
+// its strategy then the sharding (default optim_grads_params, ZeRO-3).
+TEST(MegatronLog, MegatronFsdpIsReadWhereItRuns) {
+  const std::string base = slurp("megatron_llama_written.log");
+  const std::string anchor = "  position_embedding_type";
+  const auto with = [&](const std::string& lines) {
+    std::string log = base;
+    log.insert(log.find(anchor), lines);
+    return parse_megatron_log(log, "fsdp.log");
+  };
+  const std::string defaults =
+      "  data_parallel_sharding_strategy ................. optim_grads\n"
+      "  fsdp_double_buffer .............................. True\n"
+      "  suggested_communication_unit_size ............... None\n";
+  const auto off = with("  use_megatron_fsdp ............................... False\n" + defaults);
+  EXPECT_FALSE(off.layout.contains("fsdp_double_buffer"));
+  EXPECT_NE(off.layout.at("sharding"), "zero2");
+  const auto on = with("  use_megatron_fsdp ............................... True\n" + defaults);
+  EXPECT_EQ(on.layout.at("use_megatron_fsdp"), "true");
+  EXPECT_EQ(on.layout.at("sharding"), "zero2");
+  EXPECT_EQ(on.layout.at("fsdp_double_buffer"), "true");
+  EXPECT_FALSE(on.layout.contains("suggested_communication_unit_size"));
+  EXPECT_EQ(with("  use_megatron_fsdp ............................... True\n").layout.at("sharding"), "zero3");
+}
+
 TEST(MegatronLog, SteadyStateDropsTheFirstIterationAndTakesTheMedian) {
   const auto run = parse_megatron_log(slurp("megatron_llama_written.log"), "llama.log");
   EXPECT_EQ(run.outcome, RunOutcome::ok);

@@ -222,7 +222,10 @@ TEST(Check, ReadsBackWhatLaunchWrites) {
            {"--recompute", "selective", "--precision", "fp8", "--fp8-recipe", "tensorwise", "--first-last-layers-bf16",
             "--num-layers-at-end-in-bf16", "2"},
            {"--recompute", "selective", "--pipeline-model-parallel-layout", "Et*7|t*9|(t*9|)*1t*7L"},  // quoted
-           {"--recompute", "selective", "--moe-shared-expert-overlap"}}) {  // no shared expert: not written
+           {"--recompute", "selective", "--moe-shared-expert-overlap"},  // no shared expert: not written
+           {"--recompute", "selective", "--use-megatron-fsdp", "--fsdp-double-buffer"},
+           {"--recompute", "full", "--use-megatron-fsdp", "--sharding", "zero2", "--megatron-fsdp-main-grads-dtype",
+            "fp32", "--suggested-communication-unit-size", "300000000"}}) {
     std::vector<std::string> job = {"--model", "llama3.1-8b", "--cluster", "dgx-h100", "--seq", "8192",  "--tp",
                                     "2",       "--pp",        "2",         "--gpus",   "16",    "--gbs", "64"};
     job.insert(job.end(), recompute.begin(), recompute.end());
@@ -395,6 +398,32 @@ TEST(Check, ReadsMegatronLmsExampleScriptUnchanged) {
   EXPECT_EQ(a.at("layout"), b.at("layout"));
   EXPECT_EQ(a.at("flags_read"), b.at("flags_read"));
   EXPECT_EQ(a.at("flags_ignored"), b.at("flags_ignored"));
+}
+
+// Megatron-LM's Megatron-FSDP example as published (examples/megatron_fsdp/train_llama3_8b_fsdp_h100_fp8.sh): its
+// FSDP flags read (--use-nccl-ub turning the double buffers on, as arguments.py does) or ignored by name, and the
+// job priced with the layers' states sharded over DP: less memory a GPU than the same command without Megatron-FSDP.
+TEST(Check, ReadsMegatronLmsMegatronFsdpScriptUnchanged) {
+  const std::string script = std::string(HEADROOM_TEST_DATA_DIR) +
+                             "/../tests/data/launch/megatron-lm-examples/train_llama3_8b_fsdp_h100_fp8.sh";
+  const Result r = run({"check", "--cluster", "dgx-h100", "--json", script});
+  ASSERT_NE(r.code, 2) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  const auto& l = doc.at("layout");
+  EXPECT_EQ(l.at("use_megatron_fsdp"), true);
+  EXPECT_EQ(l.at("sharding"), (nlohmann::json{{"params", "G"}, {"grads", "G"}, {"optimizer", "G"}}));
+  EXPECT_EQ(l.at("fsdp_double_buffer"), true);
+  EXPECT_EQ(l.at("megatron_fsdp_main_grads_dtype"), "bf16");
+  EXPECT_EQ(l.at("fp8_param_gather"), true);
+  const std::string read = doc.at("flags_read").dump(), ignored = doc.at("flags_ignored").dump();
+  EXPECT_NE(read.find("--data-parallel-sharding-strategy optim_grads_params"), std::string::npos) << read;
+  for (const char* flag : {"--use-nccl-ub", "--fsdp-manual-registration", "--init-model-with-meta-device"})
+    EXPECT_NE(ignored.find(flag), std::string::npos) << flag << ignored;
+  const Result ddp = run({"check", "--cluster", "dgx-h100", "--json", script, "--ignore", "--use-megatron-fsdp"});
+  ASSERT_NE(ddp.code, 2) << ddp.err;
+  const auto without = nlohmann::json::parse(ddp.out);
+  EXPECT_EQ(without.at("layout").at("use_megatron_fsdp"), false);
+  EXPECT_LT(doc.at("memory").at("peak_gib").get<double>(), without.at("memory").at("peak_gib").get<double>());
 }
 
 // Megatron-LM's Mixtral 8x7B script as published, its nodes and its WandB test given as the shell would: the experts
@@ -905,6 +934,18 @@ TEST(Check, ReadsMegatronBridgeRecipes) {
   EXPECT_EQ(mtp.at("layout").at("mtp_num_layers"), 1);
   EXPECT_EQ(j.at("layout").at("mtp_num_layers"), 0);
   EXPECT_GT(mtp.at("perf").at("step_time_s").get<double>(), j.at("perf").at("step_time_s").get<double>());
+  // Megatron-FSDP as Bridge's performance scripts turn it on (utils/overrides.py _set_megatron_fsdp_overrides): the
+  // recipe's no_shard strategy (unread without it) becomes the sharding, nccl_ub the double buffers.
+  EXPECT_NE(j.at("flags_ignored").dump().find("ddp.data_parallel_sharding_strategy (Megatron-FSDP's"),
+            std::string::npos);
+  const auto fsdp = checked({"--recipe", "llama3_8b_pretrain_16gpu_h100_bf16_16k_config", "ddp.use_megatron_fsdp=True",
+                             "ddp.data_parallel_sharding_strategy=optim_grads_params", "ddp.nccl_ub=True",
+                             "ddp.keep_fp8_transpose_cache=False", "model.init_model_with_meta_device=True"});
+  ASSERT_FALSE(fsdp.is_null());
+  EXPECT_EQ(fsdp.at("layout").at("use_megatron_fsdp"), true);
+  EXPECT_EQ(fsdp.at("layout").at("sharding").at("params"), "G");
+  EXPECT_EQ(fsdp.at("layout").at("fsdp_double_buffer"), true);
+  EXPECT_LT(fsdp.at("memory").at("peak_gib").get<double>(), j.at("memory").at("peak_gib").get<double>());
   // DeepSeek-V2-Lite (AutoBridge's provider overlaps the shared expert), a recipe reading provider fields it does not
   // set (`float(cfg.model.rotary_base)`) and writing `(\n True  # ...\n)`.
   const std::string deepseek = std::string(HEADROOM_TEST_DATA_DIR) +

@@ -143,6 +143,7 @@ Layout rank_base(const Plan& plan, const LayoutRequest& q) {
   set_mtp_layers(plan.model, plan.framework, q, base);
   set_cp_exchange(plan.framework, q, base);
   set_optimizer_precision(plan.framework, q.optimizer_precision, base);  // after the FP8 recipe it depends on
+  set_megatron_fsdp(plan.framework, q, base);  // the search sets its strategies (restrict_to_framework)
   return base;
 }
 
@@ -239,6 +240,10 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
   const auto optional_count = [](std::int64_t n) { return n > 0 ? nlohmann::json(n) : nlohmann::json(nullptr); };
   // DeepSpeed's ZeRO settings (Layout::zero): null under other frameworks.
   const auto deepspeed_only = [&l](auto v) { return l.zero.deepspeed ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  // Megatron-FSDP's settings (Layout::megatron_fsdp): null without it.
+  const auto mfsdp_only = [&l](auto v) {
+    return l.megatron_fsdp.enabled ? nlohmann::json(v) : nlohmann::json(nullptr);
+  };
   return {
       {"tp", l.tp},
       {"cp", l.cp},
@@ -297,6 +302,12 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
       {"stage3_max_live_parameters", deepspeed_only(l.zero.max_live_parameters)},
       {"stage3_max_reuse_distance", deepspeed_only(l.zero.max_reuse_distance)},
       {"zero_hpz_partition_size", deepspeed_only(l.zero.hpz_partition_size)},
+      {"use_megatron_fsdp", l.megatron_fsdp.enabled},
+      {"fsdp_double_buffer", mfsdp_only(l.megatron_fsdp.double_buffer)},
+      {"suggested_communication_unit_size", l.megatron_fsdp.enabled && l.megatron_fsdp.unit_size > 0
+                                                ? nlohmann::json(l.megatron_fsdp.unit_size)
+                                                : nlohmann::json(nullptr)},
+      {"megatron_fsdp_main_grads_dtype", mfsdp_only(l.precision.grad_bytes == 4.0 ? "fp32" : "bf16")},
       {"vpp", l.vpp},
       {"gpus", l.gpus()},
       {"mbs", l.mbs},

@@ -523,7 +523,7 @@ void run_check(const CheckOptions& o, std::ostream& out) {
   SearchOptions so;
   so.gpus = layout.gpus(), so.seq = layout.seq, so.gbs = layout.gbs;
   so.top = 64;
-  restrict_to_framework(so, plan.framework);
+  restrict_to_framework(so, plan.framework, layout.megatron_fsdp.enabled);
   // From the command's sequence parallelism, which a layout keeps where TP is 1 (rank tries the other where it is not),
   // and its P2P overlap of the interleaved schedule.
   Layout base = rank_base(plan, layout_request(k, plan.framework));

@@ -26,7 +26,7 @@ std::string gib(double value) {
 }
 
 // The knobs the answer depends on that the user left to a default, said as such.
-std::string defaults_line(const LayoutOptions& o, const Plan& r) {
+std::string defaults_line(const LayoutOptions& o, const Plan& r, const Layout& l) {
   std::string text;
   const auto add = [&](KnobId id, const std::string& what) {
     if (!o.given(id)) text += (text.empty() ? "" : ", ") + what;
@@ -34,7 +34,8 @@ std::string defaults_line(const LayoutOptions& o, const Plan& r) {
   add(KnobId::gbs, "gbs (dp x mbs, times pp with a pipeline)");
   add(KnobId::mbs, "mbs 1");
   add(KnobId::recompute, "recompute (" + r.framework.name + "'s)");
-  add(KnobId::sharding, "sharding (" + r.framework.name + "'s)");
+  add(KnobId::sharding, l.megatron_fsdp.enabled ? std::string("sharding (Megatron-FSDP's optim_grads_params)")
+                                                : "sharding (" + r.framework.name + "'s)");
   return text.empty() ? "" : "defaults taken: " + text + "\n";
 }
 
@@ -49,7 +50,8 @@ void print_table(std::ostream& out, const Plan& r, const Layout& l, const Memory
       << ": SP " << (l.sequence_parallel ? "on" : "off") << ", "
       << (l.flash_attention ? "FlashAttention" : "no FlashAttention") << ", " << to_string(l.schedule)
       << (l.vpp > 1 ? " x" + std::to_string(l.vpp) : "") << ", recompute " << recompute_text(l) << ", sharding "
-      << sharding_code(l.sharding) << " (parameters/gradients/optimizer states: N none, I in a node, G over DP)\n\n";
+      << sharding_code(l.sharding) << (l.megatron_fsdp.enabled ? " under Megatron-FSDP" : "")
+      << " (parameters/gradients/optimizer states: N none, I in a node, G over DP)\n\n";
   std::snprintf(line, sizeof line, "%6s %9s %9s %10s %12s %9s %9s\n", "stage", "params", "grads", "optimizer",
                 "activations", "residual", "total");
   out << line;
@@ -183,7 +185,7 @@ void run_estimate(const EstimateOptions& o, std::ostream& out) {
   const Estimate x = estimate(r, PlanContext(r), l);
   if (!o.json) {
     print_table(out, r, l, x.memory);
-    out << defaults_line(o.layout, r);
+    out << defaults_line(o.layout, r, l);
     print_experts(out, r.model, l);
     print_perf(out, x.perf, r.cluster.gpu.name, l.fp8 != Fp8Recipe::none);
     return;

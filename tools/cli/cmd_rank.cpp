@@ -40,7 +40,7 @@ std::string supported_shardings_text(const FrameworkProfile& f) {
 // A sharding the framework does not list (supported_shardings), searched by --all-shardings or a sharding=
 // constraint: priced as PaRO describes it, but the framework does not launch it.
 bool outside_framework(const FrameworkProfile& f, const Layout& l) {
-  const auto& ok = f.supported_shardings;
+  const auto& ok = l.megatron_fsdp.enabled ? f.megatron_fsdp_shardings : f.supported_shardings;
   return !ok.empty() && std::find(ok.begin(), ok.end(), l.sharding) == ok.end();
 }
 
@@ -124,7 +124,7 @@ SearchOptions search_options(const RankOptions& o, const KnobSettings& k, const 
   constexpr std::size_t kMaxTop = 100'000;
   if (so.top > kMaxTop) throw Error("--top " + o.top + " is more than " + std::to_string(kMaxTop) + " layouts");
   for (const auto& c : o.constraints) so.constraints.push_back(parse_constraint(c));
-  restrict_to_framework(so, r.framework);
+  restrict_to_framework(so, r.framework, k.flag(KnobId::use_megatron_fsdp, false));
   if (o.all_shardings) so.shardings.clear();  // every PaRO strategy, launchable by the framework or not
   so.peak_band = risk_band(o.risk, r.framework);
   return so;
@@ -277,7 +277,11 @@ void register_rank(CLI::App& app, std::ostream& out) {
                              KnobId::moe_token_dispatcher_type,
                              KnobId::moe_expert_capacity_factor,
                              KnobId::moe_shared_expert_overlap,
-                             KnobId::mtp_num_layers});
+                             KnobId::mtp_num_layers,
+                             KnobId::use_megatron_fsdp,
+                             KnobId::fsdp_double_buffer,
+                             KnobId::suggested_communication_unit_size,
+                             KnobId::megatron_fsdp_main_grads_dtype});
   sub->add_option("--profile", opts->profile,
                   "performance coefficients JSON or a calibration profile (headroom calibrate); default "
                   "data/perf/<framework>.json");

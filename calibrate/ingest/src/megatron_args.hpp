@@ -66,5 +66,8 @@ void megatron_deepspeed_arguments(std::map<std::string, std::string>& args, std:
 // DeepSpeed's ZeRO stage 0-3 as a sharding (zero/config.py: 0 none, 1 optimizer states, 2 and gradients, 3 and
 // parameters, over all of DP).
 [[nodiscard]] std::string zero_stage_sharding(std::int64_t stage);
+// Megatron-FSDP's --data-parallel-sharding-strategy (no_shard, optim, optim_grads, optim_grads_params) as a sharding:
+// ZeRO's stages, the states it shards. Throws Error naming `where` for another name.
+[[nodiscard]] std::string megatron_fsdp_sharding(const std::string& strategy, std::string_view where);
 
 }  // namespace headroom::calibrate

@@ -115,6 +115,17 @@ constexpr std::array kFlags = {
     Flag{"--overlap-param-gather", "overlap_param_gather", Arity::store_true, ""},
     Flag{"--overlap-param-gather-with-optimizer-step", "overlap_param_gather_with_optimizer_step", Arity::store_true,
          kWhyGatherWithStep},
+    // Megatron-FSDP (arguments.py _add_distributed_args; the knobs use_megatron_fsdp, fsdp_double_buffer,
+    // suggested_communication_unit_size and megatron_fsdp_main_grads_dtype are read by their names).
+    Flag{"--data-parallel-sharding-strategy", "data_parallel_sharding_strategy", Arity::value, ""},
+    Flag{"--use-nccl-ub", "nccl_ub", Arity::store_true, ""},
+    Flag{"--megatron-fsdp-version", "megatron_fsdp_version", Arity::value, ""},
+    Flag{"--megatron-fsdp-main-params-dtype", "megatron_fsdp_main_params_dtype", Arity::value, ""},
+    Flag{"--megatron-fsdp-grad-comm-dtype", "megatron_fsdp_grad_comm_dtype", Arity::value, ""},
+    Flag{"--outer-dp-sharding-strategy", "outer_dp_sharding_strategy", Arity::value, ""},
+    Flag{"--fsdp-manual-registration", "fsdp_manual_registration", Arity::store_true,
+         "NCCL's registration of Megatron-FSDP's buffers, once after the first step"},
+    Flag{"--init-model-with-meta-device", "init_model_with_meta_device", Arity::store_true, "initialisation"},
     Flag{"--attention-backend", "attention_backend", Arity::value, ""},
     Flag{"--moe-flex-dispatcher-backend", "moe_flex_dispatcher_backend", Arity::value, ""},
     Flag{"--use-flash-attn", "use_flash_attn", Arity::store_true, ""},  // FlashAttention: as priced
@@ -301,6 +312,45 @@ std::int64_t positive(const std::string& text, std::string_view what, std::strin
 std::string get(const std::map<std::string, std::string>& a, const std::string& key, const std::string& fallback) {
   const auto it = a.find(key);
   return it == a.end() ? fallback : it->second;
+}
+
+// What arguments.py's validate_args does with Megatron-FSDP's flags, and what headroom does not price of them.
+void megatron_fsdp_arguments(std::map<std::string, std::string>& args, MegatronCommand& out, std::string_view where) {
+  const std::string w(where);
+  // Megatron-FSDP v1 runs with the distributed optimizer (arguments.py sets it); v2 is another code path.
+  if (const std::string v = get(args, "megatron_fsdp_version", "1"); v != "1")
+    throw Error(w + ": --megatron-fsdp-version " + v + ": only Megatron-FSDP v1 (the default) is priced");
+  args["use_distributed_optimizer"] = "True";
+  // arguments.py: --use-nccl-ub turns on --fsdp-double-buffer (user buffers need persistent ones).
+  if (args.contains("nccl_ub")) {
+    args["fsdp_double_buffer"] = "True";
+    std::erase_if(out.read, [](const std::string& r) { return r == "--use-nccl-ub"; });
+    out.ignored.emplace_back(
+        "--use-nccl-ub (NCCL's user buffers: its double buffers are priced as --fsdp-double-buffer, its collectives "
+        "at NCCL's default kernels)");
+  }
+  for (const char* key : {"megatron_fsdp_main_params_dtype", "megatron_fsdp_grad_comm_dtype"}) {
+    const std::string v = get(args, key, key == std::string_view("megatron_fsdp_main_params_dtype") ? "fp32" : "auto");
+    const std::string grads = get(args, "megatron_fsdp_main_grads_dtype", "auto");
+    const bool priced =
+        key == std::string_view("megatron_fsdp_main_params_dtype") ? v == "fp32" : v == "auto" || v == grads;
+    if (!priced) {
+      std::string flag = "--" + std::string(key);
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      throw Error(w + ": " + flag + " " + v + ": not priced (valid: " +
+                  (key == std::string_view("megatron_fsdp_main_params_dtype")
+                       ? std::string("fp32, the default")
+                       : "auto or the gradients' own format, --megatron-fsdp-main-grads-dtype's") +
+                  ")");
+    }
+  }
+  // The outer data-parallel group's strategy is read only under hybrid sharding, which is not priced.
+  if (args.contains("outer_dp_sharding_strategy")) {
+    std::erase_if(out.read, [](const std::string& r) { return r.starts_with("--outer-dp-sharding-strategy"); });
+    out.ignored.emplace_back(
+        "--outer-dp-sharding-strategy (Megatron-FSDP's outer group, read under hybrid sharding "
+        "only)");
+  }
 }
 
 }  // namespace
@@ -506,6 +556,23 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
   if (args.contains("bf16") == args.contains("fp16"))
     throw Error(w + (args.contains("bf16") ? ": --bf16 and --fp16 together (Megatron-LM takes one)"
                                            : ": neither --bf16 nor --fp16: FP32 training is not priced"));
+  if (args.contains("use_megatron_fsdp")) {
+    megatron_fsdp_arguments(args, out, where);
+  } else {
+    // Megatron-FSDP's flags without it: arguments.py keeps them, nothing reads them.
+    for (const char* flag :
+         {"--data-parallel-sharding-strategy", "--megatron-fsdp-version", "--megatron-fsdp-main-params-dtype",
+          "--megatron-fsdp-grad-comm-dtype", "--megatron-fsdp-main-grads-dtype", "--outer-dp-sharding-strategy",
+          "--fsdp-double-buffer", "--suggested-communication-unit-size"})
+      if (std::erase_if(out.read,
+                        [&](const std::string& r) { return r == flag || r.starts_with(flag + std::string(" ")); }) > 0)
+        out.ignored.push_back(std::string(flag) +
+                              " (Megatron-FSDP's, which the command does not run: --use-megatron-fsdp)");
+    if (std::erase_if(out.read, [](const std::string& r) { return r == "--use-nccl-ub"; }) > 0)
+      out.ignored.emplace_back(
+          "--use-nccl-ub (NCCL's user buffers for the data-parallel collectives: priced at "
+          "NCCL's default kernels)");
+  }
   out.run = megatron_run_from_arguments(args, {}, where);
   ModelSpec window;
   megatron_window(args, window, where);

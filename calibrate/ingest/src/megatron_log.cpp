@@ -272,6 +272,10 @@ bool megatron_knob_applies(KnobId id, const std::map<std::string, std::string>& 
     // transformer_layer.py reads the modules under selective recompute only; None is its default, core_attn.
     case KnobId::recompute_modules:
       return arg(args, "recompute_granularity") == "selective" && arg(args, "recompute_modules") != "None";
+    // Megatron-FSDP's settings, printed with their defaults whether it runs or not.
+    case KnobId::fsdp_double_buffer:
+    case KnobId::suggested_communication_unit_size:
+    case KnobId::megatron_fsdp_main_grads_dtype: return flag_arg(args, "use_megatron_fsdp");
     case KnobId::overlap_grad_reduce: return !flag_arg(args, "deepspeed");
     case KnobId::overlap_param_gather:
       return !flag_arg(args, "deepspeed") && flag_arg(args, "use_distributed_optimizer");
@@ -363,6 +367,11 @@ std::map<std::string, std::string> megatron_layout(const std::map<std::string, s
   // without them runs its reductions and gathers exposed.
   if (!flag_arg(args, "deepspeed")) {
     l["sharding"] = flag_arg(args, "use_distributed_optimizer") ? "zero1" : "ddp";
+    // Megatron-FSDP's strategy (arguments.py --data-parallel-sharding-strategy, default optim_grads_params).
+    if (flag_arg(args, "use_megatron_fsdp")) {
+      const std::string strategy = arg(args, "data_parallel_sharding_strategy").value_or("optim_grads_params");
+      l["sharding"] = megatron_fsdp_sharding(strategy, where);
+    }
     for (const KnobId id : {KnobId::overlap_grad_reduce, KnobId::overlap_param_gather})
       if (megatron_knob_applies(id, args) && !arg(args, std::string(knob(id).log_key)))
         l[std::string(knob(id).name)] = "false";
@@ -379,6 +388,15 @@ std::map<std::string, std::string> megatron_layout(const std::map<std::string, s
 }
 
 }  // namespace
+
+std::string megatron_fsdp_sharding(const std::string& strategy, std::string_view where) {
+  if (strategy == "no_shard") return "ddp";
+  if (strategy == "optim") return "zero1";
+  if (strategy == "optim_grads") return "zero2";
+  if (strategy == "optim_grads_params") return "zero3";
+  throw Error(std::string(where) + ": data_parallel_sharding_strategy '" + strategy +
+              "' (valid: no_shard, optim, optim_grads, optim_grads_params)");
+}
 
 std::optional<std::int64_t> hugging_face_vocabulary(std::string_view repository) {
   struct Row {

@@ -237,7 +237,15 @@ constexpr auto kRecipeKeys = std::to_array<RecipeKey>({
     {"trainer.strategy.ddp.check_for_nan_in_grad", "", "a check of the reduced gradients"},
     {"trainer.strategy.ddp.check_for_large_grads", "", "a check of the reduced gradients"},
     {"trainer.strategy.ddp.average_in_collective", "", "where the gradients are averaged, not how much moves"},
-    {"trainer.strategy.ddp.data_parallel_sharding_strategy", "", "Megatron-FSDP's only, and fsdp is None"},
+    // Megatron-FSDP (megatron/core/distributed/distributed_data_parallel_config.py; Megatron-Bridge's performance
+    // scripts set it with utils/overrides.py _set_megatron_fsdp_overrides), read under use_megatron_fsdp only.
+    {"trainer.strategy.ddp.data_parallel_sharding_strategy", "", ""},
+    {"trainer.strategy.ddp.fsdp_double_buffer", "", ""},
+    {"trainer.strategy.ddp.nccl_ub", "", ""},
+    {"trainer.strategy.ddp.suggested_communication_unit_size", "", ""},
+    {"trainer.strategy.ddp.keep_fp8_transpose_cache", "", ""},
+    {"trainer.strategy.ddp.fsdp_manual_registration", "", "NCCL's registration of Megatron-FSDP's buffers, once"},
+    {"model.config.init_model_with_meta_device", "", "initialisation"},
     {"trainer.accelerator", "", "GPUs"},
     {"trainer.accumulate_grad_batches", "", ""},  // 1: Megatron-core accumulates the global batch (checked below)
     {"trainer.callbacks", "", ""},                // each callback by its class (kRecipeCallbacks)
@@ -518,6 +526,9 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
   // The DDP overlaps as the DDP config and MegatronCommOverlapCallback set them (the callback's, written into the DDP
   // config at setup, win); knobs overlap_grad_reduce and overlap_param_gather.
   std::optional<bool> ddp_grad_overlap, ddp_param_overlap, callback_grad_overlap, callback_param_overlap;
+  bool megatron_fsdp = false, fsdp_double_buffer = false;  // Megatron-FSDP's, read after the loop
+  std::optional<std::string> fsdp_strategy;
+  std::int64_t fsdp_unit_size = 0;
   for (const auto& setting : settings) {  // named, not bound: clang 14's lambdas cannot capture bindings
     const std::string& key = setting.first;
     const Expr& value = setting.second.first;
@@ -589,7 +600,17 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
     } else if (key == "trainer.strategy.ddp.overlap_param_gather") {
       ddp_param_overlap = boolean();
     } else if (key == "trainer.strategy.fsdp") {
-      if (v != "None") throw refuse("Megatron-FSDP and PyTorch FSDP under NeMo are not priced (valid: None)");
+      // nemo/lightning/pytorch/strategies/megatron_strategy.py: "megatron" runs Megatron-FSDP (ddp.use_megatron_fsdp).
+      if (v == "megatron") megatron_fsdp = true;
+      if (v != "None" && v != "megatron") throw refuse("PyTorch FSDP under NeMo is not priced (valid: None, megatron)");
+    } else if (key == "trainer.strategy.ddp.data_parallel_sharding_strategy") {
+      fsdp_strategy = v;
+    } else if (key == "trainer.strategy.ddp.fsdp_double_buffer" || key == "trainer.strategy.ddp.nccl_ub") {
+      fsdp_double_buffer = fsdp_double_buffer || boolean();  // arguments.py: nccl_ub turns double buffers on
+    } else if (key == "trainer.strategy.ddp.suggested_communication_unit_size") {
+      if (v != "None") fsdp_unit_size = integer();
+    } else if (key == "trainer.strategy.ddp.keep_fp8_transpose_cache") {
+      if (boolean()) throw refuse("Megatron-FSDP's kept FP8 transpose cache is not priced (valid: False)");
     } else if (key == "trainer.accumulate_grad_batches") {
       if (integer() != 1) throw refuse("Megatron-core accumulates the global batch itself (valid: 1)");
     } else if (key == "trainer.plugins") {
@@ -761,7 +782,7 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
         throw refuse("expected a layout string, a list of stages or None");
       }
     } else if (key == "trainer.strategy.ddp.use_megatron_fsdp") {
-      if (boolean()) throw refuse("Megatron-FSDP is not priced (valid: False)");
+      megatron_fsdp = megatron_fsdp || boolean();
     } else if (key == "optim.config.optimizer") {
       if (v != "adam") throw refuse("headroom prices Adam (valid: \"adam\")");
     } else if (key == "model.config.recompute_granularity") {
@@ -875,6 +896,20 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
   if (!layout.contains("sharding"))
     throw Error(std::string(where) +
                 ": the recipe gives no optim (headroom reads distributed_fused_adam_with_cosine_annealing)");
+  // Megatron-FSDP's strategy (DistributedDataParallelConfig's default optim_grads_params) and settings; without it
+  // they are kept and not read.
+  if (megatron_fsdp) {
+    layout["use_megatron_fsdp"] = "true";
+    layout["sharding"] = megatron_fsdp_sharding(fsdp_strategy.value_or("optim_grads_params"), where);
+    if (fsdp_double_buffer) layout["fsdp_double_buffer"] = "true";
+    if (fsdp_unit_size > 0) layout["suggested_communication_unit_size"] = std::to_string(fsdp_unit_size);
+  } else {
+    for (const char* k :
+         {"trainer.strategy.ddp.data_parallel_sharding_strategy", "trainer.strategy.ddp.fsdp_double_buffer",
+          "trainer.strategy.ddp.suggested_communication_unit_size", "trainer.strategy.ddp.keep_fp8_transpose_cache"})
+      if (std::erase(out.read, std::string(k)) > 0)
+        out.ignored.push_back(std::string(k) + " (Megatron-FSDP's, which the recipe does not run)");
+  }
   const std::int64_t world = nodes * devices;
   std::int64_t model_gpus = 1, rest = world;  // world divided by tp, cp and pp in turn: no product overflows
   bool divides = true;
@@ -1321,6 +1356,14 @@ std::vector<std::pair<std::string, std::string>> nemo_recipe_layout_keys(const L
     for (const auto& [nemo1, recipe] : kRecipePaths)
       if (key == nemo1) out.emplace_back(recipe, python(value));
   out.emplace_back("optim.config.use_distributed_optimizer", l.sharding.optimizer != Shard::none ? "True" : "False");
+  // Megatron-FSDP's strategy (DistributedDataParallelConfig.data_parallel_sharding_strategy), read under it only.
+  const StateSharding& s = l.sharding;
+  out.emplace_back("trainer.strategy.ddp.data_parallel_sharding_strategy",
+                   !l.megatron_fsdp.enabled     ? "\"optim_grads_params\""
+                   : s.params != Shard::none    ? "\"optim_grads_params\""
+                   : s.grads != Shard::none     ? "\"optim_grads\""
+                   : s.optimizer != Shard::none ? "\"optim\""
+                                                : "\"no_shard\"");
   // The pipeline split, which NeMo 1.x's config has no keys for: MegatronStrategy's first/last stage counts and the
   // model config's layer layout.
   const PipelineSplit& x = l.split;

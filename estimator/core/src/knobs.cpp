@@ -255,6 +255,29 @@ constexpr std::array<Knob, kKnobCount> kKnobs = {{
     {.id = sharding, .name = "sharding", .type = T::text, .default_text = "the framework's", .flags = "--sharding",
      .help = "DP sharding of P/G/OS: ddp, zero1, zero2, zero3, fsdp, mics, hsdp, paro-XYZ or a code like NIG " "(default: the --framework profile's)",
      .json = "layout.sharding"},
+    // Megatron-LM's Megatron-FSDP (megatron/core/distributed/fsdp; arguments.py _add_distributed_args): its sharding
+    // strategy is the sharding knob (--data-parallel-sharding-strategy in a command).
+    {.id = use_megatron_fsdp, .name = "use_megatron_fsdp", .type = T::flag, .default_text = "off",
+     .flags = "--use-megatron-fsdp",
+     .help = "Megatron-FSDP for data parallelism: parameters, gradients and optimizer states sharded per decoder layer "
+             "as --sharding says (zero3 by default, Megatron-LM's optim_grads_params), gathered and reduced layer by "
+             "layer (Megatron-LM)",
+     .log_key = "use_megatron_fsdp", .json = "layout.use_megatron_fsdp"},
+    {.id = fsdp_double_buffer, .name = "fsdp_double_buffer", .type = T::flag, .default_text = "off",
+     .flags = "--fsdp-double-buffer",
+     .help = "Megatron-FSDP's persistent double buffers: two layers' gathered parameters and two layers' gradients "
+             "held for the whole step, no prefetch beyond the next layer (on with --use-nccl-ub)",
+     .log_key = "fsdp_double_buffer", .json = "layout.fsdp_double_buffer"},
+    {.id = suggested_communication_unit_size, .name = "suggested_communication_unit_size", .type = T::count,
+     .default_text = "Megatron-FSDP's: 2 layers, at least 10^9", .unit = "elements",
+     .flags = "--suggested-communication-unit-size",
+     .help = "Megatron-FSDP's all-gather prefetch (half of it) and reduce-scatter queue (all of it), elements",
+     .log_key = "suggested_communication_unit_size", .json = "layout.suggested_communication_unit_size"},
+    {.id = megatron_fsdp_main_grads_dtype, .name = "megatron_fsdp_main_grads_dtype", .type = T::choice,
+     .default_text = "auto", .flags = "--megatron-fsdp-main-grads-dtype",
+     .help = "Megatron-FSDP's gradient buffer and reduction format: auto (the weights', BF16)|fp32|bf16",
+     .choices = "auto|fp32|bf16", .log_key = "megatron_fsdp_main_grads_dtype",
+     .json = "layout.megatron_fsdp_main_grads_dtype"},
     // DeepSpeed's ZeRO settings, as its ds_config.json names them (deepspeed/runtime/zero/config.py); defaults in
     // data/frameworks/deepspeed.json.
     {.id = overlap_comm, .name = "overlap_comm", .type = T::flag, .default_text = "DeepSpeed's: on at ZeRO-3",

@@ -79,6 +79,9 @@ struct FrameworkProfile {
   // DeepSpeed's ZeRO buffers and streams (optional key "zero": DeepSpeed's defaults of reduce_bucket_size and the
   // stage3_* settings); absent: the zero knobs are refused.
   std::optional<ZeroSettings> zero;
+  // Megatron-LM's Megatron-FSDP (optional key "megatron_fsdp": {"shardings": the codes of its
+  // --data-parallel-sharding-strategy choices}); absent: use_megatron_fsdp is refused.
+  std::vector<StateSharding> megatron_fsdp_shardings;
   ResidualModel residual;
   ErrorBand memory_band;  // held-out band of the predicted peak ("residual.uncertainty"; unknown when absent)
 };
@@ -172,6 +175,11 @@ struct LayoutRequest {
   std::int64_t reduce_bucket_size = -1, prefetch_bucket_size = -1, max_live_parameters = -1,
                max_reuse_distance = -1;  // -1: not given
   std::int64_t hpz_partition_size = 0;   // 0: not given
+  // Layout::megatron_fsdp's settings (use_megatron_fsdp, fsdp_double_buffer, suggested_communication_unit_size) and
+  // megatron_fsdp_main_grads_dtype (nullopt: auto, the weights' format); the last three need the first.
+  bool megatron_fsdp = false, fsdp_double_buffer = false;
+  std::int64_t fsdp_unit_size = 0;  // 0: not given
+  std::optional<Dtype> megatron_fsdp_main_grads;
 };
 // The micro-batches per pipeline of a global batch not given: p with a pipeline, the fewest at which 1F1B's first stage
 // holds p micro-batches in flight as every run with m >= p does (Narayanan et al. 2021 Sec. 2.2.1, 4D paper Sec.
@@ -193,6 +201,11 @@ struct LayoutRequest {
 // Layout::zero: the framework's DeepSpeed ZeRO defaults (deepspeed/runtime/zero/config.py), then the request's
 // settings, over the layout's sharding; an Error where the framework runs no ZeRO and a setting is given.
 void set_zero_settings(const FrameworkProfile& f, const LayoutRequest& r, Layout& l);
+// Layout::megatron_fsdp from the request, with its sharding (Megatron-LM's default optim_grads_params, ZeRO-3, where
+// none is given) and gradient format (megatron_fsdp_main_grads_dtype; auto: the weights'); an Error where the
+// framework has no Megatron-FSDP, a setting of it is given without use_megatron_fsdp, or the sharding is not one of
+// its strategies. Call after set_optimizer_precision.
+void set_megatron_fsdp(const FrameworkProfile& f, const LayoutRequest& r, Layout& l);
 // Largest count accepted (sizes, batch, sequence): keeps every product of two counts inside int64.
 inline constexpr std::int64_t kMaxCount = kMaxInteger;           // 10^12 (knobs.hpp)
 [[nodiscard]] Recompute parse_recompute(std::string_view text);  // throws Error listing the valid names

@@ -202,6 +202,15 @@ struct ZeroSettings {
 // deepspeed/runtime/zero/config.py overlap_comm_valid: overlap_comm is on by default at stage 3 (parameters sharded).
 [[nodiscard]] inline bool zero_overlap_comm_default(const StateSharding& s) { return s.params != Shard::none; }
 
+// Megatron-LM's Megatron-FSDP (--use-megatron-fsdp; megatron/core/distributed/fsdp/mcore_fsdp_adapter.py): each
+// decoder layer an FSDP unit whose parameters are all-gathered and gradients reduce-scattered layer by layer as the
+// layout's sharding says; `enabled` false elsewhere.
+struct MegatronFsdpSettings {
+  bool enabled = false;
+  bool double_buffer = false;  // --fsdp-double-buffer (or --use-nccl-ub): two persistent units of each
+  std::int64_t unit_size = 0;  // --suggested-communication-unit-size, elements; 0: Megatron-FSDP's default
+};
+
 struct Layout {
   std::int64_t tp = 1;   // t
   std::int64_t cp = 1;   // c
@@ -281,6 +290,7 @@ struct Layout {
   AttentionBackend attention_backend = AttentionBackend::framework;
   CpExchange cp_exchange = CpExchange::p2p;  // the framework's (FrameworkProfile::cp_exchange), or the knob's
   ZeroSettings zero;
+  MegatronFsdpSettings megatron_fsdp;
   // Full recompute's layers (RecomputeMethod); uniform 1, every layer on its own, is recompute full's default.
   RecomputeMethod recompute_method = RecomputeMethod::uniform;
   std::int64_t recompute_num_layers = 1;

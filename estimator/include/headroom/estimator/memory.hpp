@@ -142,6 +142,23 @@ enum class StepMoment { activations, gradients };
 // head that stage3_max_reuse_distance keeps and what is prefetched; parameters per GPU, 0 below stage 3.
 [[nodiscard]] double zero3_gathered_parameters(const ModelSpec& m, const Layout& l, std::int64_t stage);
 
+// ---- Megatron-FSDP (Layout::megatron_fsdp) ----
+// Decoder-layer units held whole at the start of the backward, the stage's peak (every activation still stored):
+// the gathered units (the one computing and those prefetched; the sharding's parameters sharded) and the units'
+// unsharded gradients (its gradients sharded), in units of the stage's mean decoder layer. 0 and 0 without
+// Megatron-FSDP or on a DP×CP group of one.
+struct MegatronFsdpUnits {
+  double gathered = 0, gradients = 0;
+};
+[[nodiscard]] MegatronFsdpUnits megatron_fsdp_units(const ModelSpec& m, const Layout& l, std::int64_t stage);
+// Those units in bytes: gathered in the weights' format (FP8 linear weights with fp8_param_gather), gradients in the
+// gradients'.
+struct MegatronFsdpBufferBytes {
+  double params = 0, grads = 0;
+};
+[[nodiscard]] MegatronFsdpBufferBytes megatron_fsdp_buffer_bytes(const ModelSpec& m, const Layout& l,
+                                                                 std::int64_t stage);
+
 // ---- activations (bytes) ----
 [[nodiscard]] double activation_bytes_per_layer(const ModelSpec& m, const Layout& l);
 [[nodiscard]] double moe_activation_bytes_per_layer(const ModelSpec& m, const Layout& l);  // a layer with experts

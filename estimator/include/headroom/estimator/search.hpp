@@ -63,8 +63,9 @@ struct SearchOptions {
 
 // Restricts `o` to what the framework can launch (FrameworkProfile's supported_* lists, where given):
 // its sharding strategies unless a `sharding=` constraint asks for one explicitly (then all 14 PaRO
-// strategies are enumerated and the constraint picks), its recompute modes and its pipeline schedules.
-void restrict_to_framework(SearchOptions& o, const FrameworkProfile& f);
+// strategies are enumerated and the constraint picks), its recompute modes and its pipeline schedules. Under
+// Megatron-FSDP (`megatron_fsdp`) the strategies are its own (FrameworkProfile::megatron_fsdp_shardings).
+void restrict_to_framework(SearchOptions& o, const FrameworkProfile& f, bool megatron_fsdp = false);
 
 struct RankedLayout {
   Layout layout;

@@ -78,6 +78,10 @@ enum class KnobId : std::uint8_t {
   flash_attention,
   attention_backend,
   sharding,
+  use_megatron_fsdp,
+  fsdp_double_buffer,
+  suggested_communication_unit_size,
+  megatron_fsdp_main_grads_dtype,
   overlap_comm,
   reduce_bucket_size,
   stage3_prefetch_bucket_size,
@@ -137,11 +141,11 @@ class KnobSettings {
  public:
   void set(KnobId id, KnobValue v) {
     values_[static_cast<std::size_t>(id)] = std::move(v);
-    given_ |= bit(id);
+    given_[word(id)] |= bit(id);
   }
-  [[nodiscard]] bool given(KnobId id) const { return (given_ & bit(id)) != 0; }
-  // The knobs given, one bit each (bit i: KnobId i), for callers that visit only those.
-  [[nodiscard]] std::uint64_t given_bits() const { return given_; }
+  [[nodiscard]] bool given(KnobId id) const { return (given_[word(id)] & bit(id)) != 0; }
+  // The knobs given, one bit each (bit i of word w: KnobId 64·w + i), for callers that visit only those.
+  [[nodiscard]] const std::array<std::uint64_t, 2>& given_bits() const { return given_; }
   [[nodiscard]] const std::optional<KnobValue>& operator[](KnobId id) const {
     return values_[static_cast<std::size_t>(id)];
   }
@@ -162,10 +166,11 @@ class KnobSettings {
   }
 
  private:
-  static_assert(kKnobCount <= 64, "given_ holds a bit per knob");
-  static constexpr std::uint64_t bit(KnobId id) { return std::uint64_t{1} << static_cast<unsigned>(id); }
+  static_assert(kKnobCount <= 128, "given_ holds a bit per knob");
+  static constexpr std::size_t word(KnobId id) { return static_cast<std::size_t>(id) / 64; }
+  static constexpr std::uint64_t bit(KnobId id) { return std::uint64_t{1} << (static_cast<unsigned>(id) % 64); }
   std::array<std::optional<KnobValue>, kKnobCount> values_;
-  std::uint64_t given_ = 0;
+  std::array<std::uint64_t, 2> given_{};
 };
 
 }  // namespace headroom
