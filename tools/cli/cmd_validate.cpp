@@ -62,7 +62,7 @@ void run_validate(const ValidateOptions& o, std::ostream& out) {
     print_published(out, r.bridge, "Megatron-Bridge's verification runs", "published_bridge_runs.csv");
     print_published_memory(out, r.bridge_memory);
     print_stack_fraction(out, r.stack, r.framework.name);
-    print_attention_backends(out, r.attention_backends, r.stack.attention_backend);
+    print_attention_backends(out, r.attention_backends, r.stack.attention_backend, r.attention_backend);
     print_published(out, r.fsdp_runs, "Published PyTorch FSDP runs", "published_fsdp_runs.csv", r.fsdp.name);
     print_published(out, r.torchtitan_runs, "Published torchtitan runs", "published_torchtitan_priced.csv",
                     r.torchtitan.name);

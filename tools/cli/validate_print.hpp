@@ -31,7 +31,7 @@ void print_published_memory(std::ostream& out, const validate::PublishedMemoryVa
 [[nodiscard]] nlohmann::json stack_fraction_json(const validate::StackFractionFit& f);
 void print_stack_fraction(std::ostream& out, const validate::StackFractionFit& f, const std::string& coefficients);
 void print_attention_backends(std::ostream& out, const std::vector<validate::StackFractionFit>& fits,
-                              const std::string& shipped);
+                              const std::string& shipped, const std::string& default_backend);
 [[nodiscard]] nlohmann::json collectives_json(const validate::CollectiveValidation& v);
 void print_collectives(std::ostream& out, const validate::CollectiveValidation& v);
 // A band as validate prints it: "-3.2% / +1.5%".

@@ -403,12 +403,14 @@ nlohmann::json stack_fraction_json(const validate::StackFractionFit& f) {
 }
 
 void print_attention_backends(std::ostream& out, const std::vector<validate::StackFractionFit>& fits,
-                              const std::string& shipped) {
+                              const std::string& shipped, const std::string& default_backend) {
   out << "the attention curve that prices its steps, chosen by that held-out error (the fraction refitted under each; "
-         "every run in its source's fold):\n";
+         "every run in its source's fold): each run's (its software's kernels, the attention_backend column; "
+         "else the framework's "
+      << default_backend << "), or one curve for every run:\n";
   char line[200];
   for (const auto& f : fits) {
-    std::snprintf(line, sizeof line, "  %-8s fraction %.2f  in-sample mean |log error| %.3f  held out %5.1f%%%s\n",
+    std::snprintf(line, sizeof line, "  %-10s fraction %.2f  in-sample mean |log error| %.3f  held out %5.1f%%%s\n",
                   f.attention_backend.c_str(), f.fitted, f.mean_abs_log_error, 100 * f.held_out_mean_abs_error,
                   f.attention_backend == shipped ? "  <- shipped" : "");
     out << line;

@@ -97,6 +97,13 @@ Layout row_layout(const ReferenceTable& t, const Record& row, const FrameworkPro
   // torch.compile of the blocks (torchtitan's runs) and the stages' layer counts where torchtitan's generated split
   // is uneven (optional columns; an empty count is an even split).
   if (has(t, "compile")) l.compile = truth(t, row, "compile");
+  // The attention kernels the row's software ran (optional column; empty: the framework's curve).
+  if (has(t, "attention_backend") && !t.at(row, "attention_backend").empty()) {
+    const std::string& b = t.at(row, "attention_backend");
+    if (b != "cudnn" && b != "flash2")
+      throw Error(t.path.string() + ": attention_backend '" + b + "' is not cudnn or flash2");
+    l.attention_backend = b == "cudnn" ? AttentionBackend::cudnn : AttentionBackend::flash2;
+  }
   if (has(t, "decoder_first_pipeline_num_layers") && !t.at(row, "decoder_first_pipeline_num_layers").empty())
     l.split.first_stage_layers = integer(t, row, "decoder_first_pipeline_num_layers");
   if (has(t, "decoder_last_pipeline_num_layers") && !t.at(row, "decoder_last_pipeline_num_layers").empty())
@@ -308,11 +315,15 @@ StackFractionFit fit_stack_gemm_fraction(const std::vector<PublishedRun>& runs, 
 
 std::vector<StackFractionFit> stack_fraction_by_attention_backend(const std::vector<PublishedRun>& runs,
                                                                   const PerfCoefficients& shipped) {
-  std::vector<StackFractionFit> fits;
+  std::vector<StackFractionFit> fits = {fit_stack_gemm_fraction(runs, shipped)};
+  fits.front().attention_backend = kEachRunsAttention;
   for (const std::string_view backend : kAttentionBackends) {
-    PerfCoefficients c = shipped;
-    c.attention_backend = backend;
-    fits.push_back(fit_stack_gemm_fraction(runs, c));
+    std::vector<PublishedRun> every = runs;
+    for (PublishedRun& run : every)
+      if (PerfContext(shipped, run.cluster).device_curves)
+        run.layout.attention_backend = backend == "cudnn" ? AttentionBackend::cudnn : AttentionBackend::flash2;
+    fits.push_back(fit_stack_gemm_fraction(every, shipped));
+    fits.back().attention_backend = backend;
   }
   return fits;
 }

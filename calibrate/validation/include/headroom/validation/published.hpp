@@ -110,9 +110,11 @@ struct StackFractionFit {
 };
 [[nodiscard]] StackFractionFit fit_stack_gemm_fraction(const std::vector<PublishedRun>& runs,
                                                        const PerfCoefficients& shipped);
-// The same fit with each attention curve a device can have (kernel_curves.hpp kAttentionBackends) pricing the steps:
-// the form of the framework's attention, chosen by the held-out error (the shipped attention_backend must be the
-// least).
+// The same fit with each run's attention priced as its software ran it (its attention_backend, else the
+// framework's: attention_backend kEachRunsAttention, first), then with one curve a device can have
+// (kernel_curves.hpp kAttentionBackends) for every run: the form of the attention, chosen by the held-out error
+// (each run's must be the least).
+inline constexpr std::string_view kEachRunsAttention = "each run's";
 [[nodiscard]] std::vector<StackFractionFit> stack_fraction_by_attention_backend(const std::vector<PublishedRun>& runs,
                                                                                 const PerfCoefficients& shipped);
 

@@ -67,9 +67,11 @@ struct Report {
   PublishedValidation published, moe, fp8, fsdp_runs, torchtitan_runs, bridge, deepspeed_runs;
   PublishedMemoryValidation torchtitan_memory, fp8_memory, moe_memory, bridge_memory, deepspeed_memory;
   StackFractionFit stack;  // the framework's stack_gemm_fraction, fitted on the dense FP8 rows of curve GPUs
-  // The same fit under each attention curve; the shipped attention_backend must hold out best.
+  // The same fit with each run's attention (the first, the shipped form), then one curve for every run; each run's
+  // must hold out best.
   std::vector<StackFractionFit> attention_backends;
   bool attention_backend_chosen = false;
+  std::string attention_backend;  // the framework's curve, for runs whose software is not given (data/perf)
   CollectiveValidation collectives;
   // What passes: every estimate cell; the verdicts (98% right, no false fit) with the shipped residual equal to its
   // fit, band and form; the throughput's regret goals with the shipped coefficients and bands equal to their fit;
