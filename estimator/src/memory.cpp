@@ -745,7 +745,12 @@ MegatronFsdpBufferBytes megatron_fsdp_buffer_bytes(const ModelSpec& m, const Lay
   const double fp8_saving = l.fp8_param_gather ? (l.precision.weight_bytes - 1.0) *
                                                      stage_linear_weight_parameters_per_gpu(m, l, stage) / layers
                                                : 0.0;
-  return {u.gathered * (unit * l.precision.weight_bytes - fp8_saving), u.gradients * unit * l.precision.grad_bytes};
+  // The LM head is no FSDP unit: gathered for the loss and its own backward, which starts the backward with its
+  // unsharded gradient (megatron_fsdp.py gathers and reduces every module's parameters, units or not).
+  const double head = stage == head_stage(l) ? d(m.hidden_size) * d(m.vocab_size) / d(l.tp) : 0.0;
+  return {u.gathered * (unit * l.precision.weight_bytes - fp8_saving) +
+              (u.gathered > 0 ? head * l.precision.weight_bytes : 0.0),
+          u.gradients * unit * l.precision.grad_bytes + (u.gradients > 0 ? head * l.precision.grad_bytes : 0.0)};
 }
 
 namespace {

@@ -89,14 +89,15 @@ TEST_F(MegatronFsdpTest, UnitsHeldWholeFollowTheCommunicationUnit) {
 }
 
 // A stage's model states under optim_grads_params: BF16 weights, BF16 gradients and the optimizer's 12 B sharded over
-// DP, plus the gathered layers in BF16 and the one gradient layer in BF16.
+// DP, plus the gathered layers and the LM head in BF16 and the one gradient layer and the head's gradient in BF16.
 TEST_F(MegatronFsdpTest, StageStatesAreShardedPlusTheUnits) {
   const Layout l = layout(job());
   const StageMemory s = stage_memory(llama8b, h100, l, megatron.residual, 0);
   const double params = stage_parameters_per_gpu(llama8b, l, 0), layer = unit(l);
+  const double head = static_cast<double>(llama8b.hidden_size) * static_cast<double>(llama8b.vocab_size);
   const MegatronFsdpUnits u = megatron_fsdp_units(llama8b, l, 0);
-  EXPECT_NEAR(s.params, 2.0 * params / 8.0 + 2.0 * u.gathered * layer, 1.0);
-  EXPECT_NEAR(s.grads, 2.0 * params / 8.0 + 2.0 * u.gradients * layer, 1.0);
+  EXPECT_NEAR(s.params, 2.0 * params / 8.0 + 2.0 * (u.gathered * layer + head), 1.0);
+  EXPECT_NEAR(s.grads, 2.0 * params / 8.0 + 2.0 * (u.gradients * layer + head), 1.0);
   EXPECT_NEAR(s.optimizer, 12.0 * params / 8.0, 1.0);
 }
 

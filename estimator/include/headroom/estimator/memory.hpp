@@ -151,8 +151,8 @@ struct MegatronFsdpUnits {
   double gathered = 0, gradients = 0;
 };
 [[nodiscard]] MegatronFsdpUnits megatron_fsdp_units(const ModelSpec& m, const Layout& l, std::int64_t stage);
-// Those units in bytes: gathered in the weights' format (FP8 linear weights with fp8_param_gather), gradients in the
-// gradients'.
+// Those units in bytes, with the LM head on its stage (no unit: gathered for the loss, its gradient the backward's
+// first): gathered in the weights' format (FP8 linear weights with fp8_param_gather), gradients in the gradients'.
 struct MegatronFsdpBufferBytes {
   double params = 0, grads = 0;
 };
