@@ -89,7 +89,7 @@ std::vector<std::string> shape_flags(const ModelSpec& m) {
 // What changes the model's arithmetic but not its shape: every ModelSpec field of it is written as Megatron-LM's
 // flag, or said to have none. Flag names, types and defaults from megatron/training/arguments.py (--rotary-base an
 // int, default 10000; --use-rope-scaling and --rope-scaling-factor, Llama 3.x's frequency scaling, default factor 8;
-// --attention-dropout, default 0.1; the MLA group's --q-lora-rank, --kv-lora-rank, --qk-head-dim,
+// --attention-dropout and --hidden-dropout, default 0.1; the MLA group's --q-lora-rank, --kv-lora-rank, --qk-head-dim,
 // --qk-pos-emb-head-dim, --v-head-dim) and from the TransformerConfig fields it turns into flags
 // (megatron/core/transformer/transformer_config.py: layernorm_epsilon as --norm-epsilon, default 1e-5;
 // layernorm_zero_centered_gamma as --apply-layernorm-1p; multi_latent_attention). arguments.py has no flag for a
@@ -121,6 +121,9 @@ void megatron_arithmetic(const ModelSpec& m, std::vector<std::string>& a, std::v
     issues.emplace_back("norm epsilon: the model spec gives no norm_eps; Megatron-LM's --norm-epsilon 1e-5 applies");
   if (m.norm_plus_one) a.emplace_back("--apply-layernorm-1p");
   a.insert(a.end(), {"--attention-dropout", decimal(m.attention_dropout)});
+  // headroom's models keep no dropout on the residual stream (spec.cpp refuses one); arguments.py's default is 0.1,
+  // whose masks are not priced: written, so that the job runs as priced.
+  a.insert(a.end(), {"--hidden-dropout", "0"});
   if (m.mlp == Mlp::geglu)
     issues.emplace_back(
         "GeGLU (gated tanh GELU): Megatron-LM has --swiglu (SiLU) and --quick-geglu (sigmoid GELU), no GeGLU");
@@ -627,7 +630,7 @@ void megatron_deepspeed_model(const ModelSpec& m, std::vector<std::string>& a, s
   if (!m.tied_embeddings) a.emplace_back("--untie-embeddings-and-output-weights");
   if (m.norm_eps > 0) a.insert(a.end(), {"--layernorm-epsilon", decimal(m.norm_eps)});
   if (m.norm_plus_one) a.emplace_back("--apply-layernorm-1p");
-  a.insert(a.end(), {"--attention-dropout", decimal(m.attention_dropout)});
+  a.insert(a.end(), {"--attention-dropout", decimal(m.attention_dropout), "--hidden-dropout", "0"});
   if (m.qk_norm) issues.emplace_back("QK norms: Megatron-DeepSpeed has no such flag");
   if (m.sliding_window > 0) issues.emplace_back("sliding-window attention: Megatron-DeepSpeed has no such flag");
   if (m.sandwich_norms) issues.emplace_back("norms after attention and MLP: Megatron-DeepSpeed has no such flag");
