@@ -56,6 +56,15 @@ double norm_activation_units(const ModelSpec& m) {
   return m.sandwich_norms ? 8.0 : 4.0;
 }
 
+// Korthikanti et al. 2023 Eq. 1: the two dropout masks on the residual stream (after attention, after the MLP), 1 B an
+// element each in s·b·h/(t·c) units, whole on every TP rank without SP, where the layer keeps its tensors
+// (Megatron-LM's fused bias-dropout-add saves its mask; full recompute regenerates it, torchtitan's per-op policy has
+// no dropout).
+double dropout_mask_units(const ModelSpec& m, const Layout& l) {
+  if (m.hidden_dropout <= 0 || l.recompute == Recompute::full || l.recompute == Recompute::op) return 0.0;
+  return 2.0 * (l.sequence_parallel ? 1.0 : d(l.tp));
+}
+
 // Korthikanti et al. 2023 Eq. 1: without FlashAttention and without recompute, the softmax output 2·a·s²·b/(t·c),
 // with attention dropout also its mask (1) and output (2).
 double unfused_score_bytes(const ModelSpec& m, const Layout& l) {
@@ -411,7 +420,7 @@ double activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   double bytes =
       l.sequence_parallel ? sbh * all_units : sbh * ((all_units - replicated_units) + replicated_units * d(l.tp));
   bytes -= sbh * (fp8_attention_saved_units(m, l) + fp8_ffn_saved_units(m, l));
-  return bytes + unfused_score_bytes(m, l);
+  return bytes + sbh * dropout_mask_units(m, l) + unfused_score_bytes(m, l);
 }
 
 // A layer with routed experts (SP on: Megatron-LM requires it with experts and t > 1), in units of s·b·h/(t·c) bytes
@@ -442,7 +451,7 @@ double moe_activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   if (fp8_saves_inputs(l))
     units -= fp8_attention_saved_units(m, l) + (block ? copies * (d(l.expert_tp()) + (act ? f_e : 0.0)) : 0.0) +
              (shared ? f_s - (ffn_input ? 1.0 : 0.0) : 0.0);
-  return sbh_per_gpu(m, l) * units + unfused_score_bytes(m, l);
+  return sbh_per_gpu(m, l) * (units + dropout_mask_units(m, l)) + unfused_score_bytes(m, l);
 }
 
 namespace {
@@ -525,7 +534,12 @@ double layers_in_flight(const ModelSpec& m, const Layout& l, std::int64_t stage)
 
 // 4D paper Eq. 13 as printed, 8·s·b·h per micro-batch (divided by t·c as in Eq. 17): the embedding
 // stage's input/output activations, held for every micro-batch in flight on the first stage.
-double embedding_activation_bytes(const ModelSpec& m, const Layout& l) { return 8.0 * sbh_per_gpu(m, l); }
+// With hidden dropout (Megatron-LM's embedding dropout takes its probability) the output's 1-byte mask too, sequence
+// parallel or whole on every TP rank.
+double embedding_activation_bytes(const ModelSpec& m, const Layout& l) {
+  const double mask = m.hidden_dropout > 0 ? (l.sequence_parallel ? 1.0 : d(l.tp)) : 0.0;
+  return (8.0 + mask) * sbh_per_gpu(m, l);
+}
 
 // 4D paper Eq. 14: FP32 logits for the loss 4·s·b·v plus the final norm and head inputs 2sbh + 2sbh,
 // divided by t·c (Eq. 17), one micro-batch on the last stage.

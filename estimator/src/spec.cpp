@@ -196,12 +196,15 @@ void refuse_unpriced_hf_keys(const json& j, const std::string& type, std::string
                 ": dense layers between expert layers cannot be priced by headroom yet (empty only)");
   // Llama-family configs (configuration_llama.py, _mistral, _qwen3) may put biases on the attention projections
   // or the MLP; false by default, priced nowhere yet.
-  // Dropout on the residual stream or the embeddings stores a mask and an output per dropout, which the activation
-  // terms (4D paper Eq. 12, without dropout) do not hold: 0 only.
-  for (const char* key : {"hidden_dropout", "resid_pdrop", "embd_pdrop"})
-    if (hf_probability(j, {key}, where) > 0)
-      throw Error(std::string(where) + ": " + key + " = " + j.at(key).dump() +
-                  ": dropout outside attention stores masks headroom does not price yet (0 only)");
+  // Dropout on the residual stream (GPT-NeoX's hidden_dropout, GPT-2's and Phi's resid_pdrop) is priced with the
+  // embeddings' as Megatron-LM's --hidden-dropout covers both (memory.cpp dropout_mask_units): one without the other
+  // is refused.
+  const char* residual_key = j.contains("hidden_dropout") ? "hidden_dropout" : "resid_pdrop";
+  const double residual_dropout = hf_probability(j, {"hidden_dropout", "resid_pdrop"}, where);
+  if (j.contains("embd_pdrop") && (hf_probability(j, {"embd_pdrop"}, where) > 0) != (residual_dropout > 0))
+    throw Error(std::string(where) + ": embd_pdrop = " + j.at("embd_pdrop").dump() + " with " + residual_key + " = " +
+                (j.contains(residual_key) ? j.at(residual_key).dump() : std::string("0")) +
+                ": dropout on the embeddings alone, or on the residual stream alone, is not priced (both or neither)");
   // gpt-oss's experts and router, and GPT-NeoX's MLP, always have biases (modeling_gpt_oss.py GptOssExperts,
   // GptOssTopKRouter; modeling_gpt_neox.py GPTNeoXMLP); with their attention's (attention_bias; GPT-NeoX's default
   // true) every linear layer has one, which is priced.
@@ -557,6 +560,7 @@ ModelSpec model_from_json(const json& j, std::string_view where) {
   m.attention_sinks = j.value("attention_sinks", false);
   m.learned_positions = j.value("learned_position_embeddings", false);
   m.attention_dropout = j.value("attention_dropout", 0.0);
+  m.hidden_dropout = j.value("hidden_dropout", 0.0);
   m.sandwich_norms = j.value("sandwich_norms", false);
   m.parallel_residual = j.value("parallel_residual", false);
   m.shared_norm = j.value("shared_norm", false);
@@ -653,6 +657,7 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   m.qkv_bias = type == "qwen2" || type == "qwen2_moe";
   m.learned_positions = gpt2;
   m.attention_dropout = hf_probability(j, {"attention_dropout", "attn_pdrop"}, where);
+  m.hidden_dropout = hf_probability(j, {"hidden_dropout", "resid_pdrop"}, where);
   m.ffn_hidden_size = hf_int(j, {"intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size"}, where,
                              m.mlp != Mlp::swiglu ? 4 * m.hidden_size : -1);
   read_hf_experts(j, m, where);

@@ -56,6 +56,23 @@ TEST_F(MemoryTest, Eq12ActivationPerLayer) {
 }
 
 // With p = 1 the one stage holds both embedding and LM head (Eq. 6) and the head activations (δ term).
+// Dropout on the residual stream (Megatron-LM's --hidden-dropout) keeps a 1-byte mask after attention and after the
+// MLP in every layer that keeps its tensors, and one on the embeddings' output: s·b·h/(t·c) bytes each with SP, t
+// times that without; none in a fully recomputed layer (its masks are drawn again).
+TEST_F(MemoryTest, HiddenDropoutKeepsTwoMasksALayerAndOneAtTheEmbeddings) {
+  ModelSpec gpt = llama8b;
+  gpt.hidden_dropout = 0.1;
+  for (const bool sp : {true, false}) {
+    Layout l = layout(4, 1, 1, 1, 8);
+    l.sequence_parallel = sp;
+    const double unit = 8192.0 * 4096.0 / 4.0 * (sp ? 1.0 : 4.0);
+    EXPECT_DOUBLE_EQ(activation_bytes_per_layer(gpt, l) - activation_bytes_per_layer(llama8b, l), 2.0 * unit) << sp;
+    EXPECT_DOUBLE_EQ(embedding_activation_bytes(gpt, l) - embedding_activation_bytes(llama8b, l), unit) << sp;
+    l.recompute = Recompute::full;
+    EXPECT_DOUBLE_EQ(activation_bytes_per_layer(gpt, l), activation_bytes_per_layer(llama8b, l)) << sp;
+  }
+}
+
 TEST_F(MemoryTest, SingleStageHoldsEmbeddingAndHead) {
   const Layout l = layout(4, 1, 1, 1, 8);
   const double hv_t = 4096.0 * 128256 / 4;

@@ -466,7 +466,12 @@ void run_check(const CheckOptions& o, std::ostream& out) {
     req.model_spec = *cmd.run.model;
     req.model_spec->name = "the command's model";
   }
-  const Plan plan = resolve_plan(req);
+  Plan plan = resolve_plan(req);
+  // The command's dropout on the residual stream (Megatron-LM's --hidden-dropout, its default 0.1 where the command
+  // leaves it) is the job's, whatever --model's spec says: a setting of the run, not of the model's shape.
+  if (kind != ConfigKind::nemo_recipe && kind != ConfigKind::bridge_recipe && !torchtitan_job &&
+      cmd.arguments.contains("hidden_dropout"))
+    plan.model.hidden_dropout = std::stod(cmd.arguments.at("hidden_dropout"));
   if (cmd.arguments.contains("deepep_callback")) apply_deepep_callback(plan.cluster.gpu, where, cmd);
   // A torchtitan job whose flavor is a shipped model, priced as --model: the two must be one shape (a config.json of
   // the same model passes; another model is refused, naming both).

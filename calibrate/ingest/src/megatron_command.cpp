@@ -519,7 +519,8 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
   if (p > 0)
     out.notes.push_back("hidden dropout " + hidden_dropout +
                         (args.contains("hidden_dropout") ? "" : " (Megatron-LM's default)") +
-                        ": its masks (one byte a hidden element, twice a layer) are not priced");
+                        ": its masks priced, one byte a hidden element twice a layer and once at the embeddings");
+  args.try_emplace("hidden_dropout", hidden_dropout);  // arguments.py's default, which the model reads
   // arguments.py validate_args: --recompute-activations sets --recompute-granularity selective.
   if (args.erase("recompute_activations") > 0) args["recompute_granularity"] = "selective";
   if (args.contains("recompute_method")) {

@@ -231,6 +231,12 @@ std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>
     if (!(x >= 0.0 && x < 1.0)) throw Error(std::string(where) + ": attention_dropout '" + *p + "' is not in [0, 1)");
     m.attention_dropout = x;
   }
+  // Dropout on the residual stream and the embeddings stores a mask each (memory.cpp); arguments.py's default is 0.1.
+  if (const auto p = arg(args, "hidden_dropout")) {
+    const double x = std::strtod(p->c_str(), nullptr);
+    if (!(x >= 0.0 && x < 1.0)) throw Error(std::string(where) + ": hidden_dropout '" + *p + "' is not in [0, 1)");
+    m.hidden_dropout = x;
+  }
   megatron_experts(args, m, where);
   megatron_window(args, m, where);
   check_model_shape(m, where);

@@ -58,6 +58,9 @@ struct ModelSpec {
   bool lm_head_bias = false;
   bool qk_norm = false;          // RMSNorm of each head's q and k (Qwen3, Gemma 3; d_h weights each)
   double attention_dropout = 0;  // dropout probability on the attention probabilities (GPT: 0.1, Llama: 0)
+  // Dropout on the residual stream, after attention and after the MLP, and on the embeddings' output (Megatron-LM's
+  // --hidden-dropout, which covers both; GPT: 0.1, Llama: 0): a 1-byte mask each (memory.cpp dropout_mask_units).
+  double hidden_dropout = 0;
   // Sliding-window attention: a query attends to at most this many tokens (itself included); 0: full causal
   // attention. Every window_skip_freq-th layer, counted from 1, attends fully (Megatron-LM's --window-attn-skip-freq;
   // Gemma 2: 2); 0: every layer windowed (Mistral-7B v0.1).
