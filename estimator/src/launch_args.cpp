@@ -253,10 +253,7 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
   if (l.megatron_fsdp.enabled) {
     // arguments.py: --use-megatron-fsdp with its strategy (ZeRO's stages as no_shard, optim, optim_grads,
     // optim_grads_params), the fsdp_dtensor checkpoints it requires, and its settings where not the defaults.
-    const char* strategy = s.params != Shard::none      ? "optim_grads_params"
-                           : s.grads != Shard::none     ? "optim_grads"
-                           : s.optimizer != Shard::none ? "optim"
-                                                        : "no_shard";
+    const char* strategy = megatron_fsdp_strategy(s);
     a.insert(a.end(),
              {"--use-megatron-fsdp", "--data-parallel-sharding-strategy", strategy, "--ckpt-format", "fsdp_dtensor"});
     if (l.megatron_fsdp.double_buffer) a.emplace_back("--fsdp-double-buffer");

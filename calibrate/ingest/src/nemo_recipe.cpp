@@ -1365,13 +1365,9 @@ std::vector<std::pair<std::string, std::string>> nemo_recipe_layout_keys(const L
       if (key == nemo1) out.emplace_back(recipe, python(value));
   out.emplace_back("optim.config.use_distributed_optimizer", l.sharding.optimizer != Shard::none ? "True" : "False");
   // Megatron-FSDP's strategy (DistributedDataParallelConfig.data_parallel_sharding_strategy), read under it only.
-  const StateSharding& s = l.sharding;
-  out.emplace_back("trainer.strategy.ddp.data_parallel_sharding_strategy",
-                   !l.megatron_fsdp.enabled     ? "\"optim_grads_params\""
-                   : s.params != Shard::none    ? "\"optim_grads_params\""
-                   : s.grads != Shard::none     ? "\"optim_grads\""
-                   : s.optimizer != Shard::none ? "\"optim\""
-                                                : "\"no_shard\"");
+  out.emplace_back(
+      "trainer.strategy.ddp.data_parallel_sharding_strategy",
+      "\"" + std::string(l.megatron_fsdp.enabled ? megatron_fsdp_strategy(l.sharding) : "optim_grads_params") + "\"");
   // The pipeline split, which NeMo 1.x's config has no keys for: MegatronStrategy's first/last stage counts and the
   // model config's layer layout.
   const PipelineSplit& x = l.split;

@@ -211,6 +211,15 @@ struct MegatronFsdpSettings {
   std::int64_t unit_size = 0;  // --suggested-communication-unit-size, elements; 0: Megatron-FSDP's default
 };
 
+// Megatron-FSDP's --data-parallel-sharding-strategy of a sharding: the states it shards, as ZeRO's stages
+// (optim_grads_params: parameters; optim_grads: gradients; optim: optimizer states; no_shard: none).
+[[nodiscard]] inline const char* megatron_fsdp_strategy(const StateSharding& s) {
+  return s.params != Shard::none      ? "optim_grads_params"
+         : s.grads != Shard::none     ? "optim_grads"
+         : s.optimizer != Shard::none ? "optim"
+                                      : "no_shard";
+}
+
 struct Layout {
   std::int64_t tp = 1;   // t
   std::int64_t cp = 1;   // c
