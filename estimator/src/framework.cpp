@@ -164,10 +164,10 @@ void set_megatron_fsdp(const FrameworkProfile& f, const LayoutRequest& r, Layout
   if (f.megatron_fsdp_shardings.empty())
     throw Error("framework " + f.name + " does not run Megatron-FSDP (" + field("use_megatron_fsdp") +
                 " is Megatron-LM's: --framework megatron)");
-  if (std::find(f.megatron_fsdp_shardings.begin(), f.megatron_fsdp_shardings.end(), l.sharding) ==
-      f.megatron_fsdp_shardings.end()) {
+  const std::vector<StateSharding>& strategies = launchable_shardings(f, true);
+  if (std::find(strategies.begin(), strategies.end(), l.sharding) == strategies.end()) {
     std::string valid;
-    for (const StateSharding& s : f.megatron_fsdp_shardings) valid += (valid.empty() ? "" : ", ") + sharding_code(s);
+    for (const StateSharding& s : strategies) valid += (valid.empty() ? "" : ", ") + sharding_code(s);
     throw Error(field("sharding") + " " + sharding_code(l.sharding) +
                 " is not a Megatron-FSDP strategy (--data-parallel-sharding-strategy no_shard, optim, optim_grads, "
                 "optim_grads_params: " +
@@ -469,7 +469,7 @@ LayoutRequest layout_request(const KnobSettings& k, const FrameworkProfile& f) {
   r.overlap_param_gather = k.flag(overlap_param_gather);
   r.compile = k.flag(compile, false);
   if (const std::string* x = k.text(attention_backend))
-    r.attention_backend = *x == "cudnn" ? AttentionBackend::cudnn : AttentionBackend::flash2;
+    r.attention_backend = attention_backend_from_string(*x).value_or(AttentionBackend::framework);  // the choices
   if (const std::string* x = k.text(context_parallel_rotate_method)) r.cp_exchange = parse_cp_exchange(*x);
   if (const std::string* x = k.text(cp_comm_type)) {
     if (r.cp_exchange)

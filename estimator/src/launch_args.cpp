@@ -260,7 +260,7 @@ void megatron(const ModelSpec& m, const ClusterSpec& c, const Layout& l, LaunchE
     if (l.megatron_fsdp.unit_size > 0)
       a.insert(a.end(), {"--suggested-communication-unit-size", num(l.megatron_fsdp.unit_size)});
     if (l.precision.grad_bytes != l.precision.weight_bytes)
-      a.insert(a.end(), {"--megatron-fsdp-main-grads-dtype", l.precision.grad_bytes == 4.0 ? "fp32" : "bf16"});
+      a.insert(a.end(), {"--megatron-fsdp-main-grads-dtype", megatron_fsdp_main_grads_dtype(l.precision)});
     if (l.overlap_grad_reduce) a.emplace_back("--overlap-grad-reduce");
     if (l.overlap_grad_reduce && l.overlap_param_gather) a.emplace_back("--overlap-param-gather");
   } else if (s.params == Shard::none && s.grads == Shard::none) {

@@ -742,6 +742,11 @@ std::optional<CpExchange> parse_cp_exchange(std::string_view name) {
 std::string_view to_string(AttentionBackend x) {
   return x == AttentionBackend::cudnn ? "cudnn" : x == AttentionBackend::flash2 ? "flash2" : "framework";
 }
+std::optional<AttentionBackend> attention_backend_from_string(std::string_view name) {
+  for (const AttentionBackend x : {AttentionBackend::cudnn, AttentionBackend::flash2})
+    if (to_string(x) == name) return x;
+  return std::nullopt;
+}
 
 // Schedulers allocate whole nodes and torchrun/Megatron-LM start the same number of ranks on each, while the models
 // here fill nodes in rank order: a job past one node is whole nodes; one within a node may use part of it.

@@ -60,9 +60,13 @@ double norm_activation_units(const ModelSpec& m) {
 // element each in s·b·h/(t·c) units, whole on every TP rank without SP, where the layer keeps its tensors
 // (Megatron-LM's fused bias-dropout-add saves its mask; full recompute regenerates it, torchtitan's per-op policy has
 // no dropout).
+// One mask: 1 B an element of the residual stream, SP-sharded or whole on every TP rank; 0 without hidden dropout.
+double dropout_mask_unit(const ModelSpec& m, const Layout& l) {
+  return m.hidden_dropout > 0 ? (l.sequence_parallel ? 1.0 : d(l.tp)) : 0.0;
+}
 double dropout_mask_units(const ModelSpec& m, const Layout& l) {
-  if (m.hidden_dropout <= 0 || l.recompute == Recompute::full || l.recompute == Recompute::op) return 0.0;
-  return 2.0 * (l.sequence_parallel ? 1.0 : d(l.tp));
+  if (l.recompute == Recompute::full || l.recompute == Recompute::op) return 0.0;
+  return 2.0 * dropout_mask_unit(m, l);
 }
 
 // Korthikanti et al. 2023 Eq. 1: without FlashAttention and without recompute, the softmax output 2·a·s²·b/(t·c),
@@ -537,8 +541,7 @@ double layers_in_flight(const ModelSpec& m, const Layout& l, std::int64_t stage)
 // With hidden dropout (Megatron-LM's embedding dropout takes its probability) the output's 1-byte mask too, sequence
 // parallel or whole on every TP rank.
 double embedding_activation_bytes(const ModelSpec& m, const Layout& l) {
-  const double mask = m.hidden_dropout > 0 ? (l.sequence_parallel ? 1.0 : d(l.tp)) : 0.0;
-  return (8.0 + mask) * sbh_per_gpu(m, l);
+  return (8.0 + dropout_mask_unit(m, l)) * sbh_per_gpu(m, l);
 }
 
 // 4D paper Eq. 14: FP32 logits for the loss 4·s·b·v plus the final norm and head inputs 2sbh + 2sbh,
@@ -738,12 +741,14 @@ double zero3_gathered_parameters(const ModelSpec& m, const Layout& l, std::int64
 // gathered; the queue fills later, as each unit's backward frees its activations.
 MegatronFsdpUnits megatron_fsdp_units(const ModelSpec& m, const Layout& l, std::int64_t stage) {
   const MegatronFsdpSettings& f = l.megatron_fsdp;
-  const std::int64_t layers = stage_layers(m, l, stage);
-  if (!f.enabled || l.dp * l.cp <= 1 || layers == 0) return {};
-  const double unit = stage_decoder_parameters_per_gpu(m, l, stage) / d(layers);
   const bool gathers = l.sharding.params != Shard::none, reduces = l.sharding.grads != Shard::none;
+  if (!f.enabled || !(gathers || reduces) || l.dp * l.cp <= 1) return {};  // every layout's stages pass here
+  const std::int64_t layers = stage_layers(m, l, stage);
+  if (layers == 0) return {};
+  const double unit = stage_decoder_parameters_per_gpu(m, l, stage) / d(layers);
   const double c = f.unit_size > 0 ? d(f.unit_size) : std::max(1e9, gathers ? 2.0 * unit : 0.0);
   MegatronFsdpUnits u;
+  u.layer = unit;
   if (gathers && unit > 0)
     u.gathered = 1.0 + std::min(d(layers - 1), f.double_buffer ? 1.0 : std::ceil(std::floor(c / 2.0) / unit));
   if (reduces) u.gradients = f.double_buffer ? std::min(2.0, d(layers)) : 1.0;
@@ -753,12 +758,12 @@ MegatronFsdpUnits megatron_fsdp_units(const ModelSpec& m, const Layout& l, std::
 MegatronFsdpBufferBytes megatron_fsdp_buffer_bytes(const ModelSpec& m, const Layout& l, std::int64_t stage) {
   const MegatronFsdpUnits u = megatron_fsdp_units(m, l, stage);
   if (u.gathered == 0 && u.gradients == 0) return {};
-  const double layers = d(stage_layers(m, l, stage));
-  const double unit = stage_decoder_parameters_per_gpu(m, l, stage) / layers;
+  const double unit = u.layer;
   // --fp8-param-gather: the linear weights are kept and gathered in FP8, 1 B (the norms in the weights' format).
-  const double fp8_saving = l.fp8_param_gather ? (l.precision.weight_bytes - 1.0) *
-                                                     stage_linear_weight_parameters_per_gpu(m, l, stage) / layers
-                                               : 0.0;
+  const double fp8_saving = l.fp8_param_gather
+                                ? (l.precision.weight_bytes - 1.0) *
+                                      stage_linear_weight_parameters_per_gpu(m, l, stage) / d(stage_layers(m, l, stage))
+                                : 0.0;
   // The LM head is no FSDP unit: gathered for the loss and its own backward, which starts the backward with its
   // unsharded gradient (megatron_fsdp.py gathers and reduces every module's parameters, units or not).
   const double head = stage == head_stage(l) ? d(m.hidden_size) * d(m.vocab_size) / d(l.tp) : 0.0;

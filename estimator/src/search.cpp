@@ -138,7 +138,7 @@ bool satisfies(const Layout& l, const Constraint& c) {
 void restrict_to_framework(SearchOptions& o, const FrameworkProfile& f, bool megatron_fsdp) {
   const bool sharding_asked = std::any_of(o.constraints.begin(), o.constraints.end(),
                                           [](const Constraint& c) { return c.field == Constraint::Field::sharding; });
-  const std::vector<StateSharding>& shardings = megatron_fsdp ? f.megatron_fsdp_shardings : f.supported_shardings;
+  const std::vector<StateSharding>& shardings = launchable_shardings(f, megatron_fsdp);
   if (!sharding_asked && !shardings.empty()) o.shardings = shardings;
   if (!f.supported_recompute.empty()) o.recomputes = f.supported_recompute;
   if (!f.supported_schedules.empty()) o.schedules = f.supported_schedules;

@@ -1,23 +1,12 @@
 """The prepared GPU run's shape lists and its sustained-rate loop (tools/scripts/gpu_kernel_sweep.py), without a GPU
 or PyTorch: the loop runs against a stand-in for the few torch calls it makes."""
-import importlib.util
 import json
 import math
-import pathlib
 import types
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-SWEEP_PY = ROOT / "tools" / "scripts" / "gpu_kernel_sweep.py"
+from script_module import ROOT, load_script
 
-
-def load_sweep():
-    spec = importlib.util.spec_from_file_location("headroom_gpu_sweep", SWEEP_PY)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-sweep = load_sweep()
+sweep = load_script("gpu_kernel_sweep")
 
 
 def models():

@@ -1,30 +1,20 @@
 """Every plot of tools/scripts/plot.py, drawn from the headroom package's JSON into a temporary directory, and the
 launch export of the package."""
-import importlib.util
 import json
-import pathlib
 import struct
 import subprocess
 import sys
 
 import headroom
 import pytest
+from script_module import ROOT, load_script, script_path
 
 pytest.importorskip("matplotlib")
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-PLOT_PY = ROOT / "tools" / "scripts" / "plot.py"
+PLOT_PY = script_path("plot")
 PROFILE = ROOT / "data" / "profiles" / "cpu-example-quick.json"
 
-
-def load_plot_module():
-    spec = importlib.util.spec_from_file_location("headroom_plot", PLOT_PY)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-plot = load_plot_module()
+plot = load_script("plot")
 
 
 def check_png(path, min_bytes=20_000, min_size=(600, 400)):

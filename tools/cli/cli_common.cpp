@@ -307,7 +307,7 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
       {"suggested_communication_unit_size", l.megatron_fsdp.enabled && l.megatron_fsdp.unit_size > 0
                                                 ? nlohmann::json(l.megatron_fsdp.unit_size)
                                                 : nlohmann::json(nullptr)},
-      {"megatron_fsdp_main_grads_dtype", mfsdp_only(l.precision.grad_bytes == 4.0 ? "fp32" : "bf16")},
+      {"megatron_fsdp_main_grads_dtype", mfsdp_only(megatron_fsdp_main_grads_dtype(l.precision))},
       {"vpp", l.vpp},
       {"gpus", l.gpus()},
       {"mbs", l.mbs},

@@ -40,7 +40,7 @@ std::string supported_shardings_text(const FrameworkProfile& f) {
 // A sharding the framework does not list (supported_shardings), searched by --all-shardings or a sharding=
 // constraint: priced as PaRO describes it, but the framework does not launch it.
 bool outside_framework(const FrameworkProfile& f, const Layout& l) {
-  const auto& ok = l.megatron_fsdp.enabled ? f.megatron_fsdp_shardings : f.supported_shardings;
+  const auto& ok = launchable_shardings(f, l.megatron_fsdp.enabled);
   return !ok.empty() && std::find(ok.begin(), ok.end(), l.sharding) == ok.end();
 }
 

@@ -100,9 +100,9 @@ Layout row_layout(const ReferenceTable& t, const Record& row, const FrameworkPro
   // The attention kernels the row's software ran (optional column; empty: the framework's curve).
   if (has(t, "attention_backend") && !t.at(row, "attention_backend").empty()) {
     const std::string& b = t.at(row, "attention_backend");
-    if (b != "cudnn" && b != "flash2")
-      throw Error(t.path.string() + ": attention_backend '" + b + "' is not cudnn or flash2");
-    l.attention_backend = b == "cudnn" ? AttentionBackend::cudnn : AttentionBackend::flash2;
+    const auto backend = attention_backend_from_string(b);
+    if (!backend) throw Error(t.path.string() + ": attention_backend '" + b + "' is not cudnn or flash2");
+    l.attention_backend = *backend;
   }
   if (has(t, "decoder_first_pipeline_num_layers") && !t.at(row, "decoder_first_pipeline_num_layers").empty())
     l.split.first_stage_layers = integer(t, row, "decoder_first_pipeline_num_layers");
@@ -321,7 +321,7 @@ std::vector<StackFractionFit> stack_fraction_by_attention_backend(const std::vec
     std::vector<PublishedRun> every = runs;
     for (PublishedRun& run : every)
       if (PerfContext(shipped, run.cluster).device_curves)
-        run.layout.attention_backend = backend == "cudnn" ? AttentionBackend::cudnn : AttentionBackend::flash2;
+        run.layout.attention_backend = *attention_backend_from_string(backend);  // kAttentionBackends' names
     fits.push_back(fit_stack_gemm_fraction(every, shipped));
     fits.back().attention_backend = backend;
   }

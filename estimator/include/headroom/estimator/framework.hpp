@@ -128,6 +128,12 @@ void require_recompute(const FrameworkProfile& f, Recompute r);
 // Errors when the layout's recompute method (recompute_method_given) is not one the framework runs.
 void require_recompute_method(const FrameworkProfile& f, const Layout& l);
 void require_sharding(const FrameworkProfile& f, const StateSharding& s);
+// The shardings the framework launches (supported_shardings), or under Megatron-FSDP its strategies
+// (megatron_fsdp_shardings); empty: all.
+[[nodiscard]] inline const std::vector<StateSharding>& launchable_shardings(const FrameworkProfile& f,
+                                                                            bool megatron_fsdp) {
+  return megatron_fsdp ? f.megatron_fsdp_shardings : f.supported_shardings;
+}
 // Errors when the framework does not run the sharding with a pipeline (pipeline_shardings; pp > 1 only).
 void require_pipeline_sharding(const FrameworkProfile& f, const StateSharding& s, std::int64_t pp);
 void require_schedule(const FrameworkProfile& f, Schedule s);

@@ -219,6 +219,10 @@ struct MegatronFsdpSettings {
          : s.optimizer != Shard::none ? "optim"
                                       : "no_shard";
 }
+// Megatron-FSDP's --megatron-fsdp-main-grads-dtype of a layout's gradient bytes: fp32 (4 B), else bf16.
+[[nodiscard]] inline const char* megatron_fsdp_main_grads_dtype(const Precision& p) {
+  return p.grad_bytes == 4.0 ? "fp32" : "bf16";
+}
 
 struct Layout {
   std::int64_t tp = 1;   // t
@@ -454,6 +458,8 @@ void refuse_unpriced_precision(const Layout& layout);
 [[nodiscard]] std::string_view to_string(Fp8Recipe r);         // "none", "delayed", "tensorwise"
 [[nodiscard]] std::string_view to_string(Fp8Library x);        // "transformer_engine", "torchao"
 [[nodiscard]] std::string_view to_string(AttentionBackend x);  // "framework", "cudnn", "flash2"
+// A device curve's backend by its name ("cudnn", "flash2"); nullopt for any other.
+[[nodiscard]] std::optional<AttentionBackend> attention_backend_from_string(std::string_view name);
 // "p2p", "all_gather", "a2a" (Transformer Engine's names), "alltoall", "allgather" (PyTorch's); parse_cp_exchange is
 // its inverse (nullopt for another name).
 [[nodiscard]] std::string_view to_string(CpExchange x);
