@@ -84,6 +84,7 @@ Layout default_layout(const FrameworkProfile& f) {
   Layout l;
   l.sequence_parallel = f.sequence_parallel;
   l.flash_attention = f.flash_attention;
+  l.split.balanced = f.balanced_pipeline_partition;
   l.schedule = f.schedule;
   l.recompute = f.recompute;
   l.precision = f.precision;
@@ -541,6 +542,7 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   l.pp = positive("pp", r.pp);
   l.vpp = positive("vpp", r.vpp);
   l.split = r.split;
+  l.split.balanced = f.balanced_pipeline_partition;
   if (!l.split.even() && !f.uneven_pipeline_stages)
     throw Error("framework " + f.name + " does not split pipeline stages unevenly (--decoder-first/last-pipeline-" +
                 "num-layers, --account-for-*-in-pipeline-split are Megatron-LM's: --framework megatron)");
@@ -549,6 +551,10 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   if (r.etp != 0) l.etp = positive("etp", r.etp);
   set_expert_dispatch(model, f, r, l);
   set_mtp_layers(model, f, r, l);
+  if (model.alibi && !f.alibi)
+    throw Error(model.name + "'s ALiBi position biases: framework " + f.name +
+                " does not train them (Megatron-LM's --position-embedding-type has no alibi; Megatron-DeepSpeed's "
+                "--framework deepspeed and FSDP's --framework pytorch-fsdp do)");
   set_cp_exchange(f, r, l);
   require_fp8_recipe(f, r.fp8);
   l.fp8 = r.fp8;
@@ -665,6 +671,8 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
   f.ddp_overlap_switches = j.value("ddp_overlap_switches", false);
   f.shared_expert_overlap = j.value("moe_shared_expert_overlap", false);
   f.multi_token_prediction = j.value("multi_token_prediction", false);
+  f.alibi = j.value("alibi", false);
+  f.balanced_pipeline_partition = j.value("balanced_pipeline_partition", false);
   if (j.contains("fp8")) {
     const auto& x = j.at("fp8");
     f.fp8_library =

@@ -183,6 +183,13 @@ void validate_uneven_split(const ModelSpec& m, const Layout& l) {
 // p | L, or with --account-for-embedding/loss-in-pipeline-split p | L + 1 (+ 1) (transformer_block.py), and v
 // dividing the layers per stage.
 void validate_even_split(const ModelSpec& m, const Layout& l) {
+  if (l.split.balanced) {
+    if (l.pp > m.num_layers)
+      throw Error(field("pp") + " " + s(l.pp) + " leaves stages without a layer of the " + s(m.num_layers) +
+                  " layers of " + m.name);
+    if (l.vpp > 1) throw Error(field("vpp") + " " + s(l.vpp) + ": DeepSpeed's pipeline engine does not interleave");
+    return;
+  }
   const std::int64_t counted = l.split.counted_layers(m.num_layers);
   const std::string extra =
       counted == m.num_layers ? "" : " (+" + s(counted - m.num_layers) + " for the embedding/loss)";
@@ -336,6 +343,11 @@ void validate_model_split(const ModelSpec& m, const Layout& l) {
                 "through TransformerEngine's fused attention)");
   if (latent_attention(m) && l.lora.enabled())
     throw Error("LoRA on the latent attention of " + m.name + " is not priced (" + field("lora_rank") + ")");
+  // No framework headroom prices runs ring attention over ALiBi's biases (Megatron-DeepSpeed's and llm-foundry's have
+  // no context parallelism).
+  if (m.alibi && l.cp > 1)
+    throw Error(field("cp") + " " + s(l.cp) + ": context parallelism over the ALiBi attention of " + m.name +
+                " is not priced (valid: cp 1)");
   // Megatron-LM's unfused attention masks causally only.
   if (m.sliding_window > 0 && !l.flash_attention)
     throw Error("the sliding-window attention of " + m.name + " is priced with FlashAttention only");
@@ -569,6 +581,7 @@ std::int64_t stage_layers(const ModelSpec& m, const Layout& l, std::int64_t stag
     for (std::int64_t chunk = 0; chunk < l.vpp; ++chunk) n += chunk_layers(m, l, stage, chunk);
     return n;
   }
+  if (x.balanced) return m.num_layers / l.pp + (stage < m.num_layers % l.pp ? 1 : 0);
   const bool first = stage == 0, last = stage == head_stage(l);
   if (x.uneven()) {
     if (first && x.first_stage_layers > 0) return x.first_stage_layers;
@@ -583,7 +596,7 @@ std::int64_t chunk_layers(const ModelSpec& m, const Layout& l, std::int64_t stag
   const std::int64_t v = std::max<std::int64_t>(1, l.vpp);
   const PipelineSplit& x = l.split;
   if (x.layer_layout) return x.layer_layout->decoder_layers[static_cast<std::size_t>(chunk * l.pp + stage)];
-  if (x.uneven()) return stage_layers(m, l, stage) / v;
+  if (x.uneven() || x.balanced) return stage_layers(m, l, stage) / v;
   const std::int64_t per_chunk = chunkable_layers(m, l) / v;
   const bool embedding = x.embedding_in_split && stage == 0 && chunk == 0;
   const bool loss = x.loss_in_split && stage == head_stage(l) && chunk == v - 1;

@@ -198,12 +198,18 @@ double moe_layer_parameters(const ModelSpec& m) {
          router_parameters(m) + d(m.num_experts) * expert_ffn_parameters(m);
 }
 
-// 4D paper Eq. 3, the 2hv term: input embedding and LM head (one matrix when tied), plus GPT-2's
-// learned position table and Phi's LM head bias.
+// What the first stage holds before the decoder besides the hv/t embedding: GPT-2's learned position table and
+// BLOOM's norm of the embeddings (modeling_bloom.py word_embeddings_layernorm), whole on every TP rank.
+double input_embedding_extras(const ModelSpec& m) {
+  return (m.learned_positions ? d(m.max_context) * d(m.hidden_size) : 0.0) +
+         (m.embedding_norm ? hidden_norm_parameters(m) : 0.0);
+}
+
+// 4D paper Eq. 3, the 2hv term: input embedding and LM head (one matrix when tied), plus the input extras above and
+// Phi's LM head bias.
 double embedding_parameters(const ModelSpec& m) {
   const double hv = d(m.hidden_size) * d(m.vocab_size);
-  return (m.tied_embeddings ? hv : 2.0 * hv) + (m.learned_positions ? d(m.max_context) * d(m.hidden_size) : 0.0) +
-         (m.lm_head_bias ? d(m.vocab_size) : 0.0);
+  return (m.tied_embeddings ? hv : 2.0 * hv) + input_embedding_extras(m) + (m.lm_head_bias ? d(m.vocab_size) : 0.0);
 }
 
 // 4D paper Eq. 3: 2hv + h + 2Lh²(1 + k/a + 3/2·h_ffn/h + 1/h), the final norm being the lone h.
@@ -282,7 +288,7 @@ double stage_parameters_per_gpu(const ModelSpec& m, const Layout& l, std::int64_
   double params = stage_decoder_parameters_per_gpu(m, l, stage);
   const double hv_t = h * d(m.vocab_size) / t;
   const bool first = stage == 0, last = stage == head_stage(l);
-  if (first) params += hv_t + (m.learned_positions ? d(m.max_context) * h : 0.0);
+  if (first) params += hv_t + input_embedding_extras(m);
   // Megatron keeps a copy of a tied embedding on the last stage when p > 1 (kept in sync by all-reduce).
   if (last && !(first && m.tied_embeddings)) params += hv_t;
   if (last) params += hidden_norm_parameters(m) + (m.lm_head_bias ? d(m.vocab_size) / t : 0.0);
@@ -538,10 +544,13 @@ double layers_in_flight(const ModelSpec& m, const Layout& l, std::int64_t stage)
 
 // 4D paper Eq. 13 as printed, 8·s·b·h per micro-batch (divided by t·c as in Eq. 17): the embedding
 // stage's input/output activations, held for every micro-batch in flight on the first stage.
-// With hidden dropout (Megatron-LM's embedding dropout takes its probability) the output's 1-byte mask too, sequence
-// parallel or whole on every TP rank.
+// With hidden dropout (Megatron-LM's embedding dropout takes its probability) the output's 1-byte mask too, and with
+// a norm of the embeddings its 2-byte input (bigscience-workshop/Megatron-DeepSpeed megatron/mpu/layers.py
+// VocabParallelEmbedding: the norm of the first stage's reduced lookup, before the dropout), sequence parallel or whole
+// on every TP rank.
 double embedding_activation_bytes(const ModelSpec& m, const Layout& l) {
-  return (8.0 + dropout_mask_unit(m, l)) * sbh_per_gpu(m, l);
+  const double norm_input = m.embedding_norm ? 2.0 * (l.sequence_parallel ? 1.0 : d(l.tp)) : 0.0;
+  return (8.0 + dropout_mask_unit(m, l) + norm_input) * sbh_per_gpu(m, l);
 }
 
 // 4D paper Eq. 14: FP32 logits for the loss 4·s·b·v plus the final norm and head inputs 2sbh + 2sbh,

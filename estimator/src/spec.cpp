@@ -103,6 +103,9 @@ void check_model_shape(const ModelSpec& m, std::string_view where) {
       throw Error(w + ": latent attention has a key and value per head and no biases (num_kv_heads " +
                   std::to_string(m.num_kv_heads) + ", num_attention_heads " + std::to_string(m.num_heads) + ")");
   }
+  if (m.alibi && latent_attention(m))
+    throw Error(w + ": alibi with latent attention (kv_lora_rank " + std::to_string(m.kv_lora_rank) +
+                "): no model has both, and headroom prices neither with the other");
   if (m.window_skip_freq == 1 || m.window_skip_freq > m.num_layers)
     throw Error(w + ": window_attn_skip_freq " + std::to_string(m.window_skip_freq) + " must be 0 (every layer " +
                 "windowed) or 2.." + std::to_string(m.num_layers) + " (every N-th layer attends fully)");
@@ -201,10 +204,12 @@ void refuse_unpriced_hf_keys(const json& j, const std::string& type, std::string
   // is refused.
   const char* residual_key = j.contains("hidden_dropout") ? "hidden_dropout" : "resid_pdrop";
   const double residual_dropout = hf_probability(j, {"hidden_dropout", "resid_pdrop"}, where);
-  if (j.contains("embd_pdrop") && (hf_probability(j, {"embd_pdrop"}, where) > 0) != (residual_dropout > 0))
-    throw Error(std::string(where) + ": embd_pdrop = " + j.at("embd_pdrop").dump() + " with " + residual_key + " = " +
-                (j.contains(residual_key) ? j.at(residual_key).dump() : std::string("0")) +
-                ": dropout on the embeddings alone, or on the residual stream alone, is not priced (both or neither)");
+  for (const char* embedding_key : {"embd_pdrop", "emb_pdrop"})  // GPT-2's, MPT's
+    if (j.contains(embedding_key) && (hf_probability(j, {embedding_key}, where) > 0) != (residual_dropout > 0))
+      throw Error(std::string(where) + ": " + embedding_key + " = " + j.at(embedding_key).dump() + " with " +
+                  residual_key + " = " + (j.contains(residual_key) ? j.at(residual_key).dump() : std::string("0")) +
+                  ": dropout on the embeddings alone, or on the residual stream alone, is not priced (both or "
+                  "neither)");
   // gpt-oss's experts and router, and GPT-NeoX's MLP, always have biases (modeling_gpt_oss.py GptOssExperts,
   // GptOssTopKRouter; modeling_gpt_neox.py GPTNeoXMLP); with their attention's (attention_bias; GPT-NeoX's default
   // true) every linear layer has one, which is priced.
@@ -367,7 +372,7 @@ enum class HfKeyUse { read, inert };
 struct HfKey {
   std::string_view name;
   HfKeyUse use;
-  std::string_view owner = {};  // the one model_type whose modelling reads it (refuse_foreign_hf_keys)
+  std::string_view owner = {};  // the model_types whose modelling reads it, by spaces (refuse_foreign_hf_keys)
 };
 constexpr auto R = HfKeyUse::read;
 constexpr auto I = HfKeyUse::inert;
@@ -384,8 +389,18 @@ constexpr std::array kHfConfigKeys = std::to_array<HfKey>({
     // Falcon's and Phi's own (configuration_falcon.py, configuration_phi.py)
     {"multi_query", R, "falcon"}, {"new_decoder_architecture", R, "falcon"}, {"parallel_attn", R, "falcon"},
     {"bias", R, "falcon"}, {"alibi", R, "falcon"}, {"num_kv_heads", R, "falcon"},
-    {"num_ln_in_parallel_attn", R, "falcon"}, {"apply_residual_connection_post_layernorm", R, "falcon"},
+    {"num_ln_in_parallel_attn", R, "falcon"}, {"apply_residual_connection_post_layernorm", R, "falcon bloom"},
     {"qk_layernorm", R, "phi"},
+    // BLOOM's (configuration_bloom.py; the Megatron-DeepSpeed export's fusion and inference switches are inert)
+    {"n_embed", R, "bloom"}, {"seq_length", R, "bloom"}, {"attention_softmax_in_fp32", I},
+    {"masked_softmax_fusion", I}, {"bias_dropout_fusion", I}, {"offset_alibi", I}, {"skip_bias_add", I},
+    {"skip_bias_add_qkv", I}, {"slow_but_exact", I}, {"unk_token_id", I},
+    // MPT's (llm-foundry's configuration_mpt.py; its attention and FFN blocks read by read_hf_mpt)
+    {"n_heads", R, "mpt"}, {"n_layers", R, "mpt"}, {"expansion_ratio", R, "mpt"}, {"max_seq_len", R, "mpt"},
+    {"emb_pdrop", R, "mpt"}, {"learned_pos_emb", R, "mpt"}, {"attn_config", R, "mpt"}, {"ffn_config", R, "mpt"},
+    {"no_bias", R, "mpt"}, {"norm_type", R, "mpt"}, {"fc_type", R, "mpt"}, {"block_overrides", R, "mpt"},
+    {"logit_scale", I}, {"embedding_fraction", I}, {"init_device", I}, {"init_config", I}, {"verbose", I},
+    {"tokenizer_name", I}, {"use_pad_tok_in_ffn", I},
     // windows
     {"sliding_window", R}, {"layer_types", R}, {"sliding_window_pattern", R}, {"use_sliding_window", R},
     {"max_window_layers", R},
@@ -420,11 +435,22 @@ constexpr std::array kHfConfigKeys = std::to_array<HfKey>({
 // A key that one model type's modelling reads (kHfConfigKeys' owner) in another type's config: that modelling does not
 // read it, so it is refused rather than ignored.
 void refuse_foreign_hf_keys(const json& j, const std::string& type, std::string_view where) {
+  const auto owned = [&type](std::string_view owners) {
+    for (std::size_t at = 0; at <= owners.size();) {
+      const std::size_t end = std::min(owners.find(' ', at), owners.size());
+      if (owners.substr(at, end - at) == type) return true;
+      at = end + 1;
+    }
+    return false;
+  };
   for (const HfKey& k : kHfConfigKeys)
-    if (!k.owner.empty() && k.owner != type && j.contains(k.name))
-      throw Error(std::string(where) + ": " + std::string(k.name) + " is a " + std::string(k.owner) +
+    if (!k.owner.empty() && !owned(k.owner) && j.contains(k.name)) {
+      std::string owners(k.owner);
+      std::replace(owners.begin(), owners.end(), ' ', '/');
+      throw Error(std::string(where) + ": " + std::string(k.name) + " is a " + owners +
                   " config's key, and model_type is " + (type.empty() ? std::string("not given") : type.substr(0, 40)) +
                   ": headroom cannot tell what it changes there");
+    }
 }
 
 // A key of a Hugging Face config that kHfConfigKeys does not list: an Error naming it and its value.
@@ -468,19 +494,19 @@ Mlp hf_mlp(const json& j, bool gated, std::string_view where) {
 // attention read from their configs) and GPT-2. `gated`: the MLP has gate, up and down projections (SwiGLU; Gemma's
 // GeGLU prices the same), else two matrices, by transformers' modeling_<type>.py; `layernorm`: LayerNorm (weight and
 // bias; Nemotron's LayerNorm1P too), else RMSNorm; `biased`: a bias on every linear layer (Falcon's `bias` key is read
-// instead). GPT-NeoX's, Falcon's and Phi's parallel residuals are priced. Another type or none is refused, naming it,
-// not priced as a Llama.
+// instead; MPT's no_bias by read_hf_mpt). GPT-NeoX's, Falcon's and Phi's parallel residuals are priced. Another type or
+// none is refused, naming it, not priced as a Llama.
 struct HfModelType {
   std::string_view name;
   bool gated, layernorm = false, biased = false;
 };
 // clang-format off
-constexpr std::array<HfModelType, 21> kModelledHfTypes{{
+constexpr std::array<HfModelType, 23> kModelledHfTypes{{
     {"llama", true}, {"mistral", true}, {"mixtral", true}, {"qwen2", true}, {"qwen2_moe", true}, {"qwen3", true},
     {"qwen3_moe", true}, {"gemma", true}, {"gemma2", true}, {"gemma3", true}, {"gemma3_text", true}, {"phi3", true},
     {"granite", true}, {"deepseek_v2", true}, {"deepseek_v3", true}, {"gpt_oss", true, false, true},
     {"gpt_neox", false, true, true}, {"falcon", false, true}, {"phi", false, true, true}, {"gpt2", false, true, true},
-    {"nemotron", false, true}}};
+    {"nemotron", false, true}, {"bloom", false, true, true}, {"mpt", false, true}}};
 // clang-format on
 
 // The entry of a config's model_type; an Error naming the type (or its absence) and the modelled ones otherwise.
@@ -559,6 +585,8 @@ ModelSpec model_from_json(const json& j, std::string_view where) {
   m.qkv_bias = j.value("qkv_bias", false);
   m.attention_sinks = j.value("attention_sinks", false);
   m.learned_positions = j.value("learned_position_embeddings", false);
+  m.alibi = j.value("alibi", false);
+  m.embedding_norm = j.value("embedding_norm", false);
   m.attention_dropout = j.value("attention_dropout", 0.0);
   m.hidden_dropout = j.value("hidden_dropout", 0.0);
   m.sandwich_norms = j.value("sandwich_norms", false);
@@ -601,14 +629,10 @@ namespace {
 // Falcon (configuration_falcon.py, modeling_falcon.py FalconAttention and FalconDecoderLayer): biases on every linear
 // layer or none (bias); attention and MLP in parallel (parallel_attn) off one input_layernorm, or off ln_attn and
 // ln_mlp where num_ln_in_parallel_attn is 2 (the new decoder architecture's default); K and V with num_kv_heads heads
-// under the new architecture, one head with multi_query, else a head each. ALiBi and a residual taken after the norm
-// are refused.
+// under the new architecture, one head with multi_query, else a head each; ALiBi instead of RoPE with alibi.
 void read_hf_falcon(const json& j, ModelSpec& m, std::string_view where) {
   const std::string w(where);
-  if (hf_bool(j, "alibi", where, false))
-    throw Error(w + ": alibi = true: ALiBi's position biases are not priced (Falcon with RoPE is)");
-  if (hf_bool(j, "apply_residual_connection_post_layernorm", where, false))
-    throw Error(w + ": apply_residual_connection_post_layernorm = true: a residual taken after the norm is not priced");
+  m.alibi = hf_bool(j, "alibi", where, false);
   const bool new_arch = hf_bool(j, "new_decoder_architecture", where, false);
   m.linear_biases = hf_bool(j, "bias", where, false);
   m.parallel_residual = hf_bool(j, "parallel_attn", where, true);
@@ -618,6 +642,93 @@ void read_hf_falcon(const json& j, ModelSpec& m, std::string_view where) {
   m.num_kv_heads = new_arch                                 ? hf_int(j, {"num_kv_heads"}, where, m.num_heads)
                    : hf_bool(j, "multi_query", where, true) ? 1
                                                             : m.num_heads;
+}
+
+// A block of an MPT config (attn_config, ffn_config): an object (absent or null: {}), each key of which is `read` or
+// `inert`; another key is refused, naming it.
+json hf_block(const json& j, const char* block, std::initializer_list<std::string_view> read,
+              std::initializer_list<std::string_view> inert, std::string_view where) {
+  const auto it = j.find(block);
+  if (it == j.end() || it->is_null()) return json::object();
+  if (!it->is_object()) throw Error(std::string(where) + ": " + block + " is a " + it->type_name() + " (an object)");
+  for (const auto& [key, value] : it->items()) {
+    const auto is = [&key = key](std::string_view k) { return k == key; };
+    if (std::none_of(read.begin(), read.end(), is) && std::none_of(inert.begin(), inert.end(), is))
+      throw Error(std::string(where) + ": " + block + "." + key.substr(0, 60) + " = " + value.dump().substr(0, 40) +
+                  " is a key headroom does not know, so it cannot tell whether it changes the model");
+  }
+  return *it;
+}
+
+// MPT as llm-foundry trains it (llm-foundry/models/mpt/configuration_mpt.py and modeling_mpt.py; transformers'
+// configuration_mpt.py has the same keys): pre-norm blocks of attention (Wqkv, out_proj; kv_n_heads K and V heads for
+// grouped-query attention, one for multi-query) and an FFN of expansion_ratio·d_model (mptmlp: up, GELU, down;
+// mptglu: gated), no biases anywhere with no_bias (the norms' too: their h-wide biases are priced, h a norm), ALiBi or
+// RoPE in attn_config, a learned position table only without either (MPTConfig turns learned_pos_emb off with them),
+// tied embeddings by default. What changes the attention beyond that (q/k norms, a prefix-LM mask, attention within
+// each packed sequence), another FFN type (experts, Transformer Engine's fused LayerNormMLP) or another linear layer
+// is refused, naming the key.
+void read_hf_mpt(const json& j, ModelSpec& m, std::string_view where) {
+  const std::string w(where);
+  const json attn = hf_block(j, "attn_config",
+                             {"attn_type", "attn_pdrop", "alibi", "rope", "kv_n_heads", "qk_ln", "qk_gn", "prefix_lm",
+                              "attn_uses_sequence_id", "sliding_window_size"},
+                             {"attn_impl", "clip_qkv", "softmax_scale", "alibi_bias_max", "rope_theta", "rope_impl",
+                              "rope_dail_config", "rope_hf_config", "attn_logit_softcapping", "fused_qkv"},
+                             where);
+  const json ffn = hf_block(j, "ffn_config", {"ffn_type", "ffn_act_fn", "ffn_hidden_size"}, {"fc_type"}, where);
+  for (const char* key : {"qk_ln", "qk_gn", "prefix_lm", "attn_uses_sequence_id"})
+    if (hf_bool(attn, key, where, false))
+      throw Error(w + ": attn_config." + key + " = true: not priced (q/k norms over the whole width, a prefix-LM " +
+                  "mask, and attention within each packed sequence change the attention's work)");
+  const std::string type = hf_string(attn, "attn_type", where, "multihead_attention");
+  if (type == "multiquery_attention")
+    m.num_kv_heads = 1;
+  else if (type == "grouped_query_attention")
+    m.num_kv_heads = hf_int(attn, {"kv_n_heads"}, where);
+  else if (type != "multihead_attention")
+    throw Error(w + ": attn_config.attn_type '" + type.substr(0, 40) +
+                "' (valid: multihead_attention, multiquery_attention, grouped_query_attention)");
+  m.attention_dropout = hf_probability(attn, {"attn_pdrop"}, where);
+  m.alibi = hf_bool(attn, "alibi", where, false);
+  const bool rope = hf_bool(attn, "rope", where, false);
+  if (m.alibi && rope) throw Error(w + ": attn_config has both alibi and rope: one position scheme, not two");
+  m.learned_positions = hf_bool(j, "learned_pos_emb", where, true) && !m.alibi && !rope;
+  if (const auto window = attn.find("sliding_window_size"); window != attn.end() && *window != -1)
+    m.sliding_window = hf_int(attn, {"sliding_window_size"}, where);
+  m.linear_biases = !hf_bool(j, "no_bias", where, false);
+  const std::string norm = hf_string(j, "norm_type", where, "low_precision_layernorm");
+  if (norm == "layernorm" || norm == "low_precision_layernorm")
+    m.norm = Norm::layernorm;
+  else if (norm == "rmsnorm" || norm == "low_precision_rmsnorm" || norm == "triton_rmsnorm")
+    m.norm = Norm::rmsnorm;
+  else
+    throw Error(w + ": norm_type '" + norm.substr(0, 40) +
+                "' (valid: layernorm, low_precision_layernorm, rmsnorm, low_precision_rmsnorm, triton_rmsnorm)");
+  for (const json* block : {&j, &ffn})
+    if (const auto fc = block->find("fc_type"); fc != block->end() && !fc->is_null()) {
+      const json name = fc->is_object() ? fc->value("name", json()) : *fc;
+      if (name != "torch")
+        throw Error(w + ": fc_type " + fc->dump().substr(0, 40) + ": linear layers other than torch's (valid: torch)");
+    }
+  const std::string ffn_type = hf_string(ffn, "ffn_type", where, "mptmlp");
+  if (ffn_type != "mptmlp" && ffn_type != "mptglu")
+    throw Error(w + ": ffn_config.ffn_type '" + ffn_type.substr(0, 40) + "' (valid: mptmlp, mptglu)");
+  std::string act = "gelu";  // llm-foundry's ffn.py: GELU (approximate 'none') unless ffn_act_fn names another
+  if (const auto f = ffn.find("ffn_act_fn"); f != ffn.end() && !f->is_null()) {
+    if (!f->is_object() || !f->contains("name") || !f->at("name").is_string())
+      throw Error(w + ": ffn_config.ffn_act_fn " + f->dump().substr(0, 40) + " (an object with a name)");
+    act = f->at("name").get<std::string>();
+  }
+  if (act != "gelu" && !(ffn_type == "mptglu" && (act == "silu" || act == "swish")))
+    throw Error(w + ": ffn_config.ffn_act_fn '" + act.substr(0, 40) + "' is not an activation headroom prices (" +
+                "gelu; silu in mptglu)");
+  m.mlp = ffn_type == "mptmlp" ? Mlp::gelu : act == "gelu" ? Mlp::geglu : Mlp::swiglu;
+  m.ffn_hidden_size = ffn.contains("ffn_hidden_size") && !ffn.at("ffn_hidden_size").is_null()
+                          ? hf_int(ffn, {"ffn_hidden_size"}, where)
+                          : hf_int(j, {"expansion_ratio"}, where, 4) * m.hidden_size;
+  if (const auto it = j.find("block_overrides"); it != j.end() && !it->is_null() && !it->empty())
+    throw Error(w + ": block_overrides: layers unlike the others are not priced");
 }
 }  // namespace
 
@@ -631,12 +742,17 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   refuse_unknown_hf_keys(j, where);
   ModelSpec m;
   m.name = std::string(name);
-  m.hidden_size = hf_int(j, {"hidden_size", "n_embd", "d_model"}, where);
-  m.num_layers = hf_int(j, {"num_hidden_layers", "n_layer", "num_layers"}, where);
-  m.num_heads = hf_int(j, {"num_attention_heads", "n_head"}, where);
+  m.hidden_size = hf_int(j, {"hidden_size", "n_embd", "d_model", "n_embed"}, where);
+  m.num_layers = hf_int(j, {"num_hidden_layers", "n_layer", "num_layers", "n_layers"}, where);
+  m.num_heads = hf_int(j, {"num_attention_heads", "n_head", "n_heads"}, where);
   m.num_kv_heads = hf_int(j, {"num_key_value_heads"}, where, m.num_heads);
   m.vocab_size = hf_int(j, {"vocab_size"}, where);
-  m.max_context = hf_int(j, {"max_position_embeddings", "n_positions", "n_ctx"}, where, 2048);
+  m.max_context =
+      hf_int(j, {"max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "seq_length"}, where, 2048);
+  // Falcon's and BLOOM's residual taken after the norm (apply_residual_connection_post_layernorm) is not priced.
+  if (hf_bool(j, "apply_residual_connection_post_layernorm", where, false))
+    throw Error(std::string(where) +
+                ": apply_residual_connection_post_layernorm = true: a residual taken after the norm is not priced");
   // Gemma (256 = 3072/16 for 7B, 128 for Gemma-2-27B's 4608/32) and Qwen3 set the head width apart from h/a.
   m.head_dim = hf_int(j, {"head_dim"}, where, 0);
   if (m.head_dim * m.num_heads == m.hidden_size) m.head_dim = 0;  // h/a, as given: one spelling of one model
@@ -652,6 +768,9 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   m.parallel_residual = phi || (neox && hf_bool(j, "use_parallel_residual", where, true));
   m.shared_norm = m.lm_head_bias = phi;
   if (type == "falcon") read_hf_falcon(j, m, where);
+  // BLOOM (modeling_bloom.py BloomModel): ALiBi, and a LayerNorm on the embeddings (word_embeddings_layernorm).
+  m.alibi = m.alibi || type == "bloom";
+  m.embedding_norm = type == "bloom";
   m.attention_sinks = type == "gpt_oss";  // modeling_gpt_oss.py GptOssAttention.sinks: one logit per head
   // Qwen2's attention has biases on q, k and v, hard-wired in transformers' modeling_qwen2.py (no config key).
   m.qkv_bias = type == "qwen2" || type == "qwen2_moe";
@@ -686,10 +805,14 @@ ModelSpec model_from_hf_config(const json& j, std::string_view name, std::string
   const auto skip_freq = m.sliding_window > 0 ? hf_window_skip_freq(j, type, m.num_layers, where) : std::nullopt;
   m.window_skip_freq = skip_freq.value_or(0);
   if (!skip_freq || m.sliding_window >= m.max_context) m.sliding_window = m.window_skip_freq = 0;
+  if (type == "mpt") read_hf_mpt(j, m, where);
   read_hf_arithmetic(j, type, m, where);
   // The default of tie_word_embeddings where a config leaves it out: True in transformers' GPT-2 and Gemma
   // configs (configuration_gemma.py) and PretrainedConfig's for Falcon, False in Llama's, Mistral's, Qwen's and Phi's.
-  m.tied_embeddings = hf_bool(j, "tie_word_embeddings", where, gpt2 || type == "falcon" || type.rfind("gemma", 0) == 0);
+  // BLOOM's and MPT's too (PretrainedConfig's; llm-foundry's MPTConfig).
+  m.tied_embeddings =
+      hf_bool(j, "tie_word_embeddings", where,
+              gpt2 || type == "falcon" || type == "bloom" || type == "mpt" || type.rfind("gemma", 0) == 0);
   check_model_shape(m, where);
   return m;
 }

@@ -188,7 +188,10 @@ AttentionSeconds unfused_attention_seconds(const ModelSpec& m, const PerfContext
   const double gemm =
       std::max(2.0 * scores * d_h / (p.peak_flops * gemm_efficiency(p, shape)), 2.0 * scores / p.hbm_bytes_per_s);
   const bool dropout = m.attention_dropout > 0;
-  const double forward_bytes = 4.0 + (dropout ? 5.0 : 0.0), backward_bytes = 6.0 + (dropout ? 5.0 : 0.0);
+  // ALiBi's bias is the score GEMM's C (torch.baddbmm with beta 1: the bias expanded into the scores, then read by
+  // the GEMM; bigscience-workshop/Megatron-DeepSpeed megatron/model/transformer.py ParallelAttention): 4 B a score.
+  const double forward_bytes = 4.0 + (dropout ? 5.0 : 0.0) + (m.alibi ? 4.0 : 0.0),
+               backward_bytes = 6.0 + (dropout ? 5.0 : 0.0);
   return {2.0 * gemm + forward_bytes * scores / p.hbm_bytes_per_s,
           4.0 * gemm + backward_bytes * scores / p.hbm_bytes_per_s};
 }

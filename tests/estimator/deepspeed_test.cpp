@@ -157,5 +157,27 @@ TEST_F(DeepspeedTest, HpzIsPaRosZeroPlusPlus) {
   EXPECT_DOUBLE_EQ(zero_hpz_secondary_parameters(a100, zero2, stage), 0.0);
 }
 
+// DeepSpeed's pipeline engine partitions the decoder layers itself (pipe/module.py partition_method type:transformer,
+// runtime/utils.py partition_balanced): any p up to L, the first L mod p stages one layer more, where Megatron-LM
+// needs p | L or its first/last stage counts.
+TEST_F(DeepspeedTest, PipelineStagesAreDeepspeedsBalancedPartition) {
+  LayoutRequest r = job("NNG");
+  r.gpus = 48, r.pp = 6;  // 32 layers: 6, 6, 5, 5, 5, 5
+  const Layout l = layout(r);
+  EXPECT_TRUE(l.split.balanced);
+  validate_layout(llama8b, l);
+  std::int64_t total = 0;
+  for (std::int64_t stage = 0; stage < l.pp; ++stage) {
+    EXPECT_EQ(stage_layers(llama8b, l, stage), stage < 2 ? 6 : 5) << stage;
+    EXPECT_EQ(chunk_layers(llama8b, l, stage, 0), stage_layers(llama8b, l, stage)) << stage;
+    total += stage_layers(llama8b, l, stage);
+  }
+  EXPECT_EQ(total, 32);
+  Layout wide = l;
+  wide.pp = 33;
+  EXPECT_THROW(validate_layout(llama8b, wide), Error);
+  EXPECT_THROW((void)build_layout(llama8b, megatron, r), Error);
+}
+
 }  // namespace
 }  // namespace headroom

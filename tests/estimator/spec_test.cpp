@@ -347,13 +347,12 @@ TEST(HuggingFaceConfig, RefusesWhatItCannotPriceNamingTheKey) {
 // A config of a model type headroom does not model (BLOOM: ALiBi, embedding LayerNorm) or of none is refused naming
 // it, not priced as a Llama decoder; so is top-k routing over fewer than k experts, not priced dense.
 TEST(HuggingFaceConfig, AModelTypeItDoesNotModelIsRefusedNamingIt) {
-  const std::string bloom = model_error(R"({"apply_residual_connection_post_layernorm": false,
-    "architectures": ["BloomForCausalLM"], "hidden_size": 14336, "model_type": "bloom", "n_head": 112, "n_layer": 70,
-    "vocab_size": 250880})");
-  EXPECT_NE(bloom.find("config.json: model_type bloom is not modelled (headroom prices the Hugging Face model types "
-                       "llama, mistral, "),
+  const std::string opt = model_error(R"({"architectures": ["OPTForCausalLM"], "hidden_size": 768,
+    "model_type": "opt", "num_attention_heads": 12, "num_hidden_layers": 12, "ffn_dim": 3072, "vocab_size": 50272})");
+  EXPECT_NE(opt.find("config.json: model_type opt is not modelled (headroom prices the Hugging Face model types "
+                     "llama, mistral, "),
             std::string::npos)
-      << bloom;
+      << opt;
   const std::string untyped = model_error(R"({"hidden_size": 4096, "num_attention_heads": 32,
     "num_hidden_layers": 32, "vocab_size": 32000, "intermediate_size": 11008})");
   EXPECT_NE(untyped.find("config.json: no model_type (headroom prices the Hugging Face model types llama, "),
@@ -628,8 +627,8 @@ TEST(HuggingFaceConfig, GptNeoxReadsWithItsParallelResidual) {
 
 // Falcon (tiiuae/falcon-7b and falcon-40b config.json, as transformers reads them: modeling_falcon.py): Falcon-7B's
 // one multi-query KV head and one norm shared by its parallel attention and MLP, 6,921,720,704 parameters (its tied
-// LM head counted once); Falcon-40B's new decoder architecture, 8 KV heads and two norms a layer. ALiBi, a post-norm
-// residual, and Falcon's keys in another type's config are refused, naming the key.
+// LM head counted once); Falcon-40B's new decoder architecture, 8 KV heads and two norms a layer; ALiBi (Falcon-RW's)
+// read. A post-norm residual, and Falcon's keys in another type's config, are refused, naming the key.
 TEST(HuggingFaceConfig, FalconReadsItsAttentionAndNorms) {
   const std::string common = R"({"alibi": false, "apply_residual_connection_post_layernorm": false,
     "architectures": ["FalconForCausalLM"], "attention_dropout": 0.0, "bias": false, "bos_token_id": 11,
@@ -653,13 +652,84 @@ TEST(HuggingFaceConfig, FalconReadsItsAttentionAndNorms) {
   // QKV 8192 x (128 + 2·8)·64, dense 8192², MLP 2 x 8192 x 32768, two LayerNorms a layer; the tied embedding; ln_f.
   EXPECT_EQ(static_cast<std::int64_t>(parameter_count(m40)),
             60LL * (8192LL * 9216 + 8192LL * 8192 + 2LL * 8192 * 32768 + 4LL * 8192) + 65024LL * 8192 + 2LL * 8192);
+  EXPECT_FALSE(m7.alibi);
   std::string alibi = seven;
   alibi.replace(alibi.find("\"alibi\": false"), 14, "\"alibi\": true");
-  EXPECT_NE(model_error(alibi).find("alibi = true"), std::string::npos);
+  const TempFile rw(alibi, "config.json");
+  EXPECT_TRUE(test::library().model(rw.path()).alibi);
+  std::string post = seven;
+  const std::string off = "post_layernorm\": false";
+  post.replace(post.find(off), off.size(), "post_layernorm\": true");
+  EXPECT_NE(model_error(post).find("apply_residual_connection_post_layernorm = true"), std::string::npos);
   EXPECT_NE(model_error(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
     "intermediate_size": 128, "vocab_size": 100, "multi_query": true})")
                 .find("multi_query is a falcon config's key, and model_type is llama"),
             std::string::npos);
+}
+
+// BLOOM (bigscience/bloom config.json; modeling_bloom.py): LayerNorm, biases on every linear layer, a 4h GELU MLP,
+// ALiBi instead of a position table, a LayerNorm on the embeddings and a tied LM head: 176,247,271,424 parameters, the
+// count the BLOOM paper gives. The Megatron-DeepSpeed export's fusion switches are inert; a post-norm residual is
+// refused as for Falcon.
+TEST(HuggingFaceConfig, BloomReadsAlibiAndItsEmbeddingNorm) {
+  const std::string config = R"({"apply_residual_connection_post_layernorm": false, "attention_dropout": 0.0,
+    "architectures": ["BloomForCausalLM"], "attention_softmax_in_fp32": true, "pad_token_id": 3, "bos_token_id": 1,
+    "eos_token_id": 2, "hidden_dropout": 0.0, "initializer_range": 0.02, "layer_norm_epsilon": 1e-05,
+    "masked_softmax_fusion": true, "model_type": "bloom", "n_embed": 14336, "n_layer": 70, "num_attention_heads": 112,
+    "pretraining_tp": 4, "slow_but_exact": false, "transformers_version": "4.21.0", "use_cache": true,
+    "vocab_size": 250880, "bias_dropout_fusion": true, "offset_alibi": 100, "skip_bias_add": true,
+    "skip_bias_add_qkv": false, "unk_token_id": 0, "seq_length": 2048})";
+  const TempFile f(config, "config.json");
+  const ModelSpec m = test::library().model(f.path());
+  EXPECT_EQ(static_cast<std::int64_t>(parameter_count(m)), 176'247'271'424);
+  EXPECT_TRUE(m.alibi && m.embedding_norm && m.linear_biases && m.tied_embeddings && !m.learned_positions);
+  EXPECT_TRUE(m.norm == Norm::layernorm && m.mlp == Mlp::gelu);
+  EXPECT_EQ(m.ffn_hidden_size, 4 * 14336);
+  EXPECT_EQ(m.max_context, 2048);
+  EXPECT_NE(model_error(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 128, "vocab_size": 100, "n_embed": 64})")
+                .find("n_embed is a bloom config's key"),
+            std::string::npos);
+}
+
+// MPT (mosaicml/mpt-7b config.json, as llm-foundry's configuration_mpt.py and modeling_mpt.py read it): no biases,
+// LayerNorm, a 4·d_model GELU MLP, ALiBi (which turns the learned position table off), tied embeddings. The checkpoint
+// has 6,649,286,656 parameters; no_bias drops the norms' biases too, which headroom prices (65 norms of 4,096). Keys of
+// its attention and FFN blocks that change the work, or that headroom does not know, are refused, naming them.
+TEST(HuggingFaceConfig, MptReadsItsBlocks) {
+  const std::string head = R"({"architectures": ["MPTForCausalLM"], "d_model": 4096, "emb_pdrop": 0,
+    "embedding_fraction": 1.0, "expansion_ratio": 4, "init_config": {"emb_init_std": null, "fan_mode": "fan_in",
+    "init_div_is_residual": true, "init_gain": 0, "init_nonlinearity": "relu", "init_std": 0.02,
+    "name": "kaiming_normal_", "verbose": 0}, "init_device": "cpu", "learned_pos_emb": true, "logit_scale": null,
+    "max_seq_len": 2048, "model_type": "mpt", "n_heads": 32, "n_layers": 32, "no_bias": true,
+    "norm_type": "low_precision_layernorm", "resid_pdrop": 0, "tokenizer_name": "EleutherAI/gpt-neox-20b",
+    "torch_dtype": "bfloat16", "transformers_version": "4.28.1", "use_cache": false, "verbose": 0,
+    "vocab_size": 50432, "attn_config": {"alibi_bias_max": 8, "attn_impl": "torch", "attn_pdrop": 0,
+    "clip_qkv": null, "prefix_lm": false, "qk_ln": false, "softmax_scale": null, )";
+  const auto config = [&](const std::string& attn) { return head + attn + "}}"; };
+  const TempFile f(config(R"("alibi": true, "attn_type": "multihead_attention", "attn_uses_sequence_id": false)"),
+                   "config.json");
+  const ModelSpec m = test::library().model(f.path());
+  EXPECT_EQ(static_cast<std::int64_t>(parameter_count(m)), 6'649'286'656 + 65 * 4096);
+  EXPECT_TRUE(m.alibi && m.tied_embeddings && !m.learned_positions && !m.linear_biases && !m.embedding_norm);
+  EXPECT_TRUE(m.norm == Norm::layernorm && m.mlp == Mlp::gelu);
+  EXPECT_EQ(m.ffn_hidden_size, 4 * 4096);
+  EXPECT_EQ(m.num_kv_heads, 32);
+  EXPECT_EQ(m.max_context, 2048);
+  // Without ALiBi or RoPE, llm-foundry learns a position table; grouped-query attention has kv_n_heads.
+  const TempFile learned(config(R"("alibi": false, "attn_type": "grouped_query_attention", "kv_n_heads": 8)"),
+                         "config.json");
+  const ModelSpec t = test::library().model(learned.path());
+  EXPECT_TRUE(t.learned_positions && !t.alibi);
+  EXPECT_EQ(t.num_kv_heads, 8);
+  EXPECT_NE(
+      model_error(config(R"("alibi": true, "attn_uses_sequence_id": true)")).find("attn_config.attn_uses_sequence_id"),
+      std::string::npos);
+  EXPECT_NE(model_error(config(R"("alibi": true, "flex_attn_mod_list": [])")).find("attn_config.flex_attn_mod_list"),
+            std::string::npos);
+  std::string moe = config(R"("alibi": true)");
+  moe.insert(moe.size() - 1, R"(, "ffn_config": {"ffn_type": "mb_dmoe"})");
+  EXPECT_NE(model_error(moe).find("ffn_config.ffn_type 'mb_dmoe'"), std::string::npos);
 }
 
 // Phi (microsoft/phi-1_5 config.json; modeling_phi.py): LayerNorm, biases on every linear layer and on the LM head,

@@ -217,7 +217,7 @@ void print_json(std::ostream& out, nlohmann::json doc) {
 std::int64_t json_bytes(double bytes) { return std::llround(bytes); }
 
 std::string stage_layers_text(const ModelSpec& m, const Layout& l) {
-  if (l.split.even()) return "";
+  if (l.split.even() && !(l.split.balanced && m.num_layers % l.pp != 0)) return "";
   std::string text;
   for (std::int64_t st = 0; st < l.pp;) {
     const std::int64_t n = stage_layers(m, l, st);

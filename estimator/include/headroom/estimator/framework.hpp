@@ -60,6 +60,12 @@ struct FrameworkProfile {
   // Multi-token-prediction layers (optional key "multi_token_prediction": Megatron-LM's --mtp-num-layers); without it
   // the knob is refused.
   bool multi_token_prediction = false;
+  // Models with ALiBi position biases (optional key "alibi": bigscience-workshop/Megatron-DeepSpeed's
+  // --position-embedding-type alibi, llm-foundry's MPT under FSDP); without it such a model is refused.
+  bool alibi = false;
+  // DeepSpeed's pipeline partition (optional key "balanced_pipeline_partition"; PipelineSplit::balanced): any p up to
+  // L, the first L mod p stages one layer more; without it p must divide L unless the stages are given.
+  bool balanced_pipeline_partition = false;
   // FP8 (optional key "fp8": {"library", "recipes"}): the library running the FP8 GEMMs and the recipes the framework
   // launches; no recipes: FP8 is refused.
   Fp8Library fp8_library = Fp8Library::transformer_engine;

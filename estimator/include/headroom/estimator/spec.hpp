@@ -47,7 +47,14 @@ struct ModelSpec {
   bool attention_sinks = false;
   bool qkv_bias = false;           // biases on the Q, K and V projections only (Qwen2; Megatron-LM's --add-qkv-bias)
   bool learned_positions = false;  // GPT-2 style position-embedding table of max_context × h
-  bool sandwich_norms = false;     // norms after attention and MLP as well as before (Gemma 2/3: four per layer)
+  // ALiBi (Press et al. 2022; BLOOM, MPT): a fixed per-head bias, linear in the key's distance, added to the attention
+  // scores; no weights. Fused kernels add it in registers (flash-attn's alibi_slopes), the same work; unfused attention
+  // adds it in one more pass over the scores (throughput.cpp unfused_attention_seconds).
+  bool alibi = false;
+  // A norm on the embeddings' output (BLOOM's word_embeddings_layernorm; Megatron-DeepSpeed's --embed-layernorm): its
+  // weights and its saved input on the first stage.
+  bool embedding_norm = false;
+  bool sandwich_norms = false;  // norms after attention and MLP as well as before (Gemma 2/3: four per layer)
   // Attention and MLP both read the layer's input through their own norms and add to it together (GPT-J, GPT-NeoX's
   // use_parallel_residual): the same weights and work, one input saved for the two norms.
   bool parallel_residual = false;
