@@ -522,7 +522,10 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   if (r.sharding) l.sharding = *r.sharding;
   if (!r.megatron_fsdp) require_sharding(f, l.sharding);
   if (r.sequence_parallel) l.sequence_parallel = *r.sequence_parallel;
-  if (r.flash_attention) l.flash_attention = *r.flash_attention;
+  if (r.flash_attention)
+    l.flash_attention = *r.flash_attention;
+  else if (model.alibi && f.alibi == FrameworkProfile::Alibi::unfused)
+    l.flash_attention = false;  // the framework's attention for such a model
   if (r.recompute) {
     require_recompute(f, *r.recompute);
     l.recompute = *r.recompute;
@@ -551,10 +554,14 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   if (r.etp != 0) l.etp = positive("etp", r.etp);
   set_expert_dispatch(model, f, r, l);
   set_mtp_layers(model, f, r, l);
-  if (model.alibi && !f.alibi)
+  if (model.alibi && f.alibi == FrameworkProfile::Alibi::none)
     throw Error(model.name + "'s ALiBi position biases: framework " + f.name +
                 " does not train them (Megatron-LM's --position-embedding-type has no alibi; Megatron-DeepSpeed's "
                 "--framework deepspeed and FSDP's --framework pytorch-fsdp do)");
+  if (model.alibi && f.alibi == FrameworkProfile::Alibi::unfused && l.flash_attention)
+    throw Error(model.name + "'s ALiBi position biases with FlashAttention: framework " + f.name +
+                " adds them in its unfused attention only (leave " + field("flash_attention") +
+                " unset: it is off for such a model)");
   set_cp_exchange(f, r, l);
   require_fp8_recipe(f, r.fp8);
   l.fp8 = r.fp8;
@@ -671,7 +678,8 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
   f.ddp_overlap_switches = j.value("ddp_overlap_switches", false);
   f.shared_expert_overlap = j.value("moe_shared_expert_overlap", false);
   f.multi_token_prediction = j.value("multi_token_prediction", false);
-  f.alibi = j.value("alibi", false);
+  if (const std::string a = j.value("alibi", std::string()); !a.empty())
+    f.alibi = a == "any" ? FrameworkProfile::Alibi::any : FrameworkProfile::Alibi::unfused;
   f.balanced_pipeline_partition = j.value("balanced_pipeline_partition", false);
   if (j.contains("fp8")) {
     const auto& x = j.at("fp8");

@@ -614,7 +614,16 @@ void megatron_deepspeed_model(const ModelSpec& m, std::vector<std::string>& a, s
   if (!m.linear_biases) a.emplace_back("--disable-bias-linear");
   if (m.qkv_bias && !m.linear_biases) issues.emplace_back("a bias on QKV alone: Megatron-DeepSpeed has no such flag");
   if (m.attention_sinks) issues.emplace_back("attention sinks: Megatron-DeepSpeed has no such flag");
-  if (!m.learned_positions) {
+  // BLOOM's fork's flags (bigscience-workshop/Megatron-DeepSpeed arguments.py); ALiBi replaces a learned table there.
+  if (m.alibi || m.embedding_norm)
+    issues.emplace_back(
+        "ALiBi (--position-embedding-type alibi) and --embed-layernorm are BLOOM's fork's "
+        "(bigscience-workshop/Megatron-DeepSpeed), not deepspeedai's");
+  if (m.alibi) a.insert(a.end(), {"--position-embedding-type", "alibi"});
+  if (m.alibi && m.learned_positions)
+    issues.emplace_back("ALiBi with a learned position table: the fork has one of them");
+  if (m.embedding_norm) a.emplace_back("--embed-layernorm");
+  if (!m.learned_positions && !m.alibi) {
     a.emplace_back("--use-rotary-position-embeddings");
     if (m.rope_theta > 0 && m.rope_theta == std::floor(m.rope_theta) && m.rope_theta <= 2e9)
       a.insert(a.end(), {"--rotary-position-embeddings-theta", num(static_cast<std::int64_t>(m.rope_theta))});

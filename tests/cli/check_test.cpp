@@ -693,6 +693,43 @@ TEST(Check, ReadsMegatronDeepspeedsExampleScriptUnchanged) {
   EXPECT_EQ(nlohmann::json::parse(full.out).at("layout").at("recompute"), "full");
 }
 
+// BLOOM's fork of Megatron-DeepSpeed (bigscience-workshop/Megatron-DeepSpeed arguments.py): ALiBi and a norm of the
+// embeddings read from its flags, its attention unfused (its flash-attn path adds no bias) in the layouts check
+// suggests too, DeepSpeed's partition of 30 layers over 4 stages (8, 8, 7, 7); T5's relative positions refused.
+TEST(Check, ReadsBloomsMegatronDeepspeedFlags) {
+  const auto dir = std::filesystem::temp_directory_path() / ("headroom_bloom_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "ds.json") << R"({"bf16": {"enabled": true}, "train_batch_size": 16})";
+  const std::string line =
+      "deepspeed --num_nodes 2 --num_gpus 8 pretrain_gpt.py --num-layers 30 --hidden-size 1024 --num-attention-heads "
+      "16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 --global-batch-size 16 --bf16 "
+      "--pipeline-model-parallel-size 4 --tensor-model-parallel-size 2 --vocab-file v.json --merge-file m.txt "
+      "--deepspeed --deepspeed_config ds.json";
+  const auto check = [&](const std::string& extra) {
+    std::ofstream(dir / "run.sh") << line << extra << "\n";
+    return run({"check", "--cluster", "dgx-a100-80gb", "--json", (dir / "run.sh").string()});
+  };
+  const Result alibi = check(" --position-embedding-type alibi --embed-layernorm");
+  const Result learned = check(" --position-embedding-type absolute");
+  const Result relative = check(" --position-embedding-type relative");
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(alibi.code, 0) << alibi.err;
+  ASSERT_EQ(learned.code, 0) << learned.err;
+  const auto a = nlohmann::json::parse(alibi.out), b = nlohmann::json::parse(learned.out);
+  EXPECT_EQ(a.at("layout").at("stage_layers"), nlohmann::json({8, 8, 7, 7}));
+  EXPECT_EQ(a.at("layout").at("flash_attention"), false);
+  EXPECT_NE(a.at("flags_read").dump().find("--embed-layernorm"), std::string::npos);
+  // The bias's pass over the scores, without the learned table's weights.
+  EXPECT_GT(a.at("perf").at("step_time_s").get<double>(), b.at("perf").at("step_time_s").get<double>());
+  ASSERT_FALSE(a.at("faster").empty());
+  for (const auto& x : a.at("faster")) {
+    EXPECT_EQ(x.at("layout").at("flash_attention"), false);
+    EXPECT_EQ(x.at("change").dump().find("flash"), std::string::npos) << x.at("change").dump();
+  }
+  EXPECT_EQ(relative.code, 2);
+  EXPECT_NE(relative.err.find("position_embedding_type relative"), std::string::npos) << relative.err;
+}
+
 // What DeepSpeed would run differently from what headroom prices is refused naming the key or flag.
 TEST(Check, RefusesDeepspeedSettingsItDoesNotPrice) {
   const std::string line =

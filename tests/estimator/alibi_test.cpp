@@ -60,11 +60,16 @@ TEST_F(AlibiTest, UnfusedAttentionReadsAndWritesTheBiasOnce) {
                    layer_compute_seconds(rope, p, l).forward.attention);
 }
 
-// Megatron-LM has no ALiBi (arguments.py --position-embedding-type); no framework headroom prices runs it with ring
-// attention.
+// Megatron-LM has no ALiBi (arguments.py --position-embedding-type); Megatron-DeepSpeed adds it in its unfused
+// attention only, which is its default for such a model; no framework headroom prices runs it with ring attention.
 TEST_F(AlibiTest, RefusedWhereNoFrameworkRunsIt) {
   LayoutRequest r;
   r.gpus = 8, r.seq = 2048;
+  EXPECT_FALSE(build_layout(bloom, deepspeed, r).flash_attention);
+  EXPECT_TRUE(build_layout(lib.model("mpt-7b"), lib.framework("pytorch-fsdp"), r).flash_attention);
+  r.flash_attention = true;
+  EXPECT_THROW((void)build_layout(bloom, deepspeed, r), Error);
+  r.flash_attention.reset();
   try {
     (void)build_layout(bloom, lib.framework("megatron"), r);
     ADD_FAILURE() << "megatron priced ALiBi";

@@ -128,6 +128,8 @@ KnobSettings knob_settings_of(const std::map<std::string, std::string>& columns)
 
 Layout rank_base(const Plan& plan, const LayoutRequest& q) {
   Layout base = default_layout(plan.framework);
+  // The search keeps the attention: a framework that adds ALiBi in its unfused attention only searches that.
+  if (plan.model.alibi && plan.framework.alibi == FrameworkProfile::Alibi::unfused) base.flash_attention = false;
   base.lora.rank = q.lora_rank;
   if (q.lora_targets) base.lora.targets = *q.lora_targets;
   require_fp8_recipe(plan.framework, q.fp8);

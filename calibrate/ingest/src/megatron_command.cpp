@@ -253,13 +253,16 @@ constexpr std::array kDeepspeedFlags = {
     Flag{"--no-query-key-layer-scaling", "apply_query_key_layer_scaling", Arity::store_false,
          "the attention scores' scaling by layer number (FP16 range): the same work"},
     Flag{"--optimizer", "optimizer", Arity::value, ""},
+    // BLOOM's fork (bigscience-workshop/Megatron-DeepSpeed megatron/arguments.py at 8387ae17c): absolute, rotary or
+    // alibi; a norm of the embeddings.
+    Flag{"--position-embedding-type", "position_embedding_type", Arity::value, ""},
+    Flag{"--embed-layernorm", "embed_layernorm", Arity::store_true, ""},
 };
 
 // Megatron-LM flags that Megatron-DeepSpeed spells otherwise (or lacks): its argparse would stop on them.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 7> kNotMegatronDeepspeed = {{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kNotMegatronDeepspeed = {{
     {"--group-query-attention", "--num-key-value-heads K"},
     {"--num-query-groups", "--num-key-value-heads K"},
-    {"--position-embedding-type", "--use-rotary-position-embeddings"},
     {"--rotary-base", "--rotary-position-embeddings-theta"},
     {"--norm-epsilon", "--layernorm-epsilon"},
     {"--context-parallel-size", "--ds-sequence-parallel-size (DeepSpeed-Ulysses, not priced)"},

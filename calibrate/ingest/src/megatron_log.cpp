@@ -214,9 +214,18 @@ std::optional<ModelSpec> megatron_model(const std::map<std::string, std::string>
                                            : Mlp::gelu;
   m.linear_biases = arg(args, "add_bias_linear").value_or("True") == "True";
   m.qkv_bias = arg(args, "add_qkv_bias").value_or("False") == "True";
-  // arguments.py: --no-position-embedding (add_position_embedding False) drops the learned table.
-  m.learned_positions = arg(args, "position_embedding_type").value_or("learned_absolute") == "learned_absolute" &&
-                        arg(args, "add_position_embedding").value_or("True") == "True";
+  // arguments.py: --no-position-embedding (add_position_embedding False) drops the learned table. GPTModel takes
+  // learned_absolute, rope, mrope, yarn or none (gpt_model.py): the rotations have no weights and price as RoPE;
+  // relative (T5's learned buckets) is not GPT's.
+  const std::string positions = arg(args, "position_embedding_type").value_or("learned_absolute");
+  if (positions != "learned_absolute" && positions != "rope" && positions != "mrope" && positions != "yarn" &&
+      positions != "none" && positions != "alibi")
+    throw Error(std::string(where) + ": position_embedding_type " + positions.substr(0, 40) +
+                " is not priced (valid: learned_absolute, rope, mrope, yarn, none)");
+  m.learned_positions =
+      positions == "learned_absolute" && arg(args, "add_position_embedding").value_or("True") == "True";
+  m.alibi = positions == "alibi";  // Megatron-DeepSpeed's BLOOM fork (megatron_deepspeed_arguments)
+  m.embedding_norm = flag_arg(args, "embed_layernorm");
   m.qk_norm = arg(args, "qk_layernorm").value_or("False") == "True";
   // transformer_config.py softmax_type: vanilla; off-by-one adds 1 to each softmax's denominator (no parameters);
   // learnable adds a logit per head (gpt-oss's sinks).
@@ -449,6 +458,14 @@ void megatron_deepspeed_arguments(std::map<std::string, std::string>& args, std:
   }
   if (flag_arg(args, "use_rotary_position_embeddings"))
     args["position_embedding_type"] = "rope";  // its arguments.py: and no learned position embeddings
+  // BLOOM's fork names PositionEmbeddingType's members (megatron/enums.py), its log their str().
+  if (const auto p = args.find("position_embedding_type"); p != args.end()) {
+    const std::string name = p->second.starts_with("PositionEmbeddingType.") ? p->second.substr(22) : p->second;
+    if (name == "absolute" || name == "rotary" || name == "alibi")
+      p->second = name == "absolute" ? "learned_absolute" : name == "rotary" ? "rope" : "alibi";
+    else if (name != "rope")
+      throw Error(w + ": position_embedding_type " + p->second.substr(0, 40) + " (valid: absolute, rotary, alibi)");
+  }
   if (flag_arg(args, "checkpoint_activations")) {
     if (const auto g = arg(args, "recompute_granularity"); g && *g != "full")
       throw Error(w + ": checkpoint_activations with recompute_granularity " + *g);

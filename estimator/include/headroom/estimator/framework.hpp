@@ -60,9 +60,12 @@ struct FrameworkProfile {
   // Multi-token-prediction layers (optional key "multi_token_prediction": Megatron-LM's --mtp-num-layers); without it
   // the knob is refused.
   bool multi_token_prediction = false;
-  // Models with ALiBi position biases (optional key "alibi": bigscience-workshop/Megatron-DeepSpeed's
-  // --position-embedding-type alibi, llm-foundry's MPT under FSDP); without it such a model is refused.
-  bool alibi = false;
+  // Models with ALiBi position biases (optional key "alibi"): "unfused" where only the unfused attention adds the bias
+  // (bigscience-workshop/Megatron-DeepSpeed's --position-embedding-type alibi: transformer.py's baddbmm), "any" where
+  // the fused kernels do too (llm-foundry's MPT under FSDP: flash-attn's alibi_slopes); without it such a model is
+  // refused.
+  enum class Alibi { none, unfused, any };
+  Alibi alibi = Alibi::none;
   // DeepSpeed's pipeline partition (optional key "balanced_pipeline_partition"; PipelineSplit::balanced): any p up to
   // L, the first L mod p stages one layer more; without it p must divide L unless the stages are given.
   bool balanced_pipeline_partition = false;
