@@ -256,8 +256,10 @@ void validate_pipeline_split(const ModelSpec& m, const Layout& l) {
 // headroom's ring model (throughput.hpp, cp_kv_bytes) does not price, and Transformer Engine refuses it
 // (context_parallel.py attn_forward_func_with_cp: a window only with cp_comm_type a2a or all_gather). Under those two
 // each GPU attends its share of the windowed pairs (a2a: its heads over the whole sequence; all_gather: its queries
-// over the gathered keys) and moves what it moves without a window, which is priced.
+// over the gathered keys) and moves what it moves without a window, which is priced. No framework headroom prices runs
+// ring attention over ALiBi's biases (Megatron-DeepSpeed's and llm-foundry's have no context parallelism).
 bool context_parallel_priced(const ModelSpec& m, const Layout& l) {
+  if (m.alibi) return false;
   return m.sliding_window == 0 || l.cp_exchange == CpExchange::a2a || l.cp_exchange == CpExchange::all_gather;
 }
 
@@ -333,6 +335,9 @@ void validate_model_split(const ModelSpec& m, const Layout& l) {
   validate_pipeline_split(m, l);
   refuse_unpriced_op_recompute(m, l);
   refuse_unpriced_recompute_layers(m, l);
+  if (m.alibi && l.cp > 1)  // context_parallel_priced
+    throw Error(field("cp") + " " + s(l.cp) + ": context parallelism over the ALiBi attention of " + m.name +
+                " is not priced (valid: cp 1)");
   if (l.cp > 1 && !context_parallel_priced(m, l))
     throw Error(field("cp") + " " + s(l.cp) + ": context parallelism over the sliding-window attention of " + m.name +
                 " is priced with " + field("cp_comm_type") +
@@ -343,11 +348,6 @@ void validate_model_split(const ModelSpec& m, const Layout& l) {
                 "through TransformerEngine's fused attention)");
   if (latent_attention(m) && l.lora.enabled())
     throw Error("LoRA on the latent attention of " + m.name + " is not priced (" + field("lora_rank") + ")");
-  // No framework headroom prices runs ring attention over ALiBi's biases (Megatron-DeepSpeed's and llm-foundry's have
-  // no context parallelism).
-  if (m.alibi && l.cp > 1)
-    throw Error(field("cp") + " " + s(l.cp) + ": context parallelism over the ALiBi attention of " + m.name +
-                " is not priced (valid: cp 1)");
   // Megatron-LM's unfused attention masks causally only.
   if (m.sliding_window > 0 && !l.flash_attention)
     throw Error("the sliding-window attention of " + m.name + " is priced with FlashAttention only");

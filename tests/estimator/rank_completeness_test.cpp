@@ -112,20 +112,20 @@ TEST_P(RankCompleteness, RankEnumeratesExactlyTheLayoutsEstimateAccepts) {
 }
 
 // Llama 3.1 8B (32 layers, 8 KV heads): every t, c, p of 8 GPUs, interleaving where p | m; each framework's lists.
-// GPT-2 (12 layers) under DeepSpeed: p 8 does not divide L, and DeepSpeed's engine partitions it anyway.
-INSTANTIATE_TEST_SUITE_P(Jobs, RankCompleteness,
-                         ::testing::Values(Job{"llama3.1-8b", "megatron", 8, 8, 4096},
-                                           Job{"llama3.1-8b", "pytorch-fsdp", 8, 8, 4096},
-                                           Job{"llama3.1-8b", "torchtitan", 8, 8, 4096},
-                                           Job{"llama3.1-8b", "deepspeed", 8, 8, 4096},
-                                           Job{"gpt2", "deepspeed", 8, 8, 1024}),
-                         [](const auto& info) {
-                           std::string name = info.param.framework;
-                           if (info.param.model != "llama3.1-8b") name += "_" + info.param.model;
-                           std::erase(name, '-');
-                           std::erase(name, '.');
-                           return name;
-                         });
+// GPT-2 (12 layers) under DeepSpeed: p 8 does not divide L, and DeepSpeed's engine partitions it anyway. MPT-7B's ALiBi
+// under FSDP: no context parallelism.
+INSTANTIATE_TEST_SUITE_P(
+    Jobs, RankCompleteness,
+    ::testing::Values(Job{"llama3.1-8b", "megatron", 8, 8, 4096}, Job{"llama3.1-8b", "pytorch-fsdp", 8, 8, 4096},
+                      Job{"llama3.1-8b", "torchtitan", 8, 8, 4096}, Job{"llama3.1-8b", "deepspeed", 8, 8, 4096},
+                      Job{"gpt2", "deepspeed", 8, 8, 1024}, Job{"mpt-7b", "pytorch-fsdp", 8, 8, 2048}),
+    [](const auto& info) {
+      std::string name = info.param.framework;
+      if (info.param.model != "llama3.1-8b") name += "_" + info.param.model;
+      std::erase(name, '-');
+      std::erase(name, '.');
+      return name;
+    });
 
 }  // namespace
 }  // namespace headroom
