@@ -80,11 +80,15 @@ StateSharding parse_sharding_code(std::string_view code) {
   return *s;
 }
 
+bool unfused_attention_only(const ModelSpec& m, const FrameworkProfile& f) {
+  return m.alibi && f.alibi == FrameworkProfile::Alibi::unfused;
+}
+
 Layout default_layout(const FrameworkProfile& f) {
   Layout l;
   l.sequence_parallel = f.sequence_parallel;
   l.flash_attention = f.flash_attention;
-  l.split.balanced = f.balanced_pipeline_partition;
+  l.split.partition_balanced = f.balanced_pipeline_partition;
   l.schedule = f.schedule;
   l.recompute = f.recompute;
   l.precision = f.precision;
@@ -524,8 +528,8 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   if (r.sequence_parallel) l.sequence_parallel = *r.sequence_parallel;
   if (r.flash_attention)
     l.flash_attention = *r.flash_attention;
-  else if (model.alibi && f.alibi == FrameworkProfile::Alibi::unfused)
-    l.flash_attention = false;  // the framework's attention for such a model
+  else if (unfused_attention_only(model, f))
+    l.flash_attention = false;
   if (r.recompute) {
     require_recompute(f, *r.recompute);
     l.recompute = *r.recompute;
@@ -545,7 +549,7 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   l.pp = positive("pp", r.pp);
   l.vpp = positive("vpp", r.vpp);
   l.split = r.split;
-  l.split.balanced = f.balanced_pipeline_partition;
+  l.split.partition_balanced = f.balanced_pipeline_partition;
   if (!l.split.even() && !f.uneven_pipeline_stages)
     throw Error("framework " + f.name + " does not split pipeline stages unevenly (--decoder-first/last-pipeline-" +
                 "num-layers, --account-for-*-in-pipeline-split are Megatron-LM's: --framework megatron)");
@@ -558,7 +562,7 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
     throw Error(model.name + "'s ALiBi position biases: framework " + f.name +
                 " does not train them (Megatron-LM's --position-embedding-type has no alibi; Megatron-DeepSpeed's "
                 "--framework deepspeed and FSDP's --framework pytorch-fsdp do)");
-  if (model.alibi && f.alibi == FrameworkProfile::Alibi::unfused && l.flash_attention)
+  if (unfused_attention_only(model, f) && l.flash_attention)
     throw Error(model.name + "'s ALiBi position biases with FlashAttention: framework " + f.name +
                 " adds them in its unfused attention only (leave " + field("flash_attention") +
                 " unset: it is off for such a model)");

@@ -183,7 +183,7 @@ void validate_uneven_split(const ModelSpec& m, const Layout& l) {
 // p | L, or with --account-for-embedding/loss-in-pipeline-split p | L + 1 (+ 1) (transformer_block.py), and v
 // dividing the layers per stage.
 void validate_even_split(const ModelSpec& m, const Layout& l) {
-  if (l.split.balanced) {
+  if (l.split.partition_balanced) {
     if (l.pp > m.num_layers)
       throw Error(field("pp") + " " + s(l.pp) + " leaves stages without a layer of the " + s(m.num_layers) +
                   " layers of " + m.name);
@@ -581,7 +581,7 @@ std::int64_t stage_layers(const ModelSpec& m, const Layout& l, std::int64_t stag
     for (std::int64_t chunk = 0; chunk < l.vpp; ++chunk) n += chunk_layers(m, l, stage, chunk);
     return n;
   }
-  if (x.balanced) return m.num_layers / l.pp + (stage < m.num_layers % l.pp ? 1 : 0);
+  if (x.partition_balanced) return m.num_layers / l.pp + (stage < m.num_layers % l.pp ? 1 : 0);
   const bool first = stage == 0, last = stage == head_stage(l);
   if (x.uneven()) {
     if (first && x.first_stage_layers > 0) return x.first_stage_layers;
@@ -596,7 +596,7 @@ std::int64_t chunk_layers(const ModelSpec& m, const Layout& l, std::int64_t stag
   const std::int64_t v = std::max<std::int64_t>(1, l.vpp);
   const PipelineSplit& x = l.split;
   if (x.layer_layout) return x.layer_layout->decoder_layers[static_cast<std::size_t>(chunk * l.pp + stage)];
-  if (x.uneven() || x.balanced) return stage_layers(m, l, stage) / v;
+  if (x.uneven() || x.partition_balanced) return stage_layers(m, l, stage) / v;
   const std::int64_t per_chunk = chunkable_layers(m, l) / v;
   const bool embedding = x.embedding_in_split && stage == 0 && chunk == 0;
   const bool loss = x.loss_in_split && stage == head_stage(l) && chunk == v - 1;

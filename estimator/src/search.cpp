@@ -373,9 +373,9 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
         // p | L: L/p layers a stage; otherwise Megatron-LM's uneven first/last stages, where the framework has them,
         // or DeepSpeed's balanced partition, which takes any p up to L.
         PipelineSplit split;
-        split.balanced = base.split.balanced;
-        if (split.balanced && p > m.num_layers) continue;
-        if (m.num_layers % p != 0 && !split.balanced) {
+        split.partition_balanced = base.split.partition_balanced;
+        if (split.partition_balanced && p > m.num_layers) continue;
+        if (m.num_layers % p != 0 && !split.partition_balanced) {
           const auto uneven = o.uneven_stages ? balanced_uneven_split(m.num_layers, p) : std::nullopt;
           if (!uneven) continue;
           split = *uneven;
@@ -385,7 +385,8 @@ SearchResult rank_layouts(const ModelSpec& m, const ClusterSpec& cluster, const 
         divisors_of(o.gbs / d, mbss);
         l.tp = t, l.cp = c, l.pp = p, l.dp = d;
         l.split = split;
-        divisors_of(split.balanced ? 1 : chunkable_layers(m, l), vpps);  // DeepSpeed's engine does not interleave
+        divisors_of(split.partition_balanced ? 1 : chunkable_layers(m, l),
+                    vpps);  // DeepSpeed's engine does not interleave
         for (std::int64_t v : vpps)
           if ((o.max_vpp <= 0 || v <= o.max_vpp) && (p > 1 || v == 1)) search.price_expert_splits(l, v, mbss, eps);
       }

@@ -164,7 +164,7 @@ TEST_F(DeepspeedTest, PipelineStagesAreDeepspeedsBalancedPartition) {
   LayoutRequest r = job("NNG");
   r.gpus = 48, r.pp = 6;  // 32 layers: 6, 6, 5, 5, 5, 5
   const Layout l = layout(r);
-  EXPECT_TRUE(l.split.balanced);
+  EXPECT_TRUE(l.split.partition_balanced);
   validate_layout(llama8b, l);
   std::int64_t total = 0;
   for (std::int64_t stage = 0; stage < l.pp; ++stage) {

@@ -128,8 +128,7 @@ KnobSettings knob_settings_of(const std::map<std::string, std::string>& columns)
 
 Layout rank_base(const Plan& plan, const LayoutRequest& q) {
   Layout base = default_layout(plan.framework);
-  // The search keeps the attention: a framework that adds ALiBi in its unfused attention only searches that.
-  if (plan.model.alibi && plan.framework.alibi == FrameworkProfile::Alibi::unfused) base.flash_attention = false;
+  if (unfused_attention_only(plan.model, plan.framework)) base.flash_attention = false;
   base.lora.rank = q.lora_rank;
   if (q.lora_targets) base.lora.targets = *q.lora_targets;
   require_fp8_recipe(plan.framework, q.fp8);
@@ -219,7 +218,7 @@ void print_json(std::ostream& out, nlohmann::json doc) {
 std::int64_t json_bytes(double bytes) { return std::llround(bytes); }
 
 std::string stage_layers_text(const ModelSpec& m, const Layout& l) {
-  if (l.split.even() && !(l.split.balanced && m.num_layers % l.pp != 0)) return "";
+  if (l.split.even() && !(l.split.partition_balanced && m.num_layers % l.pp != 0)) return "";
   std::string text;
   for (std::int64_t st = 0; st < l.pp;) {
     const std::int64_t n = stage_layers(m, l, st);

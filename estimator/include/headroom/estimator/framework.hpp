@@ -66,8 +66,8 @@ struct FrameworkProfile {
   // refused.
   enum class Alibi { none, unfused, any };
   Alibi alibi = Alibi::none;
-  // DeepSpeed's pipeline partition (optional key "balanced_pipeline_partition"; PipelineSplit::balanced): any p up to
-  // L, the first L mod p stages one layer more; without it p must divide L unless the stages are given.
+  // DeepSpeed's pipeline partition (optional key "balanced_pipeline_partition"; PipelineSplit::partition_balanced): any
+  // p up to L, the first L mod p stages one layer more; without it p must divide L unless the stages are given.
   bool balanced_pipeline_partition = false;
   // FP8 (optional key "fp8": {"library", "recipes"}): the library running the FP8 GEMMs and the recipes the framework
   // launches; no recipes: FP8 is refused.
@@ -124,6 +124,9 @@ void set_mtp_layers(const ModelSpec& m, const FrameworkProfile& f, const LayoutR
 // The request's CP exchange (Layout::cp_exchange), or the framework's: PyTorch's rotations where the framework's CP is
 // PyTorch's ring attention, Transformer Engine's where it is not; the other refused.
 void set_cp_exchange(const FrameworkProfile& f, const LayoutRequest& r, Layout& l);
+// Whether the framework runs the model's attention unfused whatever the layout says (an ALiBi model where only the
+// unfused attention adds the bias: FrameworkProfile::Alibi::unfused).
+[[nodiscard]] bool unfused_attention_only(const ModelSpec& m, const FrameworkProfile& f);
 // The layout's pipeline layer layout (PipelineSplit::layer_layout) from its text, with v set from its stages over p;
 // refused where the framework takes none, its stages are not a multiple of p, or a v given disagrees.
 void set_layer_layout(const FrameworkProfile& f, const std::string& text, Layout& l);

@@ -170,7 +170,7 @@ struct PipelineSplit {
   // DeepSpeed's pipeline engine: p ∤ L is no error, the first L mod p stages build one layer more
   // (deepspeed/runtime/pipe/module.py partition_method "type:transformer", Megatron-DeepSpeed's GPTModelPipe
   // default; runtime/utils.py partition_balanced). With the options above unset; see stage_layers.
-  bool balanced = false;
+  bool partition_balanced = false;
   // --pipeline-model-parallel-layout: every virtual stage's layers as given (null: the options above). Shared, not
   // copied, by the layouts that carry it.
   std::shared_ptr<const PipelineLayerLayout> layer_layout;
