@@ -122,7 +122,18 @@ void set_optimizer_precision(const FrameworkProfile& f, const OptimizerPrecision
   // FP32 states as priced before: the flag changes no format there.
   OptimizerPrecision priced = o;
   if (l.optimizer_offload > 0) priced.precision_aware = false;
-  l.precision = model_state_precision(priced, f.precision, l.fp8);
+  l.precision = model_state_precision(priced, l.fsdp_mixed_precision ? *f.fsdp_mixed_precision : f.precision, l.fp8);
+}
+
+void set_fsdp_mixed_precision(const FrameworkProfile& f, bool on, Layout& l) {
+  l.fsdp_mixed_precision = on;
+  if (!on) return;
+  if (!f.fsdp_mixed_precision)
+    throw Error("framework " + f.name + " sets its formats itself (" + field("fsdp_mixed_precision") +
+                " is PyTorch FSDP1's MixedPrecision: --framework pytorch-fsdp)");
+  if (l.lora.enabled())
+    throw Error(field("fsdp_mixed_precision") + " with " + field("lora_rank") +
+                ": LoRA over an FP32 base is not priced (the frozen base is priced in BF16)");
 }
 
 void set_zero_settings(const FrameworkProfile& f, const LayoutRequest& r, Layout& l) {
@@ -485,6 +496,7 @@ LayoutRequest layout_request(const KnobSettings& k, const FrameworkProfile& f) {
   r.overlap_comm = k.flag(overlap_comm);
   r.megatron_fsdp = k.flag(use_megatron_fsdp, false);
   r.fsdp_double_buffer = k.flag(fsdp_double_buffer, false);
+  r.fsdp_mixed_precision = k.flag(fsdp_mixed_precision, false);
   if (const std::string* x = k.text(megatron_fsdp_main_grads_dtype); x != nullptr && *x != "auto")
     r.megatron_fsdp_main_grads = dtype_from_string(*x);  // the knob's choices are dtypes
   OptimizerPrecision& o = r.optimizer_precision;
@@ -587,6 +599,7 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   require_compile(f, r.compile);
   l.compile = r.compile;
   l.attention_backend = r.attention_backend;
+  set_fsdp_mixed_precision(f, r.fsdp_mixed_precision, l);
   set_optimizer_precision(f, r.optimizer_precision, l);
   set_zero_settings(f, r, l);
   set_megatron_fsdp(f, r, l);
@@ -685,6 +698,9 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
   if (const std::string a = j.value("alibi", std::string()); !a.empty())
     f.alibi = a == "any" ? FrameworkProfile::Alibi::any : FrameworkProfile::Alibi::unfused;
   f.balanced_pipeline_partition = j.value("balanced_pipeline_partition", false);
+  if (const auto it = j.find("fsdp_mixed_precision"); it != j.end())
+    f.fsdp_mixed_precision = Precision{it->at("weight_bytes").get<double>(), it->at("grad_bytes").get<double>(),
+                                       it->at("optimizer_bytes").get<double>()};
   if (j.contains("fp8")) {
     const auto& x = j.at("fp8");
     f.fp8_library =

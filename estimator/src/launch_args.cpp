@@ -542,6 +542,12 @@ void write_fsdp(std::ostringstream& py, const Layout& l, const PytorchPlan& x) {
     py << "dp_mesh = mesh[" << (hsdp ? R"(("dp_replicate", "dp_shard"))" : R"("dp_shard")") << "]"
        << (hsdp ? "  # HSDP: replicate x shard" : "") << "\n";
   }
+  // Optimizer states under FP32's 8 B of AdamW moments: a BF16 model throughout (pytorch-fsdp without
+  // fsdp_mixed_precision); else FP32 shards computed in BF16.
+  py << (l.precision.optimizer_bytes < 8.0
+             ? "model.to(torch.bfloat16)  # BF16 throughout (parameters, gradients, AdamW moments: 8 B a parameter)\n"
+             : "# the model in float32 (its shard, gradients and AdamW moments: 16 B a parameter), computed in "
+               "bfloat16\n");
   py << "mp = MixedPrecisionPolicy(param_dtype=torch." << (l.precision.weight_bytes == 2 ? "bfloat16" : "float32")
      << ", reduce_dtype=torch." << (l.precision.grad_bytes == 2 ? "bfloat16" : "float32") << ")\n";
   py << "for block in model.layers:  # one FSDP unit per decoder layer\n"

@@ -360,5 +360,25 @@ TEST_F(PrecisionOffloadTest, DeviceCurvesPriceFp8GemmsOnTheirOwnCurve) {
   EXPECT_NEAR(gemm_efficiency(PerfContext(stack, h100), g, true), 0.5 * gemm_efficiency(p, g, true), 1e-12);
 }
 
+// PyTorch FSDP's MixedPrecision over an FP32 model keeps FP32 shards of the parameters and gradients and FP32 AdamW
+// moments, 16 B a parameter, where the framework's BF16 model keeps 8; the gathers and reductions move BF16 either way.
+// Other frameworks set their formats themselves, and LoRA's frozen base is priced in BF16 only.
+TEST_F(PrecisionOffloadTest, FsdpMixedPrecisionKeepsFp32Shards) {
+  LayoutRequest r;
+  r.gpus = 8, r.seq = 4096;
+  const Layout bf16 = build_layout(llama8b, fsdp, r);
+  r.fsdp_mixed_precision = true;
+  const Layout mixed = build_layout(llama8b, fsdp, r);
+  const auto state_bytes = [](const Precision& p) { return p.weight_bytes + p.grad_bytes + p.optimizer_bytes; };
+  EXPECT_DOUBLE_EQ(state_bytes(bf16.precision), 8.0);
+  EXPECT_DOUBLE_EQ(state_bytes(mixed.precision), 16.0);
+  EXPECT_DOUBLE_EQ(mixed.precision.weight_bytes, bf16.precision.weight_bytes);
+  EXPECT_DOUBLE_EQ(mixed.precision.grad_bytes, bf16.precision.grad_bytes);
+  EXPECT_TRUE(mixed.fsdp_mixed_precision);
+  EXPECT_THROW((void)build_layout(llama8b, megatron, r), Error);
+  r.lora_rank = 16;
+  EXPECT_THROW((void)build_layout(llama8b, fsdp, r), Error);
+}
+
 }  // namespace
 }  // namespace headroom

@@ -143,6 +143,7 @@ Layout rank_base(const Plan& plan, const LayoutRequest& q) {
   set_expert_dispatch(plan.model, plan.framework, q, base);
   set_mtp_layers(plan.model, plan.framework, q, base);
   set_cp_exchange(plan.framework, q, base);
+  set_fsdp_mixed_precision(plan.framework, q.fsdp_mixed_precision, base);
   set_optimizer_precision(plan.framework, q.optimizer_precision, base);  // after the FP8 recipe it depends on
   set_megatron_fsdp(plan.framework, q, base);  // the search sets its strategies (restrict_to_framework)
   return base;
@@ -305,6 +306,7 @@ nlohmann::json layout_to_json(const ModelSpec& m, const Layout& l) {
       {"zero_hpz_partition_size", deepspeed_only(l.zero.hpz_partition_size)},
       {"use_megatron_fsdp", l.megatron_fsdp.enabled},
       {"fsdp_double_buffer", mfsdp_only(l.megatron_fsdp.double_buffer)},
+      {"fsdp_mixed_precision", l.fsdp_mixed_precision},
       {"suggested_communication_unit_size", l.megatron_fsdp.enabled && l.megatron_fsdp.unit_size > 0
                                                 ? nlohmann::json(l.megatron_fsdp.unit_size)
                                                 : nlohmann::json(nullptr)},

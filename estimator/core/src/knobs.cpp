@@ -309,6 +309,12 @@ constexpr std::array<Knob, kKnobCount> kKnobs = {{
      .help = "DeepSpeed ZeRO++ hpZ: a second BF16 parameter shard over the node's DP ranks, from which the backward "
              "gathers (zero_optimization.zero_hpz_partition_size; ZeRO-3)",
      .json = "layout.zero_hpz_partition_size"},
+    {.id = fsdp_mixed_precision, .name = "fsdp_mixed_precision", .type = T::flag,
+     .default_text = "off: a BF16 model throughout", .flags = "--fsdp-mixed-precision",
+     .help = "PyTorch FSDP's MixedPrecision(param_dtype=bf16, reduce_dtype=bf16) over an FP32 model (llm-foundry, "
+             "fms-fsdp, Accelerate's bf16): FP32 sharded parameters, gradients and AdamW moments, 16 B a parameter "
+             "of the shard, gathered and reduced in BF16; off, the model is BF16 throughout (8 B) (pytorch-fsdp)",
+     .json = "layout.fsdp_mixed_precision"},
 }};
 // clang-format on
 

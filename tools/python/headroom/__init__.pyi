@@ -45,7 +45,8 @@ def estimate(*, model: str, seq: int, gpu: str = ..., cluster: str = ..., framew
              megatron_fsdp_main_grads_dtype: Literal["auto", "fp32", "bf16"] = ..., overlap_comm: bool = ...,
              reduce_bucket_size: int = ..., stage3_prefetch_bucket_size: int = ...,
              stage3_max_live_parameters: int = ..., stage3_max_reuse_distance: int = ...,
-             zero_hpz_partition_size: int = ..., profile: str | os.PathLike[str] = ...) -> dict[str, Any]: ...
+             zero_hpz_partition_size: int = ..., fsdp_mixed_precision: bool = ...,
+             profile: str | os.PathLike[str] = ...) -> dict[str, Any]: ...
 def mtsl(*, model: str, gpu: str = ..., cluster: str = ..., framework: str = ...,
          data_dir: str | os.PathLike[str] = ..., tp: int = ..., cp: int = ..., pp: int = ..., vpp: int = ...,
          decoder_first_pipeline_num_layers: int = ..., decoder_last_pipeline_num_layers: int = ...,
@@ -75,9 +76,10 @@ def mtsl(*, model: str, gpu: str = ..., cluster: str = ..., framework: str = ...
          fsdp_double_buffer: bool = ..., suggested_communication_unit_size: int = ...,
          megatron_fsdp_main_grads_dtype: Literal["auto", "fp32", "bf16"] = ..., overlap_comm: bool = ...,
          reduce_bucket_size: int = ..., stage3_prefetch_bucket_size: int = ..., stage3_max_live_parameters: int = ...,
-         stage3_max_reuse_distance: int = ..., zero_hpz_partition_size: int = ..., sweep: str = ...,
-         target_seq: int = ..., profile: str | os.PathLike[str] = ..., max_gpus: int = ..., risk: str = ...,
-         any_layout: bool = ..., constraint: str | Sequence[str] = ..., top: int = ...) -> dict[str, Any]: ...
+         stage3_max_reuse_distance: int = ..., zero_hpz_partition_size: int = ..., fsdp_mixed_precision: bool = ...,
+         sweep: str = ..., target_seq: int = ..., profile: str | os.PathLike[str] = ..., max_gpus: int = ...,
+         risk: str = ..., any_layout: bool = ..., constraint: str | Sequence[str] = ...,
+         top: int = ...) -> dict[str, Any]: ...
 def rank(*, model: str, gpus: int, seq: int, gbs: int, gpu: str = ..., cluster: str = ..., framework: str = ...,
          data_dir: str | os.PathLike[str] = ..., top: int = ..., constraint: str | Sequence[str] = ...,
          precision: Literal["bf16", "fp8"] = ..., fp8_format: Literal["e4m3", "hybrid"] = ...,
@@ -123,7 +125,7 @@ def launch(*, model: str, seq: int, gpu: str = ..., cluster: str = ..., framewor
            fsdp_double_buffer: bool = ..., suggested_communication_unit_size: int = ...,
            megatron_fsdp_main_grads_dtype: Literal["auto", "fp32", "bf16"] = ..., overlap_comm: bool = ...,
            reduce_bucket_size: int = ..., stage3_prefetch_bucket_size: int = ..., stage3_max_live_parameters: int = ...,
-           stage3_max_reuse_distance: int = ..., zero_hpz_partition_size: int = ...,
+           stage3_max_reuse_distance: int = ..., zero_hpz_partition_size: int = ..., fsdp_mixed_precision: bool = ...,
            export: str = ...) -> dict[str, Any]: ...
 def comm(*, sharding: str = ..., params: float = ..., trainable: float = ..., gpus: int = ..., group_size: int = ...,
          accum: int = ..., weight_bytes: float = ..., grad_bytes: float = ..., optimizer_bytes: float = ...,
@@ -159,9 +161,10 @@ def simulate(*, model: str = ..., gpu: str = ..., cluster: str = ..., framework:
              megatron_fsdp_main_grads_dtype: Literal["auto", "fp32", "bf16"] = ..., overlap_comm: bool = ...,
              reduce_bucket_size: int = ..., stage3_prefetch_bucket_size: int = ...,
              stage3_max_live_parameters: int = ..., stage3_max_reuse_distance: int = ...,
-             zero_hpz_partition_size: int = ..., collective: str = ..., algorithm: str = ..., bytes: int = ...,
-             nodes: int = ..., channels: int = ..., nics_per_node: int = ..., profile: str | os.PathLike[str] = ...,
-             trace: str | os.PathLike[str] = ..., no_contention: bool = ...) -> dict[str, Any]: ...
+             zero_hpz_partition_size: int = ..., fsdp_mixed_precision: bool = ..., collective: str = ...,
+             algorithm: str = ..., bytes: int = ..., nodes: int = ..., channels: int = ..., nics_per_node: int = ...,
+             profile: str | os.PathLike[str] = ..., trace: str | os.PathLike[str] = ...,
+             no_contention: bool = ...) -> dict[str, Any]: ...
 def calibrate(*, backend: str = ..., ranks: int = ..., gpus_per_node: int = ..., mpi: bool = ...,
               model: str | Sequence[str] = ..., gpu: str = ..., quick: bool = ..., out: str | os.PathLike[str] = ...,
               ingest: str | os.PathLike[str] | Sequence[str] = ..., ingest_op: str = ...,
@@ -286,8 +289,8 @@ class Planner:
                  megatron_fsdp_main_grads_dtype: Literal["auto", "fp32", "bf16"] | None = ...,
                  overlap_comm: bool | None = ..., reduce_bucket_size: int | None = ...,
                  stage3_prefetch_bucket_size: int | None = ..., stage3_max_live_parameters: int | None = ...,
-                 stage3_max_reuse_distance: int | None = ...,
-                 zero_hpz_partition_size: int | None = ...) -> Estimate: ...
+                 stage3_max_reuse_distance: int | None = ..., zero_hpz_partition_size: int | None = ...,
+                 fsdp_mixed_precision: bool | None = ...) -> Estimate: ...
     def mtsl(self, *, tp: int | None = ..., cp: int | None = ..., pp: int | None = ..., vpp: int | None = ...,
              decoder_first_pipeline_num_layers: int | None = ..., decoder_last_pipeline_num_layers: int | None = ...,
              account_for_embedding_in_pipeline_split: bool | None = ...,
@@ -325,8 +328,8 @@ class Planner:
              megatron_fsdp_main_grads_dtype: Literal["auto", "fp32", "bf16"] | None = ...,
              overlap_comm: bool | None = ..., reduce_bucket_size: int | None = ...,
              stage3_prefetch_bucket_size: int | None = ..., stage3_max_live_parameters: int | None = ...,
-             stage3_max_reuse_distance: int | None = ...,
-             zero_hpz_partition_size: int | None = ...) -> dict[str, Any]: ...
+             stage3_max_reuse_distance: int | None = ..., zero_hpz_partition_size: int | None = ...,
+             fsdp_mixed_precision: bool | None = ...) -> dict[str, Any]: ...
     def rank(self, *, gpus: int, seq: int, gbs: int, top: int = ..., constraint: str | Sequence[str] = ...,
              precision: Literal["bf16", "fp8"] = ..., fp8_format: Literal["e4m3", "hybrid"] = ...,
              fp8_recipe: Literal["delayed", "tensorwise"] = ..., fp8_param_gather: bool = ...,

@@ -23,6 +23,9 @@ struct FrameworkProfile {
   Schedule schedule = Schedule::one_f_one_b;
   Recompute recompute = Recompute::none;
   Precision precision;
+  // PyTorch FSDP's MixedPrecision over an FP32 model (optional key "fsdp_mixed_precision": its bytes per parameter of
+  // the shard); absent: the knob is refused.
+  std::optional<Precision> fsdp_mixed_precision;
   StateSharding sharding;
   std::int64_t fsdp_unit_buffers = 0;  // PyTorch FSDP: decoder layers held unsharded at a time (optional key)
   // FSDP1's FlatParameter: one flat tensor per unit, frozen and trainable weights together (optional key
@@ -110,6 +113,9 @@ void require_compile(const FrameworkProfile& f, bool wanted);
 // model_state_precision) after its offload and FP8 recipe: refused where the framework does not run Megatron-LM's
 // precision-aware optimizer, and formats other than fp32 with an offloaded optimizer (not priced).
 void set_optimizer_precision(const FrameworkProfile& f, const OptimizerPrecision& o, Layout& l);
+// The request's FSDP mixed precision (Layout::fsdp_mixed_precision): refused where the framework has none
+// (FrameworkProfile::fsdp_mixed_precision) and with LoRA. Call before set_optimizer_precision.
+void set_fsdp_mixed_precision(const FrameworkProfile& f, bool on, Layout& l);
 struct LayoutRequest;
 // Sets the layout's DDP overlaps from the request (Layout::overlap_grad_reduce; the gather's defaults to the
 // reduction's): either off is refused where the framework has no such switch (FrameworkProfile::ddp_overlap_switches).
@@ -188,6 +194,7 @@ struct LayoutRequest {
   AttentionBackend attention_backend = AttentionBackend::framework;  // Layout::attention_backend
   std::optional<CpExchange> cp_exchange;   // Layout::cp_exchange; needs a framework with PyTorch's CP (default its)
   OptimizerPrecision optimizer_precision;  // Layout::optimizer_precision; needs a framework that runs it
+  bool fsdp_mixed_precision = false;       // Layout::fsdp_mixed_precision; needs FrameworkProfile::fsdp_mixed_precision
   // Layout::zero's settings given (overlap_comm, reduce_bucket_size, stage3_*); needs a framework with "zero".
   std::optional<bool> overlap_comm;
   std::int64_t reduce_bucket_size = -1, prefetch_bucket_size = -1, max_live_parameters = -1,

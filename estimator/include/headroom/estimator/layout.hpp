@@ -304,6 +304,9 @@ struct Layout {
   // FSDP1's FlatParameter (the framework's fsdp_flat_parameters): frozen and trainable weights of a unit in one flat
   // tensor, which then takes one gradient of its full size (memory.hpp frozen_weights_take_gradients).
   bool fsdp_flat_parameters = false;
+  // PyTorch FSDP's MixedPrecision over an FP32 model: precision is the framework's fsdp_mixed_precision (FP32 shard,
+  // BF16 gathers and reductions) instead of its BF16 model's.
+  bool fsdp_mixed_precision = false;
   AttentionBackend attention_backend = AttentionBackend::framework;
   CpExchange cp_exchange = CpExchange::p2p;  // the framework's (FrameworkProfile::cp_exchange), or the knob's
   ZeroSettings zero;

@@ -88,8 +88,9 @@ enum class KnobId : std::uint8_t {
   stage3_max_live_parameters,
   stage3_max_reuse_distance,
   zero_hpz_partition_size,
+  fsdp_mixed_precision,
 };
-inline constexpr std::size_t kKnobCount = static_cast<std::size_t>(KnobId::zero_hpz_partition_size) + 1;
+inline constexpr std::size_t kKnobCount = static_cast<std::size_t>(KnobId::fsdp_mixed_precision) + 1;
 
 struct Knob {
   KnobId id{};
