@@ -544,10 +544,13 @@ void write_fsdp(std::ostringstream& py, const Layout& l, const PytorchPlan& x) {
   }
   // Optimizer states under FP32's 8 B of AdamW moments: a BF16 model throughout (pytorch-fsdp without
   // fsdp_mixed_precision); else FP32 shards computed in BF16.
-  py << (l.precision.optimizer_bytes < 8.0
-             ? "model.to(torch.bfloat16)  # BF16 throughout (parameters, gradients, AdamW moments: 8 B a parameter)\n"
-             : "# the model in float32 (its shard, gradients and AdamW moments: 16 B a parameter), computed in "
-               "bfloat16\n");
+  const std::string states = decimal(l.precision.weight_bytes + l.precision.grad_bytes + l.precision.optimizer_bytes);
+  if (l.precision.optimizer_bytes < 8.0)
+    py << "model.to(torch.bfloat16)  # BF16 throughout (parameters, gradients, AdamW moments: " << states
+       << " B a parameter)\n";
+  else
+    py << "# the model in float32 (its shard, gradients and AdamW moments: " << states
+       << " B a parameter), computed in bfloat16\n";
   py << "mp = MixedPrecisionPolicy(param_dtype=torch." << (l.precision.weight_bytes == 2 ? "bfloat16" : "float32")
      << ", reduce_dtype=torch." << (l.precision.grad_bytes == 2 ? "bfloat16" : "float32") << ")\n";
   py << "for block in model.layers:  # one FSDP unit per decoder layer\n"

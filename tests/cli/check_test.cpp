@@ -705,13 +705,13 @@ TEST(Check, ReadsBloomsMegatronDeepspeedFlags) {
       "16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 --global-batch-size 16 --bf16 "
       "--pipeline-model-parallel-size 4 --tensor-model-parallel-size 2 --vocab-file v.json --merge-file m.txt "
       "--deepspeed --deepspeed_config ds.json";
-  const auto check = [&](const std::string& extra) {
+  const auto check_with = [&](const std::string& extra) {
     std::ofstream(dir / "run.sh") << line << extra << "\n";
     return run({"check", "--cluster", "dgx-a100-80gb", "--json", (dir / "run.sh").string()});
   };
-  const Result alibi = check(" --position-embedding-type alibi --embed-layernorm");
-  const Result learned = check(" --position-embedding-type absolute");
-  const Result relative = check(" --position-embedding-type relative");
+  const Result alibi = check_with(" --position-embedding-type alibi --embed-layernorm");
+  const Result learned = check_with(" --position-embedding-type absolute");
+  const Result relative = check_with(" --position-embedding-type relative");
   std::filesystem::remove_all(dir);
   ASSERT_EQ(alibi.code, 0) << alibi.err;
   ASSERT_EQ(learned.code, 0) << learned.err;

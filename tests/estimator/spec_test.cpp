@@ -710,7 +710,7 @@ TEST(HuggingFaceConfig, MptReadsItsBlocks) {
   const TempFile f(config(R"("alibi": true, "attn_type": "multihead_attention", "attn_uses_sequence_id": false)"),
                    "config.json");
   const ModelSpec m = test::library().model(f.path());
-  EXPECT_EQ(static_cast<std::int64_t>(parameter_count(m)), 6'649'286'656 + 65 * 4096);
+  EXPECT_EQ(static_cast<std::int64_t>(parameter_count(m)), 6'649'286'656 + 65LL * 4096);
   EXPECT_TRUE(m.alibi && m.tied_embeddings && !m.learned_positions && !m.linear_biases && !m.embedding_norm);
   EXPECT_TRUE(m.norm == Norm::layernorm && m.mlp == Mlp::gelu);
   EXPECT_EQ(m.ffn_hidden_size, 4 * 4096);
