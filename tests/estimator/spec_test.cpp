@@ -669,8 +669,8 @@ TEST(HuggingFaceConfig, FalconReadsItsAttentionAndNorms) {
 
 // BLOOM (bigscience/bloom config.json; modeling_bloom.py): LayerNorm, biases on every linear layer, a 4h GELU MLP,
 // ALiBi instead of a position table, a LayerNorm on the embeddings and a tied LM head: 176,247,271,424 parameters, the
-// count the BLOOM paper gives. The Megatron-DeepSpeed export's fusion switches are inert; a post-norm residual is
-// refused as for Falcon.
+// count bigscience/bloom's model card gives. The Megatron-DeepSpeed export's fusion switches are inert; a post-norm
+// residual is refused as for Falcon.
 TEST(HuggingFaceConfig, BloomReadsAlibiAndItsEmbeddingNorm) {
   const std::string config = R"({"apply_residual_connection_post_layernorm": false, "attention_dropout": 0.0,
     "architectures": ["BloomForCausalLM"], "attention_softmax_in_fp32": true, "pad_token_id": 3, "bos_token_id": 1,
