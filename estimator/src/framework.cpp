@@ -26,6 +26,25 @@ std::string lowered(std::string_view text) {
   return s;
 }
 
+// A framework file's bytes per parameter ("precision", "fsdp_mixed_precision").
+Precision precision_from_json(const nlohmann::json& p) {
+  return {p.at("weight_bytes").get<double>(), p.at("grad_bytes").get<double>(), p.at("optimizer_bytes").get<double>()};
+}
+
+// A model with ALiBi where the framework trains it: refused where it has none, and with FlashAttention where only its
+// unfused attention adds the bias.
+void require_alibi(const ModelSpec& m, const FrameworkProfile& f, const Layout& l) {
+  if (!m.alibi) return;
+  if (f.alibi == FrameworkProfile::Alibi::none)
+    throw Error(m.name + "'s ALiBi position biases: framework " + f.name +
+                " does not train them (Megatron-LM's --position-embedding-type has no alibi; Megatron-DeepSpeed's "
+                "--framework deepspeed and FSDP's --framework pytorch-fsdp do)");
+  if (f.alibi == FrameworkProfile::Alibi::unfused && l.flash_attention)
+    throw Error(m.name + "'s ALiBi position biases with FlashAttention: framework " + f.name +
+                " adds them in its unfused attention only (leave " + field("flash_attention") +
+                " unset: it is off for such a model)");
+}
+
 }  // namespace
 
 Recompute parse_recompute(std::string_view text) {
@@ -570,14 +589,7 @@ Layout build_layout(const ModelSpec& model, const FrameworkProfile& f, const Lay
   if (r.etp != 0) l.etp = positive("etp", r.etp);
   set_expert_dispatch(model, f, r, l);
   set_mtp_layers(model, f, r, l);
-  if (model.alibi && f.alibi == FrameworkProfile::Alibi::none)
-    throw Error(model.name + "'s ALiBi position biases: framework " + f.name +
-                " does not train them (Megatron-LM's --position-embedding-type has no alibi; Megatron-DeepSpeed's "
-                "--framework deepspeed and FSDP's --framework pytorch-fsdp do)");
-  if (unfused_attention_only(model, f) && l.flash_attention)
-    throw Error(model.name + "'s ALiBi position biases with FlashAttention: framework " + f.name +
-                " adds them in its unfused attention only (leave " + field("flash_attention") +
-                " unset: it is off for such a model)");
+  require_alibi(model, f, l);
   set_cp_exchange(f, r, l);
   require_fp8_recipe(f, r.fp8);
   l.fp8 = r.fp8;
@@ -659,9 +671,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
   f.flash_attention = j.at("flash_attention").get<bool>();
   f.schedule = parse_schedule(j.at("schedule").get<std::string>());
   f.recompute = parse_recompute(j.at("recompute").get<std::string>());
-  const auto& p = j.at("precision");
-  f.precision = {p.at("weight_bytes").get<double>(), p.at("grad_bytes").get<double>(),
-                 p.at("optimizer_bytes").get<double>()};
+  f.precision = precision_from_json(j.at("precision"));
   const auto& s = j.at("sharding");
   f.sharding = {parse_shard(s.at("params").get<std::string>()), parse_shard(s.at("grads").get<std::string>()),
                 parse_shard(s.at("optimizer").get<std::string>())};
@@ -698,9 +708,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j) {
   if (const std::string a = j.value("alibi", std::string()); !a.empty())
     f.alibi = a == "any" ? FrameworkProfile::Alibi::any : FrameworkProfile::Alibi::unfused;
   f.balanced_pipeline_partition = j.value("balanced_pipeline_partition", false);
-  if (const auto it = j.find("fsdp_mixed_precision"); it != j.end())
-    f.fsdp_mixed_precision = Precision{it->at("weight_bytes").get<double>(), it->at("grad_bytes").get<double>(),
-                                       it->at("optimizer_bytes").get<double>()};
+  if (const auto it = j.find("fsdp_mixed_precision"); it != j.end()) f.fsdp_mixed_precision = precision_from_json(*it);
   if (j.contains("fp8")) {
     const auto& x = j.at("fp8");
     f.fp8_library =

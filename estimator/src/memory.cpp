@@ -56,14 +56,16 @@ double norm_activation_units(const ModelSpec& m) {
   return m.sandwich_norms ? 8.0 : 4.0;
 }
 
-// Korthikanti et al. 2023 Eq. 1: the two dropout masks on the residual stream (after attention, after the MLP), 1 B an
-// element each in s·b·h/(t·c) units, whole on every TP rank without SP, where the layer keeps its tensors
-// (Megatron-LM's fused bias-dropout-add saves its mask; full recompute regenerates it, torchtitan's per-op policy has
-// no dropout).
-// One mask: 1 B an element of the residual stream, SP-sharded or whole on every TP rank; 0 without hidden dropout.
+// A tensor of the residual stream in s·b·h/(t·c) units: split over the TP ranks with SP, whole on each (t) without.
+double residual_copies(const Layout& l) { return l.sequence_parallel ? 1.0 : d(l.tp); }
+
+// One dropout mask: 1 B an element of the residual stream; 0 without hidden dropout.
 double dropout_mask_unit(const ModelSpec& m, const Layout& l) {
-  return m.hidden_dropout > 0 ? (l.sequence_parallel ? 1.0 : d(l.tp)) : 0.0;
+  return m.hidden_dropout > 0 ? residual_copies(l) : 0.0;
 }
+// Korthikanti et al. 2023 Eq. 1: the two dropout masks on the residual stream (after attention, after the MLP), where
+// the layer keeps its tensors (Megatron-LM's fused bias-dropout-add saves its mask; full recompute regenerates it,
+// torchtitan's per-op policy has no dropout).
 double dropout_mask_units(const ModelSpec& m, const Layout& l) {
   if (l.recompute == Recompute::full || l.recompute == Recompute::op) return 0.0;
   return 2.0 * dropout_mask_unit(m, l);
@@ -106,7 +108,7 @@ bool fp8_saves_inputs(const Layout& l) {
 // transformer_engine.py set_save_original_input, or run inside the checkpoint).
 double fp8_attention_saved_units(const ModelSpec& m, const Layout& l) {
   if (!fp8_saves_inputs(l)) return 0.0;
-  const double h = d(m.hidden_size), replicated = l.sequence_parallel ? 1.0 : d(l.tp);
+  const double h = d(m.hidden_size), replicated = residual_copies(l);
   if (latent_attention(m))
     return (mla_input_norm_recomputed(m, l) ? 0.0 : replicated) +
            (recomputes(l, RecomputeModule::mla_up_proj) ? 0.0 : d(l.tp) * d(m.q_lora_rank + m.kv_lora_rank) / h) -
@@ -117,7 +119,7 @@ double fp8_attention_saved_units(const ModelSpec& m, const Layout& l) {
 // recomputed.
 double fp8_ffn_saved_units(const ModelSpec& m, const Layout& l) {
   if (!fp8_saves_inputs(l) || recomputes(l, RecomputeModule::mlp)) return 0.0;
-  return (l.sequence_parallel ? 1.0 : d(l.tp)) + d(m.ffn_hidden_size) / d(m.hidden_size);
+  return residual_copies(l) + d(m.ffn_hidden_size) / d(m.hidden_size);
 }
 
 }  // namespace
@@ -419,7 +421,7 @@ double op_saved_units(const ModelSpec& m, const Layout& l) {
 // Full recompute stores the layer input only (2 units, SP-sharded).
 double activation_bytes_per_layer(const ModelSpec& m, const Layout& l) {
   const double sbh = sbh_per_gpu(m, l);
-  if (l.recompute == Recompute::full) return 2.0 * sbh * (l.sequence_parallel ? 1.0 : d(l.tp));
+  if (l.recompute == Recompute::full) return 2.0 * sbh * residual_copies(l);
   if (l.recompute == Recompute::op) return sbh * op_saved_units(m, l);
   const double ffn_ratio = d(m.ffn_hidden_size) / d(m.hidden_size);
   const bool mlp_kept = !recomputes(l, RecomputeModule::mlp);
@@ -549,7 +551,7 @@ double layers_in_flight(const ModelSpec& m, const Layout& l, std::int64_t stage)
 // VocabParallelEmbedding: the norm of the first stage's reduced lookup, before the dropout), sequence parallel or whole
 // on every TP rank.
 double embedding_activation_bytes(const ModelSpec& m, const Layout& l) {
-  const double norm_input = m.embedding_norm ? 2.0 * (l.sequence_parallel ? 1.0 : d(l.tp)) : 0.0;
+  const double norm_input = m.embedding_norm ? 2.0 * residual_copies(l) : 0.0;
   return (8.0 + dropout_mask_unit(m, l) + norm_input) * sbh_per_gpu(m, l);
 }
 
@@ -758,6 +760,7 @@ MegatronFsdpUnits megatron_fsdp_units(const ModelSpec& m, const Layout& l, std::
   const double c = f.unit_size > 0 ? d(f.unit_size) : std::max(1e9, gathers ? 2.0 * unit : 0.0);
   MegatronFsdpUnits u;
   u.layer = unit;
+  u.layers = layers;
   if (gathers && unit > 0)
     u.gathered = 1.0 + std::min(d(layers - 1), f.double_buffer ? 1.0 : std::ceil(std::floor(c / 2.0) / unit));
   if (reduces) u.gradients = f.double_buffer ? std::min(2.0, d(layers)) : 1.0;
@@ -769,10 +772,9 @@ MegatronFsdpBufferBytes megatron_fsdp_buffer_bytes(const ModelSpec& m, const Lay
   if (u.gathered == 0 && u.gradients == 0) return {};
   const double unit = u.layer;
   // --fp8-param-gather: the linear weights are kept and gathered in FP8, 1 B (the norms in the weights' format).
-  const double fp8_saving = l.fp8_param_gather
-                                ? (l.precision.weight_bytes - 1.0) *
-                                      stage_linear_weight_parameters_per_gpu(m, l, stage) / d(stage_layers(m, l, stage))
-                                : 0.0;
+  const double fp8_saving = l.fp8_param_gather ? (l.precision.weight_bytes - 1.0) *
+                                                     stage_linear_weight_parameters_per_gpu(m, l, stage) / d(u.layers)
+                                               : 0.0;
   // The LM head is no FSDP unit: gathered for the loss and its own backward, which starts the backward with its
   // unsharded gradient (megatron_fsdp.py gathers and reduces every module's parameters, units or not).
   const double head = stage == head_stage(l) ? d(m.hidden_size) * d(m.vocab_size) / d(l.tp) : 0.0;

@@ -69,5 +69,8 @@ void megatron_deepspeed_arguments(std::map<std::string, std::string>& args, std:
 // Megatron-FSDP's --data-parallel-sharding-strategy (no_shard, optim, optim_grads, optim_grads_params) as a sharding:
 // ZeRO's stages, the states it shards. Throws Error naming `where` for another name.
 [[nodiscard]] std::string megatron_fsdp_sharding(const std::string& strategy, std::string_view where);
+// Moves `entry` (a flag or key, alone or followed by its value) from what a reader listed as read to what it ignored,
+// with why; whether it was read.
+bool read_to_ignored(MegatronCommand& out, std::string_view entry, std::string_view why);
 
 }  // namespace headroom::calibrate

@@ -327,36 +327,30 @@ void megatron_fsdp_arguments(std::map<std::string, std::string>& args, MegatronC
   // arguments.py: --use-nccl-ub turns on --fsdp-double-buffer (user buffers need persistent ones).
   if (args.contains("nccl_ub")) {
     args["fsdp_double_buffer"] = "True";
-    std::erase_if(out.read, [](const std::string& r) { return r == "--use-nccl-ub"; });
-    out.ignored.emplace_back(
-        "--use-nccl-ub (NCCL's user buffers: its double buffers are priced as --fsdp-double-buffer, its collectives "
-        "at NCCL's default kernels)");
+    read_to_ignored(out, "--use-nccl-ub",
+                    "NCCL's user buffers: its double buffers are priced as --fsdp-double-buffer, its collectives at "
+                    "NCCL's default kernels");
   }
-  for (const char* key : {"megatron_fsdp_main_params_dtype", "megatron_fsdp_grad_comm_dtype"}) {
-    const std::string v = get(args, key, key == std::string_view("megatron_fsdp_main_params_dtype") ? "fp32" : "auto");
-    const std::string grads = get(args, "megatron_fsdp_main_grads_dtype", "auto");
-    const bool priced =
-        key == std::string_view("megatron_fsdp_main_params_dtype") ? v == "fp32" : v == "auto" || v == grads;
-    if (!priced) {
-      std::string flag = "--" + std::string(key);
-      std::replace(flag.begin(), flag.end(), '_', '-');
-      throw Error(w + ": " + flag + " " + v + ": not priced (valid: " +
-                  (key == std::string_view("megatron_fsdp_main_params_dtype")
-                       ? std::string("fp32, the default")
-                       : "auto or the gradients' own format, --megatron-fsdp-main-grads-dtype's") +
-                  ")");
-    }
-  }
+  if (const std::string v = get(args, "megatron_fsdp_main_params_dtype", "fp32"); v != "fp32")
+    throw Error(w + ": --megatron-fsdp-main-params-dtype " + v + ": not priced (valid: fp32, the default)");
+  if (const std::string v = get(args, "megatron_fsdp_grad_comm_dtype", "auto");
+      v != "auto" && v != get(args, "megatron_fsdp_main_grads_dtype", "auto"))
+    throw Error(w + ": --megatron-fsdp-grad-comm-dtype " + v +
+                ": not priced (valid: auto or the gradients' own format, --megatron-fsdp-main-grads-dtype's)");
   // The outer data-parallel group's strategy is read only under hybrid sharding, which is not priced.
-  if (args.contains("outer_dp_sharding_strategy")) {
-    std::erase_if(out.read, [](const std::string& r) { return r.starts_with("--outer-dp-sharding-strategy"); });
-    out.ignored.emplace_back(
-        "--outer-dp-sharding-strategy (Megatron-FSDP's outer group, read under hybrid sharding "
-        "only)");
-  }
+  read_to_ignored(out, "--outer-dp-sharding-strategy", "Megatron-FSDP's outer group, read under hybrid sharding only");
 }
 
 }  // namespace
+
+bool read_to_ignored(MegatronCommand& out, std::string_view entry, std::string_view why) {
+  const auto is_entry = [entry](const std::string& r) {
+    return r == entry || (r.starts_with(entry) && r.size() > entry.size() && r[entry.size()] == ' ');
+  };
+  if (std::erase_if(out.read, is_entry) == 0) return false;
+  out.ignored.push_back(std::string(entry) + " (" + std::string(why) + ")");
+  return true;
+}
 
 std::int64_t launcher_world(const std::vector<std::string>& launcher, std::int64_t gpus, std::string_view where) {
   const std::string w(where);
@@ -538,10 +532,8 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
   }
   // transformer_layer.py reads --recompute-modules under selective recompute only (megatron_log.cpp does not read it
   // otherwise).
-  if (args.contains("recompute_modules") && get(args, "recompute_granularity", "") != "selective") {
-    std::erase_if(out.read, [](const std::string& r) { return r.starts_with("--recompute-modules"); });
-    out.ignored.emplace_back("--recompute-modules (Megatron-LM reads it under --recompute-granularity selective only)");
-  }
+  if (args.contains("recompute_modules") && get(args, "recompute_granularity", "") != "selective")
+    read_to_ignored(out, "--recompute-modules", "Megatron-LM reads it under --recompute-granularity selective only");
   // Megatron-LM's attention backends: auto, flash and fused (cuDNN) run fused kernels, as priced; unfused and local
   // materialise the s x s scores, which only --no-flash-attn prices (not a Megatron-LM flag).
   // Transformer Engine's layers (the default) are what the coefficients were fitted on; Megatron-LM's local ones
@@ -568,14 +560,9 @@ MegatronCommand parse_megatron_command(const std::vector<std::string>& tokens, s
          {"--data-parallel-sharding-strategy", "--megatron-fsdp-version", "--megatron-fsdp-main-params-dtype",
           "--megatron-fsdp-grad-comm-dtype", "--megatron-fsdp-main-grads-dtype", "--outer-dp-sharding-strategy",
           "--fsdp-double-buffer", "--suggested-communication-unit-size"})
-      if (std::erase_if(out.read,
-                        [&](const std::string& r) { return r == flag || r.starts_with(flag + std::string(" ")); }) > 0)
-        out.ignored.push_back(std::string(flag) +
-                              " (Megatron-FSDP's, which the command does not run: --use-megatron-fsdp)");
-    if (std::erase_if(out.read, [](const std::string& r) { return r == "--use-nccl-ub"; }) > 0)
-      out.ignored.emplace_back(
-          "--use-nccl-ub (NCCL's user buffers for the data-parallel collectives: priced at "
-          "NCCL's default kernels)");
+      read_to_ignored(out, flag, "Megatron-FSDP's, which the command does not run: --use-megatron-fsdp");
+    read_to_ignored(out, "--use-nccl-ub",
+                    "NCCL's user buffers for the data-parallel collectives: priced at NCCL's default kernels");
   }
   out.run = megatron_run_from_arguments(args, {}, where);
   ModelSpec window;

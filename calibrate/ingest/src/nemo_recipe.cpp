@@ -903,20 +903,16 @@ std::pair<std::int64_t, std::int64_t> read_recipe_settings(const Settings& setti
     layout["sharding"] = megatron_fsdp_sharding(fsdp_strategy.value_or("optim_grads_params"), where);
     if (fsdp_double_buffer) layout["fsdp_double_buffer"] = "true";
     if (fsdp_unit_size > 0) layout["suggested_communication_unit_size"] = std::to_string(fsdp_unit_size);
-    if (std::erase(out.read, std::string("trainer.strategy.ddp.nccl_ub")) > 0)
-      out.ignored.emplace_back(
-          "trainer.strategy.ddp.nccl_ub (NCCL's user buffers: its double buffers are priced as "
-          "fsdp_double_buffer, its collectives at NCCL's default kernels)");
+    read_to_ignored(out, "trainer.strategy.ddp.nccl_ub",
+                    "NCCL's user buffers: its double buffers are priced as fsdp_double_buffer, its collectives at "
+                    "NCCL's default kernels");
   } else {
     for (const char* k :
          {"trainer.strategy.ddp.data_parallel_sharding_strategy", "trainer.strategy.ddp.fsdp_double_buffer",
           "trainer.strategy.ddp.suggested_communication_unit_size", "trainer.strategy.ddp.keep_fp8_transpose_cache"})
-      if (std::erase(out.read, std::string(k)) > 0)
-        out.ignored.push_back(std::string(k) + " (Megatron-FSDP's, which the recipe does not run)");
-    if (std::erase(out.read, std::string("trainer.strategy.ddp.nccl_ub")) > 0)
-      out.ignored.emplace_back(
-          "trainer.strategy.ddp.nccl_ub (NCCL's user buffers for the data-parallel collectives: "
-          "priced at NCCL's default kernels)");
+      read_to_ignored(out, k, "Megatron-FSDP's, which the recipe does not run");
+    read_to_ignored(out, "trainer.strategy.ddp.nccl_ub",
+                    "NCCL's user buffers for the data-parallel collectives: priced at NCCL's default kernels");
   }
   const std::int64_t world = nodes * devices;
   std::int64_t model_gpus = 1, rest = world;  // world divided by tp, cp and pp in turn: no product overflows

@@ -149,7 +149,8 @@ enum class StepMoment { activations, gradients };
 // Megatron-FSDP or on a DP×CP group of one.
 struct MegatronFsdpUnits {
   double gathered = 0, gradients = 0;
-  double layer = 0;  // the stage's mean decoder layer, parameters per GPU (0 where nothing is held)
+  double layer = 0;         // the stage's mean decoder layer, parameters per GPU (0 where nothing is held)
+  std::int64_t layers = 0;  // the stage's decoder layers (0 where nothing is held)
 };
 [[nodiscard]] MegatronFsdpUnits megatron_fsdp_units(const ModelSpec& m, const Layout& l, std::int64_t stage);
 // Those units in bytes, with the LM head on its stage (no unit: gathered for the loss, its gradient the backward's
